@@ -1,0 +1,171 @@
+//! The Chat UI's API: Semantic-Kernel-style `ChatMessageContent` answers and the `/chat-history` shapes.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::{Answer, Field, Role, WireMessage};
+
+/// A chat request from the Chat UI: the whole conversation, newest last.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatRequest {
+    pub messages: Vec<WireMessage>,
+    #[serde(rename = "sessionState", default, skip_serializing_if = "Field::is_missing")]
+    pub session_state_camel: Field<Value>,
+    #[serde(rename = "session_state", default, skip_serializing_if = "Field::is_missing")]
+    pub session_state_snake: Field<Value>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// One message of the Chat UI's answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ChatMessageContent {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author_name: Option<String>,
+    pub role: RoleLabel,
+    pub items: Vec<ContentItem>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<MessageMetadata>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoleLabel {
+    #[serde(rename = "Label")]
+    pub label: String,
+}
+
+/// A content item; the Chat UI shows `TextContent`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContentItem {
+    #[serde(rename = "$type")]
+    pub kind: String,
+    #[serde(rename = "Text")]
+    pub text: String,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl ContentItem {
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            kind: "TextContent".to_string(),
+            text: text.into(),
+            extra: Map::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct MessageMetadata {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<UiUsage>,
+    #[serde(default, skip_serializing_if = "Field::is_missing")]
+    pub finish_reason: Field<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct UiUsage {
+    pub output_token_count: u64,
+    pub input_token_count: u64,
+    pub total_token_count: u64,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl ChatMessageContent {
+    /// The assistant's answer as the Chat UI shows it.
+    pub fn from_answer(answer: &Answer) -> Self {
+        Self {
+            author_name: None,
+            role: RoleLabel {
+                label: "Assistant".to_string(),
+            },
+            items: vec![ContentItem::text(answer.content.clone())],
+            model_id: Some(answer.model.clone()),
+            metadata: Some(MessageMetadata {
+                id: Some(answer.id.clone()),
+                created_at: Some(answer.created_at.clone()),
+                usage: Some(UiUsage {
+                    output_token_count: answer.usage.output_tokens,
+                    input_token_count: answer.usage.input_tokens,
+                    total_token_count: answer.usage.total_tokens,
+                    extra: Map::new(),
+                }),
+                finish_reason: Field::Value(answer.finish_reason.semantic_kernel().to_string()),
+                extra: Map::new(),
+            }),
+            extra: Map::new(),
+        }
+    }
+}
+
+/// A chat's mode in the history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ChatMode {
+    #[serde(rename = "standard")]
+    Standard,
+    #[serde(rename = "multiAgent")]
+    MultiAgent,
+}
+
+/// One item of `GET /chat-history`, and the answer of create and replace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChatSummary {
+    pub id: String,
+    pub title: String,
+    pub last_message: String,
+    pub last_updated: String,
+    pub message_count: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<ChatMode>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// One message of `GET /chat-history/{id}/messages` and of a replace request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryMessage {
+    pub id: String,
+    pub content: String,
+    pub role: Role,
+    pub timestamp: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_identifier: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_name: Option<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `POST /chat-history`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CreateChatRequest {
+    pub mode: ChatMode,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `PUT /chat-history/{id}`: the chat's messages, replaced whole.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplaceMessagesRequest {
+    pub messages: Vec<HistoryMessage>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}

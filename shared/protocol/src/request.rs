@@ -1,0 +1,219 @@
+//! Reading a chat request body: which dialect it speaks, and whether it is acceptable.
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::error::from_path_error;
+use crate::{
+    ChatInput, Dialect, Field, InvalidRequest, Message, Overrides, RequestContext, Role,
+    SessionSpelling, WireMessage, chat_ui, v2024_01_28, v2024_05_29,
+};
+
+/// Which family of routes a request came to; the body alone cannot tell a Chat UI request from a protocol one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `/chat`, `/chat/stream`: AI Chat Protocol, either version.
+    Protocol,
+    /// `/chat-ui/chat`.
+    ChatUi,
+}
+
+/// Bounds on what one request may ask for; configurable, with defaults generous for real conversations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestLimits {
+    pub max_messages: usize,
+    pub max_message_chars: usize,
+    /// The largest `max_tokens` a request may ask for.
+    pub max_output_tokens: u32,
+}
+
+impl Default for RequestLimits {
+    fn default() -> Self {
+        Self {
+            max_messages: 500,
+            max_message_chars: 100_000,
+            max_output_tokens: 8192,
+        }
+    }
+}
+
+/// Parses and validates a chat request body sent to `endpoint`.
+pub fn parse_chat_request(
+    body: &[u8],
+    endpoint: Endpoint,
+    limits: &RequestLimits,
+) -> Result<ChatInput, InvalidRequest> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| InvalidRequest::body(format!("body is not valid JSON: {e}")))?;
+    let Value::Object(object) = &value else {
+        return Err(InvalidRequest::body("body must be a JSON object"));
+    };
+    match endpoint {
+        Endpoint::ChatUi => {
+            let r: chat_ui::ChatRequest = typed(value)?;
+            let session = session_state(r.session_state_camel, r.session_state_snake, false)?;
+            build(Dialect::ChatUi, r.messages, Field::Missing, session, limits)
+        }
+        Endpoint::Protocol => match object.get("stream") {
+            Some(Value::Bool(stream)) => {
+                let stream = *stream;
+                let r: v2024_01_28::ChatRequest = typed(value)?;
+                let session = session_state(r.session_state_camel, r.session_state_snake, true)?;
+                build(
+                    Dialect::V20240128 { stream },
+                    r.messages,
+                    r.context,
+                    session,
+                    limits,
+                )
+            }
+            None | Some(Value::Null) => {
+                let r: v2024_05_29::ChatRequest = typed(value)?;
+                let session = session_state(r.session_state_camel, r.session_state_snake, false)?;
+                build(Dialect::V20240529, r.messages, r.context, session, limits)
+            }
+            Some(_) => Err(InvalidRequest::new("stream", "expected a boolean")),
+        },
+    }
+}
+
+fn typed<T: DeserializeOwned>(value: Value) -> Result<T, InvalidRequest> {
+    serde_path_to_error::deserialize(value).map_err(from_path_error)
+}
+
+/// The session state and the spelling to answer in. A request's spelling wins; without one, the dialect's own.
+fn session_state(
+    camel: Field<Value>,
+    snake: Field<Value>,
+    snake_by_default: bool,
+) -> Result<(Option<Value>, SessionSpelling), InvalidRequest> {
+    match (camel, snake) {
+        (Field::Missing, Field::Missing) => Ok((
+            None,
+            if snake_by_default {
+                SessionSpelling::Snake
+            } else {
+                SessionSpelling::Camel
+            },
+        )),
+        (camel, Field::Missing) => Ok((camel.into_option(), SessionSpelling::Camel)),
+        (Field::Missing, snake) => Ok((snake.into_option(), SessionSpelling::Snake)),
+        _ => Err(InvalidRequest::new(
+            "session_state",
+            "send sessionState or session_state, not both",
+        )),
+    }
+}
+
+fn build(
+    dialect: Dialect,
+    wire_messages: Vec<WireMessage>,
+    context: Field<RequestContext>,
+    (session_state, spelling): (Option<Value>, SessionSpelling),
+    limits: &RequestLimits,
+) -> Result<ChatInput, InvalidRequest> {
+    let messages = messages(wire_messages, limits)?;
+    let overrides = overrides(context, limits)?;
+    Ok(ChatInput {
+        dialect,
+        spelling,
+        messages,
+        overrides,
+        session_state,
+    })
+}
+
+fn messages(
+    wire: Vec<WireMessage>,
+    limits: &RequestLimits,
+) -> Result<Vec<Message>, InvalidRequest> {
+    if wire.is_empty() {
+        return Err(InvalidRequest::new(
+            "messages",
+            "must hold at least one message",
+        ));
+    }
+    if wire.len() > limits.max_messages {
+        return Err(InvalidRequest::new(
+            "messages",
+            format!(
+                "holds {} messages, more than the limit of {}",
+                wire.len(),
+                limits.max_messages
+            ),
+        ));
+    }
+    for (i, m) in wire.iter().enumerate() {
+        if m.content.trim().is_empty() {
+            return Err(InvalidRequest::new(
+                format!("messages[{i}].content"),
+                "must not be empty",
+            ));
+        }
+        let chars = m.content.chars().count();
+        if chars > limits.max_message_chars {
+            return Err(InvalidRequest::new(
+                format!("messages[{i}].content"),
+                format!(
+                    "is {chars} characters long, more than the limit of {}",
+                    limits.max_message_chars
+                ),
+            ));
+        }
+    }
+    if wire[0].role != Role::User {
+        return Err(InvalidRequest::new(
+            "messages[0].role",
+            "the conversation must start with a user message",
+        ));
+    }
+    let last = wire.len() - 1;
+    if wire[last].role != Role::User {
+        return Err(InvalidRequest::new(
+            format!("messages[{last}].role"),
+            "the last message must come from the user",
+        ));
+    }
+    Ok(wire
+        .into_iter()
+        .map(|m| Message::new(m.role, m.content))
+        .collect())
+}
+
+fn overrides(
+    context: Field<RequestContext>,
+    limits: &RequestLimits,
+) -> Result<Overrides, InvalidRequest> {
+    let Some(wire) = context.into_option().and_then(|c| c.overrides.into_option()) else {
+        return Ok(Overrides::default());
+    };
+    let unit = |name: &str, v: Option<f64>| match v {
+        Some(x) if !(0.0..=1.0).contains(&x) => Err(InvalidRequest::new(
+            format!("context.overrides.{name}"),
+            "must be between 0 and 1",
+        )),
+        _ => Ok(v),
+    };
+    let temperature = unit("temperature", wire.temperature.into_option())?;
+    let top_p = unit("top_p", wire.top_p.into_option())?;
+    let max_tokens = match wire.max_tokens.into_option() {
+        None => None,
+        Some(n) if n >= 1 && n <= u64::from(limits.max_output_tokens) => Some(n as u32),
+        Some(_) => {
+            return Err(InvalidRequest::new(
+                "context.overrides.max_tokens",
+                format!("must be between 1 and {}", limits.max_output_tokens),
+            ));
+        }
+    };
+    Ok(Overrides {
+        temperature,
+        top_p,
+        max_tokens,
+        suggest_followup_questions: wire.suggest_followup_questions.into_option() == Some(true),
+        prompt_template: wire
+            .prompt_template
+            .into_option()
+            .filter(|t| !t.trim().is_empty()),
+    })
+}

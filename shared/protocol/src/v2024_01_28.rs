@@ -1,0 +1,241 @@
+//! AI Chat Protocol 2024-01-28: OpenAI-style `chat.completion` and `chat.completion.chunk`, chosen by a boolean `stream`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::{
+    Answer, Delta, Field, FinishReason, RequestContext, ResponseContext, Role, SessionSpelling,
+    TokenUsage, WireMessage, session_fields,
+};
+
+/// A chat request of this dialect: it says whether it wants a stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatRequest {
+    pub messages: Vec<WireMessage>,
+    pub stream: bool,
+    #[serde(default, skip_serializing_if = "Field::is_missing")]
+    pub context: Field<RequestContext>,
+    #[serde(rename = "session_state", default, skip_serializing_if = "Field::is_missing")]
+    pub session_state_snake: Field<Value>,
+    #[serde(rename = "sessionState", default, skip_serializing_if = "Field::is_missing")]
+    pub session_state_camel: Field<Value>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// OpenAI-style token counts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompletionUsage {
+    pub completion_tokens: u64,
+    pub prompt_tokens: u64,
+    pub total_tokens: u64,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl From<TokenUsage> for CompletionUsage {
+    fn from(u: TokenUsage) -> Self {
+        Self {
+            completion_tokens: u.output_tokens,
+            prompt_tokens: u.input_tokens,
+            total_tokens: u.total_tokens,
+            extra: Map::new(),
+        }
+    }
+}
+
+/// The answer to `stream: false`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatCompletion {
+    pub choices: Vec<Choice>,
+    pub created: i64,
+    pub id: String,
+    pub model: String,
+    pub object: String,
+    #[serde(default, skip_serializing_if = "Field::is_missing")]
+    pub usage: Field<CompletionUsage>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Choice {
+    pub index: u32,
+    pub message: WireMessage,
+    #[serde(default, skip_serializing_if = "Field::is_missing")]
+    pub finish_reason: Field<String>,
+    #[serde(default, skip_serializing_if = "Field::is_missing")]
+    pub context: Field<ResponseContext>,
+    #[serde(rename = "session_state", default, skip_serializing_if = "Field::is_missing")]
+    pub session_state_snake: Field<Value>,
+    #[serde(rename = "sessionState", default, skip_serializing_if = "Field::is_missing")]
+    pub session_state_camel: Field<Value>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl ChatCompletion {
+    pub const OBJECT: &'static str = "chat.completion";
+
+    pub fn from_answer(answer: &Answer, spelling: SessionSpelling) -> Self {
+        let (session_state_camel, session_state_snake) =
+            session_fields(answer.session_state.clone(), spelling);
+        Self {
+            choices: vec![Choice {
+                index: 0,
+                message: WireMessage {
+                    role: Role::Assistant,
+                    content: answer.content.clone(),
+                    extra: Map::new(),
+                },
+                finish_reason: Field::Value(answer.finish_reason.openai().to_string()),
+                context: Field::Value(ResponseContext::new(
+                    answer.thoughts(),
+                    answer.followup_questions.clone(),
+                )),
+                session_state_snake,
+                session_state_camel,
+                extra: Map::new(),
+            }],
+            created: answer.created,
+            id: answer.id.clone(),
+            model: answer.model.clone(),
+            object: Self::OBJECT.to_string(),
+            usage: Field::Value(answer.usage.into()),
+            extra: Map::new(),
+        }
+    }
+}
+
+/// One line of a `stream: true` answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatCompletionChunk {
+    // The spec's own first chunk has no id, created or model; ours always do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub choices: Vec<ChunkChoice>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    pub object: String,
+    #[serde(default, skip_serializing_if = "Field::is_missing")]
+    pub usage: Field<CompletionUsage>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChunkChoice {
+    pub delta: Delta,
+    #[serde(default, skip_serializing_if = "Field::is_missing")]
+    pub finish_reason: Field<String>,
+    pub index: u32,
+    #[serde(default, skip_serializing_if = "Field::is_missing")]
+    pub context: Field<ResponseContext>,
+    #[serde(rename = "session_state", default, skip_serializing_if = "Field::is_missing")]
+    pub session_state_snake: Field<Value>,
+    #[serde(rename = "sessionState", default, skip_serializing_if = "Field::is_missing")]
+    pub session_state_camel: Field<Value>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// What every chunk of one completion shares.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChunkHeader {
+    pub id: String,
+    pub created: i64,
+    pub model: String,
+}
+
+impl ChatCompletionChunk {
+    pub const OBJECT: &'static str = "chat.completion.chunk";
+
+    fn with_choice(header: &ChunkHeader, choice: ChunkChoice) -> Self {
+        Self {
+            id: Some(header.id.clone()),
+            choices: vec![choice],
+            created: Some(header.created),
+            model: Some(header.model.clone()),
+            object: Self::OBJECT.to_string(),
+            usage: Field::Missing,
+            extra: Map::new(),
+        }
+    }
+
+    fn choice(delta: Delta) -> ChunkChoice {
+        ChunkChoice {
+            delta,
+            finish_reason: Field::Null,
+            index: 0,
+            context: Field::Missing,
+            session_state_snake: Field::Missing,
+            session_state_camel: Field::Missing,
+            extra: Map::new(),
+        }
+    }
+
+    /// The first chunk: the assistant's role, the context known before the answer, and the session state.
+    pub fn start(
+        header: &ChunkHeader,
+        context: ResponseContext,
+        session_state: Option<Value>,
+        spelling: SessionSpelling,
+    ) -> Self {
+        let (session_state_camel, session_state_snake) = session_fields(session_state, spelling);
+        let mut choice = Self::choice(Delta::role(Role::Assistant));
+        choice.context = Field::Value(context);
+        choice.session_state_camel = session_state_camel;
+        choice.session_state_snake = session_state_snake;
+        Self::with_choice(header, choice)
+    }
+
+    /// A piece of the answer's text.
+    pub fn content(header: &ChunkHeader, text: impl Into<String>) -> Self {
+        Self::with_choice(header, Self::choice(Delta::content(text)))
+    }
+
+    /// The last chunk: why the model stopped, the token usage, and context learned at the end.
+    pub fn finish(
+        header: &ChunkHeader,
+        finish_reason: FinishReason,
+        usage: TokenUsage,
+        context: ResponseContext,
+    ) -> Self {
+        let mut choice = Self::choice(Delta::default());
+        choice.finish_reason = Field::Value(finish_reason.openai().to_string());
+        choice.context = Field::Value(context);
+        let mut chunk = Self::with_choice(header, choice);
+        chunk.usage = Field::Value(usage.into());
+        chunk
+    }
+}
+
+/// The whole `stream: true` answer as its chunks: the same lines a streamed turn sends, all at once.
+pub fn chunks_of(answer: &Answer, spelling: SessionSpelling) -> Vec<ChatCompletionChunk> {
+    let header = ChunkHeader {
+        id: answer.id.clone(),
+        created: answer.created,
+        model: answer.model.clone(),
+    };
+    let mut chunks = vec![ChatCompletionChunk::start(
+        &header,
+        ResponseContext::new(answer.prompt_thoughts.clone(), None),
+        answer.session_state.clone(),
+        spelling,
+    )];
+    if !answer.content.is_empty() {
+        chunks.push(ChatCompletionChunk::content(&header, answer.content.clone()));
+    }
+    chunks.push(ChatCompletionChunk::finish(
+        &header,
+        answer.finish_reason,
+        answer.usage,
+        ResponseContext::new(
+            answer.result_thoughts.clone(),
+            answer.followup_questions.clone(),
+        ),
+    ));
+    chunks
+}

@@ -1,0 +1,124 @@
+//! Wire types the dialects share: a message, a streamed delta, the request and response context, an error body.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::{Field, Message, Role, Thought};
+
+/// A message as it travels: `role` and `content`, plus whatever else the sender put there.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireMessage {
+    pub role: Role,
+    pub content: String,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl From<&Message> for WireMessage {
+    fn from(m: &Message) -> Self {
+        Self {
+            role: m.role,
+            content: m.content.clone(),
+            extra: Map::new(),
+        }
+    }
+}
+
+/// A piece of a streamed message; each part may be absent or `null`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Delta {
+    #[serde(default, skip_serializing_if = "Field::is_missing")]
+    pub role: Field<Role>,
+    #[serde(default, skip_serializing_if = "Field::is_missing")]
+    pub content: Field<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl Delta {
+    pub fn role(role: Role) -> Self {
+        Self {
+            role: Field::Value(role),
+            ..Self::default()
+        }
+    }
+
+    pub fn content(text: impl Into<String>) -> Self {
+        Self {
+            content: Field::Value(text.into()),
+            ..Self::default()
+        }
+    }
+}
+
+/// `context` of a request: `overrides`, and anything else an application defines.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct RequestContext {
+    #[serde(default, skip_serializing_if = "Field::is_missing")]
+    pub overrides: Field<WireOverrides>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `context.overrides` as sent: the settings this backend honours are typed, the rest is kept and ignored.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct WireOverrides {
+    #[serde(default, skip_serializing_if = "Field::is_missing")]
+    pub temperature: Field<f64>,
+    #[serde(default, skip_serializing_if = "Field::is_missing")]
+    pub top_p: Field<f64>,
+    #[serde(default, skip_serializing_if = "Field::is_missing")]
+    pub max_tokens: Field<u64>,
+    #[serde(default, skip_serializing_if = "Field::is_missing")]
+    pub suggest_followup_questions: Field<bool>,
+    #[serde(default, skip_serializing_if = "Field::is_missing")]
+    pub prompt_template: Field<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `context` of a response: `thoughts`, `followup_questions`, and anything else (such as `data_points`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ResponseContext {
+    #[serde(default, skip_serializing_if = "Field::is_missing")]
+    pub thoughts: Field<Vec<Thought>>,
+    #[serde(default, skip_serializing_if = "Field::is_missing")]
+    pub followup_questions: Field<Vec<String>>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl ResponseContext {
+    pub fn new(thoughts: Vec<Thought>, followup_questions: Option<Vec<String>>) -> Self {
+        Self {
+            thoughts: Field::Value(thoughts),
+            followup_questions: followup_questions.map_or(Field::Missing, Field::Value),
+            extra: Map::new(),
+        }
+    }
+}
+
+/// Every error the backend answers, in every dialect: `{"error": "<message for a person>"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: String,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl ErrorBody {
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            error: message.into(),
+            extra: Map::new(),
+        }
+    }
+}
+
+/// Serializes one JSON Lines record: the object and its `\n`.
+pub fn json_line<T: Serialize>(value: &T) -> Vec<u8> {
+    // Serializing these plain data types cannot fail: no maps with non-string keys, no failing Serialize impls.
+    let mut line = serde_json::to_vec(value).expect("wire types always serialize");
+    line.push(b'\n');
+    line
+}
