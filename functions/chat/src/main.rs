@@ -1,1 +1,20 @@
-fn main() {}
+//! Cold start of the chat function: configuration and the Bedrock client are built once, then every request is
+//! handed to [`chat::App`].
+
+use chat::App;
+use chat_aws::BedrockModel;
+use chat_http::Config;
+use lambda_http::{Error, Request, service_fn};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    lambda_http::tracing::init_default_subscriber();
+    let config = Config::from_env()?;
+    let aws = chat_aws::load_aws_config().await;
+    let model = BedrockModel::new(&aws, config.model_timeout);
+    let app: &'static App<BedrockModel> = Box::leak(Box::new(App::new(model, config)));
+    lambda_http::run(service_fn(move |request: Request| async move {
+        Ok::<_, Error>(app.handle(request).await)
+    }))
+    .await
+}

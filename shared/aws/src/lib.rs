@@ -1,1 +1,11 @@
+//! Adapters from the chat core's ports to AWS: Bedrock Converse is the model; DynamoDB will be the store.
 
+mod bedrock;
+
+pub use bedrock::BedrockModel;
+
+/// Loads the AWS configuration once per cold start: region, credentials and endpoints from the environment
+/// (`AWS_ENDPOINT_URL_BEDROCK_RUNTIME` and `AWS_ENDPOINT_URL_DYNAMODB` point the clients at local servers).
+pub async fn load_aws_config() -> aws_config::SdkConfig {
+    aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await
+}

@@ -1,1 +1,16 @@
+//! The chat core: what one chat turn does. It decides (prompt, overrides, follow-ups, answer shape) and talks to
+//! the model through the [`ChatModel`] port; adapters beside it translate to Bedrock.
 
+mod error;
+mod followups;
+mod model;
+mod prompt;
+mod settings;
+mod turn;
+
+pub use error::{ChatError, ModelError};
+pub use followups::FollowupSplitter;
+pub use model::{ChatModel, InferenceSettings, ModelMessage, ModelReply, ModelRequest, StopReason};
+pub use prompt::{FOLLOWUP_INSTRUCTIONS, PreparedTurn, prepare_turn};
+pub use settings::{ChatSettings, Guardrail};
+pub use turn::ChatService;

@@ -1,1 +1,10 @@
+//! What the functions share at the HTTP edge: settings from the environment, reading a request body, and the one
+//! place where errors become HTTP responses.
 
+mod config;
+mod error;
+mod request;
+
+pub use config::{Config, ConfigError};
+pub use error::{ApiError, error_response, json_response};
+pub use request::{normalized_path, read_json_body};

@@ -9,9 +9,17 @@ use crate::{Answer, Field, Role, WireMessage};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatRequest {
     pub messages: Vec<WireMessage>,
-    #[serde(rename = "sessionState", default, skip_serializing_if = "Field::is_missing")]
+    #[serde(
+        rename = "sessionState",
+        default,
+        skip_serializing_if = "Field::is_missing"
+    )]
     pub session_state_camel: Field<Value>,
-    #[serde(rename = "session_state", default, skip_serializing_if = "Field::is_missing")]
+    #[serde(
+        rename = "session_state",
+        default,
+        skip_serializing_if = "Field::is_missing"
+    )]
     pub session_state_snake: Field<Value>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,

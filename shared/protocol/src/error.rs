@@ -34,7 +34,9 @@ impl fmt::Display for InvalidRequest {
 }
 
 /// Turns a serde error at a path into an [`InvalidRequest`] whose message a person can act on.
-pub(crate) fn from_path_error(err: serde_path_to_error::Error<serde_json::Error>) -> InvalidRequest {
+pub(crate) fn from_path_error(
+    err: serde_path_to_error::Error<serde_json::Error>,
+) -> InvalidRequest {
     let path = err.path().to_string();
     let inner = err.into_inner().to_string();
     // serde says "missing field `x`" at the parent; name the field itself instead.

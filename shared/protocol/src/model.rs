@@ -33,7 +33,9 @@ impl<'de> Deserialize<'de> for Role {
         match Value::deserialize(deserializer)? {
             Value::String(s) if s == "user" => Ok(Role::User),
             Value::String(s) if s == "assistant" => Ok(Role::Assistant),
-            _ => Err(serde::de::Error::custom(r#"expected "user" or "assistant""#)),
+            _ => Err(serde::de::Error::custom(
+                r#"expected "user" or "assistant""#,
+            )),
         }
     }
 }

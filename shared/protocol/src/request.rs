@@ -184,7 +184,10 @@ fn overrides(
     context: Field<RequestContext>,
     limits: &RequestLimits,
 ) -> Result<Overrides, InvalidRequest> {
-    let Some(wire) = context.into_option().and_then(|c| c.overrides.into_option()) else {
+    let Some(wire) = context
+        .into_option()
+        .and_then(|c| c.overrides.into_option())
+    else {
         return Ok(Overrides::default());
     };
     let unit = |name: &str, v: Option<f64>| match v {

@@ -15,9 +15,17 @@ pub struct ChatRequest {
     pub stream: bool,
     #[serde(default, skip_serializing_if = "Field::is_missing")]
     pub context: Field<RequestContext>,
-    #[serde(rename = "session_state", default, skip_serializing_if = "Field::is_missing")]
+    #[serde(
+        rename = "session_state",
+        default,
+        skip_serializing_if = "Field::is_missing"
+    )]
     pub session_state_snake: Field<Value>,
-    #[serde(rename = "sessionState", default, skip_serializing_if = "Field::is_missing")]
+    #[serde(
+        rename = "sessionState",
+        default,
+        skip_serializing_if = "Field::is_missing"
+    )]
     pub session_state_camel: Field<Value>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -66,9 +74,17 @@ pub struct Choice {
     pub finish_reason: Field<String>,
     #[serde(default, skip_serializing_if = "Field::is_missing")]
     pub context: Field<ResponseContext>,
-    #[serde(rename = "session_state", default, skip_serializing_if = "Field::is_missing")]
+    #[serde(
+        rename = "session_state",
+        default,
+        skip_serializing_if = "Field::is_missing"
+    )]
     pub session_state_snake: Field<Value>,
-    #[serde(rename = "sessionState", default, skip_serializing_if = "Field::is_missing")]
+    #[serde(
+        rename = "sessionState",
+        default,
+        skip_serializing_if = "Field::is_missing"
+    )]
     pub session_state_camel: Field<Value>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -133,9 +149,17 @@ pub struct ChunkChoice {
     pub index: u32,
     #[serde(default, skip_serializing_if = "Field::is_missing")]
     pub context: Field<ResponseContext>,
-    #[serde(rename = "session_state", default, skip_serializing_if = "Field::is_missing")]
+    #[serde(
+        rename = "session_state",
+        default,
+        skip_serializing_if = "Field::is_missing"
+    )]
     pub session_state_snake: Field<Value>,
-    #[serde(rename = "sessionState", default, skip_serializing_if = "Field::is_missing")]
+    #[serde(
+        rename = "sessionState",
+        default,
+        skip_serializing_if = "Field::is_missing"
+    )]
     pub session_state_camel: Field<Value>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -226,7 +250,10 @@ pub fn chunks_of(answer: &Answer, spelling: SessionSpelling) -> Vec<ChatCompleti
         spelling,
     )];
     if !answer.content.is_empty() {
-        chunks.push(ChatCompletionChunk::content(&header, answer.content.clone()));
+        chunks.push(ChatCompletionChunk::content(
+            &header,
+            answer.content.clone(),
+        ));
     }
     chunks.push(ChatCompletionChunk::finish(
         &header,

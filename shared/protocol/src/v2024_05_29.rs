@@ -14,9 +14,17 @@ pub struct ChatRequest {
     pub messages: Vec<WireMessage>,
     #[serde(default, skip_serializing_if = "Field::is_missing")]
     pub context: Field<RequestContext>,
-    #[serde(rename = "sessionState", default, skip_serializing_if = "Field::is_missing")]
+    #[serde(
+        rename = "sessionState",
+        default,
+        skip_serializing_if = "Field::is_missing"
+    )]
     pub session_state_camel: Field<Value>,
-    #[serde(rename = "session_state", default, skip_serializing_if = "Field::is_missing")]
+    #[serde(
+        rename = "session_state",
+        default,
+        skip_serializing_if = "Field::is_missing"
+    )]
     pub session_state_snake: Field<Value>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -28,9 +36,17 @@ pub struct ChatResponse {
     pub message: WireMessage,
     #[serde(default, skip_serializing_if = "Field::is_missing")]
     pub context: Field<ResponseContext>,
-    #[serde(rename = "sessionState", default, skip_serializing_if = "Field::is_missing")]
+    #[serde(
+        rename = "sessionState",
+        default,
+        skip_serializing_if = "Field::is_missing"
+    )]
     pub session_state_camel: Field<Value>,
-    #[serde(rename = "session_state", default, skip_serializing_if = "Field::is_missing")]
+    #[serde(
+        rename = "session_state",
+        default,
+        skip_serializing_if = "Field::is_missing"
+    )]
     pub session_state_snake: Field<Value>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -63,9 +79,17 @@ pub struct StreamChunk {
     pub delta: Delta,
     #[serde(default, skip_serializing_if = "Field::is_missing")]
     pub context: Field<ResponseContext>,
-    #[serde(rename = "sessionState", default, skip_serializing_if = "Field::is_missing")]
+    #[serde(
+        rename = "sessionState",
+        default,
+        skip_serializing_if = "Field::is_missing"
+    )]
     pub session_state_camel: Field<Value>,
-    #[serde(rename = "session_state", default, skip_serializing_if = "Field::is_missing")]
+    #[serde(
+        rename = "session_state",
+        default,
+        skip_serializing_if = "Field::is_missing"
+    )]
     pub session_state_snake: Field<Value>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,

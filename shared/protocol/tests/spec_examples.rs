@@ -19,8 +19,12 @@ fn round_trip<T: DeserializeOwned + Serialize>(fixture: &str) {
     let path = format!("{}/tests/fixtures/{fixture}", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let original: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let typed: T = serde_json::from_str(&text)
-        .unwrap_or_else(|e| panic!("{fixture} does not parse as {}: {e}", std::any::type_name::<T>()));
+    let typed: T = serde_json::from_str(&text).unwrap_or_else(|e| {
+        panic!(
+            "{fixture} does not parse as {}: {e}",
+            std::any::type_name::<T>()
+        )
+    });
     let back = serde_json::to_value(&typed).unwrap();
     assert_eq!(back, original, "{fixture} changed in the round trip");
 }
@@ -138,7 +142,10 @@ fn every_fixture_is_tested() {
                 dir.file_name().to_string_lossy(),
                 file.file_name().to_string_lossy()
             );
-            assert!(this.contains(&name), "fixture {name} has no round-trip test");
+            assert!(
+                this.contains(&name),
+                "fixture {name} has no round-trip test"
+            );
             count += 1;
         }
     }

@@ -1,8 +1,6 @@
 //! Request parsing: dialect detection, session-state spelling, and field-precise errors.
 
-use chat_protocol::{
-    Dialect, Endpoint, RequestLimits, Role, SessionSpelling, parse_chat_request,
-};
+use chat_protocol::{Dialect, Endpoint, RequestLimits, Role, SessionSpelling, parse_chat_request};
 use serde_json::json;
 
 fn parse(body: serde_json::Value) -> Result<chat_protocol::ChatInput, String> {
@@ -21,16 +19,26 @@ fn error(body: serde_json::Value) -> String {
 #[test]
 fn dialect_follows_the_stream_field() {
     let m = json!([{"role": "user", "content": "hi"}]);
-    assert_eq!(parse(json!({"messages": m})).unwrap().dialect, Dialect::V20240529);
     assert_eq!(
-        parse(json!({"messages": m, "stream": false})).unwrap().dialect,
+        parse(json!({"messages": m})).unwrap().dialect,
+        Dialect::V20240529
+    );
+    assert_eq!(
+        parse(json!({"messages": m, "stream": false}))
+            .unwrap()
+            .dialect,
         Dialect::V20240128 { stream: false }
     );
     assert_eq!(
-        parse(json!({"messages": m, "stream": true})).unwrap().dialect,
+        parse(json!({"messages": m, "stream": true}))
+            .unwrap()
+            .dialect,
         Dialect::V20240128 { stream: true }
     );
-    assert_eq!(error(json!({"messages": m, "stream": "yes"})), "stream: expected a boolean");
+    assert_eq!(
+        error(json!({"messages": m, "stream": "yes"})),
+        "stream: expected a boolean"
+    );
 }
 
 #[test]
@@ -59,9 +67,15 @@ fn errors_name_the_field_and_the_reason() {
     let bad_role = json!({"messages": [
         {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "system", "content": "c"}
     ]});
-    assert_eq!(error(bad_role), r#"messages[2].role: expected "user" or "assistant""#);
+    assert_eq!(
+        error(bad_role),
+        r#"messages[2].role: expected "user" or "assistant""#
+    );
     assert_eq!(error(json!({})), "messages: is required");
-    assert_eq!(error(json!({"messages": []})), "messages: must hold at least one message");
+    assert_eq!(
+        error(json!({"messages": []})),
+        "messages: must hold at least one message"
+    );
     assert_eq!(
         error(json!({"messages": [{"role": "user"}]})),
         "messages[0].content: is required"
@@ -75,25 +89,34 @@ fn errors_name_the_field_and_the_reason() {
         "messages[0].content: must not be empty"
     );
     assert_eq!(
-        error(json!({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]})),
+        error(
+            json!({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]})
+        ),
         "messages[1].role: the last message must come from the user"
     );
     assert_eq!(
-        error(json!({"messages": [{"role": "assistant", "content": "a"}, {"role": "user", "content": "b"}]})),
+        error(
+            json!({"messages": [{"role": "assistant", "content": "a"}, {"role": "user", "content": "b"}]})
+        ),
         "messages[0].role: the conversation must start with a user message"
     );
     assert_eq!(error(json!([1, 2])), "body must be a JSON object");
-    let not_json = parse_chat_request(b"{\"messages\": [", Endpoint::Protocol, &RequestLimits::default())
-        .unwrap_err()
-        .to_string();
-    assert!(not_json.starts_with("body is not valid JSON: "), "{not_json}");
+    let not_json = parse_chat_request(
+        b"{\"messages\": [",
+        Endpoint::Protocol,
+        &RequestLimits::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        not_json.starts_with("body is not valid JSON: "),
+        "{not_json}"
+    );
 }
 
 #[test]
 fn overrides_are_typed_and_bounded_and_unknown_ones_ignored() {
-    let with = |o: serde_json::Value| {
-        json!({"messages": [{"role": "user", "content": "hi"}], "context": {"overrides": o}})
-    };
+    let with = |o: serde_json::Value| json!({"messages": [{"role": "user", "content": "hi"}], "context": {"overrides": o}});
     let ok = parse(with(json!({
         "temperature": 0.25, "top_p": 0.9, "max_tokens": 100, "suggest_followup_questions": true,
         "prompt_template": ">>> Be terse.", "retrieval_mode": "hybrid", "top": 3
@@ -105,7 +128,13 @@ fn overrides_are_typed_and_bounded_and_unknown_ones_ignored() {
     assert_eq!(ok.max_tokens, Some(100));
     assert!(ok.suggest_followup_questions);
     assert_eq!(ok.prompt_template.as_deref(), Some(">>> Be terse."));
-    assert_eq!(parse(with(json!({"prompt_template": ""}))).unwrap().overrides.prompt_template, None);
+    assert_eq!(
+        parse(with(json!({"prompt_template": ""})))
+            .unwrap()
+            .overrides
+            .prompt_template,
+        None
+    );
     assert_eq!(
         error(with(json!({"temperature": 3}))),
         "context.overrides.temperature: must be between 0 and 1"
@@ -122,14 +151,22 @@ fn overrides_are_typed_and_bounded_and_unknown_ones_ignored() {
 
 #[test]
 fn limits_are_enforced() {
-    let limits = RequestLimits { max_messages: 2, max_message_chars: 5, max_output_tokens: 10 };
+    let limits = RequestLimits {
+        max_messages: 2,
+        max_message_chars: 5,
+        max_output_tokens: 10,
+    };
     let parse_with = |v: serde_json::Value| {
-        parse_chat_request(v.to_string().as_bytes(), Endpoint::Protocol, &limits).map_err(|e| e.to_string())
+        parse_chat_request(v.to_string().as_bytes(), Endpoint::Protocol, &limits)
+            .map_err(|e| e.to_string())
     };
     let three = json!({"messages": [
         {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}
     ]});
-    assert_eq!(parse_with(three).unwrap_err(), "messages: holds 3 messages, more than the limit of 2");
+    assert_eq!(
+        parse_with(three).unwrap_err(),
+        "messages: holds 3 messages, more than the limit of 2"
+    );
     // Characters, not bytes: five multi-byte characters fit.
     assert!(parse_with(json!({"messages": [{"role": "user", "content": "ééééé"}]})).is_ok());
     assert_eq!(
@@ -141,7 +178,8 @@ fn limits_are_enforced() {
 #[test]
 fn chat_ui_requests_are_their_own_dialect() {
     let body = json!({"messages": [{"role": "user", "content": "Hello"}]}).to_string();
-    let input = parse_chat_request(body.as_bytes(), Endpoint::ChatUi, &RequestLimits::default()).unwrap();
+    let input =
+        parse_chat_request(body.as_bytes(), Endpoint::ChatUi, &RequestLimits::default()).unwrap();
     assert_eq!(input.dialect, Dialect::ChatUi);
     assert_eq!(input.messages[0].role, Role::User);
     assert_eq!(input.messages[0].content, "Hello");

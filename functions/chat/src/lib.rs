@@ -1,0 +1,77 @@
+//! The buffered chat function: `POST /chat` (both protocol versions) and `POST /chat-ui/chat`.
+
+use chat_core::{ChatModel, ChatService};
+use chat_http::{ApiError, Config, error_response, json_response, normalized_path, read_json_body};
+use chat_protocol::{
+    Answer, ChatInput, Dialect, Endpoint, chat_ui::ChatMessageContent, json_line,
+    parse_chat_request, v2024_01_28, v2024_05_29,
+};
+use lambda_http::http::{Method, StatusCode, header};
+use lambda_http::{Body, Request, Response};
+
+/// What a warm function keeps between requests: the chat core with its model, and the edge limits.
+pub struct App<M> {
+    service: ChatService<M>,
+    max_body_bytes: usize,
+}
+
+impl<M: ChatModel> App<M> {
+    pub fn new(model: M, config: Config) -> Self {
+        Self {
+            service: ChatService::new(model, config.chat),
+            max_body_bytes: config.max_body_bytes,
+        }
+    }
+
+    /// Answers one request; every failure is already an HTTP response here.
+    pub async fn handle(&self, request: Request) -> Response<Body> {
+        match self.route(&request).await {
+            Ok(response) => response,
+            Err(err) => error_response(&err),
+        }
+    }
+
+    async fn route(&self, request: &Request) -> Result<Response<Body>, ApiError> {
+        let endpoint = match normalized_path(request) {
+            "/chat" => Endpoint::Protocol,
+            "/chat-ui/chat" => Endpoint::ChatUi,
+            other => return Err(ApiError::NotFound(other.to_string())),
+        };
+        if request.method() != Method::POST {
+            return Err(ApiError::MethodNotAllowed { allow: "POST" });
+        }
+        let body = read_json_body(request, self.max_body_bytes)?;
+        let input = parse_chat_request(body, endpoint, &self.service.settings().limits)?;
+        let answer = self.service.answer(&input).await?;
+        Ok(render(&input, &answer))
+    }
+}
+
+/// The answer in the shape the request's dialect expects.
+fn render(input: &ChatInput, answer: &Answer) -> Response<Body> {
+    match input.dialect {
+        Dialect::V20240529 => json_response(
+            StatusCode::OK,
+            &v2024_05_29::ChatResponse::from_answer(answer, input.spelling),
+        ),
+        Dialect::V20240128 { stream: false } => json_response(
+            StatusCode::OK,
+            &v2024_01_28::ChatCompletion::from_answer(answer, input.spelling),
+        ),
+        Dialect::V20240128 { stream: true } => {
+            // A buffered function cannot stream: it sends the very lines chat-stream would, all at once.
+            let body: Vec<u8> = v2024_01_28::chunks_of(answer, input.spelling)
+                .iter()
+                .flat_map(json_line)
+                .collect();
+            Response::builder()
+                .status(StatusCode::OK)
+                .header(header::CONTENT_TYPE, "application/json-lines")
+                .body(Body::from(body))
+                .expect("a response built from valid parts")
+        }
+        Dialect::ChatUi => {
+            json_response(StatusCode::OK, &[ChatMessageContent::from_answer(answer)])
+        }
+    }
+}

@@ -1,0 +1,308 @@
+//! Each dialect's answer, end to end through the real SDK client and the local Bedrock server.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::harness;
+
+fn user(text: &str) -> Value {
+    json!([{"role": "user", "content": text}])
+}
+
+#[tokio::test]
+async fn v2024_05_29_answers_message_context_and_session_state() {
+    let h = harness().await;
+    let r = h.post("/chat", &json!({"messages": user("hi")})).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.content_type(), "application/json");
+    let body = r.json();
+    let mut keys: Vec<&str> = body
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["context", "message", "sessionState"]);
+    assert_eq!(
+        body["message"],
+        json!({"role": "assistant", "content": "Echo: hi"})
+    );
+    assert_eq!(body["sessionState"], Value::Null);
+    // The raw text keeps the field order of the protocol's examples.
+    assert!(
+        r.body.starts_with(
+            r#"{"message":{"role":"assistant","content":"Echo: hi"},"context":{"thoughts":["#
+        ),
+        "{}",
+        r.body
+    );
+    let thoughts = body["context"]["thoughts"].as_array().unwrap();
+    let prompt = &thoughts[0];
+    assert_eq!(prompt["title"], "Prompt to generate answer");
+    assert_eq!(
+        prompt["description"][1],
+        json!({"role": "user", "content": "hi"})
+    );
+    assert_eq!(prompt["props"]["model"], "local.echo-v1:0");
+    assert_eq!(prompt["props"]["max_tokens"], 1024);
+    let usage = &thoughts[1];
+    assert_eq!(usage["title"], "Token usage");
+    // The local model counts words: the default system prompt's 9, and "hi"; it answered 2 words.
+    assert_eq!(usage["props"]["input_tokens"], 10);
+    assert_eq!(usage["props"]["output_tokens"], 2);
+    assert_eq!(usage["props"]["total_tokens"], 12);
+}
+
+#[tokio::test]
+async fn session_state_comes_back_in_the_requests_spelling() {
+    let h = harness().await;
+    let camel = h
+        .post(
+            "/chat",
+            &json!({"messages": user("a"), "sessionState": {"chat": "1"}}),
+        )
+        .await
+        .json();
+    assert_eq!(camel["sessionState"], json!({"chat": "1"}));
+    assert!(camel.get("session_state").is_none());
+    let snake = h
+        .post(
+            "/chat",
+            &json!({"messages": user("a"), "session_state": "abc"}),
+        )
+        .await
+        .json();
+    assert_eq!(snake["session_state"], json!("abc"));
+    assert!(snake.get("sessionState").is_none());
+    let both = h
+        .post(
+            "/chat",
+            &json!({"messages": user("a"), "session_state": 1, "sessionState": 2}),
+        )
+        .await;
+    assert_eq!(both.status, 400);
+    assert_eq!(
+        both.json()["error"],
+        "session_state: send sessionState or session_state, not both"
+    );
+}
+
+#[tokio::test]
+async fn v2024_01_28_without_stream_is_a_chat_completion() {
+    let h = harness().await;
+    let r = h
+        .post(
+            "/chat",
+            &json!({"messages": user("hello there"), "stream": false, "session_state": {"s": 1}}),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    let body = r.json();
+    assert_eq!(body["object"], "chat.completion");
+    assert!(body["id"].as_str().unwrap().starts_with("chatcmpl-"));
+    assert!(body["created"].as_i64().unwrap() > 1_700_000_000);
+    assert_eq!(body["model"], "local.echo-v1:0");
+    let choice = &body["choices"][0];
+    assert_eq!(choice["index"], 0);
+    assert_eq!(
+        choice["message"],
+        json!({"role": "assistant", "content": "Echo: hello there"})
+    );
+    assert_eq!(choice["finish_reason"], "stop");
+    assert_eq!(choice["session_state"], json!({"s": 1}));
+    assert_eq!(
+        choice["context"]["thoughts"][0]["title"],
+        "Prompt to generate answer"
+    );
+    assert_eq!(
+        body["usage"],
+        json!({"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14})
+    );
+}
+
+#[tokio::test]
+async fn v2024_01_28_with_stream_is_all_its_chunks_at_once() {
+    let h = harness().await;
+    let r = h
+        .post(
+            "/chat",
+            &json!({"messages": user("one two three"), "stream": true}),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.content_type(), "application/json-lines");
+    assert!(r.body.ends_with('\n'));
+    let lines: Vec<Value> = r
+        .body
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3, "{}", r.body);
+    let id = &lines[0]["id"];
+    for line in &lines {
+        assert_eq!(line["object"], "chat.completion.chunk");
+        assert_eq!(&line["id"], id);
+    }
+    assert_eq!(
+        lines[0]["choices"][0]["delta"],
+        json!({"role": "assistant"})
+    );
+    assert_eq!(lines[0]["choices"][0]["session_state"], Value::Null);
+    assert_eq!(lines[0]["choices"][0]["finish_reason"], Value::Null);
+    assert_eq!(
+        lines[1]["choices"][0]["delta"],
+        json!({"content": "Echo: one two three"})
+    );
+    assert_eq!(lines[2]["choices"][0]["finish_reason"], "stop");
+    assert_eq!(lines[2]["usage"]["completion_tokens"], 4);
+}
+
+#[tokio::test]
+async fn chat_ui_answers_one_chat_message_content() {
+    let h = harness().await;
+    let r = h
+        .post(
+            "/chat-ui/chat",
+            &json!({"messages": user("Why is the sky blue")}),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    let body = r.json();
+    let items = body.as_array().unwrap();
+    assert_eq!(items.len(), 1);
+    let m = &items[0];
+    assert_eq!(m["Role"], json!({"Label": "Assistant"}));
+    assert_eq!(
+        m["Items"],
+        json!([{"$type": "TextContent", "Text": "Echo: Why is the sky blue"}])
+    );
+    assert_eq!(m["ModelId"], "local.echo-v1:0");
+    let meta = &m["Metadata"];
+    assert!(meta["Id"].as_str().unwrap().starts_with("chatcmpl-"));
+    let created = meta["CreatedAt"].as_str().unwrap();
+    assert!(
+        created.len() == 25 && created.ends_with("+00:00"),
+        "{created}"
+    );
+    assert_eq!(
+        meta["Usage"],
+        json!({"OutputTokenCount": 6, "InputTokenCount": 14, "TotalTokenCount": 20})
+    );
+    assert_eq!(meta["FinishReason"], "Stop");
+    assert!(m.get("AuthorName").is_none());
+}
+
+#[tokio::test]
+async fn overrides_reach_the_model() {
+    let h = harness_with_prompt().await;
+    let r = h
+        .post(
+            "/chat",
+            &json!({"messages": user("a b c d e f"), "context": {"overrides": {
+                "temperature": 0.25, "top_p": 0.5, "max_tokens": 3, "prompt_template": ">>> Speak like a pirate.",
+                "retrieval_mode": "hybrid"
+            }}}),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    let sent = h.last_model_request();
+    assert_eq!(
+        sent["inferenceConfig"],
+        json!({"maxTokens": 3, "temperature": 0.25, "topP": 0.5})
+    );
+    assert_eq!(
+        sent["system"],
+        json!([{"text": "Be kind.\n\nSpeak like a pirate."}])
+    );
+    assert_eq!(
+        sent["modelId"],
+        Value::Null,
+        "the model id travels in the path"
+    );
+    assert_eq!(
+        h.bedrock.requests().last().unwrap().model_id,
+        "local.echo-v1:0"
+    );
+    // The local model stops after max_tokens words, as a model would, mid-sentence.
+    let body = r.json();
+    assert_eq!(body["message"]["content"], "Echo: a b ");
+    let replaced = h
+        .post("/chat", &json!({"messages": user("x"), "context": {"overrides": {"prompt_template": "Only this."}}}))
+        .await;
+    assert_eq!(replaced.status, 200);
+    assert_eq!(
+        h.last_model_request()["system"],
+        json!([{"text": "Only this."}])
+    );
+}
+
+async fn harness_with_prompt() -> support::Harness {
+    support::harness_with(&[("SYSTEM_PROMPT", "Be kind.")]).await
+}
+
+#[tokio::test]
+async fn max_tokens_cut_is_finish_reason_length() {
+    let h = harness().await;
+    let r = h
+        .post("/chat", &json!({"messages": user("a b c d"), "stream": false, "context": {"overrides": {"max_tokens": 2}}}))
+        .await;
+    assert_eq!(r.json()["choices"][0]["finish_reason"], "length");
+}
+
+#[tokio::test]
+async fn followup_questions_are_cut_from_the_answer_and_returned() {
+    let h = harness().await;
+    let r = h
+        .post("/chat", &json!({"messages": user("tell me"), "context": {"overrides": {"suggest_followup_questions": true}}}))
+        .await;
+    assert_eq!(r.status, 200);
+    let system = h.last_model_request()["system"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        system.contains("Enclose the follow-up questions in double angle brackets"),
+        "{system}"
+    );
+    let body = r.json();
+    assert_eq!(body["message"]["content"], "Echo: tell me");
+    assert_eq!(
+        body["context"]["followup_questions"],
+        json!([
+            "What else should I know?",
+            "Can you give an example?",
+            "Where can I read more?"
+        ])
+    );
+    // Without the override, nothing is asked and nothing is cut.
+    let plain = h
+        .post("/chat", &json!({"messages": user("tell me")}))
+        .await
+        .json();
+    assert!(plain["context"].get("followup_questions").is_none());
+}
+
+#[tokio::test]
+async fn a_conversation_reaches_the_model_with_alternating_roles() {
+    let h = harness().await;
+    let r = h
+        .post(
+            "/chat",
+            &json!({"messages": [
+                {"role": "user", "content": "first"}, {"role": "user", "content": "second"},
+                {"role": "assistant", "content": "reply"}, {"role": "user", "content": "third"}
+            ]}),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        h.last_model_request()["messages"],
+        json!([
+            {"role": "user", "content": [{"text": "first"}, {"text": "second"}]},
+            {"role": "assistant", "content": [{"text": "reply"}]},
+            {"role": "user", "content": [{"text": "third"}]}
+        ])
+    );
+    assert_eq!(r.json()["message"]["content"], "Echo: third");
+}

@@ -1,0 +1,234 @@
+//! Every error status of the contract, through the real SDK client and the local Bedrock server: each one a JSON
+//! `{"error": …}` with the right status and no internals in the message.
+
+mod support;
+
+use lambda_http::http::StatusCode;
+use local_bedrock::Operation;
+use serde_json::json;
+use support::{Harness, Reply, harness, harness_with};
+
+const INTERNAL: &str = "The app encountered an error processing your request.\nIf you are an administrator of the app, view the full error in the logs.";
+
+fn error_of(r: &Reply, status: u16) -> String {
+    assert_eq!(
+        r.status,
+        StatusCode::from_u16(status).unwrap(),
+        "{}",
+        r.body
+    );
+    assert_eq!(r.content_type(), "application/json");
+    let body = r.json();
+    assert_eq!(
+        body.as_object().unwrap().len(),
+        1,
+        "only an error field: {body}"
+    );
+    body["error"]
+        .as_str()
+        .expect("error is a string")
+        .to_string()
+}
+
+async fn ask(h: &Harness, text: &str) -> Reply {
+    h.post(
+        "/chat",
+        &json!({"messages": [{"role": "user", "content": text}]}),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn malformed_json_is_400() {
+    let h = harness().await;
+    let r = h
+        .send(
+            "POST",
+            "/chat",
+            Some("application/json"),
+            "{\"messages\": [",
+        )
+        .await;
+    assert!(error_of(&r, 400).starts_with("body is not valid JSON: "));
+    assert!(h.bedrock.requests().is_empty(), "the model is not called");
+}
+
+#[tokio::test]
+async fn a_body_that_is_not_json_by_type_is_415() {
+    let h = harness().await;
+    let r = h.send("POST", "/chat", Some("text/plain"), "hello").await;
+    assert_eq!(
+        error_of(&r, 415),
+        "The request body must be JSON (Content-Type: application/json)."
+    );
+    // A JSON type with parameters is fine.
+    let ok = h
+        .send(
+            "POST",
+            "/chat",
+            Some("application/json; charset=utf-8"),
+            r#"{"messages":[{"role":"user","content":"x"}]}"#,
+        )
+        .await;
+    assert_eq!(ok.status, 200);
+}
+
+#[tokio::test]
+async fn an_invalid_field_is_400_naming_it() {
+    let h = harness().await;
+    let r = h
+        .post("/chat", &json!({"messages": [{"role": "user", "content": "a"}, {"role": "robot", "content": "b"}]}))
+        .await;
+    assert_eq!(
+        error_of(&r, 400),
+        r#"messages[1].role: expected "user" or "assistant""#
+    );
+    let ui = h.post("/chat-ui/chat", &json!({"messages": "hi"})).await;
+    assert_eq!(
+        error_of(&ui, 400),
+        "messages: invalid type: string \"hi\", expected a sequence"
+    );
+}
+
+#[tokio::test]
+async fn a_body_over_the_limit_is_413() {
+    let h = harness_with(&[("MAX_BODY_BYTES", "100")]).await;
+    let big = "x".repeat(200);
+    let r = ask(&h, &big).await;
+    assert_eq!(
+        error_of(&r, 413),
+        "The request body is larger than the limit of 100 bytes."
+    );
+}
+
+#[tokio::test]
+async fn message_limits_are_400() {
+    let h = harness_with(&[("MAX_MESSAGES", "1"), ("MAX_MESSAGE_CHARS", "5")]).await;
+    let r = ask(&h, "too long").await;
+    assert_eq!(
+        error_of(&r, 400),
+        "messages[0].content: is 8 characters long, more than the limit of 5"
+    );
+}
+
+#[tokio::test]
+async fn throttling_past_the_retries_is_429() {
+    let h = harness().await;
+    let r = ask(&h, "[[fault:throttle]] hi").await;
+    assert_eq!(
+        error_of(&r, 429),
+        "The model is receiving too many requests. Please try again in a moment."
+    );
+    // The SDK's standard retry mode tried three times before giving up.
+    assert_eq!(h.bedrock.requests().len(), 3);
+}
+
+#[tokio::test]
+async fn throttling_that_passes_is_retried_into_an_answer() {
+    let h = harness().await;
+    let r = ask(&h, "[[fault:throttle-first:2]] hi").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["message"]["content"], "Echo: hi");
+    assert_eq!(h.bedrock.requests().len(), 3);
+}
+
+#[tokio::test]
+async fn input_longer_than_the_context_is_400() {
+    let h = harness().await;
+    let r = ask(&h, "[[fault:too-long]]").await;
+    assert_eq!(
+        error_of(&r, 400),
+        "Your conversation is longer than the model can read. Start a new chat or send a shorter message."
+    );
+}
+
+#[tokio::test]
+async fn a_guardrail_intervention_is_400_content_filter() {
+    let h = harness_with(&[("GUARDRAIL_ID", "gr-123"), ("GUARDRAIL_VERSION", "2")]).await;
+    let r = ask(&h, "[[fault:guardrail]]").await;
+    assert_eq!(
+        error_of(&r, 400),
+        "Your message contains content that was flagged by the content filter."
+    );
+    let sent = h.last_model_request();
+    assert_eq!(sent["guardrailConfig"]["guardrailIdentifier"], "gr-123");
+    assert_eq!(sent["guardrailConfig"]["guardrailVersion"], "2");
+}
+
+#[tokio::test]
+async fn a_content_filter_stop_is_400() {
+    let h = harness().await;
+    let r = ask(&h, "[[fault:content-filter]]").await;
+    assert_eq!(
+        error_of(&r, 400),
+        "Your message contains content that was flagged by the content filter."
+    );
+}
+
+#[tokio::test]
+async fn access_denied_is_500_without_internals() {
+    let h = harness().await;
+    let r = ask(&h, "[[fault:access-denied]]").await;
+    assert_eq!(error_of(&r, 500), INTERNAL);
+}
+
+#[tokio::test]
+async fn an_unknown_model_is_500_without_internals() {
+    let h = harness().await;
+    assert_eq!(
+        error_of(&ask(&h, "[[fault:not-found]]").await, 500),
+        INTERNAL
+    );
+    assert_eq!(
+        error_of(&ask(&h, "[[fault:validation]]").await, 500),
+        INTERNAL
+    );
+}
+
+#[tokio::test]
+async fn model_errors_are_5xx() {
+    let h = harness().await;
+    let msg = "The model could not answer right now. Please try again.";
+    assert_eq!(error_of(&ask(&h, "[[fault:model-error]]").await, 502), msg);
+    assert_eq!(error_of(&ask(&h, "[[fault:internal]]").await, 502), msg);
+    assert_eq!(error_of(&ask(&h, "[[fault:unavailable]]").await, 503), msg);
+}
+
+#[tokio::test]
+async fn timeouts_are_504() {
+    let h = harness_with(&[("MODEL_TIMEOUT_SECONDS", "1")]).await;
+    let msg = "The model took too long to answer. Please try again.";
+    assert_eq!(
+        error_of(&ask(&h, "[[fault:model-timeout]]").await, 504),
+        msg
+    );
+    // The model does not answer within the client's timeout.
+    assert_eq!(error_of(&ask(&h, "[[delay-ms:3000]] slow").await, 504), msg);
+    assert!(
+        h.bedrock
+            .requests()
+            .iter()
+            .all(|r| r.operation == Operation::Converse)
+    );
+}
+
+#[tokio::test]
+async fn unknown_routes_are_404_and_wrong_methods_405() {
+    let h = harness().await;
+    let r = h.post("/nope", &json!({})).await;
+    assert_eq!(error_of(&r, 404), "There is nothing at /nope.");
+    let r = h.send("GET", "/chat", None, "").await;
+    assert_eq!(
+        error_of(&r, 405),
+        "This route does not answer that method; use POST."
+    );
+    assert_eq!(r.headers.get("allow").unwrap(), "POST");
+    // A trailing slash is the same route.
+    let r = h
+        .post(
+            "/chat/",
+            &json!({"messages": [{"role": "user", "content": "x"}]}),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+}

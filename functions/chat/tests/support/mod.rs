@@ -1,0 +1,116 @@
+//! A chat function wired to the real Bedrock SDK client, which talks HTTP to the local Bedrock server.
+
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use aws_config::retry::RetryConfig;
+use aws_sdk_bedrockruntime::config::{Credentials, Region};
+use chat::App;
+use chat_aws::BedrockModel;
+use chat_http::Config;
+use lambda_http::http::{HeaderMap, StatusCode};
+use lambda_http::{Body, Request};
+use local_bedrock::LocalBedrock;
+use serde_json::Value;
+
+pub struct Harness {
+    pub bedrock: LocalBedrock,
+    pub app: App<BedrockModel>,
+}
+
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: String,
+}
+
+impl Reply {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+
+    pub fn content_type(&self) -> &str {
+        self.headers
+            .get("content-type")
+            .map(|v| v.to_str().unwrap())
+            .unwrap_or("")
+    }
+}
+
+pub async fn harness() -> Harness {
+    harness_with(&[]).await
+}
+
+/// A harness whose function configuration also holds `env` (as the environment would).
+pub async fn harness_with(env: &[(&str, &str)]) -> Harness {
+    let bedrock = LocalBedrock::start().await.unwrap();
+    let mut vars: Vec<(String, String)> = vec![("MODEL_ID".into(), "local.echo-v1:0".into())];
+    vars.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    let config = Config::from_lookup(|k| {
+        vars.iter()
+            .rev()
+            .find(|(name, _)| name == k)
+            .map(|(_, v)| v.clone())
+    })
+    .unwrap();
+    let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new("test", "test", None, None, "tests"))
+        .endpoint_url(bedrock.endpoint())
+        // The SDK's standard retries, with short back-offs so throttling tests stay quick.
+        .retry_config(RetryConfig::standard().with_initial_backoff(Duration::from_millis(5)))
+        .load()
+        .await;
+    let model = BedrockModel::new(&sdk, config.model_timeout);
+    Harness {
+        bedrock,
+        app: App::new(model, config),
+    }
+}
+
+impl Harness {
+    pub async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: Option<&str>,
+        body: &str,
+    ) -> Reply {
+        let mut builder = lambda_http::http::Request::builder()
+            .method(method)
+            .uri(path);
+        if let Some(ct) = content_type {
+            builder = builder.header("content-type", ct);
+        }
+        let request: Request = builder.body(Body::from(body.to_string())).unwrap();
+        let response = self.app.handle(request).await;
+        let (parts, body) = response.into_parts();
+        let body = match body {
+            Body::Empty => String::new(),
+            Body::Text(t) => t,
+            Body::Binary(b) => String::from_utf8(b).unwrap(),
+            _ => panic!("unexpected body kind"),
+        };
+        Reply {
+            status: parts.status,
+            headers: parts.headers,
+            body,
+        }
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> Reply {
+        self.send("POST", path, Some("application/json"), &body.to_string())
+            .await
+    }
+
+    /// The body of the last Converse call the model received.
+    pub fn last_model_request(&self) -> Value {
+        self.bedrock
+            .requests()
+            .last()
+            .expect("the model was called")
+            .body
+            .clone()
+    }
+}

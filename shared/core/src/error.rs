@@ -1,0 +1,35 @@
+//! What can go wrong in a turn, typed; the HTTP edge maps each kind to a status in one place.
+
+use chat_protocol::InvalidRequest;
+
+/// A fault reported by the model port, already classified.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModelError {
+    #[error("the model throttled the request past the client's retries")]
+    Throttled,
+    #[error("the conversation is longer than the model's context: {0}")]
+    InputTooLong(String),
+    #[error("the backend may not use the model: {0}")]
+    AccessDenied(String),
+    #[error("the model or a resource it needs does not exist: {0}")]
+    NotFound(String),
+    #[error("the model rejected the request: {0}")]
+    Rejected(String),
+    #[error("the model did not answer in time: {0}")]
+    Timeout(String),
+    #[error("the model failed: {0}")]
+    Failed(String),
+    #[error("the model service is unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// Why a chat turn did not produce an answer.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ChatError {
+    #[error("invalid request: {0}")]
+    Invalid(#[from] InvalidRequest),
+    #[error("a guardrail or content filter blocked the conversation")]
+    ContentFiltered,
+    #[error(transparent)]
+    Model(#[from] ModelError),
+}

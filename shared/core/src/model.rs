@@ -1,0 +1,61 @@
+//! The model port: what the core asks of a chat model, in its own terms.
+
+use std::future::Future;
+
+use chat_protocol::{Role, TokenUsage};
+
+use crate::ModelError;
+
+/// A message as the model gets it: consecutive messages of one role are one message with several text blocks,
+/// because models want the roles to alternate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelMessage {
+    pub role: Role,
+    pub texts: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct InferenceSettings {
+    pub max_tokens: u32,
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+}
+
+/// One call to the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelRequest {
+    pub model_id: String,
+    pub system: String,
+    pub messages: Vec<ModelMessage>,
+    pub inference: InferenceSettings,
+    pub guardrail: Option<crate::Guardrail>,
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopReason {
+    EndTurn,
+    StopSequence,
+    MaxTokens,
+    GuardrailIntervened,
+    ContentFiltered,
+    /// The conversation filled the model's context window.
+    ContextWindowExceeded,
+    Other(String),
+}
+
+/// The model's whole answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelReply {
+    pub text: String,
+    pub stop_reason: StopReason,
+    pub usage: TokenUsage,
+}
+
+/// A chat model. Implementations classify their faults into [`ModelError`].
+pub trait ChatModel: Send + Sync {
+    fn converse(
+        &self,
+        request: &ModelRequest,
+    ) -> impl Future<Output = Result<ModelReply, ModelError>> + Send;
+}

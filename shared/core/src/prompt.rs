@@ -1,0 +1,231 @@
+//! Building the model call of a turn from the request and the settings, and the thought that tells about it.
+
+use chat_protocol::{ChatInput, Field, Message, Thought};
+use serde_json::{Map, Value, json};
+
+use crate::{ChatSettings, InferenceSettings, ModelMessage, ModelRequest};
+
+/// Appended to the system prompt when a request asks for follow-up questions.
+pub const FOLLOWUP_INSTRUCTIONS: &str =
+    "Generate 3 very brief follow-up questions that the user would likely ask next.
+Enclose the follow-up questions in double angle brackets. Example:
+<<Are there exclusions for prescriptions?>>
+<<Which pharmacies can be ordered from?>>
+<<What is the limit for over-the-counter medication?>>
+Do not repeat questions that have already been asked.
+Make sure the last question ends with \">>\".";
+
+/// A turn ready to send: the model call, and the thought describing it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreparedTurn {
+    pub request: ModelRequest,
+    pub prompt_thought: Thought,
+}
+
+/// The system prompt: the configured one, replaced by `prompt_template`, or extended by it when it starts with `>>>`.
+fn system_prompt(settings: &ChatSettings, input: &ChatInput) -> String {
+    let mut system = match input.overrides.prompt_template.as_deref() {
+        Some(t) if t.starts_with(">>>") => {
+            format!("{}\n\n{}", settings.system_prompt, t[3..].trim_start())
+        }
+        Some(t) => t.to_string(),
+        None => settings.system_prompt.clone(),
+    };
+    if input.overrides.suggest_followup_questions {
+        system.push_str("\n\n");
+        system.push_str(FOLLOWUP_INSTRUCTIONS);
+    }
+    system
+}
+
+/// Consecutive messages of one role become one model message with several text blocks.
+fn model_messages(messages: &[Message]) -> Vec<ModelMessage> {
+    let mut out: Vec<ModelMessage> = Vec::with_capacity(messages.len());
+    for m in messages {
+        match out.last_mut() {
+            Some(last) if last.role == m.role => last.texts.push(m.content.clone()),
+            _ => out.push(ModelMessage {
+                role: m.role,
+                texts: vec![m.content.clone()],
+            }),
+        }
+    }
+    out
+}
+
+pub fn prepare_turn(settings: &ChatSettings, input: &ChatInput) -> PreparedTurn {
+    let system = system_prompt(settings, input);
+    let inference = InferenceSettings {
+        max_tokens: input
+            .overrides
+            .max_tokens
+            .unwrap_or(settings.default_max_tokens),
+        temperature: input.overrides.temperature,
+        top_p: input.overrides.top_p,
+    };
+    let request = ModelRequest {
+        model_id: settings.model_id.clone(),
+        system,
+        messages: model_messages(&input.messages),
+        inference,
+        guardrail: settings.guardrail.clone(),
+    };
+    let prompt_thought = prompt_thought(&request);
+    PreparedTurn {
+        request,
+        prompt_thought,
+    }
+}
+
+fn prompt_thought(request: &ModelRequest) -> Thought {
+    let mut description = vec![json!({"role": "system", "content": request.system})];
+    description.extend(
+        request
+            .messages
+            .iter()
+            .map(|m| json!({"role": m.role.as_str(), "content": m.texts.join("\n\n")})),
+    );
+    let mut props = Map::new();
+    props.insert("model".into(), json!(request.model_id));
+    props.insert("max_tokens".into(), json!(request.inference.max_tokens));
+    if let Some(t) = request.inference.temperature {
+        props.insert("temperature".into(), json!(t));
+    }
+    if let Some(p) = request.inference.top_p {
+        props.insert("top_p".into(), json!(p));
+    }
+    if let Some(g) = &request.guardrail {
+        props.insert(
+            "guardrail".into(),
+            json!({"id": g.id, "version": g.version}),
+        );
+    }
+    Thought {
+        title: "Prompt to generate answer".into(),
+        description: Value::Array(description),
+        props: Field::Value(Value::Object(props)),
+        extra: Map::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chat_protocol::{Dialect, Overrides, RequestLimits, Role, SessionSpelling};
+
+    fn settings() -> ChatSettings {
+        ChatSettings {
+            model_id: "m".into(),
+            system_prompt: "Base.".into(),
+            default_max_tokens: 100,
+            guardrail: None,
+            limits: RequestLimits::default(),
+        }
+    }
+
+    fn input(overrides: Overrides, messages: Vec<Message>) -> ChatInput {
+        ChatInput {
+            dialect: Dialect::V20240529,
+            spelling: SessionSpelling::Camel,
+            messages,
+            overrides,
+            session_state: None,
+        }
+    }
+
+    fn user(text: &str) -> Message {
+        Message::new(Role::User, text)
+    }
+
+    #[test]
+    fn prompt_template_replaces_or_extends_the_system_prompt() {
+        let with = |t: &str| Overrides {
+            prompt_template: Some(t.into()),
+            ..Overrides::default()
+        };
+        let s = settings();
+        assert_eq!(
+            prepare_turn(&s, &input(Overrides::default(), vec![user("q")]))
+                .request
+                .system,
+            "Base."
+        );
+        assert_eq!(
+            prepare_turn(&s, &input(with("Other."), vec![user("q")]))
+                .request
+                .system,
+            "Other."
+        );
+        assert_eq!(
+            prepare_turn(&s, &input(with(">>> Be terse."), vec![user("q")]))
+                .request
+                .system,
+            "Base.\n\nBe terse."
+        );
+        let followups = Overrides {
+            suggest_followup_questions: true,
+            ..Overrides::default()
+        };
+        let system = prepare_turn(&s, &input(followups, vec![user("q")]))
+            .request
+            .system;
+        assert!(
+            system.starts_with("Base.\n\nGenerate 3 very brief follow-up questions"),
+            "{system}"
+        );
+    }
+
+    #[test]
+    fn overrides_reach_the_inference_settings() {
+        let o = Overrides {
+            temperature: Some(0.2),
+            top_p: Some(0.5),
+            max_tokens: Some(7),
+            ..Overrides::default()
+        };
+        let turn = prepare_turn(&settings(), &input(o, vec![user("q")]));
+        assert_eq!(
+            turn.request.inference,
+            InferenceSettings {
+                max_tokens: 7,
+                temperature: Some(0.2),
+                top_p: Some(0.5)
+            }
+        );
+        let props = turn.prompt_thought.props.as_ref().unwrap();
+        assert_eq!(props["temperature"], 0.2);
+        assert_eq!(props["model"], "m");
+        let defaulted = prepare_turn(&settings(), &input(Overrides::default(), vec![user("q")]));
+        assert_eq!(defaulted.request.inference.max_tokens, 100);
+        assert!(
+            defaulted
+                .prompt_thought
+                .props
+                .as_ref()
+                .unwrap()
+                .get("temperature")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn consecutive_messages_of_one_role_are_merged() {
+        let msgs = vec![
+            user("a"),
+            user("b"),
+            Message::new(Role::Assistant, "c"),
+            user("d"),
+        ];
+        let turn = prepare_turn(&settings(), &input(Overrides::default(), msgs));
+        let roles: Vec<_> = turn
+            .request
+            .messages
+            .iter()
+            .map(|m| (m.role, m.texts.len()))
+            .collect();
+        assert_eq!(
+            roles,
+            [(Role::User, 2), (Role::Assistant, 1), (Role::User, 1)]
+        );
+    }
+}

@@ -1,0 +1,137 @@
+//! The functions' configuration, read from the environment once per cold start.
+
+use std::time::Duration;
+
+use chat_core::{ChatSettings, Guardrail};
+use chat_protocol::RequestLimits;
+
+/// Everything a function needs to know about its deployment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub chat: ChatSettings,
+    /// Largest request body accepted, in bytes.
+    pub max_body_bytes: usize,
+    /// How long one model call may take to start answering.
+    pub model_timeout: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("environment variable {name}: {reason}")]
+pub struct ConfigError {
+    pub name: &'static str,
+    pub reason: String,
+}
+
+impl Config {
+    pub const DEFAULT_MODEL_ID: &'static str = "anthropic.claude-3-haiku-20240307-v1:0";
+
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads the configuration through `lookup` (the environment in production, a map in tests).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+        let number = |name: &'static str, default: u64| -> Result<u64, ConfigError> {
+            match get(name) {
+                None => Ok(default),
+                Some(v) => v
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or(ConfigError {
+                        name,
+                        reason: format!("expected a positive whole number, got {v:?}"),
+                    }),
+            }
+        };
+        let defaults = RequestLimits::default();
+        let max_output_tokens = number("MAX_OUTPUT_TOKENS", defaults.max_output_tokens.into())?;
+        let default_max_tokens = number("MAX_TOKENS", ChatSettings::DEFAULT_MAX_TOKENS.into())?;
+        if default_max_tokens > max_output_tokens {
+            return Err(ConfigError {
+                name: "MAX_TOKENS",
+                reason: format!(
+                    "{default_max_tokens} is more than MAX_OUTPUT_TOKENS ({max_output_tokens})"
+                ),
+            });
+        }
+        let to_u32 = |name: &'static str, n: u64| {
+            u32::try_from(n).map_err(|_| ConfigError {
+                name,
+                reason: "too large".into(),
+            })
+        };
+        let guardrail = get("GUARDRAIL_ID").map(|id| Guardrail {
+            id,
+            version: get("GUARDRAIL_VERSION").unwrap_or_else(|| "DRAFT".into()),
+        });
+        Ok(Self {
+            chat: ChatSettings {
+                model_id: get("MODEL_ID").unwrap_or_else(|| Self::DEFAULT_MODEL_ID.into()),
+                system_prompt: get("SYSTEM_PROMPT")
+                    .unwrap_or_else(|| ChatSettings::DEFAULT_SYSTEM_PROMPT.into()),
+                default_max_tokens: to_u32("MAX_TOKENS", default_max_tokens)?,
+                guardrail,
+                limits: RequestLimits {
+                    max_messages: number("MAX_MESSAGES", defaults.max_messages as u64)? as usize,
+                    max_message_chars: number(
+                        "MAX_MESSAGE_CHARS",
+                        defaults.max_message_chars as u64,
+                    )? as usize,
+                    max_output_tokens: to_u32("MAX_OUTPUT_TOKENS", max_output_tokens)?,
+                },
+            },
+            max_body_bytes: number("MAX_BODY_BYTES", 1024 * 1024)? as usize,
+            model_timeout: Duration::from_secs(number("MODEL_TIMEOUT_SECONDS", 60)?),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn config(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults_apply_when_nothing_is_set() {
+        let c = config(&[]).unwrap();
+        assert_eq!(c.chat.model_id, Config::DEFAULT_MODEL_ID);
+        assert_eq!(c.chat.default_max_tokens, 1024);
+        assert_eq!(c.max_body_bytes, 1024 * 1024);
+        assert_eq!(c.chat.guardrail, None);
+    }
+
+    #[test]
+    fn values_are_read_and_checked() {
+        let c = config(&[
+            ("MODEL_ID", "m"),
+            ("GUARDRAIL_ID", "g"),
+            ("MAX_BODY_BYTES", "10"),
+            ("MAX_MESSAGES", "3"),
+        ])
+        .unwrap();
+        assert_eq!(c.chat.model_id, "m");
+        assert_eq!(
+            c.chat.guardrail,
+            Some(Guardrail {
+                id: "g".into(),
+                version: "DRAFT".into()
+            })
+        );
+        assert_eq!(c.max_body_bytes, 10);
+        assert_eq!(c.chat.limits.max_messages, 3);
+        let bad = config(&[("MAX_BODY_BYTES", "lots")]).unwrap_err();
+        assert_eq!(bad.name, "MAX_BODY_BYTES");
+        assert!(config(&[("MAX_TOKENS", "9000"), ("MAX_OUTPUT_TOKENS", "100")]).is_err());
+    }
+}

@@ -1,0 +1,123 @@
+//! The one place where errors become HTTP: a status and a message for a person; internals go to the log only.
+
+use chat_core::{ChatError, ModelError};
+use chat_protocol::ErrorBody;
+use lambda_http::http::{StatusCode, header};
+use lambda_http::{Body, Response};
+use serde::Serialize;
+
+/// Everything a request can fail with, from the edge (route, method, body) to the model.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ApiError {
+    #[error("no route for {0}")]
+    NotFound(String),
+    #[error("method not allowed; allowed: {allow}")]
+    MethodNotAllowed { allow: &'static str },
+    #[error("body larger than {limit} bytes")]
+    PayloadTooLarge { limit: usize },
+    #[error("content type {0:?} is not JSON")]
+    UnsupportedMediaType(String),
+    #[error(transparent)]
+    Chat(#[from] ChatError),
+}
+
+impl From<chat_protocol::InvalidRequest> for ApiError {
+    fn from(e: chat_protocol::InvalidRequest) -> Self {
+        ApiError::Chat(e.into())
+    }
+}
+
+/// The protocol's own wording for a fault whose details only the log may see.
+const INTERNAL: &str = "The app encountered an error processing your request.\nIf you are an administrator of the app, view the full error in the logs.";
+
+impl ApiError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::Chat(ChatError::Invalid(_) | ChatError::ContentFiltered) => {
+                StatusCode::BAD_REQUEST
+            }
+            ApiError::Chat(ChatError::Model(m)) => match m {
+                ModelError::Throttled => StatusCode::TOO_MANY_REQUESTS,
+                ModelError::InputTooLong(_) => StatusCode::BAD_REQUEST,
+                ModelError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
+                ModelError::Failed(_) => StatusCode::BAD_GATEWAY,
+                ModelError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+                ModelError::AccessDenied(_) | ModelError::NotFound(_) | ModelError::Rejected(_) => {
+                    StatusCode::INTERNAL_SERVER_ERROR
+                }
+            },
+        }
+    }
+
+    /// What the client is told.
+    pub fn public_message(&self) -> String {
+        match self {
+            ApiError::NotFound(path) => format!("There is nothing at {path}."),
+            ApiError::MethodNotAllowed { allow } => {
+                format!("This route does not answer that method; use {allow}.")
+            }
+            ApiError::PayloadTooLarge { limit } => {
+                format!("The request body is larger than the limit of {limit} bytes.")
+            }
+            ApiError::UnsupportedMediaType(_) => {
+                "The request body must be JSON (Content-Type: application/json).".into()
+            }
+            ApiError::Chat(ChatError::Invalid(e)) => e.to_string(),
+            ApiError::Chat(ChatError::ContentFiltered) => {
+                "Your message contains content that was flagged by the content filter.".into()
+            }
+            ApiError::Chat(ChatError::Model(m)) => match m {
+                ModelError::Throttled => {
+                    "The model is receiving too many requests. Please try again in a moment.".into()
+                }
+                ModelError::InputTooLong(_) => {
+                    "Your conversation is longer than the model can read. Start a new chat or send a shorter message.".into()
+                }
+                ModelError::Timeout(_) => "The model took too long to answer. Please try again.".into(),
+                ModelError::Failed(_) | ModelError::Unavailable(_) => {
+                    "The model could not answer right now. Please try again.".into()
+                }
+                ModelError::AccessDenied(_) | ModelError::NotFound(_) | ModelError::Rejected(_) => {
+                    INTERNAL.into()
+                }
+            },
+        }
+    }
+}
+
+/// A JSON response with `status`.
+pub fn json_response<T: Serialize>(status: StatusCode, body: &T) -> Response<Body> {
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(
+            serde_json::to_string(body).expect("response types always serialize"),
+        ))
+        .expect("a response built from valid parts")
+}
+
+/// The error as the client sees it, `{"error": "…"}` with its status; the details are logged.
+pub fn error_response(err: &ApiError) -> Response<Body> {
+    let status = status_and_log(err);
+    let mut response = json_response(status, &ErrorBody::new(err.public_message()));
+    if let ApiError::MethodNotAllowed { allow } = err {
+        response
+            .headers_mut()
+            .insert(header::ALLOW, header::HeaderValue::from_static(allow));
+    }
+    response
+}
+
+fn status_and_log(err: &ApiError) -> StatusCode {
+    let status = err.status();
+    if status.is_server_error() {
+        tracing::error!(status = status.as_u16(), error = %err, "request failed");
+    } else {
+        tracing::info!(status = status.as_u16(), error = %err, "request refused");
+    }
+    status
+}
