@@ -230,11 +230,9 @@ fn plan(body: &Value) -> Plan {
     let max_tokens = body
         .pointer("/inferenceConfig/maxTokens")
         .and_then(Value::as_u64);
-    if let Some(max) = max_tokens {
-        if pieces.len() as u64 > max {
-            pieces.truncate(max as usize);
-            stop_reason = "max_tokens";
-        }
+    if let Some(max) = max_tokens.filter(|max| pieces.len() as u64 > *max) {
+        pieces.truncate(max as usize);
+        stop_reason = "max_tokens";
     }
     let fault = directive(&last_user, "fault").map(str::to_string);
     match fault.as_deref() {
@@ -366,17 +364,19 @@ fn record(state: &AppState, operation: Operation, model_id: String, body: Value)
     shared.requests.len() - 1
 }
 
-fn parse_body(bytes: &Bytes) -> Result<Value, Response> {
+fn parse_body(bytes: &Bytes) -> Result<Value, Box<Response>> {
     serde_json::from_slice(bytes).map_err(|_| {
-        (
-            StatusCode::BAD_REQUEST,
-            [(
-                header::HeaderName::from_static("x-amzn-errortype"),
-                "SerializationException",
-            )],
-            json!({"message": "body is not JSON"}).to_string(),
+        Box::new(
+            (
+                StatusCode::BAD_REQUEST,
+                [(
+                    header::HeaderName::from_static("x-amzn-errortype"),
+                    "SerializationException",
+                )],
+                json!({"message": "body is not JSON"}).to_string(),
+            )
+                .into_response(),
         )
-            .into_response()
     })
 }
 
@@ -388,7 +388,7 @@ async fn converse(
 ) -> Response {
     let body = match parse_body(&bytes) {
         Ok(b) => b,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let plan = plan(&body);
     record(&state, Operation::Converse, model_id, body.clone());
@@ -449,7 +449,7 @@ async fn converse_stream(
 ) -> Response {
     let body = match parse_body(&bytes) {
         Ok(b) => b,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let plan = plan(&body);
     let index = record(&state, Operation::ConverseStream, model_id, body.clone());
