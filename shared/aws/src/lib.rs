@@ -1,6 +1,7 @@
 //! Adapters from the chat core's ports to AWS: Bedrock Converse is the model; DynamoDB will be the store.
 
 mod bedrock;
+pub mod table;
 
 pub use bedrock::BedrockModel;
 

@@ -1,1 +1,217 @@
-fn main() {}
+//! `make run`: the whole backend on one address, http://127.0.0.1:9000, with nothing installed by hand.
+//!
+//! Starts the local Bedrock-compatible server (in this process) and moto's DynamoDB server, creates the table,
+//! and serves every route through `cargo lambda watch`. With `MODEL_ID` and AWS credentials in the environment
+//! (`AWS_PROFILE` or `AWS_ACCESS_KEY_ID`), it uses real Bedrock and DynamoDB instead, and starts neither server.
+//!
+//! Ports: `LOCAL_PORT` (9000), `LOCAL_BEDROCK_PORT` (9100), `LOCAL_DYNAMODB_PORT` (9200). With
+//! `--exit-with-stdin`, it shuts down when its standard input closes (tests use this so nothing outlives them).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use aws_config::BehaviorVersion;
+use aws_sdk_dynamodb::config::{Credentials, Region};
+use local_bedrock::LocalBedrock;
+
+const TABLE_NAME: &str = "chat-local";
+const LOCAL_MODEL_ID: &str = "local.echo-v1:0";
+
+fn port(name: &str, default: u16) -> u16 {
+    std::env::var(name)
+        .ok()
+        .map(|v| {
+            v.parse()
+                .unwrap_or_else(|_| fail(&format!("{name} must be a port number")))
+        })
+        .unwrap_or(default)
+}
+
+fn fail(message: &str) -> ! {
+    eprintln!("local-run: {message}");
+    std::process::exit(1);
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("tests/local-run sits two levels below the workspace root")
+        .to_path_buf()
+}
+
+fn port_is_free(port: u16) -> bool {
+    std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
+}
+
+fn wait_for_port(port: u16, what: &str, limit: Duration) {
+    let start = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if start.elapsed() > limit {
+            fail(&format!("{what} did not open port {port} within {limit:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The status code of `GET path` on the local address, if it answered.
+fn http_status(addr: SocketAddr, path: &str) -> Option<u16> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(900)))
+        .ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).ok()?;
+    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+}
+
+struct Children(Vec<Child>);
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+        }
+        for child in &mut self.0 {
+            let _ = child.wait();
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let exit_with_stdin = std::env::args().any(|a| a == "--exit-with-stdin");
+    let root = workspace_root();
+    let tools = root.join(".tools/venv/bin");
+    let run_port = port("LOCAL_PORT", 9000);
+    let bedrock_port = port("LOCAL_BEDROCK_PORT", 9100);
+    let dynamodb_port = port("LOCAL_DYNAMODB_PORT", 9200);
+    let real_aws = std::env::var_os("MODEL_ID").is_some()
+        && (std::env::var_os("AWS_PROFILE").is_some()
+            || std::env::var_os("AWS_ACCESS_KEY_ID").is_some());
+
+    if !tools.join("cargo-lambda").exists() {
+        fail("the project's tools are missing; run `make tools` (make run does it for you)");
+    }
+    for p in [run_port, bedrock_port, dynamodb_port] {
+        if !port_is_free(p) {
+            fail(&format!(
+                "port {p} is in use: is another local run going? (ports are set by LOCAL_PORT, LOCAL_BEDROCK_PORT, LOCAL_DYNAMODB_PORT)"
+            ));
+        }
+    }
+
+    let mut children = Children(Vec::new());
+    let mut env: Vec<(String, String)> = Vec::new();
+    let _bedrock;
+    if real_aws {
+        eprintln!(
+            "local-run: MODEL_ID and AWS credentials are set: using real Bedrock and DynamoDB (table {}).",
+            std::env::var("TABLE_NAME")
+                .unwrap_or_else(|_| "from TABLE_NAME, which must be set".into())
+        );
+    } else {
+        _bedrock = LocalBedrock::start_on(([127, 0, 0, 1], bedrock_port).into(), true)
+            .await
+            .unwrap_or_else(|e| fail(&format!("cannot start the local Bedrock server: {e}")));
+        eprintln!("local-run: local Bedrock server on http://127.0.0.1:{bedrock_port}");
+
+        let moto = Command::new(tools.join("moto_server"))
+            .args(["-H", "127.0.0.1", "-p", &dynamodb_port.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| fail(&format!("cannot start moto_server: {e}")));
+        children.0.push(moto);
+        wait_for_port(dynamodb_port, "moto_server", Duration::from_secs(60));
+        let endpoint = format!("http://127.0.0.1:{dynamodb_port}");
+        let sdk = aws_config::defaults(BehaviorVersion::latest())
+            .region(Region::new("us-east-1"))
+            .credentials_provider(Credentials::new("local", "local", None, None, "local-run"))
+            .endpoint_url(&endpoint)
+            .load()
+            .await;
+        chat_aws::table::ensure_table(&aws_sdk_dynamodb::Client::new(&sdk), TABLE_NAME)
+            .await
+            .unwrap_or_else(|e| fail(&format!("cannot create the table: {e}")));
+        eprintln!("local-run: DynamoDB (moto) on {endpoint}, table {TABLE_NAME}");
+
+        for (k, v) in [
+            ("MODEL_ID", LOCAL_MODEL_ID.to_string()),
+            ("TABLE_NAME", TABLE_NAME.to_string()),
+            (
+                "AWS_ENDPOINT_URL_BEDROCK_RUNTIME",
+                format!("http://127.0.0.1:{bedrock_port}"),
+            ),
+            ("AWS_ENDPOINT_URL_DYNAMODB", endpoint),
+            ("AWS_ACCESS_KEY_ID", "local".into()),
+            ("AWS_SECRET_ACCESS_KEY", "local".into()),
+            ("AWS_REGION", "us-east-1".into()),
+        ] {
+            env.push((k.into(), v));
+        }
+    }
+
+    let path = format!(
+        "{}:{}",
+        tools.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let watch = Command::new(tools.join("cargo-lambda"))
+        .args([
+            "lambda",
+            "watch",
+            "--invoke-address",
+            "127.0.0.1",
+            "--invoke-port",
+        ])
+        .arg(run_port.to_string())
+        .current_dir(&root)
+        .env("PATH", path)
+        .envs(env)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| fail(&format!("cannot start cargo lambda watch: {e}")));
+    children.0.push(watch);
+    wait_for_port(run_port, "cargo lambda watch", Duration::from_secs(120));
+    // The first request waits while cargo lambda compiles the function; a 405 is the chat function itself answering.
+    let addr: SocketAddr = ([127, 0, 0, 1], run_port).into();
+    match http_status(addr, "/chat") {
+        Some(405) => eprintln!("local-run: ready on http://127.0.0.1:{run_port}"),
+        other => fail(&format!(
+            "the chat function did not come up (GET /chat answered {other:?})"
+        )),
+    }
+
+    let stdin_closed = async {
+        if exit_with_stdin {
+            let _ = tokio::task::spawn_blocking(|| {
+                let mut sink = Vec::new();
+                let _ = std::io::stdin().read_to_end(&mut sink);
+            })
+            .await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("a SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+        _ = stdin_closed => {}
+    }
+    eprintln!("local-run: stopping");
+    drop(children);
+}

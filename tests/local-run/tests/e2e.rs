@@ -1,0 +1,265 @@
+//! End to end: these tests start the local run (`local-run`, what `make run` runs: moto, the local Bedrock
+//! server, `cargo lambda watch`) once for the whole file and talk HTTP to http://127.0.0.1:9000, as a client would.
+//! They need the project's tools (`make tools`); `make test` installs them first.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const BASE: &str = "http://127.0.0.1:9000";
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .unwrap()
+        .to_path_buf()
+}
+
+/// The local run, started on first use. Its standard input is a pipe held open by this process: when the test
+/// process exits, the pipe closes and the local run stops with everything it started.
+fn local_run() {
+    static RUN: OnceLock<Mutex<Child>> = OnceLock::new();
+    RUN.get_or_init(|| {
+        // The log lives outside the workspace: a file inside it would make cargo lambda watch reload.
+        let log_path = std::env::temp_dir().join("chat-backend-e2e-local-run.log");
+        let log = std::fs::File::create(&log_path).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_local-run"))
+            .arg("--exit-with-stdin")
+            .current_dir(root())
+            .stdin(Stdio::piped())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("local-run starts");
+        let start = Instant::now();
+        loop {
+            let mut text = String::new();
+            std::fs::File::open(&log_path)
+                .unwrap()
+                .read_to_string(&mut text)
+                .unwrap();
+            if text.contains("local-run: ready on") {
+                break;
+            }
+            if text
+                .lines()
+                .any(|l| l.starts_with("local-run: ") && !l.contains(" on "))
+            {
+                panic!("the local run failed to start:\n{text}");
+            }
+            if start.elapsed() > Duration::from_secs(900) {
+                panic!("the local run was not ready within 15 minutes:\n{text}");
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Mutex::new(child)
+    });
+}
+
+async fn post(path: &str, content_type: &str, body: String) -> (u16, String, String) {
+    local_run();
+    let response = reqwest::Client::new()
+        .post(format!("{BASE}{path}"))
+        .header("content-type", content_type)
+        .body(body)
+        .send()
+        .await
+        .expect("the local run answers");
+    let status = response.status().as_u16();
+    let ct = response
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    (status, ct, response.text().await.unwrap())
+}
+
+async fn post_json(path: &str, body: Value) -> (u16, String, String) {
+    post(path, "application/json", body.to_string()).await
+}
+
+#[tokio::test]
+async fn chat_answers_the_2024_05_29_shape() {
+    // The README's first request, word for word.
+    let (status, ct, body) = post_json(
+        "/chat",
+        json!({"messages": [{"role": "user", "content": "hi"}]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(ct, "application/json");
+    assert!(
+        body.starts_with(
+            r#"{"message":{"role":"assistant","content":"Echo: hi"},"context":{"thoughts":["#
+        ),
+        "{body}"
+    );
+    assert!(body.ends_with(r#"]},"sessionState":null}"#), "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        v["context"]["thoughts"][0]["props"]["model"],
+        "local.echo-v1:0"
+    );
+}
+
+#[tokio::test]
+async fn chat_ui_and_the_older_dialect_answer_on_the_same_address() {
+    let (status, _, body) = post_json(
+        "/chat-ui/chat",
+        json!({"messages": [{"role": "user", "content": "Hello"}]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v[0]["Items"][0]["Text"], "Echo: Hello");
+
+    let (status, ct, body) = post_json(
+        "/chat",
+        json!({"messages": [{"role": "user", "content": "one two"}], "stream": true}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(ct, "application/json-lines");
+    let lines: Vec<Value> = body
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3);
+    assert_eq!(lines[1]["choices"][0]["delta"]["content"], "Echo: one two");
+    assert!(body.ends_with('\n'));
+}
+
+#[tokio::test]
+async fn errors_are_json_on_the_local_run() {
+    let (status, _, body) = post("/chat", "text/plain", "hi".into()).await;
+    assert_eq!(
+        (status, body.as_str()),
+        (
+            415,
+            r#"{"error":"The request body must be JSON (Content-Type: application/json)."}"#
+        )
+    );
+    let (status, _, body) = post_json("/no/such/route", json!({})).await;
+    assert_eq!(
+        (status, body.as_str()),
+        (404, r#"{"error":"There is nothing at /no/such/route."}"#)
+    );
+    let (status, _, body) = post_json(
+        "/chat",
+        json!({"messages": [{"role": "user", "content": "[[fault:throttle]]"}]}),
+    )
+    .await;
+    assert_eq!(status, 429, "{body}");
+    let (status, _, body) = post_json(
+        "/chat",
+        json!({"messages": [{"role": "user", "content": "[[fault:guardrail]]"}]}),
+    )
+    .await;
+    assert_eq!(
+        (status, body.as_str()),
+        (
+            400,
+            r#"{"error":"Your message contains content that was flagged by the content filter."}"#
+        )
+    );
+}
+
+/// `cargo lambda invoke --data-file` of one file of `events/`: the function URL response it printed.
+fn invoke(event: &str) -> Value {
+    local_run();
+    let out = Command::new(root().join(".tools/venv/bin/cargo-lambda"))
+        .args([
+            "lambda",
+            "invoke",
+            "chat",
+            "--invoke-address",
+            "127.0.0.1",
+            "--invoke-port",
+            "9000",
+        ])
+        .args(["--output-format", "json", "--data-file"])
+        .arg(root().join("events").join(event))
+        .output()
+        .expect("cargo lambda invoke runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn body_of(response: &Value) -> Value {
+    serde_json::from_str(response["body"].as_str().unwrap()).unwrap()
+}
+
+#[test]
+fn every_event_invokes() {
+    let r = invoke("chat-2024-05-29.json");
+    assert_eq!(r["statusCode"], 200);
+    let b = body_of(&r);
+    assert_eq!(
+        b["message"]["content"],
+        "Echo: What is included in my plan?"
+    );
+    assert_eq!(b["context"]["thoughts"][0]["props"]["temperature"], 0.3);
+    assert_eq!(b["sessionState"], Value::Null);
+
+    let r = invoke("chat-2024-05-29-snake-case.json");
+    assert_eq!(body_of(&r)["session_state"], json!({"user": "a"}));
+
+    let r = invoke("chat-2024-01-28.json");
+    let b = body_of(&r);
+    assert_eq!(b["object"], "chat.completion");
+    assert_eq!(
+        b["choices"][0]["message"]["content"],
+        "Echo: What is included in my plan?"
+    );
+
+    let r = invoke("chat-2024-01-28-stream.json");
+    assert_eq!(r["headers"]["content-type"], "application/json-lines");
+    let lines: Vec<Value> = r["body"]
+        .as_str()
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.last().unwrap()["choices"][0]["finish_reason"], "stop");
+
+    let r = invoke("chat-ui-chat.json");
+    assert_eq!(
+        body_of(&r)[0]["Items"][0]["Text"],
+        "Echo: Can you help me with my plan?"
+    );
+
+    let r = invoke("chat-bad-json.json");
+    assert_eq!(r["statusCode"], 400);
+    assert!(
+        body_of(&r)["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("body is not valid JSON")
+    );
+
+    // Every event file is exercised here.
+    let tested = [
+        "chat-2024-05-29.json",
+        "chat-2024-05-29-snake-case.json",
+        "chat-2024-01-28.json",
+        "chat-2024-01-28-stream.json",
+        "chat-ui-chat.json",
+        "chat-bad-json.json",
+    ];
+    for entry in std::fs::read_dir(root().join("events")).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        assert!(
+            tested.contains(&name.as_str()),
+            "events/{name} is not invoked by this test"
+        );
+    }
+}
