@@ -4,13 +4,17 @@ use std::time::Duration;
 
 use aws_sdk_bedrockruntime::Client;
 use aws_sdk_bedrockruntime::error::{ProvideErrorMetadata, SdkError};
-use aws_sdk_bedrockruntime::operation::converse::ConverseError;
+use aws_sdk_bedrockruntime::primitives::event_stream::EventReceiver;
+use aws_sdk_bedrockruntime::types::error::ConverseStreamOutputError;
 use aws_sdk_bedrockruntime::types::{
-    ContentBlock, ConversationRole, ConverseOutput, GuardrailConfiguration, InferenceConfiguration,
-    Message, StopReason as BedrockStop, SystemContentBlock,
+    ContentBlock, ContentBlockDelta, ConversationRole, ConverseOutput, ConverseStreamOutput,
+    GuardrailConfiguration, GuardrailStreamConfiguration, InferenceConfiguration, Message,
+    StopReason as BedrockStop, SystemContentBlock,
 };
 use aws_smithy_types::timeout::TimeoutConfig;
-use chat_core::{ChatModel, ModelError, ModelReply, ModelRequest, StopReason};
+use chat_core::{
+    ChatModel, ModelError, ModelEvent, ModelReply, ModelRequest, ModelStream, StopReason,
+};
 use chat_protocol::TokenUsage;
 
 /// Bedrock as the chat model; holds one SDK client, built once per cold start.
@@ -103,11 +107,28 @@ pub(crate) fn says_too_long(message: &str) -> bool {
     .any(|needle| m.contains(needle))
 }
 
-/// Classifies an SDK error; what a service error said goes into the variant (for the log), never to the client.
-pub(crate) fn classify<E, R>(
-    err: SdkError<E, R>,
-    service: impl FnOnce(&E) -> Option<ModelError>,
-) -> ModelError
+/// Classifies a fault by its error code, the same way for `converse`, `converse_stream` and exception frames inside
+/// a stream (whose codes start in lower case). What the service said goes into the variant, for the log only.
+pub(crate) fn classify_code(code: Option<&str>, message: &str) -> ModelError {
+    let code = code.unwrap_or_default();
+    let message = message.to_string();
+    match code.to_ascii_lowercase().as_str() {
+        "throttlingexception" => ModelError::Throttled,
+        "validationexception" if says_too_long(&message) => ModelError::InputTooLong(message),
+        "validationexception" => ModelError::Rejected(message),
+        "accessdeniedexception" => ModelError::AccessDenied(message),
+        "resourcenotfoundexception" => ModelError::NotFound(message),
+        "modeltimeoutexception" => ModelError::Timeout(message),
+        "servicequotaexceededexception" => ModelError::Throttled,
+        "serviceunavailableexception" | "modelnotreadyexception" => {
+            ModelError::Unavailable(message)
+        }
+        _ => ModelError::Failed(format!("{code}: {message}")),
+    }
+}
+
+/// Classifies an SDK error: a service error by its code, otherwise by what failed on the way.
+pub(crate) fn classify<E, R>(err: SdkError<E, R>) -> ModelError
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
     R: std::fmt::Debug,
@@ -115,18 +136,7 @@ where
     match &err {
         SdkError::ServiceError(ctx) => {
             let e = ctx.err();
-            let message = e.message().unwrap_or_default().to_string();
-            if let Some(known) = service(e) {
-                return known;
-            }
-            match e.code() {
-                Some("ThrottlingException") => ModelError::Throttled,
-                Some("ValidationException") if says_too_long(&message) => {
-                    ModelError::InputTooLong(message)
-                }
-                Some(code) => ModelError::Failed(format!("{code}: {message}")),
-                None => ModelError::Failed(format!("{err:?}")),
-            }
+            classify_code(e.code(), e.message().unwrap_or_default())
         }
         SdkError::TimeoutError(_) => {
             ModelError::Timeout("no answer within the configured timeout".into())
@@ -138,26 +148,52 @@ where
     }
 }
 
-fn converse_error(e: &ConverseError) -> Option<ModelError> {
-    let msg = |m: Option<&str>| m.unwrap_or_default().to_string();
-    Some(match e {
-        ConverseError::ThrottlingException(_) => ModelError::Throttled,
-        ConverseError::ValidationException(v) if says_too_long(v.message().unwrap_or("")) => {
-            ModelError::InputTooLong(msg(v.message()))
+fn usage(u: &aws_sdk_bedrockruntime::types::TokenUsage) -> TokenUsage {
+    TokenUsage {
+        input_tokens: u.input_tokens().max(0) as u64,
+        output_tokens: u.output_tokens().max(0) as u64,
+        total_tokens: u.total_tokens().max(0) as u64,
+    }
+}
+
+/// A streamed answer from ConverseStream.
+pub struct BedrockStream {
+    receiver: EventReceiver<ConverseStreamOutput, ConverseStreamOutputError>,
+}
+
+impl ModelStream for BedrockStream {
+    async fn next_event(&mut self) -> Result<Option<ModelEvent>, ModelError> {
+        loop {
+            let event = self.receiver.recv().await.map_err(classify)?;
+            let Some(event) = event else {
+                return Ok(None);
+            };
+            match event {
+                ConverseStreamOutput::ContentBlockDelta(d) => {
+                    if let Some(ContentBlockDelta::Text(text)) = d.delta() {
+                        if !text.is_empty() {
+                            return Ok(Some(ModelEvent::Text(text.clone())));
+                        }
+                    }
+                }
+                ConverseStreamOutput::MessageStop(stop) => {
+                    return Ok(Some(ModelEvent::Stop(stop_reason(stop.stop_reason()))));
+                }
+                ConverseStreamOutput::Metadata(m) => {
+                    if let Some(u) = m.usage() {
+                        return Ok(Some(ModelEvent::Usage(usage(u))));
+                    }
+                }
+                // messageStart, contentBlockStart/Stop, and events this backend does not use.
+                _ => {}
+            }
         }
-        ConverseError::ValidationException(v) => ModelError::Rejected(msg(v.message())),
-        ConverseError::AccessDeniedException(v) => ModelError::AccessDenied(msg(v.message())),
-        ConverseError::ResourceNotFoundException(v) => ModelError::NotFound(msg(v.message())),
-        ConverseError::ModelTimeoutException(v) => ModelError::Timeout(msg(v.message())),
-        ConverseError::ModelErrorException(v) => ModelError::Failed(msg(v.message())),
-        ConverseError::ModelNotReadyException(v) => ModelError::Unavailable(msg(v.message())),
-        ConverseError::ServiceUnavailableException(v) => ModelError::Unavailable(msg(v.message())),
-        ConverseError::InternalServerException(v) => ModelError::Failed(msg(v.message())),
-        _ => return None,
-    })
+    }
 }
 
 impl ChatModel for BedrockModel {
+    type Stream = BedrockStream;
+
     async fn converse(&self, request: &ModelRequest) -> Result<ModelReply, ModelError> {
         let output = self
             .client
@@ -169,7 +205,7 @@ impl ChatModel for BedrockModel {
             .set_guardrail_config(guardrail(request))
             .send()
             .await
-            .map_err(|e| classify(e, converse_error))?;
+            .map_err(classify)?;
         let text = match output.output() {
             Some(ConverseOutput::Message(m)) => m
                 .content()
@@ -179,17 +215,33 @@ impl ChatModel for BedrockModel {
                 .concat(),
             _ => String::new(),
         };
-        let usage = output
-            .usage()
-            .map_or_else(TokenUsage::default, |u| TokenUsage {
-                input_tokens: u.input_tokens().max(0) as u64,
-                output_tokens: u.output_tokens().max(0) as u64,
-                total_tokens: u.total_tokens().max(0) as u64,
-            });
         Ok(ModelReply {
             text,
             stop_reason: stop_reason(output.stop_reason()),
-            usage,
+            usage: output.usage().map(usage).unwrap_or_default(),
+        })
+    }
+
+    async fn converse_stream(&self, request: &ModelRequest) -> Result<BedrockStream, ModelError> {
+        let guardrail = request.guardrail.as_ref().map(|g| {
+            GuardrailStreamConfiguration::builder()
+                .guardrail_identifier(&g.id)
+                .guardrail_version(&g.version)
+                .build()
+        });
+        let output = self
+            .client
+            .converse_stream()
+            .model_id(&request.model_id)
+            .system(SystemContentBlock::Text(request.system.clone()))
+            .set_messages(Some(messages(request)?))
+            .inference_config(inference(request))
+            .set_guardrail_config(guardrail)
+            .send()
+            .await
+            .map_err(classify)?;
+        Ok(BedrockStream {
+            receiver: output.stream,
         })
     }
 }

@@ -3,7 +3,7 @@
 mod bedrock;
 pub mod table;
 
-pub use bedrock::BedrockModel;
+pub use bedrock::{BedrockModel, BedrockStream};
 
 /// Loads the AWS configuration once per cold start: region, credentials and endpoints from the environment
 /// (`AWS_ENDPOINT_URL_BEDROCK_RUNTIME` and `AWS_ENDPOINT_URL_DYNAMODB` point the clients at local servers).

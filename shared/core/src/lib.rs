@@ -6,11 +6,16 @@ mod followups;
 mod model;
 mod prompt;
 mod settings;
+mod streaming;
 mod turn;
 
 pub use error::{ChatError, ModelError};
 pub use followups::FollowupSplitter;
-pub use model::{ChatModel, InferenceSettings, ModelMessage, ModelReply, ModelRequest, StopReason};
+pub use model::{
+    ChatModel, InferenceSettings, ModelEvent, ModelMessage, ModelReply, ModelRequest, ModelStream,
+    StopReason,
+};
 pub use prompt::{FOLLOWUP_INSTRUCTIONS, PreparedTurn, prepare_turn};
 pub use settings::{ChatSettings, Guardrail};
-pub use turn::ChatService;
+pub use streaming::{StreamingTurn, TurnEnd, TurnEvent};
+pub use turn::{ChatService, TurnHeader};

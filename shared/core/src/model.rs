@@ -52,10 +52,33 @@ pub struct ModelReply {
     pub usage: TokenUsage,
 }
 
+/// What a streaming model call produces, in order: text pieces, then why it stopped, then the token usage.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelEvent {
+    Text(String),
+    Stop(StopReason),
+    Usage(TokenUsage),
+}
+
+/// An answer arriving from the model; dropping it stops reading from the model.
+pub trait ModelStream: Send {
+    /// The next event; `None` once the model has finished.
+    fn next_event(&mut self)
+    -> impl Future<Output = Result<Option<ModelEvent>, ModelError>> + Send;
+}
+
 /// A chat model. Implementations classify their faults into [`ModelError`].
 pub trait ChatModel: Send + Sync {
+    type Stream: ModelStream + 'static;
+
     fn converse(
         &self,
         request: &ModelRequest,
     ) -> impl Future<Output = Result<ModelReply, ModelError>> + Send;
+
+    /// Starts a streamed answer; faults before the answer starts are returned here.
+    fn converse_stream(
+        &self,
+        request: &ModelRequest,
+    ) -> impl Future<Output = Result<Self::Stream, ModelError>> + Send;
 }

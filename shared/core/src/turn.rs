@@ -7,8 +7,31 @@ use time::macros::format_description;
 
 use crate::{
     ChatError, ChatModel, ChatSettings, FollowupSplitter, ModelError, ModelReply, StopReason,
-    prepare_turn,
+    StreamingTurn, prepare_turn,
 };
+
+/// What identifies one answer: its id, when it was made, and by which model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnHeader {
+    pub id: String,
+    /// Unix seconds.
+    pub created: i64,
+    /// The same instant as RFC 3339.
+    pub created_at: String,
+    pub model: String,
+}
+
+impl TurnHeader {
+    pub(crate) fn new(model: &str) -> Self {
+        let now = OffsetDateTime::now_utc();
+        Self {
+            id: format!("chatcmpl-{}", uuid::Uuid::new_v4().simple()),
+            created: now.unix_timestamp(),
+            created_at: rfc3339(now),
+            model: model.to_string(),
+        }
+    }
+}
 
 /// The chat core with its model port plugged in; built once per cold start and shared by every request.
 pub struct ChatService<M> {
@@ -23,6 +46,21 @@ impl<M: ChatModel> ChatService<M> {
 
     pub fn settings(&self) -> &ChatSettings {
         &self.settings
+    }
+
+    /// Starts a streamed answer. The model is read until its first text (or its end), so that a fault before
+    /// anything could be shown is still an error the caller can answer with a status.
+    pub async fn stream(&self, input: &ChatInput) -> Result<StreamingTurn<M::Stream>, ChatError> {
+        let turn = prepare_turn(&self.settings, input);
+        let model_stream = self.model.converse_stream(&turn.request).await?;
+        let mut streaming = StreamingTurn::new(
+            TurnHeader::new(&turn.request.model_id),
+            turn.prompt_thought,
+            model_stream,
+            input.overrides.suggest_followup_questions,
+        );
+        streaming.prime().await?;
+        Ok(streaming)
     }
 
     /// Answers a validated request in full.
@@ -41,12 +79,12 @@ impl<M: ChatModel> ChatService<M> {
         } else {
             (text, None)
         };
-        let now = OffsetDateTime::now_utc();
+        let header = TurnHeader::new(&turn.request.model_id);
         Ok(Answer {
-            id: format!("chatcmpl-{}", uuid::Uuid::new_v4().simple()),
-            created: now.unix_timestamp(),
-            created_at: rfc3339(now),
-            model: turn.request.model_id.clone(),
+            id: header.id,
+            created: header.created,
+            created_at: header.created_at,
+            model: header.model,
             content,
             finish_reason,
             usage,

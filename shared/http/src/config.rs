@@ -29,6 +29,17 @@ impl Config {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
 
+    /// Reads the configuration from name/value pairs, later pairs winning (for tests and tools).
+    pub fn from_pairs(pairs: &[(&str, &str)]) -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| {
+            pairs
+                .iter()
+                .rev()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        })
+    }
+
     /// Reads the configuration through `lookup` (the environment in production, a map in tests).
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());

@@ -112,6 +112,13 @@ pub fn error_response(err: &ApiError) -> Response<Body> {
     response
 }
 
+/// The error as the last line of a JSON Lines stream that has already begun: `{"error":"…"}\n`; logged like
+/// [`error_response`].
+pub fn error_line(err: &ApiError) -> Vec<u8> {
+    status_and_log(err);
+    chat_protocol::json_line(&ErrorBody::new(err.public_message()))
+}
+
 fn status_and_log(err: &ApiError) -> StatusCode {
     let status = err.status();
     if status.is_server_error() {

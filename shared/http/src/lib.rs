@@ -6,5 +6,5 @@ mod error;
 mod request;
 
 pub use config::{Config, ConfigError};
-pub use error::{ApiError, error_response, json_response};
+pub use error::{ApiError, error_line, error_response, json_response};
 pub use request::{normalized_path, read_json_body};

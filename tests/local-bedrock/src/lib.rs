@@ -107,6 +107,21 @@ impl LocalBedrock {
         self.addr
     }
 
+    /// An SDK configuration whose clients talk to this server: test credentials, and the SDK's standard retries
+    /// with short back-offs so throttling tests stay quick.
+    pub async fn sdk_config(&self) -> aws_config::SdkConfig {
+        aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .region(aws_config::Region::new("us-east-1"))
+            .credentials_provider(aws_credentials())
+            .endpoint_url(self.endpoint())
+            .retry_config(
+                aws_config::retry::RetryConfig::standard()
+                    .with_initial_backoff(Duration::from_millis(5)),
+            )
+            .load()
+            .await
+    }
+
     /// Every request received so far, oldest first.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.state.shared.lock().unwrap().requests.clone()
@@ -116,6 +131,10 @@ impl LocalBedrock {
     pub async fn wait(self) {
         let _ = (&mut { self }.task).await;
     }
+}
+
+fn aws_credentials() -> aws_credential_types::Credentials {
+    aws_credential_types::Credentials::new("test", "test", None, None, "local-bedrock")
 }
 
 impl Drop for LocalBedrock {
@@ -128,7 +147,38 @@ fn router(state: AppState) -> Router {
     Router::new()
         .route("/model/{model_id}/converse", post(converse))
         .route("/model/{model_id}/converse-stream", post(converse_stream))
+        .route("/__local/requests", axum::routing::get(inspect))
         .with_state(state)
+}
+
+/// `GET /__local/requests`: what the server received and when it sent each delta (Unix milliseconds), for tests
+/// that run it in another process.
+async fn inspect(State(state): State<AppState>) -> Response {
+    let ms = |t: &SystemTime| {
+        t.duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis() as u64
+    };
+    let requests: Vec<Value> = state
+        .shared
+        .lock()
+        .unwrap()
+        .requests
+        .iter()
+        .map(|r| {
+            json!({
+                "operation": match r.operation { Operation::Converse => "converse", Operation::ConverseStream => "converse-stream" },
+                "modelId": r.model_id,
+                "body": r.body,
+                "deltasSentAtMs": r.deltas_sent_at.iter().map(ms).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        Value::Array(requests).to_string(),
+    )
+        .into_response()
 }
 
 /// What the prompt asks of the model.

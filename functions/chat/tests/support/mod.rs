@@ -2,10 +2,6 @@
 
 #![allow(dead_code)]
 
-use std::time::Duration;
-
-use aws_config::retry::RetryConfig;
-use aws_sdk_bedrockruntime::config::{Credentials, Region};
 use chat::App;
 use chat_aws::BedrockModel;
 use chat_http::Config;
@@ -54,14 +50,7 @@ pub async fn harness_with(env: &[(&str, &str)]) -> Harness {
             .map(|(_, v)| v.clone())
     })
     .unwrap();
-    let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new("test", "test", None, None, "tests"))
-        .endpoint_url(bedrock.endpoint())
-        // The SDK's standard retries, with short back-offs so throttling tests stay quick.
-        .retry_config(RetryConfig::standard().with_initial_backoff(Duration::from_millis(5)))
-        .load()
-        .await;
+    let sdk = bedrock.sdk_config().await;
     let model = BedrockModel::new(&sdk, config.model_timeout);
     Harness {
         bedrock,

@@ -1,0 +1,174 @@
+//! The streaming chat function: `POST /chat/stream`, each line written and flushed as the model produces text.
+
+mod body;
+
+pub use body::LineBody;
+
+use bytes::Bytes;
+use chat_core::{ChatModel, ChatService, ModelStream, StreamingTurn, TurnEnd, TurnEvent};
+use chat_http::{
+    ApiError, Config, error_line, error_response, json_response, normalized_path, read_json_body,
+};
+use chat_protocol::v2024_01_28::{ChatCompletion, ChatCompletionChunk, ChunkHeader};
+use chat_protocol::v2024_05_29::StreamChunk;
+use chat_protocol::{
+    ChatInput, Dialect, Endpoint, ResponseContext, SessionSpelling, json_line, parse_chat_request,
+};
+use lambda_http::http::{Method, StatusCode, header};
+use lambda_http::{Body, Request, Response};
+use tokio::sync::mpsc;
+
+/// What a warm function keeps between requests.
+pub struct App<M> {
+    service: ChatService<M>,
+    max_body_bytes: usize,
+}
+
+/// How a dialect frames the lines of a streamed answer.
+enum Framing {
+    /// 2024-05-29: `delta` lines, `application/jsonl`.
+    Deltas(SessionSpelling),
+    /// 2024-01-28: `chat.completion.chunk` lines, `application/json-lines`.
+    Chunks(ChunkHeader, SessionSpelling),
+}
+
+impl Framing {
+    fn content_type(&self) -> &'static str {
+        match self {
+            Framing::Deltas(_) => "application/jsonl",
+            Framing::Chunks(..) => "application/json-lines",
+        }
+    }
+
+    fn start<S>(&self, turn: &StreamingTurn<S>, input: &ChatInput) -> Vec<u8> {
+        let context = ResponseContext::new(vec![turn.prompt_thought.clone()], None);
+        let state = input.session_state.clone();
+        match self {
+            Framing::Deltas(spelling) => json_line(&StreamChunk::start(context, state, *spelling)),
+            Framing::Chunks(header, spelling) => json_line(&ChatCompletionChunk::start(
+                header, context, state, *spelling,
+            )),
+        }
+    }
+
+    fn text(&self, text: String) -> Vec<u8> {
+        match self {
+            Framing::Deltas(_) => json_line(&StreamChunk::content(text)),
+            Framing::Chunks(header, _) => json_line(&ChatCompletionChunk::content(header, text)),
+        }
+    }
+
+    fn end(&self, end: TurnEnd) -> Vec<u8> {
+        let context = ResponseContext::new(end.result_thoughts, end.followup_questions);
+        match self {
+            Framing::Deltas(_) => json_line(&StreamChunk::end(context)),
+            Framing::Chunks(header, _) => json_line(&ChatCompletionChunk::finish(
+                header,
+                end.finish_reason,
+                end.usage,
+                context,
+            )),
+        }
+    }
+}
+
+impl<M: ChatModel> App<M> {
+    pub fn new(model: M, config: Config) -> Self {
+        Self {
+            service: ChatService::new(model, config.chat),
+            max_body_bytes: config.max_body_bytes,
+        }
+    }
+
+    /// Answers one request. Faults before the first line are ordinary JSON error responses with their status.
+    pub async fn handle(&self, request: Request) -> Response<LineBody> {
+        match self.route(&request).await {
+            Ok(response) => response,
+            Err(err) => buffered(error_response(&err)),
+        }
+    }
+
+    async fn route(&self, request: &Request) -> Result<Response<LineBody>, ApiError> {
+        if normalized_path(request) != "/chat/stream" {
+            return Err(ApiError::NotFound(normalized_path(request).to_string()));
+        }
+        if request.method() != Method::POST {
+            return Err(ApiError::MethodNotAllowed { allow: "POST" });
+        }
+        // Any Accept is fine: the official client sends `application/json` even here.
+        let body = read_json_body(request, self.max_body_bytes)?;
+        let input = parse_chat_request(body, Endpoint::Protocol, &self.service.settings().limits)?;
+        let turn = self.service.stream(&input).await?;
+        let framing = match input.dialect {
+            Dialect::V20240128 { stream: false } => {
+                let answer = turn.into_answer(input.session_state.clone()).await?;
+                return Ok(buffered(json_response(
+                    StatusCode::OK,
+                    &ChatCompletion::from_answer(&answer, input.spelling),
+                )));
+            }
+            Dialect::V20240128 { stream: true } => Framing::Chunks(
+                ChunkHeader {
+                    id: turn.header.id.clone(),
+                    created: turn.header.created,
+                    model: turn.header.model.clone(),
+                },
+                input.spelling,
+            ),
+            Dialect::V20240529 | Dialect::ChatUi => Framing::Deltas(input.spelling),
+        };
+        let content_type = framing.content_type();
+        let (tx, body) = LineBody::channel();
+        let first = framing.start(&turn, &input);
+        tokio::spawn(write_stream(turn, framing, first, tx));
+        Ok(Response::builder()
+            .status(StatusCode::OK)
+            .header(header::CONTENT_TYPE, content_type)
+            .header(header::CACHE_CONTROL, "no-cache")
+            .body(body)
+            .expect("a response built from valid parts"))
+    }
+}
+
+/// Writes the answer line by line. A failed write means the client went away: returning drops the turn, which
+/// stops reading from the model.
+async fn write_stream<S: ModelStream>(
+    mut turn: StreamingTurn<S>,
+    framing: Framing,
+    first: Vec<u8>,
+    tx: mpsc::Sender<Bytes>,
+) {
+    if tx.send(first.into()).await.is_err() {
+        return;
+    }
+    loop {
+        let line = match turn.next().await {
+            Ok(Some(TurnEvent::Text(text))) => framing.text(text),
+            Ok(Some(TurnEvent::End(end))) => {
+                let _ = tx.send(framing.end(end).into()).await;
+                return;
+            }
+            Ok(None) => return,
+            Err(err) => {
+                let _ = tx.send(error_line(&ApiError::from(err)).into()).await;
+                return;
+            }
+        };
+        if tx.send(line.into()).await.is_err() {
+            tracing::info!("the client went away; stopped reading from the model");
+            return;
+        }
+    }
+}
+
+/// A whole response (an error, or a non-streamed answer) as a one-frame body.
+fn buffered(response: Response<Body>) -> Response<LineBody> {
+    response.map(|body| {
+        let bytes: Bytes = match body {
+            Body::Text(t) => t.into(),
+            Body::Binary(b) => b.into(),
+            _ => Bytes::new(),
+        };
+        LineBody::Once(Some(bytes))
+    })
+}

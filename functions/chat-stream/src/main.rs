@@ -1,0 +1,22 @@
+//! Cold start of the streaming chat function: configuration and the Bedrock client are built once, then every
+//! request is handed to [`chat_stream::App`] under the response-streaming runtime.
+
+use chat_aws::BedrockModel;
+use chat_http::Config;
+use chat_stream::App;
+use lambda_http::{Error, Request, service_fn};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    lambda_http::tracing::init_default_subscriber();
+    let config = Config::from_env()?;
+    let aws = chat_aws::load_aws_config().await;
+    let model = BedrockModel::new(&aws, config.model_timeout);
+    let app: &'static App<BedrockModel> = Box::leak(Box::new(App::new(model, config)));
+    // Boxed: the handler's future is deep enough to overflow the compiler's layout query depth when inlined
+    // into the runtime's own futures.
+    lambda_http::run_with_streaming_response(service_fn(move |request: Request| {
+        Box::pin(async move { Ok::<_, Error>(app.handle(request).await) })
+    }))
+    .await
+}

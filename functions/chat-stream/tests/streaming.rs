@@ -1,0 +1,305 @@
+//! The streaming function through the real SDK client and the local Bedrock server: every dialect's framing,
+//! lines written as the model produces them, and faults before and after the first byte.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use chat_aws::BedrockModel;
+use chat_http::Config;
+use chat_stream::{App, LineBody};
+use http_body_util::BodyExt;
+use lambda_http::http::StatusCode;
+use lambda_http::{Body, Request};
+use local_bedrock::LocalBedrock;
+use serde_json::{Value, json};
+
+struct Harness {
+    bedrock: LocalBedrock,
+    app: App<BedrockModel>,
+}
+
+async fn harness() -> Harness {
+    let bedrock = LocalBedrock::start().await.unwrap();
+    let config = Config::from_pairs(&[("MODEL_ID", "local.echo-v1:0")]).unwrap();
+    let model = BedrockModel::new(&bedrock.sdk_config().await, config.model_timeout);
+    Harness {
+        bedrock,
+        app: App::new(model, config),
+    }
+}
+
+/// A response read frame by frame, with when each frame arrived.
+struct Streamed {
+    status: StatusCode,
+    content_type: String,
+    frames: Vec<(SystemTime, String)>,
+}
+
+impl Streamed {
+    fn text(&self) -> String {
+        self.frames.iter().map(|(_, f)| f.as_str()).collect()
+    }
+
+    fn lines(&self) -> Vec<Value> {
+        let text = self.text();
+        assert!(
+            text.ends_with('\n'),
+            "every line ends in a newline: {text:?}"
+        );
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    fn content(&self) -> String {
+        self.lines()
+            .iter()
+            .filter_map(|l| l["delta"]["content"].as_str().map(str::to_string))
+            .collect()
+    }
+}
+
+fn request(path: &str, body: &Value) -> Request {
+    lambda_http::http::Request::builder()
+        .method("POST")
+        .uri(path)
+        .header("content-type", "application/json")
+        // The official client sends this even to the streaming route.
+        .header("accept", "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
+
+async fn read_all(response: lambda_http::Response<LineBody>) -> Streamed {
+    let (parts, mut body) = response.into_parts();
+    let mut frames = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let data = frame.unwrap().into_data().unwrap();
+        frames.push((SystemTime::now(), String::from_utf8(data.to_vec()).unwrap()));
+    }
+    Streamed {
+        status: parts.status,
+        content_type: parts
+            .headers
+            .get("content-type")
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_string(),
+        frames,
+    }
+}
+
+async fn stream(h: &Harness, body: Value) -> Streamed {
+    read_all(h.app.handle(request("/chat/stream", &body)).await).await
+}
+
+fn ask(text: &str) -> Value {
+    json!({"messages": [{"role": "user", "content": text}]})
+}
+
+#[tokio::test]
+async fn v2024_05_29_is_delta_lines() {
+    let h = harness().await;
+    let s = stream(&h, ask("one two three")).await;
+    assert_eq!(s.status, 200);
+    assert_eq!(s.content_type, "application/jsonl");
+    let lines = s.lines();
+    assert_eq!(lines[0]["delta"], json!({"role": "assistant"}));
+    assert_eq!(lines[0]["sessionState"], Value::Null);
+    assert_eq!(
+        lines[0]["context"]["thoughts"][0]["title"],
+        "Prompt to generate answer"
+    );
+    assert!(s.text().starts_with(r#"{"delta":{"role":"assistant"},"context":{"thoughts":[{"title":"Prompt to generate answer""#));
+    // One line per model delta, each its own write.
+    let contents: Vec<&str> = lines[1..lines.len() - 1]
+        .iter()
+        .map(|l| l["delta"]["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(contents, ["Echo: ", "one ", "two ", "three"]);
+    assert_eq!(s.frames.len(), lines.len(), "one frame per line");
+    let last = lines.last().unwrap();
+    assert_eq!(last["delta"], json!({}));
+    assert_eq!(last["context"]["thoughts"][0]["title"], "Token usage");
+    assert_eq!(last["context"]["thoughts"][0]["props"]["output_tokens"], 4);
+}
+
+#[tokio::test]
+async fn session_state_keeps_the_requests_spelling() {
+    let h = harness().await;
+    let s = stream(
+        &h,
+        json!({"messages": [{"role": "user", "content": "x"}], "session_state": {"id": 7}}),
+    )
+    .await;
+    let first = &s.lines()[0];
+    assert_eq!(first["session_state"], json!({"id": 7}));
+    assert!(first.get("sessionState").is_none());
+}
+
+#[tokio::test]
+async fn lines_arrive_as_the_model_sends_them() {
+    let h = harness().await;
+    let started = SystemTime::now();
+    let s = stream(&h, ask("[[deltas:10]] [[delay-ms:200]]")).await;
+    let sent = h.bedrock.requests().last().unwrap().deltas_sent_at.clone();
+    assert_eq!(sent.len(), 10);
+    let arrived: Vec<SystemTime> = s.frames[1..11].iter().map(|(t, _)| *t).collect();
+    let ms = |t: SystemTime| t.duration_since(started).unwrap().as_millis();
+    for (i, (a, s)) in arrived.iter().zip(&sent).enumerate() {
+        println!(
+            "delta {:>2}: sent by the model at {:>5} ms, arrived at {:>5} ms",
+            i + 1,
+            ms(*s),
+            ms(*a)
+        );
+    }
+    // Causal order, not speed: each line reaches the client before the model has produced the delta two after it.
+    // A buffered answer would arrive only after the last delta.
+    for i in 0..8 {
+        assert!(
+            arrived[i] < sent[i + 2],
+            "line {} arrived after delta {} was sent",
+            i + 1,
+            i + 3
+        );
+    }
+    assert!(
+        arrived[0] < sent[9],
+        "the first line arrives long before the last delta is produced"
+    );
+}
+
+#[tokio::test]
+async fn followup_questions_are_held_back_and_sent_last() {
+    let h = harness().await;
+    let s = stream(&h, json!({"messages": [{"role": "user", "content": "tell me"}], "context": {"overrides": {"suggest_followup_questions": true}}})).await;
+    assert_eq!(
+        s.content(),
+        "Echo: tell me",
+        "no question text is streamed as content"
+    );
+    let last = s.lines().last().unwrap().clone();
+    assert_eq!(
+        last["context"]["followup_questions"],
+        json!([
+            "What else should I know?",
+            "Can you give an example?",
+            "Where can I read more?"
+        ])
+    );
+    assert_eq!(last["context"]["thoughts"][0]["title"], "Token usage");
+}
+
+#[tokio::test]
+async fn v2024_01_28_streams_chunks() {
+    let h = harness().await;
+    let s = stream(
+        &h,
+        json!({"messages": [{"role": "user", "content": "a b"}], "stream": true}),
+    )
+    .await;
+    assert_eq!(s.status, 200);
+    assert_eq!(s.content_type, "application/json-lines");
+    let lines = s.lines();
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["object"] == "chat.completion.chunk" && l["id"] == lines[0]["id"])
+    );
+    assert_eq!(
+        lines[0]["choices"][0]["delta"],
+        json!({"role": "assistant"})
+    );
+    assert_eq!(lines[0]["choices"][0]["session_state"], Value::Null);
+    let text: String = lines
+        .iter()
+        .filter_map(|l| l["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(text, "Echo: a b");
+    let last = lines.last().unwrap();
+    assert_eq!(last["choices"][0]["finish_reason"], "stop");
+    assert_eq!(last["usage"]["completion_tokens"], 3);
+    // stream:false on the streaming route is answered whole, as asked.
+    let whole = stream(
+        &h,
+        json!({"messages": [{"role": "user", "content": "a b"}], "stream": false}),
+    )
+    .await;
+    assert_eq!(whole.content_type, "application/json");
+    let completion: Value = serde_json::from_str(&whole.text()).unwrap();
+    assert_eq!(completion["object"], "chat.completion");
+    assert_eq!(completion["choices"][0]["message"]["content"], "Echo: a b");
+}
+
+#[tokio::test]
+async fn an_error_after_the_first_line_is_a_last_error_line() {
+    let h = harness().await;
+    let s = stream(&h, ask("[[stream-error-after:3]] a b c d e")).await;
+    assert_eq!(s.status, 200);
+    let lines = s.lines();
+    assert_eq!(s.content(), "Echo: a b ");
+    assert_eq!(
+        lines.last().unwrap(),
+        &json!({"error": "The model could not answer right now. Please try again."})
+    );
+    assert_eq!(lines.len(), 5, "start, three deltas, the error: {lines:?}");
+}
+
+#[tokio::test]
+async fn an_error_before_the_first_byte_is_a_json_error_with_its_status() {
+    let h = harness().await;
+    let throttled = stream(&h, ask("[[fault:throttle]]")).await;
+    assert_eq!(throttled.status, 429);
+    assert_eq!(throttled.content_type, "application/json");
+    assert_eq!(
+        throttled.text(),
+        r#"{"error":"The model is receiving too many requests. Please try again in a moment."}"#
+    );
+    // An exception frame before any text is still caught before the status is sent.
+    let failed = stream(&h, ask("[[stream-error-after:0]] hi")).await;
+    assert_eq!(failed.status, 502);
+    let invalid = stream(&h, json!({"messages": []})).await;
+    assert_eq!(invalid.status, 400);
+    assert_eq!(
+        invalid.text(),
+        r#"{"error":"messages: must hold at least one message"}"#
+    );
+    let wrong = read_all(h.app.handle(request("/chat", &ask("x"))).await).await;
+    assert_eq!(wrong.status, 404);
+}
+
+#[tokio::test]
+async fn a_guardrail_mid_stream_ends_with_the_content_filter_line() {
+    let h = harness().await;
+    let s = stream(&h, ask("[[fault:guardrail]]")).await;
+    assert_eq!(
+        s.lines().last().unwrap(),
+        &json!({"error": "Your message contains content that was flagged by the content filter."})
+    );
+}
+
+#[tokio::test]
+async fn when_the_client_goes_away_the_model_is_no_longer_read() {
+    let h = harness().await;
+    let response = h
+        .app
+        .handle(request(
+            "/chat/stream",
+            &ask("[[deltas:40]] [[delay-ms:50]]"),
+        ))
+        .await;
+    let (_, mut body) = response.into_parts();
+    body.frame().await.unwrap().unwrap(); // the first line
+    body.frame().await.unwrap().unwrap(); // the first delta
+    drop(body);
+    let gone = Instant::now();
+    // Long enough for all 40 deltas (2 s) had the model kept being read.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let sent = h.bedrock.requests().last().unwrap().deltas_sent_at.len();
+    assert!(
+        sent < 40,
+        "the model kept streaming to nobody: {sent} deltas sent"
+    );
+    assert!(gone.elapsed() >= Duration::from_millis(2500));
+}

@@ -1,0 +1,160 @@
+//! One chat turn, streamed: the model's text passes through as it comes, follow-up questions are held back, and
+//! the end carries what only the end knows (why it stopped, token usage, the questions).
+
+use std::collections::VecDeque;
+
+use chat_protocol::{Answer, FinishReason, Thought, TokenUsage};
+use serde_json::Value;
+
+use crate::turn::{finish_reason, usage_thought};
+use crate::{
+    ChatError, FollowupSplitter, ModelError, ModelEvent, ModelStream, StopReason, TurnHeader,
+};
+
+/// What a streaming turn yields.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnEvent {
+    /// Text to show now (never empty).
+    Text(String),
+    /// The answer is complete; this is the last event.
+    End(TurnEnd),
+}
+
+/// What is known once the answer is complete.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnEnd {
+    pub finish_reason: FinishReason,
+    pub usage: TokenUsage,
+    /// `Some` when the request asked for follow-up questions.
+    pub followup_questions: Option<Vec<String>>,
+    pub result_thoughts: Vec<Thought>,
+}
+
+/// A turn whose answer is being streamed from the model.
+pub struct StreamingTurn<S> {
+    pub header: TurnHeader,
+    /// The thought describing the prompt, known before the answer.
+    pub prompt_thought: Thought,
+    model: Option<S>,
+    splitter: Option<FollowupSplitter>,
+    ready: VecDeque<TurnEvent>,
+    stop: Option<StopReason>,
+    usage: TokenUsage,
+}
+
+impl<S: ModelStream> StreamingTurn<S> {
+    pub(crate) fn new(
+        header: TurnHeader,
+        prompt_thought: Thought,
+        model: S,
+        followups: bool,
+    ) -> Self {
+        Self {
+            header,
+            prompt_thought,
+            model: Some(model),
+            splitter: followups.then(FollowupSplitter::new),
+            ready: VecDeque::new(),
+            stop: None,
+            usage: TokenUsage::default(),
+        }
+    }
+
+    /// Reads from the model until there is something to yield.
+    pub(crate) async fn prime(&mut self) -> Result<(), ChatError> {
+        while self.ready.is_empty() && self.model.is_some() {
+            self.pull().await?;
+        }
+        Ok(())
+    }
+
+    /// The next event; `None` after [`TurnEvent::End`]. An error ends the turn.
+    pub async fn next(&mut self) -> Result<Option<TurnEvent>, ChatError> {
+        self.prime().await?;
+        Ok(self.ready.pop_front())
+    }
+
+    /// Reads the whole answer (for a client that asked not to stream).
+    pub async fn into_answer(mut self, session_state: Option<Value>) -> Result<Answer, ChatError> {
+        let mut content = String::new();
+        while let Some(event) = self.next().await? {
+            match event {
+                TurnEvent::Text(text) => content.push_str(&text),
+                TurnEvent::End(end) => {
+                    return Ok(Answer {
+                        id: self.header.id,
+                        created: self.header.created,
+                        created_at: self.header.created_at,
+                        model: self.header.model,
+                        content,
+                        finish_reason: end.finish_reason,
+                        usage: end.usage,
+                        prompt_thoughts: vec![self.prompt_thought],
+                        result_thoughts: end.result_thoughts,
+                        followup_questions: end.followup_questions,
+                        session_state,
+                    });
+                }
+            }
+        }
+        Err(ModelError::Failed("the answer ended without its end".into()).into())
+    }
+
+    async fn pull(&mut self) -> Result<(), ChatError> {
+        let Some(model) = self.model.as_mut() else {
+            return Ok(());
+        };
+        let event = match model.next_event().await {
+            Ok(event) => event,
+            Err(e) => {
+                self.model = None;
+                return Err(e.into());
+            }
+        };
+        match event {
+            Some(ModelEvent::Text(text)) => {
+                let shown = match &mut self.splitter {
+                    Some(splitter) => splitter.push(&text),
+                    None => text,
+                };
+                if !shown.is_empty() {
+                    self.ready.push_back(TurnEvent::Text(shown));
+                }
+            }
+            Some(ModelEvent::Stop(stop)) => {
+                // A guardrail that stops the answer ends the turn as an error, even after text was shown.
+                if let Err(e) = finish_reason(&stop) {
+                    self.model = None;
+                    return Err(e);
+                }
+                self.stop = Some(stop);
+            }
+            Some(ModelEvent::Usage(usage)) => self.usage = usage,
+            None => {
+                self.model = None;
+                let stop = self.stop.take().ok_or_else(|| {
+                    ChatError::from(ModelError::Failed(
+                        "the model stream ended before the answer did".into(),
+                    ))
+                })?;
+                let (rest, followup_questions) = match self.splitter.take() {
+                    Some(splitter) => {
+                        let (rest, questions) = splitter.finish();
+                        (rest, Some(questions))
+                    }
+                    None => (String::new(), None),
+                };
+                if !rest.is_empty() {
+                    self.ready.push_back(TurnEvent::Text(rest));
+                }
+                self.ready.push_back(TurnEvent::End(TurnEnd {
+                    finish_reason: finish_reason(&stop)?,
+                    usage: self.usage,
+                    followup_questions,
+                    result_thoughts: vec![usage_thought(self.usage, &stop)],
+                }));
+            }
+        }
+        Ok(())
+    }
+}
