@@ -170,10 +170,10 @@ impl ModelStream for BedrockStream {
             };
             match event {
                 ConverseStreamOutput::ContentBlockDelta(d) => {
-                    if let Some(ContentBlockDelta::Text(text)) = d.delta() {
-                        if !text.is_empty() {
-                            return Ok(Some(ModelEvent::Text(text.clone())));
-                        }
+                    if let Some(ContentBlockDelta::Text(text)) = d.delta()
+                        && !text.is_empty()
+                    {
+                        return Ok(Some(ModelEvent::Text(text.clone())));
                     }
                 }
                 ConverseStreamOutput::MessageStop(stop) => {
