@@ -15,8 +15,10 @@ async fn main() -> Result<(), Error> {
     let app: &'static App<BedrockModel> = Box::leak(Box::new(App::new(model, config)));
     // Boxed: the handler's future is deep enough to overflow the compiler's layout query depth when inlined
     // into the runtime's own futures.
-    lambda_http::run_with_streaming_response(service_fn(move |request: Request| {
-        Box::pin(async move { Ok::<_, Error>(app.handle(request).await) })
-    }))
+    chat_http::keep_running(|| {
+        lambda_http::run_with_streaming_response(service_fn(move |request: Request| {
+            Box::pin(async move { Ok::<_, Error>(app.handle(request).await) })
+        }))
+    })
     .await
 }

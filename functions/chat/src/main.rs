@@ -13,8 +13,10 @@ async fn main() -> Result<(), Error> {
     let aws = chat_aws::load_aws_config().await;
     let model = BedrockModel::new(&aws, config.model_timeout);
     let app: &'static App<BedrockModel> = Box::leak(Box::new(App::new(model, config)));
-    lambda_http::run(service_fn(move |request: Request| async move {
-        Ok::<_, Error>(app.handle(request).await)
-    }))
+    chat_http::keep_running(|| {
+        lambda_http::run(service_fn(move |request: Request| async move {
+            Ok::<_, Error>(app.handle(request).await)
+        }))
+    })
     .await
 }

@@ -4,7 +4,9 @@
 mod config;
 mod error;
 mod request;
+mod runtime;
 
 pub use config::{Config, ConfigError};
 pub use error::{ApiError, error_line, error_response, json_response};
 pub use request::{normalized_path, read_json_body};
+pub use runtime::keep_running;

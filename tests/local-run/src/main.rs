@@ -57,7 +57,8 @@ fn wait_for_port(port: u16, what: &str, limit: Duration) {
     }
 }
 
-/// The status code of `GET path` on the local address, if it answered.
+/// The status code of `GET path` on the local address, if it answered. The whole response is read: hanging up
+/// early on a streaming function makes cargo lambda abort the function's own response.
 fn http_status(addr: SocketAddr, path: &str) -> Option<u16> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
     stream
@@ -68,9 +69,9 @@ fn http_status(addr: SocketAddr, path: &str) -> Option<u16> {
         "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
     )
     .ok()?;
-    let mut head = [0u8; 12];
-    stream.read_exact(&mut head).ok()?;
-    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).ok()?;
+    std::str::from_utf8(response.get(9..12)?).ok()?.parse().ok()
 }
 
 struct Children(Vec<Child>);
@@ -185,14 +186,17 @@ async fn main() {
         .unwrap_or_else(|e| fail(&format!("cannot start cargo lambda watch: {e}")));
     children.0.push(watch);
     wait_for_port(run_port, "cargo lambda watch", Duration::from_secs(120));
-    // The first request waits while cargo lambda compiles the function; a 405 is the chat function itself answering.
+    // A function's first request waits while cargo lambda compiles it; a 405 is the function itself answering.
     let addr: SocketAddr = ([127, 0, 0, 1], run_port).into();
-    match http_status(addr, "/chat") {
-        Some(405) => eprintln!("local-run: ready on http://127.0.0.1:{run_port}"),
-        other => fail(&format!(
-            "the chat function did not come up (GET /chat answered {other:?})"
-        )),
+    for (function, path) in [("chat", "/chat"), ("chat-stream", "/chat/stream")] {
+        match http_status(addr, path) {
+            Some(405) => {}
+            other => fail(&format!(
+                "the {function} function did not come up (GET {path} answered {other:?})"
+            )),
+        }
     }
+    eprintln!("local-run: ready on http://127.0.0.1:{run_port}");
 
     let stdin_closed = async {
         if exit_with_stdin {

@@ -6,7 +6,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Value, json};
 
@@ -169,20 +169,21 @@ async fn errors_are_json_on_the_local_run() {
     );
 }
 
-/// `cargo lambda invoke --data-file` of one file of `events/`: the function URL response it printed.
-fn invoke(event: &str) -> Value {
+/// `cargo lambda invoke --data-file` of one file of `events/`: what it printed (for a buffered function, the
+/// function URL response as JSON; for a streaming one, the streamed body).
+fn invoke_raw(function: &str, event: &str, format: &str) -> String {
     local_run();
     let out = Command::new(root().join(".tools/venv/bin/cargo-lambda"))
         .args([
             "lambda",
             "invoke",
-            "chat",
+            function,
             "--invoke-address",
             "127.0.0.1",
             "--invoke-port",
             "9000",
         ])
-        .args(["--output-format", "json", "--data-file"])
+        .args(["--output-format", format, "--data-file"])
         .arg(root().join("events").join(event))
         .output()
         .expect("cargo lambda invoke runs");
@@ -191,7 +192,19 @@ fn invoke(event: &str) -> Value {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap()
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn invoke(event: &str) -> Value {
+    serde_json::from_str(&invoke_raw("chat", event, "json")).unwrap()
+}
+
+fn invoke_stream(event: &str) -> Vec<Value> {
+    let text = invoke_raw("chat-stream", event, "text");
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 fn body_of(response: &Value) -> Value {
@@ -246,6 +259,25 @@ fn every_event_invokes() {
             .starts_with("body is not valid JSON")
     );
 
+    let lines = invoke_stream("chat-stream-2024-05-29.json");
+    assert_eq!(lines[0]["delta"], json!({"role": "assistant"}));
+    let text: String = lines
+        .iter()
+        .filter_map(|l| l["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(text, "Echo: What is included in my plan?");
+    assert_eq!(
+        lines.last().unwrap()["context"]["followup_questions"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+
+    let lines = invoke_stream("chat-stream-2024-01-28.json");
+    assert!(lines.iter().all(|l| l["object"] == "chat.completion.chunk"));
+    assert_eq!(lines.last().unwrap()["choices"][0]["finish_reason"], "stop");
+
     // Every event file is exercised here.
     let tested = [
         "chat-2024-05-29.json",
@@ -254,6 +286,8 @@ fn every_event_invokes() {
         "chat-2024-01-28-stream.json",
         "chat-ui-chat.json",
         "chat-bad-json.json",
+        "chat-stream-2024-05-29.json",
+        "chat-stream-2024-01-28.json",
     ];
     for entry in std::fs::read_dir(root().join("events")).unwrap() {
         let name = entry.unwrap().file_name().into_string().unwrap();
@@ -262,4 +296,108 @@ fn every_event_invokes() {
             "events/{name} is not invoked by this test"
         );
     }
+}
+
+/// Milliseconds since the Unix epoch.
+fn unix_ms(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+#[tokio::test]
+async fn streamed_lines_arrive_as_the_local_model_sends_them() {
+    local_run();
+    let marker = format!("timing-{}", unix_ms(SystemTime::now()));
+    let started = SystemTime::now();
+    let mut response = reqwest::Client::new()
+        .post(format!("{BASE}/chat/stream"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json")
+        .body(json!({"messages": [{"role": "user", "content": format!("[[deltas:10]] [[delay-ms:200]] {marker}")}]}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "application/jsonl");
+    // Each complete line, with when its last byte arrived.
+    let mut lines: Vec<(SystemTime, Value)> = Vec::new();
+    let mut partial = Vec::new();
+    while let Some(chunk) = response.chunk().await.unwrap() {
+        let now = SystemTime::now();
+        partial.extend_from_slice(&chunk);
+        while let Some(end) = partial.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = partial.drain(..=end).collect();
+            lines.push((now, serde_json::from_slice(&line).unwrap()));
+        }
+    }
+    assert!(partial.is_empty(), "every line ends in a newline");
+    let contents: Vec<SystemTime> = lines
+        .iter()
+        .filter(|(_, l)| l["delta"]["content"].is_string())
+        .map(|(t, _)| *t)
+        .collect();
+    assert_eq!(contents.len(), 10);
+
+    let recorded: Value = reqwest::get("http://127.0.0.1:9100/__local/requests")
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let request = recorded
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["body"].to_string().contains(&marker))
+        .expect("the local model saw the request");
+    let sent: Vec<u64> = request["deltasSentAtMs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(sent.len(), 10);
+    let t0 = unix_ms(started);
+    println!("delta  sent by the local model  arrived at the client   (ms after the request)");
+    for (i, (s, a)) in sent.iter().zip(&contents).enumerate() {
+        println!("{:>5}  {:>24}  {:>21}", i + 1, s - t0, unix_ms(*a) - t0);
+    }
+    // Causal order, not speed: each line reaches the client before the model produces the delta two after it,
+    // which a buffered answer could not do.
+    for i in 0..8 {
+        assert!(
+            unix_ms(contents[i]) < sent[i + 2],
+            "line {} arrived after delta {} was sent",
+            i + 1,
+            i + 3
+        );
+    }
+}
+
+#[test]
+fn the_official_javascript_client_works_against_the_local_run() {
+    local_run();
+    let js = root().join("tests/js");
+    assert!(
+        js.join("node_modules/@microsoft/ai-chat-protocol").exists(),
+        "the JavaScript client is not installed; run `make tools`"
+    );
+    let out = Command::new("node")
+        .arg("--test")
+        .current_dir(&js)
+        .env("CHAT_BASE_URL", BASE)
+        .output()
+        .expect("node runs");
+    let report = String::from_utf8_lossy(&out.stdout);
+    println!("{report}");
+    assert!(
+        out.status.success(),
+        "{report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        report.contains("# pass 5") && report.contains("# fail 0"),
+        "{report}"
+    );
 }

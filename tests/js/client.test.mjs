@@ -1,0 +1,61 @@
+// The official client (@microsoft/ai-chat-protocol) against the local run at CHAT_BASE_URL.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { AIChatProtocolClient } from "@microsoft/ai-chat-protocol";
+
+const base = process.env.CHAT_BASE_URL ?? "http://127.0.0.1:9000";
+const client = new AIChatProtocolClient(`${base}/chat`);
+const user = (content) => [{ role: "user", content }];
+
+test("getCompletion answers the message", async () => {
+  const response = await client.getCompletion(user("hi"));
+  assert.deepEqual(response.message, { role: "assistant", content: "Echo: hi" });
+  assert.equal(response.sessionState, null);
+  assert.equal(response.context.thoughts[0].title, "Prompt to generate answer");
+});
+
+test("getStreamedCompletion yields every delta in order", async () => {
+  const stream = await client.getStreamedCompletion(user("[[deltas:10]] [[delay-ms:20]]"));
+  const chunks = [];
+  for await (const chunk of stream) chunks.push(chunk);
+  assert.equal(chunks[0].delta.role, "assistant");
+  const contents = chunks.map((c) => c.delta.content).filter((c) => c !== undefined);
+  assert.deepEqual(contents, ["w1 ", "w2 ", "w3 ", "w4 ", "w5 ", "w6 ", "w7 ", "w8 ", "w9 ", "w10"]);
+  // The last line carries the context known at the end: the token usage.
+  assert.equal(chunks.at(-1).context.thoughts[0].title, "Token usage");
+});
+
+test("getStreamedCompletion passes context and session state", async () => {
+  const stream = await client.getStreamedCompletion(user("tell me"), {
+    context: { overrides: { suggest_followup_questions: true } },
+    sessionState: { conversation: "abc" },
+  });
+  const chunks = [];
+  for await (const chunk of stream) chunks.push(chunk);
+  assert.deepEqual(chunks[0].sessionState, { conversation: "abc" });
+  assert.equal(chunks.map((c) => c.delta.content ?? "").join(""), "Echo: tell me");
+  assert.equal(chunks.at(-1).context.followup_questions.length, 3);
+});
+
+test("getStreamedCompletion throws on the error line", async () => {
+  const stream = await client.getStreamedCompletion(user("[[stream-error-after:2]] a b c"));
+  const seen = [];
+  await assert.rejects(
+    async () => {
+      for await (const chunk of stream) seen.push(chunk);
+    },
+    (error) => error === "The model could not answer right now. Please try again.",
+  );
+  assert.equal(seen.length, 3, "the first line and two deltas arrived before the error");
+});
+
+test("an error before the stream is thrown with the server's message", async () => {
+  await assert.rejects(
+    client.getStreamedCompletion(user("[[fault:throttle]]")),
+    (error) => error === "The model is receiving too many requests. Please try again in a moment.",
+  );
+  await assert.rejects(
+    client.getCompletion(user("[[fault:guardrail]]")),
+    (error) => error === "Your message contains content that was flagged by the content filter.",
+  );
+});
