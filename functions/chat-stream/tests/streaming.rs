@@ -247,6 +247,18 @@ async fn an_error_after_the_first_line_is_a_last_error_line() {
 }
 
 #[tokio::test]
+async fn a_broken_connection_to_the_model_is_a_last_error_line() {
+    let h = harness().await;
+    let s = stream(&h, ask("[[stream-break-after:2]] a b c d")).await;
+    assert_eq!(s.status, 200);
+    assert_eq!(s.content(), "Echo: a ");
+    assert_eq!(
+        s.lines().last().unwrap(),
+        &json!({"error": "The model could not answer right now. Please try again."})
+    );
+}
+
+#[tokio::test]
 async fn an_error_before_the_first_byte_is_a_json_error_with_its_status() {
     let h = harness().await;
     let throttled = stream(&h, ask("[[fault:throttle]]")).await;

@@ -20,11 +20,11 @@
 //! | `[[fault:guardrail]]` | an answer with `stopReason` `guardrail_intervened` |
 //! | `[[fault:content-filter]]` | an answer with `stopReason` `content_filtered` |
 //! | `[[stream-error-after:N]]` | (stream) N deltas, then a `modelStreamErrorException` frame |
+//! | `[[stream-break-after:N]]` | (stream) N deltas, then the connection breaks (the body is aborted) |
 //! | `[[deltas:N]]` | the answer is N words `w1 … wN` |
 //! | `[[delay-ms:N]]` | wait N ms before each delta (stream) or before answering (converse) |
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -186,6 +186,7 @@ async fn inspect(State(state): State<AppState>) -> Response {
 struct Plan {
     fault: Option<String>,
     stream_error_after: Option<usize>,
+    stream_break_after: Option<usize>,
     delay: Duration,
     pieces: Vec<String>,
     stop_reason: &'static str,
@@ -299,6 +300,8 @@ fn plan(body: &Value) -> Plan {
     Plan {
         fault,
         stream_error_after: directive(&last_user, "stream-error-after")
+            .and_then(|n| n.parse().ok()),
+        stream_break_after: directive(&last_user, "stream-break-after")
             .and_then(|n| n.parse().ok()),
         delay: Duration::from_millis(
             directive(&last_user, "delay-ms")
@@ -506,7 +509,7 @@ async fn converse_stream(
     if let Some(r) = fault_response(&state, &plan, &body) {
         return r;
     }
-    let (tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(1);
+    let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(1);
     tokio::spawn(async move {
         let send = |b: Bytes| {
             let tx = tx.clone();
@@ -516,6 +519,13 @@ async fn converse_stream(
             return;
         }
         for (i, piece) in plan.pieces.iter().enumerate() {
+            if plan.stream_break_after == Some(i) {
+                // An error item makes the server abort the connection mid-body.
+                let _ = tx
+                    .send(Err(std::io::Error::other("connection broken on purpose")))
+                    .await;
+                return;
+            }
             if plan.stream_error_after == Some(i) {
                 send(exception(
                     "modelStreamErrorException",
