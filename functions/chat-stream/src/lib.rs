@@ -4,23 +4,30 @@ mod body;
 
 pub use body::LineBody;
 
+use std::sync::Arc;
+
 use bytes::Bytes;
-use chat_core::{ChatModel, ChatService, ModelStream, StreamingTurn, TurnEnd, TurnEvent};
+use chat_core::{
+    ChatModel, ChatService, ModelStream, SessionStore, StreamingTurn, TurnEnd, TurnEvent,
+};
 use chat_http::{
-    ApiError, Config, error_line, error_response, json_response, normalized_path, read_json_body,
+    ApiError, Auth, Config, error_line, error_response, json_response, normalized_path,
+    read_json_body,
 };
 use chat_protocol::v2024_01_28::{ChatCompletion, ChatCompletionChunk, ChunkHeader};
 use chat_protocol::v2024_05_29::StreamChunk;
 use chat_protocol::{
-    ChatInput, Dialect, Endpoint, ResponseContext, SessionSpelling, json_line, parse_chat_request,
+    Dialect, Endpoint, ResponseContext, SessionSpelling, json_line, parse_chat_request,
 };
 use lambda_http::http::{Method, StatusCode, header};
 use lambda_http::{Body, Request, Response};
+use serde_json::Value;
 use tokio::sync::mpsc;
 
-/// What a warm function keeps between requests.
-pub struct App<M> {
-    service: ChatService<M>,
+/// What a warm function keeps between requests. The core is shared with the tasks that write each stream.
+pub struct App<M, St> {
+    service: Arc<ChatService<M, St>>,
+    auth: Auth,
     max_body_bytes: usize,
 }
 
@@ -40,9 +47,9 @@ impl Framing {
         }
     }
 
-    fn start<S>(&self, turn: &StreamingTurn<S>, input: &ChatInput) -> Vec<u8> {
+    fn start<S: ModelStream>(&self, turn: &StreamingTurn<S>) -> Vec<u8> {
         let context = ResponseContext::new(vec![turn.prompt_thought.clone()], None);
-        let state = input.session_state.clone();
+        let state = Some(Value::String(turn.session().chat_id.clone()));
         match self {
             Framing::Deltas(spelling) => json_line(&StreamChunk::start(context, state, *spelling)),
             Framing::Chunks(header, spelling) => json_line(&ChatCompletionChunk::start(
@@ -72,10 +79,11 @@ impl Framing {
     }
 }
 
-impl<M: ChatModel> App<M> {
-    pub fn new(model: M, config: Config) -> Self {
+impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
+    pub fn new(model: M, store: St, auth: Auth, config: Config) -> Self {
         Self {
-            service: ChatService::new(model, config.chat),
+            service: Arc::new(ChatService::new(model, store, config.chat)),
+            auth,
             max_body_bytes: config.max_body_bytes,
         }
     }
@@ -95,13 +103,15 @@ impl<M: ChatModel> App<M> {
         if request.method() != Method::POST {
             return Err(ApiError::MethodNotAllowed { allow: "POST" });
         }
+        let caller = self.auth.caller(request).await?;
         // Any Accept is fine: the official client sends `application/json` even here.
         let body = read_json_body(request, self.max_body_bytes)?;
         let input = parse_chat_request(body, Endpoint::Protocol, &self.service.settings().limits)?;
-        let turn = self.service.stream(&input).await?;
+        let turn = self.service.stream(&caller, &input).await?;
         let framing = match input.dialect {
             Dialect::V20240128 { stream: false } => {
-                let answer = turn.into_answer(input.session_state.clone()).await?;
+                let (answer, session) = turn.into_answer().await?;
+                self.service.save(&caller, &session, &answer.content).await?;
                 return Ok(buffered(json_response(
                     StatusCode::OK,
                     &ChatCompletion::from_answer(&answer, input.spelling),
@@ -119,8 +129,15 @@ impl<M: ChatModel> App<M> {
         };
         let content_type = framing.content_type();
         let (tx, body) = LineBody::channel();
-        let first = framing.start(&turn, &input);
-        tokio::spawn(write_stream(turn, framing, first, tx));
+        let first = framing.start(&turn);
+        tokio::spawn(write_stream(
+            self.service.clone(),
+            caller,
+            turn,
+            framing,
+            first,
+            tx,
+        ));
         Ok(Response::builder()
             .status(StatusCode::OK)
             .header(header::CONTENT_TYPE, content_type)
@@ -130,10 +147,12 @@ impl<M: ChatModel> App<M> {
     }
 }
 
-/// Writes the answer line by line. A failed write means the client went away: returning drops the turn, which
-/// stops reading from the model.
-async fn write_stream<S: ModelStream>(
-    mut turn: StreamingTurn<S>,
+/// Writes the answer line by line, and stores the turn before the last line. A failed write means the client went
+/// away: returning drops the turn, which stops reading from the model, and stores nothing.
+async fn write_stream<M: ChatModel, St: SessionStore>(
+    service: Arc<ChatService<M, St>>,
+    caller: String,
+    mut turn: StreamingTurn<M::Stream>,
     framing: Framing,
     first: Vec<u8>,
     tx: mpsc::Sender<Bytes>,
@@ -145,7 +164,11 @@ async fn write_stream<S: ModelStream>(
         let line = match turn.next().await {
             Ok(Some(TurnEvent::Text(text))) => framing.text(text),
             Ok(Some(TurnEvent::End(end))) => {
-                let _ = tx.send(framing.end(end).into()).await;
+                let last = match service.save(&caller, turn.session(), turn.shown()).await {
+                    Ok(()) => framing.end(end),
+                    Err(err) => error_line(&ApiError::from(err)),
+                };
+                let _ = tx.send(last.into()).await;
                 return;
             }
             Ok(None) => return,

@@ -1,8 +1,8 @@
 //! Cold start of the streaming chat function: configuration and the Bedrock client are built once, then every
 //! request is handed to [`chat_stream::App`] under the response-streaming runtime.
 
-use chat_aws::BedrockModel;
-use chat_http::Config;
+use chat_aws::{BedrockModel, DynamoStore};
+use chat_http::{Auth, Config};
 use chat_stream::App;
 use lambda_http::{Error, Request, service_fn};
 
@@ -10,9 +10,12 @@ use lambda_http::{Error, Request, service_fn};
 async fn main() -> Result<(), Error> {
     lambda_http::tracing::init_default_subscriber();
     let config = Config::from_env()?;
+    let auth = Auth::from_env()?;
     let aws = chat_aws::load_aws_config().await;
     let model = BedrockModel::new(&aws, config.model_timeout);
-    let app: &'static App<BedrockModel> = Box::leak(Box::new(App::new(model, config)));
+    let store = DynamoStore::from_config(&aws, &config.table_name, config.history_ttl_days);
+    let app: &'static App<BedrockModel, DynamoStore> =
+        Box::leak(Box::new(App::new(model, store, auth, config)));
     // Boxed: the handler's future is deep enough to overflow the compiler's layout query depth when inlined
     // into the runtime's own futures.
     chat_http::keep_running(|| {

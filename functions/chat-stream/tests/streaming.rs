@@ -3,8 +3,10 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use chat_aws::BedrockModel;
-use chat_http::Config;
+use chat_aws::{BedrockModel, DynamoStore};
+use chat_core::SessionStore;
+use chat_http::{Auth, Config};
+use local_dynamodb::LocalDynamo;
 use chat_stream::{App, LineBody};
 use http_body_util::BodyExt;
 use lambda_http::http::StatusCode;
@@ -14,17 +16,29 @@ use serde_json::{Value, json};
 
 struct Harness {
     bedrock: LocalBedrock,
-    app: App<BedrockModel>,
+    store: DynamoStore,
+    app: App<BedrockModel, DynamoStore>,
+}
+
+const USER: &str = "local-user";
+
+impl Harness {
+    async fn history(&self, chat_id: &str) -> Vec<String> {
+        match self.store.load(USER, chat_id).await {
+            Ok((_, messages)) => messages.into_iter().map(|m| format!("{}: {}", m.role.as_str(), m.content)).collect(),
+            Err(_) => Vec::new(),
+        }
+    }
 }
 
 async fn harness() -> Harness {
     let bedrock = LocalBedrock::start().await.unwrap();
     let config = Config::from_pairs(&[("MODEL_ID", "local.echo-v1:0")]).unwrap();
     let model = BedrockModel::new(&bedrock.sdk_config().await, config.model_timeout);
-    Harness {
-        bedrock,
-        app: App::new(model, config),
-    }
+    let (client, table) = LocalDynamo::shared().fresh_table().await;
+    let store = DynamoStore::new(client, table, None);
+    let app = App::new(model, store.clone(), Auth::None { user: USER.into() }, config);
+    Harness { bedrock, store, app }
 }
 
 /// A response read frame by frame, with when each frame arrived.
@@ -105,7 +119,7 @@ async fn v2024_05_29_is_delta_lines() {
     assert_eq!(s.content_type, "application/jsonl");
     let lines = s.lines();
     assert_eq!(lines[0]["delta"], json!({"role": "assistant"}));
-    assert_eq!(lines[0]["sessionState"], Value::Null);
+    assert!(lines[0]["sessionState"].is_string(), "the new chat's id");
     assert_eq!(
         lines[0]["context"]["thoughts"][0]["title"],
         "Prompt to generate answer"
@@ -129,11 +143,13 @@ async fn session_state_keeps_the_requests_spelling() {
     let h = harness().await;
     let s = stream(
         &h,
-        json!({"messages": [{"role": "user", "content": "x"}], "session_state": {"id": 7}}),
+        json!({"messages": [{"role": "user", "content": "x"}], "session_state": null}),
     )
     .await;
     let first = &s.lines()[0];
-    assert_eq!(first["session_state"], json!({"id": 7}));
+    let id = first["session_state"].as_str().expect("the new chat's id");
+    // The turn was stored before the last line was sent.
+    assert_eq!(h.history(id).await, ["user: x", "assistant: Echo: x"]);
     assert!(first.get("sessionState").is_none());
 }
 
@@ -211,7 +227,7 @@ async fn v2024_01_28_streams_chunks() {
         lines[0]["choices"][0]["delta"],
         json!({"role": "assistant"})
     );
-    assert_eq!(lines[0]["choices"][0]["session_state"], Value::Null);
+    assert!(lines[0]["choices"][0]["session_state"].is_string());
     let text: String = lines
         .iter()
         .filter_map(|l| l["choices"][0]["delta"]["content"].as_str())
@@ -314,4 +330,66 @@ async fn when_the_client_goes_away_the_model_is_no_longer_read() {
         "the model kept streaming to nobody: {sent} deltas sent"
     );
     assert!(gone.elapsed() >= Duration::from_millis(2500));
+}
+
+fn chat_id(s: &Streamed) -> String {
+    let first = &s.lines()[0];
+    first
+        .get("sessionState")
+        .or_else(|| first.get("session_state"))
+        .and_then(Value::as_str)
+        .expect("the chat id")
+        .to_string()
+}
+
+#[tokio::test]
+async fn streamed_turns_continue_a_chat_with_the_whole_history_or_the_latest_message() {
+    let h = harness().await;
+    let first = stream(&h, ask("one")).await;
+    let id = chat_id(&first);
+    // The whole history, spelled session_state.
+    let full = stream(&h, json!({"messages": [
+        {"role": "user", "content": "one"}, {"role": "assistant", "content": "Echo: one"},
+        {"role": "user", "content": "two"}
+    ], "session_state": id})).await;
+    assert_eq!(full.lines()[0]["session_state"], json!(id));
+    // Only the latest message, spelled sessionState.
+    let latest = stream(&h, json!({"messages": [{"role": "user", "content": "three"}], "sessionState": id})).await;
+    assert_eq!(latest.lines()[0]["sessionState"], json!(id));
+    assert_eq!(
+        h.history(&id).await,
+        ["user: one", "assistant: Echo: one", "user: two", "assistant: Echo: two", "user: three", "assistant: Echo: three"]
+    );
+    // The model saw the whole conversation.
+    assert_eq!(h.bedrock.requests().last().unwrap().body["messages"].as_array().unwrap().len(), 5);
+}
+
+#[tokio::test]
+async fn a_model_failure_mid_stream_leaves_the_history_as_it_was() {
+    let h = harness().await;
+    let id = chat_id(&stream(&h, ask("one")).await);
+    let before = h.history(&id).await;
+    for fault in ["[[stream-error-after:2]] a b c", "[[stream-break-after:1]] a b", "[[fault:guardrail]]"] {
+        let s = stream(&h, json!({"messages": [{"role": "user", "content": fault}], "sessionState": id})).await;
+        assert!(s.lines().last().unwrap().get("error").is_some(), "{fault} ends in an error line");
+        assert_eq!(h.history(&id).await, before, "after {fault}");
+    }
+    let unknown = stream(&h, json!({"messages": [{"role": "user", "content": "x"}], "sessionState": "nope"})).await;
+    assert_eq!(unknown.status, 404);
+    assert_eq!(unknown.text(), r#"{"error":"There is no chat with that id."}"#);
+}
+
+#[tokio::test]
+async fn a_turn_whose_client_went_away_is_not_stored() {
+    let h = harness().await;
+    let id = chat_id(&stream(&h, ask("one")).await);
+    let response = h
+        .app
+        .handle(request("/chat/stream", &json!({"messages": [{"role": "user", "content": "[[deltas:20]] [[delay-ms:50]]"}], "sessionState": id})))
+        .await;
+    let (_, mut body) = response.into_parts();
+    body.frame().await.unwrap().unwrap();
+    drop(body);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(h.history(&id).await, ["user: one", "assistant: Echo: one"]);
 }

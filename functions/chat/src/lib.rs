@@ -1,7 +1,9 @@
 //! The buffered chat function: `POST /chat` (both protocol versions) and `POST /chat-ui/chat`.
 
-use chat_core::{ChatModel, ChatService};
-use chat_http::{ApiError, Config, error_response, json_response, normalized_path, read_json_body};
+use chat_core::{ChatModel, ChatService, SessionStore};
+use chat_http::{
+    ApiError, Auth, Config, error_response, json_response, normalized_path, read_json_body,
+};
 use chat_protocol::{
     Answer, ChatInput, Dialect, Endpoint, chat_ui::ChatMessageContent, json_line,
     parse_chat_request, v2024_01_28, v2024_05_29,
@@ -9,16 +11,19 @@ use chat_protocol::{
 use lambda_http::http::{Method, StatusCode, header};
 use lambda_http::{Body, Request, Response};
 
-/// What a warm function keeps between requests: the chat core with its model, and the edge limits.
-pub struct App<M> {
-    service: ChatService<M>,
+/// What a warm function keeps between requests: the chat core with its ports, how callers are known, and the
+/// edge limits.
+pub struct App<M, St> {
+    service: ChatService<M, St>,
+    auth: Auth,
     max_body_bytes: usize,
 }
 
-impl<M: ChatModel> App<M> {
-    pub fn new(model: M, config: Config) -> Self {
+impl<M: ChatModel, St: SessionStore> App<M, St> {
+    pub fn new(model: M, store: St, auth: Auth, config: Config) -> Self {
         Self {
-            service: ChatService::new(model, config.chat),
+            service: ChatService::new(model, store, config.chat),
+            auth,
             max_body_bytes: config.max_body_bytes,
         }
     }
@@ -40,9 +45,10 @@ impl<M: ChatModel> App<M> {
         if request.method() != Method::POST {
             return Err(ApiError::MethodNotAllowed { allow: "POST" });
         }
+        let caller = self.auth.caller(request).await?;
         let body = read_json_body(request, self.max_body_bytes)?;
         let input = parse_chat_request(body, endpoint, &self.service.settings().limits)?;
-        let answer = self.service.answer(&input).await?;
+        let answer = self.service.answer(&caller, &input).await?;
         Ok(render(&input, &answer))
     }
 }

@@ -2,17 +2,20 @@
 //! handed to [`chat::App`].
 
 use chat::App;
-use chat_aws::BedrockModel;
-use chat_http::Config;
+use chat_aws::{BedrockModel, DynamoStore};
+use chat_http::{Auth, Config};
 use lambda_http::{Error, Request, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     lambda_http::tracing::init_default_subscriber();
     let config = Config::from_env()?;
+    let auth = Auth::from_env()?;
     let aws = chat_aws::load_aws_config().await;
     let model = BedrockModel::new(&aws, config.model_timeout);
-    let app: &'static App<BedrockModel> = Box::leak(Box::new(App::new(model, config)));
+    let store = DynamoStore::from_config(&aws, &config.table_name, config.history_ttl_days);
+    let app: &'static App<BedrockModel, DynamoStore> =
+        Box::leak(Box::new(App::new(model, store, auth, config)));
     chat_http::keep_running(|| {
         lambda_http::run(service_fn(move |request: Request| async move {
             Ok::<_, Error>(app.handle(request).await)

@@ -28,7 +28,13 @@ async fn v2024_05_29_answers_message_context_and_session_state() {
         body["message"],
         json!({"role": "assistant", "content": "Echo: hi"})
     );
-    assert_eq!(body["sessionState"], Value::Null);
+    // A request without session state starts a chat; its id is the session state.
+    let chat_id = body["sessionState"].as_str().expect("the new chat's id");
+    assert_eq!(chat_id.len(), 32, "an unguessable id: 128 random bits in hex");
+    assert_eq!(
+        h.history(chat_id).await,
+        [("user".into(), "hi".into()), ("assistant".into(), "Echo: hi".into())]
+    );
     // The raw text keeps the field order of the protocol's examples.
     assert!(
         r.body.starts_with(
@@ -57,34 +63,25 @@ async fn v2024_05_29_answers_message_context_and_session_state() {
 #[tokio::test]
 async fn session_state_comes_back_in_the_requests_spelling() {
     let h = harness().await;
-    let camel = h
-        .post(
-            "/chat",
-            &json!({"messages": user("a"), "sessionState": {"chat": "1"}}),
-        )
-        .await
-        .json();
-    assert_eq!(camel["sessionState"], json!({"chat": "1"}));
-    assert!(camel.get("session_state").is_none());
-    let snake = h
-        .post(
-            "/chat",
-            &json!({"messages": user("a"), "session_state": "abc"}),
-        )
-        .await
-        .json();
-    assert_eq!(snake["session_state"], json!("abc"));
+    let first = h.post("/chat", &json!({"messages": user("a"), "sessionState": null})).await.json();
+    let id = first["sessionState"].clone();
+    assert!(id.is_string());
+    let snake = h.post("/chat", &json!({"messages": user("b"), "session_state": id})).await.json();
+    assert_eq!(snake["session_state"], id);
     assert!(snake.get("sessionState").is_none());
+    let camel = h.post("/chat", &json!({"messages": user("c"), "sessionState": id})).await.json();
+    assert_eq!(camel["sessionState"], id);
+    assert!(camel.get("session_state").is_none());
     let both = h
-        .post(
-            "/chat",
-            &json!({"messages": user("a"), "session_state": 1, "sessionState": 2}),
-        )
+        .post("/chat", &json!({"messages": user("a"), "session_state": id, "sessionState": id}))
         .await;
     assert_eq!(both.status, 400);
+    assert_eq!(both.json()["error"], "session_state: send sessionState or session_state, not both");
+    let object = h.post("/chat", &json!({"messages": user("a"), "sessionState": {"chat": 1}})).await;
+    assert_eq!(object.status, 400);
     assert_eq!(
-        both.json()["error"],
-        "session_state: send sessionState or session_state, not both"
+        object.json()["error"],
+        "sessionState: expected the chat id this backend returned (a string), or null for a new chat"
     );
 }
 
@@ -94,7 +91,7 @@ async fn v2024_01_28_without_stream_is_a_chat_completion() {
     let r = h
         .post(
             "/chat",
-            &json!({"messages": user("hello there"), "stream": false, "session_state": {"s": 1}}),
+            &json!({"messages": user("hello there"), "stream": false, "session_state": null}),
         )
         .await;
     assert_eq!(r.status, 200);
@@ -110,7 +107,7 @@ async fn v2024_01_28_without_stream_is_a_chat_completion() {
         json!({"role": "assistant", "content": "Echo: hello there"})
     );
     assert_eq!(choice["finish_reason"], "stop");
-    assert_eq!(choice["session_state"], json!({"s": 1}));
+    assert!(choice["session_state"].is_string(), "the new chat's id");
     assert_eq!(
         choice["context"]["thoughts"][0]["title"],
         "Prompt to generate answer"
@@ -148,7 +145,7 @@ async fn v2024_01_28_with_stream_is_all_its_chunks_at_once() {
         lines[0]["choices"][0]["delta"],
         json!({"role": "assistant"})
     );
-    assert_eq!(lines[0]["choices"][0]["session_state"], Value::Null);
+    assert!(lines[0]["choices"][0]["session_state"].is_string());
     assert_eq!(lines[0]["choices"][0]["finish_reason"], Value::Null);
     assert_eq!(
         lines[1]["choices"][0]["delta"],
@@ -191,6 +188,8 @@ async fn chat_ui_answers_one_chat_message_content() {
     );
     assert_eq!(meta["FinishReason"], "Stop");
     assert!(m.get("AuthorName").is_none());
+    let chat_id = meta["SessionState"].as_str().expect("the chat's id");
+    assert_eq!(h.history(chat_id).await.len(), 2);
 }
 
 #[tokio::test]

@@ -1,9 +1,16 @@
-//! Adapters from the chat core's ports to AWS: Bedrock Converse is the model; DynamoDB will be the store.
+//! Adapters from the chat core's ports to AWS: Bedrock Converse is the model, DynamoDB the store.
 
 mod bedrock;
+mod store;
 pub mod table;
 
 pub use bedrock::{BedrockModel, BedrockStream};
+pub use store::DynamoStore;
+
+/// Now, as the history API writes times: RFC 3339 with milliseconds, UTC.
+pub(crate) fn now_millis() -> String {
+    chat_core::rfc3339_millis(time::OffsetDateTime::now_utc())
+}
 
 /// Loads the AWS configuration once per cold start: region, credentials and endpoints from the environment
 /// (`AWS_ENDPOINT_URL_BEDROCK_RUNTIME` and `AWS_ENDPOINT_URL_DYNAMODB` point the clients at local servers).

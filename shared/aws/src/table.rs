@@ -1,36 +1,49 @@
-//! The one DynamoDB table: its key schema and expiry attribute, so the local run and tests create exactly what
-//! the SAM template declares.
+//! The one DynamoDB table: its keys, its list index and its expiry attribute, so that the local run and the tests
+//! create exactly what the SAM template declares.
+//!
+//! | item | `pk` | `sk` | list index (`gsi1pk`, `gsi1sk`) |
+//! |---|---|---|---|
+//! | a chat | `CHAT#{chatId}#{owner}` | `META` | `LIST#{mode}#{owner}`, `{lastUpdated}#{chatId}` |
+//! | a message | `CHAT#{chatId}#{owner}` | `MSG#{generation}#{seq}` | none |
+//!
+//! The owner is part of every key, so another owner's chat is not found, exactly like one that does not exist.
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
-    TimeToLiveSpecification,
+    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
+    ProjectionType, ScalarAttributeType, TimeToLiveSpecification,
 };
 
 /// Partition key attribute.
 pub const PARTITION_KEY: &str = "pk";
 /// Sort key attribute.
 pub const SORT_KEY: &str = "sk";
+/// The index that lists an owner's chats of one mode, most recently updated first.
+pub const LIST_INDEX: &str = "byUpdated";
+pub const LIST_PARTITION_KEY: &str = "gsi1pk";
+pub const LIST_SORT_KEY: &str = "gsi1sk";
 /// Unix time (seconds) after which DynamoDB may delete an item; reads ignore items past it.
 pub const EXPIRES_AT: &str = "expiresAt";
 
-/// Creates the table (on demand, with expiry on [`EXPIRES_AT`]) unless it exists already.
+fn key(attr: &str, kind: KeyType) -> KeySchemaElement {
+    KeySchemaElement::builder()
+        .attribute_name(attr)
+        .key_type(kind)
+        .build()
+        .expect("key schema has its required fields")
+}
+
+fn attribute(attr: &str) -> AttributeDefinition {
+    AttributeDefinition::builder()
+        .attribute_name(attr)
+        .attribute_type(ScalarAttributeType::S)
+        .build()
+        .expect("attribute definition has its required fields")
+}
+
+/// Creates the table (on demand, with the list index and expiry on [`EXPIRES_AT`]) unless it exists already.
 pub async fn ensure_table(client: &Client, name: &str) -> Result<(), aws_sdk_dynamodb::Error> {
-    let key = |attr: &str, kind: KeyType| {
-        KeySchemaElement::builder()
-            .attribute_name(attr)
-            .key_type(kind)
-            .build()
-            .expect("key schema has its required fields")
-    };
-    let attribute = |attr: &str| {
-        AttributeDefinition::builder()
-            .attribute_name(attr)
-            .attribute_type(ScalarAttributeType::S)
-            .build()
-            .expect("attribute definition has its required fields")
-    };
     let created = client
         .create_table()
         .table_name(name)
@@ -39,6 +52,21 @@ pub async fn ensure_table(client: &Client, name: &str) -> Result<(), aws_sdk_dyn
         .key_schema(key(SORT_KEY, KeyType::Range))
         .attribute_definitions(attribute(PARTITION_KEY))
         .attribute_definitions(attribute(SORT_KEY))
+        .attribute_definitions(attribute(LIST_PARTITION_KEY))
+        .attribute_definitions(attribute(LIST_SORT_KEY))
+        .global_secondary_indexes(
+            GlobalSecondaryIndex::builder()
+                .index_name(LIST_INDEX)
+                .key_schema(key(LIST_PARTITION_KEY, KeyType::Hash))
+                .key_schema(key(LIST_SORT_KEY, KeyType::Range))
+                .projection(
+                    Projection::builder()
+                        .projection_type(ProjectionType::All)
+                        .build(),
+                )
+                .build()
+                .expect("index has its required fields"),
+        )
         .send()
         .await;
     match created {

@@ -30,6 +30,11 @@ pub enum ChatError {
     Invalid(#[from] InvalidRequest),
     #[error("a guardrail or content filter blocked the conversation")]
     ContentFiltered,
+    /// The session state names a chat that does not exist for this caller.
+    #[error("no such chat for this caller")]
+    ChatNotFound,
+    #[error(transparent)]
+    Store(crate::StoreError),
     #[error(transparent)]
     Model(#[from] ModelError),
 }

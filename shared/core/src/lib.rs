@@ -5,7 +5,9 @@ mod error;
 mod followups;
 mod model;
 mod prompt;
+mod session;
 mod settings;
+mod store;
 mod streaming;
 mod turn;
 
@@ -16,6 +18,8 @@ pub use model::{
     StopReason,
 };
 pub use prompt::{FOLLOWUP_INSTRUCTIONS, PreparedTurn, prepare_turn};
+pub use session::{Session, title_of};
 pub use settings::{ChatSettings, Guardrail};
+pub use store::{ChatRecord, Page, SessionStore, StoreError, StoredMessage};
 pub use streaming::{StreamingTurn, TurnEnd, TurnEvent};
-pub use turn::{ChatService, TurnHeader};
+pub use turn::{ChatService, TurnHeader, rfc3339_millis};

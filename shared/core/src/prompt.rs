@@ -53,7 +53,12 @@ fn model_messages(messages: &[Message]) -> Vec<ModelMessage> {
     out
 }
 
-pub fn prepare_turn(settings: &ChatSettings, input: &ChatInput) -> PreparedTurn {
+/// The model call that answers `conversation` under the request's overrides.
+pub fn prepare_turn(
+    settings: &ChatSettings,
+    input: &ChatInput,
+    conversation: &[Message],
+) -> PreparedTurn {
     let system = system_prompt(settings, input);
     let inference = InferenceSettings {
         max_tokens: input
@@ -66,7 +71,7 @@ pub fn prepare_turn(settings: &ChatSettings, input: &ChatInput) -> PreparedTurn 
     let request = ModelRequest {
         model_id: settings.model_id.clone(),
         system,
-        messages: model_messages(&input.messages),
+        messages: model_messages(conversation),
         inference,
         guardrail: settings.guardrail.clone(),
     };
@@ -133,6 +138,10 @@ mod tests {
         }
     }
 
+    fn prepared(s: &ChatSettings, input: ChatInput) -> PreparedTurn {
+        prepare_turn(s, &input, &input.messages)
+    }
+
     fn user(text: &str) -> Message {
         Message::new(Role::User, text)
     }
@@ -145,19 +154,19 @@ mod tests {
         };
         let s = settings();
         assert_eq!(
-            prepare_turn(&s, &input(Overrides::default(), vec![user("q")]))
+            prepared(&s, input(Overrides::default(), vec![user("q")]))
                 .request
                 .system,
             "Base."
         );
         assert_eq!(
-            prepare_turn(&s, &input(with("Other."), vec![user("q")]))
+            prepared(&s, input(with("Other."), vec![user("q")]))
                 .request
                 .system,
             "Other."
         );
         assert_eq!(
-            prepare_turn(&s, &input(with(">>> Be terse."), vec![user("q")]))
+            prepared(&s, input(with(">>> Be terse."), vec![user("q")]))
                 .request
                 .system,
             "Base.\n\nBe terse."
@@ -166,7 +175,7 @@ mod tests {
             suggest_followup_questions: true,
             ..Overrides::default()
         };
-        let system = prepare_turn(&s, &input(followups, vec![user("q")]))
+        let system = prepared(&s, input(followups, vec![user("q")]))
             .request
             .system;
         assert!(
@@ -183,7 +192,7 @@ mod tests {
             max_tokens: Some(7),
             ..Overrides::default()
         };
-        let turn = prepare_turn(&settings(), &input(o, vec![user("q")]));
+        let turn = prepared(&settings(), input(o, vec![user("q")]));
         assert_eq!(
             turn.request.inference,
             InferenceSettings {
@@ -195,7 +204,7 @@ mod tests {
         let props = turn.prompt_thought.props.as_ref().unwrap();
         assert_eq!(props["temperature"], 0.2);
         assert_eq!(props["model"], "m");
-        let defaulted = prepare_turn(&settings(), &input(Overrides::default(), vec![user("q")]));
+        let defaulted = prepared(&settings(), input(Overrides::default(), vec![user("q")]));
         assert_eq!(defaulted.request.inference.max_tokens, 100);
         assert!(
             defaulted
@@ -216,7 +225,7 @@ mod tests {
             Message::new(Role::Assistant, "c"),
             user("d"),
         ];
-        let turn = prepare_turn(&settings(), &input(Overrides::default(), msgs));
+        let turn = prepared(&settings(), input(Overrides::default(), msgs));
         let roles: Vec<_> = turn
             .request
             .messages

@@ -8,7 +8,8 @@ use serde_json::Value;
 
 use crate::turn::{finish_reason, usage_thought};
 use crate::{
-    ChatError, FollowupSplitter, ModelError, ModelEvent, ModelStream, StopReason, TurnHeader,
+    ChatError, FollowupSplitter, ModelError, ModelEvent, ModelStream, Session, StopReason,
+    TurnHeader,
 };
 
 /// What a streaming turn yields.
@@ -36,6 +37,9 @@ pub struct StreamingTurn<S> {
     /// The thought describing the prompt, known before the answer.
     pub prompt_thought: Thought,
     model: Option<S>,
+    session: Session,
+    /// Everything shown so far: what the turn stores as the answer.
+    shown: String,
     splitter: Option<FollowupSplitter>,
     ready: VecDeque<TurnEvent>,
     stop: Option<StopReason>,
@@ -48,16 +52,29 @@ impl<S: ModelStream> StreamingTurn<S> {
         prompt_thought: Thought,
         model: S,
         followups: bool,
+        session: Session,
     ) -> Self {
         Self {
             header,
             prompt_thought,
             model: Some(model),
+            session,
+            shown: String::new(),
             splitter: followups.then(FollowupSplitter::new),
             ready: VecDeque::new(),
             stop: None,
             usage: TokenUsage::default(),
         }
+    }
+
+    /// The chat this turn belongs to.
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// The answer as shown so far (all of it, once [`TurnEvent::End`] has been yielded).
+    pub fn shown(&self) -> &str {
+        &self.shown
     }
 
     /// Reads from the model until there is something to yield.
@@ -71,29 +88,34 @@ impl<S: ModelStream> StreamingTurn<S> {
     /// The next event; `None` after [`TurnEvent::End`]. An error ends the turn.
     pub async fn next(&mut self) -> Result<Option<TurnEvent>, ChatError> {
         self.prime().await?;
-        Ok(self.ready.pop_front())
+        let event = self.ready.pop_front();
+        if let Some(TurnEvent::Text(text)) = &event {
+            self.shown.push_str(text);
+        }
+        Ok(event)
     }
 
-    /// Reads the whole answer (for a client that asked not to stream).
-    pub async fn into_answer(mut self, session_state: Option<Value>) -> Result<Answer, ChatError> {
-        let mut content = String::new();
+    /// Reads the whole answer (for a client that asked not to stream); the caller still stores the turn.
+    pub async fn into_answer(mut self) -> Result<(Answer, Session), ChatError> {
         while let Some(event) = self.next().await? {
             match event {
-                TurnEvent::Text(text) => content.push_str(&text),
+                TurnEvent::Text(_) => {}
                 TurnEvent::End(end) => {
-                    return Ok(Answer {
+                    let session_state = Some(Value::String(self.session.chat_id.clone()));
+                    let answer = Answer {
                         id: self.header.id,
                         created: self.header.created,
                         created_at: self.header.created_at,
                         model: self.header.model,
-                        content,
+                        content: self.shown,
                         finish_reason: end.finish_reason,
                         usage: end.usage,
                         prompt_thoughts: vec![self.prompt_thought],
                         result_thoughts: end.result_thoughts,
                         followup_questions: end.followup_questions,
                         session_state,
-                    });
+                    };
+                    return Ok((answer, self.session));
                 }
             }
         }

@@ -5,10 +5,13 @@ use serde_json::{Map, Value, json};
 use time::OffsetDateTime;
 use time::macros::format_description;
 
+use crate::session::{continued_session, new_session, requested_chat};
 use crate::{
-    ChatError, ChatModel, ChatSettings, FollowupSplitter, ModelError, ModelReply, StopReason,
-    StreamingTurn, prepare_turn,
+    ChatError, ChatModel, ChatRecord, ChatSettings, FollowupSplitter, ModelError, ModelReply,
+    Session, SessionStore, StopReason, StoredMessage, StreamingTurn, prepare_turn, title_of,
 };
+use chat_protocol::Role;
+use chat_protocol::chat_ui::ChatMode;
 
 /// What identifies one answer: its id, when it was made, and by which model.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,39 +36,105 @@ impl TurnHeader {
     }
 }
 
-/// The chat core with its model port plugged in; built once per cold start and shared by every request.
-pub struct ChatService<M> {
+/// The chat core with its ports plugged in; built once per cold start and shared by every request.
+pub struct ChatService<M, St> {
     model: M,
+    store: St,
     settings: ChatSettings,
 }
 
-impl<M: ChatModel> ChatService<M> {
-    pub fn new(model: M, settings: ChatSettings) -> Self {
-        Self { model, settings }
+impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
+    pub fn new(model: M, store: St, settings: ChatSettings) -> Self {
+        Self {
+            model,
+            store,
+            settings,
+        }
     }
 
     pub fn settings(&self) -> &ChatSettings {
         &self.settings
     }
 
+    pub fn store(&self) -> &St {
+        &self.store
+    }
+
+    /// The chat `owner`'s request continues, or a new one. An unknown or foreign chat is [`ChatError::ChatNotFound`]
+    /// and nothing is written.
+    pub async fn begin(&self, owner: &str, input: &ChatInput, mode: ChatMode) -> Result<Session, ChatError> {
+        match requested_chat(input)? {
+            None => Ok(new_session(
+                uuid::Uuid::new_v4().simple().to_string(),
+                mode,
+                &input.messages,
+            )),
+            Some(chat_id) => {
+                let (chat, stored) = self.store.load(owner, &chat_id).await?;
+                Ok(continued_session(chat_id, chat.mode, &stored, &input.messages))
+            }
+        }
+    }
+
+    /// Stores a turn whose answer is complete: the session's new messages and the answer, all or nothing.
+    pub async fn save(&self, owner: &str, session: &Session, answer: &str) -> Result<(), ChatError> {
+        let now = rfc3339_millis(OffsetDateTime::now_utc());
+        let stored = |role, content: &str| StoredMessage {
+            id: uuid::Uuid::new_v4().simple().to_string(),
+            role,
+            content: content.to_string(),
+            timestamp: now.clone(),
+            agent_identifier: None,
+            agent_name: None,
+        };
+        let messages: Vec<StoredMessage> = session
+            .new_messages
+            .iter()
+            .map(|m| stored(m.role, &m.content))
+            .chain(std::iter::once(stored(Role::Assistant, answer)))
+            .collect();
+        if session.is_new {
+            let chat = ChatRecord {
+                id: session.chat_id.clone(),
+                mode: session.mode,
+                title: title_of(&session.conversation),
+                created_at: now.clone(),
+                last_updated: now.clone(),
+                last_message: String::new(),
+                message_count: 0,
+            };
+            self.store.create(owner, &chat, &messages).await?;
+        } else {
+            self.store.append(owner, &session.chat_id, &messages).await?;
+        }
+        Ok(())
+    }
+
     /// Starts a streamed answer. The model is read until its first text (or its end), so that a fault before
     /// anything could be shown is still an error the caller can answer with a status.
-    pub async fn stream(&self, input: &ChatInput) -> Result<StreamingTurn<M::Stream>, ChatError> {
-        let turn = prepare_turn(&self.settings, input);
+    pub async fn stream(
+        &self,
+        owner: &str,
+        input: &ChatInput,
+    ) -> Result<StreamingTurn<M::Stream>, ChatError> {
+        let session = self.begin(owner, input, ChatMode::Standard).await?;
+        let turn = prepare_turn(&self.settings, input, &session.conversation);
         let model_stream = self.model.converse_stream(&turn.request).await?;
         let mut streaming = StreamingTurn::new(
             TurnHeader::new(&turn.request.model_id),
             turn.prompt_thought,
             model_stream,
             input.overrides.suggest_followup_questions,
+            session,
         );
         streaming.prime().await?;
         Ok(streaming)
     }
 
-    /// Answers a validated request in full.
-    pub async fn answer(&self, input: &ChatInput) -> Result<Answer, ChatError> {
-        let turn = prepare_turn(&self.settings, input);
+    /// Answers a validated request in full, and stores the turn before returning it.
+    pub async fn answer(&self, owner: &str, input: &ChatInput) -> Result<Answer, ChatError> {
+        let session = self.begin(owner, input, ChatMode::Standard).await?;
+        let turn = prepare_turn(&self.settings, input, &session.conversation);
         let reply = self.model.converse(&turn.request).await?;
         let ModelReply {
             text,
@@ -79,6 +148,7 @@ impl<M: ChatModel> ChatService<M> {
         } else {
             (text, None)
         };
+        self.save(owner, &session, &content).await?;
         let header = TurnHeader::new(&turn.request.model_id);
         Ok(Answer {
             id: header.id,
@@ -91,7 +161,7 @@ impl<M: ChatModel> ChatService<M> {
             prompt_thoughts: vec![turn.prompt_thought],
             result_thoughts: vec![usage_thought(usage, &stop_reason)],
             followup_questions,
-            session_state: input.session_state.clone(),
+            session_state: Some(Value::String(session.chat_id)),
         })
     }
 }
@@ -137,6 +207,14 @@ pub(crate) fn usage_thought(usage: TokenUsage, stop: &StopReason) -> Thought {
         })),
         extra: Map::new(),
     }
+}
+
+/// RFC 3339 with milliseconds, as the history API shows times (`2023-04-05T14:48:00.000Z`).
+pub fn rfc3339_millis(t: OffsetDateTime) -> String {
+    t.format(format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    ))
+    .unwrap_or_default()
 }
 
 fn rfc3339(t: OffsetDateTime) -> String {

@@ -13,6 +13,12 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// How long one model call may take to start answering.
     pub model_timeout: Duration,
+    /// The DynamoDB table of chats and messages.
+    pub table_name: String,
+    /// Chats expire this many days after they were created; `None` keeps them.
+    pub history_ttl_days: Option<u32>,
+    /// Longest chat title accepted by the history API, in characters.
+    pub max_title_chars: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -24,6 +30,8 @@ pub struct ConfigError {
 
 impl Config {
     pub const DEFAULT_MODEL_ID: &'static str = "anthropic.claude-3-haiku-20240307-v1:0";
+    /// A message must fit one DynamoDB item (400 KB) at four bytes a character, with room for its attributes.
+    pub const MESSAGE_CHARS_CEILING: u64 = 90_000;
 
     pub fn from_env() -> Result<Self, ConfigError> {
         Self::from_lookup(|name| std::env::var(name).ok())
@@ -74,6 +82,20 @@ impl Config {
                 reason: "too large".into(),
             })
         };
+        let max_message_chars = number("MAX_MESSAGE_CHARS", defaults.max_message_chars as u64)?;
+        if max_message_chars > Self::MESSAGE_CHARS_CEILING {
+            return Err(ConfigError {
+                name: "MAX_MESSAGE_CHARS",
+                reason: format!(
+                    "at most {} (a message is stored as one DynamoDB item)",
+                    Self::MESSAGE_CHARS_CEILING
+                ),
+            });
+        }
+        let history_ttl_days = match get("HISTORY_TTL_DAYS") {
+            None => None,
+            Some(_) => Some(to_u32("HISTORY_TTL_DAYS", number("HISTORY_TTL_DAYS", 0)?)?),
+        };
         let guardrail = get("GUARDRAIL_ID").map(|id| Guardrail {
             id,
             version: get("GUARDRAIL_VERSION").unwrap_or_else(|| "DRAFT".into()),
@@ -87,15 +109,15 @@ impl Config {
                 guardrail,
                 limits: RequestLimits {
                     max_messages: number("MAX_MESSAGES", defaults.max_messages as u64)? as usize,
-                    max_message_chars: number(
-                        "MAX_MESSAGE_CHARS",
-                        defaults.max_message_chars as u64,
-                    )? as usize,
+                    max_message_chars: max_message_chars as usize,
                     max_output_tokens: to_u32("MAX_OUTPUT_TOKENS", max_output_tokens)?,
                 },
             },
             max_body_bytes: number("MAX_BODY_BYTES", 1024 * 1024)? as usize,
             model_timeout: Duration::from_secs(number("MODEL_TIMEOUT_SECONDS", 60)?),
+            table_name: get("TABLE_NAME").unwrap_or_else(|| "chat-backend".into()),
+            history_ttl_days,
+            max_title_chars: number("MAX_TITLE_CHARS", 200)? as usize,
         })
     }
 }

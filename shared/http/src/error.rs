@@ -1,6 +1,6 @@
 //! The one place where errors become HTTP: a status and a message for a person; internals go to the log only.
 
-use chat_core::{ChatError, ModelError};
+use chat_core::{ChatError, ModelError, StoreError};
 use chat_protocol::ErrorBody;
 use lambda_http::http::{StatusCode, header};
 use lambda_http::{Body, Response};
@@ -15,6 +15,10 @@ pub enum ApiError {
     MethodNotAllowed { allow: &'static str },
     #[error("body larger than {limit} bytes")]
     PayloadTooLarge { limit: usize },
+    #[error("unauthorized: {0}")]
+    Unauthorized(String),
+    #[error("invalid cursor")]
+    InvalidCursor,
     #[error("content type {0:?} is not JSON")]
     UnsupportedMediaType(String),
     #[error(transparent)]
@@ -33,7 +37,12 @@ const INTERNAL: &str = "The app encountered an error processing your request.\nI
 impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
-            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::NotFound(_) | ApiError::Chat(ChatError::ChatNotFound) => StatusCode::NOT_FOUND,
+            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::InvalidCursor => StatusCode::BAD_REQUEST,
+            ApiError::Chat(ChatError::Store(StoreError::Contended)) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Chat(ChatError::Store(StoreError::InvalidCursor)) => StatusCode::BAD_REQUEST,
+            ApiError::Chat(ChatError::Store(_)) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -57,6 +66,15 @@ impl ApiError {
     pub fn public_message(&self) -> String {
         match self {
             ApiError::NotFound(path) => format!("There is nothing at {path}."),
+            ApiError::Chat(ChatError::ChatNotFound) => "There is no chat with that id.".into(),
+            ApiError::Unauthorized(_) => "Missing or invalid credentials.".into(),
+            ApiError::InvalidCursor | ApiError::Chat(ChatError::Store(StoreError::InvalidCursor)) => {
+                "cursor: not a cursor this list gave".into()
+            }
+            ApiError::Chat(ChatError::Store(StoreError::Contended)) => {
+                "Too many changes to this chat at once. Please try again.".into()
+            }
+            ApiError::Chat(ChatError::Store(_)) => INTERNAL.into(),
             ApiError::MethodNotAllowed { allow } => {
                 format!("This route does not answer that method; use {allow}.")
             }

@@ -94,8 +94,13 @@ pub struct UiUsage {
 }
 
 impl ChatMessageContent {
-    /// The assistant's answer as the Chat UI shows it.
+    /// The assistant's answer as the Chat UI shows it; the chat's session state travels in
+    /// `Metadata.SessionState`, for a client that wants to continue the chat.
     pub fn from_answer(answer: &Answer) -> Self {
+        let mut extra = Map::new();
+        if let Some(state) = &answer.session_state {
+            extra.insert("SessionState".into(), state.clone());
+        }
         Self {
             author_name: None,
             role: RoleLabel {
@@ -113,7 +118,7 @@ impl ChatMessageContent {
                     extra: Map::new(),
                 }),
                 finish_reason: Field::Value(answer.finish_reason.semantic_kernel().to_string()),
-                extra: Map::new(),
+                extra,
             }),
             extra: Map::new(),
         }

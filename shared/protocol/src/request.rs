@@ -31,7 +31,7 @@ impl Default for RequestLimits {
     fn default() -> Self {
         Self {
             max_messages: 500,
-            max_message_chars: 100_000,
+            max_message_chars: 80_000,
             max_output_tokens: 8192,
         }
     }

@@ -3,8 +3,10 @@
 #![allow(dead_code)]
 
 use chat::App;
-use chat_aws::BedrockModel;
-use chat_http::Config;
+use chat_aws::{BedrockModel, DynamoStore};
+use chat_core::SessionStore;
+use chat_http::{Auth, Config};
+use local_dynamodb::LocalDynamo;
 use lambda_http::http::{HeaderMap, StatusCode};
 use lambda_http::{Body, Request};
 use local_bedrock::LocalBedrock;
@@ -12,8 +14,12 @@ use serde_json::Value;
 
 pub struct Harness {
     pub bedrock: LocalBedrock,
-    pub app: App<BedrockModel>,
+    pub store: DynamoStore,
+    pub app: App<BedrockModel, DynamoStore>,
 }
+
+/// The one user of `AUTH_MODE=none` in these tests.
+pub const USER: &str = "local-user";
 
 pub struct Reply {
     pub status: StatusCode,
@@ -52,9 +58,13 @@ pub async fn harness_with(env: &[(&str, &str)]) -> Harness {
     .unwrap();
     let sdk = bedrock.sdk_config().await;
     let model = BedrockModel::new(&sdk, config.model_timeout);
+    let (client, table) = LocalDynamo::shared().fresh_table().await;
+    let store = DynamoStore::new(client, table, None);
+    let auth = Auth::None { user: USER.into() };
     Harness {
         bedrock,
-        app: App::new(model, config),
+        store: store.clone(),
+        app: App::new(model, store, auth, config),
     }
 }
 
@@ -91,6 +101,15 @@ impl Harness {
     pub async fn post(&self, path: &str, body: &Value) -> Reply {
         self.send("POST", path, Some("application/json"), &body.to_string())
             .await
+    }
+
+    /// The stored messages of a chat of [`USER`], as (role, content).
+    pub async fn history(&self, chat_id: &str) -> Vec<(String, String)> {
+        let (_, messages) = self.store.load(USER, chat_id).await.expect("the chat exists");
+        messages
+            .into_iter()
+            .map(|m| (m.role.as_str().to_string(), m.content))
+            .collect()
     }
 
     /// The body of the last Converse call the model received.

@@ -1,0 +1,229 @@
+//! The DynamoDB store against moto's server, through the real SDK client.
+
+use std::collections::HashSet;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use chat_aws::DynamoStore;
+use chat_core::{ChatRecord, SessionStore, StoreError, StoredMessage};
+use chat_protocol::Role;
+use chat_protocol::chat_ui::ChatMode;
+use local_dynamodb::LocalDynamo;
+
+async fn store() -> (DynamoStore, aws_sdk_dynamodb::Client, String) {
+    let (client, table) = LocalDynamo::shared().fresh_table().await;
+    (DynamoStore::new(client.clone(), table.clone(), None), client, table)
+}
+
+fn message(role: Role, content: &str) -> StoredMessage {
+    StoredMessage {
+        id: uuid::Uuid::new_v4().simple().to_string(),
+        role,
+        content: content.to_string(),
+        timestamp: "2026-01-01T00:00:00.000Z".into(),
+        agent_identifier: None,
+        agent_name: None,
+    }
+}
+
+fn chat(id: &str, updated: &str) -> ChatRecord {
+    ChatRecord {
+        id: id.into(),
+        mode: ChatMode::Standard,
+        title: format!("chat {id}"),
+        created_at: updated.into(),
+        last_updated: updated.into(),
+        last_message: String::new(),
+        message_count: 0,
+    }
+}
+
+#[tokio::test]
+async fn a_chat_is_created_read_back_and_listed() {
+    let (store, _, _) = store().await;
+    let msgs = [message(Role::User, "hello"), message(Role::Assistant, "hi there")];
+    let created = store.create("alice", &chat("c1", "2026-01-01T00:00:00.000Z"), &msgs).await.unwrap();
+    assert_eq!(created.message_count, 2);
+    assert_eq!(created.last_message, "hi there");
+    let (record, read) = store.load("alice", "c1").await.unwrap();
+    assert_eq!(record, created);
+    assert_eq!(read, msgs);
+    let page = store.list("alice", ChatMode::Standard, 10, None).await.unwrap();
+    assert_eq!(page.items, [created]);
+    assert_eq!(page.next_cursor, None);
+    assert!(store.list("alice", ChatMode::MultiAgent, 10, None).await.unwrap().items.is_empty());
+    assert_eq!(
+        store.create("alice", &chat("c1", "x"), &msgs).await.unwrap_err(),
+        StoreError::AlreadyExists
+    );
+}
+
+#[tokio::test]
+async fn twenty_turns_at_once_all_land_whole() {
+    let (store, _, _) = store().await;
+    store.create("alice", &chat("busy", "2026-01-01T00:00:00.000Z"), &[]).await.unwrap();
+    let turns = (0..20).map(|i| {
+        let store = store.clone();
+        async move {
+            let pair = [message(Role::User, &format!("q{i}")), message(Role::Assistant, &format!("a{i}"))];
+            store.append("alice", "busy", &pair).await
+        }
+    });
+    for result in futures_util::future::join_all(turns).await {
+        result.unwrap();
+    }
+    let (record, msgs) = store.load("alice", "busy").await.unwrap();
+    assert_eq!(record.message_count, 40);
+    assert_eq!(msgs.len(), 40);
+    let mut seen = HashSet::new();
+    for pair in msgs.chunks(2) {
+        // Each turn's question is followed by its own answer: no turn was split or interleaved.
+        let i = pair[0].content.strip_prefix('q').expect("a question first");
+        assert_eq!(pair[1].content, format!("a{i}"));
+        assert!(seen.insert(i.to_string()), "turn {i} stored twice");
+    }
+    assert_eq!(seen.len(), 20);
+    // Reading again gives the same order.
+    assert_eq!(store.load("alice", "busy").await.unwrap().1, msgs);
+}
+
+#[tokio::test]
+async fn a_chat_of_three_megabytes_is_stored_and_read_back_whole() {
+    let (store, _, _) = store().await;
+    store.create("alice", &chat("big", "2026-01-01T00:00:00.000Z"), &[]).await.unwrap();
+    let mut expected = Vec::new();
+    // 40 messages of 75 000 characters: 3 MB, each message its own item, far from the 400 KB item limit.
+    for turn in 0..20 {
+        let pair = [
+            message(Role::User, &format!("{turn:02}").repeat(37_500)),
+            message(Role::Assistant, &format!("{:02}", turn + 50).repeat(37_500)),
+        ];
+        store.append("alice", "big", &pair).await.unwrap();
+        expected.extend(pair);
+    }
+    let (record, msgs) = store.load("alice", "big").await.unwrap();
+    assert_eq!(record.message_count, 40);
+    let total: usize = msgs.iter().map(|m| m.content.len()).sum();
+    assert_eq!(total, 3_000_000);
+    assert_eq!(msgs, expected);
+}
+
+#[tokio::test]
+async fn a_replace_is_seen_whole_and_the_old_messages_go() {
+    let (store, client, table) = store().await;
+    let old: Vec<_> = (0..150).map(|i| message(Role::User, &format!("old {i}"))).collect();
+    store.create("alice", &chat("r", "2026-01-01T00:00:00.000Z"), &old).await.unwrap();
+    let new: Vec<_> = (0..120).map(|i| message(Role::Assistant, &format!("new {i}"))).collect();
+    let record = store.replace("alice", "r", &new).await.unwrap();
+    assert_eq!(record.message_count, 120);
+    assert_eq!(record.last_message, "new 119");
+    assert_eq!(store.load("alice", "r").await.unwrap().1, new);
+    // Only the chat item and the 120 new messages remain.
+    let items = client
+        .query()
+        .table_name(&table)
+        .key_condition_expression("pk = :pk")
+        .expression_attribute_values(":pk", AttributeValue::S("CHAT#r#alice".into()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(items.count(), 121);
+}
+
+#[tokio::test]
+async fn paging_through_120_chats_gives_each_once_newest_first() {
+    let (store, _, _) = store().await;
+    for i in 0..120 {
+        let at = format!("2026-01-01T00:{:02}:{:02}.000Z", i / 60, i % 60);
+        store.create("alice", &chat(&format!("c{i:03}"), &at), &[]).await.unwrap();
+    }
+    store.create("bob", &chat("bobs", "2027-01-01T00:00:00.000Z"), &[]).await.unwrap();
+    let mut ids = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let page = store.list("alice", ChatMode::Standard, 25, cursor.as_deref()).await.unwrap();
+        assert!(page.items.len() <= 25);
+        ids.extend(page.items.into_iter().map(|c| c.id));
+        pages += 1;
+        match page.next_cursor {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 5, "120 chats in pages of 25, with no empty last page");
+    let expected: Vec<String> = (0..120).rev().map(|i| format!("c{i:03}")).collect();
+    assert_eq!(ids, expected);
+}
+
+#[tokio::test]
+async fn another_owners_chat_is_not_found_by_any_operation() {
+    let (store, _, _) = store().await;
+    let msgs = [message(Role::User, "mine")];
+    store.create("alice", &chat("a1", "2026-01-01T00:00:00.000Z"), &msgs).await.unwrap();
+    assert_eq!(store.load("bob", "a1").await.unwrap_err(), StoreError::NotFound);
+    assert_eq!(store.append("bob", "a1", &msgs).await.unwrap_err(), StoreError::NotFound);
+    assert_eq!(store.replace("bob", "a1", &[]).await.unwrap_err(), StoreError::NotFound);
+    assert_eq!(store.delete("bob", "a1").await.unwrap_err(), StoreError::NotFound);
+    assert!(store.list("bob", ChatMode::Standard, 10, None).await.unwrap().items.is_empty());
+    // Alice's chat is as it was.
+    assert_eq!(store.load("alice", "a1").await.unwrap().1, msgs);
+}
+
+#[tokio::test]
+async fn cursors_are_checked() {
+    let (store, _, _) = store().await;
+    for i in 0..3 {
+        store.create("alice", &chat(&format!("c{i}"), &format!("2026-01-0{}T00:00:00.000Z", i + 1)), &[]).await.unwrap();
+    }
+    let page = store.list("alice", ChatMode::Standard, 1, None).await.unwrap();
+    let cursor = page.next_cursor.unwrap();
+    assert_eq!(
+        store.list("bob", ChatMode::Standard, 1, Some(&cursor)).await.unwrap_err(),
+        StoreError::InvalidCursor
+    );
+    assert_eq!(
+        store.list("alice", ChatMode::Standard, 1, Some("not-a-cursor")).await.unwrap_err(),
+        StoreError::InvalidCursor
+    );
+}
+
+#[tokio::test]
+async fn a_deleted_chat_is_gone() {
+    let (store, _, _) = store().await;
+    store.create("alice", &chat("d", "2026-01-01T00:00:00.000Z"), &[message(Role::User, "x")]).await.unwrap();
+    store.delete("alice", "d").await.unwrap();
+    assert_eq!(store.load("alice", "d").await.unwrap_err(), StoreError::NotFound);
+    assert!(store.list("alice", ChatMode::Standard, 10, None).await.unwrap().items.is_empty());
+    assert_eq!(store.delete("alice", "d").await.unwrap_err(), StoreError::NotFound);
+}
+
+#[tokio::test]
+async fn expired_chats_are_ignored() {
+    let (client, table) = LocalDynamo::shared().fresh_table().await;
+    let store = DynamoStore::new(client.clone(), table.clone(), Some(30));
+    store.create("alice", &chat("e", "2026-01-01T00:00:00.000Z"), &[message(Role::User, "x")]).await.unwrap();
+    let item = client
+        .get_item()
+        .table_name(&table)
+        .key("pk", AttributeValue::S("CHAT#e#alice".into()))
+        .key("sk", AttributeValue::S("META".into()))
+        .send()
+        .await
+        .unwrap();
+    let expires: i64 = item.item().unwrap()["expiresAt"].as_n().unwrap().parse().unwrap();
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    assert!((expires - now - 30 * 86_400).abs() < 60, "expires 30 days after creation");
+    // Past its expiry (and before DynamoDB gets round to deleting it), the chat is gone for readers.
+    client
+        .update_item()
+        .table_name(&table)
+        .key("pk", AttributeValue::S("CHAT#e#alice".into()))
+        .key("sk", AttributeValue::S("META".into()))
+        .update_expression("SET expiresAt = :past")
+        .expression_attribute_values(":past", AttributeValue::N((now - 1).to_string()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(store.load("alice", "e").await.unwrap_err(), StoreError::NotFound);
+    assert!(store.list("alice", ChatMode::Standard, 10, None).await.unwrap().items.is_empty());
+}

@@ -1,0 +1,161 @@
+//! Which chat a request continues, what the model sees, and what the turn will store.
+
+use chat_protocol::chat_ui::ChatMode;
+use chat_protocol::{ChatInput, InvalidRequest, Message, Role, SessionSpelling};
+use serde_json::Value;
+
+use crate::{ChatError, StoreError, StoredMessage};
+
+/// The chat a turn belongs to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Session {
+    pub chat_id: String,
+    /// The chat does not exist yet: the turn creates it.
+    pub is_new: bool,
+    pub mode: ChatMode,
+    /// The whole conversation the model answers.
+    pub conversation: Vec<Message>,
+    /// The request's messages that are not stored yet; the answer is stored after them.
+    pub new_messages: Vec<Message>,
+}
+
+/// The chat id a request's session state names, if any.
+pub(crate) fn requested_chat(input: &ChatInput) -> Result<Option<String>, ChatError> {
+    match &input.session_state {
+        None => Ok(None),
+        Some(Value::String(id)) if !id.is_empty() => Ok(Some(id.clone())),
+        Some(_) => {
+            let field = match input.spelling {
+                SessionSpelling::Camel => "sessionState",
+                SessionSpelling::Snake => "session_state",
+            };
+            Err(InvalidRequest::new(
+                field,
+                "expected the chat id this backend returned (a string), or null for a new chat",
+            )
+            .into())
+        }
+    }
+}
+
+/// A new chat: the request is the whole conversation.
+pub(crate) fn new_session(chat_id: String, mode: ChatMode, messages: &[Message]) -> Session {
+    Session {
+        chat_id,
+        is_new: true,
+        mode,
+        conversation: messages.to_vec(),
+        new_messages: messages.to_vec(),
+    }
+}
+
+/// A stored chat continued: if the stored history is a prefix of the request's messages, the request is the whole
+/// conversation and only what follows the prefix is new; otherwise the request follows the stored history.
+pub(crate) fn continued_session(
+    chat_id: String,
+    mode: ChatMode,
+    stored: &[StoredMessage],
+    messages: &[Message],
+) -> Session {
+    let history: Vec<Message> = stored
+        .iter()
+        .map(|m| Message::new(m.role, m.content.clone()))
+        .collect();
+    let is_prefix = history.len() <= messages.len() && history[..] == messages[..history.len()];
+    let (conversation, new_messages) = if is_prefix {
+        (messages.to_vec(), messages[history.len()..].to_vec())
+    } else {
+        ([history, messages.to_vec()].concat(), messages.to_vec())
+    };
+    Session {
+        chat_id,
+        is_new: false,
+        mode,
+        conversation,
+        new_messages,
+    }
+}
+
+/// A chat's title: its first user message, on one line, cut to a readable length.
+pub fn title_of(messages: &[Message]) -> String {
+    const MAX: usize = 80;
+    let first = messages
+        .iter()
+        .find(|m| m.role == Role::User)
+        .map(|m| m.content.split_whitespace().collect::<Vec<_>>().join(" "))
+        .unwrap_or_default();
+    if first.chars().count() <= MAX {
+        first
+    } else {
+        let cut: String = first.chars().take(MAX - 1).collect();
+        format!("{}…", cut.trim_end())
+    }
+}
+
+impl From<StoreError> for ChatError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound => ChatError::ChatNotFound,
+            other => ChatError::Store(other),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored(role: Role, text: &str) -> StoredMessage {
+        StoredMessage {
+            id: "m".into(),
+            role,
+            content: text.into(),
+            timestamp: "t".into(),
+            agent_identifier: None,
+            agent_name: None,
+        }
+    }
+
+    fn msg(role: Role, text: &str) -> Message {
+        Message::new(role, text)
+    }
+
+    #[test]
+    fn a_request_holding_the_whole_history_stores_only_what_is_new() {
+        let stored = [stored(Role::User, "a"), stored(Role::Assistant, "b")];
+        let request = [msg(Role::User, "a"), msg(Role::Assistant, "b"), msg(Role::User, "c")];
+        let s = continued_session("id".into(), ChatMode::Standard, &stored, &request);
+        assert_eq!(s.conversation, request);
+        assert_eq!(s.new_messages, [msg(Role::User, "c")]);
+    }
+
+    #[test]
+    fn a_request_holding_only_the_latest_message_follows_the_history() {
+        let stored = [stored(Role::User, "a"), stored(Role::Assistant, "b")];
+        let request = [msg(Role::User, "c")];
+        let s = continued_session("id".into(), ChatMode::Standard, &stored, &request);
+        assert_eq!(
+            s.conversation,
+            [msg(Role::User, "a"), msg(Role::Assistant, "b"), msg(Role::User, "c")]
+        );
+        assert_eq!(s.new_messages, [msg(Role::User, "c")]);
+    }
+
+    #[test]
+    fn a_request_that_differs_from_the_history_is_put_after_it() {
+        let stored = [stored(Role::User, "a"), stored(Role::Assistant, "b")];
+        let request = [msg(Role::User, "a"), msg(Role::Assistant, "edited"), msg(Role::User, "c")];
+        let s = continued_session("id".into(), ChatMode::Standard, &stored, &request);
+        assert_eq!(s.conversation.len(), 5);
+        assert_eq!(s.new_messages, request);
+    }
+
+    #[test]
+    fn titles_come_from_the_first_user_message() {
+        assert_eq!(title_of(&[msg(Role::User, "  Hello\n  there ")]), "Hello there");
+        let long = "x".repeat(200);
+        let t = title_of(&[msg(Role::User, &long)]);
+        assert_eq!(t.chars().count(), 80);
+        assert!(t.ends_with('…'));
+    }
+}

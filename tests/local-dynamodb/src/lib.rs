@@ -1,0 +1,103 @@
+//! moto's DynamoDB-compatible server, started from the project's tools (`make tools`) on a loopback port.
+
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// A running moto server. It stops when this value is dropped, or when the process that started it exits (its
+/// keeper shell watches the pipe to this process).
+pub struct LocalDynamo {
+    port: u16,
+    keeper: Child,
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("tests/local-dynamodb sits two levels below the workspace root")
+        .to_path_buf()
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+impl LocalDynamo {
+    /// Starts moto on `port` (a free one when `None`) and waits until it accepts connections.
+    pub fn start(port: Option<u16>) -> Result<Self, String> {
+        let moto = workspace_root().join(".tools/venv/bin/moto_server");
+        if !moto.exists() {
+            return Err(format!("{} is missing: run `make tools`", moto.display()));
+        }
+        let port = port.unwrap_or_else(free_port);
+        // The keeper runs moto and kills it once its standard input (a pipe from this process) closes.
+        let script = format!(
+            "'{}' -H 127.0.0.1 -p {port} >/dev/null 2>&1 & pid=$!; trap 'kill $pid 2>/dev/null' EXIT; cat >/dev/null",
+            moto.display()
+        );
+        let keeper = Command::new("sh")
+            .args(["-c", &script])
+            .stdin(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start moto_server: {e}"))?;
+        let server = Self { port, keeper };
+        let started = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if started.elapsed() > Duration::from_secs(60) {
+                return Err(format!("moto_server did not open port {port} within a minute"));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(server)
+    }
+
+    /// One server for the whole test process.
+    pub fn shared() -> &'static LocalDynamo {
+        static SHARED: OnceLock<LocalDynamo> = OnceLock::new();
+        SHARED.get_or_init(|| Self::start(None).unwrap_or_else(|e| panic!("{e}")))
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// An SDK configuration whose clients talk to this server.
+    pub async fn sdk_config(&self) -> aws_config::SdkConfig {
+        aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .region(aws_config::Region::new("us-east-1"))
+            .credentials_provider(aws_credential_types::Credentials::new(
+                "local", "local", None, None, "local-dynamodb",
+            ))
+            .endpoint_url(self.endpoint())
+            .load()
+            .await
+    }
+
+    pub async fn client(&self) -> aws_sdk_dynamodb::Client {
+        aws_sdk_dynamodb::Client::new(&self.sdk_config().await)
+    }
+
+    /// A new, empty table of the project's design, with a unique name.
+    pub async fn fresh_table(&self) -> (aws_sdk_dynamodb::Client, String) {
+        let client = self.client().await;
+        let name = format!("chat-test-{}", uuid::Uuid::new_v4().simple());
+        chat_aws::table::ensure_table(&client, &name)
+            .await
+            .expect("the table is created");
+        (client, name)
+    }
+}
+
+impl Drop for LocalDynamo {
+    fn drop(&mut self) {
+        // Closing the keeper's input makes it stop moto.
+        drop(self.keeper.stdin.take());
+        let _ = self.keeper.wait();
+    }
+}
