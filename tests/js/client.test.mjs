@@ -10,7 +10,7 @@ const user = (content) => [{ role: "user", content }];
 test("getCompletion answers the message", async () => {
   const response = await client.getCompletion(user("hi"));
   assert.deepEqual(response.message, { role: "assistant", content: "Echo: hi" });
-  assert.equal(response.sessionState, null);
+  assert.match(response.sessionState, /^[0-9a-f]{32}$/, "a new chat's id");
   assert.equal(response.context.thoughts[0].title, "Prompt to generate answer");
 });
 
@@ -25,14 +25,18 @@ test("getStreamedCompletion yields every delta in order", async () => {
   assert.equal(chunks.at(-1).context.thoughts[0].title, "Token usage");
 });
 
-test("getStreamedCompletion passes context and session state", async () => {
+test("session state carries a chat across turns, streamed or not", async () => {
+  const first = await client.getCompletion(user("first question"));
   const stream = await client.getStreamedCompletion(user("tell me"), {
     context: { overrides: { suggest_followup_questions: true } },
-    sessionState: { conversation: "abc" },
+    sessionState: first.sessionState,
   });
   const chunks = [];
   for await (const chunk of stream) chunks.push(chunk);
-  assert.deepEqual(chunks[0].sessionState, { conversation: "abc" });
+  assert.equal(chunks[0].sessionState, first.sessionState);
+  // The model saw the earlier turn: the prompt thought lists it before the new question.
+  const prompt = chunks[0].context.thoughts[0].description.map((m) => m.content);
+  assert.deepEqual(prompt.slice(1), ["first question", "Echo: first question", "tell me"]);
   assert.equal(chunks.map((c) => c.delta.content ?? "").join(""), "Echo: tell me");
   assert.equal(chunks.at(-1).context.followup_questions.length, 3);
 });

@@ -111,7 +111,9 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
         let framing = match input.dialect {
             Dialect::V20240128 { stream: false } => {
                 let (answer, session) = turn.into_answer().await?;
-                self.service.save(&caller, &session, &answer.content).await?;
+                self.service
+                    .save(&caller, &session, &answer.content)
+                    .await?;
                 return Ok(buffered(json_response(
                     StatusCode::OK,
                     &ChatCompletion::from_answer(&answer, input.spelling),

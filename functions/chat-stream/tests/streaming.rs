@@ -6,12 +6,12 @@ use std::time::{Duration, Instant, SystemTime};
 use chat_aws::{BedrockModel, DynamoStore};
 use chat_core::SessionStore;
 use chat_http::{Auth, Config};
-use local_dynamodb::LocalDynamo;
 use chat_stream::{App, LineBody};
 use http_body_util::BodyExt;
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request};
 use local_bedrock::LocalBedrock;
+use local_dynamodb::LocalDynamo;
 use serde_json::{Value, json};
 
 struct Harness {
@@ -25,7 +25,10 @@ const USER: &str = "local-user";
 impl Harness {
     async fn history(&self, chat_id: &str) -> Vec<String> {
         match self.store.load(USER, chat_id).await {
-            Ok((_, messages)) => messages.into_iter().map(|m| format!("{}: {}", m.role.as_str(), m.content)).collect(),
+            Ok((_, messages)) => messages
+                .into_iter()
+                .map(|m| format!("{}: {}", m.role.as_str(), m.content))
+                .collect(),
             Err(_) => Vec::new(),
         }
     }
@@ -37,8 +40,17 @@ async fn harness() -> Harness {
     let model = BedrockModel::new(&bedrock.sdk_config().await, config.model_timeout);
     let (client, table) = LocalDynamo::shared().fresh_table().await;
     let store = DynamoStore::new(client, table, None);
-    let app = App::new(model, store.clone(), Auth::None { user: USER.into() }, config);
-    Harness { bedrock, store, app }
+    let app = App::new(
+        model,
+        store.clone(),
+        Auth::None { user: USER.into() },
+        config,
+    );
+    Harness {
+        bedrock,
+        store,
+        app,
+    }
 }
 
 /// A response read frame by frame, with when each frame arrived.
@@ -348,20 +360,41 @@ async fn streamed_turns_continue_a_chat_with_the_whole_history_or_the_latest_mes
     let first = stream(&h, ask("one")).await;
     let id = chat_id(&first);
     // The whole history, spelled session_state.
-    let full = stream(&h, json!({"messages": [
+    let full = stream(
+        &h,
+        json!({"messages": [
         {"role": "user", "content": "one"}, {"role": "assistant", "content": "Echo: one"},
         {"role": "user", "content": "two"}
-    ], "session_state": id})).await;
+    ], "session_state": id}),
+    )
+    .await;
     assert_eq!(full.lines()[0]["session_state"], json!(id));
     // Only the latest message, spelled sessionState.
-    let latest = stream(&h, json!({"messages": [{"role": "user", "content": "three"}], "sessionState": id})).await;
+    let latest = stream(
+        &h,
+        json!({"messages": [{"role": "user", "content": "three"}], "sessionState": id}),
+    )
+    .await;
     assert_eq!(latest.lines()[0]["sessionState"], json!(id));
     assert_eq!(
         h.history(&id).await,
-        ["user: one", "assistant: Echo: one", "user: two", "assistant: Echo: two", "user: three", "assistant: Echo: three"]
+        [
+            "user: one",
+            "assistant: Echo: one",
+            "user: two",
+            "assistant: Echo: two",
+            "user: three",
+            "assistant: Echo: three"
+        ]
     );
     // The model saw the whole conversation.
-    assert_eq!(h.bedrock.requests().last().unwrap().body["messages"].as_array().unwrap().len(), 5);
+    assert_eq!(
+        h.bedrock.requests().last().unwrap().body["messages"]
+            .as_array()
+            .unwrap()
+            .len(),
+        5
+    );
 }
 
 #[tokio::test]
@@ -369,14 +402,32 @@ async fn a_model_failure_mid_stream_leaves_the_history_as_it_was() {
     let h = harness().await;
     let id = chat_id(&stream(&h, ask("one")).await);
     let before = h.history(&id).await;
-    for fault in ["[[stream-error-after:2]] a b c", "[[stream-break-after:1]] a b", "[[fault:guardrail]]"] {
-        let s = stream(&h, json!({"messages": [{"role": "user", "content": fault}], "sessionState": id})).await;
-        assert!(s.lines().last().unwrap().get("error").is_some(), "{fault} ends in an error line");
+    for fault in [
+        "[[stream-error-after:2]] a b c",
+        "[[stream-break-after:1]] a b",
+        "[[fault:guardrail]]",
+    ] {
+        let s = stream(
+            &h,
+            json!({"messages": [{"role": "user", "content": fault}], "sessionState": id}),
+        )
+        .await;
+        assert!(
+            s.lines().last().unwrap().get("error").is_some(),
+            "{fault} ends in an error line"
+        );
         assert_eq!(h.history(&id).await, before, "after {fault}");
     }
-    let unknown = stream(&h, json!({"messages": [{"role": "user", "content": "x"}], "sessionState": "nope"})).await;
+    let unknown = stream(
+        &h,
+        json!({"messages": [{"role": "user", "content": "x"}], "sessionState": "nope"}),
+    )
+    .await;
     assert_eq!(unknown.status, 404);
-    assert_eq!(unknown.text(), r#"{"error":"There is no chat with that id."}"#);
+    assert_eq!(
+        unknown.text(),
+        r#"{"error":"There is no chat with that id."}"#
+    );
 }
 
 #[tokio::test]

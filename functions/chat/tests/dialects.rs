@@ -30,10 +30,17 @@ async fn v2024_05_29_answers_message_context_and_session_state() {
     );
     // A request without session state starts a chat; its id is the session state.
     let chat_id = body["sessionState"].as_str().expect("the new chat's id");
-    assert_eq!(chat_id.len(), 32, "an unguessable id: 128 random bits in hex");
+    assert_eq!(
+        chat_id.len(),
+        32,
+        "an unguessable id: 128 random bits in hex"
+    );
     assert_eq!(
         h.history(chat_id).await,
-        [("user".into(), "hi".into()), ("assistant".into(), "Echo: hi".into())]
+        [
+            ("user".into(), "hi".into()),
+            ("assistant".into(), "Echo: hi".into())
+        ]
     );
     // The raw text keeps the field order of the protocol's examples.
     assert!(
@@ -63,21 +70,47 @@ async fn v2024_05_29_answers_message_context_and_session_state() {
 #[tokio::test]
 async fn session_state_comes_back_in_the_requests_spelling() {
     let h = harness().await;
-    let first = h.post("/chat", &json!({"messages": user("a"), "sessionState": null})).await.json();
+    let first = h
+        .post(
+            "/chat",
+            &json!({"messages": user("a"), "sessionState": null}),
+        )
+        .await
+        .json();
     let id = first["sessionState"].clone();
     assert!(id.is_string());
-    let snake = h.post("/chat", &json!({"messages": user("b"), "session_state": id})).await.json();
+    let snake = h
+        .post(
+            "/chat",
+            &json!({"messages": user("b"), "session_state": id}),
+        )
+        .await
+        .json();
     assert_eq!(snake["session_state"], id);
     assert!(snake.get("sessionState").is_none());
-    let camel = h.post("/chat", &json!({"messages": user("c"), "sessionState": id})).await.json();
+    let camel = h
+        .post("/chat", &json!({"messages": user("c"), "sessionState": id}))
+        .await
+        .json();
     assert_eq!(camel["sessionState"], id);
     assert!(camel.get("session_state").is_none());
     let both = h
-        .post("/chat", &json!({"messages": user("a"), "session_state": id, "sessionState": id}))
+        .post(
+            "/chat",
+            &json!({"messages": user("a"), "session_state": id, "sessionState": id}),
+        )
         .await;
     assert_eq!(both.status, 400);
-    assert_eq!(both.json()["error"], "session_state: send sessionState or session_state, not both");
-    let object = h.post("/chat", &json!({"messages": user("a"), "sessionState": {"chat": 1}})).await;
+    assert_eq!(
+        both.json()["error"],
+        "session_state: send sessionState or session_state, not both"
+    );
+    let object = h
+        .post(
+            "/chat",
+            &json!({"messages": user("a"), "sessionState": {"chat": 1}}),
+        )
+        .await;
     assert_eq!(object.status, 400);
     assert_eq!(
         object.json()["error"],

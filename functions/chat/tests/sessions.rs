@@ -13,7 +13,13 @@ fn pair(role: &str, content: &str) -> (String, String) {
 #[tokio::test]
 async fn continuing_with_the_whole_history_stores_only_what_is_new() {
     let h = harness().await;
-    let first = h.post("/chat", &json!({"messages": [{"role": "user", "content": "one"}]})).await.json();
+    let first = h
+        .post(
+            "/chat",
+            &json!({"messages": [{"role": "user", "content": "one"}]}),
+        )
+        .await
+        .json();
     let id = first["sessionState"].clone();
     let full = json!({"messages": [
         {"role": "user", "content": "one"}, {"role": "assistant", "content": "Echo: one"},
@@ -24,19 +30,36 @@ async fn continuing_with_the_whole_history_stores_only_what_is_new() {
     assert_eq!(second.json()["session_state"], id);
     assert_eq!(
         h.history(id.as_str().unwrap()).await,
-        [pair("user", "one"), pair("assistant", "Echo: one"), pair("user", "two"), pair("assistant", "Echo: two")]
+        [
+            pair("user", "one"),
+            pair("assistant", "Echo: one"),
+            pair("user", "two"),
+            pair("assistant", "Echo: two")
+        ]
     );
     // The model saw the conversation once, not twice.
-    assert_eq!(h.last_model_request()["messages"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        h.last_model_request()["messages"].as_array().unwrap().len(),
+        3
+    );
 }
 
 #[tokio::test]
 async fn continuing_with_the_latest_message_puts_it_after_the_history() {
     let h = harness().await;
-    let first = h.post("/chat", &json!({"messages": [{"role": "user", "content": "one"}]})).await.json();
+    let first = h
+        .post(
+            "/chat",
+            &json!({"messages": [{"role": "user", "content": "one"}]}),
+        )
+        .await
+        .json();
     let id = first["sessionState"].clone();
     let second = h
-        .post("/chat", &json!({"messages": [{"role": "user", "content": "two"}], "sessionState": id}))
+        .post(
+            "/chat",
+            &json!({"messages": [{"role": "user", "content": "two"}], "sessionState": id}),
+        )
         .await
         .json();
     assert_eq!(second["message"]["content"], "Echo: two");
@@ -56,7 +79,10 @@ async fn continuing_with_the_latest_message_puts_it_after_the_history() {
         .json();
     assert_eq!(old["choices"][0]["session_state"], id);
     let ui = h
-        .post("/chat-ui/chat", &json!({"messages": [{"role": "user", "content": "four"}], "sessionState": id}))
+        .post(
+            "/chat-ui/chat",
+            &json!({"messages": [{"role": "user", "content": "four"}], "sessionState": id}),
+        )
         .await
         .json();
     assert_eq!(ui[0]["Metadata"]["SessionState"], id);
@@ -72,29 +98,65 @@ async fn an_unknown_chat_is_404_and_nothing_is_written() {
     assert_eq!(r.status, 404);
     assert_eq!(r.json(), json!({"error": "There is no chat with that id."}));
     assert!(h.bedrock.requests().is_empty(), "the model is not asked");
-    let page = chat_core::SessionStore::list(&h.store, support::USER, chat_protocol::chat_ui::ChatMode::Standard, 10, None)
-        .await
-        .unwrap();
+    let page = chat_core::SessionStore::list(
+        &h.store,
+        support::USER,
+        chat_protocol::chat_ui::ChatMode::Standard,
+        10,
+        None,
+    )
+    .await
+    .unwrap();
     assert!(page.items.is_empty(), "no chat was created");
 }
 
 #[tokio::test]
 async fn a_failed_turn_leaves_the_history_as_it_was() {
     let h = harness().await;
-    let first = h.post("/chat", &json!({"messages": [{"role": "user", "content": "one"}]})).await.json();
+    let first = h
+        .post(
+            "/chat",
+            &json!({"messages": [{"role": "user", "content": "one"}]}),
+        )
+        .await
+        .json();
     let id = first["sessionState"].clone();
     let before = h.history(id.as_str().unwrap()).await;
-    for fault in ["[[fault:model-error]]", "[[fault:guardrail]]", "[[fault:throttle]]"] {
-        let r = h.post("/chat", &json!({"messages": [{"role": "user", "content": fault}], "sessionState": id})).await;
+    for fault in [
+        "[[fault:model-error]]",
+        "[[fault:guardrail]]",
+        "[[fault:throttle]]",
+    ] {
+        let r = h
+            .post(
+                "/chat",
+                &json!({"messages": [{"role": "user", "content": fault}], "sessionState": id}),
+            )
+            .await;
         assert_ne!(r.status, 200);
-        assert_eq!(h.history(id.as_str().unwrap()).await, before, "after {fault}");
+        assert_eq!(
+            h.history(id.as_str().unwrap()).await,
+            before,
+            "after {fault}"
+        );
     }
     // A failed first turn creates no chat either.
-    let r = h.post("/chat", &json!({"messages": [{"role": "user", "content": "[[fault:model-error]]"}]})).await;
+    let r = h
+        .post(
+            "/chat",
+            &json!({"messages": [{"role": "user", "content": "[[fault:model-error]]"}]}),
+        )
+        .await;
     assert_eq!(r.status, 502);
-    let page = chat_core::SessionStore::list(&h.store, support::USER, chat_protocol::chat_ui::ChatMode::Standard, 10, None)
-        .await
-        .unwrap();
+    let page = chat_core::SessionStore::list(
+        &h.store,
+        support::USER,
+        chat_protocol::chat_ui::ChatMode::Standard,
+        10,
+        None,
+    )
+    .await
+    .unwrap();
     assert_eq!(page.items.len(), 1);
     let _: Value = first;
 }

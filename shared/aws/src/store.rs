@@ -240,8 +240,10 @@ impl DynamoStore {
         puts: Vec<Item>,
         guard: ConditionCheck,
         commit: TransactWriteItem,
-    ) -> Result<(), SdkError<aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError>>
-    {
+    ) -> Result<
+        (),
+        SdkError<aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError>,
+    > {
         let put = |item: Item| {
             TransactWriteItem::builder()
                 .put(
@@ -257,7 +259,11 @@ impl DynamoStore {
         while puts.len() > TRANSACTION_LIMIT - 1 {
             let rest = puts.split_off(TRANSACTION_LIMIT - 1);
             let mut chunk = std::mem::replace(&mut puts, rest);
-            chunk.push(TransactWriteItem::builder().condition_check(guard.clone()).build());
+            chunk.push(
+                TransactWriteItem::builder()
+                    .condition_check(guard.clone())
+                    .build(),
+            );
             self.client
                 .transact_write_items()
                 .set_transact_items(Some(chunk))
@@ -415,7 +421,10 @@ impl SessionStore for DynamoStore {
         let pk = chat_pk(owner, &chat.id);
         let expires_at = self.ttl.map(|ttl| now_unix() + ttl.as_secs() as i64);
         let record = ChatRecord {
-            last_message: messages.last().map(|m| preview(&m.content)).unwrap_or_default(),
+            last_message: messages
+                .last()
+                .map(|m| preview(&m.content))
+                .unwrap_or_default(),
             message_count: messages.len() as u64,
             ..chat.clone()
         };
@@ -432,7 +441,10 @@ impl SessionStore for DynamoStore {
             ("messageCount".to_string(), n(record.message_count)),
             ("generation".to_string(), n(0)),
             ("version".to_string(), n(0)),
-            (LIST_PARTITION_KEY.to_string(), s(list_pk(owner, record.mode))),
+            (
+                LIST_PARTITION_KEY.to_string(),
+                s(list_pk(owner, record.mode)),
+            ),
             (
                 LIST_SORT_KEY.to_string(),
                 s(format!("{}#{}", record.last_updated, record.id)),
@@ -486,7 +498,12 @@ impl SessionStore for DynamoStore {
                 .iter()
                 .enumerate()
                 .map(|(i, m)| {
-                    message_item(&pk, message_sk(meta.generation, start + i as u64), m, meta.expires_at)
+                    message_item(
+                        &pk,
+                        message_sk(meta.generation, start + i as u64),
+                        m,
+                        meta.expires_at,
+                    )
                 })
                 .collect();
             let now = messages
@@ -494,8 +511,12 @@ impl SessionStore for DynamoStore {
                 .map(|m| m.timestamp.clone())
                 .unwrap_or_else(|| meta.record.last_updated.clone());
             let count = start + messages.len() as u64;
-            let commit = self.commit_update(owner, &meta, meta.generation, count, messages.last(), &now);
-            match self.write(puts, self.version_guard(&pk, meta.version), commit).await {
+            let commit =
+                self.commit_update(owner, &meta, meta.generation, count, messages.last(), &now);
+            match self
+                .write(puts, self.version_guard(&pk, meta.version), commit)
+                .await
+            {
                 Ok(()) => Ok(Some(ChatRecord {
                     last_updated: now.clone(),
                     last_message: messages
@@ -533,13 +554,20 @@ impl SessionStore for DynamoStore {
                     .collect();
                 let now = crate::now_millis();
                 let count = messages.len() as u64;
-                let commit = self.commit_update(owner, &meta, generation, count, messages.last(), &now);
-                match self.write(puts, self.version_guard(&pk, meta.version), commit).await {
+                let commit =
+                    self.commit_update(owner, &meta, generation, count, messages.last(), &now);
+                match self
+                    .write(puts, self.version_guard(&pk, meta.version), commit)
+                    .await
+                {
                     Ok(()) => {
                         let old = (meta.generation, meta.record.message_count);
                         let record = ChatRecord {
                             last_updated: now.clone(),
-                            last_message: messages.last().map(|m| preview(&m.content)).unwrap_or_default(),
+                            last_message: messages
+                                .last()
+                                .map(|m| preview(&m.content))
+                                .unwrap_or_default(),
                             message_count: count,
                             ..meta.record
                         };
@@ -639,10 +667,11 @@ impl SessionStore for DynamoStore {
 
 /// The position after `item` in the list index, as an opaque string.
 fn encode_cursor(item: &Item) -> String {
-    let key: serde_json::Map<String, serde_json::Value> = [PARTITION_KEY, SORT_KEY, LIST_PARTITION_KEY, LIST_SORT_KEY]
-        .iter()
-        .filter_map(|k| get_s(item, k).map(|v| (k.to_string(), serde_json::Value::String(v))))
-        .collect();
+    let key: serde_json::Map<String, serde_json::Value> =
+        [PARTITION_KEY, SORT_KEY, LIST_PARTITION_KEY, LIST_SORT_KEY]
+            .iter()
+            .filter_map(|k| get_s(item, k).map(|v| (k.to_string(), serde_json::Value::String(v))))
+            .collect();
     URL_SAFE_NO_PAD.encode(serde_json::Value::Object(key).to_string())
 }
 

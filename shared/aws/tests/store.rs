@@ -11,7 +11,11 @@ use local_dynamodb::LocalDynamo;
 
 async fn store() -> (DynamoStore, aws_sdk_dynamodb::Client, String) {
     let (client, table) = LocalDynamo::shared().fresh_table().await;
-    (DynamoStore::new(client.clone(), table.clone(), None), client, table)
+    (
+        DynamoStore::new(client.clone(), table.clone(), None),
+        client,
+        table,
+    )
 }
 
 fn message(role: Role, content: &str) -> StoredMessage {
@@ -40,19 +44,38 @@ fn chat(id: &str, updated: &str) -> ChatRecord {
 #[tokio::test]
 async fn a_chat_is_created_read_back_and_listed() {
     let (store, _, _) = store().await;
-    let msgs = [message(Role::User, "hello"), message(Role::Assistant, "hi there")];
-    let created = store.create("alice", &chat("c1", "2026-01-01T00:00:00.000Z"), &msgs).await.unwrap();
+    let msgs = [
+        message(Role::User, "hello"),
+        message(Role::Assistant, "hi there"),
+    ];
+    let created = store
+        .create("alice", &chat("c1", "2026-01-01T00:00:00.000Z"), &msgs)
+        .await
+        .unwrap();
     assert_eq!(created.message_count, 2);
     assert_eq!(created.last_message, "hi there");
     let (record, read) = store.load("alice", "c1").await.unwrap();
     assert_eq!(record, created);
     assert_eq!(read, msgs);
-    let page = store.list("alice", ChatMode::Standard, 10, None).await.unwrap();
+    let page = store
+        .list("alice", ChatMode::Standard, 10, None)
+        .await
+        .unwrap();
     assert_eq!(page.items, [created]);
     assert_eq!(page.next_cursor, None);
-    assert!(store.list("alice", ChatMode::MultiAgent, 10, None).await.unwrap().items.is_empty());
+    assert!(
+        store
+            .list("alice", ChatMode::MultiAgent, 10, None)
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
     assert_eq!(
-        store.create("alice", &chat("c1", "x"), &msgs).await.unwrap_err(),
+        store
+            .create("alice", &chat("c1", "x"), &msgs)
+            .await
+            .unwrap_err(),
         StoreError::AlreadyExists
     );
 }
@@ -60,11 +83,17 @@ async fn a_chat_is_created_read_back_and_listed() {
 #[tokio::test]
 async fn twenty_turns_at_once_all_land_whole() {
     let (store, _, _) = store().await;
-    store.create("alice", &chat("busy", "2026-01-01T00:00:00.000Z"), &[]).await.unwrap();
+    store
+        .create("alice", &chat("busy", "2026-01-01T00:00:00.000Z"), &[])
+        .await
+        .unwrap();
     let turns = (0..20).map(|i| {
         let store = store.clone();
         async move {
-            let pair = [message(Role::User, &format!("q{i}")), message(Role::Assistant, &format!("a{i}"))];
+            let pair = [
+                message(Role::User, &format!("q{i}")),
+                message(Role::Assistant, &format!("a{i}")),
+            ];
             store.append("alice", "busy", &pair).await
         }
     });
@@ -89,7 +118,10 @@ async fn twenty_turns_at_once_all_land_whole() {
 #[tokio::test]
 async fn a_chat_of_three_megabytes_is_stored_and_read_back_whole() {
     let (store, _, _) = store().await;
-    store.create("alice", &chat("big", "2026-01-01T00:00:00.000Z"), &[]).await.unwrap();
+    store
+        .create("alice", &chat("big", "2026-01-01T00:00:00.000Z"), &[])
+        .await
+        .unwrap();
     let mut expected = Vec::new();
     // 40 messages of 75 000 characters: 3 MB, each message its own item, far from the 400 KB item limit.
     for turn in 0..20 {
@@ -110,9 +142,16 @@ async fn a_chat_of_three_megabytes_is_stored_and_read_back_whole() {
 #[tokio::test]
 async fn a_replace_is_seen_whole_and_the_old_messages_go() {
     let (store, client, table) = store().await;
-    let old: Vec<_> = (0..150).map(|i| message(Role::User, &format!("old {i}"))).collect();
-    store.create("alice", &chat("r", "2026-01-01T00:00:00.000Z"), &old).await.unwrap();
-    let new: Vec<_> = (0..120).map(|i| message(Role::Assistant, &format!("new {i}"))).collect();
+    let old: Vec<_> = (0..150)
+        .map(|i| message(Role::User, &format!("old {i}")))
+        .collect();
+    store
+        .create("alice", &chat("r", "2026-01-01T00:00:00.000Z"), &old)
+        .await
+        .unwrap();
+    let new: Vec<_> = (0..120)
+        .map(|i| message(Role::Assistant, &format!("new {i}")))
+        .collect();
     let record = store.replace("alice", "r", &new).await.unwrap();
     assert_eq!(record.message_count, 120);
     assert_eq!(record.last_message, "new 119");
@@ -134,14 +173,23 @@ async fn paging_through_120_chats_gives_each_once_newest_first() {
     let (store, _, _) = store().await;
     for i in 0..120 {
         let at = format!("2026-01-01T00:{:02}:{:02}.000Z", i / 60, i % 60);
-        store.create("alice", &chat(&format!("c{i:03}"), &at), &[]).await.unwrap();
+        store
+            .create("alice", &chat(&format!("c{i:03}"), &at), &[])
+            .await
+            .unwrap();
     }
-    store.create("bob", &chat("bobs", "2027-01-01T00:00:00.000Z"), &[]).await.unwrap();
+    store
+        .create("bob", &chat("bobs", "2027-01-01T00:00:00.000Z"), &[])
+        .await
+        .unwrap();
     let mut ids = Vec::new();
     let mut cursor: Option<String> = None;
     let mut pages = 0;
     loop {
-        let page = store.list("alice", ChatMode::Standard, 25, cursor.as_deref()).await.unwrap();
+        let page = store
+            .list("alice", ChatMode::Standard, 25, cursor.as_deref())
+            .await
+            .unwrap();
         assert!(page.items.len() <= 25);
         ids.extend(page.items.into_iter().map(|c| c.id));
         pages += 1;
@@ -150,7 +198,10 @@ async fn paging_through_120_chats_gives_each_once_newest_first() {
             None => break,
         }
     }
-    assert_eq!(pages, 5, "120 chats in pages of 25, with no empty last page");
+    assert_eq!(
+        pages, 5,
+        "120 chats in pages of 25, with no empty last page"
+    );
     let expected: Vec<String> = (0..120).rev().map(|i| format!("c{i:03}")).collect();
     assert_eq!(ids, expected);
 }
@@ -159,12 +210,34 @@ async fn paging_through_120_chats_gives_each_once_newest_first() {
 async fn another_owners_chat_is_not_found_by_any_operation() {
     let (store, _, _) = store().await;
     let msgs = [message(Role::User, "mine")];
-    store.create("alice", &chat("a1", "2026-01-01T00:00:00.000Z"), &msgs).await.unwrap();
-    assert_eq!(store.load("bob", "a1").await.unwrap_err(), StoreError::NotFound);
-    assert_eq!(store.append("bob", "a1", &msgs).await.unwrap_err(), StoreError::NotFound);
-    assert_eq!(store.replace("bob", "a1", &[]).await.unwrap_err(), StoreError::NotFound);
-    assert_eq!(store.delete("bob", "a1").await.unwrap_err(), StoreError::NotFound);
-    assert!(store.list("bob", ChatMode::Standard, 10, None).await.unwrap().items.is_empty());
+    store
+        .create("alice", &chat("a1", "2026-01-01T00:00:00.000Z"), &msgs)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.load("bob", "a1").await.unwrap_err(),
+        StoreError::NotFound
+    );
+    assert_eq!(
+        store.append("bob", "a1", &msgs).await.unwrap_err(),
+        StoreError::NotFound
+    );
+    assert_eq!(
+        store.replace("bob", "a1", &[]).await.unwrap_err(),
+        StoreError::NotFound
+    );
+    assert_eq!(
+        store.delete("bob", "a1").await.unwrap_err(),
+        StoreError::NotFound
+    );
+    assert!(
+        store
+            .list("bob", ChatMode::Standard, 10, None)
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
     // Alice's chat is as it was.
     assert_eq!(store.load("alice", "a1").await.unwrap().1, msgs);
 }
@@ -173,16 +246,35 @@ async fn another_owners_chat_is_not_found_by_any_operation() {
 async fn cursors_are_checked() {
     let (store, _, _) = store().await;
     for i in 0..3 {
-        store.create("alice", &chat(&format!("c{i}"), &format!("2026-01-0{}T00:00:00.000Z", i + 1)), &[]).await.unwrap();
+        store
+            .create(
+                "alice",
+                &chat(
+                    &format!("c{i}"),
+                    &format!("2026-01-0{}T00:00:00.000Z", i + 1),
+                ),
+                &[],
+            )
+            .await
+            .unwrap();
     }
-    let page = store.list("alice", ChatMode::Standard, 1, None).await.unwrap();
+    let page = store
+        .list("alice", ChatMode::Standard, 1, None)
+        .await
+        .unwrap();
     let cursor = page.next_cursor.unwrap();
     assert_eq!(
-        store.list("bob", ChatMode::Standard, 1, Some(&cursor)).await.unwrap_err(),
+        store
+            .list("bob", ChatMode::Standard, 1, Some(&cursor))
+            .await
+            .unwrap_err(),
         StoreError::InvalidCursor
     );
     assert_eq!(
-        store.list("alice", ChatMode::Standard, 1, Some("not-a-cursor")).await.unwrap_err(),
+        store
+            .list("alice", ChatMode::Standard, 1, Some("not-a-cursor"))
+            .await
+            .unwrap_err(),
         StoreError::InvalidCursor
     );
 }
@@ -190,18 +282,45 @@ async fn cursors_are_checked() {
 #[tokio::test]
 async fn a_deleted_chat_is_gone() {
     let (store, _, _) = store().await;
-    store.create("alice", &chat("d", "2026-01-01T00:00:00.000Z"), &[message(Role::User, "x")]).await.unwrap();
+    store
+        .create(
+            "alice",
+            &chat("d", "2026-01-01T00:00:00.000Z"),
+            &[message(Role::User, "x")],
+        )
+        .await
+        .unwrap();
     store.delete("alice", "d").await.unwrap();
-    assert_eq!(store.load("alice", "d").await.unwrap_err(), StoreError::NotFound);
-    assert!(store.list("alice", ChatMode::Standard, 10, None).await.unwrap().items.is_empty());
-    assert_eq!(store.delete("alice", "d").await.unwrap_err(), StoreError::NotFound);
+    assert_eq!(
+        store.load("alice", "d").await.unwrap_err(),
+        StoreError::NotFound
+    );
+    assert!(
+        store
+            .list("alice", ChatMode::Standard, 10, None)
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    assert_eq!(
+        store.delete("alice", "d").await.unwrap_err(),
+        StoreError::NotFound
+    );
 }
 
 #[tokio::test]
 async fn expired_chats_are_ignored() {
     let (client, table) = LocalDynamo::shared().fresh_table().await;
     let store = DynamoStore::new(client.clone(), table.clone(), Some(30));
-    store.create("alice", &chat("e", "2026-01-01T00:00:00.000Z"), &[message(Role::User, "x")]).await.unwrap();
+    store
+        .create(
+            "alice",
+            &chat("e", "2026-01-01T00:00:00.000Z"),
+            &[message(Role::User, "x")],
+        )
+        .await
+        .unwrap();
     let item = client
         .get_item()
         .table_name(&table)
@@ -210,9 +329,16 @@ async fn expired_chats_are_ignored() {
         .send()
         .await
         .unwrap();
-    let expires: i64 = item.item().unwrap()["expiresAt"].as_n().unwrap().parse().unwrap();
+    let expires: i64 = item.item().unwrap()["expiresAt"]
+        .as_n()
+        .unwrap()
+        .parse()
+        .unwrap();
     let now = time::OffsetDateTime::now_utc().unix_timestamp();
-    assert!((expires - now - 30 * 86_400).abs() < 60, "expires 30 days after creation");
+    assert!(
+        (expires - now - 30 * 86_400).abs() < 60,
+        "expires 30 days after creation"
+    );
     // Past its expiry (and before DynamoDB gets round to deleting it), the chat is gone for readers.
     client
         .update_item()
@@ -224,6 +350,16 @@ async fn expired_chats_are_ignored() {
         .send()
         .await
         .unwrap();
-    assert_eq!(store.load("alice", "e").await.unwrap_err(), StoreError::NotFound);
-    assert!(store.list("alice", ChatMode::Standard, 10, None).await.unwrap().items.is_empty());
+    assert_eq!(
+        store.load("alice", "e").await.unwrap_err(),
+        StoreError::NotFound
+    );
+    assert!(
+        store
+            .list("alice", ChatMode::Standard, 10, None)
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
 }

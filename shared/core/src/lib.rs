@@ -3,6 +3,7 @@
 
 mod error;
 mod followups;
+pub mod history;
 mod model;
 mod prompt;
 mod session;

@@ -123,7 +123,11 @@ mod tests {
     #[test]
     fn a_request_holding_the_whole_history_stores_only_what_is_new() {
         let stored = [stored(Role::User, "a"), stored(Role::Assistant, "b")];
-        let request = [msg(Role::User, "a"), msg(Role::Assistant, "b"), msg(Role::User, "c")];
+        let request = [
+            msg(Role::User, "a"),
+            msg(Role::Assistant, "b"),
+            msg(Role::User, "c"),
+        ];
         let s = continued_session("id".into(), ChatMode::Standard, &stored, &request);
         assert_eq!(s.conversation, request);
         assert_eq!(s.new_messages, [msg(Role::User, "c")]);
@@ -136,7 +140,11 @@ mod tests {
         let s = continued_session("id".into(), ChatMode::Standard, &stored, &request);
         assert_eq!(
             s.conversation,
-            [msg(Role::User, "a"), msg(Role::Assistant, "b"), msg(Role::User, "c")]
+            [
+                msg(Role::User, "a"),
+                msg(Role::Assistant, "b"),
+                msg(Role::User, "c")
+            ]
         );
         assert_eq!(s.new_messages, [msg(Role::User, "c")]);
     }
@@ -144,7 +152,11 @@ mod tests {
     #[test]
     fn a_request_that_differs_from_the_history_is_put_after_it() {
         let stored = [stored(Role::User, "a"), stored(Role::Assistant, "b")];
-        let request = [msg(Role::User, "a"), msg(Role::Assistant, "edited"), msg(Role::User, "c")];
+        let request = [
+            msg(Role::User, "a"),
+            msg(Role::Assistant, "edited"),
+            msg(Role::User, "c"),
+        ];
         let s = continued_session("id".into(), ChatMode::Standard, &stored, &request);
         assert_eq!(s.conversation.len(), 5);
         assert_eq!(s.new_messages, request);
@@ -152,7 +164,10 @@ mod tests {
 
     #[test]
     fn titles_come_from_the_first_user_message() {
-        assert_eq!(title_of(&[msg(Role::User, "  Hello\n  there ")]), "Hello there");
+        assert_eq!(
+            title_of(&[msg(Role::User, "  Hello\n  there ")]),
+            "Hello there"
+        );
         let long = "x".repeat(200);
         let t = title_of(&[msg(Role::User, &long)]);
         assert_eq!(t.chars().count(), 80);

@@ -84,7 +84,11 @@ pub trait SessionStore: Send + Sync {
         messages: &[StoredMessage],
     ) -> impl Future<Output = Result<ChatRecord, StoreError>> + Send;
 
-    fn delete(&self, owner: &str, chat_id: &str) -> impl Future<Output = Result<(), StoreError>> + Send;
+    fn delete(
+        &self,
+        owner: &str,
+        chat_id: &str,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// The owner's chats of `mode`, most recently updated first.
     fn list(

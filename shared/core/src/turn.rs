@@ -62,7 +62,12 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
 
     /// The chat `owner`'s request continues, or a new one. An unknown or foreign chat is [`ChatError::ChatNotFound`]
     /// and nothing is written.
-    pub async fn begin(&self, owner: &str, input: &ChatInput, mode: ChatMode) -> Result<Session, ChatError> {
+    pub async fn begin(
+        &self,
+        owner: &str,
+        input: &ChatInput,
+        mode: ChatMode,
+    ) -> Result<Session, ChatError> {
         match requested_chat(input)? {
             None => Ok(new_session(
                 uuid::Uuid::new_v4().simple().to_string(),
@@ -71,13 +76,23 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
             )),
             Some(chat_id) => {
                 let (chat, stored) = self.store.load(owner, &chat_id).await?;
-                Ok(continued_session(chat_id, chat.mode, &stored, &input.messages))
+                Ok(continued_session(
+                    chat_id,
+                    chat.mode,
+                    &stored,
+                    &input.messages,
+                ))
             }
         }
     }
 
     /// Stores a turn whose answer is complete: the session's new messages and the answer, all or nothing.
-    pub async fn save(&self, owner: &str, session: &Session, answer: &str) -> Result<(), ChatError> {
+    pub async fn save(
+        &self,
+        owner: &str,
+        session: &Session,
+        answer: &str,
+    ) -> Result<(), ChatError> {
         let now = rfc3339_millis(OffsetDateTime::now_utc());
         let stored = |role, content: &str| StoredMessage {
             id: uuid::Uuid::new_v4().simple().to_string(),
@@ -105,7 +120,9 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
             };
             self.store.create(owner, &chat, &messages).await?;
         } else {
-            self.store.append(owner, &session.chat_id, &messages).await?;
+            self.store
+                .append(owner, &session.chat_id, &messages)
+                .await?;
         }
         Ok(())
     }

@@ -37,10 +37,14 @@ const INTERNAL: &str = "The app encountered an error processing your request.\nI
 impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
-            ApiError::NotFound(_) | ApiError::Chat(ChatError::ChatNotFound) => StatusCode::NOT_FOUND,
+            ApiError::NotFound(_) | ApiError::Chat(ChatError::ChatNotFound) => {
+                StatusCode::NOT_FOUND
+            }
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::InvalidCursor => StatusCode::BAD_REQUEST,
-            ApiError::Chat(ChatError::Store(StoreError::Contended)) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Chat(ChatError::Store(StoreError::Contended)) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ApiError::Chat(ChatError::Store(StoreError::InvalidCursor)) => StatusCode::BAD_REQUEST,
             ApiError::Chat(ChatError::Store(_)) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,

@@ -60,7 +60,11 @@ impl Auth {
                 reason: "required when AUTH_MODE is jwt".into(),
             })
         };
-        match get("AUTH_MODE").as_deref().map(str::to_ascii_lowercase).as_deref() {
+        match get("AUTH_MODE")
+            .as_deref()
+            .map(str::to_ascii_lowercase)
+            .as_deref()
+        {
             None | Some("iam") => Ok(Auth::Iam),
             Some("none") => Ok(Auth::None {
                 user: get("LOCAL_USER").unwrap_or_else(|| "local-user".into()),
@@ -72,7 +76,8 @@ impl Auth {
                     (None, None) => {
                         return Err(ConfigError {
                             name: "JWKS_URL",
-                            reason: "JWKS_URL or JWKS_FILE is required when AUTH_MODE is jwt".into(),
+                            reason: "JWKS_URL or JWKS_FILE is required when AUTH_MODE is jwt"
+                                .into(),
                         });
                     }
                 };
@@ -102,7 +107,8 @@ impl Auth {
         match self {
             Auth::None { user } => Ok(user.clone()),
             Auth::Iam => iam_caller(request).ok_or(ApiError::Unauthorized(
-                "the request carries no IAM caller (is the function URL's AuthType AWS_IAM?)".into(),
+                "the request carries no IAM caller (is the function URL's AuthType AWS_IAM?)"
+                    .into(),
             )),
             Auth::Jwt(verifier) => {
                 let token = bearer(request).ok_or(ApiError::Unauthorized(
@@ -125,7 +131,10 @@ fn iam_caller(request: &Request) -> Option<String> {
 fn bearer(request: &Request) -> Option<&str> {
     let value = request.headers().get("authorization")?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim()).filter(|t| !t.is_empty())
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
 }
 
 impl JwtVerifier {
@@ -152,7 +161,8 @@ impl JwtVerifier {
         validation.set_issuer(&[&self.issuer]);
         validation.set_audience(&[&self.audience]);
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
-        let data = decode::<Claims>(token, &key, &validation).map_err(|e| format!("invalid token: {e}"))?;
+        let data = decode::<Claims>(token, &key, &validation)
+            .map_err(|e| format!("invalid token: {e}"))?;
         Ok(data.claims.sub)
     }
 
@@ -198,5 +208,79 @@ impl JwtVerifier {
                 .map_err(|e| format!("cannot fetch the signing keys: {e}"))?,
         };
         serde_json::from_str(&text).map_err(|e| format!("the signing keys are not a JWKS: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(authorizer: Option<serde_json::Value>) -> Request {
+        let mut event = serde_json::json!({
+            "version": "2.0", "routeKey": "$default", "rawPath": "/chat", "rawQueryString": "",
+            "headers": {"content-type": "application/json"},
+            "requestContext": {
+                "accountId": "123456789012", "apiId": "abc", "domainName": "abc.lambda-url.us-east-1.on.aws",
+                "domainPrefix": "abc", "requestId": "r", "routeKey": "$default", "stage": "$default",
+                "time": "22/Nov/2026:06:00:00 +0000", "timeEpoch": 1795154400000_i64,
+                "http": {"method": "POST", "path": "/chat", "protocol": "HTTP/1.1", "sourceIp": "203.0.113.10", "userAgent": "t"}
+            },
+            "body": "{}", "isBase64Encoded": false
+        });
+        if let Some(a) = authorizer {
+            event["requestContext"]["authorizer"] = a;
+        }
+        lambda_http::request::from_str(&event.to_string()).expect("a function URL event")
+    }
+
+    #[tokio::test]
+    async fn the_iam_caller_comes_from_the_function_url_request_context() {
+        let request = event(Some(serde_json::json!({"iam": {
+            "accessKey": "AKIA", "accountId": "123456789012", "callerId": "AIDA",
+            "userArn": "arn:aws:iam::123456789012:user/alice", "userId": "AIDA"
+        }})));
+        assert_eq!(
+            Auth::Iam.caller(&request).await.unwrap(),
+            "arn:aws:iam::123456789012:user/alice"
+        );
+        let anonymous = event(None);
+        assert!(matches!(
+            Auth::Iam.caller(&anonymous).await,
+            Err(ApiError::Unauthorized(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn auth_mode_is_read_and_checked() {
+        let with = |pairs: &'static [(&'static str, &'static str)]| {
+            Auth::from_lookup(&move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            })
+        };
+        assert!(matches!(with(&[]), Ok(Auth::Iam)));
+        assert!(
+            matches!(with(&[("AUTH_MODE", "none")]), Ok(Auth::None { user }) if user == "local-user")
+        );
+        assert_eq!(
+            with(&[("AUTH_MODE", "jwt")]).err().unwrap().name,
+            "JWKS_URL"
+        );
+        assert_eq!(
+            with(&[("AUTH_MODE", "jwt"), ("JWKS_URL", "https://x")])
+                .err()
+                .unwrap()
+                .name,
+            "JWT_ISSUER"
+        );
+        assert_eq!(
+            with(&[("AUTH_MODE", "magic")]).err().unwrap().name,
+            "AUTH_MODE"
+        );
+        let request = event(None);
+        let local = with(&[("AUTH_MODE", "none"), ("LOCAL_USER", "dev")]).unwrap();
+        assert_eq!(local.caller(&request).await.unwrap(), "dev");
     }
 }

@@ -153,9 +153,11 @@ pub struct ChatSummary {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HistoryMessage {
+    #[serde(default)]
     pub id: String,
     pub content: String,
     pub role: Role,
+    #[serde(default)]
     pub timestamp: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_identifier: Option<String>,

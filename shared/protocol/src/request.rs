@@ -77,6 +77,16 @@ pub fn parse_chat_request(
     }
 }
 
+/// Parses a JSON body into `T`, naming the field and the reason when it does not fit.
+pub fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, InvalidRequest> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| InvalidRequest::body(format!("body is not valid JSON: {e}")))?;
+    if !value.is_object() {
+        return Err(InvalidRequest::body("body must be a JSON object"));
+    }
+    typed(value)
+}
+
 fn typed<T: DeserializeOwned>(value: Value) -> Result<T, InvalidRequest> {
     serde_path_to_error::deserialize(value).map_err(from_path_error)
 }

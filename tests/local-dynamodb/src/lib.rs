@@ -50,7 +50,9 @@ impl LocalDynamo {
         let started = Instant::now();
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
             if started.elapsed() > Duration::from_secs(60) {
-                return Err(format!("moto_server did not open port {port} within a minute"));
+                return Err(format!(
+                    "moto_server did not open port {port} within a minute"
+                ));
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -72,7 +74,11 @@ impl LocalDynamo {
         aws_config::defaults(aws_config::BehaviorVersion::latest())
             .region(aws_config::Region::new("us-east-1"))
             .credentials_provider(aws_credential_types::Credentials::new(
-                "local", "local", None, None, "local-dynamodb",
+                "local",
+                "local",
+                None,
+                None,
+                "local-dynamodb",
             ))
             .endpoint_url(self.endpoint())
             .load()

@@ -1,8 +1,9 @@
 //! `make run`: the whole backend on one address, http://127.0.0.1:9000, with nothing installed by hand.
 //!
 //! Starts the local Bedrock-compatible server (in this process) and moto's DynamoDB server, creates the table,
-//! and serves every route through `cargo lambda watch`. With `MODEL_ID` and AWS credentials in the environment
-//! (`AWS_PROFILE` or `AWS_ACCESS_KEY_ID`), it uses real Bedrock and DynamoDB instead, and starts neither server.
+//! and serves every route through `cargo lambda watch` with one local user (`AUTH_MODE=none`). With `MODEL_ID` and
+//! AWS credentials in the environment (`AWS_PROFILE` or `AWS_ACCESS_KEY_ID`), it uses real Bedrock and DynamoDB
+//! instead, and starts neither server.
 //!
 //! Ports: `LOCAL_PORT` (9000), `LOCAL_BEDROCK_PORT` (9100), `LOCAL_DYNAMODB_PORT` (9200). With
 //! `--exit-with-stdin`, it shuts down when its standard input closes (tests use this so nothing outlives them).
@@ -13,9 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use aws_config::BehaviorVersion;
-use aws_sdk_dynamodb::config::{Credentials, Region};
 use local_bedrock::LocalBedrock;
+use local_dynamodb::LocalDynamo;
 
 const TABLE_NAME: &str = "chat-local";
 const LOCAL_MODEL_ID: &str = "local.echo-v1:0";
@@ -115,6 +115,7 @@ async fn main() {
     let mut children = Children(Vec::new());
     let mut env: Vec<(String, String)> = Vec::new();
     let _bedrock;
+    let _dynamodb;
     if real_aws {
         eprintln!(
             "local-run: MODEL_ID and AWS credentials are set: using real Bedrock and DynamoDB (table {}).",
@@ -127,25 +128,12 @@ async fn main() {
             .unwrap_or_else(|e| fail(&format!("cannot start the local Bedrock server: {e}")));
         eprintln!("local-run: local Bedrock server on http://127.0.0.1:{bedrock_port}");
 
-        let moto = Command::new(tools.join("moto_server"))
-            .args(["-H", "127.0.0.1", "-p", &dynamodb_port.to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| fail(&format!("cannot start moto_server: {e}")));
-        children.0.push(moto);
-        wait_for_port(dynamodb_port, "moto_server", Duration::from_secs(60));
-        let endpoint = format!("http://127.0.0.1:{dynamodb_port}");
-        let sdk = aws_config::defaults(BehaviorVersion::latest())
-            .region(Region::new("us-east-1"))
-            .credentials_provider(Credentials::new("local", "local", None, None, "local-run"))
-            .endpoint_url(&endpoint)
-            .load()
-            .await;
-        chat_aws::table::ensure_table(&aws_sdk_dynamodb::Client::new(&sdk), TABLE_NAME)
+        let dynamodb = LocalDynamo::start(Some(dynamodb_port)).unwrap_or_else(|e| fail(&e));
+        let endpoint = dynamodb.endpoint();
+        chat_aws::table::ensure_table(&dynamodb.client().await, TABLE_NAME)
             .await
             .unwrap_or_else(|e| fail(&format!("cannot create the table: {e}")));
+        _dynamodb = dynamodb;
         eprintln!("local-run: DynamoDB (moto) on {endpoint}, table {TABLE_NAME}");
 
         for (k, v) in [
@@ -169,6 +157,10 @@ async fn main() {
         tools.display(),
         std::env::var("PATH").unwrap_or_default()
     );
+    if std::env::var_os("AUTH_MODE").is_none() {
+        // One local user, unless the environment asks for IAM or JWT callers.
+        env.push(("AUTH_MODE".into(), "none".into()));
+    }
     let watch = Command::new(tools.join("cargo-lambda"))
         .args([
             "lambda",
@@ -188,7 +180,11 @@ async fn main() {
     wait_for_port(run_port, "cargo lambda watch", Duration::from_secs(120));
     // A function's first request waits while cargo lambda compiles it; a 405 is the function itself answering.
     let addr: SocketAddr = ([127, 0, 0, 1], run_port).into();
-    for (function, path) in [("chat", "/chat"), ("chat-stream", "/chat/stream")] {
+    for (function, path) in [
+        ("chat", "/chat"),
+        ("chat-stream", "/chat/stream"),
+        ("history", "/chat-history/ready"),
+    ] {
         match http_status(addr, path) {
             Some(405) => {}
             other => fail(&format!(

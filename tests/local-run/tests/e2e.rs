@@ -99,8 +99,13 @@ async fn chat_answers_the_2024_05_29_shape() {
         ),
         "{body}"
     );
-    assert!(body.ends_with(r#"]},"sessionState":null}"#), "{body}");
     let v: Value = serde_json::from_str(&body).unwrap();
+    // No session state in the request: a new chat, whose id is the session state.
+    let id = v["sessionState"].as_str().expect("the new chat's id");
+    assert!(
+        body.ends_with(&format!(r#"]}},"sessionState":"{id}"}}"#)),
+        "{body}"
+    );
     assert_eq!(
         v["context"]["thoughts"][0]["props"]["model"],
         "local.echo-v1:0"
@@ -221,10 +226,39 @@ fn every_event_invokes() {
         "Echo: What is included in my plan?"
     );
     assert_eq!(b["context"]["thoughts"][0]["props"]["temperature"], 0.3);
-    assert_eq!(b["sessionState"], Value::Null);
+    assert!(b["sessionState"].is_string(), "a new chat's id");
 
     let r = invoke("chat-2024-05-29-snake-case.json");
-    assert_eq!(body_of(&r)["session_state"], json!({"user": "a"}));
+    assert!(body_of(&r)["session_state"].is_string());
+    assert!(body_of(&r).get("sessionState").is_none());
+
+    let r = invoke("chat-unknown-chat.json");
+    assert_eq!(r["statusCode"], 404);
+    assert_eq!(
+        body_of(&r),
+        json!({"error": "There is no chat with that id."})
+    );
+    let r = invoke_raw("history", "history-create.json", "json");
+    let r: Value = serde_json::from_str(&r).unwrap();
+    assert_eq!(r["statusCode"], 201);
+    assert_eq!(body_of(&r)["title"], "New Discussion");
+    let r: Value =
+        serde_json::from_str(&invoke_raw("history", "history-list.json", "json")).unwrap();
+    assert_eq!(r["statusCode"], 200);
+    assert!(
+        body_of(&r)
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["title"] == "New Discussion")
+    );
+    let r: Value = serde_json::from_str(&invoke_raw(
+        "history",
+        "history-messages-unknown-chat.json",
+        "json",
+    ))
+    .unwrap();
+    assert_eq!(r["statusCode"], 404);
 
     let r = invoke("chat-2024-01-28.json");
     let b = body_of(&r);
@@ -288,6 +322,10 @@ fn every_event_invokes() {
         "chat-bad-json.json",
         "chat-stream-2024-05-29.json",
         "chat-stream-2024-01-28.json",
+        "chat-unknown-chat.json",
+        "history-create.json",
+        "history-list.json",
+        "history-messages-unknown-chat.json",
     ];
     for entry in std::fs::read_dir(root().join("events")).unwrap() {
         let name = entry.unwrap().file_name().into_string().unwrap();
@@ -399,5 +437,63 @@ fn the_official_javascript_client_works_against_the_local_run() {
     assert!(
         report.contains("# pass 5") && report.contains("# fail 0"),
         "{report}"
+    );
+}
+
+async fn get_json(path: &str) -> (u16, Value) {
+    local_run();
+    let response = reqwest::get(format!("{BASE}{path}")).await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap())
+}
+
+/// What the README's curl session does: a chat through /chat, continued with its session state, then listed and
+/// read through /chat-history.
+#[tokio::test]
+async fn a_chat_made_through_chat_is_continued_and_listed_in_the_history() {
+    let marker = format!("history-{}", unix_ms(SystemTime::now()));
+    let (status, _, body) = post_json(
+        "/chat",
+        json!({"messages": [{"role": "user", "content": format!("Plan the {marker} trip")}]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let id = serde_json::from_str::<Value>(&body).unwrap()["sessionState"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (status, _, body) = post_json(
+        "/chat/stream",
+        json!({"messages": [{"role": "user", "content": "And the budget?"}], "sessionState": id}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, list) = get_json("/chat-history?mode=standard").await;
+    assert_eq!(status, 200);
+    let item = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == json!(id))
+        .expect("the chat is listed");
+    assert_eq!(item["title"], json!(format!("Plan the {marker} trip")));
+    assert_eq!(item["messageCount"], 4);
+    assert_eq!(item["lastMessage"], "Echo: And the budget?");
+    let (status, messages) = get_json(&format!("/chat-history/{id}/messages")).await;
+    assert_eq!(status, 200);
+    let contents: Vec<&str> = messages
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        contents,
+        [
+            format!("Plan the {marker} trip").as_str(),
+            format!("Echo: Plan the {marker} trip").as_str(),
+            "And the budget?",
+            "Echo: And the budget?"
+        ]
     );
 }

@@ -6,10 +6,10 @@ use chat::App;
 use chat_aws::{BedrockModel, DynamoStore};
 use chat_core::SessionStore;
 use chat_http::{Auth, Config};
-use local_dynamodb::LocalDynamo;
 use lambda_http::http::{HeaderMap, StatusCode};
 use lambda_http::{Body, Request};
 use local_bedrock::LocalBedrock;
+use local_dynamodb::LocalDynamo;
 use serde_json::Value;
 
 pub struct Harness {
@@ -105,7 +105,11 @@ impl Harness {
 
     /// The stored messages of a chat of [`USER`], as (role, content).
     pub async fn history(&self, chat_id: &str) -> Vec<(String, String)> {
-        let (_, messages) = self.store.load(USER, chat_id).await.expect("the chat exists");
+        let (_, messages) = self
+            .store
+            .load(USER, chat_id)
+            .await
+            .expect("the chat exists");
         messages
             .into_iter()
             .map(|m| (m.role.as_str().to_string(), m.content))

@@ -1,0 +1,444 @@
+//! Identity across all three functions, in JWT mode with signing keys this test makes: callers without valid
+//! tokens get 401, and user B gets 404 on every route and method touching user A's chat, which stays unchanged.
+
+use std::path::PathBuf;
+
+use aws_lc_rs::rand::SystemRandom;
+use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use chat_aws::{BedrockModel, DynamoStore};
+use chat_http::{Auth, Config};
+use http_body_util::BodyExt;
+use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
+use lambda_http::{Body, Request};
+use local_bedrock::LocalBedrock;
+use local_dynamodb::LocalDynamo;
+use serde_json::{Value, json};
+
+const ISSUER: &str = "https://issuer.test";
+const AUDIENCE: &str = "chat-backend";
+
+/// A signing key of this test, and the JWKS that publishes it.
+struct Signer {
+    key: EncodingKey,
+    kid: String,
+    jwk: Value,
+}
+
+fn signer(kid: &str) -> Signer {
+    let pkcs8 =
+        EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &SystemRandom::new())
+            .unwrap();
+    let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref()).unwrap();
+    let point = pair.public_key().as_ref(); // 0x04, then x and y
+    Signer {
+        key: EncodingKey::from_ec_der(pkcs8.as_ref()),
+        kid: kid.into(),
+        jwk: json!({
+            "kty": "EC", "crv": "P-256", "alg": "ES256", "use": "sig", "kid": kid,
+            "x": URL_SAFE_NO_PAD.encode(&point[1..33]), "y": URL_SAFE_NO_PAD.encode(&point[33..65]),
+        }),
+    }
+}
+
+fn token(signer: &Signer, sub: &str, aud: &str, exp_in: i64) -> String {
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let mut header = Header::new(Algorithm::ES256);
+    header.kid = Some(signer.kid.clone());
+    encode(
+        &header,
+        &json!({"sub": sub, "iss": ISSUER, "aud": aud, "exp": now + exp_in, "iat": now}),
+        &signer.key,
+    )
+    .unwrap()
+}
+
+struct World {
+    _bedrock: LocalBedrock,
+    chat: chat::App<BedrockModel, DynamoStore>,
+    stream: chat_stream::App<BedrockModel, DynamoStore>,
+    history: history::App<DynamoStore>,
+    alice: String,
+    bob: String,
+    signer: Signer,
+}
+
+async fn world() -> World {
+    let signer = signer("key-1");
+    let jwks: PathBuf =
+        std::env::temp_dir().join(format!("jwks-{}.json", uuid::Uuid::new_v4().simple()));
+    std::fs::write(&jwks, json!({"keys": [signer.jwk]}).to_string()).unwrap();
+    let jwks = jwks.to_string_lossy().to_string();
+    let env = [
+        ("AUTH_MODE", "jwt"),
+        ("JWT_ISSUER", ISSUER),
+        ("JWT_AUDIENCE", AUDIENCE),
+        ("JWKS_FILE", jwks.as_str()),
+        ("MODEL_ID", "local.echo-v1:0"),
+    ];
+    let lookup = |k: &str| {
+        env.iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| v.to_string())
+    };
+    let config = Config::from_pairs(&env).unwrap();
+    let bedrock = LocalBedrock::start().await.unwrap();
+    let sdk = bedrock.sdk_config().await;
+    let (client, table) = LocalDynamo::shared().fresh_table().await;
+    let store = DynamoStore::new(client, table, None);
+    World {
+        chat: chat::App::new(
+            BedrockModel::new(&sdk, config.model_timeout),
+            store.clone(),
+            Auth::from_lookup(&lookup).unwrap(),
+            config.clone(),
+        ),
+        stream: chat_stream::App::new(
+            BedrockModel::new(&sdk, config.model_timeout),
+            store.clone(),
+            Auth::from_lookup(&lookup).unwrap(),
+            config.clone(),
+        ),
+        history: history::App::new(store, Auth::from_lookup(&lookup).unwrap(), &config),
+        alice: token(&signer, "alice", AUDIENCE, 3600),
+        bob: token(&signer, "bob", AUDIENCE, 3600),
+        _bedrock: bedrock,
+        signer,
+    }
+}
+
+fn request(method: &str, path: &str, token: Option<&str>, body: Option<Value>) -> Request {
+    let mut b = lambda_http::http::Request::builder()
+        .method(method)
+        .uri(path);
+    if let Some(t) = token {
+        b = b.header("authorization", format!("Bearer {t}"));
+    }
+    if body.is_some() {
+        b = b.header("content-type", "application/json");
+    }
+    b.body(body.map_or(Body::Empty, |v| Body::from(v.to_string())))
+        .unwrap()
+}
+
+impl World {
+    /// Sends to whichever function serves the path; the status and the body as text.
+    async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> (u16, String) {
+        let req = request(method, path, token, body);
+        if path.starts_with("/chat-history") {
+            let r = self.history.handle(req).await;
+            (r.status().as_u16(), body_text(r.into_body()))
+        } else if path == "/chat/stream" {
+            let r = self.stream.handle(req).await;
+            let status = r.status().as_u16();
+            let bytes = r.into_body().collect().await.unwrap().to_bytes();
+            (status, String::from_utf8(bytes.to_vec()).unwrap())
+        } else {
+            let r = self.chat.handle(req).await;
+            (r.status().as_u16(), body_text(r.into_body()))
+        }
+    }
+}
+
+fn body_text(body: Body) -> String {
+    match body {
+        Body::Text(t) => t,
+        Body::Binary(b) => String::from_utf8(b).unwrap(),
+        _ => String::new(),
+    }
+}
+
+#[tokio::test]
+async fn callers_without_a_valid_token_get_401_everywhere() {
+    let w = world().await;
+    let other = signer("key-1"); // same key id, a different key: a forged token
+    let forged = token(&other, "alice", AUDIENCE, 3600);
+    let expired = token(&w.signer, "alice", AUDIENCE, -600);
+    let wrong_audience = token(&w.signer, "alice", "someone-else", 3600);
+    let chat = json!({"messages": [{"role": "user", "content": "hi"}]});
+    for credentials in [
+        None,
+        Some("not-a-jwt"),
+        Some(forged.as_str()),
+        Some(expired.as_str()),
+        Some(wrong_audience.as_str()),
+    ] {
+        for (method, path, body) in [
+            ("POST", "/chat", Some(chat.clone())),
+            ("POST", "/chat/stream", Some(chat.clone())),
+            ("GET", "/chat-history?mode=standard", None),
+            ("POST", "/chat-history", Some(json!({"mode": "standard"}))),
+        ] {
+            let (status, text) = w.send(method, path, credentials, body).await;
+            assert_eq!(status, 401, "{method} {path} with {credentials:?}: {text}");
+            assert_eq!(text, r#"{"error":"Missing or invalid credentials."}"#);
+        }
+    }
+}
+
+#[tokio::test]
+async fn another_users_chat_is_404_on_every_route_and_unchanged() {
+    let w = world().await;
+    let alice = Some(w.alice.as_str());
+    let bob = Some(w.bob.as_str());
+    let (status, text) = w
+        .send(
+            "POST",
+            "/chat",
+            alice,
+            Some(json!({"messages": [{"role": "user", "content": "secret"}]})),
+        )
+        .await;
+    assert_eq!(status, 200, "{text}");
+    let id = serde_json::from_str::<Value>(&text).unwrap()["sessionState"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let messages_path = format!("/chat-history/{id}/messages");
+    let (_, before) = w.send("GET", &messages_path, alice, None).await;
+    let (_, list_before) = w
+        .send("GET", "/chat-history?mode=standard", alice, None)
+        .await;
+
+    let not_found = r#"{"error":"There is no chat with that id."}"#;
+    let turn = |state: &str| json!({"messages": [{"role": "user", "content": "mine now"}], "sessionState": state});
+    let attempts = [
+        ("GET", messages_path.clone(), None),
+        (
+            "PUT",
+            format!("/chat-history/{id}"),
+            Some(json!({"messages": []})),
+        ),
+        ("DELETE", format!("/chat-history/{id}?mode=standard"), None),
+        ("POST", "/chat".to_string(), Some(turn(&id))),
+        ("POST", "/chat-ui/chat".to_string(), Some(turn(&id))),
+        ("POST", "/chat/stream".to_string(), Some(turn(&id))),
+        (
+            "POST",
+            "/chat".to_string(),
+            Some(
+                json!({"messages": [{"role": "user", "content": "x"}], "stream": false, "session_state": id}),
+            ),
+        ),
+    ];
+    for (method, path, body) in attempts {
+        let (status, text) = w.send(method, &path, bob, body).await;
+        assert_eq!(
+            (status, text.as_str()),
+            (404, not_found),
+            "bob: {method} {path}"
+        );
+    }
+    // Bob's list does not show it; Alice's chat and list are as they were.
+    let (_, bobs) = w
+        .send("GET", "/chat-history?mode=standard", bob, None)
+        .await;
+    assert_eq!(bobs, "[]");
+    assert_eq!(w.send("GET", &messages_path, alice, None).await.1, before);
+    assert_eq!(
+        w.send("GET", "/chat-history?mode=standard", alice, None)
+            .await
+            .1,
+        list_before
+    );
+    // A chat that does not exist answers exactly the same.
+    assert_eq!(
+        w.send(
+            "GET",
+            "/chat-history/0123456789abcdef0123456789abcdef/messages",
+            alice,
+            None
+        )
+        .await,
+        (404, not_found.to_string())
+    );
+}
+
+#[tokio::test]
+async fn the_history_api_creates_lists_replaces_reads_and_deletes() {
+    let w = world().await;
+    let alice = Some(w.alice.as_str());
+    let (status, created) = w
+        .send(
+            "POST",
+            "/chat-history",
+            alice,
+            Some(json!({"mode": "multiAgent", "title": "Planning"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let created: Value = serde_json::from_str(&created).unwrap();
+    assert_eq!(created["title"], "Planning");
+    assert_eq!(created["messageCount"], 0);
+    assert_eq!(created["lastMessage"], "");
+    assert!(
+        created.get("mode").is_none(),
+        "the create answer has the spec's shape"
+    );
+    let id = created["id"].as_str().unwrap().to_string();
+    assert_eq!(id.len(), 32);
+
+    let replace = json!({"messages": [
+        {"id": "msg-1", "content": "Why is the sky blue", "role": "user", "timestamp": "09:45 AM"},
+        {"id": "msg-2", "content": "Rayleigh scattering.", "role": "assistant", "timestamp": "09:46 AM", "agentIdentifier": "BusinessAnalyst", "agentName": "Business Analyst"}
+    ]});
+    let (status, updated) = w
+        .send(
+            "PUT",
+            &format!("/chat-history/{id}"),
+            alice,
+            Some(replace.clone()),
+        )
+        .await;
+    assert_eq!(status, 200, "{updated}");
+    let updated: Value = serde_json::from_str(&updated).unwrap();
+    assert_eq!(updated["mode"], "multiAgent");
+    assert_eq!(updated["messageCount"], 2);
+    assert_eq!(updated["lastMessage"], "Rayleigh scattering.");
+
+    let (_, messages) = w
+        .send("GET", &format!("/chat-history/{id}/messages"), alice, None)
+        .await;
+    assert_eq!(
+        serde_json::from_str::<Value>(&messages).unwrap(),
+        replace["messages"]
+    );
+
+    let (_, standard) = w
+        .send("GET", "/chat-history?mode=standard", alice, None)
+        .await;
+    assert_eq!(standard, "[]");
+    let (_, multi) = w
+        .send("GET", "/chat-history?mode=multiAgent", alice, None)
+        .await;
+    assert_eq!(
+        serde_json::from_str::<Value>(&multi).unwrap()[0]["id"],
+        json!(id)
+    );
+
+    let (status, body) = w
+        .send(
+            "DELETE",
+            &format!("/chat-history/{id}?mode=multiAgent"),
+            alice,
+            None,
+        )
+        .await;
+    assert_eq!((status, body.as_str()), (200, ""));
+    assert_eq!(
+        w.send("GET", &format!("/chat-history/{id}/messages"), alice, None)
+            .await
+            .0,
+        404
+    );
+}
+
+#[tokio::test]
+async fn history_requests_are_checked() {
+    let w = world().await;
+    let alice = Some(w.alice.as_str());
+    let long = "t".repeat(201);
+    let cases = [
+        (
+            "GET",
+            "/chat-history?mode=other",
+            None,
+            400,
+            r#"{"error":"mode: expected \"standard\" or \"multiAgent\""}"#.to_string(),
+        ),
+        (
+            "GET",
+            "/chat-history?limit=0",
+            None,
+            400,
+            r#"{"error":"limit: expected a whole number from 1 to 100"}"#.to_string(),
+        ),
+        (
+            "GET",
+            "/chat-history?cursor=bogus",
+            None,
+            400,
+            r#"{"error":"cursor: not a cursor this list gave"}"#.to_string(),
+        ),
+        (
+            "POST",
+            "/chat-history",
+            Some(json!({"mode": "standard", "title": long})),
+            400,
+            r#"{"error":"title: is 201 characters long, more than the limit of 200"}"#.to_string(),
+        ),
+        (
+            "POST",
+            "/chat-history",
+            Some(json!({"title": "x"})),
+            400,
+            r#"{"error":"mode: is required"}"#.to_string(),
+        ),
+        (
+            "PATCH",
+            "/chat-history/abc",
+            None,
+            405,
+            r#"{"error":"This route does not answer that method; use PUT, DELETE."}"#.to_string(),
+        ),
+        (
+            "GET",
+            "/chat-history/a/b/c",
+            None,
+            404,
+            r#"{"error":"There is nothing at /chat-history/a/b/c."}"#.to_string(),
+        ),
+    ];
+    for (method, path, body, status, text) in cases {
+        assert_eq!(
+            w.send(method, path, alice, body).await,
+            (status, text),
+            "{method} {path}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_list_pages_with_a_cursor_in_a_header() {
+    let w = world().await;
+    let alice = Some(w.alice.as_str());
+    for i in 0..5 {
+        w.send(
+            "POST",
+            "/chat-history",
+            alice,
+            Some(json!({"mode": "standard", "title": format!("chat {i}")})),
+        )
+        .await;
+        tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+    }
+    let mut titles = Vec::new();
+    let mut path = "/chat-history?mode=standard&limit=2".to_string();
+    loop {
+        let response = w.history.handle(request("GET", &path, alice, None)).await;
+        let next = response
+            .headers()
+            .get(history::NEXT_CURSOR_HEADER)
+            .map(|v| v.to_str().unwrap().to_string());
+        let page: Value = serde_json::from_str(&body_text(response.into_body())).unwrap();
+        assert!(page.as_array().unwrap().len() <= 2);
+        titles.extend(
+            page.as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["title"].as_str().unwrap().to_string()),
+        );
+        match next {
+            Some(cursor) => path = format!("/chat-history?mode=standard&limit=2&cursor={cursor}"),
+            None => break,
+        }
+    }
+    assert_eq!(titles, ["chat 4", "chat 3", "chat 2", "chat 1", "chat 0"]);
+}

@@ -1,0 +1,51 @@
+//! The history API's shapes of what the store holds: a chat as a list item, a message as the Chat UI shows it.
+
+use chat_protocol::chat_ui::{ChatSummary, HistoryMessage};
+use serde_json::Map;
+
+use crate::{ChatRecord, StoredMessage};
+
+/// A chat as `GET /chat-history` lists it; `with_mode` adds its mode (as the replace answer shows it).
+pub fn summary(record: &ChatRecord, with_mode: bool) -> ChatSummary {
+    ChatSummary {
+        id: record.id.clone(),
+        title: record.title.clone(),
+        last_message: record.last_message.clone(),
+        last_updated: record.last_updated.clone(),
+        message_count: record.message_count,
+        mode: with_mode.then_some(record.mode),
+        extra: Map::new(),
+    }
+}
+
+pub fn history_message(m: &StoredMessage) -> HistoryMessage {
+    HistoryMessage {
+        id: m.id.clone(),
+        content: m.content.clone(),
+        role: m.role,
+        timestamp: m.timestamp.clone(),
+        agent_identifier: m.agent_identifier.clone(),
+        agent_name: m.agent_name.clone(),
+        extra: Map::new(),
+    }
+}
+
+/// A message a client sends to replace a chat's messages; a missing id or time is filled in.
+pub fn stored_message(m: HistoryMessage, now: &str) -> StoredMessage {
+    StoredMessage {
+        id: if m.id.trim().is_empty() {
+            uuid::Uuid::new_v4().simple().to_string()
+        } else {
+            m.id
+        },
+        role: m.role,
+        content: m.content,
+        timestamp: if m.timestamp.trim().is_empty() {
+            now.to_string()
+        } else {
+            m.timestamp
+        },
+        agent_identifier: m.agent_identifier,
+        agent_name: m.agent_name,
+    }
+}
