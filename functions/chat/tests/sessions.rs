@@ -3,7 +3,7 @@
 
 mod support;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use support::harness;
 
 fn pair(role: &str, content: &str) -> (String, String) {
@@ -158,5 +158,42 @@ async fn a_failed_turn_leaves_the_history_as_it_was() {
     .await
     .unwrap();
     assert_eq!(page.items.len(), 1);
-    let _: Value = first;
+}
+
+#[tokio::test]
+async fn twenty_turns_sent_at_once_to_one_chat_all_land_whole() {
+    let h = harness().await;
+    let first = h
+        .post(
+            "/chat",
+            &json!({"messages": [{"role": "user", "content": "start"}]}),
+        )
+        .await
+        .json();
+    let id = first["sessionState"].clone();
+    let turns = (0..20).map(|i| {
+        let body = json!({"messages": [{"role": "user", "content": format!("turn {i}")}], "sessionState": id});
+        let h = &h;
+        async move { h.post("/chat", &body).await }
+    });
+    for reply in futures_util::future::join_all(turns).await {
+        assert_eq!(reply.status, 200, "{}", reply.body);
+    }
+    let history = h.history(id.as_str().unwrap()).await;
+    assert_eq!(
+        history.len(),
+        42,
+        "the first turn and 20 more, two messages each"
+    );
+    let mut seen = std::collections::HashSet::new();
+    for turn in history[2..].chunks(2) {
+        assert_eq!(turn[0].0, "user");
+        assert_eq!(
+            turn[1],
+            pair("assistant", &format!("Echo: {}", turn[0].1)),
+            "each answer follows its question"
+        );
+        assert!(seen.insert(turn[0].1.clone()), "{} stored twice", turn[0].1);
+    }
+    assert_eq!(seen.len(), 20);
 }

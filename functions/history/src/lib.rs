@@ -92,6 +92,11 @@ impl<St: SessionStore> App<St> {
         }
     }
 
+    /// The store behind the API.
+    pub fn store(&self) -> &St {
+        &self.store
+    }
+
     pub async fn handle(&self, request: Request) -> Response<Body> {
         match self.serve(&request).await {
             Ok(response) => response,

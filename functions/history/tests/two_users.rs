@@ -442,3 +442,114 @@ async fn the_list_pages_with_a_cursor_in_a_header() {
     }
     assert_eq!(titles, ["chat 4", "chat 3", "chat 2", "chat 1", "chat 0"]);
 }
+
+#[tokio::test]
+async fn a_chat_of_three_megabytes_reads_back_whole_through_the_api() {
+    use chat_core::{SessionStore, StoredMessage};
+    let w = world().await;
+    let alice = Some(w.alice.as_str());
+    let (_, created) = w
+        .send(
+            "POST",
+            "/chat-history",
+            alice,
+            Some(json!({"mode": "standard"})),
+        )
+        .await;
+    let id = serde_json::from_str::<Value>(&created).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // 3 MB in 40 messages of 75 000 characters, written through the store (a request body is capped far lower).
+    let store = w.history.store();
+    for turn in 0..20u32 {
+        let message = |role, text: String| StoredMessage {
+            id: format!("m{turn}-{role:?}"),
+            role,
+            content: text,
+            timestamp: "2026-01-01T00:00:00.000Z".into(),
+            agent_identifier: None,
+            agent_name: None,
+        };
+        let pair = [
+            message(
+                chat_protocol::Role::User,
+                format!("{turn:02}").repeat(37_500),
+            ),
+            message(
+                chat_protocol::Role::Assistant,
+                format!("{:02}", turn + 50).repeat(37_500),
+            ),
+        ];
+        store.append("alice", &id, &pair).await.unwrap();
+    }
+    let (status, text) = w
+        .send("GET", &format!("/chat-history/{id}/messages"), alice, None)
+        .await;
+    assert_eq!(status, 200);
+    let messages: Vec<Value> = serde_json::from_str(&text).unwrap();
+    assert_eq!(messages.len(), 40);
+    let total: usize = messages
+        .iter()
+        .map(|m| m["content"].as_str().unwrap().len())
+        .sum();
+    assert_eq!(total, 3_000_000);
+    assert_eq!(messages[39]["content"], json!("69".repeat(37_500)));
+}
+
+/// Serves `body` as JSON to every request on a loopback port; returns the URL.
+async fn serve_json(body: String) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!(
+        "http://{}/.well-known/jwks.json",
+        listener.local_addr().unwrap()
+    );
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let mut request = [0u8; 4096];
+            let _ = socket.read(&mut request).await;
+            let response = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = socket.write_all(response.as_bytes()).await;
+        }
+    });
+    url
+}
+
+#[tokio::test]
+async fn signing_keys_can_come_from_a_jwks_url() {
+    let signer = signer("url-key");
+    let url = serve_json(json!({"keys": [signer.jwk]}).to_string()).await;
+    let env = [
+        ("AUTH_MODE", "jwt"),
+        ("JWT_ISSUER", ISSUER),
+        ("JWT_AUDIENCE", AUDIENCE),
+        ("JWKS_URL", url.as_str()),
+    ];
+    let auth = Auth::from_lookup(&|k: &str| {
+        env.iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| v.to_string())
+    })
+    .unwrap();
+    let good = token(&signer, "carol", AUDIENCE, 3600);
+    assert_eq!(
+        auth.caller(&request("GET", "/chat-history", Some(&good), None))
+            .await
+            .unwrap(),
+        "carol"
+    );
+    let stranger = signer_token_with_other_kid();
+    assert!(
+        auth.caller(&request("GET", "/chat-history", Some(&stranger), None))
+            .await
+            .is_err()
+    );
+}
+
+fn signer_token_with_other_kid() -> String {
+    token(&signer("unknown-key"), "mallory", AUDIENCE, 3600)
+}
