@@ -166,11 +166,17 @@ async fn write_stream<M: ChatModel, St: SessionStore>(
         let line = match turn.next().await {
             Ok(Some(TurnEvent::Text(text))) => framing.text(text),
             Ok(Some(TurnEvent::End(end))) => {
+                // Only a client still there gets the turn stored: holding a slot for the last line first makes
+                // the store and the end line go together.
+                let Ok(slot) = tx.reserve().await else {
+                    tracing::info!("the client went away before the end; the turn is not stored");
+                    return;
+                };
                 let last = match service.save(&caller, turn.session(), turn.shown()).await {
                     Ok(()) => framing.end(end),
                     Err(err) => error_line(&ApiError::from(err)),
                 };
-                let _ = tx.send(last.into()).await;
+                slot.send(last.into());
                 return;
             }
             Ok(None) => return,

@@ -21,10 +21,11 @@ struct Harness {
 }
 
 const USER: &str = "local-user";
+const OWNER: &str = "local:local-user";
 
 impl Harness {
     async fn history(&self, chat_id: &str) -> Vec<String> {
-        match self.store.load(USER, chat_id).await {
+        match self.store.load(OWNER, chat_id).await {
             Ok((_, messages)) => messages
                 .into_iter()
                 .map(|m| format!("{}: {}", m.role.as_str(), m.content))

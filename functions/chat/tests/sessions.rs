@@ -100,7 +100,7 @@ async fn an_unknown_chat_is_404_and_nothing_is_written() {
     assert!(h.bedrock.requests().is_empty(), "the model is not asked");
     let page = chat_core::SessionStore::list(
         &h.store,
-        support::USER,
+        support::OWNER,
         chat_protocol::chat_ui::ChatMode::Standard,
         10,
         None,
@@ -150,7 +150,7 @@ async fn a_failed_turn_leaves_the_history_as_it_was() {
     assert_eq!(r.status, 502);
     let page = chat_core::SessionStore::list(
         &h.store,
-        support::USER,
+        support::OWNER,
         chat_protocol::chat_ui::ChatMode::Standard,
         10,
         None,

@@ -481,7 +481,10 @@ async fn a_chat_of_three_megabytes_reads_back_whole_through_the_api() {
                 format!("{:02}", turn + 50).repeat(37_500),
             ),
         ];
-        store.append("alice", &id, &pair).await.unwrap();
+        store
+            .append(&format!("jwt:{ISSUER}:alice"), &id, &pair)
+            .await
+            .unwrap();
     }
     let (status, text) = w
         .send("GET", &format!("/chat-history/{id}/messages"), alice, None)
@@ -540,7 +543,7 @@ async fn signing_keys_can_come_from_a_jwks_url() {
         auth.caller(&request("GET", "/chat-history", Some(&good), None))
             .await
             .unwrap(),
-        "carol"
+        format!("jwt:{ISSUER}:carol")
     );
     let stranger = signer_token_with_other_kid();
     assert!(

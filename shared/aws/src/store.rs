@@ -6,13 +6,14 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
     AttributeValue, ConditionCheck, Delete, DeleteRequest, Put, TransactWriteItem, Update,
     WriteRequest,
 };
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use chat_core::{ChatRecord, Page, SessionStore, StoreError, StoredMessage};
+use chat_core::{ChatRecord, Page, SessionStore, StoreError, StoredMessage, is_chat_id};
 use chat_protocol::Role;
 use chat_protocol::chat_ui::ChatMode;
 use time::OffsetDateTime;
@@ -42,9 +43,15 @@ pub struct DynamoStore {
 /// What the chat item says about where its messages are.
 struct Meta {
     record: ChatRecord,
-    generation: u64,
+    /// The messages' generation: a random token, new for every write that cannot be one transaction, so that two
+    /// such writes never share keys.
+    generation: String,
     version: u64,
     expires_at: Option<i64>,
+}
+
+fn new_generation() -> String {
+    format!("{:016x}", fastrand::u64(..))
 }
 
 fn s(v: impl Into<String>) -> AttributeValue {
@@ -63,8 +70,8 @@ fn list_pk(owner: &str, mode: ChatMode) -> String {
     format!("LIST#{}#{owner}", mode_name(mode))
 }
 
-fn message_sk(generation: u64, seq: u64) -> String {
-    format!("MSG#{generation:06}#{seq:09}")
+fn message_sk(generation: &str, seq: u64) -> String {
+    format!("MSG#{generation}#{seq:09}")
 }
 
 fn mode_name(mode: ChatMode) -> &'static str {
@@ -116,7 +123,7 @@ fn meta_of(item: &Item) -> Result<Meta, StoreError> {
             last_message: get_s(item, "lastMessage").unwrap_or_default(),
             message_count: get_n(item, "messageCount").unwrap_or(0) as u64,
         },
-        generation: get_n(item, "generation").unwrap_or(0) as u64,
+        generation: get_s(item, "generation").unwrap_or_default(),
         version: get_n(item, "version").unwrap_or(0) as u64,
         expires_at: get_n(item, EXPIRES_AT),
     })
@@ -157,12 +164,25 @@ fn message_item(pk: &str, sk: String, m: &StoredMessage, expires_at: Option<i64>
     item
 }
 
-/// Whether a failed transaction lost a race (a condition on the chat's version, or a conflicting transaction).
-fn lost_race<E: ProvideErrorMetadata, R>(e: &SdkError<E, R>) -> bool {
-    matches!(
-        e.as_service_error().and_then(|e| e.code()),
-        Some("TransactionCanceledException" | "TransactionConflictException")
-    )
+/// Whether a failed transaction lost a race: every item that failed, failed its condition or conflicted with
+/// another transaction. Throttling, validation or size failures are faults, not races.
+fn lost_race<R>(e: &SdkError<TransactWriteItemsError, R>) -> bool {
+    match e.as_service_error() {
+        Some(TransactWriteItemsError::TransactionCanceledException(c)) => {
+            let reasons = c.cancellation_reasons();
+            !reasons.is_empty()
+                && reasons.iter().all(|r| {
+                    matches!(
+                        r.code(),
+                        None | Some("None")
+                            | Some("ConditionalCheckFailed")
+                            | Some("TransactionConflict")
+                    )
+                })
+        }
+        Some(other) => other.code() == Some("TransactionConflictException"),
+        None => false,
+    }
 }
 
 impl DynamoStore {
@@ -180,6 +200,9 @@ impl DynamoStore {
     }
 
     async fn read_meta(&self, owner: &str, chat_id: &str) -> Result<Meta, StoreError> {
+        if !is_chat_id(chat_id) {
+            return Err(StoreError::NotFound);
+        }
         let out = self
             .client
             .get_item()
@@ -200,7 +223,7 @@ impl DynamoStore {
     async fn read_messages(
         &self,
         pk: &str,
-        generation: u64,
+        generation: &str,
         count: u64,
     ) -> Result<Vec<StoredMessage>, StoreError> {
         let mut messages = Vec::with_capacity(count as usize);
@@ -291,20 +314,16 @@ impl DynamoStore {
     }
 
     /// The update that makes new messages visible: count, generation, version, and what the list shows.
-    #[allow(clippy::too_many_arguments)]
     fn commit_update(
         &self,
         owner: &str,
         meta: &Meta,
-        generation: u64,
+        generation: &str,
         count: u64,
-        last: Option<&StoredMessage>,
+        last_message: &str,
         now: &str,
     ) -> TransactWriteItem {
         let pk = chat_pk(owner, &meta.record.id);
-        let last_message = last
-            .map(|m| preview(&m.content))
-            .unwrap_or_else(|| meta.record.last_message.clone());
         TransactWriteItem::builder()
             .update(
                 Update::builder()
@@ -318,7 +337,7 @@ impl DynamoStore {
                     .condition_expression("version = :v")
                     .expression_attribute_names("#lsk", LIST_SORT_KEY)
                     .expression_attribute_values(":count", n(count))
-                    .expression_attribute_values(":gen", n(generation))
+                    .expression_attribute_values(":gen", s(generation))
                     .expression_attribute_values(":next", n(meta.version + 1))
                     .expression_attribute_values(":v", n(meta.version))
                     .expression_attribute_values(":now", s(now))
@@ -347,46 +366,124 @@ impl DynamoStore {
         Err(StoreError::Contended)
     }
 
-    async fn delete_generation(&self, pk: &str, generation: u64, count: u64) {
-        let keys: Vec<WriteRequest> = (0..count)
-            .map(|seq| {
-                WriteRequest::builder()
-                    .delete_request(
-                        DeleteRequest::builder()
-                            .key(PARTITION_KEY, s(pk))
-                            .key(SORT_KEY, s(message_sk(generation, seq)))
-                            .build()
-                            .expect("a delete has its key"),
-                    )
-                    .build()
-            })
-            .collect();
-        for chunk in keys.chunks(25) {
-            let mut pending = chunk.to_vec();
-            for _ in 0..5 {
-                match self
-                    .client
-                    .batch_write_item()
-                    .request_items(&self.table, pending.clone())
-                    .send()
-                    .await
-                {
-                    Ok(out) => {
-                        pending = out
-                            .unprocessed_items()
-                            .and_then(|u| u.get(&self.table))
-                            .cloned()
-                            .unwrap_or_default();
-                        if pending.is_empty() {
+    /// Deletes every message item of `pk` whose sort key starts with `prefix` (best effort: what is left is never
+    /// read, as it is not the chat's current generation, or the chat is gone).
+    async fn delete_messages(&self, pk: &str, prefix: &str) {
+        let mut start: Option<Item> = None;
+        loop {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
+                .expression_attribute_names("#pk", PARTITION_KEY)
+                .expression_attribute_names("#sk", SORT_KEY)
+                .expression_attribute_values(":pk", s(pk))
+                .expression_attribute_values(":prefix", s(prefix))
+                .projection_expression("#pk, #sk")
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await;
+            let page = match page {
+                Ok(page) => page,
+                Err(e) => {
+                    tracing::warn!(error = ?e, "could not list messages to delete");
+                    return;
+                }
+            };
+            let requests: Vec<WriteRequest> = page
+                .items()
+                .iter()
+                .map(|item| {
+                    WriteRequest::builder()
+                        .delete_request(
+                            DeleteRequest::builder()
+                                .set_key(Some(item.clone()))
+                                .build()
+                                .expect("a delete has its key"),
+                        )
+                        .build()
+                })
+                .collect();
+            for chunk in requests.chunks(25) {
+                let mut pending = chunk.to_vec();
+                for _ in 0..5 {
+                    match self
+                        .client
+                        .batch_write_item()
+                        .request_items(&self.table, pending.clone())
+                        .send()
+                        .await
+                    {
+                        Ok(out) => {
+                            pending = out
+                                .unprocessed_items()
+                                .and_then(|u| u.get(&self.table))
+                                .cloned()
+                                .unwrap_or_default();
+                            if pending.is_empty() {
+                                break;
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = ?e, "could not delete messages");
                             break;
                         }
                     }
-                    Err(e) => {
-                        // Left-over items are never read: they sit beyond the chat's generation or count.
-                        tracing::warn!(error = ?e, "could not delete old messages");
-                        break;
-                    }
                 }
+            }
+            match page.last_evaluated_key() {
+                Some(key) if !key.is_empty() => start = Some(key.clone()),
+                _ => return,
+            }
+        }
+    }
+
+    /// Writes `messages` as the chat's whole content in a new generation and switches to it in one step; `None`
+    /// when another write got there first (this attempt's items are removed again).
+    async fn rewrite(
+        &self,
+        owner: &str,
+        meta: &Meta,
+        messages: &[StoredMessage],
+        now: &str,
+    ) -> Result<Option<ChatRecord>, StoreError> {
+        let pk = chat_pk(owner, &meta.record.id);
+        let generation = new_generation();
+        let puts = messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| message_item(&pk, message_sk(&generation, i as u64), m, meta.expires_at))
+            .collect();
+        let last_message = messages
+            .last()
+            .map(|m| preview(&m.content))
+            .unwrap_or_default();
+        let count = messages.len() as u64;
+        let commit = self.commit_update(owner, meta, &generation, count, &last_message, now);
+        match self
+            .write(puts, self.version_guard(&pk, meta.version), commit)
+            .await
+        {
+            Ok(()) => {
+                self.delete_messages(&pk, &format!("MSG#{}#", meta.generation))
+                    .await;
+                Ok(Some(ChatRecord {
+                    last_updated: now.to_string(),
+                    last_message,
+                    message_count: count,
+                    ..meta.record.clone()
+                }))
+            }
+            Err(e) if lost_race(&e) => {
+                self.delete_messages(&pk, &format!("MSG#{generation}#"))
+                    .await;
+                Ok(None)
+            }
+            Err(e) => {
+                self.delete_messages(&pk, &format!("MSG#{generation}#"))
+                    .await;
+                Err(failed(e))
             }
         }
     }
@@ -403,7 +500,7 @@ impl SessionStore for DynamoStore {
         for _ in 0..10 {
             let meta = self.read_meta(owner, chat_id).await?;
             let messages = self
-                .read_messages(&pk, meta.generation, meta.record.message_count)
+                .read_messages(&pk, &meta.generation, meta.record.message_count)
                 .await?;
             if messages.len() as u64 == meta.record.message_count {
                 return Ok((meta.record, messages));
@@ -418,7 +515,14 @@ impl SessionStore for DynamoStore {
         chat: &ChatRecord,
         messages: &[StoredMessage],
     ) -> Result<ChatRecord, StoreError> {
+        if !is_chat_id(&chat.id) {
+            return Err(StoreError::Failed(format!(
+                "{:?} is not a chat id",
+                chat.id
+            )));
+        }
         let pk = chat_pk(owner, &chat.id);
+        let generation = new_generation();
         let expires_at = self.ttl.map(|ttl| now_unix() + ttl.as_secs() as i64);
         let record = ChatRecord {
             last_message: messages
@@ -439,7 +543,7 @@ impl SessionStore for DynamoStore {
             ("lastUpdated".to_string(), s(&record.last_updated)),
             ("lastMessage".to_string(), s(&record.last_message)),
             ("messageCount".to_string(), n(record.message_count)),
-            ("generation".to_string(), n(0)),
+            ("generation".to_string(), s(&generation)),
             ("version".to_string(), n(0)),
             (
                 LIST_PARTITION_KEY.to_string(),
@@ -456,7 +560,7 @@ impl SessionStore for DynamoStore {
         let puts = messages
             .iter()
             .enumerate()
-            .map(|(seq, m)| message_item(&pk, message_sk(0, seq as u64), m, expires_at))
+            .map(|(seq, m)| message_item(&pk, message_sk(&generation, seq as u64), m, expires_at))
             .collect();
         let guard = ConditionCheck::builder()
             .table_name(&self.table)
@@ -491,8 +595,22 @@ impl SessionStore for DynamoStore {
         messages: &[StoredMessage],
     ) -> Result<ChatRecord, StoreError> {
         let pk = chat_pk(owner, chat_id);
+        let now = messages
+            .last()
+            .map(|m| m.timestamp.clone())
+            .unwrap_or_else(crate::now_millis);
         self.retrying(|| async {
             let meta = self.read_meta(owner, chat_id).await?;
+            if messages.len() >= TRANSACTION_LIMIT {
+                // Too many for one transaction: the chat is rewritten whole into a new generation, so that no
+                // other writer's items can mix with these.
+                let old = self
+                    .read_messages(&pk, &meta.generation, meta.record.message_count)
+                    .await?;
+                return self
+                    .rewrite(owner, &meta, &[old, messages.to_vec()].concat(), &now)
+                    .await;
+            }
             let start = meta.record.message_count;
             let puts = messages
                 .iter()
@@ -500,29 +618,26 @@ impl SessionStore for DynamoStore {
                 .map(|(i, m)| {
                     message_item(
                         &pk,
-                        message_sk(meta.generation, start + i as u64),
+                        message_sk(&meta.generation, start + i as u64),
                         m,
                         meta.expires_at,
                     )
                 })
                 .collect();
-            let now = messages
+            let last_message = messages
                 .last()
-                .map(|m| m.timestamp.clone())
-                .unwrap_or_else(|| meta.record.last_updated.clone());
+                .map(|m| preview(&m.content))
+                .unwrap_or_else(|| meta.record.last_message.clone());
             let count = start + messages.len() as u64;
             let commit =
-                self.commit_update(owner, &meta, meta.generation, count, messages.last(), &now);
+                self.commit_update(owner, &meta, &meta.generation, count, &last_message, &now);
             match self
                 .write(puts, self.version_guard(&pk, meta.version), commit)
                 .await
             {
                 Ok(()) => Ok(Some(ChatRecord {
                     last_updated: now.clone(),
-                    last_message: messages
-                        .last()
-                        .map(|m| preview(&m.content))
-                        .unwrap_or(meta.record.last_message.clone()),
+                    last_message,
                     message_count: count,
                     ..meta.record
                 })),
@@ -539,52 +654,17 @@ impl SessionStore for DynamoStore {
         chat_id: &str,
         messages: &[StoredMessage],
     ) -> Result<ChatRecord, StoreError> {
-        let pk = chat_pk(owner, chat_id);
-        let (record, old_generation, old_count) = self
-            .retrying(|| async {
-                let meta = self.read_meta(owner, chat_id).await?;
-                // The new messages go to a new generation; the chat item switches to it in one step.
-                let generation = meta.generation + 1;
-                let puts = messages
-                    .iter()
-                    .enumerate()
-                    .map(|(i, m)| {
-                        message_item(&pk, message_sk(generation, i as u64), m, meta.expires_at)
-                    })
-                    .collect();
-                let now = crate::now_millis();
-                let count = messages.len() as u64;
-                let commit =
-                    self.commit_update(owner, &meta, generation, count, messages.last(), &now);
-                match self
-                    .write(puts, self.version_guard(&pk, meta.version), commit)
-                    .await
-                {
-                    Ok(()) => {
-                        let old = (meta.generation, meta.record.message_count);
-                        let record = ChatRecord {
-                            last_updated: now.clone(),
-                            last_message: messages
-                                .last()
-                                .map(|m| preview(&m.content))
-                                .unwrap_or_default(),
-                            message_count: count,
-                            ..meta.record
-                        };
-                        Ok(Some((record, old.0, old.1)))
-                    }
-                    Err(e) if lost_race(&e) => Ok(None),
-                    Err(e) => Err(failed(e)),
-                }
-            })
-            .await?;
-        self.delete_generation(&pk, old_generation, old_count).await;
-        Ok(record)
+        let now = crate::now_millis();
+        self.retrying(|| async {
+            let meta = self.read_meta(owner, chat_id).await?;
+            self.rewrite(owner, &meta, messages, &now).await
+        })
+        .await
     }
 
     async fn delete(&self, owner: &str, chat_id: &str) -> Result<(), StoreError> {
         let pk = chat_pk(owner, chat_id);
-        let meta = self.read_meta(owner, chat_id).await?;
+        self.read_meta(owner, chat_id).await?;
         let deleted = self
             .client
             .transact_write_items()
@@ -609,9 +689,9 @@ impl SessionStore for DynamoStore {
             Err(e) if lost_race(&e) => return Err(StoreError::NotFound),
             Err(e) => return Err(failed(e)),
         }
-        // The chat is gone for every reader now; its messages are removed after it.
-        self.delete_generation(&pk, meta.generation, meta.record.message_count)
-            .await;
+        // The chat is gone for every reader and no write can land without it; every message item goes after it,
+        // whatever its generation.
+        self.delete_messages(&pk, "MSG#").await;
         Ok(())
     }
 

@@ -9,6 +9,12 @@ use chat_protocol::Role;
 use chat_protocol::chat_ui::ChatMode;
 use local_dynamodb::LocalDynamo;
 
+/// A chat id (32 hex characters) made from a readable name.
+fn id(name: &str) -> String {
+    let hex: String = name.bytes().map(|b| format!("{b:02x}")).collect();
+    format!("{hex:0<32}")
+}
+
 async fn store() -> (DynamoStore, aws_sdk_dynamodb::Client, String) {
     let (client, table) = LocalDynamo::shared().fresh_table().await;
     (
@@ -29,11 +35,11 @@ fn message(role: Role, content: &str) -> StoredMessage {
     }
 }
 
-fn chat(id: &str, updated: &str) -> ChatRecord {
+fn chat(name: &str, updated: &str) -> ChatRecord {
     ChatRecord {
-        id: id.into(),
+        id: id(name),
         mode: ChatMode::Standard,
-        title: format!("chat {id}"),
+        title: format!("chat {name}"),
         created_at: updated.into(),
         last_updated: updated.into(),
         last_message: String::new(),
@@ -54,7 +60,7 @@ async fn a_chat_is_created_read_back_and_listed() {
         .unwrap();
     assert_eq!(created.message_count, 2);
     assert_eq!(created.last_message, "hi there");
-    let (record, read) = store.load("alice", "c1").await.unwrap();
+    let (record, read) = store.load("alice", &id("c1")).await.unwrap();
     assert_eq!(record, created);
     assert_eq!(read, msgs);
     let page = store
@@ -94,13 +100,13 @@ async fn twenty_turns_at_once_all_land_whole() {
                 message(Role::User, &format!("q{i}")),
                 message(Role::Assistant, &format!("a{i}")),
             ];
-            store.append("alice", "busy", &pair).await
+            store.append("alice", &id("busy"), &pair).await
         }
     });
     for result in futures_util::future::join_all(turns).await {
         result.unwrap();
     }
-    let (record, msgs) = store.load("alice", "busy").await.unwrap();
+    let (record, msgs) = store.load("alice", &id("busy")).await.unwrap();
     assert_eq!(record.message_count, 40);
     assert_eq!(msgs.len(), 40);
     let mut seen = HashSet::new();
@@ -112,7 +118,7 @@ async fn twenty_turns_at_once_all_land_whole() {
     }
     assert_eq!(seen.len(), 20);
     // Reading again gives the same order.
-    assert_eq!(store.load("alice", "busy").await.unwrap().1, msgs);
+    assert_eq!(store.load("alice", &id("busy")).await.unwrap().1, msgs);
 }
 
 #[tokio::test]
@@ -129,10 +135,10 @@ async fn a_chat_of_three_megabytes_is_stored_and_read_back_whole() {
             message(Role::User, &format!("{turn:02}").repeat(37_500)),
             message(Role::Assistant, &format!("{:02}", turn + 50).repeat(37_500)),
         ];
-        store.append("alice", "big", &pair).await.unwrap();
+        store.append("alice", &id("big"), &pair).await.unwrap();
         expected.extend(pair);
     }
-    let (record, msgs) = store.load("alice", "big").await.unwrap();
+    let (record, msgs) = store.load("alice", &id("big")).await.unwrap();
     assert_eq!(record.message_count, 40);
     let total: usize = msgs.iter().map(|m| m.content.len()).sum();
     assert_eq!(total, 3_000_000);
@@ -152,20 +158,20 @@ async fn a_replace_is_seen_whole_and_the_old_messages_go() {
     let new: Vec<_> = (0..120)
         .map(|i| message(Role::Assistant, &format!("new {i}")))
         .collect();
-    let record = store.replace("alice", "r", &new).await.unwrap();
+    let record = store.replace("alice", &id("r"), &new).await.unwrap();
     assert_eq!(record.message_count, 120);
     assert_eq!(record.last_message, "new 119");
-    assert_eq!(store.load("alice", "r").await.unwrap().1, new);
+    assert_eq!(store.load("alice", &id("r")).await.unwrap().1, new);
     // Only the chat item and the 120 new messages remain.
     let items = client
         .query()
         .table_name(&table)
         .key_condition_expression("pk = :pk")
-        .expression_attribute_values(":pk", AttributeValue::S("CHAT#r#alice".into()))
+        .expression_attribute_values(":pk", AttributeValue::S(format!("CHAT#{}#alice", id("r"))))
         .send()
         .await
         .unwrap();
-    assert_eq!(items.count(), 121);
+    assert_eq!(items.count(), 121, "the old generation is deleted");
 }
 
 #[tokio::test]
@@ -202,7 +208,7 @@ async fn paging_through_120_chats_gives_each_once_newest_first() {
         pages, 5,
         "120 chats in pages of 25, with no empty last page"
     );
-    let expected: Vec<String> = (0..120).rev().map(|i| format!("c{i:03}")).collect();
+    let expected: Vec<String> = (0..120).rev().map(|i| id(&format!("c{i:03}"))).collect();
     assert_eq!(ids, expected);
 }
 
@@ -215,19 +221,19 @@ async fn another_owners_chat_is_not_found_by_any_operation() {
         .await
         .unwrap();
     assert_eq!(
-        store.load("bob", "a1").await.unwrap_err(),
+        store.load("bob", &id("a1")).await.unwrap_err(),
         StoreError::NotFound
     );
     assert_eq!(
-        store.append("bob", "a1", &msgs).await.unwrap_err(),
+        store.append("bob", &id("a1"), &msgs).await.unwrap_err(),
         StoreError::NotFound
     );
     assert_eq!(
-        store.replace("bob", "a1", &[]).await.unwrap_err(),
+        store.replace("bob", &id("a1"), &[]).await.unwrap_err(),
         StoreError::NotFound
     );
     assert_eq!(
-        store.delete("bob", "a1").await.unwrap_err(),
+        store.delete("bob", &id("a1")).await.unwrap_err(),
         StoreError::NotFound
     );
     assert!(
@@ -239,7 +245,7 @@ async fn another_owners_chat_is_not_found_by_any_operation() {
             .is_empty()
     );
     // Alice's chat is as it was.
-    assert_eq!(store.load("alice", "a1").await.unwrap().1, msgs);
+    assert_eq!(store.load("alice", &id("a1")).await.unwrap().1, msgs);
 }
 
 #[tokio::test]
@@ -290,9 +296,9 @@ async fn a_deleted_chat_is_gone() {
         )
         .await
         .unwrap();
-    store.delete("alice", "d").await.unwrap();
+    store.delete("alice", &id("d")).await.unwrap();
     assert_eq!(
-        store.load("alice", "d").await.unwrap_err(),
+        store.load("alice", &id("d")).await.unwrap_err(),
         StoreError::NotFound
     );
     assert!(
@@ -304,7 +310,7 @@ async fn a_deleted_chat_is_gone() {
             .is_empty()
     );
     assert_eq!(
-        store.delete("alice", "d").await.unwrap_err(),
+        store.delete("alice", &id("d")).await.unwrap_err(),
         StoreError::NotFound
     );
 }
@@ -324,7 +330,7 @@ async fn expired_chats_are_ignored() {
     let item = client
         .get_item()
         .table_name(&table)
-        .key("pk", AttributeValue::S("CHAT#e#alice".into()))
+        .key("pk", AttributeValue::S(format!("CHAT#{}#alice", id("e"))))
         .key("sk", AttributeValue::S("META".into()))
         .send()
         .await
@@ -343,7 +349,7 @@ async fn expired_chats_are_ignored() {
     client
         .update_item()
         .table_name(&table)
-        .key("pk", AttributeValue::S("CHAT#e#alice".into()))
+        .key("pk", AttributeValue::S(format!("CHAT#{}#alice", id("e"))))
         .key("sk", AttributeValue::S("META".into()))
         .update_expression("SET expiresAt = :past")
         .expression_attribute_values(":past", AttributeValue::N((now - 1).to_string()))
@@ -351,7 +357,7 @@ async fn expired_chats_are_ignored() {
         .await
         .unwrap();
     assert_eq!(
-        store.load("alice", "e").await.unwrap_err(),
+        store.load("alice", &id("e")).await.unwrap_err(),
         StoreError::NotFound
     );
     assert!(
@@ -361,5 +367,100 @@ async fn expired_chats_are_ignored() {
             .unwrap()
             .items
             .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn appends_too_large_for_one_transaction_race_without_mixing() {
+    let (store, _, _) = store().await;
+    store
+        .create(
+            "alice",
+            &chat("huge", "2026-01-01T00:00:00.000Z"),
+            &[message(Role::User, "start")],
+        )
+        .await
+        .unwrap();
+    // Two writers of 150 messages each: each goes to its own generation, and they commit one after the other.
+    let writers = ["a", "b"].map(|w| {
+        let store = store.clone();
+        async move {
+            let batch: Vec<_> = (0..150)
+                .map(|i| message(Role::User, &format!("{w}{i}")))
+                .collect();
+            store.append("alice", &id("huge"), &batch).await
+        }
+    });
+    for result in futures_util::future::join_all(writers).await {
+        result.unwrap();
+    }
+    let (record, msgs) = store.load("alice", &id("huge")).await.unwrap();
+    assert_eq!(record.message_count, 301);
+    assert_eq!(msgs[0].content, "start");
+    for block in msgs[1..].chunks(150) {
+        let writer = &block[0].content[..1];
+        let expected: Vec<String> = (0..150).map(|i| format!("{writer}{i}")).collect();
+        let got: Vec<String> = block.iter().map(|m| m.content.clone()).collect();
+        assert_eq!(got, expected, "one writer's messages, whole and in order");
+    }
+}
+
+#[tokio::test]
+async fn deleting_a_chat_removes_every_message_item() {
+    let (store, client, table) = store().await;
+    let msgs: Vec<_> = (0..130)
+        .map(|i| message(Role::User, &format!("m{i}")))
+        .collect();
+    store
+        .create("alice", &chat("gone", "2026-01-01T00:00:00.000Z"), &msgs)
+        .await
+        .unwrap();
+    store
+        .append("alice", &id("gone"), &msgs[..3])
+        .await
+        .unwrap();
+    store
+        .replace("alice", &id("gone"), &msgs[..5])
+        .await
+        .unwrap();
+    store.delete("alice", &id("gone")).await.unwrap();
+    let left = client
+        .query()
+        .table_name(&table)
+        .key_condition_expression("pk = :pk")
+        .expression_attribute_values(
+            ":pk",
+            AttributeValue::S(format!("CHAT#{}#alice", id("gone"))),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(left.count(), 0, "nothing of a deleted chat stays behind");
+}
+
+#[tokio::test]
+async fn ids_that_are_not_chat_ids_name_no_chat() {
+    let (store, _, _) = store().await;
+    store
+        .create(
+            "x#bob",
+            &chat("c", "2026-01-01T00:00:00.000Z"),
+            &[message(Role::User, "bob's")],
+        )
+        .await
+        .unwrap();
+    // An id with a '#' could otherwise reach the key of another owner's chat.
+    let forged = format!("{}#x", id("c"));
+    assert_eq!(
+        store.load("bob", &forged).await.unwrap_err(),
+        StoreError::NotFound
+    );
+    assert_eq!(
+        store.delete("bob", &forged).await.unwrap_err(),
+        StoreError::NotFound
+    );
+    assert_eq!(
+        store.load("x#bob", "short").await.unwrap_err(),
+        StoreError::NotFound
     );
 }

@@ -5,6 +5,15 @@ use std::future::Future;
 use chat_protocol::Role;
 use chat_protocol::chat_ui::ChatMode;
 
+/// Whether `id` is a chat id this backend makes: 32 lowercase hex characters (128 random bits). Anything else names
+/// no chat; checking it keeps ids from reaching into another key.
+pub fn is_chat_id(id: &str) -> bool {
+    id.len() == 32
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
 /// A message as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredMessage {

@@ -102,19 +102,28 @@ impl Auth {
         }
     }
 
-    /// The caller's user id, or 401.
+    /// The caller's user id, or 401. The id says how it was proven (`iam:`, `jwt:{issuer}:`, `local:`), so that
+    /// users of different modes or issuers never share a history.
     pub async fn caller(&self, request: &Request) -> Result<String, ApiError> {
         match self {
-            Auth::None { user } => Ok(user.clone()),
-            Auth::Iam => iam_caller(request).ok_or(ApiError::Unauthorized(
-                "the request carries no IAM caller (is the function URL's AuthType AWS_IAM?)"
-                    .into(),
-            )),
+            Auth::None { user } => Ok(format!("local:{user}")),
+            Auth::Iam => {
+                iam_caller(request)
+                    .map(|c| format!("iam:{c}"))
+                    .ok_or(ApiError::Unauthorized(
+                    "the request carries no IAM caller (is the function URL's AuthType AWS_IAM?)"
+                        .into(),
+                ))
+            }
             Auth::Jwt(verifier) => {
                 let token = bearer(request).ok_or(ApiError::Unauthorized(
                     "no Authorization: Bearer token".into(),
                 ))?;
-                verifier.verify(token).await.map_err(ApiError::Unauthorized)
+                let sub = verifier
+                    .verify(token)
+                    .await
+                    .map_err(ApiError::Unauthorized)?;
+                Ok(format!("jwt:{}:{sub}", verifier.issuer))
             }
         }
     }
@@ -125,6 +134,14 @@ fn iam_caller(request: &Request) -> Option<String> {
         return None;
     };
     let iam = ctx.authorizer.as_ref()?.iam.as_ref()?;
+    // Callers with Cognito identity-pool credentials all assume one role: their identity id tells them apart.
+    if let Some(id) = iam
+        .cognito_identity
+        .as_ref()
+        .and_then(|c| c.identity_id.clone())
+    {
+        return Some(format!("cognito:{id}"));
+    }
     iam.user_arn.clone().or_else(|| iam.caller_id.clone())
 }
 
@@ -241,7 +258,16 @@ mod tests {
         }})));
         assert_eq!(
             Auth::Iam.caller(&request).await.unwrap(),
-            "arn:aws:iam::123456789012:user/alice"
+            "iam:arn:aws:iam::123456789012:user/alice"
+        );
+        let cognito = event(Some(serde_json::json!({"iam": {
+            "accountId": "123456789012", "callerId": "AROA:CognitoIdentityCredentials",
+            "userArn": "arn:aws:sts::123456789012:assumed-role/Auth/CognitoIdentityCredentials",
+            "cognitoIdentity": {"amr": ["authenticated"], "identityId": "us-east-1:abc", "identityPoolId": "us-east-1:pool"}
+        }})));
+        assert_eq!(
+            Auth::Iam.caller(&cognito).await.unwrap(),
+            "iam:cognito:us-east-1:abc"
         );
         let anonymous = event(None);
         assert!(matches!(
@@ -281,6 +307,6 @@ mod tests {
         );
         let request = event(None);
         let local = with(&[("AUTH_MODE", "none"), ("LOCAL_USER", "dev")]).unwrap();
-        assert_eq!(local.caller(&request).await.unwrap(), "dev");
+        assert_eq!(local.caller(&request).await.unwrap(), "local:dev");
     }
 }

@@ -18,8 +18,9 @@ pub struct Harness {
     pub app: App<BedrockModel, DynamoStore>,
 }
 
-/// The one user of `AUTH_MODE=none` in these tests.
+/// The one user of `AUTH_MODE=none` in these tests, and the owner id it becomes.
 pub const USER: &str = "local-user";
+pub const OWNER: &str = "local:local-user";
 
 pub struct Reply {
     pub status: StatusCode,
@@ -107,7 +108,7 @@ impl Harness {
     pub async fn history(&self, chat_id: &str) -> Vec<(String, String)> {
         let (_, messages) = self
             .store
-            .load(USER, chat_id)
+            .load(OWNER, chat_id)
             .await
             .expect("the chat exists");
         messages
