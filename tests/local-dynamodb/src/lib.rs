@@ -1,4 +1,5 @@
-//! moto's DynamoDB-compatible server, started from the project's tools (`make tools`) on a loopback port.
+//! moto's DynamoDB-compatible server, started from the project's tools (`make tools`) on a loopback port, taking
+//! one request at a time (`moto_serial.py` says why).
 
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -31,15 +32,21 @@ fn free_port() -> u16 {
 impl LocalDynamo {
     /// Starts moto on `port` (a free one when `None`) and waits until it accepts connections.
     pub fn start(port: Option<u16>) -> Result<Self, String> {
-        let moto = workspace_root().join(".tools/venv/bin/moto_server");
-        if !moto.exists() {
-            return Err(format!("{} is missing: run `make tools`", moto.display()));
+        let python = workspace_root().join(".tools/venv/bin/python");
+        if !workspace_root()
+            .join(".tools/venv/bin/moto_server")
+            .exists()
+        {
+            return Err("moto is not installed: run `make tools`".into());
         }
+        // moto's own server, taking one request at a time (see moto_serial.py for why).
+        let launcher = Path::new(env!("CARGO_MANIFEST_DIR")).join("moto_serial.py");
         let port = port.unwrap_or_else(free_port);
         // The keeper runs moto and kills it once its standard input (a pipe from this process) closes.
         let script = format!(
-            "'{}' -H 127.0.0.1 -p {port} >/dev/null 2>&1 & pid=$!; trap 'kill $pid 2>/dev/null' EXIT; cat >/dev/null",
-            moto.display()
+            "'{}' '{}' 127.0.0.1 {port} >/dev/null 2>&1 & pid=$!; trap 'kill $pid 2>/dev/null' EXIT; cat >/dev/null",
+            python.display(),
+            launcher.display()
         );
         let keeper = Command::new("sh")
             .args(["-c", &script])
