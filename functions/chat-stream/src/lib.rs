@@ -1,4 +1,5 @@
-//! The streaming chat function: `POST /chat/stream`, each line written and flushed as the model produces text.
+//! The streaming chat function: `POST /chat/stream`, each line written and flushed as the model produces text,
+//! and `POST /multi-agent-chat/stream`, one server-sent event per agent message.
 
 mod body;
 
@@ -8,16 +9,18 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use chat_core::{
-    ChatModel, ChatService, ModelStream, SessionStore, StreamingTurn, TurnEnd, TurnEvent,
+    AgentGroup, AgentMessage, AgentRound, ChatModel, ChatService, ModelStream, SessionStore,
+    StreamingTurn, TurnEnd, TurnEvent,
 };
 use chat_http::{
     ApiError, Auth, Config, error_line, error_response, json_response, normalized_path,
     read_json_body,
 };
+use chat_protocol::chat_ui::sse_event;
 use chat_protocol::v2024_01_28::{ChatCompletion, ChatCompletionChunk, ChunkHeader};
 use chat_protocol::v2024_05_29::StreamChunk;
 use chat_protocol::{
-    Dialect, Endpoint, ResponseContext, SessionSpelling, json_line, parse_chat_request,
+    ChatInput, Dialect, Endpoint, ResponseContext, SessionSpelling, json_line, parse_chat_request,
 };
 use lambda_http::http::{Method, StatusCode, header};
 use lambda_http::{Body, Request, Response};
@@ -27,6 +30,7 @@ use tokio::sync::mpsc;
 /// What a warm function keeps between requests. The core is shared with the tasks that write each stream.
 pub struct App<M, St> {
     service: Arc<ChatService<M, St>>,
+    agents: Arc<AgentGroup>,
     auth: Auth,
     max_body_bytes: usize,
 }
@@ -83,6 +87,7 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
     pub fn new(model: M, store: St, auth: Auth, config: Config) -> Self {
         Self {
             service: Arc::new(ChatService::new(model, store, config.chat)),
+            agents: Arc::new(config.agents),
             auth,
             max_body_bytes: config.max_body_bytes,
         }
@@ -97,15 +102,22 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
     }
 
     async fn route(&self, request: &Request) -> Result<Response<LineBody>, ApiError> {
-        if normalized_path(request) != "/chat/stream" {
-            return Err(ApiError::NotFound(normalized_path(request).to_string()));
-        }
+        let multi_agent = match normalized_path(request) {
+            "/chat/stream" => false,
+            "/multi-agent-chat/stream" => true,
+            other => return Err(ApiError::NotFound(other.to_string())),
+        };
         if request.method() != Method::POST {
             return Err(ApiError::MethodNotAllowed { allow: "POST" });
         }
         let caller = self.auth.caller(request).await?;
         // Any Accept is fine: the official client sends `application/json` even here.
         let body = read_json_body(request, self.max_body_bytes)?;
+        if multi_agent {
+            let input =
+                parse_chat_request(body, Endpoint::ChatUi, &self.service.settings().limits)?;
+            return self.agents(caller, input).await;
+        }
         let input = parse_chat_request(body, Endpoint::Protocol, &self.service.settings().limits)?;
         let turn = self.service.stream(&caller, &input).await?;
         let framing = match input.dialect {
@@ -147,6 +159,86 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
             .body(body)
             .expect("a response built from valid parts"))
     }
+}
+
+impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
+    /// A multi-agent round as server-sent events, one per agent message, each written the moment that agent has
+    /// finished. The first agent answers before the status is sent, so a fault there is an ordinary error.
+    async fn agents(
+        &self,
+        caller: String,
+        input: ChatInput,
+    ) -> Result<Response<LineBody>, ApiError> {
+        let mut round = self.service.agent_round(&caller, &input).await?;
+        let first = self
+            .service
+            .next_agent_message(&self.agents, &input, &mut round)
+            .await?;
+        let (tx, body) = LineBody::channel();
+        tokio::spawn(write_agents(
+            self.service.clone(),
+            self.agents.clone(),
+            caller,
+            input,
+            round,
+            first,
+            tx,
+        ));
+        Ok(Response::builder()
+            .status(StatusCode::OK)
+            .header(header::CONTENT_TYPE, "text/event-stream")
+            .header(header::CACHE_CONTROL, "no-cache")
+            .body(body)
+            .expect("a response built from valid parts"))
+    }
+}
+
+/// Writes each agent's message as one event, then stores the round before the stream ends; a fault becomes an
+/// event carrying `{"error": …}` and nothing is stored.
+async fn write_agents<M: ChatModel, St: SessionStore>(
+    service: Arc<ChatService<M, St>>,
+    group: Arc<AgentGroup>,
+    caller: String,
+    input: ChatInput,
+    mut round: AgentRound,
+    first: Option<AgentMessage>,
+    tx: mpsc::Sender<Bytes>,
+) {
+    let chat_id = round.session.chat_id.clone();
+    let mut next = first;
+    while let Some(message) = next {
+        if tx
+            .send(sse_event(&message.content(&chat_id)).into())
+            .await
+            .is_err()
+        {
+            tracing::info!("the client went away; the round stops and is not stored");
+            return;
+        }
+        next = match service.next_agent_message(&group, &input, &mut round).await {
+            Ok(message) => message,
+            Err(err) => {
+                let _ = tx.send(error_event(&ApiError::from(err)).into()).await;
+                return;
+            }
+        };
+    }
+    let Ok(slot) = tx.reserve().await else {
+        return;
+    };
+    if let Err(err) = service.save_round(&caller, &round).await {
+        slot.send(error_event(&ApiError::from(err)).into());
+    }
+}
+
+/// An error as a server-sent event; logged like every error.
+fn error_event(err: &ApiError) -> Vec<u8> {
+    // The JSON line of the error, as the data of one event.
+    let line = error_line(err);
+    let mut event = b"data: ".to_vec();
+    event.extend_from_slice(line.trim_ascii_end());
+    event.extend_from_slice(b"\n\n");
+    event
 }
 
 /// Writes the answer line by line, and stores the turn before the last line. A failed write means the client went

@@ -1,12 +1,13 @@
-//! The buffered chat function: `POST /chat` (both protocol versions) and `POST /chat-ui/chat`.
+//! The buffered chat function: `POST /chat` (both protocol versions), `POST /chat-ui/chat` and
+//! `POST /multi-agent-chat/batch`.
 
-use chat_core::{ChatModel, ChatService, SessionStore};
+use chat_core::{AgentGroup, ChatModel, ChatService, SessionStore};
 use chat_http::{
     ApiError, Auth, Config, error_response, json_response, normalized_path, read_json_body,
 };
+use chat_protocol::chat_ui::{ChatMessageContent, sse_event};
 use chat_protocol::{
-    Answer, ChatInput, Dialect, Endpoint, chat_ui::ChatMessageContent, json_line,
-    parse_chat_request, v2024_01_28, v2024_05_29,
+    Answer, ChatInput, Dialect, Endpoint, json_line, parse_chat_request, v2024_01_28, v2024_05_29,
 };
 use lambda_http::http::{Method, StatusCode, header};
 use lambda_http::{Body, Request, Response};
@@ -15,6 +16,7 @@ use lambda_http::{Body, Request, Response};
 /// edge limits.
 pub struct App<M, St> {
     service: ChatService<M, St>,
+    agents: AgentGroup,
     auth: Auth,
     max_body_bytes: usize,
 }
@@ -23,6 +25,7 @@ impl<M: ChatModel, St: SessionStore> App<M, St> {
     pub fn new(model: M, store: St, auth: Auth, config: Config) -> Self {
         Self {
             service: ChatService::new(model, store, config.chat),
+            agents: config.agents,
             auth,
             max_body_bytes: config.max_body_bytes,
         }
@@ -37,9 +40,10 @@ impl<M: ChatModel, St: SessionStore> App<M, St> {
     }
 
     async fn route(&self, request: &Request) -> Result<Response<Body>, ApiError> {
-        let endpoint = match normalized_path(request) {
-            "/chat" => Endpoint::Protocol,
-            "/chat-ui/chat" => Endpoint::ChatUi,
+        let (endpoint, multi_agent) = match normalized_path(request) {
+            "/chat" => (Endpoint::Protocol, false),
+            "/chat-ui/chat" => (Endpoint::ChatUi, false),
+            "/multi-agent-chat/batch" => (Endpoint::ChatUi, true),
             other => return Err(ApiError::NotFound(other.to_string())),
         };
         if request.method() != Method::POST {
@@ -48,9 +52,61 @@ impl<M: ChatModel, St: SessionStore> App<M, St> {
         let caller = self.auth.caller(request).await?;
         let body = read_json_body(request, self.max_body_bytes)?;
         let input = parse_chat_request(body, endpoint, &self.service.settings().limits)?;
+        if multi_agent {
+            return self.agents(&caller, &input, wants_events(request)).await;
+        }
         let answer = self.service.answer(&caller, &input).await?;
         Ok(render(&input, &answer))
     }
+
+    /// A multi-agent round, answered whole: the user's message echoed, then each agent's message; as server-sent
+    /// events (all at once) when the client asked for `text/event-stream`.
+    async fn agents(
+        &self,
+        caller: &str,
+        input: &ChatInput,
+        as_events: bool,
+    ) -> Result<Response<Body>, ApiError> {
+        let mut round = self.service.agent_round(caller, input).await?;
+        while self
+            .service
+            .next_agent_message(&self.agents, input, &mut round)
+            .await?
+            .is_some()
+        {}
+        self.service.save_round(caller, &round).await?;
+        let chat_id = round.session.chat_id.clone();
+        let agents: Vec<ChatMessageContent> = round
+            .messages()
+            .iter()
+            .map(|m| m.content(&chat_id))
+            .collect();
+        if as_events {
+            let body: Vec<u8> = agents.iter().flat_map(sse_event).collect();
+            return Ok(Response::builder()
+                .status(StatusCode::OK)
+                .header(header::CONTENT_TYPE, "text/event-stream")
+                .body(Body::from(body))
+                .expect("a response built from valid parts"));
+        }
+        let user = &round.user_message;
+        let mut all = vec![ChatMessageContent::user(
+            &user.content,
+            &user.id,
+            &user.timestamp,
+        )];
+        all.extend(agents);
+        Ok(json_response(StatusCode::OK, &all))
+    }
+}
+
+/// Whether the client asked for server-sent events.
+fn wants_events(request: &Request) -> bool {
+    request
+        .headers()
+        .get_all(header::ACCEPT)
+        .iter()
+        .any(|v| v.to_str().is_ok_and(|v| v.contains("text/event-stream")))
 }
 
 /// The answer in the shape the request's dialect expects.

@@ -1,6 +1,7 @@
 //! The chat core: what one chat turn does. It decides (prompt, overrides, follow-ups, answer shape) and talks to
 //! the model through the [`ChatModel`] port; adapters beside it translate to Bedrock.
 
+mod agents;
 mod error;
 mod followups;
 pub mod history;
@@ -12,6 +13,7 @@ mod store;
 mod streaming;
 mod turn;
 
+pub use agents::{Agent, AgentGroup, AgentMessage, AgentRound};
 pub use error::{ChatError, ModelError};
 pub use followups::FollowupSplitter;
 pub use model::{

@@ -60,6 +60,10 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
         &self.store
     }
 
+    pub(crate) fn model(&self) -> &M {
+        &self.model
+    }
+
     /// The chat `owner`'s request continues, or a new one. An unknown or foreign chat is [`ChatError::ChatNotFound`]
     /// and nothing is written.
     pub async fn begin(

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use chat_core::{ChatSettings, Guardrail};
+use chat_core::{AgentGroup, ChatSettings, Guardrail};
 use chat_protocol::RequestLimits;
 
 /// Everything a function needs to know about its deployment.
@@ -19,6 +19,8 @@ pub struct Config {
     pub history_ttl_days: Option<u32>,
     /// Longest chat title accepted by the history API, in characters.
     pub max_title_chars: usize,
+    /// The multi-agent group.
+    pub agents: AgentGroup,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -96,6 +98,26 @@ impl Config {
             None => None,
             Some(_) => Some(to_u32("HISTORY_TTL_DAYS", number("HISTORY_TTL_DAYS", 0)?)?),
         };
+        let mut agents = AgentGroup::default_group();
+        let agents_json = match (get("AGENTS"), get("AGENTS_FILE")) {
+            (Some(json), _) => Some(("AGENTS", json)),
+            (None, Some(path)) => Some((
+                "AGENTS_FILE",
+                std::fs::read_to_string(&path).map_err(|e| ConfigError {
+                    name: "AGENTS_FILE",
+                    reason: format!("cannot read {path}: {e}"),
+                })?,
+            )),
+            (None, None) => None,
+        };
+        if let Some((name, json)) = agents_json {
+            agents.agents = AgentGroup::agents_from_json(&json)
+                .map_err(|reason| ConfigError { name, reason })?;
+        }
+        agents.max_turns = number("MAX_AGENT_TURNS", agents.max_turns as u64)? as usize;
+        if let Some(phrase) = get("APPROVAL_PHRASE") {
+            agents.approval_phrase = phrase;
+        }
         let guardrail = get("GUARDRAIL_ID").map(|id| Guardrail {
             id,
             version: get("GUARDRAIL_VERSION").unwrap_or_else(|| "DRAFT".into()),
@@ -118,6 +140,7 @@ impl Config {
             table_name: get("TABLE_NAME").unwrap_or_else(|| "chat-backend".into()),
             history_ttl_days,
             max_title_chars: number("MAX_TITLE_CHARS", 200)? as usize,
+            agents,
         })
     }
 }

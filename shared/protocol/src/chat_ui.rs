@@ -125,6 +125,78 @@ impl ChatMessageContent {
     }
 }
 
+/// What an agent's message carries, for [`ChatMessageContent::agent`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentReply<'a> {
+    pub agent: &'a str,
+    pub text: &'a str,
+    pub model: &'a str,
+    pub id: &'a str,
+    pub created_at: &'a str,
+    pub usage: crate::TokenUsage,
+    pub finish_reason: crate::FinishReason,
+    pub session_state: Option<&'a Value>,
+}
+
+impl ChatMessageContent {
+    /// One agent's message of a multi-agent round.
+    pub fn agent(reply: &AgentReply<'_>) -> Self {
+        let mut extra = Map::new();
+        if let Some(state) = reply.session_state {
+            extra.insert("SessionState".into(), state.clone());
+        }
+        Self {
+            author_name: Some(reply.agent.to_string()),
+            role: RoleLabel {
+                label: "Assistant".to_string(),
+            },
+            items: vec![ContentItem::text(reply.text)],
+            model_id: Some(reply.model.to_string()),
+            metadata: Some(MessageMetadata {
+                id: Some(reply.id.to_string()),
+                created_at: Some(reply.created_at.to_string()),
+                usage: Some(UiUsage {
+                    output_token_count: reply.usage.output_tokens,
+                    input_token_count: reply.usage.input_tokens,
+                    total_token_count: reply.usage.total_tokens,
+                    extra: Map::new(),
+                }),
+                finish_reason: Field::Value(reply.finish_reason.semantic_kernel().to_string()),
+                extra,
+            }),
+            extra: Map::new(),
+        }
+    }
+
+    /// The user's message, echoed first in a batch answer.
+    pub fn user(text: &str, id: &str, created_at: &str) -> Self {
+        Self {
+            author_name: None,
+            role: RoleLabel {
+                label: "user".to_string(),
+            },
+            items: vec![ContentItem::text(text)],
+            model_id: None,
+            metadata: Some(MessageMetadata {
+                id: Some(id.to_string()),
+                created_at: Some(created_at.to_string()),
+                usage: None,
+                finish_reason: Field::Missing,
+                extra: Map::new(),
+            }),
+            extra: Map::new(),
+        }
+    }
+}
+
+/// One server-sent event carrying `value` as its data: `data: {…}\n\n`.
+pub fn sse_event<T: Serialize>(value: &T) -> Vec<u8> {
+    let mut event = b"data: ".to_vec();
+    event.extend(serde_json::to_vec(value).expect("wire types always serialize"));
+    event.extend_from_slice(b"\n\n");
+    event
+}
+
 /// A chat's mode in the history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ChatMode {

@@ -23,6 +23,10 @@
 //! | `[[stream-break-after:N]]` | (stream) N deltas, then the connection breaks (the body is aborted) |
 //! | `[[deltas:N]]` | the answer is N words `w1 … wN` |
 //! | `[[delay-ms:N]]` | wait N ms before each delta (stream) or before answering (converse) |
+//! | `[[say:TEXT]]` | the answer is TEXT |
+//!
+//! Directives are also read from the system prompt, so that a test can script one agent of a group through its
+//! instructions.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -264,12 +268,18 @@ fn plan(body: &Value) -> Plan {
         .map(|t| t.split_whitespace().count() as u64)
         .sum();
 
-    let mut answer = match directive(&last_user, "deltas").and_then(|n| n.parse::<usize>().ok()) {
-        Some(n) => (1..=n)
+    // Directives of the last user message first, then of the system prompt.
+    let directives = format!("{last_user}\n{system}");
+    let mut answer = match (
+        directive(&directives, "say"),
+        directive(&directives, "deltas").and_then(|n| n.parse::<usize>().ok()),
+    ) {
+        (Some(text), _) => text.to_string(),
+        (None, Some(n)) => (1..=n)
             .map(|i| format!("w{i}"))
             .collect::<Vec<_>>()
             .join(" "),
-        None => format!("Echo: {}", strip_directives(&last_user)),
+        (None, None) => format!("Echo: {}", strip_directives(&last_user)),
     };
     if system.contains("<<") {
         answer.push_str(
@@ -285,7 +295,7 @@ fn plan(body: &Value) -> Plan {
         pieces.truncate(max as usize);
         stop_reason = "max_tokens";
     }
-    let fault = directive(&last_user, "fault").map(str::to_string);
+    let fault = directive(&directives, "fault").map(str::to_string);
     match fault.as_deref() {
         Some("guardrail") => {
             pieces = vec!["Sorry, I cannot answer that.".into()];
@@ -299,12 +309,12 @@ fn plan(body: &Value) -> Plan {
     }
     Plan {
         fault,
-        stream_error_after: directive(&last_user, "stream-error-after")
+        stream_error_after: directive(&directives, "stream-error-after")
             .and_then(|n| n.parse().ok()),
-        stream_break_after: directive(&last_user, "stream-break-after")
+        stream_break_after: directive(&directives, "stream-break-after")
             .and_then(|n| n.parse().ok()),
         delay: Duration::from_millis(
-            directive(&last_user, "delay-ms")
+            directive(&directives, "delay-ms")
                 .and_then(|n| n.parse().ok())
                 .unwrap_or(0),
         ),

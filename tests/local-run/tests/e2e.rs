@@ -312,6 +312,21 @@ fn every_event_invokes() {
     assert!(lines.iter().all(|l| l["object"] == "chat.completion.chunk"));
     assert_eq!(lines.last().unwrap()["choices"][0]["finish_reason"], "stop");
 
+    let events = invoke_raw("chat-stream", "multi-agent-stream.json", "text");
+    let authors: Vec<String> = events
+        .split("\n\n")
+        .filter(|e| !e.trim().is_empty())
+        .map(|e| serde_json::from_str::<Value>(e.trim().strip_prefix("data: ").unwrap()).unwrap()["AuthorName"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        authors[..3],
+        ["BusinessAnalyst", "SoftwareEngineer", "ProductOwner"]
+    );
+    let r = invoke("multi-agent-batch.json");
+    let all = body_of(&r);
+    assert_eq!(all[0]["Role"]["Label"], "user");
+    assert_eq!(all[1]["AuthorName"], "BusinessAnalyst");
+
     // Every event file is exercised here.
     let tested = [
         "chat-2024-05-29.json",
@@ -326,6 +341,8 @@ fn every_event_invokes() {
         "history-create.json",
         "history-list.json",
         "history-messages-unknown-chat.json",
+        "multi-agent-stream.json",
+        "multi-agent-batch.json",
     ];
     for entry in std::fs::read_dir(root().join("events")).unwrap() {
         let name = entry.unwrap().file_name().into_string().unwrap();
@@ -494,6 +511,52 @@ async fn a_chat_made_through_chat_is_continued_and_listed_in_the_history() {
             format!("Echo: Plan the {marker} trip").as_str(),
             "And the budget?",
             "Echo: And the budget?"
+        ]
+    );
+}
+
+/// The Chat UI's SSE client takes each network read as one event: every read must hold exactly one whole event.
+#[tokio::test]
+async fn each_agent_message_arrives_as_one_event_per_read() {
+    local_run();
+    let started = SystemTime::now();
+    let mut response = reqwest::Client::new()
+        .post(format!("{BASE}/multi-agent-chat/stream"))
+        .header("content-type", "application/json")
+        .header("accept", "text/event-stream")
+        .body(
+            json!({"messages": [{"role": "user", "content": "Plan a launch [[delay-ms:150]]"}]})
+                .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let mut authors = Vec::new();
+    while let Some(read) = response.chunk().await.unwrap() {
+        let text = String::from_utf8(read.to_vec()).unwrap();
+        let data = text
+            .strip_prefix("data: ")
+            .and_then(|t| t.strip_suffix("\n\n"))
+            .unwrap_or_else(|| panic!("a read that is not exactly one event: {text:?}"));
+        let event: Value = serde_json::from_str(data).unwrap();
+        let author = event["AuthorName"].as_str().unwrap().to_string();
+        println!(
+            "{:>5} ms  {author}",
+            unix_ms(SystemTime::now()) - unix_ms(started)
+        );
+        authors.push(author);
+    }
+    assert_eq!(
+        authors,
+        [
+            "BusinessAnalyst",
+            "SoftwareEngineer",
+            "ProductOwner",
+            "BusinessAnalyst",
+            "SoftwareEngineer",
+            "ProductOwner"
         ]
     );
 }

@@ -1,0 +1,244 @@
+//! The multi-agent mode through the real SDK client, the local Bedrock server and moto: agents speak in turn,
+//! each prompt carries the agent's instructions and the earlier messages, the round ends on the approval phrase or
+//! the turn limit, every agent message is one event, and a failure stores nothing.
+
+use chat_aws::{BedrockModel, DynamoStore};
+use chat_core::SessionStore;
+use chat_http::{Auth, Config};
+use chat_stream::App;
+use http_body_util::BodyExt;
+use lambda_http::{Body, Request};
+use local_bedrock::LocalBedrock;
+use local_dynamodb::LocalDynamo;
+use serde_json::{Value, json};
+
+const OWNER: &str = "local:local-user";
+
+struct Harness {
+    bedrock: LocalBedrock,
+    store: DynamoStore,
+    app: App<BedrockModel, DynamoStore>,
+}
+
+async fn harness(env: &[(&str, &str)]) -> Harness {
+    let bedrock = LocalBedrock::start().await.unwrap();
+    let config = Config::from_pairs(&[&[("MODEL_ID", "local.echo-v1:0")], env].concat()).unwrap();
+    let model = BedrockModel::new(&bedrock.sdk_config().await, config.model_timeout);
+    let (client, table) = LocalDynamo::shared().fresh_table().await;
+    let store = DynamoStore::new(client, table, None);
+    let app = App::new(
+        model,
+        store.clone(),
+        Auth::None {
+            user: "local-user".into(),
+        },
+        config,
+    );
+    Harness {
+        bedrock,
+        store,
+        app,
+    }
+}
+
+fn request(body: &Value) -> Request {
+    lambda_http::http::Request::builder()
+        .method("POST")
+        .uri("/multi-agent-chat/stream")
+        .header("content-type", "application/json")
+        .header("accept", "text/event-stream")
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
+
+/// The response, frame by frame: each frame must be exactly one event.
+async fn stream(h: &Harness, body: Value) -> (u16, String, Vec<Value>) {
+    let response = h.app.handle(request(&body)).await;
+    let status = response.status().as_u16();
+    let content_type = response.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let mut body = response.into_body();
+    let mut events = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let text = String::from_utf8(frame.unwrap().into_data().unwrap().to_vec()).unwrap();
+        if status != 200 {
+            events.push(serde_json::from_str(&text).unwrap());
+            continue;
+        }
+        let data = text
+            .strip_prefix("data: ")
+            .and_then(|t| t.strip_suffix("\n\n"))
+            .unwrap_or_else(|| panic!("one whole event per write: {text:?}"));
+        assert!(!data.contains('\n'), "one line of data: {text:?}");
+        events.push(serde_json::from_str(data).unwrap());
+    }
+    (status, content_type, events)
+}
+
+fn ask(text: &str) -> Value {
+    json!({"messages": [{"role": "user", "content": text}]})
+}
+
+fn authors(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| e["AuthorName"].as_str().unwrap_or("?").to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn the_default_agents_speak_in_turn_until_the_turn_limit() {
+    let h = harness(&[]).await;
+    let (status, content_type, events) = stream(&h, ask("Build a todo app")).await;
+    assert_eq!((status, content_type.as_str()), (200, "text/event-stream"));
+    assert_eq!(
+        authors(&events),
+        [
+            "BusinessAnalyst",
+            "SoftwareEngineer",
+            "ProductOwner",
+            "BusinessAnalyst",
+            "SoftwareEngineer",
+            "ProductOwner"
+        ]
+    );
+    let first = &events[0];
+    assert_eq!(first["Role"], json!({"Label": "Assistant"}));
+    assert_eq!(first["Items"][0]["$type"], "TextContent");
+    assert_eq!(first["Items"][0]["Text"], "Echo: Build a todo app");
+    assert_eq!(first["ModelId"], "local.echo-v1:0");
+    for key in ["Id", "CreatedAt", "Usage", "FinishReason", "SessionState"] {
+        assert!(first["Metadata"].get(key).is_some(), "Metadata.{key}");
+    }
+    // Each prompt carries its agent's instructions and everything said before, attributed by name.
+    let requests = h.bedrock.requests();
+    assert_eq!(requests.len(), 6);
+    let system = |i: usize| {
+        requests[i].body["system"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(
+        system(0).starts_with("You are a business analyst."),
+        "{}",
+        system(0)
+    );
+    assert!(system(1).starts_with("You are a senior software engineer."));
+    assert!(system(2).contains("say APPROVED"));
+    assert!(system(1).contains("You are SoftwareEngineer, in a group conversation with the user and the agents BusinessAnalyst, ProductOwner"));
+    assert_eq!(
+        requests[1].body["messages"],
+        json!([{"role": "user", "content": [{"text": "Build a todo app"}, {"text": "BusinessAnalyst: Echo: Build a todo app"}]}])
+    );
+    // The analyst's second turn sees its own first message as its own.
+    let fourth = requests[3].body["messages"].as_array().unwrap();
+    assert_eq!(
+        fourth[1],
+        json!({"role": "assistant", "content": [{"text": "Echo: Build a todo app"}]})
+    );
+}
+
+fn group(second: &str) -> String {
+    json!([
+        {"name": "Analyst", "instructions": "Analyse."},
+        {"name": "Reviewer", "instructions": second},
+        {"name": "Third", "instructions": "Never reached."}
+    ])
+    .to_string()
+}
+
+#[tokio::test]
+async fn the_approval_phrase_ends_the_round_early() {
+    let agents = group("Review. [[say:Looks good to me. Approved.]]");
+    let h = harness(&[("AGENTS", agents.as_str())]).await;
+    let (_, _, events) = stream(&h, ask("ship it?")).await;
+    assert_eq!(authors(&events), ["Analyst", "Reviewer"]);
+    assert_eq!(events[1]["Items"][0]["Text"], "Looks good to me. Approved.");
+}
+
+#[tokio::test]
+async fn the_turn_limit_holds() {
+    let agents = group("Review.");
+    let h = harness(&[("AGENTS", agents.as_str()), ("MAX_AGENT_TURNS", "4")]).await;
+    let (_, _, events) = stream(&h, ask("go")).await;
+    assert_eq!(
+        authors(&events),
+        ["Analyst", "Reviewer", "Third", "Analyst"]
+    );
+}
+
+#[tokio::test]
+async fn a_failure_at_the_second_agent_sends_the_first_then_an_error_and_stores_nothing() {
+    let agents = group("[[fault:model-error]]");
+    let h = harness(&[("AGENTS", agents.as_str())]).await;
+    let (status, _, events) = stream(&h, ask("go")).await;
+    assert_eq!(status, 200);
+    assert_eq!(events.len(), 2);
+    assert_eq!(events[0]["AuthorName"], "Analyst");
+    assert_eq!(
+        events[1],
+        json!({"error": "The model could not answer right now. Please try again."})
+    );
+    let chat_id = events[0]["Metadata"]["SessionState"].as_str().unwrap();
+    assert!(
+        h.store.load(OWNER, chat_id).await.is_err(),
+        "no half round was stored"
+    );
+    // A failure at the first agent is an ordinary error response.
+    let agents = json!([{"name": "Broken", "instructions": "[[fault:throttle]]"}]).to_string();
+    let h = harness(&[("AGENTS", agents.as_str())]).await;
+    let (status, _, body) = stream(&h, ask("go")).await;
+    assert_eq!(status, 429);
+    assert!(body[0]["error"].is_string());
+}
+
+#[tokio::test]
+async fn a_round_is_a_multi_agent_history_item_and_continues() {
+    let agents = group("Review. [[say:APPROVED]]");
+    let h = harness(&[("AGENTS", agents.as_str())]).await;
+    let (_, _, events) = stream(&h, ask("first")).await;
+    let chat_id = events[0]["Metadata"]["SessionState"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (record, messages) = h.store.load(OWNER, &chat_id).await.unwrap();
+    assert_eq!(record.mode, chat_protocol::chat_ui::ChatMode::MultiAgent);
+    let stored: Vec<(String, Option<String>)> = messages
+        .iter()
+        .map(|m| (m.content.clone(), m.agent_identifier.clone()))
+        .collect();
+    assert_eq!(
+        stored,
+        [
+            ("first".to_string(), None),
+            ("Echo: first".to_string(), Some("Analyst".to_string())),
+            ("APPROVED".to_string(), Some("Reviewer".to_string())),
+        ]
+    );
+    // The next round sees the earlier one, attributed: the analyst's own message is its turn, the reviewer's is
+    // the other side.
+    let next = events_of(
+        &h,
+        json!({"messages": [{"role": "user", "content": "second"}], "sessionState": chat_id}),
+    )
+    .await;
+    let last = h.bedrock.requests().last().unwrap().body["messages"].clone();
+    assert_eq!(
+        last,
+        json!([
+            {"role": "user", "content": [{"text": "first"}]},
+            {"role": "assistant", "content": [{"text": "Echo: first"}]},
+            {"role": "user", "content": [{"text": "Reviewer: APPROVED"}, {"text": "second"}]}
+        ])
+    );
+    // The analyst echoed the approval, which ends this round after one agent.
+    assert_eq!(authors(&next), ["Analyst"]);
+    assert_eq!(h.store.load(OWNER, &chat_id).await.unwrap().1.len(), 5);
+}
+
+async fn events_of(h: &Harness, body: Value) -> Vec<Value> {
+    stream(h, body).await.2
+}

@@ -1,0 +1,333 @@
+//! The Chat UI's multi-agent mode: a group of agents answers one user message in turn, each seeing the
+//! conversation so far with every agent's messages attributed by name, until a turn limit or an approval phrase.
+
+use chat_protocol::chat_ui::{AgentReply, ChatMessageContent, ChatMode};
+use chat_protocol::{ChatInput, FinishReason, Role, TokenUsage};
+use serde::Deserialize;
+use time::OffsetDateTime;
+
+use crate::session::title_of;
+use crate::turn::finish_reason;
+use crate::{
+    ChatError, ChatModel, ChatRecord, ChatService, InferenceSettings, ModelMessage, ModelRequest,
+    Session, SessionStore, StoredMessage, TurnHeader, rfc3339_millis,
+};
+
+/// One agent of the group.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Agent {
+    pub name: String,
+    pub instructions: String,
+    /// A model of its own; the configured model when absent.
+    #[serde(default)]
+    pub model_id: Option<String>,
+    #[serde(default)]
+    pub temperature: Option<f64>,
+}
+
+/// The configured group, and when a round ends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentGroup {
+    pub agents: Vec<Agent>,
+    /// Most agent messages in one round.
+    pub max_turns: usize,
+    /// A message containing this (ignoring case) ends the round.
+    pub approval_phrase: String,
+}
+
+impl AgentGroup {
+    /// BusinessAnalyst, SoftwareEngineer and ProductOwner, two rounds at most, ended by "APPROVED".
+    pub fn default_group() -> Self {
+        let agent = |name: &str, instructions: &str| Agent {
+            name: name.into(),
+            instructions: instructions.into(),
+            model_id: None,
+            temperature: None,
+        };
+        Self {
+            agents: vec![
+                agent(
+                    "BusinessAnalyst",
+                    "You are a business analyst. Turn the user's request into clear requirements: goals, \
+                     users, constraints and open questions. Be concise; use short lists.",
+                ),
+                agent(
+                    "SoftwareEngineer",
+                    "You are a senior software engineer. Propose a concrete technical approach that meets \
+                     the requirements discussed so far: components, data, risks and a first step. Be concise.",
+                ),
+                agent(
+                    "ProductOwner",
+                    "You are the product owner. Review the requirements and the technical approach against \
+                     the user's goal. If they are good enough to start, say APPROVED and summarise the plan in \
+                     two sentences; otherwise say exactly what must change.",
+                ),
+            ],
+            max_turns: 6,
+            approval_phrase: "APPROVED".into(),
+        }
+    }
+
+    /// Agents from JSON: `[{"name", "instructions", "model_id"?, "temperature"?}, …]`.
+    pub fn agents_from_json(json: &str) -> Result<Vec<Agent>, String> {
+        let agents: Vec<Agent> = serde_json::from_str(json).map_err(|e| e.to_string())?;
+        if agents.is_empty() {
+            return Err("the group needs at least one agent".into());
+        }
+        for a in &agents {
+            if a.name.trim().is_empty() || a.instructions.trim().is_empty() {
+                return Err("every agent needs a name and instructions".into());
+            }
+        }
+        Ok(agents)
+    }
+}
+
+/// One agent's message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentMessage {
+    pub agent: String,
+    pub text: String,
+    pub header: TurnHeader,
+    pub usage: TokenUsage,
+    pub finish_reason: FinishReason,
+}
+
+impl AgentMessage {
+    /// The message as the Chat UI shows it, with the chat's id as `Metadata.SessionState`.
+    pub fn content(&self, chat_id: &str) -> ChatMessageContent {
+        let state = serde_json::Value::String(chat_id.to_string());
+        ChatMessageContent::agent(&AgentReply {
+            agent: &self.agent,
+            text: &self.text,
+            model: &self.header.model,
+            id: &self.header.id,
+            created_at: &self.header.created_at,
+            usage: self.usage,
+            finish_reason: self.finish_reason,
+            session_state: Some(&state),
+        })
+    }
+}
+
+/// A round in progress: the chat, the conversation so far (with who said what), and the agents' messages.
+pub struct AgentRound {
+    pub session: Session,
+    /// The user message the round answers, with its id and time (the batch answer echoes it).
+    pub user_message: StoredMessage,
+    transcript: Vec<(Option<String>, Role, String)>,
+    messages: Vec<AgentMessage>,
+    done: bool,
+}
+
+impl AgentRound {
+    /// The agents' messages so far.
+    pub fn messages(&self) -> &[AgentMessage] {
+        &self.messages
+    }
+}
+
+/// The conversation as `agent` sees it: its own messages are its turns; the user's and the other agents'
+/// messages (attributed, "Name: text") are the other side.
+fn agent_view(transcript: &[(Option<String>, Role, String)], agent: &str) -> Vec<ModelMessage> {
+    let mut out: Vec<ModelMessage> = Vec::new();
+    for (author, role, text) in transcript {
+        let (role, text) = match author {
+            Some(a) if a == agent => (Role::Assistant, text.clone()),
+            Some(a) => (Role::User, format!("{a}: {text}")),
+            None => (*role, text.clone()),
+        };
+        match out.last_mut() {
+            Some(last) if last.role == role => last.texts.push(text),
+            _ => out.push(ModelMessage {
+                role,
+                texts: vec![text],
+            }),
+        }
+    }
+    if out.last().is_some_and(|m| m.role == Role::Assistant) {
+        out.push(ModelMessage {
+            role: Role::User,
+            texts: vec!["Continue.".into()],
+        });
+    }
+    out
+}
+
+impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
+    /// Starts a multi-agent round for the request's last user message.
+    pub async fn agent_round(
+        &self,
+        owner: &str,
+        input: &ChatInput,
+    ) -> Result<AgentRound, ChatError> {
+        let session = self.begin(owner, input, ChatMode::MultiAgent).await?;
+        let history: Vec<(Option<String>, Role, String)> = match session.is_new {
+            true => Vec::new(),
+            false => self
+                .store()
+                .load(owner, &session.chat_id)
+                .await?
+                .1
+                .into_iter()
+                .map(|m| (m.agent_identifier.clone(), m.role, m.content))
+                .collect(),
+        };
+        // The stored history keeps who said what; the request's new messages follow it.
+        let transcript = if session.is_new {
+            session
+                .conversation
+                .iter()
+                .map(|m| (None, m.role, m.content.clone()))
+                .collect()
+        } else {
+            let mut t = history;
+            t.extend(
+                session
+                    .new_messages
+                    .iter()
+                    .map(|m| (None, m.role, m.content.clone())),
+            );
+            t
+        };
+        let now = rfc3339_millis(OffsetDateTime::now_utc());
+        let last_user = session
+            .new_messages
+            .last()
+            .map(|m| m.content.clone())
+            .unwrap_or_default();
+        Ok(AgentRound {
+            user_message: StoredMessage {
+                id: uuid::Uuid::new_v4().simple().to_string(),
+                role: Role::User,
+                content: last_user,
+                timestamp: now,
+                agent_identifier: None,
+                agent_name: None,
+            },
+            session,
+            transcript,
+            messages: Vec::new(),
+            done: false,
+        })
+    }
+
+    /// The next agent's message, or `None` when the round is over.
+    pub async fn next_agent_message(
+        &self,
+        group: &AgentGroup,
+        input: &ChatInput,
+        round: &mut AgentRound,
+    ) -> Result<Option<AgentMessage>, ChatError> {
+        if round.done || group.agents.is_empty() {
+            return Ok(None);
+        }
+        let agent = &group.agents[round.messages.len() % group.agents.len()];
+        let others: Vec<&str> = group
+            .agents
+            .iter()
+            .filter(|a| a.name != agent.name)
+            .map(|a| a.name.as_str())
+            .collect();
+        let system = format!(
+            "{}\n\nYou are {}, in a group conversation with the user{}. Messages from the other agents are \
+             shown as \"Name: text\". Answer only as {}.",
+            agent.instructions,
+            agent.name,
+            if others.is_empty() {
+                String::new()
+            } else {
+                format!(" and the agents {}", others.join(", "))
+            },
+            agent.name
+        );
+        let settings = self.settings();
+        let request = ModelRequest {
+            model_id: agent
+                .model_id
+                .clone()
+                .unwrap_or_else(|| settings.model_id.clone()),
+            system,
+            messages: agent_view(&round.transcript, &agent.name),
+            inference: InferenceSettings {
+                max_tokens: input
+                    .overrides
+                    .max_tokens
+                    .unwrap_or(settings.default_max_tokens),
+                temperature: agent.temperature.or(input.overrides.temperature),
+                top_p: input.overrides.top_p,
+            },
+            guardrail: settings.guardrail.clone(),
+        };
+        let reply = self.model().converse(&request).await?;
+        let finish_reason = finish_reason(&reply.stop_reason)?;
+        let message = AgentMessage {
+            agent: agent.name.clone(),
+            text: reply.text.clone(),
+            header: TurnHeader::new(&request.model_id),
+            usage: reply.usage,
+            finish_reason,
+        };
+        round.transcript.push((
+            Some(agent.name.clone()),
+            Role::Assistant,
+            reply.text.clone(),
+        ));
+        round.messages.push(message.clone());
+        let approved = reply
+            .text
+            .to_lowercase()
+            .contains(&group.approval_phrase.to_lowercase());
+        round.done = approved || round.messages.len() >= group.max_turns;
+        Ok(Some(message))
+    }
+
+    /// Stores a finished round: the user's new messages and every agent's message, all or nothing.
+    pub async fn save_round(&self, owner: &str, round: &AgentRound) -> Result<(), ChatError> {
+        let new = &round.session.new_messages;
+        let mut messages: Vec<StoredMessage> = new[..new.len().saturating_sub(1)]
+            .iter()
+            .map(|m| StoredMessage {
+                id: uuid::Uuid::new_v4().simple().to_string(),
+                role: m.role,
+                content: m.content.clone(),
+                timestamp: round.user_message.timestamp.clone(),
+                agent_identifier: None,
+                agent_name: None,
+            })
+            .collect();
+        messages.push(round.user_message.clone());
+        messages.extend(round.messages.iter().map(|m| {
+            StoredMessage {
+                id: m.header.id.clone(),
+                role: Role::Assistant,
+                content: m.text.clone(),
+                timestamp: rfc3339_millis(
+                    OffsetDateTime::from_unix_timestamp(m.header.created)
+                        .unwrap_or_else(|_| OffsetDateTime::now_utc()),
+                ),
+                agent_identifier: Some(m.agent.clone()),
+                agent_name: Some(m.agent.clone()),
+            }
+        }));
+        if round.session.is_new {
+            let now = round.user_message.timestamp.clone();
+            let chat = ChatRecord {
+                id: round.session.chat_id.clone(),
+                mode: ChatMode::MultiAgent,
+                title: title_of(&round.session.conversation),
+                created_at: now.clone(),
+                last_updated: now,
+                last_message: String::new(),
+                message_count: 0,
+            };
+            self.store().create(owner, &chat, &messages).await?;
+        } else {
+            self.store()
+                .append(owner, &round.session.chat_id, &messages)
+                .await?;
+        }
+        Ok(())
+    }
+}
