@@ -22,7 +22,7 @@
 //! | `[[stream-error-after:N]]` | (stream) N deltas, then a `modelStreamErrorException` frame |
 //! | `[[stream-break-after:N]]` | (stream) N deltas, then the connection breaks (the body is aborted) |
 //! | `[[deltas:N]]` | the answer is N words `w1 … wN` |
-//! | `[[delay-ms:N]]` | wait N ms before each delta (stream) or before answering (converse) |
+//! | `[[delay-ms:N]]` | wait N ms before each delta (stream) or before answering (converse); found in any message |
 //! | `[[say:TEXT]]` | the answer is TEXT |
 //!
 //! Directives are also read from the system prompt, so that a test can script one agent of a group through its
@@ -314,9 +314,13 @@ fn plan(body: &Value) -> Plan {
         stream_break_after: directive(&directives, "stream-break-after")
             .and_then(|n| n.parse().ok()),
         delay: Duration::from_millis(
-            directive(&directives, "delay-ms")
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(0),
+            // Pacing holds for the whole conversation: later turns (another agent's) keep it.
+            directive(
+                &format!("{directives}\n{}", all_text.join("\n")),
+                "delay-ms",
+            )
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0),
         ),
         pieces,
         stop_reason,
