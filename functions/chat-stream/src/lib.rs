@@ -13,7 +13,7 @@ use chat_core::{
     StreamingTurn, TurnEnd, TurnEvent,
 };
 use chat_http::{
-    ApiError, Auth, Config, error_line, error_response, json_response, normalized_path,
+    ApiError, Auth, Config, error_body, error_line, error_response, json_response, normalized_path,
     read_json_body,
 };
 use chat_protocol::chat_ui::sse_event;
@@ -218,7 +218,9 @@ async fn write_agents<M: ChatModel, St: SessionStore>(
         next = match service.next_agent_message(&group, &input, &mut round).await {
             Ok(message) => message,
             Err(err) => {
-                let _ = tx.send(error_event(&ApiError::from(err)).into()).await;
+                let _ = tx
+                    .send(sse_event(&error_body(&ApiError::from(err))).into())
+                    .await;
                 return;
             }
         };
@@ -227,18 +229,8 @@ async fn write_agents<M: ChatModel, St: SessionStore>(
         return;
     };
     if let Err(err) = service.save_round(&caller, &round).await {
-        slot.send(error_event(&ApiError::from(err)).into());
+        slot.send(sse_event(&error_body(&ApiError::from(err))).into());
     }
-}
-
-/// An error as a server-sent event; logged like every error.
-fn error_event(err: &ApiError) -> Vec<u8> {
-    // The JSON line of the error, as the data of one event.
-    let line = error_line(err);
-    let mut event = b"data: ".to_vec();
-    event.extend_from_slice(line.trim_ascii_end());
-    event.extend_from_slice(b"\n\n");
-    event
 }
 
 /// Writes the answer line by line, and stores the turn before the last line. A failed write means the client went

@@ -37,10 +37,6 @@ impl BedrockModel {
             client: Client::from_conf(conf),
         }
     }
-
-    pub fn from_client(client: Client) -> Self {
-        Self { client }
-    }
 }
 
 fn messages(request: &ModelRequest) -> Result<Vec<Message>, ModelError> {

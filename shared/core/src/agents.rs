@@ -6,11 +6,10 @@ use chat_protocol::{ChatInput, FinishReason, Role, TokenUsage};
 use serde::Deserialize;
 use time::OffsetDateTime;
 
-use crate::session::title_of;
-use crate::turn::finish_reason;
+use crate::turn::{finish_reason, new_stored_messages, stored_message};
 use crate::{
-    ChatError, ChatModel, ChatRecord, ChatService, InferenceSettings, ModelMessage, ModelRequest,
-    Session, SessionStore, StoredMessage, TurnHeader, rfc3339_millis,
+    ChatError, ChatModel, ChatService, InferenceSettings, ModelMessage, ModelRequest, Session,
+    SessionStore, StoredMessage, TurnHeader, rfc3339_millis,
 };
 
 /// One agent of the group.
@@ -116,6 +115,8 @@ pub struct AgentRound {
     pub session: Session,
     /// The user message the round answers, with its id and time (the batch answer echoes it).
     pub user_message: StoredMessage,
+    /// The request's messages not stored yet, ready to store.
+    new_messages: Vec<StoredMessage>,
     transcript: Vec<(Option<String>, Role, String)>,
     messages: Vec<AgentMessage>,
     done: bool,
@@ -163,49 +164,32 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
         input: &ChatInput,
     ) -> Result<AgentRound, ChatError> {
         let session = self.begin(owner, input, ChatMode::MultiAgent).await?;
-        let history: Vec<(Option<String>, Role, String)> = match session.is_new {
-            true => Vec::new(),
-            false => self
-                .store()
-                .load(owner, &session.chat_id)
-                .await?
-                .1
-                .into_iter()
-                .map(|m| (m.agent_identifier.clone(), m.role, m.content))
-                .collect(),
-        };
         // The stored history keeps who said what; the request's new messages follow it.
-        let transcript = if session.is_new {
-            session
-                .conversation
-                .iter()
-                .map(|m| (None, m.role, m.content.clone()))
-                .collect()
-        } else {
-            let mut t = history;
-            t.extend(
+        let transcript = session
+            .history
+            .iter()
+            .map(|m| (m.agent_identifier.clone(), m.role, m.content.clone()))
+            .chain(
                 session
                     .new_messages
                     .iter()
                     .map(|m| (None, m.role, m.content.clone())),
-            );
-            t
-        };
+            )
+            .collect();
         let now = rfc3339_millis(OffsetDateTime::now_utc());
-        let last_user = session
-            .new_messages
-            .last()
-            .map(|m| m.content.clone())
-            .unwrap_or_default();
+        let new_messages = new_stored_messages(&session, &now);
+        // The request's last message is the user's; when it is stored already, it is echoed but not stored again.
+        let user_message = match new_messages.last() {
+            Some(m) => m.clone(),
+            None => stored_message(
+                Role::User,
+                input.messages.last().map_or("", |m| m.content.as_str()),
+                &now,
+            ),
+        };
         Ok(AgentRound {
-            user_message: StoredMessage {
-                id: uuid::Uuid::new_v4().simple().to_string(),
-                role: Role::User,
-                content: last_user,
-                timestamp: now,
-                agent_identifier: None,
-                agent_name: None,
-            },
+            user_message,
+            new_messages,
             session,
             transcript,
             messages: Vec::new(),
@@ -285,19 +269,7 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
 
     /// Stores a finished round: the user's new messages and every agent's message, all or nothing.
     pub async fn save_round(&self, owner: &str, round: &AgentRound) -> Result<(), ChatError> {
-        let new = &round.session.new_messages;
-        let mut messages: Vec<StoredMessage> = new[..new.len().saturating_sub(1)]
-            .iter()
-            .map(|m| StoredMessage {
-                id: uuid::Uuid::new_v4().simple().to_string(),
-                role: m.role,
-                content: m.content.clone(),
-                timestamp: round.user_message.timestamp.clone(),
-                agent_identifier: None,
-                agent_name: None,
-            })
-            .collect();
-        messages.push(round.user_message.clone());
+        let mut messages = round.new_messages.clone();
         messages.extend(round.messages.iter().map(|m| {
             StoredMessage {
                 id: m.header.id.clone(),
@@ -311,23 +283,12 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
                 agent_name: Some(m.agent.clone()),
             }
         }));
-        if round.session.is_new {
-            let now = round.user_message.timestamp.clone();
-            let chat = ChatRecord {
-                id: round.session.chat_id.clone(),
-                mode: ChatMode::MultiAgent,
-                title: title_of(&round.session.conversation),
-                created_at: now.clone(),
-                last_updated: now,
-                last_message: String::new(),
-                message_count: 0,
-            };
-            self.store().create(owner, &chat, &messages).await?;
-        } else {
-            self.store()
-                .append(owner, &round.session.chat_id, &messages)
-                .await?;
-        }
-        Ok(())
+        self.store_turn(
+            owner,
+            &round.session,
+            &messages,
+            &round.user_message.timestamp,
+        )
+        .await
     }
 }

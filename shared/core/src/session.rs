@@ -17,6 +17,8 @@ pub struct Session {
     pub conversation: Vec<Message>,
     /// The request's messages that are not stored yet; the answer is stored after them.
     pub new_messages: Vec<Message>,
+    /// What the chat held when the turn began (empty for a new chat), with who said what.
+    pub history: Vec<StoredMessage>,
 }
 
 /// The chat id a request's session state names, if any.
@@ -46,6 +48,7 @@ pub(crate) fn new_session(chat_id: String, mode: ChatMode, messages: &[Message])
         mode,
         conversation: messages.to_vec(),
         new_messages: messages.to_vec(),
+        history: Vec::new(),
     }
 }
 
@@ -73,6 +76,7 @@ pub(crate) fn continued_session(
         mode,
         conversation,
         new_messages,
+        history: stored.to_vec(),
     }
 }
 

@@ -98,35 +98,32 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
         answer: &str,
     ) -> Result<(), ChatError> {
         let now = rfc3339_millis(OffsetDateTime::now_utc());
-        let stored = |role, content: &str| StoredMessage {
-            id: uuid::Uuid::new_v4().simple().to_string(),
-            role,
-            content: content.to_string(),
-            timestamp: now.clone(),
-            agent_identifier: None,
-            agent_name: None,
-        };
-        let messages: Vec<StoredMessage> = session
-            .new_messages
-            .iter()
-            .map(|m| stored(m.role, &m.content))
-            .chain(std::iter::once(stored(Role::Assistant, answer)))
-            .collect();
+        let mut messages = new_stored_messages(session, &now);
+        messages.push(stored_message(Role::Assistant, answer, &now));
+        self.store_turn(owner, session, &messages, &now).await
+    }
+
+    /// Stores `messages` as the turn of `session`: the chat is created by its first turn, continued by the others.
+    pub(crate) async fn store_turn(
+        &self,
+        owner: &str,
+        session: &Session,
+        messages: &[StoredMessage],
+        now: &str,
+    ) -> Result<(), ChatError> {
         if session.is_new {
             let chat = ChatRecord {
                 id: session.chat_id.clone(),
                 mode: session.mode,
                 title: title_of(&session.conversation),
-                created_at: now.clone(),
-                last_updated: now.clone(),
+                created_at: now.to_string(),
+                last_updated: now.to_string(),
                 last_message: String::new(),
                 message_count: 0,
             };
-            self.store.create(owner, &chat, &messages).await?;
+            self.store.create(owner, &chat, messages).await?;
         } else {
-            self.store
-                .append(owner, &session.chat_id, &messages)
-                .await?;
+            self.store.append(owner, &session.chat_id, messages).await?;
         }
         Ok(())
     }
@@ -185,6 +182,27 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
             session_state: Some(Value::String(session.chat_id)),
         })
     }
+}
+
+/// A message to store, with a new id.
+pub(crate) fn stored_message(role: Role, content: &str, now: &str) -> StoredMessage {
+    StoredMessage {
+        id: uuid::Uuid::new_v4().simple().to_string(),
+        role,
+        content: content.to_string(),
+        timestamp: now.to_string(),
+        agent_identifier: None,
+        agent_name: None,
+    }
+}
+
+/// The session's new messages, ready to store.
+pub(crate) fn new_stored_messages(session: &Session, now: &str) -> Vec<StoredMessage> {
+    session
+        .new_messages
+        .iter()
+        .map(|m| stored_message(m.role, &m.content, now))
+        .collect()
 }
 
 /// A guardrail or filter that stopped the model is the client's 400, not an answer.

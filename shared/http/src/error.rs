@@ -134,11 +134,16 @@ pub fn error_response(err: &ApiError) -> Response<Body> {
     response
 }
 
-/// The error as the last line of a JSON Lines stream that has already begun: `{"error":"…"}\n`; logged like
+/// The error's body for a stream that has already begun (a JSONL line or an SSE event carries it); logged like
 /// [`error_response`].
-pub fn error_line(err: &ApiError) -> Vec<u8> {
+pub fn error_body(err: &ApiError) -> ErrorBody {
     status_and_log(err);
-    chat_protocol::json_line(&ErrorBody::new(err.public_message()))
+    ErrorBody::new(err.public_message())
+}
+
+/// The error as the last line of a JSON Lines stream that has already begun: `{"error":"…"}\n`.
+pub fn error_line(err: &ApiError) -> Vec<u8> {
+    chat_protocol::json_line(&error_body(err))
 }
 
 fn status_and_log(err: &ApiError) -> StatusCode {

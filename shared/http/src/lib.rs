@@ -8,7 +8,7 @@ mod request;
 mod runtime;
 
 pub use config::{Config, ConfigError};
-pub use error::{ApiError, error_line, error_response, json_response};
+pub use error::{ApiError, error_body, error_line, error_response, json_response};
 pub use identity::{Auth, JwtVerifier, KeySource};
 pub use request::{normalized_path, read_json_body};
 pub use runtime::keep_running;

@@ -107,10 +107,6 @@ impl LocalBedrock {
         format!("http://{}", self.addr)
     }
 
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
     /// An SDK configuration whose clients talk to this server: test credentials, and the SDK's standard retries
     /// with short back-offs so throttling tests stay quick.
     pub async fn sdk_config(&self) -> aws_config::SdkConfig {
