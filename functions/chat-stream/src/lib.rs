@@ -13,8 +13,8 @@ use chat_core::{
     StreamingTurn, TurnEnd, TurnEvent,
 };
 use chat_http::{
-    ApiError, Auth, Config, error_body, error_line, error_response, json_response, normalized_path,
-    read_json_body,
+    ApiError, Auth, Config, Cors, error_body, error_line, error_response, json_response,
+    normalized_path, read_json_body,
 };
 use chat_protocol::chat_ui::sse_event;
 use chat_protocol::v2024_01_28::{ChatCompletion, ChatCompletionChunk, ChunkHeader};
@@ -33,6 +33,7 @@ pub struct App<M, St> {
     agents: Arc<AgentGroup>,
     auth: Auth,
     max_body_bytes: usize,
+    cors: Cors,
 }
 
 /// How a dialect frames the lines of a streamed answer.
@@ -90,15 +91,21 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
             agents: Arc::new(config.agents),
             auth,
             max_body_bytes: config.max_body_bytes,
+            cors: config.cors,
         }
     }
 
     /// Answers one request. Faults before the first line are ordinary JSON error responses with their status.
     pub async fn handle(&self, request: Request) -> Response<LineBody> {
-        match self.route(&request).await {
+        if let Some(preflight) = self.cors.preflight(&request, "POST") {
+            return buffered(preflight);
+        }
+        let mut response = match self.route(&request).await {
             Ok(response) => response,
             Err(err) => buffered(error_response(&err)),
-        }
+        };
+        self.cors.decorate(&request, response.headers_mut());
+        response
     }
 
     async fn route(&self, request: &Request) -> Result<Response<LineBody>, ApiError> {

@@ -3,7 +3,7 @@
 
 use chat_core::{AgentGroup, ChatModel, ChatService, SessionStore};
 use chat_http::{
-    ApiError, Auth, Config, error_response, json_response, normalized_path, read_json_body,
+    ApiError, Auth, Config, Cors, error_response, json_response, normalized_path, read_json_body,
 };
 use chat_protocol::chat_ui::{ChatMessageContent, sse_event};
 use chat_protocol::{
@@ -19,6 +19,7 @@ pub struct App<M, St> {
     agents: AgentGroup,
     auth: Auth,
     max_body_bytes: usize,
+    cors: Cors,
 }
 
 impl<M: ChatModel, St: SessionStore> App<M, St> {
@@ -28,15 +29,21 @@ impl<M: ChatModel, St: SessionStore> App<M, St> {
             agents: config.agents,
             auth,
             max_body_bytes: config.max_body_bytes,
+            cors: config.cors,
         }
     }
 
     /// Answers one request; every failure is already an HTTP response here.
     pub async fn handle(&self, request: Request) -> Response<Body> {
-        match self.route(&request).await {
+        if let Some(preflight) = self.cors.preflight(&request, "POST") {
+            return preflight;
+        }
+        let mut response = match self.route(&request).await {
             Ok(response) => response,
             Err(err) => error_response(&err),
-        }
+        };
+        self.cors.decorate(&request, response.headers_mut());
+        response
     }
 
     async fn route(&self, request: &Request) -> Result<Response<Body>, ApiError> {

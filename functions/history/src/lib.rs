@@ -4,7 +4,7 @@
 use chat_core::history::{history_message, stored_message, summary};
 use chat_core::{ChatError, ChatRecord, SessionStore, rfc3339_millis};
 use chat_http::{
-    ApiError, Auth, Config, error_response, json_response, normalized_path, read_json_body,
+    ApiError, Auth, Config, Cors, error_response, json_response, normalized_path, read_json_body,
 };
 use chat_protocol::chat_ui::{ChatMode, CreateChatRequest, HistoryMessage, ReplaceMessagesRequest};
 use chat_protocol::{InvalidRequest, parse_body};
@@ -23,6 +23,7 @@ pub struct App<St> {
     max_body_bytes: usize,
     max_title_chars: usize,
     max_message_chars: usize,
+    cors: Cors,
 }
 
 /// Which operation a path and method name.
@@ -89,6 +90,7 @@ impl<St: SessionStore> App<St> {
             max_body_bytes: config.max_body_bytes,
             max_title_chars: config.max_title_chars,
             max_message_chars: config.chat.limits.max_message_chars,
+            cors: config.cors.clone(),
         }
     }
 
@@ -98,10 +100,15 @@ impl<St: SessionStore> App<St> {
     }
 
     pub async fn handle(&self, request: Request) -> Response<Body> {
-        match self.serve(&request).await {
+        if let Some(preflight) = self.cors.preflight(&request, "GET, POST, PUT, DELETE") {
+            return preflight;
+        }
+        let mut response = match self.serve(&request).await {
             Ok(response) => response,
             Err(err) => error_response(&err),
-        }
+        };
+        self.cors.decorate(&request, response.headers_mut());
+        response
     }
 
     async fn serve(&self, request: &Request) -> Result<Response<Body>, ApiError> {

@@ -5,6 +5,8 @@ use std::time::Duration;
 use chat_core::{AgentGroup, ChatSettings, Guardrail};
 use chat_protocol::RequestLimits;
 
+use crate::Cors;
+
 /// Everything a function needs to know about its deployment.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -21,6 +23,9 @@ pub struct Config {
     pub max_title_chars: usize,
     /// The multi-agent group.
     pub agents: AgentGroup,
+    /// Browser origins the function itself answers CORS for (`CORS_ALLOWED_ORIGINS`); none on AWS, where the
+    /// function URL does it.
+    pub cors: Cors,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -141,6 +146,9 @@ impl Config {
             history_ttl_days,
             max_title_chars: number("MAX_TITLE_CHARS", 200)? as usize,
             agents,
+            cors: get("CORS_ALLOWED_ORIGINS")
+                .map(|list| Cors::from_list(&list))
+                .unwrap_or_default(),
         })
     }
 }

@@ -2,12 +2,14 @@
 //! place where errors become HTTP responses.
 
 mod config;
+mod cors;
 mod error;
 mod identity;
 mod request;
 mod runtime;
 
 pub use config::{Config, ConfigError};
+pub use cors::Cors;
 pub use error::{ApiError, error_body, error_line, error_response, json_response};
 pub use identity::{Auth, JwtVerifier, KeySource};
 pub use request::{normalized_path, read_json_body};

@@ -1,9 +1,9 @@
 //! `make run`: the whole backend on one address, http://127.0.0.1:9000, with nothing installed by hand.
 //!
 //! Starts the local Bedrock-compatible server (in this process) and moto's DynamoDB server, creates the table,
-//! and serves every route through `cargo lambda watch` with one local user (`AUTH_MODE=none`). With `MODEL_ID` and
-//! AWS credentials in the environment (`AWS_PROFILE` or `AWS_ACCESS_KEY_ID`), it uses real Bedrock and DynamoDB
-//! instead, and starts neither server.
+//! and serves every route through `cargo lambda watch` with one local user (`AUTH_MODE=none`), answering CORS for
+//! any origin (`CORS_ALLOWED_ORIGINS=*`). With `MODEL_ID` and AWS credentials in the environment (`AWS_PROFILE`
+//! or `AWS_ACCESS_KEY_ID`), it uses real Bedrock and DynamoDB instead, and starts neither server.
 //!
 //! Ports: `LOCAL_PORT` (9000), `LOCAL_BEDROCK_PORT` (9100), `LOCAL_DYNAMODB_PORT` (9200). With
 //! `--exit-with-stdin`, it shuts down when its standard input closes (tests use this so nothing outlives them).
@@ -157,6 +157,10 @@ async fn main() {
         tools.display(),
         std::env::var("PATH").unwrap_or_default()
     );
+    if std::env::var_os("CORS_ALLOWED_ORIGINS").is_none() {
+        // Browser front ends on any local port; on AWS the function URLs answer CORS instead.
+        env.push(("CORS_ALLOWED_ORIGINS".into(), "*".into()));
+    }
     if std::env::var_os("AUTH_MODE").is_none() {
         // One local user, unless the environment asks for IAM or JWT callers.
         env.push(("AUTH_MODE".into(), "none".into()));
