@@ -13,8 +13,8 @@ use chat_core::{
     StreamingTurn, TurnEnd, TurnEvent,
 };
 use chat_http::{
-    ApiError, Auth, Config, Cors, error_body, error_line, error_response, json_response,
-    normalized_path, read_json_body,
+    ApiError, Auth, Config, Cors, error_body, error_line, json_response, normalized_path,
+    read_json_body,
 };
 use chat_protocol::chat_ui::sse_event;
 use chat_protocol::v2024_01_28::{ChatCompletion, ChatCompletionChunk, ChunkHeader};
@@ -26,6 +26,7 @@ use lambda_http::http::{Method, StatusCode, header};
 use lambda_http::{Body, Request, Response};
 use serde_json::Value;
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 /// What a warm function keeps between requests. The core is shared with the tasks that write each stream.
 pub struct App<M, St> {
@@ -97,15 +98,7 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
 
     /// Answers one request. Faults before the first line are ordinary JSON error responses with their status.
     pub async fn handle(&self, request: Request) -> Response<LineBody> {
-        if let Some(preflight) = self.cors.preflight(&request, "POST") {
-            return buffered(preflight);
-        }
-        let mut response = match self.route(&request).await {
-            Ok(response) => response,
-            Err(err) => buffered(error_response(&err)),
-        };
-        self.cors.decorate(&request, response.headers_mut());
-        response
+        chat_http::respond(&request, &self.cors, "POST", buffered, self.route(&request)).await
     }
 
     async fn route(&self, request: &Request) -> Result<Response<LineBody>, ApiError> {
@@ -151,14 +144,11 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
         let content_type = framing.content_type();
         let (tx, body) = LineBody::channel();
         let first = framing.start(&turn);
-        tokio::spawn(write_stream(
-            self.service.clone(),
-            caller,
-            turn,
-            framing,
-            first,
-            tx,
-        ));
+        tokio::spawn(
+            write_stream(self.service.clone(), caller, turn, framing, first, tx)
+                // The writer outlives the handler; it logs under the request's id all the same.
+                .instrument(tracing::Span::current()),
+        );
         Ok(Response::builder()
             .status(StatusCode::OK)
             .header(header::CONTENT_TYPE, content_type)
@@ -182,15 +172,18 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
             .next_agent_message(&self.agents, &input, &mut round)
             .await?;
         let (tx, body) = LineBody::channel();
-        tokio::spawn(write_agents(
-            self.service.clone(),
-            self.agents.clone(),
-            caller,
-            input,
-            round,
-            first,
-            tx,
-        ));
+        tokio::spawn(
+            write_agents(
+                self.service.clone(),
+                self.agents.clone(),
+                caller,
+                input,
+                round,
+                first,
+                tx,
+            )
+            .instrument(tracing::Span::current()),
+        );
         Ok(Response::builder()
             .status(StatusCode::OK)
             .header(header::CONTENT_TYPE, "text/event-stream")

@@ -8,7 +8,7 @@ use lambda_http::{Error, Request, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    lambda_http::tracing::init_default_subscriber();
+    chat_http::init_logging();
     let config = Config::from_env()?;
     let auth = Auth::from_env()?;
     let aws = chat_aws::load_aws_config().await;

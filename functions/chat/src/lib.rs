@@ -2,9 +2,7 @@
 //! `POST /multi-agent-chat/batch`.
 
 use chat_core::{AgentGroup, ChatModel, ChatService, SessionStore};
-use chat_http::{
-    ApiError, Auth, Config, Cors, error_response, json_response, normalized_path, read_json_body,
-};
+use chat_http::{ApiError, Auth, Config, Cors, json_response, normalized_path, read_json_body};
 use chat_protocol::chat_ui::{ChatMessageContent, sse_event};
 use chat_protocol::{
     Answer, ChatInput, Dialect, Endpoint, json_line, parse_chat_request, v2024_01_28, v2024_05_29,
@@ -35,15 +33,7 @@ impl<M: ChatModel, St: SessionStore> App<M, St> {
 
     /// Answers one request; every failure is already an HTTP response here.
     pub async fn handle(&self, request: Request) -> Response<Body> {
-        if let Some(preflight) = self.cors.preflight(&request, "POST") {
-            return preflight;
-        }
-        let mut response = match self.route(&request).await {
-            Ok(response) => response,
-            Err(err) => error_response(&err),
-        };
-        self.cors.decorate(&request, response.headers_mut());
-        response
+        chat_http::respond(&request, &self.cors, "POST", |r| r, self.route(&request)).await
     }
 
     async fn route(&self, request: &Request) -> Result<Response<Body>, ApiError> {

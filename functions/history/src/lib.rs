@@ -3,9 +3,7 @@
 
 use chat_core::history::{history_message, stored_message, summary};
 use chat_core::{ChatError, ChatRecord, SessionStore, rfc3339_millis};
-use chat_http::{
-    ApiError, Auth, Config, Cors, error_response, json_response, normalized_path, read_json_body,
-};
+use chat_http::{ApiError, Auth, Config, Cors, json_response, normalized_path, read_json_body};
 use chat_protocol::chat_ui::{ChatMode, CreateChatRequest, HistoryMessage, ReplaceMessagesRequest};
 use chat_protocol::{InvalidRequest, parse_body};
 use lambda_http::http::{Method, StatusCode, header};
@@ -100,15 +98,14 @@ impl<St: SessionStore> App<St> {
     }
 
     pub async fn handle(&self, request: Request) -> Response<Body> {
-        if let Some(preflight) = self.cors.preflight(&request, "GET, POST, PUT, DELETE") {
-            return preflight;
-        }
-        let mut response = match self.serve(&request).await {
-            Ok(response) => response,
-            Err(err) => error_response(&err),
-        };
-        self.cors.decorate(&request, response.headers_mut());
-        response
+        chat_http::respond(
+            &request,
+            &self.cors,
+            "GET, POST, PUT, DELETE",
+            |r| r,
+            self.serve(&request),
+        )
+        .await
     }
 
     async fn serve(&self, request: &Request) -> Result<Response<Body>, ApiError> {

@@ -1,6 +1,6 @@
 //! The model port on Amazon Bedrock's Converse API.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use aws_sdk_bedrockruntime::Client;
 use aws_sdk_bedrockruntime::error::{ProvideErrorMetadata, SdkError};
@@ -152,9 +152,16 @@ fn usage(u: &aws_sdk_bedrockruntime::types::TokenUsage) -> TokenUsage {
     }
 }
 
+fn millis(since: Instant) -> u64 {
+    since.elapsed().as_millis() as u64
+}
+
 /// A streamed answer from ConverseStream.
 pub struct BedrockStream {
     receiver: EventReceiver<ConverseStreamOutput, ConverseStreamOutputError>,
+    model_id: String,
+    started: Instant,
+    first_text_ms: Option<u64>,
 }
 
 impl ModelStream for BedrockStream {
@@ -169,6 +176,8 @@ impl ModelStream for BedrockStream {
                     if let Some(ContentBlockDelta::Text(text)) = d.delta()
                         && !text.is_empty()
                     {
+                        self.first_text_ms
+                            .get_or_insert_with(|| millis(self.started));
                         return Ok(Some(ModelEvent::Text(text.clone())));
                     }
                 }
@@ -176,6 +185,17 @@ impl ModelStream for BedrockStream {
                     return Ok(Some(ModelEvent::Stop(stop_reason(stop.stop_reason()))));
                 }
                 ConverseStreamOutput::Metadata(m) => {
+                    // The last event of an answer: its cost and timing, never its text.
+                    tracing::info!(
+                        operation = "ConverseStream",
+                        model_id = %self.model_id,
+                        latency_ms = millis(self.started),
+                        first_text_ms = self.first_text_ms,
+                        model_latency_ms = m.metrics().map(|x| x.latency_ms()),
+                        input_tokens = m.usage().map(|u| u.input_tokens()),
+                        output_tokens = m.usage().map(|u| u.output_tokens()),
+                        "model answered"
+                    );
                     if let Some(u) = m.usage() {
                         return Ok(Some(ModelEvent::Usage(usage(u))));
                     }
@@ -187,10 +207,28 @@ impl ModelStream for BedrockStream {
     }
 }
 
+/// Logs a model call that failed (with how long it took: timeouts and throttling show here) and passes the error on.
+fn failed(
+    operation: &str,
+    request: &ModelRequest,
+    started: Instant,
+    err: ModelError,
+) -> ModelError {
+    tracing::warn!(
+        operation,
+        model_id = %request.model_id,
+        latency_ms = millis(started),
+        error = %err,
+        "model call failed"
+    );
+    err
+}
+
 impl ChatModel for BedrockModel {
     type Stream = BedrockStream;
 
     async fn converse(&self, request: &ModelRequest) -> Result<ModelReply, ModelError> {
+        let started = Instant::now();
         let output = self
             .client
             .converse()
@@ -201,7 +239,7 @@ impl ChatModel for BedrockModel {
             .set_guardrail_config(guardrail(request))
             .send()
             .await
-            .map_err(classify)?;
+            .map_err(|e| failed("Converse", request, started, classify(e)))?;
         let text = match output.output() {
             Some(ConverseOutput::Message(m)) => m
                 .content()
@@ -211,14 +249,26 @@ impl ChatModel for BedrockModel {
                 .concat(),
             _ => String::new(),
         };
-        Ok(ModelReply {
+        let reply = ModelReply {
             text,
             stop_reason: stop_reason(output.stop_reason()),
             usage: output.usage().map(usage).unwrap_or_default(),
-        })
+        };
+        tracing::info!(
+            operation = "Converse",
+            model_id = %request.model_id,
+            latency_ms = millis(started),
+            model_latency_ms = output.metrics().map(|m| m.latency_ms()),
+            input_tokens = reply.usage.input_tokens,
+            output_tokens = reply.usage.output_tokens,
+            stop_reason = ?reply.stop_reason,
+            "model answered"
+        );
+        Ok(reply)
     }
 
     async fn converse_stream(&self, request: &ModelRequest) -> Result<BedrockStream, ModelError> {
+        let started = Instant::now();
         let guardrail = request.guardrail.as_ref().map(|g| {
             GuardrailStreamConfiguration::builder()
                 .guardrail_identifier(&g.id)
@@ -235,9 +285,12 @@ impl ChatModel for BedrockModel {
             .set_guardrail_config(guardrail)
             .send()
             .await
-            .map_err(classify)?;
+            .map_err(|e| failed("ConverseStream", request, started, classify(e)))?;
         Ok(BedrockStream {
             receiver: output.stream,
+            model_id: request.model_id.clone(),
+            started,
+            first_text_ms: None,
         })
     }
 }

@@ -3,14 +3,18 @@
 
 mod config;
 mod cors;
+mod edge;
 mod error;
 mod identity;
+mod logging;
 mod request;
 mod runtime;
 
 pub use config::{Config, ConfigError};
 pub use cors::Cors;
+pub use edge::respond;
 pub use error::{ApiError, error_body, error_line, error_response, json_response};
 pub use identity::{Auth, JwtVerifier, KeySource};
+pub use logging::{init_logging, init_logging_with};
 pub use request::{normalized_path, read_json_body};
 pub use runtime::keep_running;
