@@ -78,6 +78,11 @@ impl LocalDynamo {
 
     /// An SDK configuration whose clients talk to this server.
     pub async fn sdk_config(&self) -> aws_config::SdkConfig {
+        Self::sdk_config_at(&self.endpoint()).await
+    }
+
+    /// An SDK configuration whose clients talk to a DynamoDB-compatible server at `endpoint`, started elsewhere.
+    pub async fn sdk_config_at(endpoint: &str) -> aws_config::SdkConfig {
         aws_config::defaults(aws_config::BehaviorVersion::latest())
             .region(aws_config::Region::new("us-east-1"))
             .credentials_provider(aws_credential_types::Credentials::new(
@@ -87,7 +92,7 @@ impl LocalDynamo {
                 None,
                 "local-dynamodb",
             ))
-            .endpoint_url(self.endpoint())
+            .endpoint_url(endpoint)
             .load()
             .await
     }

@@ -2,69 +2,29 @@
 //! server, `cargo lambda watch`) once for the whole file and talk HTTP to http://127.0.0.1:9000, as a client would.
 //! They need the project's tools (`make tools`); `make test` installs them first.
 
-use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant, SystemTime};
+mod support;
+
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::SystemTime;
 
 use serde_json::{Value, json};
+use support::{LocalRun, root};
 
-const BASE: &str = "http://127.0.0.1:9000";
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .unwrap()
-        .to_path_buf()
-}
-
-/// The local run, started on first use. Its standard input is a pipe held open by this process: when the test
-/// process exits, the pipe closes and the local run stops with everything it started.
-fn local_run() {
-    static RUN: OnceLock<Mutex<Child>> = OnceLock::new();
-    RUN.get_or_init(|| {
-        // The log lives outside the workspace: a file inside it would make cargo lambda watch reload.
-        let log_path = std::env::temp_dir().join("chat-backend-e2e-local-run.log");
-        let log = std::fs::File::create(&log_path).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_local-run"))
-            .arg("--exit-with-stdin")
-            .current_dir(root())
-            .stdin(Stdio::piped())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("local-run starts");
-        let start = Instant::now();
-        loop {
-            let mut text = String::new();
-            std::fs::File::open(&log_path)
-                .unwrap()
-                .read_to_string(&mut text)
-                .unwrap();
-            if text.contains("local-run: ready on") {
-                break;
-            }
-            if text
-                .lines()
-                .any(|l| l.starts_with("local-run: ") && !l.contains(" on "))
-            {
-                panic!("the local run failed to start:\n{text}");
-            }
-            if start.elapsed() > Duration::from_secs(900) {
-                panic!("the local run was not ready within 15 minutes:\n{text}");
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        Mutex::new(child)
-    });
+/// The address of the local run: the one `LOCAL_RUN_URL` names (`make test` starts one for its suites), else one
+/// this file starts on port 9000 and stops when it ends.
+fn base() -> &'static str {
+    static BASE: OnceLock<String> = OnceLock::new();
+    static RUN: OnceLock<LocalRun> = OnceLock::new();
+    BASE.get_or_init(|| match std::env::var("LOCAL_RUN_URL") {
+        Ok(url) => url.trim_end_matches('/').to_string(),
+        Err(_) => RUN.get_or_init(|| LocalRun::start("e2e", 9000, &[])).base(),
+    })
 }
 
 async fn post(path: &str, content_type: &str, body: String) -> (u16, String, String) {
-    local_run();
     let response = reqwest::Client::new()
-        .post(format!("{BASE}{path}"))
+        .post(format!("{}{path}", base()))
         .header("content-type", content_type)
         .body(body)
         .send()
@@ -174,185 +134,6 @@ async fn errors_are_json_on_the_local_run() {
     );
 }
 
-/// `cargo lambda invoke --data-file` of one file of `events/`: what it printed (for a buffered function, the
-/// function URL response as JSON; for a streaming one, the streamed body).
-fn invoke_raw(function: &str, event: &str, format: &str) -> String {
-    local_run();
-    let out = Command::new(root().join(".tools/venv/bin/cargo-lambda"))
-        .args([
-            "lambda",
-            "invoke",
-            function,
-            "--invoke-address",
-            "127.0.0.1",
-            "--invoke-port",
-            "9000",
-        ])
-        .args(["--output-format", format, "--data-file"])
-        .arg(root().join("events").join(event))
-        .output()
-        .expect("cargo lambda invoke runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn invoke(event: &str) -> Value {
-    serde_json::from_str(&invoke_raw("chat", event, "json")).unwrap()
-}
-
-fn invoke_stream(event: &str) -> Vec<Value> {
-    let text = invoke_raw("chat-stream", event, "text");
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-fn body_of(response: &Value) -> Value {
-    serde_json::from_str(response["body"].as_str().unwrap()).unwrap()
-}
-
-#[test]
-fn every_event_invokes() {
-    let r = invoke("chat-2024-05-29.json");
-    assert_eq!(r["statusCode"], 200);
-    let b = body_of(&r);
-    assert_eq!(
-        b["message"]["content"],
-        "Echo: What is included in my plan?"
-    );
-    assert_eq!(b["context"]["thoughts"][0]["props"]["temperature"], 0.3);
-    assert!(b["sessionState"].is_string(), "a new chat's id");
-
-    let r = invoke("chat-2024-05-29-snake-case.json");
-    assert!(body_of(&r)["session_state"].is_string());
-    assert!(body_of(&r).get("sessionState").is_none());
-
-    let r = invoke("chat-unknown-chat.json");
-    assert_eq!(r["statusCode"], 404);
-    assert_eq!(
-        body_of(&r),
-        json!({"error": "There is no chat with that id."})
-    );
-    let r = invoke_raw("history", "history-create.json", "json");
-    let r: Value = serde_json::from_str(&r).unwrap();
-    assert_eq!(r["statusCode"], 201);
-    assert_eq!(body_of(&r)["title"], "New Discussion");
-    let r: Value =
-        serde_json::from_str(&invoke_raw("history", "history-list.json", "json")).unwrap();
-    assert_eq!(r["statusCode"], 200);
-    assert!(
-        body_of(&r)
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|c| c["title"] == "New Discussion")
-    );
-    let r: Value = serde_json::from_str(&invoke_raw(
-        "history",
-        "history-messages-unknown-chat.json",
-        "json",
-    ))
-    .unwrap();
-    assert_eq!(r["statusCode"], 404);
-
-    let r = invoke("chat-2024-01-28.json");
-    let b = body_of(&r);
-    assert_eq!(b["object"], "chat.completion");
-    assert_eq!(
-        b["choices"][0]["message"]["content"],
-        "Echo: What is included in my plan?"
-    );
-
-    let r = invoke("chat-2024-01-28-stream.json");
-    assert_eq!(r["headers"]["content-type"], "application/json-lines");
-    let lines: Vec<Value> = r["body"]
-        .as_str()
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(lines.last().unwrap()["choices"][0]["finish_reason"], "stop");
-
-    let r = invoke("chat-ui-chat.json");
-    assert_eq!(
-        body_of(&r)[0]["Items"][0]["Text"],
-        "Echo: Can you help me with my plan?"
-    );
-
-    let r = invoke("chat-bad-json.json");
-    assert_eq!(r["statusCode"], 400);
-    assert!(
-        body_of(&r)["error"]
-            .as_str()
-            .unwrap()
-            .starts_with("body is not valid JSON")
-    );
-
-    let lines = invoke_stream("chat-stream-2024-05-29.json");
-    assert_eq!(lines[0]["delta"], json!({"role": "assistant"}));
-    let text: String = lines
-        .iter()
-        .filter_map(|l| l["delta"]["content"].as_str())
-        .collect();
-    assert_eq!(text, "Echo: What is included in my plan?");
-    assert_eq!(
-        lines.last().unwrap()["context"]["followup_questions"]
-            .as_array()
-            .unwrap()
-            .len(),
-        3
-    );
-
-    let lines = invoke_stream("chat-stream-2024-01-28.json");
-    assert!(lines.iter().all(|l| l["object"] == "chat.completion.chunk"));
-    assert_eq!(lines.last().unwrap()["choices"][0]["finish_reason"], "stop");
-
-    let events = invoke_raw("chat-stream", "multi-agent-stream.json", "text");
-    let authors: Vec<String> = events
-        .split("\n\n")
-        .filter(|e| !e.trim().is_empty())
-        .map(|e| serde_json::from_str::<Value>(e.trim().strip_prefix("data: ").unwrap()).unwrap()["AuthorName"].as_str().unwrap().to_string())
-        .collect();
-    assert_eq!(
-        authors[..3],
-        ["BusinessAnalyst", "SoftwareEngineer", "ProductOwner"]
-    );
-    let r = invoke("multi-agent-batch.json");
-    let all = body_of(&r);
-    assert_eq!(all[0]["Role"]["Label"], "user");
-    assert_eq!(all[1]["AuthorName"], "BusinessAnalyst");
-
-    // Every event file is exercised here.
-    let tested = [
-        "chat-2024-05-29.json",
-        "chat-2024-05-29-snake-case.json",
-        "chat-2024-01-28.json",
-        "chat-2024-01-28-stream.json",
-        "chat-ui-chat.json",
-        "chat-bad-json.json",
-        "chat-stream-2024-05-29.json",
-        "chat-stream-2024-01-28.json",
-        "chat-unknown-chat.json",
-        "history-create.json",
-        "history-list.json",
-        "history-messages-unknown-chat.json",
-        "multi-agent-stream.json",
-        "multi-agent-batch.json",
-    ];
-    for entry in std::fs::read_dir(root().join("events")).unwrap() {
-        let name = entry.unwrap().file_name().into_string().unwrap();
-        assert!(
-            tested.contains(&name.as_str()),
-            "events/{name} is not invoked by this test"
-        );
-    }
-}
-
 /// Milliseconds since the Unix epoch.
 fn unix_ms(t: SystemTime) -> u64 {
     t.duration_since(SystemTime::UNIX_EPOCH)
@@ -362,11 +143,10 @@ fn unix_ms(t: SystemTime) -> u64 {
 
 #[tokio::test]
 async fn streamed_lines_arrive_as_the_local_model_sends_them() {
-    local_run();
     let marker = format!("timing-{}", unix_ms(SystemTime::now()));
     let started = SystemTime::now();
     let mut response = reqwest::Client::new()
-        .post(format!("{BASE}/chat/stream"))
+        .post(format!("{}/chat/stream", base()))
         .header("content-type", "application/json")
         .header("accept", "application/json")
         .body(json!({"messages": [{"role": "user", "content": format!("[[deltas:10]] [[delay-ms:200]] {marker}")}]}).to_string())
@@ -432,7 +212,6 @@ async fn streamed_lines_arrive_as_the_local_model_sends_them() {
 
 #[test]
 fn the_official_javascript_client_works_against_the_local_run() {
-    local_run();
     let js = root().join("tests/js");
     assert!(
         js.join("node_modules/@microsoft/ai-chat-protocol").exists(),
@@ -441,7 +220,7 @@ fn the_official_javascript_client_works_against_the_local_run() {
     let out = Command::new("node")
         .arg("--test")
         .current_dir(&js)
-        .env("CHAT_BASE_URL", BASE)
+        .env("CHAT_BASE_URL", base())
         .output()
         .expect("node runs");
     let report = String::from_utf8_lossy(&out.stdout);
@@ -458,8 +237,7 @@ fn the_official_javascript_client_works_against_the_local_run() {
 }
 
 async fn get_json(path: &str) -> (u16, Value) {
-    local_run();
-    let response = reqwest::get(format!("{BASE}{path}")).await.unwrap();
+    let response = reqwest::get(format!("{}{path}", base())).await.unwrap();
     let status = response.status().as_u16();
     (status, response.json().await.unwrap())
 }
@@ -518,10 +296,9 @@ async fn a_chat_made_through_chat_is_continued_and_listed_in_the_history() {
 /// The Chat UI's SSE client takes each network read as one event: every read must hold exactly one whole event.
 #[tokio::test]
 async fn each_agent_message_arrives_as_one_event_per_read() {
-    local_run();
     let started = SystemTime::now();
     let mut response = reqwest::Client::new()
-        .post(format!("{BASE}/multi-agent-chat/stream"))
+        .post(format!("{}/multi-agent-chat/stream", base()))
         .header("content-type", "application/json")
         .header("accept", "text/event-stream")
         .body(

@@ -1,0 +1,86 @@
+//! Starting a local run (`local-run`, what `make run` runs) for a test file, and stopping it with the test process.
+#![allow(dead_code)] // Each test file uses its own part of it.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .unwrap()
+        .to_path_buf()
+}
+
+/// A local run serving every route on `http://127.0.0.1:{port}`.
+pub struct LocalRun {
+    pub port: u16,
+    /// Everything the local run and its functions printed.
+    pub log: PathBuf,
+    // Its standard input is a pipe held open by this process: when the test process exits, the pipe closes and
+    // the local run stops with everything it started.
+    _child: Child,
+}
+
+impl LocalRun {
+    /// Starts a local run on `port` (with moto and the local Bedrock server on `port + 100` and `port + 200`) and
+    /// `env` added to its environment, and waits until every function answers.
+    pub fn start(name: &str, port: u16, env: &[(&str, &str)]) -> LocalRun {
+        // The log lives outside the workspace: a file inside it would make cargo lambda watch reload.
+        let log = std::env::temp_dir().join(format!("chat-backend-{name}-local-run.log"));
+        let file = std::fs::File::create(&log).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_local-run"))
+            .arg("--exit-with-stdin")
+            .current_dir(root())
+            .env("LOCAL_PORT", port.to_string())
+            .env("LOCAL_BEDROCK_PORT", (port + 100).to_string())
+            .env("LOCAL_DYNAMODB_PORT", (port + 200).to_string())
+            .envs(env.iter().copied())
+            .stdin(Stdio::piped())
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .spawn()
+            .expect("local-run starts");
+        let start = Instant::now();
+        loop {
+            let text = read(&log);
+            if text.contains("local-run: ready on") {
+                break;
+            }
+            if text
+                .lines()
+                .any(|l| l.starts_with("local-run: ") && !l.contains(" on "))
+            {
+                panic!("the local run failed to start:\n{text}");
+            }
+            if start.elapsed() > Duration::from_secs(900) {
+                panic!("the local run was not ready within 15 minutes:\n{text}");
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        LocalRun {
+            port,
+            log,
+            _child: child,
+        }
+    }
+
+    pub fn base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn log_text(&self) -> String {
+        read(&self.log)
+    }
+}
+
+fn read(path: &Path) -> String {
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .unwrap()
+        .read_to_string(&mut text)
+        .unwrap();
+    text
+}
