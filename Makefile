@@ -6,20 +6,36 @@ TOOLS     := $(VENV)/.installed
 JS_TOOLS  := tests/js/node_modules/.installed
 PYTHON    ?= python3
 
-.PHONY: run test tools lint clean-tools
+# SAM CLI: no usage reports.
+export SAM_CLI_TELEMETRY := 0
+
+.PHONY: run test tools lint unit suites clean-tools
 
 ## run: the whole backend on http://127.0.0.1:9000 (local Bedrock and DynamoDB), until Ctrl-C.
 run: tools
 	cargo run --quiet -p local-run
 
-## test: formatting, lints, template lint, unit, integration and end-to-end tests.
-test: tools lint
-	cargo test --workspace --all-targets
+## test: every test, in sections: lint, unit (with the integration tests against moto and the local Bedrock
+## server), then invoke, schemathesis and conformance against local runs (tests/suites.py).
+test: tools
+	@echo "==== lint: rustfmt, clippy, cfn-lint 1.51, sam validate --lint ===="
+	@$(MAKE) --no-print-directory lint
+	@echo "==== unit: the workspace's unit and integration tests ===="
+	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory suites
 
 lint: tools
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	$(VENV)/bin/cfn-lint template.yaml
+	$(VENV)/bin/sam validate --lint --template template.yaml
+
+# The local-run crate's tests are the suites' own: they run there, against the running backend.
+unit: tools
+	cargo test --workspace --all-targets --exclude local-run
+
+suites: tools
+	$(PYTHON) tests/suites.py
 
 ## tools: moto, cargo-lambda (with zig) and cfn-lint (tools/requirements.txt), and the official JavaScript
 ## client of the protocol (tests/js/package-lock.json).

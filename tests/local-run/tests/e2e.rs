@@ -1,15 +1,15 @@
-//! End to end: these tests start the local run (`local-run`, what `make run` runs: moto, the local Bedrock
-//! server, `cargo lambda watch`) once for the whole file and talk HTTP to http://127.0.0.1:9000, as a client would.
-//! They need the project's tools (`make tools`); `make test` installs them first.
+//! End to end: these tests talk HTTP to the local run (`local-run`, what `make run` runs: moto, the local Bedrock
+//! server, `cargo lambda watch`), as a client would: the one `make test` started for its conformance section
+//! (`LOCAL_RUN_URL`), or one of their own on http://127.0.0.1:9000. They need the project's tools (`make tools`).
+//! The JavaScript clients' side of the conformance suite is in `tests/js/`.
 
 mod support;
 
-use std::process::Command;
 use std::sync::OnceLock;
 use std::time::SystemTime;
 
 use serde_json::{Value, json};
-use support::{LocalRun, root};
+use support::LocalRun;
 
 /// The address of the local run: the one `LOCAL_RUN_URL` names (`make test` starts one for its suites), else one
 /// this file starts on port 9000 and stops when it ends.
@@ -208,32 +208,6 @@ async fn streamed_lines_arrive_as_the_local_model_sends_them() {
             i + 3
         );
     }
-}
-
-#[test]
-fn the_official_javascript_client_works_against_the_local_run() {
-    let js = root().join("tests/js");
-    assert!(
-        js.join("node_modules/@microsoft/ai-chat-protocol").exists(),
-        "the JavaScript client is not installed; run `make tools`"
-    );
-    let out = Command::new("node")
-        .arg("--test")
-        .current_dir(&js)
-        .env("CHAT_BASE_URL", base())
-        .output()
-        .expect("node runs");
-    let report = String::from_utf8_lossy(&out.stdout);
-    println!("{report}");
-    assert!(
-        out.status.success(),
-        "{report}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        report.contains("# pass 5") && report.contains("# fail 0"),
-        "{report}"
-    );
 }
 
 async fn get_json(path: &str) -> (u16, Value) {

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""The suites of `make test` that need the running backend: invoke, schemathesis and conformance.
+
+invoke        every file of events/ through `cargo lambda invoke --data-file` against a local run whose functions
+              know IAM callers as a deployment with AuthMode iam does (tests/local-run/tests/invoke.rs starts it);
+schemathesis  openapi.yaml against the local run: generated requests for every operation, no 5xx, every answer
+              valid against the document (tests/schemathesis.sh);
+conformance   the official @microsoft/ai-chat-protocol client, raw HTTP of both dialects and both spellings, and
+              the Chat UI's calls with their CORS preflights (tests/js/), then the Rust end-to-end checks
+              (tests/local-run/tests/e2e.rs: streaming as the model produces, one SSE event per read).
+
+Schemathesis and conformance share one local run (what `make run` starts) on LOCAL_PORT (9000), started here
+and stopped when this script ends. Every suite runs even when an earlier one failed; the exit status is 1 if
+any failed. Only the standard library is used: this runs before anything is known to work.
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PORT = int(os.environ.get("LOCAL_PORT", "9000"))
+BASE = f"http://127.0.0.1:{PORT}"
+
+
+def section(title):
+    print(f"\n==== {title} " + "=" * max(0, 100 - len(title)), flush=True)
+
+
+def run(command, env=None, cwd=ROOT):
+    print("$ " + " ".join(command), flush=True)
+    return subprocess.call(command, cwd=cwd, env={**os.environ, **(env or {})}) == 0
+
+
+class LocalRun:
+    """`make run`'s local run, stopped by closing its standard input."""
+
+    def __enter__(self):
+        # The log lives outside the workspace: a file inside it would make cargo lambda watch reload.
+        self.log_path = os.path.join(tempfile.gettempdir(), "chat-backend-suites-local-run.log")
+        log = open(self.log_path, "w")
+        env = {**os.environ, "LOCAL_PORT": str(PORT)}
+        self.process = subprocess.Popen(
+            ["cargo", "run", "--quiet", "-p", "local-run", "--", "--exit-with-stdin"],
+            cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
+        )
+        started = time.monotonic()
+        while True:
+            with open(self.log_path) as f:
+                text = f.read()
+            if f"local-run: ready on {BASE}" in text:
+                print(f"local run ready on {BASE} after {time.monotonic() - started:.0f} s (log: {self.log_path})")
+                return self
+            if self.process.poll() is not None or time.monotonic() - started > 900:
+                raise RuntimeError(f"the local run did not come up:\n{text}")
+            time.sleep(0.5)
+
+    def __exit__(self, *exc):
+        self.process.stdin.close()
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+def main():
+    results = []
+
+    def suite(name, steps):
+        started = time.monotonic()
+        ok = all([step() for step in steps])  # every step runs, even after a failure
+        results.append((name, ok, time.monotonic() - started))
+
+    # Build first, so that no suite's time is compile time and cargo lambda watch finds the functions built.
+    section("build: the local run and its end-to-end tests")
+    if not run(["cargo", "test", "--quiet", "-p", "local-run", "--no-run"]) or not run(
+        ["cargo", "build", "--quiet", "-p", "local-run", "-p", "chat", "-p", "chat-stream", "-p", "history"]
+    ):
+        return 1
+
+    section("invoke: every events/ file through cargo lambda invoke --data-file (AUTH_MODE=iam, JSON logs)")
+    suite("invoke", [lambda: run(["cargo", "test", "--quiet", "-p", "local-run", "--test", "invoke",
+                                  "--", "--nocapture"])])
+
+    try:
+        with LocalRun():
+            section(f"schemathesis: openapi.yaml against {BASE}")
+            suite("schemathesis", [lambda: run(["bash", "tests/schemathesis.sh", BASE])])
+
+            section(f"conformance: official JS client, raw HTTP, Chat UI calls against {BASE}")
+            suite("conformance", [
+                lambda: run(["node", "--test"], env={"CHAT_BASE_URL": BASE}, cwd=os.path.join(ROOT, "tests/js")),
+                lambda: run(["cargo", "test", "--quiet", "-p", "local-run", "--test", "e2e", "--", "--nocapture"],
+                            env={"LOCAL_RUN_URL": BASE}),
+            ])
+    except RuntimeError as e:
+        print(e, file=sys.stderr)
+        results.append(("local run", False, 0.0))
+
+    section("summary")
+    for name, ok, seconds in results:
+        print(f"{name:<14} {'passed' if ok else 'FAILED'}  ({seconds:.0f} s)")
+    return 0 if all(ok for _, ok, _ in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
