@@ -4,8 +4,8 @@
 use chat_core::history::{history_message, stored_message, summary};
 use chat_core::{ChatError, ChatRecord, SessionStore, rfc3339_millis};
 use chat_http::{ApiError, Auth, Config, Cors, json_response, normalized_path, read_json_body};
-use chat_protocol::chat_ui::{ChatMode, CreateChatRequest, HistoryMessage, ReplaceMessagesRequest};
-use chat_protocol::{InvalidRequest, parse_body};
+use chat_protocol::chat_ui::{ChatMode, CreateChatRequest, HistoryMessage};
+use chat_protocol::{InvalidRequest, parse_body, parse_replace_request};
 use lambda_http::http::{Method, StatusCode, header};
 use lambda_http::{Body, Request, Response};
 use time::OffsetDateTime;
@@ -219,8 +219,7 @@ impl<St: SessionStore> App<St> {
         id: &str,
         request: &Request,
     ) -> Result<Response<Body>, ApiError> {
-        let body: ReplaceMessagesRequest =
-            parse_body(read_json_body(request, self.max_body_bytes)?)?;
+        let body = parse_replace_request(read_json_body(request, self.max_body_bytes)?)?;
         for (i, m) in body.messages.iter().enumerate() {
             let chars = m.content.chars().count();
             if chars > self.max_message_chars {

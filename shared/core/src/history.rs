@@ -45,7 +45,29 @@ pub fn stored_message(m: HistoryMessage, now: &str) -> StoredMessage {
         } else {
             m.timestamp
         },
-        agent_identifier: m.agent_identifier,
+        // The Chat UI saves an agent's message with its name only and reads `agentIdentifier` back; agents'
+        // identifiers are their names here.
+        agent_identifier: m.agent_identifier.or_else(|| m.agent_name.clone()),
         agent_name: m.agent_name,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chat_protocol::Role;
+
+    #[test]
+    fn an_agent_message_saved_by_name_reads_back_with_its_identifier() {
+        let saved: HistoryMessage = serde_json::from_value(serde_json::json!({
+            "id": "b", "content": "Requirements", "role": "assistant", "agentName": "BusinessAnalyst"
+        }))
+        .unwrap();
+        let stored = stored_message(saved, "2026-11-22T06:00:00.000Z");
+        assert_eq!(stored.role, Role::Assistant);
+        let back = history_message(&stored);
+        assert_eq!(back.agent_identifier.as_deref(), Some("BusinessAnalyst"));
+        assert_eq!(back.agent_name.as_deref(), Some("BusinessAnalyst"));
+        assert_eq!(back.timestamp, "2026-11-22T06:00:00.000Z");
     }
 }

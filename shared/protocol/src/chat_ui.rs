@@ -249,6 +249,26 @@ pub struct CreateChatRequest {
     pub extra: Map<String, Value>,
 }
 
+/// Takes the Chat UI's own notes out of a request's `messages`: the UI shows an error it met as a `system`
+/// message and sends it back with every later chat and save, but it is no part of the conversation. Returns the
+/// original position of each message kept, so that an error can name the field as the client sent it.
+pub fn drop_ui_notes(body: &mut Value) -> Vec<usize> {
+    let Some(Value::Array(messages)) = body.get_mut("messages") else {
+        return Vec::new();
+    };
+    let mut kept = Vec::with_capacity(messages.len());
+    let mut position = 0;
+    messages.retain(|m| {
+        let note = m.get("role").and_then(Value::as_str) == Some("system");
+        if !note {
+            kept.push(position);
+        }
+        position += 1;
+        !note
+    });
+    kept
+}
+
 /// `PUT /chat-history/{id}`: the chat's messages, replaced whole.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReplaceMessagesRequest {

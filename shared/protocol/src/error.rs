@@ -21,6 +21,18 @@ impl InvalidRequest {
     pub fn body(reason: impl Into<String>) -> Self {
         Self::new("", reason)
     }
+
+    /// Names `messages[i]` by its position in the body as sent, when messages were taken out before checking:
+    /// `kept[i]` is where the `i`-th message checked stood.
+    pub(crate) fn at_original_message(mut self, kept: &[usize]) -> Self {
+        if let Some(rest) = self.path.strip_prefix("messages[")
+            && let Some((index, tail)) = rest.split_once(']')
+            && let Some(original) = index.parse::<usize>().ok().and_then(|i| kept.get(i))
+        {
+            self.path = format!("messages[{original}]{tail}");
+        }
+        self
+    }
 }
 
 impl fmt::Display for InvalidRequest {

@@ -16,7 +16,7 @@ pub use model::{
     Answer, ChatInput, Dialect, FinishReason, Message, Overrides, Role, SessionSpelling, Thought,
     TokenUsage,
 };
-pub use request::{Endpoint, RequestLimits, parse_body, parse_chat_request};
+pub use request::{Endpoint, RequestLimits, parse_body, parse_chat_request, parse_replace_request};
 pub use wire::{
     Delta, ErrorBody, RequestContext, ResponseContext, WireMessage, WireOverrides, json_line,
 };

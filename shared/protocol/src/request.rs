@@ -50,9 +50,13 @@ pub fn parse_chat_request(
     };
     match endpoint {
         Endpoint::ChatUi => {
-            let r: chat_ui::ChatRequest = typed(value)?;
-            let session = session_state(r.session_state_camel, r.session_state_snake, false)?;
-            build(Dialect::ChatUi, r.messages, Field::Missing, session, limits)
+            let mut value = value;
+            let kept = chat_ui::drop_ui_notes(&mut value);
+            let parsed = typed(value).and_then(|r: chat_ui::ChatRequest| {
+                let session = session_state(r.session_state_camel, r.session_state_snake, false)?;
+                build(Dialect::ChatUi, r.messages, Field::Missing, session, limits)
+            });
+            parsed.map_err(|e| e.at_original_message(&kept))
         }
         Endpoint::Protocol => match object.get("stream") {
             Some(Value::Bool(stream)) => {
@@ -75,6 +79,19 @@ pub fn parse_chat_request(
             Some(_) => Err(InvalidRequest::new("stream", "expected a boolean")),
         },
     }
+}
+
+/// Parses a `PUT /chat-history/{id}` body; the Chat UI's own notes are not stored (see [`chat_ui::drop_ui_notes`]).
+pub fn parse_replace_request(
+    body: &[u8],
+) -> Result<chat_ui::ReplaceMessagesRequest, InvalidRequest> {
+    let mut value: Value = serde_json::from_slice(body)
+        .map_err(|e| InvalidRequest::body(format!("body is not valid JSON: {e}")))?;
+    if !value.is_object() {
+        return Err(InvalidRequest::body("body must be a JSON object"));
+    }
+    let kept = chat_ui::drop_ui_notes(&mut value);
+    typed(value).map_err(|e| e.at_original_message(&kept))
 }
 
 /// Parses a JSON body into `T`, naming the field and the reason when it does not fit.

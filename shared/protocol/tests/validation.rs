@@ -184,3 +184,56 @@ fn chat_ui_requests_are_their_own_dialect() {
     assert_eq!(input.messages[0].role, Role::User);
     assert_eq!(input.messages[0].content, "Hello");
 }
+
+#[test]
+fn the_chat_uis_own_notes_are_no_part_of_the_conversation() {
+    let ui = |body: serde_json::Value| {
+        parse_chat_request(
+            body.to_string().as_bytes(),
+            Endpoint::ChatUi,
+            &RequestLimits::default(),
+        )
+        .map_err(|e| e.to_string())
+    };
+    // After an error, the Chat UI resends what it showed as a system message with the next turn.
+    let input = ui(json!({"messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "system", "content": "API Error: Too many requests"},
+        {"role": "user", "content": "again"}
+    ]}))
+    .unwrap();
+    let roles: Vec<Role> = input.messages.iter().map(|m| m.role).collect();
+    assert_eq!(roles, [Role::User, Role::User]);
+    assert_eq!(input.messages[1].content, "again");
+    // An error still names the message as the client sent it.
+    assert_eq!(
+        ui(json!({"messages": [
+            {"role": "system", "content": "note"},
+            {"role": "user", "content": "hi"},
+            {"role": "robot", "content": "x"}
+        ]}))
+        .unwrap_err(),
+        r#"messages[2].role: expected "user" or "assistant""#
+    );
+    // Other dialects know no such notes.
+    assert!(
+        error(json!({"messages": [
+            {"role": "system", "content": "note"},
+            {"role": "user", "content": "hi"}
+        ]}))
+        .starts_with("messages[0].role")
+    );
+
+    let replace = chat_protocol::parse_replace_request(
+        json!({"messages": [
+            {"content": "hi", "role": "user"},
+            {"content": "API Error", "role": "system"},
+            {"content": "Echo: hi", "role": "assistant", "agentName": "BusinessAnalyst"}
+        ]})
+        .to_string()
+        .as_bytes(),
+    )
+    .unwrap();
+    assert_eq!(replace.messages.len(), 2);
+    assert_eq!(replace.messages[1].role, Role::Assistant);
+}

@@ -171,6 +171,9 @@ async fn main() {
             "watch",
             "--invoke-address",
             "127.0.0.1",
+            // The functions answer CORS themselves (CORS_ALLOWED_ORIGINS), by the rules the function URLs apply on
+            // AWS; cargo lambda's own CORS would allow anything and hide them.
+            "--disable-cors",
             "--invoke-port",
         ])
         .arg(run_port.to_string())
