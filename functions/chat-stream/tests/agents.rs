@@ -218,6 +218,14 @@ async fn a_round_is_a_multi_agent_history_item_and_continues() {
             ("APPROVED".to_string(), Some("Reviewer".to_string())),
         ]
     );
+    // Stored times keep their order: agents' messages are stamped to the millisecond, like the user's.
+    let times: Vec<&str> = messages.iter().map(|m| m.timestamp.as_str()).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+    assert!(
+        times
+            .iter()
+            .all(|t| t.len() == "2026-11-22T06:00:00.000Z".len())
+    );
     // The next round sees the earlier one, attributed: the analyst's own message is its turn, the reviewer's is
     // the other side.
     let next = events_of(

@@ -91,6 +91,8 @@ pub struct AgentMessage {
     pub header: TurnHeader,
     pub usage: TokenUsage,
     pub finish_reason: FinishReason,
+    /// When the message was finished, to the millisecond (RFC 3339), as the history stores it.
+    pub finished_at: String,
 }
 
 impl AgentMessage {
@@ -252,6 +254,7 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
             header: TurnHeader::new(&request.model_id),
             usage: reply.usage,
             finish_reason,
+            finished_at: rfc3339_millis(OffsetDateTime::now_utc()),
         };
         round.transcript.push((
             Some(agent.name.clone()),
@@ -275,10 +278,8 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
                 id: m.header.id.clone(),
                 role: Role::Assistant,
                 content: m.text.clone(),
-                timestamp: rfc3339_millis(
-                    OffsetDateTime::from_unix_timestamp(m.header.created)
-                        .unwrap_or_else(|_| OffsetDateTime::now_utc()),
-                ),
+                // Milliseconds, as the user's message has: whole seconds would sort an agent before it.
+                timestamp: m.finished_at.clone(),
                 agent_identifier: Some(m.agent.clone()),
                 agent_name: Some(m.agent.clone()),
             }
