@@ -43,14 +43,9 @@ pub fn parse_chat_request(
     endpoint: Endpoint,
     limits: &RequestLimits,
 ) -> Result<ChatInput, InvalidRequest> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| InvalidRequest::body(format!("body is not valid JSON: {e}")))?;
-    let Value::Object(object) = &value else {
-        return Err(InvalidRequest::body("body must be a JSON object"));
-    };
+    let mut value = json_object(body)?;
     match endpoint {
         Endpoint::ChatUi => {
-            let mut value = value;
             let kept = chat_ui::drop_ui_notes(&mut value);
             let parsed = typed(value).and_then(|r: chat_ui::ChatRequest| {
                 let session = session_state(r.session_state_camel, r.session_state_snake, false)?;
@@ -58,7 +53,7 @@ pub fn parse_chat_request(
             });
             parsed.map_err(|e| e.at_original_message(&kept))
         }
-        Endpoint::Protocol => match object.get("stream") {
+        Endpoint::Protocol => match value.get("stream") {
             Some(Value::Bool(stream)) => {
                 let stream = *stream;
                 let r: v2024_01_28::ChatRequest = typed(value)?;
@@ -85,23 +80,24 @@ pub fn parse_chat_request(
 pub fn parse_replace_request(
     body: &[u8],
 ) -> Result<chat_ui::ReplaceMessagesRequest, InvalidRequest> {
-    let mut value: Value = serde_json::from_slice(body)
-        .map_err(|e| InvalidRequest::body(format!("body is not valid JSON: {e}")))?;
-    if !value.is_object() {
-        return Err(InvalidRequest::body("body must be a JSON object"));
-    }
+    let mut value = json_object(body)?;
     let kept = chat_ui::drop_ui_notes(&mut value);
     typed(value).map_err(|e| e.at_original_message(&kept))
 }
 
 /// Parses a JSON body into `T`, naming the field and the reason when it does not fit.
 pub fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, InvalidRequest> {
+    typed(json_object(body)?)
+}
+
+/// The body as a JSON object, or why it is not one.
+fn json_object(body: &[u8]) -> Result<Value, InvalidRequest> {
     let value: Value = serde_json::from_slice(body)
         .map_err(|e| InvalidRequest::body(format!("body is not valid JSON: {e}")))?;
     if !value.is_object() {
         return Err(InvalidRequest::body("body must be a JSON object"));
     }
-    typed(value)
+    Ok(value)
 }
 
 fn typed<T: DeserializeOwned>(value: Value) -> Result<T, InvalidRequest> {
