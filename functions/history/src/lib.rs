@@ -219,20 +219,10 @@ impl<St: SessionStore> App<St> {
         id: &str,
         request: &Request,
     ) -> Result<Response<Body>, ApiError> {
-        let body = parse_replace_request(read_json_body(request, self.max_body_bytes)?)?;
-        for (i, m) in body.messages.iter().enumerate() {
-            let chars = m.content.chars().count();
-            if chars > self.max_message_chars {
-                return Err(InvalidRequest::new(
-                    format!("messages[{i}].content"),
-                    format!(
-                        "is {chars} characters long, more than the limit of {}",
-                        self.max_message_chars
-                    ),
-                )
-                .into());
-            }
-        }
+        let body = parse_replace_request(
+            read_json_body(request, self.max_body_bytes)?,
+            self.max_message_chars,
+        )?;
         let now = now();
         let messages: Vec<_> = body
             .messages

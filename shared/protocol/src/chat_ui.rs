@@ -249,24 +249,39 @@ pub struct CreateChatRequest {
     pub extra: Map<String, Value>,
 }
 
-/// Takes the Chat UI's own notes out of a request's `messages`: the UI shows an error it met as a `system`
-/// message and sends it back with every later chat and save, but it is no part of the conversation. Returns the
-/// original position of each message kept, so that an error can name the field as the client sent it.
-pub fn drop_ui_notes(body: &mut Value) -> Vec<usize> {
+/// Finds the Chat UI's own notes in a request's `messages`: the UI shows an error it met as a `system` message and
+/// sends it back with every later chat and save, but it is no part of the conversation. Each note is relabelled a
+/// user message, so that it is checked with the same types as any message (one schema for every message) before
+/// [`drop_ui_notes`] takes it out. Returns the notes' positions.
+pub(crate) fn mark_ui_notes(body: &mut Value) -> Vec<usize> {
     let Some(Value::Array(messages)) = body.get_mut("messages") else {
         return Vec::new();
     };
-    let mut kept = Vec::with_capacity(messages.len());
-    let mut position = 0;
-    messages.retain(|m| {
-        let note = m.get("role").and_then(Value::as_str) == Some("system");
-        if !note {
-            kept.push(position);
+    let mut notes = Vec::new();
+    for (position, message) in messages.iter_mut().enumerate() {
+        if let Some(role) = message.get_mut("role")
+            && role.as_str() == Some("system")
+        {
+            *role = Value::String("user".into());
+            notes.push(position);
         }
-        position += 1;
-        !note
-    });
-    kept
+    }
+    notes
+}
+
+/// Takes the notes [`mark_ui_notes`] found out of the parsed messages. Returns the messages kept and the original
+/// position of each, so that a later error can name the field as the client sent it.
+pub(crate) fn drop_ui_notes<T>(messages: Vec<T>, notes: &[usize]) -> (Vec<T>, Vec<usize>) {
+    let kept: Vec<usize> = (0..messages.len())
+        .filter(|i| notes.binary_search(i).is_err())
+        .collect();
+    let messages = messages
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| notes.binary_search(i).is_err())
+        .map(|(_, m)| m)
+        .collect();
+    (messages, kept)
 }
 
 /// `PUT /chat-history/{id}`: the chat's messages, replaced whole.

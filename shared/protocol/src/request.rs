@@ -46,12 +46,12 @@ pub fn parse_chat_request(
     let mut value = json_object(body)?;
     match endpoint {
         Endpoint::ChatUi => {
-            let kept = chat_ui::drop_ui_notes(&mut value);
-            let parsed = typed(value).and_then(|r: chat_ui::ChatRequest| {
-                let session = session_state(r.session_state_camel, r.session_state_snake, false)?;
-                build(Dialect::ChatUi, r.messages, Field::Missing, session, limits)
-            });
-            parsed.map_err(|e| e.at_original_message(&kept))
+            let notes = chat_ui::mark_ui_notes(&mut value);
+            let r: chat_ui::ChatRequest = typed(value)?;
+            let (messages, kept) = chat_ui::drop_ui_notes(r.messages, &notes);
+            let session = session_state(r.session_state_camel, r.session_state_snake, false)?;
+            build(Dialect::ChatUi, messages, Field::Missing, session, limits)
+                .map_err(|e| e.at_original_message(&kept))
         }
         Endpoint::Protocol => match value.get("stream") {
             Some(Value::Bool(stream)) => {
@@ -76,13 +76,26 @@ pub fn parse_chat_request(
     }
 }
 
-/// Parses a `PUT /chat-history/{id}` body; the Chat UI's own notes are not stored (see [`chat_ui::drop_ui_notes`]).
+/// Parses a `PUT /chat-history/{id}` body. Every message, the Chat UI's notes included (see
+/// [`chat_ui::mark_ui_notes`]), must be well-formed and at most `max_message_chars` long; the notes are not stored.
 pub fn parse_replace_request(
     body: &[u8],
+    max_message_chars: usize,
 ) -> Result<chat_ui::ReplaceMessagesRequest, InvalidRequest> {
     let mut value = json_object(body)?;
-    let kept = chat_ui::drop_ui_notes(&mut value);
-    typed(value).map_err(|e| e.at_original_message(&kept))
+    let notes = chat_ui::mark_ui_notes(&mut value);
+    let mut request: chat_ui::ReplaceMessagesRequest = typed(value)?;
+    for (i, m) in request.messages.iter().enumerate() {
+        let chars = m.content.chars().count();
+        if chars > max_message_chars {
+            return Err(InvalidRequest::new(
+                format!("messages[{i}].content"),
+                format!("is {chars} characters long, more than the limit of {max_message_chars}"),
+            ));
+        }
+    }
+    request.messages = chat_ui::drop_ui_notes(request.messages, &notes).0;
+    Ok(request)
 }
 
 /// Parses a JSON body into `T`, naming the field and the reason when it does not fit.

@@ -224,16 +224,77 @@ fn the_chat_uis_own_notes_are_no_part_of_the_conversation() {
         .starts_with("messages[0].role")
     );
 
-    let replace = chat_protocol::parse_replace_request(
-        json!({"messages": [
-            {"content": "hi", "role": "user"},
-            {"content": "API Error", "role": "system"},
-            {"content": "Echo: hi", "role": "assistant", "agentName": "BusinessAnalyst"}
-        ]})
-        .to_string()
-        .as_bytes(),
-    )
+    // A later check, made without the notes, still names the message as sent.
+    assert_eq!(
+        ui(json!({"messages": [
+            {"role": "system", "content": "note"},
+            {"role": "user", "content": "hi"},
+            {"role": "user", "content": "  "}
+        ]}))
+        .unwrap_err(),
+        "messages[2].content: must not be empty"
+    );
+    // A note is still a message: fields of the wrong type are refused, not dropped with it.
+    assert_eq!(
+        ui(json!({"messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "system", "content": 7},
+            {"role": "user", "content": "again"}
+        ]}))
+        .unwrap_err(),
+        "messages[1].content: invalid type: integer `7`, expected a string"
+    );
+    assert_eq!(
+        ui(json!({"messages": [{"role": "system"}, {"role": "user", "content": "hi"}]}))
+            .unwrap_err(),
+        "messages[0].content: is required"
+    );
+}
+
+#[test]
+fn a_saved_chat_keeps_its_messages_but_not_the_chat_uis_notes() {
+    let replace = |body: serde_json::Value| {
+        chat_protocol::parse_replace_request(body.to_string().as_bytes(), 20)
+            .map_err(|e| e.to_string())
+    };
+    let saved = replace(json!({"messages": [
+        {"content": "hi", "role": "user"},
+        {"content": "API Error", "role": "system"},
+        {"content": "Echo: hi", "role": "assistant", "agentName": "BusinessAnalyst"}
+    ]}))
     .unwrap();
-    assert_eq!(replace.messages.len(), 2);
-    assert_eq!(replace.messages[1].role, Role::Assistant);
+    assert_eq!(saved.messages.len(), 2);
+    assert_eq!(saved.messages[1].role, Role::Assistant);
+    assert_eq!(saved.messages[1].content, "Echo: hi");
+
+    // Positions are the client's, notes counted.
+    assert_eq!(
+        replace(json!({"messages": [
+            {"content": "note", "role": "system"},
+            {"content": "x".repeat(21), "role": "user"}
+        ]}))
+        .unwrap_err(),
+        "messages[1].content: is 21 characters long, more than the limit of 20"
+    );
+    // Notes are held to the same types and limits as the messages kept.
+    assert_eq!(
+        replace(json!({"messages": [
+            {"content": "hi", "role": "user"},
+            {"content": "note", "role": "system", "id": 5}
+        ]}))
+        .unwrap_err(),
+        "messages[1].id: invalid type: integer `5`, expected a string"
+    );
+    assert_eq!(
+        replace(json!({"messages": [
+            {"content": "hi", "role": "user"},
+            {"content": "note", "role": "system", "agentName": ["a"]}
+        ]}))
+        .unwrap_err(),
+        "messages[1].agentName: invalid type: sequence, expected a string"
+    );
+    assert_eq!(
+        replace(json!({"messages": [{"content": "n".repeat(21), "role": "system"}]})).unwrap_err(),
+        "messages[0].content: is 21 characters long, more than the limit of 20"
+    );
 }
