@@ -5,18 +5,61 @@ snapshot taken when that transaction began. If another client's write lands in b
 undoes it. Taking requests one at a time keeps every request atomic, as DynamoDB's are; clients still race with
 each other between requests, which is what the store's version checks are for.
 
+moto also snapshots the table once per item of a transaction (the same snapshot each time, since nothing is
+written until they are all taken), so a transaction's cost grew with its items times the table's size: here the
+snapshot is taken once per table and transaction. And moto remembers every model object it ever made, for its dashboard (`/moto-api/`, which nothing here uses).
+A transaction deep-copies the whole table once per item as that snapshot, so every copy of every item stayed
+alive: a long test run grew moto to many GB, and the garbage collector's passes over them stalled requests for
+seconds at a time. Objects are not tracked here, so a snapshot goes once its transaction ends. Neither changes what a
+request does or answers.
+
 Usage: python moto_serial.py HOST PORT
 """
 
 import sys
 import threading
 
+import copy
+import types
+
+import moto.dynamodb.models as dynamodb
+from moto.core.common_models import BaseModel
 from moto.moto_server.werkzeug_app import (
     DomainDispatcherApplication,
     MotoRequestHandler,
     create_backend_app,
 )
 from werkzeug.serving import run_simple
+
+
+def _untracked(cls, *args, **kwargs):
+    return object.__new__(cls)
+
+
+BaseModel.__new__ = staticmethod(_untracked)
+
+_transact_write_items = dynamodb.DynamoDBBackend.transact_write_items
+
+
+def _one_snapshot_per_table(backend, transact_items):
+    snapshots = {}
+
+    def deepcopy(obj, memo=None):
+        if isinstance(obj, dynamodb.Table):
+            if id(obj) not in snapshots:
+                snapshots[id(obj)] = copy.deepcopy(obj, memo)
+            return snapshots[id(obj)]
+        return copy.deepcopy(obj, memo)
+
+    # Safe to swap module-wide: requests are taken one at a time (below).
+    dynamodb.copy = types.SimpleNamespace(deepcopy=deepcopy)
+    try:
+        return _transact_write_items(backend, transact_items)
+    finally:
+        dynamodb.copy = copy
+
+
+dynamodb.DynamoDBBackend.transact_write_items = _one_snapshot_per_table
 
 moto = DomainDispatcherApplication(create_backend_app)
 one_at_a_time = threading.Lock()
