@@ -16,7 +16,7 @@ use tracing::{Event, Subscriber};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::fmt::format::{JsonFields, Writer};
-use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormattedFields, MakeWriter};
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormattedFields};
 use tracing_subscriber::registry::LookupSpan;
 
 /// Span fields lifted onto every line.
@@ -25,14 +25,6 @@ const LIFTED: [&str; 2] = ["requestId", "xrayTraceId"];
 /// Installs the process's logger: JSON lines when `AWS_LAMBDA_LOG_FORMAT` is `JSON`, plain text otherwise; the
 /// level from `AWS_LAMBDA_LOG_LEVEL`, else `RUST_LOG`, else INFO.
 pub fn init_logging() {
-    init_logging_with(std::io::stdout);
-}
-
-/// [`init_logging`] writing to `writer` (tests capture lines with it).
-pub fn init_logging_with<W>(writer: W)
-where
-    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
-{
     let json = std::env::var("AWS_LAMBDA_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json"));
     let level = std::env::var("AWS_LAMBDA_LOG_LEVEL")
         .or_else(|_| std::env::var("RUST_LOG"))
@@ -42,7 +34,7 @@ where
         .parse_lossy(level.filter(|l| l.contains('=')).unwrap_or_default());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(writer);
+        .with_writer(std::io::stdout);
     if json {
         builder
             .fmt_fields(JsonFields::new())
