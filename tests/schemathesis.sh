@@ -135,10 +135,7 @@ if os.environ.get("SCHEMATHESIS_NO_WORKAROUNDS") != "1":
     def ascii_header(value):
         return "".join(c if " " <= c <= "~" or c == "\t" else "?" for c in value)
 
-    # At the last step before the wire, so that every header is seen: generated ones, the security scheme's and
-    # the command line's (a before_call hook sees only the first).
     _send = requests.adapters.HTTPAdapter.send
-
     CARGO_LAMBDA_500 = b'{"type":"https://httpstatuses.com/500","status":500,"title":"Internal Server Error"}'
     LOST = "answers cargo lambda watch lost, sent once more (GET, HEAD, OPTIONS only)"
 
@@ -149,6 +146,8 @@ if os.environ.get("SCHEMATHESIS_NO_WORKAROUNDS") != "1":
             and response.content == CARGO_LAMBDA_500
         )
 
+    # At the last step before the wire, so that every header is seen: generated ones, the security scheme's and
+    # the command line's (a before_call hook sees only the first).
     def send(adapter, request, *args, **kwargs):
         for name, value in list(request.headers.items()):
             text = value.decode("latin-1") if isinstance(value, bytes) else value

@@ -176,17 +176,7 @@ impl<St: SessionStore> App<St> {
             .map(|t| t.trim().to_string())
             .filter(|t| !t.is_empty());
         let title = title.unwrap_or_else(|| "New chat".to_string());
-        let chars = title.chars().count();
-        if chars > self.max_title_chars {
-            return Err(InvalidRequest::new(
-                "title",
-                format!(
-                    "is {chars} characters long, more than the limit of {}",
-                    self.max_title_chars
-                ),
-            )
-            .into());
-        }
+        InvalidRequest::check_length("title", &title, self.max_title_chars)?;
         Ok(title)
     }
 

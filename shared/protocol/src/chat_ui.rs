@@ -272,15 +272,11 @@ pub(crate) fn mark_ui_notes(body: &mut Value) -> Vec<usize> {
 /// Takes the notes [`mark_ui_notes`] found out of the parsed messages. Returns the messages kept and the original
 /// position of each, so that a later error can name the field as the client sent it.
 pub(crate) fn drop_ui_notes<T>(messages: Vec<T>, notes: &[usize]) -> (Vec<T>, Vec<usize>) {
-    let kept: Vec<usize> = (0..messages.len())
-        .filter(|i| notes.binary_search(i).is_err())
-        .collect();
-    let messages = messages
+    let (kept, messages) = messages
         .into_iter()
         .enumerate()
         .filter(|(i, _)| notes.binary_search(i).is_err())
-        .map(|(_, m)| m)
-        .collect();
+        .unzip();
     (messages, kept)
 }
 

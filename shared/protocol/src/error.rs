@@ -22,6 +22,18 @@ impl InvalidRequest {
         Self::new("", reason)
     }
 
+    /// Refuses `text`, the field at `path`, when it holds more than `limit` characters.
+    pub fn check_length(path: &str, text: &str, limit: usize) -> Result<(), Self> {
+        let chars = text.chars().count();
+        if chars > limit {
+            return Err(Self::new(
+                path,
+                format!("is {chars} characters long, more than the limit of {limit}"),
+            ));
+        }
+        Ok(())
+    }
+
     /// Names `messages[i]` by its position in the body as sent, when messages were taken out before checking:
     /// `kept[i]` is where the `i`-th message checked stood.
     pub(crate) fn at_original_message(mut self, kept: &[usize]) -> Self {

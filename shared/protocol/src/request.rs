@@ -86,13 +86,11 @@ pub fn parse_replace_request(
     let notes = chat_ui::mark_ui_notes(&mut value);
     let mut request: chat_ui::ReplaceMessagesRequest = typed(value)?;
     for (i, m) in request.messages.iter().enumerate() {
-        let chars = m.content.chars().count();
-        if chars > max_message_chars {
-            return Err(InvalidRequest::new(
-                format!("messages[{i}].content"),
-                format!("is {chars} characters long, more than the limit of {max_message_chars}"),
-            ));
-        }
+        InvalidRequest::check_length(
+            &format!("messages[{i}].content"),
+            &m.content,
+            max_message_chars,
+        )?;
     }
     request.messages = chat_ui::drop_ui_notes(request.messages, &notes).0;
     Ok(request)
@@ -180,22 +178,11 @@ fn messages(
         ));
     }
     for (i, m) in wire.iter().enumerate() {
+        let path = format!("messages[{i}].content");
         if m.content.trim().is_empty() {
-            return Err(InvalidRequest::new(
-                format!("messages[{i}].content"),
-                "must not be empty",
-            ));
+            return Err(InvalidRequest::new(path, "must not be empty"));
         }
-        let chars = m.content.chars().count();
-        if chars > limits.max_message_chars {
-            return Err(InvalidRequest::new(
-                format!("messages[{i}].content"),
-                format!(
-                    "is {chars} characters long, more than the limit of {}",
-                    limits.max_message_chars
-                ),
-            ));
-        }
+        InvalidRequest::check_length(&path, &m.content, limits.max_message_chars)?;
     }
     if wire[0].role != Role::User {
         return Err(InvalidRequest::new(
