@@ -41,7 +41,8 @@ class LocalRun:
         # The log lives outside the workspace: a file inside it would make cargo lambda watch reload.
         self.log_path = os.path.join(tempfile.gettempdir(), "chat-backend-suites-local-run.log")
         log = open(self.log_path, "w")
-        env = {**os.environ, "LOCAL_PORT": str(PORT)}
+        # The local model answers at once here (no pacing): these suites send thousands of requests.
+        env = {**os.environ, "LOCAL_PORT": str(PORT), "LOCAL_MODEL_PACE_MS": "0"}
         self.process = subprocess.Popen(
             ["cargo", "run", "--quiet", "-p", "local-run", "--", "--exit-with-stdin"],
             cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,

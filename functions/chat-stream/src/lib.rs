@@ -16,7 +16,7 @@ use chat_http::{
     ApiError, Auth, Config, Cors, error_body, error_line, json_response, normalized_path,
     read_json_body,
 };
-use chat_protocol::chat_ui::sse_event;
+use chat_protocol::chat_ui::{ReplyShape, sse_event};
 use chat_protocol::v2024_01_28::{ChatCompletion, ChatCompletionChunk, ChunkHeader};
 use chat_protocol::v2024_05_29::StreamChunk;
 use chat_protocol::{
@@ -24,7 +24,6 @@ use chat_protocol::{
 };
 use lambda_http::http::{Method, StatusCode, header};
 use lambda_http::{Body, Request, Response};
-use serde_json::Value;
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
@@ -35,6 +34,7 @@ pub struct App<M, St> {
     auth: Auth,
     max_body_bytes: usize,
     cors: Cors,
+    ui_reply: ReplyShape,
 }
 
 /// How a dialect frames the lines of a streamed answer.
@@ -55,7 +55,7 @@ impl Framing {
 
     fn start<S: ModelStream>(&self, turn: &StreamingTurn<S>) -> Vec<u8> {
         let context = ResponseContext::new(vec![turn.prompt_thought.clone()], None);
-        let state = Some(Value::String(turn.session().chat_id.clone()));
+        let state = turn.session().state();
         match self {
             Framing::Deltas(spelling) => json_line(&StreamChunk::start(context, state, *spelling)),
             Framing::Chunks(header, spelling) => json_line(&ChatCompletionChunk::start(
@@ -93,6 +93,7 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
             auth,
             max_body_bytes: config.max_body_bytes,
             cors: config.cors,
+            ui_reply: config.chat_ui_reply,
         }
     }
 
@@ -103,8 +104,10 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
 
     async fn route(&self, request: &Request) -> Result<Response<LineBody>, ApiError> {
         let multi_agent = match normalized_path(request) {
-            "/chat/stream" => false,
-            "/multi-agent-chat/stream" => true,
+            "/chat/stream" => None,
+            "/multi-agent-chat/stream" => Some(true),
+            // The bare URL the Chat UI's documentation configures: events when asked for, else the whole round.
+            "/multi-agent-chat" => Some(wants_events(request)),
             other => return Err(ApiError::NotFound(other.to_string())),
         };
         if request.method() != Method::POST {
@@ -113,9 +116,19 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
         let caller = self.auth.caller(request).await?;
         // Any Accept is fine: the official client sends `application/json` even here.
         let body = read_json_body(request, self.max_body_bytes)?;
-        if multi_agent {
+        if let Some(as_events) = multi_agent {
             let input =
                 parse_chat_request(body, Endpoint::ChatUi, &self.service.settings().limits)?;
+            if !as_events {
+                let round = self
+                    .service
+                    .whole_round(&caller, &self.agents, &input)
+                    .await?;
+                return Ok(buffered(json_response(
+                    StatusCode::OK,
+                    &round.batch_reply(self.ui_reply),
+                )));
+            }
             return self.agents(caller, input).await;
         }
         let input = parse_chat_request(body, Endpoint::Protocol, &self.service.settings().limits)?;
@@ -204,11 +217,11 @@ async fn write_agents<M: ChatModel, St: SessionStore>(
     first: Option<AgentMessage>,
     tx: mpsc::Sender<Bytes>,
 ) {
-    let chat_id = round.session.chat_id.clone();
+    let state = round.session.state();
     let mut next = first;
     while let Some(message) = next {
         if tx
-            .send(sse_event(&message.content(&chat_id)).into())
+            .send(sse_event(&message.content(state.as_ref())).into())
             .await
             .is_err()
         {
@@ -274,6 +287,11 @@ async fn write_stream<M: ChatModel, St: SessionStore>(
             return;
         }
     }
+}
+
+/// Whether the client asked for server-sent events.
+fn wants_events(request: &Request) -> bool {
+    chat_http::accepts(request, "text/event-stream")
 }
 
 /// A whole response (an error, or a non-streamed answer) as a one-frame body.

@@ -1,9 +1,9 @@
 //! The buffered chat function: `POST /chat` (both protocol versions), `POST /chat-ui/chat` and
-//! `POST /multi-agent-chat/batch`.
+//! `POST /multi-agent-chat/batch` (and the bare `POST /multi-agent-chat`).
 
 use chat_core::{AgentGroup, ChatModel, ChatService, SessionStore};
 use chat_http::{ApiError, Auth, Config, Cors, json_response, normalized_path, read_json_body};
-use chat_protocol::chat_ui::{ChatMessageContent, sse_event};
+use chat_protocol::chat_ui::{ReplyShape, UiReply, sse_event};
 use chat_protocol::{
     Answer, ChatInput, Dialect, Endpoint, json_line, parse_chat_request, v2024_01_28, v2024_05_29,
 };
@@ -18,6 +18,7 @@ pub struct App<M, St> {
     auth: Auth,
     max_body_bytes: usize,
     cors: Cors,
+    ui_reply: ReplyShape,
 }
 
 impl<M: ChatModel, St: SessionStore> App<M, St> {
@@ -28,6 +29,7 @@ impl<M: ChatModel, St: SessionStore> App<M, St> {
             auth,
             max_body_bytes: config.max_body_bytes,
             cors: config.cors,
+            ui_reply: config.chat_ui_reply,
         }
     }
 
@@ -40,7 +42,8 @@ impl<M: ChatModel, St: SessionStore> App<M, St> {
         let (endpoint, multi_agent) = match normalized_path(request) {
             "/chat" => (Endpoint::Protocol, false),
             "/chat-ui/chat" => (Endpoint::ChatUi, false),
-            "/multi-agent-chat/batch" => (Endpoint::ChatUi, true),
+            // The Chat UI's documentation configures the bare URL; its current revision posts to it.
+            "/multi-agent-chat/batch" | "/multi-agent-chat" => (Endpoint::ChatUi, true),
             other => return Err(ApiError::NotFound(other.to_string())),
         };
         if request.method() != Method::POST {
@@ -53,61 +56,44 @@ impl<M: ChatModel, St: SessionStore> App<M, St> {
             return self.agents(&caller, &input, wants_events(request)).await;
         }
         let answer = self.service.answer(&caller, &input).await?;
-        Ok(render(&input, &answer))
+        Ok(render(&input, &answer, self.ui_reply))
     }
 
-    /// A multi-agent round, answered whole: the user's message echoed, then each agent's message; as server-sent
-    /// events (all at once) when the client asked for `text/event-stream`.
+    /// A multi-agent round, answered whole: the user's message echoed, then each agent's message (or the
+    /// agents' messages in the page's current shape); as server-sent events (all at once) when the client asked
+    /// for `text/event-stream`.
     async fn agents(
         &self,
         caller: &str,
         input: &ChatInput,
         as_events: bool,
     ) -> Result<Response<Body>, ApiError> {
-        let mut round = self.service.agent_round(caller, input).await?;
-        while self
+        let round = self
             .service
-            .next_agent_message(&self.agents, input, &mut round)
-            .await?
-            .is_some()
-        {}
-        self.service.save_round(caller, &round).await?;
-        let chat_id = round.session.chat_id.clone();
-        let agents: Vec<ChatMessageContent> = round
-            .messages()
-            .iter()
-            .map(|m| m.content(&chat_id))
-            .collect();
+            .whole_round(caller, &self.agents, input)
+            .await?;
         if as_events {
-            let body: Vec<u8> = agents.iter().flat_map(sse_event).collect();
+            let body: Vec<u8> = round.events().iter().flat_map(sse_event).collect();
             return Ok(Response::builder()
                 .status(StatusCode::OK)
                 .header(header::CONTENT_TYPE, "text/event-stream")
                 .body(Body::from(body))
                 .expect("a response built from valid parts"));
         }
-        let user = &round.user_message;
-        let mut all = vec![ChatMessageContent::user(
-            &user.content,
-            &user.id,
-            &user.timestamp,
-        )];
-        all.extend(agents);
-        Ok(json_response(StatusCode::OK, &all))
+        Ok(json_response(
+            StatusCode::OK,
+            &round.batch_reply(self.ui_reply),
+        ))
     }
 }
 
 /// Whether the client asked for server-sent events.
 fn wants_events(request: &Request) -> bool {
-    request
-        .headers()
-        .get_all(header::ACCEPT)
-        .iter()
-        .any(|v| v.to_str().is_ok_and(|v| v.contains("text/event-stream")))
+    chat_http::accepts(request, "text/event-stream")
 }
 
 /// The answer in the shape the request's dialect expects.
-fn render(input: &ChatInput, answer: &Answer) -> Response<Body> {
+fn render(input: &ChatInput, answer: &Answer, ui_reply: ReplyShape) -> Response<Body> {
     match input.dialect {
         Dialect::V20240529 => json_response(
             StatusCode::OK,
@@ -129,8 +115,6 @@ fn render(input: &ChatInput, answer: &Answer) -> Response<Body> {
                 .body(Body::from(body))
                 .expect("a response built from valid parts")
         }
-        Dialect::ChatUi => {
-            json_response(StatusCode::OK, &[ChatMessageContent::from_answer(answer)])
-        }
+        Dialect::ChatUi => json_response(StatusCode::OK, &UiReply::from_answer(answer, ui_reply)),
     }
 }

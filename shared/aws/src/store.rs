@@ -595,10 +595,8 @@ impl SessionStore for DynamoStore {
         messages: &[StoredMessage],
     ) -> Result<ChatRecord, StoreError> {
         let pk = chat_pk(owner, chat_id);
-        let now = messages
-            .last()
-            .map(|m| m.timestamp.clone())
-            .unwrap_or_else(crate::now_millis);
+        // Messages' times are display text (`10:15 AM`); the chat's own time is RFC 3339, as lists sort by it.
+        let now = crate::now_millis();
         self.retrying(|| async {
             let meta = self.read_meta(owner, chat_id).await?;
             if messages.len() >= TRANSACTION_LIMIT {

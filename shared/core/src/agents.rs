@@ -1,7 +1,10 @@
 //! The Chat UI's multi-agent mode: a group of agents answers one user message in turn, each seeing the
 //! conversation so far with every agent's messages attributed by name, until a turn limit or an approval phrase.
 
-use chat_protocol::chat_ui::{AgentReply, ChatMessageContent, ChatMode};
+use chat_protocol::chat_ui::{
+    AgentReply, ChatMessageContent, ChatMode, HistoryMessage, MessagesReply, ReplyShape, UiReply,
+    display_time,
+};
 use chat_protocol::{ChatInput, FinishReason, Role, TokenUsage};
 use serde::Deserialize;
 use time::OffsetDateTime;
@@ -91,14 +94,14 @@ pub struct AgentMessage {
     pub header: TurnHeader,
     pub usage: TokenUsage,
     pub finish_reason: FinishReason,
-    /// When the message was finished, to the millisecond (RFC 3339), as the history stores it.
+    /// When the message was finished, as the history stores it (the Chat UI's display form).
     pub finished_at: String,
 }
 
 impl AgentMessage {
-    /// The message as the Chat UI shows it, with the chat's id as `Metadata.SessionState`.
-    pub fn content(&self, chat_id: &str) -> ChatMessageContent {
-        let state = serde_json::Value::String(chat_id.to_string());
+    /// The message as the Chat UI shows it, with the session state (the chat's id, when the round is stored) as
+    /// `Metadata.SessionState`.
+    pub fn content(&self, state: Option<&serde_json::Value>) -> ChatMessageContent {
         ChatMessageContent::agent(&AgentReply {
             agent: &self.agent,
             text: &self.text,
@@ -107,8 +110,23 @@ impl AgentMessage {
             created_at: &self.header.created_at,
             usage: self.usage,
             finish_reason: self.finish_reason,
-            session_state: Some(&state),
+            session_state: state,
         })
+    }
+}
+
+impl AgentMessage {
+    /// The message as the Chat UI's current revision shows and saves it.
+    pub fn ui_message(&self) -> HistoryMessage {
+        HistoryMessage {
+            id: self.header.id.clone(),
+            content: self.text.clone(),
+            role: Role::Assistant,
+            timestamp: self.finished_at.clone(),
+            agent_identifier: Some(self.agent.clone()),
+            agent_name: Some(self.agent.clone()),
+            extra: serde_json::Map::new(),
+        }
     }
 }
 
@@ -117,6 +135,9 @@ pub struct AgentRound {
     pub session: Session,
     /// The user message the round answers, with its id and time (the batch answer echoes it).
     pub user_message: StoredMessage,
+    /// When the round began (RFC 3339 with milliseconds): the echoed message's `CreatedAt`, and the chat's
+    /// `lastUpdated` when the round is stored.
+    pub started_at: String,
     /// The request's messages not stored yet, ready to store.
     new_messages: Vec<StoredMessage>,
     transcript: Vec<(Option<String>, Role, String)>,
@@ -128,6 +149,35 @@ impl AgentRound {
     /// The agents' messages so far.
     pub fn messages(&self) -> &[AgentMessage] {
         &self.messages
+    }
+
+    /// The agents' messages as the Chat UI's events carry them, with the session state.
+    pub fn events(&self) -> Vec<ChatMessageContent> {
+        let state = self.session.state();
+        self.messages
+            .iter()
+            .map(|m| m.content(state.as_ref()))
+            .collect()
+    }
+
+    /// The round answered whole: in the spec's shape, the user's message echoed and then each agent's message; in
+    /// the page's current shape, the agents' messages only (the page has shown the user's already).
+    pub fn batch_reply(&self, shape: ReplyShape) -> UiReply {
+        match shape {
+            ReplyShape::Spec => {
+                let user = &self.user_message;
+                let mut all = vec![ChatMessageContent::user(
+                    &user.content,
+                    &user.id,
+                    &self.started_at,
+                )];
+                all.extend(self.events());
+                UiReply::Spec(all)
+            }
+            ReplyShape::Messages => UiReply::Messages(MessagesReply {
+                messages: self.messages.iter().map(AgentMessage::ui_message).collect(),
+            }),
+        }
     }
 }
 
@@ -178,19 +228,21 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
                     .map(|m| (None, m.role, m.content.clone())),
             )
             .collect();
-        let now = rfc3339_millis(OffsetDateTime::now_utc());
-        let new_messages = new_stored_messages(&session, &now);
+        let now = OffsetDateTime::now_utc();
+        let shown_at = display_time(now.unix_timestamp());
+        let new_messages = new_stored_messages(&session, &shown_at);
         // The request's last message is the user's; when it is stored already, it is echoed but not stored again.
         let user_message = match new_messages.last() {
             Some(m) => m.clone(),
             None => stored_message(
                 Role::User,
                 input.messages.last().map_or("", |m| m.content.as_str()),
-                &now,
+                &shown_at,
             ),
         };
         Ok(AgentRound {
             user_message,
+            started_at: rfc3339_millis(now),
             new_messages,
             session,
             transcript,
@@ -254,7 +306,7 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
             header: TurnHeader::new(&request.model_id),
             usage: reply.usage,
             finish_reason,
-            finished_at: rfc3339_millis(OffsetDateTime::now_utc()),
+            finished_at: display_time(OffsetDateTime::now_utc().unix_timestamp()),
         };
         round.transcript.push((
             Some(agent.name.clone()),
@@ -270,6 +322,23 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
         Ok(Some(message))
     }
 
+    /// A whole round, stored once complete.
+    pub async fn whole_round(
+        &self,
+        owner: &str,
+        group: &AgentGroup,
+        input: &ChatInput,
+    ) -> Result<AgentRound, ChatError> {
+        let mut round = self.agent_round(owner, input).await?;
+        while self
+            .next_agent_message(group, input, &mut round)
+            .await?
+            .is_some()
+        {}
+        self.save_round(owner, &round).await?;
+        Ok(round)
+    }
+
     /// Stores a finished round: the user's new messages and every agent's message, all or nothing.
     pub async fn save_round(&self, owner: &str, round: &AgentRound) -> Result<(), ChatError> {
         let mut messages = round.new_messages.clone();
@@ -278,18 +347,12 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
                 id: m.header.id.clone(),
                 role: Role::Assistant,
                 content: m.text.clone(),
-                // Milliseconds, as the user's message has: whole seconds would sort an agent before it.
                 timestamp: m.finished_at.clone(),
                 agent_identifier: Some(m.agent.clone()),
                 agent_name: Some(m.agent.clone()),
             }
         }));
-        self.store_turn(
-            owner,
-            &round.session,
-            &messages,
-            &round.user_message.timestamp,
-        )
-        .await
+        self.store_turn(owner, &round.session, &messages, &round.started_at)
+            .await
     }
 }

@@ -12,6 +12,9 @@ pub struct Session {
     pub chat_id: String,
     /// The chat does not exist yet: the turn creates it.
     pub is_new: bool,
+    /// Whether the turn is stored. A Chat UI request that names no chat is not: the Chat UI keeps its own history
+    /// through `/chat-history`, and a chat of ours beside it would list the conversation twice.
+    pub kept: bool,
     pub mode: ChatMode,
     /// The whole conversation the model answers.
     pub conversation: Vec<Message>,
@@ -19,6 +22,13 @@ pub struct Session {
     pub new_messages: Vec<Message>,
     /// What the chat held when the turn began (empty for a new chat), with who said what.
     pub history: Vec<StoredMessage>,
+}
+
+impl Session {
+    /// The session state an answer carries: the chat's id, when the turn is stored.
+    pub fn state(&self) -> Option<Value> {
+        self.kept.then(|| Value::String(self.chat_id.clone()))
+    }
 }
 
 /// The chat id a request's session state names, if any.
@@ -45,6 +55,7 @@ pub(crate) fn new_session(chat_id: String, mode: ChatMode, messages: &[Message])
     Session {
         chat_id,
         is_new: true,
+        kept: true,
         mode,
         conversation: messages.to_vec(),
         new_messages: messages.to_vec(),
@@ -73,6 +84,7 @@ pub(crate) fn continued_session(
     Session {
         chat_id,
         is_new: false,
+        kept: true,
         mode,
         conversation,
         new_messages,

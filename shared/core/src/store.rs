@@ -20,7 +20,8 @@ pub struct StoredMessage {
     pub id: String,
     pub role: Role,
     pub content: String,
-    /// RFC 3339, UTC.
+    /// As the Chat UI shows it (`10:15 AM`, UTC) when the backend wrote it; as the client sent it when saved
+    /// through `PUT /chat-history/{id}`.
     pub timestamp: String,
     pub agent_identifier: Option<String>,
     pub agent_name: Option<String>,

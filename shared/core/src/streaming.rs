@@ -4,7 +4,6 @@
 use std::collections::VecDeque;
 
 use chat_protocol::{Answer, FinishReason, Thought, TokenUsage};
-use serde_json::Value;
 
 use crate::turn::{finish_reason, usage_thought};
 use crate::{
@@ -101,7 +100,7 @@ impl<S: ModelStream> StreamingTurn<S> {
             match event {
                 TurnEvent::Text(_) => {}
                 TurnEvent::End(end) => {
-                    let session_state = Some(Value::String(self.session.chat_id.clone()));
+                    let session_state = self.session.state();
                     let answer = Answer {
                         id: self.header.id,
                         created: self.header.created,

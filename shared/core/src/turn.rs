@@ -1,6 +1,6 @@
 //! One chat turn, buffered: prepare the prompt, ask the model, shape what it said into an [`Answer`].
 
-use chat_protocol::{Answer, ChatInput, Field, FinishReason, Thought, TokenUsage};
+use chat_protocol::{Answer, ChatInput, Dialect, Field, FinishReason, Thought, TokenUsage};
 use serde_json::{Map, Value, json};
 use time::OffsetDateTime;
 use time::macros::format_description;
@@ -11,7 +11,7 @@ use crate::{
     Session, SessionStore, StopReason, StoredMessage, StreamingTurn, prepare_turn, title_of,
 };
 use chat_protocol::Role;
-use chat_protocol::chat_ui::ChatMode;
+use chat_protocol::chat_ui::{ChatMode, display_time};
 
 /// What identifies one answer: its id, when it was made, and by which model.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,11 +73,15 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
         mode: ChatMode,
     ) -> Result<Session, ChatError> {
         match requested_chat(input)? {
-            None => Ok(new_session(
-                uuid::Uuid::new_v4().simple().to_string(),
-                mode,
-                &input.messages,
-            )),
+            None => {
+                let mut session = new_session(
+                    uuid::Uuid::new_v4().simple().to_string(),
+                    mode,
+                    &input.messages,
+                );
+                session.kept = input.dialect != Dialect::ChatUi;
+                Ok(session)
+            }
             Some(chat_id) => {
                 let (chat, stored) = self.store.load(owner, &chat_id).await?;
                 Ok(continued_session(
@@ -97,13 +101,16 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
         session: &Session,
         answer: &str,
     ) -> Result<(), ChatError> {
-        let now = rfc3339_millis(OffsetDateTime::now_utc());
-        let mut messages = new_stored_messages(session, &now);
-        messages.push(stored_message(Role::Assistant, answer, &now));
-        self.store_turn(owner, session, &messages, &now).await
+        let now = OffsetDateTime::now_utc();
+        let shown_at = display_time(now.unix_timestamp());
+        let mut messages = new_stored_messages(session, &shown_at);
+        messages.push(stored_message(Role::Assistant, answer, &shown_at));
+        self.store_turn(owner, session, &messages, &rfc3339_millis(now))
+            .await
     }
 
     /// Stores `messages` as the turn of `session`: the chat is created by its first turn, continued by the others.
+    /// A session that is not kept stores nothing. `now` (RFC 3339) is the chat's new `lastUpdated`.
     pub(crate) async fn store_turn(
         &self,
         owner: &str,
@@ -111,6 +118,9 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
         messages: &[StoredMessage],
         now: &str,
     ) -> Result<(), ChatError> {
+        if !session.kept {
+            return Ok(());
+        }
         if session.is_new {
             let chat = ChatRecord {
                 id: session.chat_id.clone(),
@@ -179,29 +189,29 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
             prompt_thoughts: vec![turn.prompt_thought],
             result_thoughts: vec![usage_thought(usage, &stop_reason)],
             followup_questions,
-            session_state: Some(Value::String(session.chat_id)),
+            session_state: session.state(),
         })
     }
 }
 
-/// A message to store, with a new id.
-pub(crate) fn stored_message(role: Role, content: &str, now: &str) -> StoredMessage {
+/// A message to store, with a new id; `shown_at` is its time as the Chat UI shows it ([`display_time`]).
+pub(crate) fn stored_message(role: Role, content: &str, shown_at: &str) -> StoredMessage {
     StoredMessage {
         id: uuid::Uuid::new_v4().simple().to_string(),
         role,
         content: content.to_string(),
-        timestamp: now.to_string(),
+        timestamp: shown_at.to_string(),
         agent_identifier: None,
         agent_name: None,
     }
 }
 
 /// The session's new messages, ready to store.
-pub(crate) fn new_stored_messages(session: &Session, now: &str) -> Vec<StoredMessage> {
+pub(crate) fn new_stored_messages(session: &Session, shown_at: &str) -> Vec<StoredMessage> {
     session
         .new_messages
         .iter()
-        .map(|m| stored_message(m.role, &m.content, now))
+        .map(|m| stored_message(m.role, &m.content, shown_at))
         .collect()
 }
 

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use chat_core::{AgentGroup, ChatSettings, Guardrail};
 use chat_protocol::RequestLimits;
+use chat_protocol::chat_ui::ReplyShape;
 
 use crate::Cors;
 
@@ -26,6 +27,8 @@ pub struct Config {
     /// Browser origins the function itself answers CORS for (`CORS_ALLOWED_ORIGINS`); none on AWS, where the
     /// function URL does it.
     pub cors: Cors,
+    /// The shape of the Chat UI's chat answers (`CHAT_UI_REPLY`): the spec's, or the page's current revision's.
+    pub chat_ui_reply: ReplyShape,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -127,6 +130,13 @@ impl Config {
             id,
             version: get("GUARDRAIL_VERSION").unwrap_or_else(|| "DRAFT".into()),
         });
+        let chat_ui_reply = match get("CHAT_UI_REPLY") {
+            None => ReplyShape::default(),
+            Some(v) => v.parse().map_err(|reason| ConfigError {
+                name: "CHAT_UI_REPLY",
+                reason,
+            })?,
+        };
         Ok(Self {
             chat: ChatSettings {
                 model_id: get("MODEL_ID").unwrap_or_else(|| Self::DEFAULT_MODEL_ID.into()),
@@ -149,6 +159,7 @@ impl Config {
             cors: get("CORS_ALLOWED_ORIGINS")
                 .map(|list| Cors::from_list(&list))
                 .unwrap_or_default(),
+            chat_ui_reply,
         })
     }
 }
@@ -194,6 +205,15 @@ mod tests {
         );
         assert_eq!(c.max_body_bytes, 10);
         assert_eq!(c.chat.limits.max_messages, 3);
+        assert_eq!(c.chat_ui_reply, ReplyShape::Spec);
+        assert_eq!(
+            config(&[("CHAT_UI_REPLY", "messages")]).unwrap().chat_ui_reply,
+            ReplyShape::Messages
+        );
+        assert_eq!(
+            config(&[("CHAT_UI_REPLY", "array")]).unwrap_err().name,
+            "CHAT_UI_REPLY"
+        );
         let bad = config(&[("MAX_BODY_BYTES", "lots")]).unwrap_err();
         assert_eq!(bad.name, "MAX_BODY_BYTES");
         assert!(config(&[("MAX_TOKENS", "9000"), ("MAX_OUTPUT_TOKENS", "100")]).is_err());

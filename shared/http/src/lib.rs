@@ -16,5 +16,5 @@ pub use edge::respond;
 pub use error::{ApiError, error_body, error_line, error_response, json_response};
 pub use identity::{Auth, JwtVerifier, KeySource};
 pub use logging::init_logging;
-pub use request::{normalized_path, read_json_body};
+pub use request::{accepts, normalized_path, read_json_body};
 pub use runtime::keep_running;

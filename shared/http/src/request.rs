@@ -14,6 +14,15 @@ pub fn normalized_path(request: &Request) -> &str {
     }
 }
 
+/// Whether the request's `Accept` names `media_type`.
+pub fn accepts(request: &Request, media_type: &str) -> bool {
+    request
+        .headers()
+        .get_all(header::ACCEPT)
+        .iter()
+        .any(|v| v.to_str().is_ok_and(|v| v.contains(media_type)))
+}
+
 /// The body, if it is JSON (or says nothing of its type) and no larger than `limit` bytes.
 pub fn read_json_body(request: &Request, limit: usize) -> Result<&[u8], ApiError> {
     if let Some(value) = request.headers().get(header::CONTENT_TYPE) {

@@ -5,6 +5,7 @@ use serde_json::{Map, Value};
 
 use crate::{Answer, Field, Role, WireMessage};
 
+
 /// A chat request from the Chat UI: the whole conversation, newest last.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatRequest {
@@ -189,6 +190,81 @@ impl ChatMessageContent {
     }
 }
 
+/// Which shape the Chat UI's chat answers take (`CHAT_UI_REPLY`). The page's documented revision reads the spec's
+/// arrays of [`ChatMessageContent`]; its current revision reads `{"messages": [...]}` of its own message objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReplyShape {
+    #[default]
+    Spec,
+    Messages,
+}
+
+impl std::str::FromStr for ReplyShape {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "spec" => Ok(ReplyShape::Spec),
+            "messages" => Ok(ReplyShape::Messages),
+            other => Err(format!(r#"expected "spec" or "messages", got {other:?}"#)),
+        }
+    }
+}
+
+/// A Chat UI chat answer in either shape.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum UiReply {
+    Spec(Vec<ChatMessageContent>),
+    Messages(MessagesReply),
+}
+
+impl UiReply {
+    /// The answer of the standard chat.
+    pub fn from_answer(answer: &Answer, shape: ReplyShape) -> Self {
+        match shape {
+            ReplyShape::Spec => UiReply::Spec(vec![ChatMessageContent::from_answer(answer)]),
+            ReplyShape::Messages => UiReply::Messages(MessagesReply::from_answer(answer)),
+        }
+    }
+}
+
+/// The current revision's answer: the new messages, as the page shows and saves them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MessagesReply {
+    pub messages: Vec<HistoryMessage>,
+}
+
+impl MessagesReply {
+    /// The assistant's answer as the page's own message object.
+    pub fn from_answer(answer: &Answer) -> Self {
+        Self {
+            messages: vec![HistoryMessage {
+                id: answer.id.clone(),
+                content: answer.content.clone(),
+                role: Role::Assistant,
+                timestamp: display_time(answer.created),
+                agent_identifier: None,
+                agent_name: None,
+                extra: Map::new(),
+            }],
+        }
+    }
+}
+
+/// A time as the Chat UI shows a message's: `10:15 AM` (two-digit hour, UTC: the backend does not know the
+/// reader's zone). The page stamps its own messages this way and shows a message's `timestamp` as it is.
+pub fn display_time(unix_seconds: i64) -> String {
+    let minutes = unix_seconds.rem_euclid(86_400) / 60;
+    let (hour, minute) = (minutes / 60, minutes % 60);
+    let half = if hour < 12 { "AM" } else { "PM" };
+    let hour12 = match hour % 12 {
+        0 => 12,
+        h => h,
+    };
+    format!("{hour12:02}:{minute:02} {half}")
+}
+
 /// One server-sent event carrying `value` as its data: `data: {…}\n\n`.
 pub fn sse_event<T: Serialize>(value: &T) -> Vec<u8> {
     let mut event = b"data: ".to_vec();
@@ -286,4 +362,25 @@ pub struct ReplaceMessagesRequest {
     pub messages: Vec<HistoryMessage>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_times_are_the_pages_twelve_hour_form() {
+        // 2025-04-03T00:05:00Z, 09:45, 12:00 and 23:59.
+        assert_eq!(display_time(1_743_638_700), "12:05 AM");
+        assert_eq!(display_time(1_743_638_400 + 9 * 3600 + 45 * 60), "09:45 AM");
+        assert_eq!(display_time(1_743_638_400 + 12 * 3600), "12:00 PM");
+        assert_eq!(display_time(1_743_638_400 + 23 * 3600 + 59 * 60 + 59), "11:59 PM");
+    }
+
+    #[test]
+    fn the_reply_shape_is_spec_or_messages() {
+        assert_eq!("spec".parse(), Ok(ReplyShape::Spec));
+        assert_eq!(" messages ".parse(), Ok(ReplyShape::Messages));
+        assert!("Messages".parse::<ReplyShape>().is_err());
+    }
 }

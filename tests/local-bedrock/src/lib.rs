@@ -23,6 +23,10 @@
 //! | `[[stream-break-after:N]]` | (stream) N deltas, then the connection breaks (the body is aborted) |
 //! | `[[deltas:N]]` | the answer is N words `w1 … wN` |
 //! | `[[delay-ms:N]]` | wait N ms before each delta (stream) or before answering (converse); found in any message |
+//!
+//! Without a `delay-ms` directive the server paces its words as a model does: it waits its pace (0 unless
+//! started with [`LocalBedrock::start_paced`]; the local run's default is 30 ms) before each delta, and a buffered
+//! answer takes as long as its words would.
 //! | `[[say:TEXT]]` | the answer is TEXT |
 //!
 //! Directives are also read from the system prompt, so that a test can script one agent of a group through its
@@ -36,6 +40,7 @@ use std::time::{Duration, SystemTime};
 use aws_smithy_eventstream::frame::write_message_to;
 use aws_smithy_types::event_stream::{Header, HeaderValue, Message};
 use axum::Router;
+use axum::serve::ListenerExt;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -72,6 +77,8 @@ struct AppState {
     shared: Arc<Mutex<Shared>>,
     /// Print each streamed delta with its send time (the binary turns this on).
     log_deltas: bool,
+    /// The wait before each word when no directive sets one.
+    pace: Duration,
 }
 
 /// A running server; it stops when dropped.
@@ -89,13 +96,28 @@ impl LocalBedrock {
 
     /// Starts on `addr`; with `log_deltas`, prints each streamed delta and when it was sent.
     pub async fn start_on(addr: SocketAddr, log_deltas: bool) -> std::io::Result<Self> {
+        Self::start_paced(addr, log_deltas, Duration::ZERO).await
+    }
+
+    /// Starts on `addr`, waiting `pace` before each word unless a directive says otherwise.
+    pub async fn start_paced(
+        addr: SocketAddr,
+        log_deltas: bool,
+        pace: Duration,
+    ) -> std::io::Result<Self> {
         let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let state = AppState {
             log_deltas,
+            pace,
             ..AppState::default()
         };
         let app = router(state.clone());
+        // Every event frame leaves as it is written: with Nagle's algorithm on, a frame written while the previous
+        // one is unacknowledged waits for the client's delayed ACK (about 40 ms on Linux).
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
@@ -187,7 +209,10 @@ struct Plan {
     fault: Option<String>,
     stream_error_after: Option<usize>,
     stream_break_after: Option<usize>,
+    /// The wait before each delta of a stream.
     delay: Duration,
+    /// The wait before a buffered answer.
+    converse_delay: Duration,
     pieces: Vec<String>,
     stop_reason: &'static str,
     input_tokens: u64,
@@ -243,7 +268,7 @@ fn pieces(text: &str) -> Vec<String> {
     out
 }
 
-fn plan(body: &Value) -> Plan {
+fn plan(body: &Value, pace: Duration) -> Plan {
     let system = texts(body.get("system")).join("\n");
     let messages = body
         .get("messages")
@@ -303,21 +328,25 @@ fn plan(body: &Value) -> Plan {
         }
         _ => {}
     }
+    // Pacing holds for the whole conversation: later turns (another agent's) keep it.
+    let directed = directive(
+        &format!("{directives}\n{}", all_text.join("\n")),
+        "delay-ms",
+    )
+    .and_then(|n| n.parse().ok())
+    .map(Duration::from_millis);
+    let (delay, converse_delay) = match directed {
+        Some(delay) => (delay, delay),
+        None => (pace, pace * pieces.len() as u32),
+    };
     Plan {
         fault,
         stream_error_after: directive(&directives, "stream-error-after")
             .and_then(|n| n.parse().ok()),
         stream_break_after: directive(&directives, "stream-break-after")
             .and_then(|n| n.parse().ok()),
-        delay: Duration::from_millis(
-            // Pacing holds for the whole conversation: later turns (another agent's) keep it.
-            directive(
-                &format!("{directives}\n{}", all_text.join("\n")),
-                "delay-ms",
-            )
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0),
-        ),
+        delay,
+        converse_delay,
         pieces,
         stop_reason,
         input_tokens,
@@ -453,12 +482,12 @@ async fn converse(
         Ok(b) => b,
         Err(r) => return *r,
     };
-    let plan = plan(&body);
+    let plan = plan(&body, state.pace);
     record(&state, Operation::Converse, model_id, body.clone());
     if let Some(r) = fault_response(&state, &plan, &body) {
         return r;
     }
-    tokio::time::sleep(plan.delay).await;
+    tokio::time::sleep(plan.converse_delay).await;
     let out = json!({
         "output": {"message": {"role": "assistant", "content": [{"text": plan.pieces.concat()}]}},
         "stopReason": plan.stop_reason,
@@ -514,7 +543,7 @@ async fn converse_stream(
         Ok(b) => b,
         Err(r) => return *r,
     };
-    let plan = plan(&body);
+    let plan = plan(&body, state.pace);
     let index = record(&state, Operation::ConverseStream, model_id, body.clone());
     if let Some(r) = fault_response(&state, &plan, &body) {
         return r;

@@ -5,7 +5,8 @@
 //! any origin (`CORS_ALLOWED_ORIGINS=*`). With `MODEL_ID` and AWS credentials in the environment (`AWS_PROFILE`
 //! or `AWS_ACCESS_KEY_ID`), it uses real Bedrock and DynamoDB instead, and starts neither server.
 //!
-//! Ports: `LOCAL_PORT` (9000), `LOCAL_BEDROCK_PORT` (9100), `LOCAL_DYNAMODB_PORT` (9200). With
+//! Ports: `LOCAL_PORT` (9000), `LOCAL_BEDROCK_PORT` (9100), `LOCAL_DYNAMODB_PORT` (9200). The local model waits
+//! `LOCAL_MODEL_PACE_MS` (30) before each word. With
 //! `--exit-with-stdin`, it shuts down when its standard input closes (tests use this so nothing outlives them).
 
 use std::io::{Read, Write};
@@ -19,6 +20,9 @@ use local_dynamodb::LocalDynamo;
 
 const TABLE_NAME: &str = "chat-local";
 const LOCAL_MODEL_ID: &str = "local.echo-v1:0";
+/// The local model's wait before each word (`LOCAL_MODEL_PACE_MS`), so that a person trying the local run sees
+/// answers stream as a real model's do; tests that want speed set 0.
+const DEFAULT_PACE_MS: u64 = 30;
 
 fn port(name: &str, default: u16) -> u16 {
     std::env::var(name)
@@ -123,10 +127,23 @@ async fn main() {
                 .unwrap_or_else(|_| "from TABLE_NAME, which must be set".into())
         );
     } else {
-        _bedrock = LocalBedrock::start_on(([127, 0, 0, 1], bedrock_port).into(), true)
+        let pace = Duration::from_millis(
+            std::env::var("LOCAL_MODEL_PACE_MS")
+                .ok()
+                .map(|v| {
+                    v.trim().parse().unwrap_or_else(|_| {
+                        fail("LOCAL_MODEL_PACE_MS must be a whole number of milliseconds")
+                    })
+                })
+                .unwrap_or(DEFAULT_PACE_MS),
+        );
+        _bedrock = LocalBedrock::start_paced(([127, 0, 0, 1], bedrock_port).into(), true, pace)
             .await
             .unwrap_or_else(|e| fail(&format!("cannot start the local Bedrock server: {e}")));
-        eprintln!("local-run: local Bedrock server on http://127.0.0.1:{bedrock_port}");
+        eprintln!(
+            "local-run: local Bedrock server on http://127.0.0.1:{bedrock_port}, {} ms a word",
+            pace.as_millis()
+        );
 
         let dynamodb = LocalDynamo::start(Some(dynamodb_port)).unwrap_or_else(|e| fail(&e));
         let endpoint = dynamodb.endpoint();

@@ -37,6 +37,8 @@ impl LocalRun {
             .env("LOCAL_PORT", port.to_string())
             .env("LOCAL_BEDROCK_PORT", (port + 100).to_string())
             .env("LOCAL_DYNAMODB_PORT", (port + 200).to_string())
+            // The model answers at once unless the test asks for pacing.
+            .env("LOCAL_MODEL_PACE_MS", "0")
             .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(file.try_clone().unwrap())
