@@ -81,6 +81,42 @@ fn ask(text: &str) -> Value {
     json!({"messages": [{"role": "user", "content": text}]})
 }
 
+/// `text` asked in the chat `chat_id`.
+fn ask_in(chat_id: &str, text: &str) -> Value {
+    json!({"messages": [{"role": "user", "content": text}], "sessionState": chat_id})
+}
+
+/// An empty multi-agent chat, as the Chat UI creates one (`POST /chat-history`) before its first round.
+async fn new_chat(h: &Harness) -> String {
+    let id = format!("{:032x}", fastrand::u128(..));
+    let chat = chat_core::ChatRecord {
+        id: id.clone(),
+        mode: chat_protocol::chat_ui::ChatMode::MultiAgent,
+        title: "New Chat".into(),
+        created_at: "2026-11-23T10:00:00.000Z".into(),
+        last_updated: "2026-11-23T10:00:00.000Z".into(),
+        last_message: String::new(),
+        message_count: 0,
+    };
+    h.store.create(OWNER, &chat, &[]).await.unwrap();
+    id
+}
+
+/// The owner's multi-agent chats.
+async fn chats(h: &Harness) -> usize {
+    h.store
+        .list(
+            OWNER,
+            chat_protocol::chat_ui::ChatMode::MultiAgent,
+            100,
+            None,
+        )
+        .await
+        .unwrap()
+        .items
+        .len()
+}
+
 fn authors(events: &[Value]) -> Vec<String> {
     events
         .iter()
@@ -109,9 +145,12 @@ async fn the_default_agents_speak_in_turn_until_the_turn_limit() {
     assert_eq!(first["Items"][0]["$type"], "TextContent");
     assert_eq!(first["Items"][0]["Text"], "Echo: Build a todo app");
     assert_eq!(first["ModelId"], "local.echo-v1:0");
-    for key in ["Id", "CreatedAt", "Usage", "FinishReason", "SessionState"] {
+    for key in ["Id", "CreatedAt", "Usage", "FinishReason"] {
         assert!(first["Metadata"].get(key).is_some(), "Metadata.{key}");
     }
+    // The request named no chat: the Chat UI keeps its own history, so nothing is stored and no state is given.
+    assert!(first["Metadata"].get("SessionState").is_none(), "{first}");
+    assert_eq!(chats(&h).await, 0);
     // Each prompt carries its agent's instructions and everything said before, attributed by name.
     let requests = h.bedrock.requests();
     assert_eq!(requests.len(), 6);
@@ -174,7 +213,8 @@ async fn the_turn_limit_holds() {
 async fn a_failure_at_the_second_agent_sends_the_first_then_an_error_and_stores_nothing() {
     let agents = group("[[fault:model-error]]");
     let h = harness(&[("AGENTS", agents.as_str())]).await;
-    let (status, _, events) = stream(&h, ask("go")).await;
+    let chat_id = new_chat(&h).await;
+    let (status, _, events) = stream(&h, ask_in(&chat_id, "go")).await;
     assert_eq!(status, 200);
     assert_eq!(events.len(), 2);
     assert_eq!(events[0]["AuthorName"], "Analyst");
@@ -182,9 +222,9 @@ async fn a_failure_at_the_second_agent_sends_the_first_then_an_error_and_stores_
         events[1],
         json!({"error": "The model could not answer right now. Please try again."})
     );
-    let chat_id = events[0]["Metadata"]["SessionState"].as_str().unwrap();
+    assert_eq!(events[0]["Metadata"]["SessionState"], chat_id.as_str());
     assert!(
-        h.store.load(OWNER, chat_id).await.is_err(),
+        h.store.load(OWNER, &chat_id).await.unwrap().1.is_empty(),
         "no half round was stored"
     );
     // A failure at the first agent is an ordinary error response.
@@ -199,11 +239,9 @@ async fn a_failure_at_the_second_agent_sends_the_first_then_an_error_and_stores_
 async fn a_round_is_a_multi_agent_history_item_and_continues() {
     let agents = group("Review. [[say:APPROVED]]");
     let h = harness(&[("AGENTS", agents.as_str())]).await;
-    let (_, _, events) = stream(&h, ask("first")).await;
-    let chat_id = events[0]["Metadata"]["SessionState"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let chat_id = new_chat(&h).await;
+    let (_, _, events) = stream(&h, ask_in(&chat_id, "first")).await;
+    assert_eq!(events[0]["Metadata"]["SessionState"], chat_id.as_str());
     let (record, messages) = h.store.load(OWNER, &chat_id).await.unwrap();
     assert_eq!(record.mode, chat_protocol::chat_ui::ChatMode::MultiAgent);
     let stored: Vec<(String, Option<String>)> = messages
@@ -218,14 +256,18 @@ async fn a_round_is_a_multi_agent_history_item_and_continues() {
             ("APPROVED".to_string(), Some("Reviewer".to_string())),
         ]
     );
-    // Stored times keep their order: agents' messages are stamped to the millisecond, like the user's.
-    let times: Vec<&str> = messages.iter().map(|m| m.timestamp.as_str()).collect();
-    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
-    assert!(
-        times
-            .iter()
-            .all(|t| t.len() == "2026-11-22T06:00:00.000Z".len())
-    );
+    // Stored times are as the Chat UI shows a message's (`10:15 AM`); the chat's own time stays RFC 3339.
+    for m in &messages {
+        let t = m.timestamp.as_bytes();
+        assert!(
+            t.len() == 8
+                && t[2] == b':'
+                && (m.timestamp.ends_with(" AM") || m.timestamp.ends_with(" PM")),
+            "{}",
+            m.timestamp
+        );
+    }
+    assert!(record.last_updated.starts_with("20") && record.last_updated.ends_with('Z'));
     // The next round sees the earlier one, attributed: the analyst's own message is its turn, the reviewer's is
     // the other side.
     let next = events_of(
@@ -249,4 +291,74 @@ async fn a_round_is_a_multi_agent_history_item_and_continues() {
 
 async fn events_of(h: &Harness, body: Value) -> Vec<Value> {
     stream(h, body).await.2
+}
+
+/// `body` posted to `path` with `accept`.
+async fn post_to(h: &Harness, path: &str, accept: &str, body: &Value) -> (u16, String, String) {
+    let request = lambda_http::http::Request::builder()
+        .method("POST")
+        .uri(path)
+        .header("content-type", "application/json")
+        .header("accept", accept)
+        .body(Body::from(body.to_string()))
+        .unwrap();
+    let response = h.app.handle(request).await;
+    let status = response.status().as_u16();
+    let content_type = response.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (
+        status,
+        content_type,
+        String::from_utf8(bytes.to_vec()).unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn the_bare_multi_agent_route_streams_events_or_answers_the_batch_by_accept() {
+    let agents = group("Review. [[say:APPROVED]]");
+    for (reply, accept) in [
+        ("spec", "text/event-stream"),
+        ("spec", "application/json"),
+        ("messages", "*/*"),
+    ] {
+        let h = harness(&[("AGENTS", agents.as_str()), ("CHAT_UI_REPLY", reply)]).await;
+        let (status, content_type, body) =
+            post_to(&h, "/multi-agent-chat", accept, &ask("Why is the sky blue")).await;
+        assert_eq!(status, 200, "{body}");
+        match (reply, accept) {
+            (_, "text/event-stream") => {
+                assert_eq!(content_type, "text/event-stream");
+                let events: Vec<Value> = body
+                    .split_terminator("\n\n")
+                    .map(|e| serde_json::from_str(e.strip_prefix("data: ").unwrap()).unwrap())
+                    .collect();
+                assert_eq!(authors(&events), ["Analyst", "Reviewer"]);
+            }
+            ("spec", _) => {
+                assert_eq!(content_type, "application/json");
+                let all: Vec<Value> = serde_json::from_str(&body).unwrap();
+                assert_eq!(all[0]["Role"]["Label"], "user");
+                assert_eq!(authors(&all[1..]), ["Analyst", "Reviewer"]);
+            }
+            _ => {
+                assert_eq!(content_type, "application/json");
+                let reply: Value = serde_json::from_str(&body).unwrap();
+                let names: Vec<&str> = reply["messages"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|m| m["agentName"].as_str().unwrap())
+                    .collect();
+                assert_eq!(names, ["Analyst", "Reviewer"]);
+            }
+        }
+        assert_eq!(
+            chats(&h).await,
+            0,
+            "a request naming no chat stores nothing"
+        );
+    }
 }

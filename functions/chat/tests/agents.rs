@@ -3,6 +3,7 @@
 
 mod support;
 
+use chat_protocol::chat_ui::ChatMode;
 use serde_json::{Value, json};
 use support::harness_with;
 
@@ -11,10 +12,11 @@ const AGENTS: &str = r#"[{"name": "Analyst", "instructions": "Analyse."}, {"name
 #[tokio::test]
 async fn the_batch_answer_echoes_the_user_then_the_agents() {
     let h = harness_with(&[("AGENTS", AGENTS)]).await;
+    let chat_id = h.new_chat(ChatMode::MultiAgent).await;
     let r = h
         .post(
             "/multi-agent-chat/batch",
-            &json!({"messages": [{"role": "user", "content": "Why is the sky blue"}]}),
+            &json!({"messages": [{"role": "user", "content": "Why is the sky blue"}], "sessionState": chat_id}),
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
@@ -33,8 +35,8 @@ async fn the_batch_answer_echoes_the_user_then_the_agents() {
     assert_eq!(all[1]["Items"][0]["Text"], "Echo: Why is the sky blue");
     assert_eq!(all[2]["AuthorName"], "Reviewer");
     assert_eq!(all[2]["Items"][0]["Text"], "APPROVED");
-    let chat_id = all[1]["Metadata"]["SessionState"].as_str().unwrap();
-    assert_eq!(h.history(chat_id).await.len(), 3);
+    assert_eq!(all[1]["Metadata"]["SessionState"], chat_id.as_str());
+    assert_eq!(h.history(&chat_id).await.len(), 3);
 }
 
 #[tokio::test]
@@ -66,4 +68,56 @@ async fn a_batch_request_accepting_events_gets_events() {
         .collect();
     assert_eq!(authors, ["Analyst", "Reviewer"]);
     assert!(text.ends_with("\n\n"));
+}
+
+#[tokio::test]
+async fn the_bare_multi_agent_route_answers_whole_rounds_in_either_shape() {
+    // The Chat UI's documentation configures `…/multi-agent-chat`; without `text/event-stream` it is the batch.
+    let h = harness_with(&[("AGENTS", AGENTS)]).await;
+    let ask = json!({"messages": [{"role": "user", "content": "Why is the sky blue"}]});
+    let r = h.post("/multi-agent-chat", &ask).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let all = r.json();
+    let labels: Vec<&str> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["AuthorName"].as_str().unwrap_or("user"))
+        .collect();
+    assert_eq!(labels, ["user", "Analyst", "Reviewer"]);
+    // Nothing stored: the request named no chat.
+    assert_eq!(h.chat_count(ChatMode::MultiAgent).await, 0);
+
+    // The page's current revision reads {"messages": [...]}: the agents' messages only, as its own objects.
+    let h = harness_with(&[("AGENTS", AGENTS), ("CHAT_UI_REPLY", "messages")]).await;
+    for path in ["/multi-agent-chat", "/multi-agent-chat/batch"] {
+        let r = h.post(path, &ask).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        let body = r.json();
+        let messages = body["messages"].as_array().unwrap();
+        let shown: Vec<(&str, &str, &str)> = messages
+            .iter()
+            .map(|m| {
+                (
+                    m["role"].as_str().unwrap(),
+                    m["agentName"].as_str().unwrap(),
+                    m["content"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("assistant", "Analyst", "Echo: Why is the sky blue"),
+                ("assistant", "Reviewer", "APPROVED")
+            ]
+        );
+        assert_eq!(messages[0]["agentIdentifier"], "Analyst");
+        assert!(messages[0]["id"].as_str().unwrap().starts_with("chatcmpl-"));
+        let t = messages[1]["timestamp"].as_str().unwrap();
+        assert!(
+            t.len() == 8 && (t.ends_with(" AM") || t.ends_with(" PM")),
+            "{t}"
+        );
+    }
 }

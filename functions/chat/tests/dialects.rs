@@ -2,8 +2,9 @@
 
 mod support;
 
+use chat_protocol::chat_ui::ChatMode;
 use serde_json::{Value, json};
-use support::harness;
+use support::{harness, harness_with};
 
 fn user(text: &str) -> Value {
     json!([{"role": "user", "content": text}])
@@ -221,8 +222,47 @@ async fn chat_ui_answers_one_chat_message_content() {
     );
     assert_eq!(meta["FinishReason"], "Stop");
     assert!(m.get("AuthorName").is_none());
-    let chat_id = meta["SessionState"].as_str().expect("the chat's id");
-    assert_eq!(h.history(chat_id).await.len(), 2);
+    // No chat named: the Chat UI keeps its own history through /chat-history, so nothing is stored here.
+    assert!(meta.get("SessionState").is_none(), "{meta}");
+    assert_eq!(h.chat_count(ChatMode::Standard).await, 0);
+    // A chat named with sessionState (one created through /chat-history) is continued and stored.
+    let chat_id = h.new_chat(ChatMode::Standard).await;
+    let r = h
+        .post(
+            "/chat-ui/chat",
+            &json!({"messages": user("Why is the sky blue"), "sessionState": chat_id}),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()[0]["Metadata"]["SessionState"], chat_id.as_str());
+    assert_eq!(h.history(&chat_id).await.len(), 2);
+    assert_eq!(h.chat_count(ChatMode::Standard).await, 1);
+}
+
+#[tokio::test]
+async fn chat_ui_answers_the_pages_current_shape_when_configured() {
+    let h = harness_with(&[("CHAT_UI_REPLY", "messages")]).await;
+    let r = h
+        .post(
+            "/chat-ui/chat",
+            &json!({"messages": user("Why is the sky blue")}),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.content_type(), "application/json");
+    let body = r.json();
+    let messages = body["messages"].as_array().expect("{\"messages\": [...]}");
+    assert_eq!(messages.len(), 1);
+    let m = &messages[0];
+    assert_eq!(m["role"], "assistant");
+    assert_eq!(m["content"], "Echo: Why is the sky blue");
+    assert!(m["id"].as_str().unwrap().starts_with("chatcmpl-"));
+    let t = m["timestamp"].as_str().unwrap();
+    assert!(
+        t.len() == 8 && (t.ends_with(" AM") || t.ends_with(" PM")),
+        "{t}"
+    );
+    assert!(m.get("agentName").is_none());
 }
 
 #[tokio::test]

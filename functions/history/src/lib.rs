@@ -4,7 +4,7 @@
 use chat_core::history::{history_message, stored_message, summary};
 use chat_core::{ChatError, ChatRecord, SessionStore, rfc3339_millis};
 use chat_http::{ApiError, Auth, Config, Cors, json_response, normalized_path, read_json_body};
-use chat_protocol::chat_ui::{ChatMode, CreateChatRequest, HistoryMessage};
+use chat_protocol::chat_ui::{ChatMode, CreateChatRequest, HistoryMessage, display_time};
 use chat_protocol::{InvalidRequest, parse_body, parse_replace_request};
 use lambda_http::http::{Method, StatusCode, header};
 use lambda_http::{Body, Request, Response};
@@ -213,11 +213,12 @@ impl<St: SessionStore> App<St> {
             read_json_body(request, self.max_body_bytes)?,
             self.max_message_chars,
         )?;
-        let now = now();
+        // A message saved without a time gets the time as the Chat UI shows one.
+        let shown_at = display_time(OffsetDateTime::now_utc().unix_timestamp());
         let messages: Vec<_> = body
             .messages
             .into_iter()
-            .map(|m| stored_message(m, &now))
+            .map(|m| stored_message(m, &shown_at))
             .collect();
         let record = self
             .store

@@ -342,15 +342,13 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
     /// Stores a finished round: the user's new messages and every agent's message, all or nothing.
     pub async fn save_round(&self, owner: &str, round: &AgentRound) -> Result<(), ChatError> {
         let mut messages = round.new_messages.clone();
-        messages.extend(round.messages.iter().map(|m| {
-            StoredMessage {
-                id: m.header.id.clone(),
-                role: Role::Assistant,
-                content: m.text.clone(),
-                timestamp: m.finished_at.clone(),
-                agent_identifier: Some(m.agent.clone()),
-                agent_name: Some(m.agent.clone()),
-            }
+        messages.extend(round.messages.iter().map(|m| StoredMessage {
+            id: m.header.id.clone(),
+            role: Role::Assistant,
+            content: m.text.clone(),
+            timestamp: m.finished_at.clone(),
+            agent_identifier: Some(m.agent.clone()),
+            agent_name: Some(m.agent.clone()),
         }));
         self.store_turn(owner, &round.session, &messages, &round.started_at)
             .await

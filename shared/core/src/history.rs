@@ -30,8 +30,9 @@ pub fn history_message(m: &StoredMessage) -> HistoryMessage {
     }
 }
 
-/// A message a client sends to replace a chat's messages; a missing id or time is filled in.
-pub fn stored_message(m: HistoryMessage, now: &str) -> StoredMessage {
+/// A message a client sends to replace a chat's messages; a missing id or time (`shown_at`, as the Chat UI shows
+/// times) is filled in.
+pub fn stored_message(m: HistoryMessage, shown_at: &str) -> StoredMessage {
     StoredMessage {
         id: if m.id.trim().is_empty() {
             uuid::Uuid::new_v4().simple().to_string()
@@ -41,7 +42,7 @@ pub fn stored_message(m: HistoryMessage, now: &str) -> StoredMessage {
         role: m.role,
         content: m.content,
         timestamp: if m.timestamp.trim().is_empty() {
-            now.to_string()
+            shown_at.to_string()
         } else {
             m.timestamp
         },

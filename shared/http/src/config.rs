@@ -207,7 +207,9 @@ mod tests {
         assert_eq!(c.chat.limits.max_messages, 3);
         assert_eq!(c.chat_ui_reply, ReplyShape::Spec);
         assert_eq!(
-            config(&[("CHAT_UI_REPLY", "messages")]).unwrap().chat_ui_reply,
+            config(&[("CHAT_UI_REPLY", "messages")])
+                .unwrap()
+                .chat_ui_reply,
             ReplyShape::Messages
         );
         assert_eq!(

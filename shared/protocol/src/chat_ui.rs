@@ -5,7 +5,6 @@ use serde_json::{Map, Value};
 
 use crate::{Answer, Field, Role, WireMessage};
 
-
 /// A chat request from the Chat UI: the whole conversation, newest last.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatRequest {
@@ -374,7 +373,10 @@ mod tests {
         assert_eq!(display_time(1_743_638_700), "12:05 AM");
         assert_eq!(display_time(1_743_638_400 + 9 * 3600 + 45 * 60), "09:45 AM");
         assert_eq!(display_time(1_743_638_400 + 12 * 3600), "12:00 PM");
-        assert_eq!(display_time(1_743_638_400 + 23 * 3600 + 59 * 60 + 59), "11:59 PM");
+        assert_eq!(
+            display_time(1_743_638_400 + 23 * 3600 + 59 * 60 + 59),
+            "11:59 PM"
+        );
     }
 
     #[test]

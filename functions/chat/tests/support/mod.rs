@@ -104,6 +104,32 @@ impl Harness {
             .await
     }
 
+    /// An empty chat of [`USER`], as the Chat UI creates one (`POST /chat-history`) before its first message.
+    pub async fn new_chat(&self, mode: chat_protocol::chat_ui::ChatMode) -> String {
+        let id = format!("{:032x}", fastrand::u128(..));
+        let chat = chat_core::ChatRecord {
+            id: id.clone(),
+            mode,
+            title: "New Chat".into(),
+            created_at: "2026-11-23T10:00:00.000Z".into(),
+            last_updated: "2026-11-23T10:00:00.000Z".into(),
+            last_message: String::new(),
+            message_count: 0,
+        };
+        self.store.create(OWNER, &chat, &[]).await.unwrap();
+        id
+    }
+
+    /// How many chats of `mode` [`USER`] has.
+    pub async fn chat_count(&self, mode: chat_protocol::chat_ui::ChatMode) -> usize {
+        self.store
+            .list(OWNER, mode, 100, None)
+            .await
+            .unwrap()
+            .items
+            .len()
+    }
+
     /// The stored messages of a chat of [`USER`], as (role, content).
     pub async fn history(&self, chat_id: &str) -> Vec<(String, String)> {
         let (_, messages) = self
