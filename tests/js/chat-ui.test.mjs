@@ -109,16 +109,22 @@ function assertError(r, status) {
 
 // --- The UI's calls -------------------------------------------------------------------------------------------
 
+/**
+ * A chat request's body as the UI makes it ({role, content} only); `sessionState` names a chat made through
+ * /chat-history, which the backend then continues and stores (the UI itself never sends one).
+ */
+const chatBody = (messages, sessionState) => ({
+  messages: messages.map(({ role, content }) => ({ role, content })),
+  ...(sessionState === undefined ? {} : { sessionState }),
+});
+
 /** ApiChatService.handleStandardMode. */
-const sendStandard = (messages) =>
-  uiJson(STANDARD_CHAT_API_URL, { method: "POST", body: { messages: messages.map(({ role, content }) => ({ role, content })) } });
+const sendStandard = (messages, sessionState) =>
+  uiJson(STANDARD_CHAT_API_URL, { method: "POST", body: chatBody(messages, sessionState) });
 
 /** ApiChatService.handleMultiAgentMode with NEXT_PUBLIC_MULTI_AGENT_RESPONSE_MODE=batch. */
-const sendBatch = (messages) =>
-  uiJson(`${MULTI_AGENT_CHAT_API_URL}/batch`, {
-    method: "POST",
-    body: { messages: messages.map(({ role, content }) => ({ role, content })) },
-  });
+const sendBatch = (messages, sessionState) =>
+  uiJson(`${MULTI_AGENT_CHAT_API_URL}/batch`, { method: "POST", body: chatBody(messages, sessionState) });
 
 /**
  * ApiChatService.handleMultiAgentMode with NEXT_PUBLIC_MULTI_AGENT_RESPONSE_MODE=stream, and its
@@ -372,6 +378,22 @@ test("multi-agent batch: POST /multi-agent-chat/batch answers the user message, 
   );
 });
 
+test("multi-agent: POST /multi-agent-chat (the URL the UI's documentation configures) streams with Accept: text/event-stream, else answers the batch", async () => {
+  const url = MULTI_AGENT_CHAT_API_URL;
+  assertCorsAnswer(await preflight(url, "POST"), url);
+  const question = unique("Bare URL");
+  const r = await uiFetch(url, { method: "POST", accept: "text/event-stream", body: chatBody([{ role: "user", content: question }]) });
+  assert.equal(r.status, 200);
+  assert.equal(mediaType(r), "text/event-stream");
+  const events = (await r.text()).split("\n\n").filter((e) => e).map((e) => JSON.parse(e.replace(/^data: /, "")));
+  assert.deepEqual(events.map((e) => e.AuthorName).slice(0, 3), ["BusinessAnalyst", "SoftwareEngineer", "ProductOwner"]);
+  const batch = await uiJson(url, { method: "POST", body: chatBody([{ role: "user", content: question }]) });
+  assert.equal(batch.status, 200, batch.text);
+  assert.equal(mediaType(batch), "application/json");
+  assert.deepEqual(batch.body[0].Items, [{ $type: "TextContent", Text: question }]);
+  assert.deepEqual(batch.body.slice(1).map((m) => m.AuthorName), events.map((e) => e.AuthorName));
+});
+
 test("multi-agent: an agent saying the approval phrase ends the round", async () => {
   const marker = unique("done");
   const r = await sendBatch([{ role: "user", content: `Ship it [[say:APPROVED ${marker}]]` }]);
@@ -455,9 +477,12 @@ test("history create: POST /chat-history answers 201 with the new chat, listed i
 test("history list: GET /chat-history?mode=… is a bare array, newest first, x-next-cursor exposed to the page", async () => {
   const marker = unique("listed");
   const started = Date.now();
-  const standard = await sendStandard([{ role: "user", content: marker }]);
+  // Chats the backend stores for the Chat UI's routes are those named with sessionState.
+  const standardChat = await createChat("standard");
+  const roundChat = await createChat("multiAgent");
+  const standard = await sendStandard([{ role: "user", content: marker }], standardChat.body.id);
   assert.equal(standard.status, 200, standard.text);
-  const batch = await sendBatch([{ role: "user", content: `${marker} [[say:${marker} agents]]` }]);
+  const batch = await sendBatch([{ role: "user", content: `${marker} [[say:${marker} agents]]` }], roundChat.body.id);
   assert.equal(batch.status, 200, batch.text);
 
   for (const mode of ["standard", "multiAgent"]) {
@@ -480,11 +505,13 @@ test("history list: GET /chat-history?mode=… is a bare array, newest first, x-
   // Every chat is a history item of its mode: the standard chat and the agents' round.
   const mine = await findChat("standard", (c) => c.lastMessage === `Echo: ${marker}`);
   assert.ok(mine, "the /chat-ui/chat conversation is not in mode=standard");
+  assert.equal(mine.id, standardChat.body.id);
   assert.equal(mine.messageCount, 2);
   const lastText = batch.body.at(-1).Items[0].Text;
   const found = await findChatStartingWith("multiAgent", `${marker} [[say:${marker} agents]]`, started - 60_000);
   assert.ok(found, "the multi-agent round is not in mode=multiAgent");
   const round = found.chat;
+  assert.equal(round.id, roundChat.body.id);
   assert.equal(round.messageCount, batch.body.length);
   assert.ok(round.lastMessage.length > 0 && lastText.startsWith(round.lastMessage), `lastMessage ${round.lastMessage}`);
   assert.equal(await findChat("multiAgent", (c) => c.id === mine.id), undefined);
@@ -544,7 +571,8 @@ test("history list: a bad mode, limit or cursor is a 400 the page can read", asy
 test("history messages: GET /chat-history/{id}/messages answers the chat's messages in order", async () => {
   const marker = unique("Round");
   const started = Date.now();
-  const batch = await sendBatch([{ role: "user", content: marker }]);
+  const created = await createChat("multiAgent");
+  const batch = await sendBatch([{ role: "user", content: marker }], created.body.id);
   assert.equal(batch.status, 200, batch.text);
   const agents = batch.body.slice(1);
   const found = await findChatStartingWith("multiAgent", marker, started - 60_000);
@@ -680,6 +708,11 @@ test("a standard conversation, call for call as the Chat UI makes it", async () 
   assert.equal(listed.messageCount, 4);
   assert.equal(listed.lastMessage, "Echo: And roll back?");
 
+  // The UI's own chat is the conversation's one entry in the list: the chat calls named no chat, so the backend
+  // stored no second copy of its own.
+  const others = await findChat("standard", (c) => c.id !== chatId && (c.title === first || c.lastMessage.includes(first)));
+  assert.equal(others, undefined, `a second chat lists this conversation: ${JSON.stringify(others)}`);
+
   // Deleting it.
   const deleted = await deleteChat(chatId, "standard");
   assert.equal(deleted.status, 200, deleted.text);
@@ -727,6 +760,8 @@ test("a multi-agent conversation, call for call as the Chat UI makes it (stream 
   const next = await sendStream(state);
   assert.equal(next.status, 200, next.raw);
   assert.deepEqual(next.events.map((e) => [e.data.AuthorName, e.data.Items[0].Text]), [["BusinessAnalyst", "APPROVED small"]]);
+  const others = await findChat("multiAgent", (c) => c.id !== chatId && c.title.includes(question));
+  assert.equal(others, undefined, `a second chat lists this conversation: ${JSON.stringify(others)}`);
   assert.equal((await deleteChat(chatId, "multiAgent")).status, 200);
 });
 
