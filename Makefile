@@ -4,6 +4,7 @@
 VENV      := .tools/venv
 TOOLS     := $(VENV)/.installed
 JS_TOOLS  := tests/js/node_modules/.installed
+BROWSER_TOOLS := tests/browser/node_modules/.installed
 PYTHON    ?= python3
 
 # SAM CLI: no usage reports.
@@ -16,7 +17,7 @@ run: tools
 	cargo run --quiet -p local-run
 
 ## test: every test, in sections: lint, unit (with the integration tests against moto and the local Bedrock
-## server), then invoke, schemathesis and conformance against local runs (tests/suites.py).
+## server), then invoke, conformance, schemathesis and browser against local runs (tests/suites.py).
 test: tools
 	@echo "==== lint: rustfmt, clippy, cfn-lint 1.51, sam validate --lint ===="
 	@$(MAKE) --no-print-directory lint
@@ -37,9 +38,10 @@ unit: tools
 suites: tools
 	$(PYTHON) tests/suites.py
 
-## tools: moto, cargo-lambda (with zig) and cfn-lint (tools/requirements.txt), and the official JavaScript
-## client of the protocol (tests/js/package-lock.json).
-tools: $(TOOLS) $(JS_TOOLS)
+## tools: moto, cargo-lambda (with zig) and cfn-lint (tools/requirements.txt), the official JavaScript client of
+## the protocol (tests/js/package-lock.json), and headless Chromium with puppeteer-core for the browser test
+## (tests/browser/package-lock.json; Chromium unpacks itself into tests/browser/.chromium on first use).
+tools: $(TOOLS) $(JS_TOOLS) $(BROWSER_TOOLS)
 
 $(TOOLS): tools/requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -50,5 +52,9 @@ $(JS_TOOLS): tests/js/package-lock.json
 	npm ci --prefix tests/js --no-audit --no-fund --loglevel=error
 	touch $@
 
+$(BROWSER_TOOLS): tests/browser/package-lock.json
+	npm ci --prefix tests/browser --no-audit --no-fund --loglevel=error
+	touch $@
+
 clean-tools:
-	rm -rf .tools tests/js/node_modules
+	rm -rf .tools tests/js/node_modules tests/browser/node_modules tests/browser/.chromium

@@ -7,7 +7,9 @@ schemathesis  openapi.yaml against the local run: generated requests for every o
               valid against the document (tests/schemathesis.sh);
 conformance   the official @microsoft/ai-chat-protocol client, raw HTTP of both dialects and both spellings, and
               the Chat UI's calls with their CORS preflights (tests/js/), then the Rust end-to-end checks
-              (tests/local-run/tests/e2e.rs: streaming as the model produces, one SSE event per read).
+              (tests/local-run/tests/e2e.rs: streaming as the model produces, one SSE event per read);
+browser       a page making ChatUI's calls exactly as its source does, at its documented and its current revision,
+              driven in headless Chromium against a local run with CHAT_UI_REPLY=spec and =messages (tests/browser/).
 
 Conformance and schemathesis share one local run (what `make run` starts) on LOCAL_PORT (9000), started here
 and stopped when this script ends. Every suite runs even when an earlier one failed; the exit status is 1 if
@@ -35,14 +37,27 @@ def run(command, env=None, cwd=ROOT):
 
 
 class LocalRun:
-    """`make run`'s local run, stopped by closing its standard input."""
+    """`make run`'s local run on `port` (moto and the local Bedrock server on port + 200 and + 100), with `env`
+    added, stopped by closing its standard input."""
+
+    def __init__(self, port=PORT, name="suites", env=None):
+        self.port = port
+        self.base = f"http://127.0.0.1:{port}"
+        self.name = name
+        # By default the local model answers at once (no pacing): these suites send thousands of requests.
+        self.env = {"LOCAL_MODEL_PACE_MS": "0", **(env or {})}
 
     def __enter__(self):
         # The log lives outside the workspace: a file inside it would make cargo lambda watch reload.
-        self.log_path = os.path.join(tempfile.gettempdir(), "chat-backend-suites-local-run.log")
+        self.log_path = os.path.join(tempfile.gettempdir(), f"chat-backend-{self.name}-local-run.log")
         log = open(self.log_path, "w")
-        # The local model answers at once here (no pacing): these suites send thousands of requests.
-        env = {**os.environ, "LOCAL_PORT": str(PORT), "LOCAL_MODEL_PACE_MS": "0"}
+        env = {
+            **os.environ,
+            "LOCAL_PORT": str(self.port),
+            "LOCAL_BEDROCK_PORT": str(self.port + 100),
+            "LOCAL_DYNAMODB_PORT": str(self.port + 200),
+            **self.env,
+        }
         self.process = subprocess.Popen(
             ["cargo", "run", "--quiet", "-p", "local-run", "--", "--exit-with-stdin"],
             cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
@@ -51,8 +66,8 @@ class LocalRun:
         while True:
             with open(self.log_path) as f:
                 text = f.read()
-            if f"local-run: ready on {BASE}" in text:
-                print(f"local run ready on {BASE} after {time.monotonic() - started:.0f} s (log: {self.log_path})")
+            if f"local-run: ready on {self.base}" in text:
+                print(f"local run ready on {self.base} after {time.monotonic() - started:.0f} s (log: {self.log_path})")
                 return self
             if self.process.poll() is not None or time.monotonic() - started > 900:
                 raise RuntimeError(f"the local run did not come up:\n{text}")
@@ -103,9 +118,25 @@ def main():
         print(e, file=sys.stderr)
         results.append(("local run", False, 0.0))
 
+    # The browser test drives a page that calls the backend exactly as the ChatUI front end does, in headless
+    # Chromium, at both of its revisions: each against a local run with the setting it needs, and the local model
+    # pacing its words as `make run` does (the documented revision's stream reader needs events apart).
+    section("browser: ChatUI's calls from a page in headless Chromium, both revisions")
+    screenshots = os.path.join(ROOT, "tests/browser/screenshots")
+    for revision, reply, port in [("documented", "spec", 9020), ("current", "messages", 9030)]:
+        try:
+            with LocalRun(port, f"browser-{revision}", {"CHAT_UI_REPLY": reply, "LOCAL_MODEL_PACE_MS": "30"}) as backend:
+                suite(f"browser {revision}", [lambda: run(
+                    ["node", "--test", "tests/browser/"],
+                    env={"CHAT_BASE_URL": backend.base, "CHATUI_REVISION": revision, "SCREENSHOT_DIR": screenshots},
+                )])
+        except RuntimeError as e:
+            print(e, file=sys.stderr)
+            results.append((f"browser {revision}", False, 0.0))
+
     section("summary")
     for name, ok, seconds in results:
-        print(f"{name:<14} {'passed' if ok else 'FAILED'}  ({seconds:.0f} s)")
+        print(f"{name:<20} {'passed' if ok else 'FAILED'}  ({seconds:.0f} s)")
     return 0 if all(ok for _, ok, _ in results) else 1
 
 
