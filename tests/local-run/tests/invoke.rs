@@ -213,6 +213,11 @@ async fn every_event_invokes_and_is_answered_as_it_should_be() {
     let all = body_of(&invoke("chat", "multi-agent-batch.json"));
     assert_eq!(all[0]["Role"]["Label"], "user");
     assert_eq!(all[1]["AuthorName"], "BusinessAnalyst");
+    // The bare URL the Chat UI's documentation configures, without `Accept: text/event-stream`: the whole round.
+    let all: Value =
+        serde_json::from_str(&invoke_raw("chat-stream", "multi-agent-chat.json", "text")).unwrap();
+    assert_eq!(all[0]["Role"]["Label"], "user");
+    assert_eq!(all[1]["AuthorName"], "BusinessAnalyst");
 
     // History, as Alice.
     let r = invoke("history", "history-create.json");
@@ -288,6 +293,7 @@ async fn every_event_invokes_and_is_answered_as_it_should_be() {
         "chat-ui-chat.json",
         "multi-agent-stream.json",
         "multi-agent-batch.json",
+        "multi-agent-chat.json",
         "history-create.json",
         "history-list.json",
         "history-messages.json",
