@@ -43,15 +43,27 @@ fn signer(kid: &str) -> Signer {
 }
 
 fn token(signer: &Signer, sub: &str, aud: &str, exp_in: i64) -> String {
-    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    token_with(
+        signer,
+        |_| {},
+        json!({"sub": sub, "aud": aud, "exp": now() + exp_in}),
+    )
+}
+
+fn now() -> i64 {
+    time::OffsetDateTime::now_utc().unix_timestamp()
+}
+
+/// A token signed by `signer` with `claims` over the usual ones, its header changed by `edit`.
+fn token_with(signer: &Signer, edit: impl FnOnce(&mut Header), claims: Value) -> String {
     let mut header = Header::new(Algorithm::ES256);
     header.kid = Some(signer.kid.clone());
-    encode(
-        &header,
-        &json!({"sub": sub, "iss": ISSUER, "aud": aud, "exp": now + exp_in, "iat": now}),
-        &signer.key,
-    )
-    .unwrap()
+    edit(&mut header);
+    let mut all = json!({"iss": ISSUER, "aud": AUDIENCE, "exp": now() + 3600, "iat": now()});
+    all.as_object_mut()
+        .unwrap()
+        .extend(claims.as_object().unwrap().clone());
+    encode(&header, &all, &signer.key).unwrap()
 }
 
 struct World {
@@ -162,6 +174,22 @@ async fn callers_without_a_valid_token_get_401_everywhere() {
     let forged = token(&other, "alice", AUDIENCE, 3600);
     let expired = token(&w.signer, "alice", AUDIENCE, -600);
     let wrong_audience = token(&w.signer, "alice", "someone-else", 3600);
+    // Good only from tomorrow; or marking an extension critical that nothing here understands (RFC 7515 §4.1.11).
+    let not_yet = token_with(
+        &w.signer,
+        |_| {},
+        json!({"sub": "alice", "nbf": now() + 86_400}),
+    );
+    let critical = token_with(
+        &w.signer,
+        |h| {
+            h.crit = Some(vec!["https://issuer.test/binding".into()]);
+            h.extras.insert("https://issuer.test/binding", "tls");
+        },
+        json!({"sub": "alice"}),
+    );
+    // No one, or one the keys would otherwise share with every other such token.
+    let no_one = token(&w.signer, "", AUDIENCE, 3600);
     let chat = json!({"messages": [{"role": "user", "content": "hi"}]});
     for credentials in [
         None,
@@ -169,6 +197,9 @@ async fn callers_without_a_valid_token_get_401_everywhere() {
         Some(forged.as_str()),
         Some(expired.as_str()),
         Some(wrong_audience.as_str()),
+        Some(not_yet.as_str()),
+        Some(critical.as_str()),
+        Some(no_one.as_str()),
     ] {
         for (method, path, body) in [
             ("POST", "/chat", Some(chat.clone())),
@@ -555,4 +586,161 @@ async fn signing_keys_can_come_from_a_jwks_url() {
 
 fn signer_token_with_other_kid() -> String {
     token(&signer("unknown-key"), "mallory", AUDIENCE, 3600)
+}
+
+#[tokio::test]
+async fn a_very_long_subject_chats_and_sees_only_its_own_history() {
+    let w = world().await;
+    // DynamoDB holds a partition key to 2 KB; the owner of these chats is named by a digest instead.
+    let long = "s".repeat(3000);
+    let mut similar = long.clone();
+    similar.replace_range(2999.., "t");
+    let first = token(&w.signer, &long, AUDIENCE, 3600);
+    let second = token(&w.signer, &similar, AUDIENCE, 3600);
+    let (status, text) = w
+        .send(
+            "POST",
+            "/chat",
+            Some(&first),
+            Some(json!({"messages": [{"role": "user", "content": "long names"}]})),
+        )
+        .await;
+    assert_eq!(status, 200, "{text}");
+    let id = serde_json::from_str::<Value>(&text).unwrap()["sessionState"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (status, text) = w
+        .send(
+            "POST",
+            "/chat/stream",
+            Some(&first),
+            Some(json!({"messages": [{"role": "user", "content": "again"}], "sessionState": id})),
+        )
+        .await;
+    assert_eq!(status, 200, "{text}");
+    assert!(!text.contains("\"error\""), "{text}");
+
+    // A fresh token for the same subject finds the chat, with both turns.
+    let again = token(&w.signer, &long, AUDIENCE, 3600);
+    let (status, list) = w
+        .send("GET", "/chat-history?mode=standard", Some(&again), None)
+        .await;
+    assert_eq!(status, 200, "{list}");
+    let list: Value = serde_json::from_str(&list).unwrap();
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(list[0]["id"], json!(id));
+    assert_eq!(list[0]["messageCount"], 4);
+
+    // A subject differing in its last character is someone else.
+    let messages = format!("/chat-history/{id}/messages");
+    assert_eq!(
+        w.send("GET", "/chat-history?mode=standard", Some(&second), None)
+            .await,
+        (200, "[]".to_string())
+    );
+    assert_eq!(w.send("GET", &messages, Some(&second), None).await.0, 404);
+    assert_eq!(w.send("GET", &messages, Some(&first), None).await.0, 200);
+}
+
+#[tokio::test]
+async fn a_save_with_a_field_over_its_bound_is_400_and_changes_nothing() {
+    let w = world().await;
+    let alice = Some(w.alice.as_str());
+    let (_, created) = w
+        .send(
+            "POST",
+            "/chat-history",
+            alice,
+            Some(json!({"mode": "multiAgent"})),
+        )
+        .await;
+    let id = serde_json::from_str::<Value>(&created).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let path = format!("/chat-history/{id}");
+    let message = |field: &str, text: String| {
+        let mut m = json!({"id": "m-1", "content": "hi", "role": "user", "timestamp": "10:15 AM"});
+        m[field] = json!(text);
+        json!({ "messages": [m] })
+    };
+    let cases = [
+        ("id", 450_000, 200),
+        ("agentName", 200_000, 200),
+        ("agentIdentifier", 201, 200),
+        ("timestamp", 65, 64),
+    ];
+    for (field, length, limit) in cases {
+        let (status, text) = w
+            .send(
+                "PUT",
+                &path,
+                alice,
+                Some(message(field, "x".repeat(length))),
+            )
+            .await;
+        assert_eq!(
+            (status, text),
+            (
+                400,
+                format!(
+                    r#"{{"error":"messages[0].{field}: is {length} characters long, more than the limit of {limit}"}}"#
+                )
+            )
+        );
+    }
+    assert_eq!(
+        w.send("GET", &format!("{path}/messages"), alice, None)
+            .await,
+        (200, "[]".to_string())
+    );
+    // At their bounds, the fields are stored and read back as sent.
+    let mut at = message("id", "i".repeat(200));
+    at["messages"][0]["agentName"] = json!("n".repeat(200));
+    at["messages"][0]["agentIdentifier"] = json!("a".repeat(200));
+    at["messages"][0]["timestamp"] = json!("t".repeat(64));
+    assert_eq!(w.send("PUT", &path, alice, Some(at.clone())).await.0, 200);
+    let (_, stored) = w
+        .send("GET", &format!("{path}/messages"), alice, None)
+        .await;
+    assert_eq!(
+        serde_json::from_str::<Value>(&stored).unwrap(),
+        at["messages"]
+    );
+}
+
+#[tokio::test]
+async fn an_oversized_session_state_is_refused_without_reaching_the_store() {
+    let w = world().await;
+    let alice = Some(w.alice.as_str());
+    let with_state = |state: String| json!({"messages": [{"role": "user", "content": "hi"}], "sessionState": state});
+    for path in ["/chat", "/chat/stream", "/chat-ui/chat"] {
+        let (status, text) = w
+            .send("POST", path, alice, Some(with_state("s".repeat(900_000))))
+            .await;
+        assert_eq!(
+            (status, text.as_str()),
+            (
+                400,
+                r#"{"error":"sessionState: is 900000 characters long, more than the limit of 256"}"#
+            ),
+            "{path}"
+        );
+        // Larger than any body is taken.
+        let (status, _) = w
+            .send(
+                "POST",
+                path,
+                alice,
+                Some(with_state("s".repeat(10_000_000))),
+            )
+            .await;
+        assert_eq!(status, 413, "{path}");
+    }
+    assert_eq!(
+        w.send("GET", "/chat-history?mode=standard", alice, None)
+            .await,
+        (200, "[]".to_string())
+    );
 }

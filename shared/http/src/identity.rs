@@ -40,6 +40,17 @@ pub struct JwtVerifier {
 /// How long fetched keys are trusted before they are fetched again; an unknown key id refetches sooner.
 const KEYS_FRESH_FOR: Duration = Duration::from_secs(600);
 const REFETCH_AFTER: Duration = Duration::from_secs(30);
+/// How far the issuer's clock may be from ours when `exp` and `nbf` are checked.
+const CLOCK_SKEW_SECONDS: u64 = 60;
+
+/// The longest owner id kept as it is. Owner ids go into partition keys (`CHAT#{chatId}#{owner}`,
+/// `LIST#{mode}#{owner}`), which DynamoDB holds to 2,048 bytes. Every id a conforming issuer or AWS makes fits
+/// (an OpenID Connect `sub` is at most 255 characters, an IAM ARN with its path well under 1 KB), so the chats of
+/// existing users stay where they are; a longer id is replaced by its digest (see [`owner_id`]).
+pub const MAX_OWNER_ID_BYTES: usize = 1024;
+
+const NO_IAM_CALLER: &str =
+    "the request carries no IAM caller (is the function URL's AuthType AWS_IAM?)";
 
 #[derive(Deserialize)]
 struct Claims {
@@ -81,8 +92,15 @@ impl Auth {
                         });
                     }
                 };
+                let issuer = required("JWT_ISSUER")?;
+                if issuer.chars().any(char::is_control) {
+                    return Err(ConfigError {
+                        name: "JWT_ISSUER",
+                        reason: "must not hold control characters".into(),
+                    });
+                }
                 Ok(Auth::Jwt(JwtVerifier {
-                    issuer: required("JWT_ISSUER")?,
+                    issuer,
                     audience: required("JWT_AUDIENCE")?,
                     source,
                     keys: RwLock::new(None),
@@ -102,19 +120,14 @@ impl Auth {
         }
     }
 
-    /// The caller's user id, or 401. The id says how it was proven (`iam:`, `jwt:{issuer}:`, `local:`), so that
-    /// users of different modes or issuers never share a history.
+    /// The caller's owner id, or 401. The id says how it was proven (`iam:`, `jwt:{issuer}:`, `local:`), so that
+    /// users of different modes or issuers never share a history; see [`owner_id`] for its length.
     pub async fn caller(&self, request: &Request) -> Result<String, ApiError> {
         match self {
-            Auth::None { user } => Ok(format!("local:{user}")),
-            Auth::Iam => {
-                iam_caller(request)
-                    .map(|c| format!("iam:{c}"))
-                    .ok_or(ApiError::Unauthorized(
-                    "the request carries no IAM caller (is the function URL's AuthType AWS_IAM?)"
-                        .into(),
-                ))
-            }
+            Auth::None { user } => Ok(owner_id("local", user)),
+            Auth::Iam => iam_caller(request)
+                .map(|c| owner_id("iam", &c))
+                .map_err(ApiError::Unauthorized),
             Auth::Jwt(verifier) => {
                 let token = bearer(request).ok_or(ApiError::Unauthorized(
                     "no Authorization: Bearer token".into(),
@@ -123,26 +136,60 @@ impl Auth {
                     .verify(token)
                     .await
                     .map_err(ApiError::Unauthorized)?;
-                Ok(format!("jwt:{}:{sub}", verifier.issuer))
+                Ok(owner_id("jwt", &format!("{}:{sub}", verifier.issuer)))
             }
         }
     }
 }
 
-fn iam_caller(request: &Request) -> Option<String> {
-    let RequestContext::ApiGatewayV2(ctx) = request.request_context_ref()? else {
-        return None;
+/// The owner id of a caller that `scheme` (`jwt`, `iam`, `local`) proved to be `name`: `{scheme}:{name}` while that
+/// is at most [`MAX_OWNER_ID_BYTES`] long, else `{scheme}-sha256:{hex of SHA-256 of {scheme}:{name}}`. The digest
+/// keeps keys small whatever an issuer puts in `sub`; it is stable, distinct names give distinct digests, and a
+/// digest form never equals a plain one (`jwt-sha256:` is not `jwt:`), so no two callers share a history.
+pub fn owner_id(scheme: &str, name: &str) -> String {
+    let plain = format!("{scheme}:{name}");
+    if plain.len() <= MAX_OWNER_ID_BYTES {
+        return plain;
+    }
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, plain.as_bytes());
+    let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    format!("{scheme}-sha256:{hex}")
+}
+
+/// `value`, what names a caller, if it can: an empty name would put every caller that has one into one shared
+/// history, and control characters have no place in a name (nor in the logs and keys it reaches).
+fn usable_name<'a>(what: &str, value: &'a str) -> Result<&'a str, String> {
+    if value.trim().is_empty() {
+        return Err(format!("{what} is empty"));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(format!("{what} holds control characters"));
+    }
+    Ok(value)
+}
+
+fn iam_caller(request: &Request) -> Result<String, String> {
+    let Some(RequestContext::ApiGatewayV2(ctx)) = request.request_context_ref() else {
+        return Err(NO_IAM_CALLER.into());
     };
-    let iam = ctx.authorizer.as_ref()?.iam.as_ref()?;
+    let Some(iam) = ctx.authorizer.as_ref().and_then(|a| a.iam.as_ref()) else {
+        return Err(NO_IAM_CALLER.into());
+    };
     // Callers with Cognito identity-pool credentials all assume one role: their identity id tells them apart.
+    // A name that is present but empty is refused, never passed over for a broader one (the shared role's ARN).
     if let Some(id) = iam
         .cognito_identity
         .as_ref()
-        .and_then(|c| c.identity_id.clone())
+        .and_then(|c| c.identity_id.as_deref())
     {
-        return Some(format!("cognito:{id}"));
+        return usable_name("the caller's Cognito identity id", id)
+            .map(|id| format!("cognito:{id}"));
     }
-    iam.user_arn.clone().or_else(|| iam.caller_id.clone())
+    match (iam.user_arn.as_deref(), iam.caller_id.as_deref()) {
+        (Some(arn), _) => usable_name("the caller's userArn", arn).map(str::to_string),
+        (None, Some(id)) => usable_name("the caller's callerId", id).map(str::to_string),
+        (None, None) => Err(NO_IAM_CALLER.into()),
+    }
 }
 
 fn bearer(request: &Request) -> Option<&str> {
@@ -155,8 +202,16 @@ fn bearer(request: &Request) -> Option<&str> {
 }
 
 impl JwtVerifier {
+    /// The token's `sub`, when the token is one to accept.
     async fn verify(&self, token: &str) -> Result<String, String> {
         let header = decode_header(token).map_err(|e| format!("malformed token: {e}"))?;
+        // RFC 7515 §4.1.11: a recipient must refuse a token whose `crit` names an extension it does not understand,
+        // and this service understands none (an empty list is malformed: producers must not send one).
+        if let Some(crit) = &header.crit {
+            return Err(format!(
+                "the token's header marks {crit:?} critical, and no extension is understood here"
+            ));
+        }
         // Only public-key signatures: a shared-secret algorithm would let anyone holding the JWKS sign tokens.
         if !matches!(
             header.alg,
@@ -178,8 +233,12 @@ impl JwtVerifier {
         validation.set_issuer(&[&self.issuer]);
         validation.set_audience(&[&self.audience]);
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        // A token is good from `nbf` (when it has one) until `exp`, give or take the clocks' skew.
+        validation.validate_nbf = true;
+        validation.leeway = CLOCK_SKEW_SECONDS;
         let data = decode::<Claims>(token, &key, &validation)
             .map_err(|e| format!("invalid token: {e}"))?;
+        usable_name("the token's sub", &data.claims.sub)?;
         Ok(data.claims.sub)
     }
 
@@ -308,5 +367,247 @@ mod tests {
         let request = event(None);
         let local = with(&[("AUTH_MODE", "none"), ("LOCAL_USER", "dev")]).unwrap();
         assert_eq!(local.caller(&request).await.unwrap(), "local:dev");
+        assert_eq!(
+            with(&[
+                ("AUTH_MODE", "jwt"),
+                ("JWKS_URL", "https://x"),
+                ("JWT_AUDIENCE", "a"),
+                ("JWT_ISSUER", "https://issuer\n.test"),
+            ])
+            .err()
+            .unwrap()
+            .name,
+            "JWT_ISSUER"
+        );
+    }
+
+    #[test]
+    fn long_owner_ids_are_replaced_by_a_stable_digest() {
+        let at_bound = "a".repeat(MAX_OWNER_ID_BYTES - "jwt:".len());
+        assert_eq!(owner_id("jwt", &at_bound), format!("jwt:{at_bound}"));
+        assert_eq!(owner_id("iam", "arn:x"), "iam:arn:x");
+
+        let long = format!("https://issuer.test:{}", "s".repeat(3000));
+        let hashed = owner_id("jwt", &long);
+        assert!(hashed.starts_with("jwt-sha256:"), "{hashed}");
+        assert_eq!(hashed.len(), "jwt-sha256:".len() + 64);
+        assert!(
+            hashed["jwt-sha256:".len()..]
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit())
+        );
+        assert_eq!(
+            owner_id("jwt", &long),
+            hashed,
+            "the same caller, the same id"
+        );
+        // One byte over the bound is hashed; names that differ only at their end, or only in scheme, stay apart.
+        let over = format!("{at_bound}b");
+        assert!(owner_id("jwt", &over).starts_with("jwt-sha256:"));
+        let mut other = long.clone();
+        other.pop();
+        other.push('t');
+        assert_ne!(owner_id("jwt", &other), hashed);
+        assert_ne!(owner_id("local", &long), hashed);
+        assert!(owner_id("local", &long).starts_with("local-sha256:"));
+    }
+
+    #[tokio::test]
+    async fn an_iam_caller_without_a_usable_name_is_refused() {
+        let iam = |fields: serde_json::Value| event(Some(serde_json::json!({ "iam": fields })));
+        for request in [
+            iam(
+                serde_json::json!({"accountId": "123456789012", "callerId": "AIDA", "userArn": ""}),
+            ),
+            iam(
+                serde_json::json!({"accountId": "123456789012", "callerId": "AIDA", "userArn": "  "}),
+            ),
+            iam(serde_json::json!({"accountId": "123456789012", "callerId": ""})),
+            iam(serde_json::json!({"accountId": "123456789012"})),
+            // An empty identity id is refused, not exchanged for the ARN of the role every such caller shares.
+            iam(serde_json::json!({
+                "accountId": "123456789012", "callerId": "AROA:CognitoIdentityCredentials",
+                "userArn": "arn:aws:sts::123456789012:assumed-role/Auth/CognitoIdentityCredentials",
+                "cognitoIdentity": {"amr": ["authenticated"], "identityId": "", "identityPoolId": "p"}
+            })),
+            iam(
+                serde_json::json!({"accountId": "123456789012", "userArn": "arn:aws:iam::1:user/a\u{7}b"}),
+            ),
+        ] {
+            assert!(matches!(
+                Auth::Iam.caller(&request).await,
+                Err(ApiError::Unauthorized(_))
+            ));
+        }
+        // Without an ARN, the caller id names the caller.
+        let by_id =
+            iam(serde_json::json!({"accountId": "123456789012", "callerId": "AIDAEXAMPLE"}));
+        assert_eq!(Auth::Iam.caller(&by_id).await.unwrap(), "iam:AIDAEXAMPLE");
+        // A long ARN is hashed like any long id.
+        let path = "p/".repeat(600);
+        let long = iam(serde_json::json!({
+            "accountId": "123456789012", "userArn": format!("arn:aws:iam::123456789012:user/{path}alice")
+        }));
+        assert!(
+            Auth::Iam
+                .caller(&long)
+                .await
+                .unwrap()
+                .starts_with("iam-sha256:")
+        );
+    }
+
+    mod jwt {
+        use super::*;
+        use aws_lc_rs::rand::SystemRandom;
+        use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
+        use jsonwebtoken::{EncodingKey, Header, encode};
+
+        const ISSUER: &str = "https://issuer.test";
+        const AUDIENCE: &str = "chat-backend";
+
+        /// A verifier holding the public half of a key this test makes, and that key.
+        fn verifier() -> (Auth, EncodingKey) {
+            let pkcs8 = EcdsaKeyPair::generate_pkcs8(
+                &ECDSA_P256_SHA256_FIXED_SIGNING,
+                &SystemRandom::new(),
+            )
+            .unwrap();
+            let key = EncodingKey::from_ec_der(pkcs8.as_ref());
+            let jwk = Jwk::from_encoding_key(&key, Algorithm::ES256).unwrap();
+            let auth = Auth::Jwt(JwtVerifier {
+                issuer: ISSUER.into(),
+                audience: AUDIENCE.into(),
+                source: KeySource::File("/nonexistent/jwks.json".into()),
+                keys: RwLock::new(Some((JwkSet { keys: vec![jwk] }, Instant::now()))),
+                http: reqwest::Client::new(),
+            });
+            (auth, key)
+        }
+
+        fn now() -> i64 {
+            time::OffsetDateTime::now_utc().unix_timestamp()
+        }
+
+        fn token(key: &EncodingKey, header: &Header, claims: serde_json::Value) -> String {
+            let mut all = serde_json::json!({"iss": ISSUER, "aud": AUDIENCE, "exp": now() + 3600, "iat": now()});
+            all.as_object_mut()
+                .unwrap()
+                .extend(claims.as_object().unwrap().clone());
+            encode(header, &all, key).unwrap()
+        }
+
+        async fn caller(auth: &Auth, token: &str) -> Result<String, ApiError> {
+            let mut request = event(None);
+            request
+                .headers_mut()
+                .insert("authorization", format!("Bearer {token}").parse().unwrap());
+            auth.caller(&request).await
+        }
+
+        #[tokio::test]
+        async fn a_good_token_names_its_subject() {
+            let (auth, key) = verifier();
+            let es256 = Header::new(Algorithm::ES256);
+            let good = token(&key, &es256, serde_json::json!({"sub": "alice"}));
+            assert_eq!(
+                caller(&auth, &good).await.unwrap(),
+                format!("jwt:{ISSUER}:alice")
+            );
+            // A token valid from a moment ago, or from a few seconds ahead (the issuer's clock runs fast), is good.
+            for nbf in [now() - 5, now() + 10] {
+                let t = token(
+                    &key,
+                    &es256,
+                    serde_json::json!({"sub": "alice", "nbf": nbf}),
+                );
+                assert_eq!(
+                    caller(&auth, &t).await.unwrap(),
+                    format!("jwt:{ISSUER}:alice")
+                );
+            }
+        }
+
+        #[tokio::test]
+        async fn a_long_subject_is_hashed_stably_and_apart() {
+            let (auth, key) = verifier();
+            let es256 = Header::new(Algorithm::ES256);
+            let sub = "x".repeat(3000);
+            let first = caller(&auth, &token(&key, &es256, serde_json::json!({"sub": sub})))
+                .await
+                .unwrap();
+            assert!(first.starts_with("jwt-sha256:"), "{first}");
+            assert!(first.len() <= MAX_OWNER_ID_BYTES);
+            let again = caller(&auth, &token(&key, &es256, serde_json::json!({"sub": sub})))
+                .await
+                .unwrap();
+            assert_eq!(again, first);
+            let other = format!("{}y", &sub[1..]);
+            let second = caller(
+                &auth,
+                &token(&key, &es256, serde_json::json!({"sub": other})),
+            )
+            .await
+            .unwrap();
+            assert_ne!(second, first);
+        }
+
+        #[tokio::test]
+        async fn tokens_to_refuse_are_401() {
+            let (auth, key) = verifier();
+            let es256 = Header::new(Algorithm::ES256);
+            let mut critical = Header::new(Algorithm::ES256);
+            critical.crit = Some(vec!["http://example.com/unknown-extension".into()]);
+            critical
+                .extras
+                .insert("http://example.com/unknown-extension", true);
+            let mut empty_crit = Header::new(Algorithm::ES256);
+            empty_crit.crit = Some(vec![]);
+            let day = 86_400;
+            let refused = [
+                (
+                    "empty sub",
+                    token(&key, &es256, serde_json::json!({"sub": ""})),
+                ),
+                (
+                    "blank sub",
+                    token(&key, &es256, serde_json::json!({"sub": "   "})),
+                ),
+                (
+                    "control characters",
+                    token(&key, &es256, serde_json::json!({"sub": "al\nice"})),
+                ),
+                (
+                    "nbf a day ahead",
+                    token(
+                        &key,
+                        &es256,
+                        serde_json::json!({"sub": "alice", "nbf": now() + day}),
+                    ),
+                ),
+                (
+                    "nbf past the skew",
+                    token(
+                        &key,
+                        &es256,
+                        serde_json::json!({"sub": "alice", "nbf": now() + 120}),
+                    ),
+                ),
+                (
+                    "crit",
+                    token(&key, &critical, serde_json::json!({"sub": "alice"})),
+                ),
+                (
+                    "empty crit",
+                    token(&key, &empty_crit, serde_json::json!({"sub": "alice"})),
+                ),
+            ];
+            for (what, t) in refused {
+                assert!(
+                    matches!(caller(&auth, &t).await, Err(ApiError::Unauthorized(_))),
+                    "{what}"
+                );
+            }
+        }
     }
 }

@@ -27,6 +27,20 @@ pub struct RequestLimits {
     pub max_output_tokens: u32,
 }
 
+impl RequestLimits {
+    /// The longest message `id` a save may carry. Ids are the client's own (the Chat UI makes short ones, this
+    /// backend 32 hex characters); a bound keeps a message's item within DynamoDB's 400 KB whatever the id.
+    pub const MAX_MESSAGE_ID_CHARS: usize = 200;
+    /// The longest `agentIdentifier` or `agentName` a saved message may carry: agents' names are short.
+    pub const MAX_AGENT_CHARS: usize = 200;
+    /// The longest `timestamp` a saved message may carry. Times stay free text, as the Chat UI writes them
+    /// (`10:15 AM`), or an RFC 3339 instant; 64 characters hold either with room to spare.
+    pub const MAX_TIMESTAMP_CHARS: usize = 64;
+    /// The longest session state a chat request may send as a string. This backend's session states are chat
+    /// ids of 32 characters; anything far longer names no chat, and is refused before it reaches a key.
+    pub const MAX_SESSION_STATE_CHARS: usize = 256;
+}
+
 impl Default for RequestLimits {
     fn default() -> Self {
         Self {
@@ -77,7 +91,9 @@ pub fn parse_chat_request(
 }
 
 /// Parses a `PUT /chat-history/{id}` body. Every message, the Chat UI's notes included (see
-/// [`chat_ui::mark_ui_notes`]), must be well-formed and at most `max_message_chars` long; the notes are not stored.
+/// [`chat_ui::mark_ui_notes`]), must be well-formed, its content at most `max_message_chars` long and every other
+/// field it stores within its bound ([`RequestLimits::MAX_MESSAGE_ID_CHARS`] and the others); the notes are not
+/// stored.
 pub fn parse_replace_request(
     body: &[u8],
     max_message_chars: usize,
@@ -86,11 +102,22 @@ pub fn parse_replace_request(
     let notes = chat_ui::mark_ui_notes(&mut value);
     let mut request: chat_ui::ReplaceMessagesRequest = typed(value)?;
     for (i, m) in request.messages.iter().enumerate() {
-        InvalidRequest::check_length(
-            &format!("messages[{i}].content"),
-            &m.content,
-            max_message_chars,
+        let check = |field: &str, text: &str, limit: usize| {
+            InvalidRequest::check_length(&format!("messages[{i}].{field}"), text, limit)
+        };
+        check("id", &m.id, RequestLimits::MAX_MESSAGE_ID_CHARS)?;
+        check("content", &m.content, max_message_chars)?;
+        check(
+            "timestamp",
+            &m.timestamp,
+            RequestLimits::MAX_TIMESTAMP_CHARS,
         )?;
+        if let Some(agent) = &m.agent_identifier {
+            check("agentIdentifier", agent, RequestLimits::MAX_AGENT_CHARS)?;
+        }
+        if let Some(agent) = &m.agent_name {
+            check("agentName", agent, RequestLimits::MAX_AGENT_CHARS)?;
+        }
     }
     request.messages = chat_ui::drop_ui_notes(request.messages, &notes).0;
     Ok(request)
@@ -130,13 +157,30 @@ fn session_state(
                 SessionSpelling::Camel
             },
         )),
-        (camel, Field::Missing) => Ok((camel.into_option(), SessionSpelling::Camel)),
-        (Field::Missing, snake) => Ok((snake.into_option(), SessionSpelling::Snake)),
+        (camel, Field::Missing) => {
+            bounded("sessionState", camel.into_option(), SessionSpelling::Camel)
+        }
+        (Field::Missing, snake) => {
+            bounded("session_state", snake.into_option(), SessionSpelling::Snake)
+        }
         _ => Err(InvalidRequest::new(
             "session_state",
             "send sessionState or session_state, not both",
         )),
     }
+}
+
+/// A session state sent as a string is used to find a chat, so it is held to
+/// [`RequestLimits::MAX_SESSION_STATE_CHARS`]; what else it may be is the core's to judge.
+fn bounded(
+    field: &str,
+    state: Option<Value>,
+    spelling: SessionSpelling,
+) -> Result<(Option<Value>, SessionSpelling), InvalidRequest> {
+    if let Some(Value::String(text)) = &state {
+        InvalidRequest::check_length(field, text, RequestLimits::MAX_SESSION_STATE_CHARS)?;
+    }
+    Ok((state, spelling))
 }
 
 fn build(

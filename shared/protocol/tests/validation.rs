@@ -298,3 +298,94 @@ fn a_saved_chat_keeps_its_messages_but_not_the_chat_uis_notes() {
         "messages[0].content: is 21 characters long, more than the limit of 20"
     );
 }
+
+#[test]
+fn every_field_a_save_stores_is_bounded() {
+    use chat_protocol::RequestLimits as L;
+    let replace = |message: serde_json::Value| {
+        let mut messages = vec![json!({"content": "hi", "role": "user"})];
+        messages.push(message);
+        chat_protocol::parse_replace_request(
+            json!({ "messages": messages }).to_string().as_bytes(),
+            20,
+        )
+        .map_err(|e| e.to_string())
+    };
+    let message = |field: &str, text: String| {
+        let mut m = json!({"id": "m-1", "content": "Echo: hi", "role": "assistant", "timestamp": "10:15 AM"});
+        m[field] = json!(text);
+        m
+    };
+    for (field, limit) in [
+        ("id", L::MAX_MESSAGE_ID_CHARS),
+        ("timestamp", L::MAX_TIMESTAMP_CHARS),
+        ("agentIdentifier", L::MAX_AGENT_CHARS),
+        ("agentName", L::MAX_AGENT_CHARS),
+    ] {
+        // At the bound, in characters (multi-byte ones count once), the message is kept as sent.
+        let at = "é".repeat(limit);
+        let saved = replace(message(field, at.clone())).unwrap();
+        assert_eq!(
+            serde_json::to_value(&saved.messages[1]).unwrap()[field],
+            json!(at),
+            "{field}"
+        );
+        assert_eq!(
+            replace(message(field, "x".repeat(limit + 1))).unwrap_err(),
+            format!(
+                "messages[1].{field}: is {} characters long, more than the limit of {limit}",
+                limit + 1
+            )
+        );
+    }
+    // The example of the issue: a message id of 450 kB.
+    assert_eq!(
+        replace(message("id", "i".repeat(450_000))).unwrap_err(),
+        "messages[1].id: is 450000 characters long, more than the limit of 200"
+    );
+    // A note is held to the same bounds, and named where the client sent it.
+    let mut note = message("agentName", "n".repeat(L::MAX_AGENT_CHARS + 1));
+    note["role"] = json!("system");
+    assert_eq!(
+        replace(note).unwrap_err(),
+        format!(
+            "messages[1].agentName: is {} characters long, more than the limit of {}",
+            L::MAX_AGENT_CHARS + 1,
+            L::MAX_AGENT_CHARS
+        )
+    );
+    // Times stay free text as the page writes them.
+    for time in ["10:15 AM", "2026-01-01T00:00:00.000Z", "gestern"] {
+        assert!(replace(message("timestamp", time.into())).is_ok(), "{time}");
+    }
+}
+
+#[test]
+fn a_session_state_string_is_bounded() {
+    use chat_protocol::RequestLimits as L;
+    let m = json!([{"role": "user", "content": "hi"}]);
+    let at = "a".repeat(L::MAX_SESSION_STATE_CHARS);
+    assert_eq!(
+        parse(json!({"messages": m, "sessionState": at}))
+            .unwrap()
+            .session_state,
+        Some(json!(at))
+    );
+    let over = L::MAX_SESSION_STATE_CHARS + 1;
+    assert_eq!(
+        error(json!({"messages": m, "sessionState": "a".repeat(over)})),
+        format!(
+            "sessionState: is {over} characters long, more than the limit of {}",
+            L::MAX_SESSION_STATE_CHARS
+        )
+    );
+    assert_eq!(
+        error(json!({"messages": m, "stream": false, "session_state": "s".repeat(10_000_000)})),
+        format!(
+            "session_state: is 10000000 characters long, more than the limit of {}",
+            L::MAX_SESSION_STATE_CHARS
+        )
+    );
+    // Only strings name chats; other states are the core's to refuse.
+    assert!(parse(json!({"messages": m, "sessionState": {"id": "x".repeat(over)}})).is_ok());
+}
