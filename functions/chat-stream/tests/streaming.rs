@@ -36,8 +36,13 @@ impl Harness {
 }
 
 async fn harness() -> Harness {
+    harness_with(&[]).await
+}
+
+/// A harness whose function configuration also holds `env` (as the environment would).
+async fn harness_with(env: &[(&str, &str)]) -> Harness {
     let bedrock = LocalBedrock::start().await.unwrap();
-    let config = Config::from_pairs(&[("MODEL_ID", "local.echo-v1:0")]).unwrap();
+    let config = Config::from_pairs(&[&[("MODEL_ID", "local.echo-v1:0")], env].concat()).unwrap();
     let model = BedrockModel::new(&bedrock.sdk_config().await, config.model_timeout);
     let (client, table) = LocalDynamo::shared().fresh_table().await;
     let store = DynamoStore::new(client, table, None);
@@ -444,4 +449,159 @@ async fn a_turn_whose_client_went_away_is_not_stored() {
     drop(body);
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(h.history(&id).await, ["user: one", "assistant: Echo: one"]);
+}
+
+const TOO_SLOW: &str = "The model took too long to answer. Please try again.";
+
+/// Asserts that a wait bounded by `MODEL_TIMEOUT_SECONDS=1` ended when the timeout did: not before, and not later
+/// than a second after.
+fn ended_at_the_timeout(elapsed: Duration) {
+    assert!(
+        elapsed > Duration::from_millis(900) && elapsed < Duration::from_secs(2),
+        "ended after {elapsed:?}, not within MODEL_TIMEOUT_SECONDS (1 s) + 1 s"
+    );
+}
+
+fn between(from: SystemTime, to: SystemTime) -> Duration {
+    to.duration_since(from).unwrap_or_default()
+}
+
+/// The owner's standard chats.
+async fn chats(h: &Harness) -> usize {
+    h.store
+        .list(OWNER, chat_protocol::chat_ui::ChatMode::Standard, 100, None)
+        .await
+        .unwrap()
+        .items
+        .len()
+}
+
+#[tokio::test]
+async fn a_model_silent_before_its_first_text_is_a_504_within_the_timeout() {
+    let h = harness_with(&[("MODEL_TIMEOUT_SECONDS", "1")]).await;
+    for (i, silent) in [
+        // The stream opens at once, then no text comes.
+        "[[first-delay-ms:30000]] slow",
+        "[[stall-after:0]] never",
+        // Throttled attempts of 400 ms each, then an answer whose first text would come after 1.2 s.
+        "[[fault:throttle-first:2]] [[first-delay-ms:400]] late",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let started = SystemTime::now();
+        let s = stream(&h, ask(silent)).await;
+        ended_at_the_timeout(between(started, s.frames.last().unwrap().0));
+        assert_eq!(s.status, 504, "{silent}");
+        assert_eq!(s.content_type, "application/json");
+        assert_eq!(s.text(), json!({"error": TOO_SLOW}).to_string(), "{silent}");
+        assert_eq!(s.frames.len(), 1, "one whole JSON error");
+        if i < 2 {
+            assert_eq!(h.bedrock.requests().len(), i + 1, "{silent}: one attempt");
+        }
+    }
+    assert_eq!(chats(&h).await, 0, "nothing stored");
+}
+
+#[tokio::test]
+async fn a_model_that_stalls_mid_answer_ends_with_a_timeout_line_and_stores_nothing() {
+    let h = harness_with(&[("MODEL_TIMEOUT_SECONDS", "1")]).await;
+    let id = chat_id(&stream(&h, ask("one")).await);
+    let before = h.history(&id).await;
+    let s = stream(
+        &h,
+        json!({"messages": [{"role": "user", "content": "[[stall-after:3]] a b c d e"}], "sessionState": id}),
+    )
+    .await;
+    assert_eq!(s.status, 200);
+    let lines = s.lines();
+    assert_eq!(lines.len(), 5, "start, three deltas, the error: {lines:?}");
+    assert_eq!(s.content(), "Echo: a b ");
+    assert_eq!(lines[4], json!({"error": TOO_SLOW}));
+    // The error came when the gap after the third delta reached the timeout.
+    ended_at_the_timeout(between(s.frames[3].0, s.frames[4].0));
+    assert_eq!(h.bedrock.requests().last().unwrap().deltas_sent_at.len(), 3);
+    assert_eq!(h.history(&id).await, before, "nothing stored");
+    // A model silent after its last word, before it says it has finished, is cut the same way.
+    let s = stream(
+        &h,
+        json!({"messages": [{"role": "user", "content": "[[stall-after:3]] a b"}], "sessionState": id}),
+    )
+    .await;
+    assert_eq!(s.content(), "Echo: a b");
+    assert_eq!(s.lines().last().unwrap(), &json!({"error": TOO_SLOW}));
+    ended_at_the_timeout(between(s.frames[3].0, s.frames[4].0));
+    assert_eq!(h.history(&id).await, before, "nothing stored");
+}
+
+#[tokio::test]
+async fn an_answer_longer_than_the_timeout_is_not_cut_while_its_gaps_are_shorter() {
+    let h = harness_with(&[("MODEL_TIMEOUT_SECONDS", "1")]).await;
+    let started = Instant::now();
+    // Six words 600 ms apart: 3.6 s in all, no gap near the second.
+    let s = stream(&h, ask("[[deltas:6]] [[delay-ms:600]]")).await;
+    assert!(started.elapsed() > Duration::from_millis(3500));
+    assert_eq!(s.status, 200);
+    assert_eq!(s.content(), "w1 w2 w3 w4 w5 w6");
+    assert!(s.lines().last().unwrap().get("error").is_none());
+    assert_eq!(
+        h.history(&chat_id(&s)).await,
+        [
+            "user: [[deltas:6]] [[delay-ms:600]]",
+            "assistant: w1 w2 w3 w4 w5 w6"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_silent_agent_ends_a_streamed_round_with_an_error_event_within_the_timeout() {
+    let agents = json!([
+        {"name": "Analyst", "instructions": "Analyse."},
+        {"name": "Reviewer", "instructions": "[[first-delay-ms:30000]]"}
+    ])
+    .to_string();
+    let h = harness_with(&[("AGENTS", &agents), ("MODEL_TIMEOUT_SECONDS", "1")]).await;
+    // A multi-agent chat, as the Chat UI creates one before its first round: a round is stored only in one.
+    let id = format!("{:032x}", fastrand::u128(..));
+    let chat = chat_core::ChatRecord {
+        id: id.clone(),
+        mode: chat_protocol::chat_ui::ChatMode::MultiAgent,
+        title: "New Chat".into(),
+        created_at: "2026-11-23T10:00:00.000Z".into(),
+        last_updated: "2026-11-23T10:00:00.000Z".into(),
+        last_message: String::new(),
+        message_count: 0,
+    };
+    h.store.create(OWNER, &chat, &[]).await.unwrap();
+    let response = h
+        .app
+        .handle(
+            lambda_http::http::Request::builder()
+                .method("POST")
+                .uri("/multi-agent-chat/stream")
+                .header("content-type", "application/json")
+                .header("accept", "text/event-stream")
+                .body(Body::from(
+                    json!({"messages": [{"role": "user", "content": "go"}], "sessionState": id})
+                        .to_string(),
+                ))
+                .unwrap(),
+        )
+        .await;
+    let s = read_all(response).await;
+    assert_eq!(s.status, 200);
+    let events: Vec<Value> = s
+        .frames
+        .iter()
+        .map(|(_, f)| serde_json::from_str(f.strip_prefix("data: ").unwrap().trim_end()).unwrap())
+        .collect();
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!(events[0]["AuthorName"], "Analyst");
+    assert_eq!(events[1], json!({"error": TOO_SLOW}));
+    ended_at_the_timeout(between(s.frames[0].0, s.frames[1].0));
+    assert_eq!(events[0]["Metadata"]["SessionState"], id.as_str());
+    assert!(
+        h.store.load(OWNER, &id).await.unwrap().1.is_empty(),
+        "no half round was stored"
+    );
 }

@@ -3,6 +3,9 @@
 
 mod support;
 
+use std::time::{Duration, Instant};
+
+use chat_protocol::chat_ui::ChatMode;
 use lambda_http::http::StatusCode;
 use local_bedrock::Operation;
 use serde_json::json;
@@ -209,6 +212,86 @@ async fn timeouts_are_504() {
             .requests()
             .iter()
             .all(|r| r.operation == Operation::Converse)
+    );
+}
+
+const TOO_SLOW: &str = "The model took too long to answer. Please try again.";
+
+/// Asserts that a call bounded by `MODEL_TIMEOUT_SECONDS=1` ended when the timeout did, not before and not long
+/// after (the SDK's retries and back-offs included).
+fn ended_at_the_timeout(elapsed: Duration) {
+    assert!(
+        elapsed > Duration::from_millis(900) && elapsed < Duration::from_secs(2),
+        "ended after {elapsed:?}, not within MODEL_TIMEOUT_SECONDS (1 s) + 1 s"
+    );
+}
+
+#[tokio::test]
+async fn a_silent_model_is_504_within_the_timeout_in_one_attempt() {
+    let h = harness_with(&[("MODEL_TIMEOUT_SECONDS", "1")]).await;
+    for (i, silent) in ["[[first-delay-ms:30000]] slow", "[[stall-after:0]] never"]
+        .into_iter()
+        .enumerate()
+    {
+        let started = Instant::now();
+        let r = ask(&h, silent).await;
+        ended_at_the_timeout(started.elapsed());
+        assert_eq!(error_of(&r, 504), TOO_SLOW, "{silent}");
+        // The SDK's attempts may not multiply the bound: the one attempt ran out with the call.
+        assert_eq!(h.bedrock.requests().len(), i + 1, "{silent}: one attempt");
+    }
+    assert_eq!(h.chat_count(ChatMode::Standard).await, 0, "nothing stored");
+}
+
+#[tokio::test]
+async fn the_sdks_retries_fit_in_the_timeout_or_end_with_it() {
+    let h = harness_with(&[("MODEL_TIMEOUT_SECONDS", "1")]).await;
+    // A throttled first attempt and its retry, 300 ms each, fit in the second.
+    let started = Instant::now();
+    let r = ask(&h, "[[fault:throttle-first:1]] [[first-delay-ms:300]] fits").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["message"]["content"], "Echo: fits");
+    assert_eq!(h.bedrock.requests().len(), 2);
+    assert!(started.elapsed() < Duration::from_secs(2));
+    // Three attempts of 400 ms do not: the call ends when the second does, whatever attempt was running.
+    let started = Instant::now();
+    let r = ask(&h, "[[fault:throttle-first:2]] [[first-delay-ms:400]] late").await;
+    ended_at_the_timeout(started.elapsed());
+    assert_eq!(error_of(&r, 504), TOO_SLOW);
+    assert_eq!(
+        h.bedrock.requests().len(),
+        5,
+        "the third attempt was cut short"
+    );
+}
+
+#[tokio::test]
+async fn a_silent_agent_ends_the_round_with_504_within_the_timeout() {
+    let agents = r#"[{"name": "Analyst", "instructions": "Analyse."}, {"name": "Reviewer", "instructions": "[[first-delay-ms:30000]]"}]"#;
+    let h = harness_with(&[("AGENTS", agents), ("MODEL_TIMEOUT_SECONDS", "1")]).await;
+    let chat_id = h.new_chat(ChatMode::MultiAgent).await;
+    let started = Instant::now();
+    let r = h
+        .post(
+            "/multi-agent-chat/batch",
+            &json!({"messages": [{"role": "user", "content": "go"}], "sessionState": chat_id}),
+        )
+        .await;
+    let elapsed = started.elapsed();
+    assert_eq!(error_of(&r, 504), TOO_SLOW);
+    // The Analyst answered at once; the Reviewer's call alone ran into the bound.
+    ended_at_the_timeout(elapsed);
+    let requests = h.bedrock.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(
+        requests[1].body["system"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("[[first-delay-ms:30000]]")
+    );
+    assert!(
+        h.history(&chat_id).await.is_empty(),
+        "no half round was stored"
     );
 }
 

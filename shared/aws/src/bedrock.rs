@@ -21,22 +21,38 @@ use chat_protocol::TokenUsage;
 #[derive(Clone)]
 pub struct BedrockModel {
     client: Client,
+    /// `MODEL_TIMEOUT_SECONDS`: the longest the model may be silent (see [`BedrockModel::new`]).
+    timeout: Duration,
 }
 
 impl BedrockModel {
-    /// A client from the shared AWS configuration; `timeout` bounds each call until the model starts answering.
+    /// A client from the shared AWS configuration. `timeout` bounds a whole buffered call (every attempt and the
+    /// back-offs between them), the wait for a stream's first text and any gap between its deltas.
     pub fn new(config: &aws_config::SdkConfig, timeout: Duration) -> Self {
+        // An attempt timeout alone let the SDK's retries multiply it (three attempts: three times the bound), so the
+        // whole operation gets the same bound. The SDK's timeouts stop once a response's headers are in, so a
+        // stream's body is timed below, and the calls carry a timer of their own as well.
         let conf = aws_sdk_bedrockruntime::config::Builder::from(config)
             .timeout_config(
                 TimeoutConfig::builder()
+                    .operation_timeout(timeout)
                     .operation_attempt_timeout(timeout)
                     .build(),
             )
             .build();
         Self {
             client: Client::from_conf(conf),
+            timeout,
         }
     }
+}
+
+/// The fault for a model that stayed silent past the timeout.
+fn silent(timeout: Duration, waiting_for: &str) -> ModelError {
+    ModelError::Timeout(format!(
+        "no {waiting_for} within {} ms (MODEL_TIMEOUT_SECONDS)",
+        timeout.as_millis()
+    ))
 }
 
 fn messages(request: &ModelRequest) -> Result<Vec<Message>, ModelError> {
@@ -162,13 +178,50 @@ pub struct BedrockStream {
     model_id: String,
     started: Instant,
     first_text_ms: Option<u64>,
+    timeout: Duration,
+}
+
+impl BedrockStream {
+    /// Reads the next event, or fails once the model has been silent too long: until the first text, counted from
+    /// the start of the call (a model may open the stream at once and then say nothing); after it, from when the
+    /// caller asks, so that a caller slow to read (its client is) never counts as the model's silence.
+    async fn recv(
+        &mut self,
+        deadline: Instant,
+    ) -> Result<Option<ConverseStreamOutput>, ModelError> {
+        let waiting_for = if self.first_text_ms.is_some() {
+            "next delta"
+        } else {
+            "first text"
+        };
+        match tokio::time::timeout_at(deadline.into(), self.receiver.recv()).await {
+            Ok(event) => event.map_err(classify),
+            Err(_) => {
+                let err = silent(self.timeout, waiting_for);
+                tracing::warn!(
+                    operation = "ConverseStream",
+                    model_id = %self.model_id,
+                    latency_ms = millis(self.started),
+                    first_text_ms = self.first_text_ms,
+                    error = %err,
+                    "model call failed"
+                );
+                Err(err)
+            }
+        }
+    }
 }
 
 impl ModelStream for BedrockStream {
     async fn next_event(&mut self) -> Result<Option<ModelEvent>, ModelError> {
+        // One deadline for everything read before the next event this returns: events without text (the message
+        // and block starts) do not extend it.
+        let deadline = match self.first_text_ms {
+            None => self.started + self.timeout,
+            Some(_) => Instant::now() + self.timeout,
+        };
         loop {
-            let event = self.receiver.recv().await.map_err(classify)?;
-            let Some(event) = event else {
+            let Some(event) = self.recv(deadline).await? else {
                 return Ok(None);
             };
             match event {
@@ -229,7 +282,7 @@ impl ChatModel for BedrockModel {
 
     async fn converse(&self, request: &ModelRequest) -> Result<ModelReply, ModelError> {
         let started = Instant::now();
-        let output = self
+        let call = self
             .client
             .converse()
             .model_id(&request.model_id)
@@ -237,9 +290,12 @@ impl ChatModel for BedrockModel {
             .set_messages(Some(messages(request)?))
             .inference_config(inference(request))
             .set_guardrail_config(guardrail(request))
-            .send()
-            .await
-            .map_err(|e| failed("Converse", request, started, classify(e)))?;
+            .send();
+        let output = match tokio::time::timeout(self.timeout, call).await {
+            Ok(output) => output.map_err(classify),
+            Err(_) => Err(silent(self.timeout, "answer")),
+        }
+        .map_err(|e| failed("Converse", request, started, e))?;
         let text = match output.output() {
             Some(ConverseOutput::Message(m)) => m
                 .content()
@@ -275,7 +331,7 @@ impl ChatModel for BedrockModel {
                 .guardrail_version(&g.version)
                 .build()
         });
-        let output = self
+        let call = self
             .client
             .converse_stream()
             .model_id(&request.model_id)
@@ -283,14 +339,19 @@ impl ChatModel for BedrockModel {
             .set_messages(Some(messages(request)?))
             .inference_config(inference(request))
             .set_guardrail_config(guardrail)
-            .send()
-            .await
-            .map_err(|e| failed("ConverseStream", request, started, classify(e)))?;
+            .send();
+        // Opening the stream counts towards the wait for the first text.
+        let output = match tokio::time::timeout(self.timeout, call).await {
+            Ok(output) => output.map_err(classify),
+            Err(_) => Err(silent(self.timeout, "first text")),
+        }
+        .map_err(|e| failed("ConverseStream", request, started, e))?;
         Ok(BedrockStream {
             receiver: output.stream,
             model_id: request.model_id.clone(),
             started,
             first_text_ms: None,
+            timeout: self.timeout,
         })
     }
 }

@@ -62,7 +62,8 @@ pub enum ModelEvent {
 
 /// An answer arriving from the model; dropping it stops reading from the model.
 pub trait ModelStream: Send {
-    /// The next event; `None` once the model has finished.
+    /// The next event; `None` once the model has finished. A model silent past the configured timeout (before its
+    /// first text, or between two texts) is a [`ModelError::Timeout`], so a stream never hangs on it.
     fn next_event(&mut self)
     -> impl Future<Output = Result<Option<ModelEvent>, ModelError>> + Send;
 }
@@ -71,6 +72,7 @@ pub trait ModelStream: Send {
 pub trait ChatModel: Send + Sync {
     type Stream: ModelStream + 'static;
 
+    /// The whole answer; a call that outlasts the configured timeout, retries included, is a [`ModelError::Timeout`].
     fn converse(
         &self,
         request: &ModelRequest,

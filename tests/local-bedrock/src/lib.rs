@@ -23,11 +23,13 @@
 //! | `[[stream-break-after:N]]` | (stream) N deltas, then the connection breaks (the body is aborted) |
 //! | `[[deltas:N]]` | the answer is N words `w1 … wN` |
 //! | `[[delay-ms:N]]` | wait N ms before each delta (stream) or before answering (converse); found in any message |
+//! | `[[first-delay-ms:N]]` | silence before the first word of each attempt: N ms before a stream's first delta (its start is sent at once), before a buffered answer, and before a fault's answer (so each throttled attempt takes N ms) |
+//! | `[[stall-after:N]]` | (stream) N deltas, then silence for ten minutes with the connection open (or until the client leaves); (converse) no answer for ten minutes |
+//! | `[[say:TEXT]]` | the answer is TEXT |
 //!
 //! Without a `delay-ms` directive the server paces its words as a model does: it waits its pace (0 unless
 //! started with [`LocalBedrock::start_paced`]; the local run's default is 30 ms) before each delta, and a buffered
 //! answer takes as long as its words would.
-//! | `[[say:TEXT]]` | the answer is TEXT |
 //!
 //! Directives are also read from the system prompt, so that a test can script one agent of a group through its
 //! instructions.
@@ -213,6 +215,10 @@ struct Plan {
     delay: Duration,
     /// The wait before a buffered answer.
     converse_delay: Duration,
+    /// The silence before an attempt's first word or fault.
+    first_delay: Duration,
+    /// Deltas sent before the model goes silent (a buffered call never answers).
+    stall_after: Option<usize>,
     pieces: Vec<String>,
     stop_reason: &'static str,
     input_tokens: u64,
@@ -347,6 +353,11 @@ fn plan(body: &Value, pace: Duration) -> Plan {
             .and_then(|n| n.parse().ok()),
         delay,
         converse_delay,
+        first_delay: directive(&directives, "first-delay-ms")
+            .and_then(|n| n.parse().ok())
+            .map(Duration::from_millis)
+            .unwrap_or_default(),
+        stall_after: directive(&directives, "stall-after").and_then(|n| n.parse().ok()),
         pieces,
         stop_reason,
         input_tokens,
@@ -484,8 +495,12 @@ async fn converse(
     };
     let plan = plan(&body, state.pace);
     record(&state, Operation::Converse, model_id, body.clone());
+    tokio::time::sleep(plan.first_delay).await;
     if let Some(r) = fault_response(&state, &plan, &body) {
         return r;
+    }
+    if plan.stall_after.is_some() {
+        tokio::time::sleep(STALL).await;
     }
     tokio::time::sleep(plan.converse_delay).await;
     let out = json!({
@@ -534,6 +549,20 @@ fn exception(kind: &str, message: &str) -> Bytes {
     )
 }
 
+/// How long a stalled model stays silent: longer than any timeout a test or a client would wait.
+const STALL: Duration = Duration::from_secs(600);
+
+/// Waits `pause` without sending, the connection open; false when the client left meanwhile (stop producing).
+async fn silence(tx: &mpsc::Sender<Result<Bytes, std::io::Error>>, pause: Duration) -> bool {
+    if pause.is_zero() {
+        return !tx.is_closed();
+    }
+    tokio::select! {
+        _ = tokio::time::sleep(pause) => true,
+        _ = tx.closed() => false,
+    }
+}
+
 async fn converse_stream(
     State(state): State<AppState>,
     Path(model_id): Path<String>,
@@ -546,6 +575,7 @@ async fn converse_stream(
     let plan = plan(&body, state.pace);
     let index = record(&state, Operation::ConverseStream, model_id, body.clone());
     if let Some(r) = fault_response(&state, &plan, &body) {
+        tokio::time::sleep(plan.first_delay).await;
         return r;
     }
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(1);
@@ -557,12 +587,19 @@ async fn converse_stream(
         if !send(event("messageStart", json!({"role": "assistant"}))).await {
             return;
         }
+        if !silence(&tx, plan.first_delay).await {
+            return;
+        }
         for (i, piece) in plan.pieces.iter().enumerate() {
             if plan.stream_break_after == Some(i) {
                 // An error item makes the server abort the connection mid-body.
                 let _ = tx
                     .send(Err(std::io::Error::other("connection broken on purpose")))
                     .await;
+                return;
+            }
+            if plan.stall_after == Some(i) {
+                silence(&tx, STALL).await;
                 return;
             }
             if plan.stream_error_after == Some(i) {
@@ -589,6 +626,10 @@ async fn converse_stream(
                     .as_millis();
                 eprintln!("local-bedrock: sent delta {} at {ms} ms {piece:?}", i + 1);
             }
+        }
+        if plan.stall_after.is_some_and(|n| n >= plan.pieces.len()) {
+            silence(&tx, STALL).await;
+            return;
         }
         if plan
             .stream_error_after
