@@ -5,6 +5,8 @@
 //! any origin (`CORS_ALLOWED_ORIGINS=*`). With `MODEL_ID` and AWS credentials in the environment (`AWS_PROFILE`
 //! or `AWS_ACCESS_KEY_ID`), it uses real Bedrock and DynamoDB instead, and starts neither server.
 //!
+//! With `--exit-with-stdin`, the functions are not rebuilt and reloaded when files change.
+//!
 //! Ports: `LOCAL_PORT` (9000), `LOCAL_BEDROCK_PORT` (9100), `LOCAL_DYNAMODB_PORT` (9200). The local model waits
 //! `LOCAL_MODEL_PACE_MS` (30) before each word. With
 //! `--exit-with-stdin`, it shuts down when its standard input closes (tests use this so nothing outlives them).
@@ -194,6 +196,9 @@ async fn main() {
             "--invoke-port",
         ])
         .arg(run_port.to_string())
+        // A test's local run (`--exit-with-stdin`) never reloads: a reload kills the request in flight, and files
+        // written during a run (screenshots, a browser unpacking itself) must not restart the functions.
+        .args(exit_with_stdin.then_some("--ignore-changes"))
         .current_dir(&root)
         .env("PATH", path)
         .envs(env)
