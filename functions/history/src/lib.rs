@@ -10,10 +10,15 @@ use lambda_http::http::{Method, StatusCode, header};
 use lambda_http::{Body, Request, Response};
 use time::OffsetDateTime;
 
-/// The response header that carries the cursor of the next page of `GET /chat-history`.
+/// The response header that carries the cursor of the next page of `GET /chat-history` and of a chat's messages.
 pub const NEXT_CURSOR_HEADER: &str = "x-next-cursor";
 const DEFAULT_PAGE: usize = 50;
 const MAX_PAGE: usize = 100;
+/// The most messages a client may ask for in one page of `GET /chat-history/{id}/messages`.
+pub const MAX_MESSAGES_PAGE: usize = 1000;
+/// How much of a chat's messages one answer carries (as measured by `StoredMessage::wire_size`): a buffered Lambda
+/// response is at most 6 MB, so a longer chat is paged.
+pub const MESSAGES_PAGE_BYTES: usize = 5 * 1024 * 1024;
 
 pub struct App<St> {
     store: St,
@@ -76,6 +81,17 @@ fn mode(query: &[(String, String)]) -> Result<ChatMode, ApiError> {
     }
 }
 
+/// `response` with the next page's cursor, when there is one.
+fn with_next_cursor(mut response: Response<Body>, next: Option<String>) -> Response<Body> {
+    if let Some(next) = next {
+        response.headers_mut().insert(
+            NEXT_CURSOR_HEADER,
+            header::HeaderValue::from_str(&next).expect("a cursor is URL-safe text"),
+        );
+    }
+    response
+}
+
 fn now() -> String {
     rfc3339_millis(OffsetDateTime::now_utc())
 }
@@ -115,11 +131,7 @@ impl<St: SessionStore> App<St> {
         match route {
             Route::List => self.list(&owner, &query).await,
             Route::Create => self.create(&owner, request).await,
-            Route::Messages(id) => {
-                let (_, messages) = self.store.load(&owner, id).await.map_err(ChatError::from)?;
-                let body: Vec<HistoryMessage> = messages.iter().map(history_message).collect();
-                Ok(json_response(StatusCode::OK, &body))
-            }
+            Route::Messages(id) => self.messages(&owner, id, &query).await,
             Route::Replace(id) => self.replace(&owner, id, request).await,
             Route::Delete(id) => {
                 mode(&query)?;
@@ -161,14 +173,44 @@ impl<St: SessionStore> App<St> {
             .await
             .map_err(ChatError::from)?;
         let body: Vec<_> = page.items.iter().map(|c| summary(c, false)).collect();
-        let mut response = json_response(StatusCode::OK, &body);
-        if let Some(next) = page.next_cursor {
-            response.headers_mut().insert(
-                NEXT_CURSOR_HEADER,
-                header::HeaderValue::from_str(&next).expect("a cursor is URL-safe text"),
-            );
-        }
-        Ok(response)
+        Ok(with_next_cursor(
+            json_response(StatusCode::OK, &body),
+            page.next_cursor,
+        ))
+    }
+
+    /// A chat's messages, oldest first: all of them when they fit one answer, else one page and the next page's
+    /// cursor in [`NEXT_CURSOR_HEADER`].
+    async fn messages(
+        &self,
+        owner: &str,
+        id: &str,
+        query: &[(String, String)],
+    ) -> Result<Response<Body>, ApiError> {
+        let limit = match param(query, "limit") {
+            None => usize::MAX,
+            Some(v) => v
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (1..=MAX_MESSAGES_PAGE).contains(n))
+                .ok_or_else(|| {
+                    InvalidRequest::new(
+                        "limit",
+                        format!("expected a whole number from 1 to {MAX_MESSAGES_PAGE}"),
+                    )
+                })?,
+        };
+        let cursor = param(query, "cursor").filter(|c| !c.is_empty());
+        let page = self
+            .store
+            .load_page(owner, id, cursor, limit, MESSAGES_PAGE_BYTES)
+            .await
+            .map_err(ChatError::from)?;
+        let body: Vec<HistoryMessage> = page.items.iter().map(history_message).collect();
+        Ok(with_next_cursor(
+            json_response(StatusCode::OK, &body),
+            page.next_cursor,
+        ))
     }
 
     fn title(&self, title: Option<String>) -> Result<String, ApiError> {

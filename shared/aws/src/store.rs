@@ -1,19 +1,24 @@
-//! The store port on DynamoDB: one item per chat and one per message (see [`crate::table`]), written in
-//! transactions guarded by the chat's version so that concurrent turns both land whole.
+//! The store port on DynamoDB: one item per chat and one per message (a long message continues over a few more;
+//! see [`crate::table`]), written in transactions guarded by the chat's version so that concurrent turns both land
+//! whole, and read back whenever a write's outcome is unknown, so that none lands twice.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
     AttributeValue, ConditionCheck, Delete, DeleteRequest, Put, TransactWriteItem, Update,
     WriteRequest,
 };
+use aws_smithy_types::timeout::TimeoutConfig;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use chat_core::{ChatRecord, Page, SessionStore, StoreError, StoredMessage, is_chat_id};
+use chat_core::{
+    ChatRecord, Page, SessionStore, StoreError, StoreTimeouts, StoredMessage, is_chat_id,
+};
 use chat_protocol::Role;
 use chat_protocol::chat_ui::ChatMode;
 use time::OffsetDateTime;
@@ -23,9 +28,19 @@ use crate::table::{
 };
 
 type Item = HashMap<String, AttributeValue>;
+type WriteFailure = SdkError<TransactWriteItemsError, HttpResponse>;
 
 /// How many items one transaction may hold.
 const TRANSACTION_LIMIT: usize = 100;
+/// How many bytes of items one transaction carries at most: DynamoDB allows 4 MB; the rest is room for the
+/// commit and for [`item_size`]'s estimate.
+const TRANSACTION_BYTES: usize = 3 * 1024 * 1024;
+/// How much of a message's text one item holds: DynamoDB's items are at most 400 KB, and the message's other
+/// attributes get what is left.
+const PART_BYTES: usize = 300 * 1024;
+/// How many of the latest writes' tokens the chat item keeps, so that a writer whose answer was lost can tell
+/// whether its write landed (far more writes than can land on one chat while a writer reads back).
+const WRITES_KEPT: usize = 64;
 /// How often a write that lost a race to another write of the same chat is tried again.
 const WRITE_ATTEMPTS: u32 = 60;
 /// How much of the last message the history list shows.
@@ -48,9 +63,34 @@ struct Meta {
     generation: String,
     version: u64,
     expires_at: Option<i64>,
+    /// The tokens of the latest writes that landed, oldest first.
+    writes: Vec<String>,
 }
 
-fn new_generation() -> String {
+/// What a write makes visible when it commits.
+struct Change<'a> {
+    generation: &'a str,
+    count: u64,
+    last_message: &'a str,
+    /// The chat's new `lastUpdated`.
+    now: &'a str,
+    /// The write's token, kept in the chat item's latest writes.
+    token: &'a str,
+}
+
+/// Why a write did not land, or may not have.
+enum WriteError {
+    /// Another write of the chat got there first: a condition failed. When it was the commit's, an earlier attempt
+    /// of the same commit (the SDK retries one whose answer was lost) may be what changed the chat.
+    Race { commit: bool },
+    /// Nothing of the write is visible: the commit was never sent, or the store refused it.
+    Failed(StoreError),
+    /// The commit failed without saying whether it (or an earlier attempt of it) landed.
+    Unknown(StoreError),
+}
+
+/// A random token: a generation's, or a write's.
+fn new_token() -> String {
     format!("{:016x}", fastrand::u64(..))
 }
 
@@ -74,6 +114,28 @@ fn message_sk(generation: &str, seq: u64) -> String {
     format!("MSG#{generation}#{seq:09}")
 }
 
+/// The key of a message's `part`-th continuation: right after the message's own item, before the next message.
+fn part_sk(generation: &str, seq: u64, part: u32) -> String {
+    format!("{}#p{part:03}", message_sk(generation, seq))
+}
+
+/// A key after every item of message `seq` (its continuations included) and before the next message's.
+fn message_end_sk(generation: &str, seq: u64) -> String {
+    format!("{}#q", message_sk(generation, seq))
+}
+
+/// Where an item of `generation` sits: its message's number and which part of it (0 for the message's own item).
+fn position(sk: &str, generation: &str) -> Option<(u64, u32)> {
+    let rest = sk
+        .strip_prefix("MSG#")?
+        .strip_prefix(generation)?
+        .strip_prefix('#')?;
+    match rest.split_once("#p") {
+        None => Some((rest.parse().ok()?, 0)),
+        Some((seq, part)) => Some((seq.parse().ok()?, part.parse().ok()?)),
+    }
+}
+
 fn mode_name(mode: ChatMode) -> &'static str {
     match mode {
         ChatMode::Standard => "standard",
@@ -89,8 +151,40 @@ fn preview(content: &str) -> String {
     content.chars().take(PREVIEW_CHARS).collect()
 }
 
-fn failed<E: std::fmt::Debug>(e: E) -> StoreError {
-    StoreError::Failed(format!("{e:?}"))
+/// What a failed call means for the caller: the store out of reach (no answer in time, no connection, a response
+/// cut off, a server error or throttling past the SDK's retries) is [`StoreError::Unavailable`], worth trying again
+/// later; anything else (a request the store refuses) is a fault of ours.
+fn failed<E>(e: SdkError<E, HttpResponse>) -> StoreError
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    let unavailable = match &e {
+        SdkError::TimeoutError(_) | SdkError::ResponseError(_) => true,
+        SdkError::DispatchFailure(f) => !f.is_user(),
+        SdkError::ServiceError(ctx) => {
+            ctx.raw().status().is_server_error() || is_throttling(ctx.err().code())
+        }
+        _ => false,
+    };
+    let detail = format!("{:?}", aws_sdk_dynamodb::error::DisplayErrorContext(&e));
+    if unavailable {
+        StoreError::Unavailable(detail)
+    } else {
+        StoreError::Failed(detail)
+    }
+}
+
+fn is_throttling(code: Option<&str>) -> bool {
+    matches!(
+        code,
+        Some(
+            "ThrottlingException"
+                | "ThrottlingError"
+                | "ProvisionedThroughputExceededException"
+                | "ProvisionedThroughputExceeded"
+                | "RequestLimitExceeded"
+        )
+    )
 }
 
 fn get_s(item: &Item, name: &str) -> Option<String> {
@@ -126,7 +220,24 @@ fn meta_of(item: &Item) -> Result<Meta, StoreError> {
         generation: get_s(item, "generation").unwrap_or_default(),
         version: get_n(item, "version").unwrap_or(0) as u64,
         expires_at: get_n(item, EXPIRES_AT),
+        writes: item
+            .get("writes")
+            .and_then(|v| v.as_l().ok())
+            .map(|list| list.iter().filter_map(|v| v.as_s().ok().cloned()).collect())
+            .unwrap_or_default(),
     })
+}
+
+/// The chat's latest write tokens after the write `token`.
+fn writes_after(meta: &Meta, token: &str) -> AttributeValue {
+    let keep = meta.writes.len().min(WRITES_KEPT - 1);
+    AttributeValue::L(
+        meta.writes[meta.writes.len() - keep..]
+            .iter()
+            .map(|t| s(t.as_str()))
+            .chain([s(token)])
+            .collect(),
+    )
 }
 
 fn message_of(item: &Item) -> StoredMessage {
@@ -143,30 +254,207 @@ fn message_of(item: &Item) -> StoredMessage {
     }
 }
 
-fn message_item(pk: &str, sk: String, m: &StoredMessage, expires_at: Option<i64>) -> Item {
+/// `text` in pieces of at most [`PART_BYTES`], cut between characters.
+fn split_parts(text: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let mut rest = text;
+    while rest.len() > PART_BYTES {
+        let mut cut = PART_BYTES;
+        while !rest.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let (head, tail) = rest.split_at(cut);
+        parts.push(head);
+        rest = tail;
+    }
+    parts.push(rest);
+    parts
+}
+
+/// The items of message `seq`: its own (with the first part of its text, and `parts` when there are more) and one
+/// per further part of its text.
+fn message_items(
+    pk: &str,
+    generation: &str,
+    seq: u64,
+    m: &StoredMessage,
+    expires_at: Option<i64>,
+) -> Vec<Item> {
+    let parts = split_parts(&m.content);
     let mut item: Item = HashMap::from([
         (PARTITION_KEY.to_string(), s(pk)),
-        (SORT_KEY.to_string(), s(sk)),
+        (SORT_KEY.to_string(), s(message_sk(generation, seq))),
         ("id".to_string(), s(&m.id)),
         ("role".to_string(), s(m.role.as_str())),
-        ("content".to_string(), s(&m.content)),
+        ("content".to_string(), s(parts[0])),
         ("timestamp".to_string(), s(&m.timestamp)),
     ]);
+    if parts.len() > 1 {
+        item.insert("parts".into(), n(parts.len()));
+    }
     if let Some(a) = &m.agent_identifier {
         item.insert("agentIdentifier".into(), s(a));
     }
     if let Some(a) = &m.agent_name {
         item.insert("agentName".into(), s(a));
     }
-    if let Some(t) = expires_at {
-        item.insert(EXPIRES_AT.into(), n(t));
+    let mut items = vec![item];
+    for (k, part) in parts.iter().enumerate().skip(1) {
+        items.push(HashMap::from([
+            (PARTITION_KEY.to_string(), s(pk)),
+            (SORT_KEY.to_string(), s(part_sk(generation, seq, k as u32))),
+            ("content".to_string(), s(*part)),
+        ]));
     }
-    item
+    if let Some(t) = expires_at {
+        for item in &mut items {
+            item.insert(EXPIRES_AT.into(), n(t));
+        }
+    }
+    items
+}
+
+/// The items of `messages`, numbered from `first`.
+fn messages_items(
+    pk: &str,
+    generation: &str,
+    first: u64,
+    messages: &[StoredMessage],
+    expires_at: Option<i64>,
+) -> Vec<Item> {
+    messages
+        .iter()
+        .enumerate()
+        .flat_map(|(i, m)| message_items(pk, generation, first + i as u64, m, expires_at))
+        .collect()
+}
+
+/// About how many bytes DynamoDB counts for `item`: its attributes' names and values, and a little per item.
+fn item_size(item: &Item) -> usize {
+    fn value_size(v: &AttributeValue) -> usize {
+        match v {
+            AttributeValue::S(text) | AttributeValue::N(text) => text.len(),
+            AttributeValue::L(list) => 3 + list.iter().map(|v| 1 + value_size(v)).sum::<usize>(),
+            _ => 16,
+        }
+    }
+    100 + item
+        .iter()
+        .map(|(name, value)| name.len() + value_size(value))
+        .sum::<usize>()
+}
+
+/// `items` in transactions: at most [`TRANSACTION_LIMIT`]` - 1` items and [`TRANSACTION_BYTES`] each (one more
+/// item, a condition or the commit, goes with each). Never empty: no items is one empty transaction.
+fn transactions(items: Vec<Item>) -> Vec<Vec<Item>> {
+    let mut chunks = vec![Vec::new()];
+    let mut bytes = 0;
+    for item in items {
+        let size = item_size(&item);
+        let chunk = chunks.last_mut().expect("never empty");
+        if !chunk.is_empty()
+            && (chunk.len() == TRANSACTION_LIMIT - 1 || bytes + size > TRANSACTION_BYTES)
+        {
+            chunks.push(Vec::new());
+            bytes = 0;
+        }
+        bytes += size;
+        chunks.last_mut().expect("never empty").push(item);
+    }
+    chunks
+}
+
+/// Whether `items` go in one transaction, with the commit.
+fn fits_one_transaction(items: &[Item]) -> bool {
+    items.len() < TRANSACTION_LIMIT
+        && items.iter().map(item_size).sum::<usize>() <= TRANSACTION_BYTES
+}
+
+/// Messages put back together from their items, which come in key order: a message's own item, then its
+/// continuations. A message whose parts are not all there (its generation being deleted) is left out.
+#[derive(Default)]
+struct Assembly {
+    open: Option<Partial>,
+}
+
+struct Partial {
+    seq: u64,
+    message: StoredMessage,
+    parts: u32,
+    next: u32,
+}
+
+impl Assembly {
+    /// Takes the next item; a message once it is whole.
+    fn push(&mut self, item: &Item, generation: &str) -> Option<(u64, StoredMessage)> {
+        let (seq, part) = position(&get_s(item, SORT_KEY)?, generation)?;
+        let open = if part == 0 {
+            Partial {
+                seq,
+                message: message_of(item),
+                parts: get_n(item, "parts").unwrap_or(1).max(1) as u32,
+                next: 1,
+            }
+        } else {
+            let mut open = self
+                .open
+                .take()
+                .filter(|o| o.seq == seq && o.next == part)?;
+            open.message
+                .content
+                .push_str(item.get("content").and_then(|v| v.as_s().ok())?);
+            open.next += 1;
+            open
+        };
+        if open.next >= open.parts {
+            return Some((open.seq, open.message));
+        }
+        self.open = Some(open);
+        None
+    }
+}
+
+/// A run of messages read from one generation.
+struct Run {
+    messages: Vec<StoredMessage>,
+    /// The number of the message after the last one read.
+    next: u64,
+    /// Whether every message up to where the read stopped was there (a replace deleting the generation was not
+    /// in the way).
+    whole: bool,
+}
+
+/// Whether a failed commit certainly did not land, on this attempt or an earlier one the SDK made: the store refused
+/// the request itself (validation, size, access), as it would have refused every attempt. A lost race, throttling,
+/// a server error or no answer at all may hide an earlier attempt that landed.
+fn refused(e: &WriteFailure) -> bool {
+    match e {
+        SdkError::ConstructionFailure(_) => true,
+        SdkError::ServiceError(ctx) => match ctx.err() {
+            TransactWriteItemsError::TransactionCanceledException(c) => {
+                c.cancellation_reasons().iter().any(|r| {
+                    matches!(
+                        r.code(),
+                        Some("ValidationError" | "ItemCollectionSizeLimitExceeded")
+                    )
+                })
+            }
+            other => {
+                ctx.raw().status().is_client_error()
+                    && !is_throttling(other.code())
+                    && !matches!(
+                        other.code(),
+                        Some("TransactionInProgressException" | "TransactionConflictException")
+                    )
+            }
+        },
+        _ => false,
+    }
 }
 
 /// Whether a failed transaction lost a race: every item that failed, failed its condition or conflicted with
 /// another transaction. Throttling, validation or size failures are faults, not races.
-fn lost_race<R>(e: &SdkError<TransactWriteItemsError, R>) -> bool {
+fn lost_race(e: &WriteFailure) -> bool {
     match e.as_service_error() {
         Some(TransactWriteItemsError::TransactionCanceledException(c)) => {
             let reasons = c.cancellation_reasons();
@@ -194,9 +482,24 @@ impl DynamoStore {
         }
     }
 
-    /// A store on the table `table`, with a client from the shared AWS configuration.
-    pub fn from_config(config: &aws_config::SdkConfig, table: &str, ttl_days: Option<u32>) -> Self {
-        Self::new(Client::new(config), table, ttl_days)
+    /// A store on the table `table`, with a client from the shared AWS configuration whose every call is bounded
+    /// by `timeouts`: a store that does not answer is an error within them, not a request held open.
+    pub fn from_config(
+        config: &aws_config::SdkConfig,
+        table: &str,
+        ttl_days: Option<u32>,
+        timeouts: StoreTimeouts,
+    ) -> Self {
+        let client_config = aws_sdk_dynamodb::config::Builder::from(config)
+            .timeout_config(
+                TimeoutConfig::builder()
+                    .connect_timeout(timeouts.connect)
+                    .operation_attempt_timeout(timeouts.attempt)
+                    .operation_timeout(timeouts.operation)
+                    .build(),
+            )
+            .build();
+        Self::new(Client::from_conf(client_config), table, ttl_days)
     }
 
     async fn read_meta(&self, owner: &str, chat_id: &str) -> Result<Meta, StoreError> {
@@ -219,19 +522,44 @@ impl DynamoStore {
         }
     }
 
-    /// The messages of one generation, in order.
-    async fn read_messages(
+    /// After a write whose outcome is unknown: the chat as it is now if the write `token` landed.
+    async fn landed(
+        &self,
+        owner: &str,
+        chat_id: &str,
+        token: &str,
+    ) -> Result<Option<Meta>, StoreError> {
+        match self.read_meta(owner, chat_id).await {
+            Ok(meta) => Ok(meta.writes.iter().any(|t| t == token).then_some(meta)),
+            Err(StoreError::NotFound) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Messages `from..to` of one generation, in order: all of them, or as many as `limit` and `max_bytes` (of
+    /// [`StoredMessage::wire_size`]) allow, at least one. Reads only a little past what it returns.
+    async fn read_run(
         &self,
         pk: &str,
         generation: &str,
-        count: u64,
-    ) -> Result<Vec<StoredMessage>, StoreError> {
-        let mut messages = Vec::with_capacity(count as usize);
-        if count == 0 {
-            return Ok(messages);
+        (from, to): (u64, u64),
+        limit: usize,
+        max_bytes: usize,
+    ) -> Result<Run, StoreError> {
+        let mut run = Run {
+            messages: Vec::new(),
+            next: from,
+            whole: true,
+        };
+        if from >= to {
+            return Ok(run);
         }
+        let mut assembly = Assembly::default();
+        let mut bytes = 0usize;
+        let mut stopped = false;
         let mut start: Option<Item> = None;
-        loop {
+        'pages: loop {
+            let wanted = limit.saturating_sub(run.messages.len()).clamp(1, 1000);
             let out = self
                 .client
                 .query()
@@ -240,19 +568,45 @@ impl DynamoStore {
                 .expression_attribute_names("#pk", PARTITION_KEY)
                 .expression_attribute_names("#sk", SORT_KEY)
                 .expression_attribute_values(":pk", s(pk))
-                .expression_attribute_values(":first", s(message_sk(generation, 0)))
-                .expression_attribute_values(":last", s(message_sk(generation, count - 1)))
+                .expression_attribute_values(":first", s(message_sk(generation, from)))
+                .expression_attribute_values(":last", s(message_end_sk(generation, to - 1)))
                 .consistent_read(true)
+                .limit(wanted as i32)
                 .set_exclusive_start_key(start.take())
                 .send()
                 .await
                 .map_err(failed)?;
-            messages.extend(out.items().iter().map(message_of));
+            for item in out.items() {
+                let Some((seq, message)) = assembly.push(item, generation) else {
+                    continue;
+                };
+                if seq != run.next {
+                    // A message is missing: the generation is being deleted under a replace.
+                    run.whole = false;
+                    break 'pages;
+                }
+                let size = message.wire_size();
+                if !run.messages.is_empty() && bytes + size > max_bytes {
+                    stopped = true;
+                    break 'pages;
+                }
+                bytes += size;
+                run.messages.push(message);
+                run.next += 1;
+                if run.messages.len() >= limit {
+                    stopped = true;
+                    break 'pages;
+                }
+            }
             match out.last_evaluated_key() {
                 Some(key) if !key.is_empty() => start = Some(key.clone()),
-                _ => return Ok(messages),
+                _ => break,
             }
         }
+        if !stopped && run.next < to {
+            run.whole = false;
+        }
+        Ok(run)
     }
 
     /// Writes `puts` and then `commit`, atomically when they fit one transaction. Larger writes go in transactions
@@ -263,10 +617,7 @@ impl DynamoStore {
         puts: Vec<Item>,
         guard: ConditionCheck,
         commit: TransactWriteItem,
-    ) -> Result<
-        (),
-        SdkError<aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError>,
-    > {
+    ) -> Result<(), WriteError> {
         let put = |item: Item| {
             TransactWriteItem::builder()
                 .put(
@@ -278,27 +629,35 @@ impl DynamoStore {
                 )
                 .build()
         };
-        let mut puts: Vec<TransactWriteItem> = puts.into_iter().map(put).collect();
-        while puts.len() > TRANSACTION_LIMIT - 1 {
-            let rest = puts.split_off(TRANSACTION_LIMIT - 1);
-            let mut chunk = std::mem::replace(&mut puts, rest);
-            chunk.push(
+        let chunks = transactions(puts);
+        let last = chunks.len() - 1;
+        let mut commit = Some(commit);
+        for (i, chunk) in chunks.into_iter().enumerate() {
+            let is_commit = i == last;
+            let mut items: Vec<TransactWriteItem> = chunk.into_iter().map(put).collect();
+            items.push(if is_commit {
+                commit.take().expect("one commit, in the last transaction")
+            } else {
                 TransactWriteItem::builder()
                     .condition_check(guard.clone())
-                    .build(),
-            );
-            self.client
+                    .build()
+            });
+            if let Err(e) = self
+                .client
                 .transact_write_items()
-                .set_transact_items(Some(chunk))
+                .set_transact_items(Some(items))
                 .send()
-                .await?;
+                .await
+            {
+                return Err(if lost_race(&e) {
+                    WriteError::Race { commit: is_commit }
+                } else if !is_commit || refused(&e) {
+                    WriteError::Failed(failed(e))
+                } else {
+                    WriteError::Unknown(failed(e))
+                });
+            }
         }
-        puts.push(commit);
-        self.client
-            .transact_write_items()
-            .set_transact_items(Some(puts))
-            .send()
-            .await?;
         Ok(())
     }
 
@@ -313,16 +672,16 @@ impl DynamoStore {
             .expect("a condition check has its parts")
     }
 
-    /// The update that makes new messages visible: count, generation, version, and what the list shows.
-    fn commit_update(
-        &self,
-        owner: &str,
-        meta: &Meta,
-        generation: &str,
-        count: u64,
-        last_message: &str,
-        now: &str,
-    ) -> TransactWriteItem {
+    /// The update that makes new messages visible: count, generation, version, the write's token, and what the
+    /// list shows.
+    fn commit_update(&self, owner: &str, meta: &Meta, change: Change) -> TransactWriteItem {
+        let Change {
+            generation,
+            count,
+            last_message,
+            now,
+            token,
+        } = change;
         let pk = chat_pk(owner, &meta.record.id);
         TransactWriteItem::builder()
             .update(
@@ -332,10 +691,11 @@ impl DynamoStore {
                     .key(SORT_KEY, s("META"))
                     .update_expression(
                         "SET messageCount = :count, generation = :gen, version = :next, \
-                         lastUpdated = :now, lastMessage = :last, #lsk = :lsk",
+                         lastUpdated = :now, lastMessage = :last, #lsk = :lsk, #writes = :writes",
                     )
                     .condition_expression("version = :v")
                     .expression_attribute_names("#lsk", LIST_SORT_KEY)
+                    .expression_attribute_names("#writes", "writes")
                     .expression_attribute_values(":count", n(count))
                     .expression_attribute_values(":gen", s(generation))
                     .expression_attribute_values(":next", n(meta.version + 1))
@@ -343,6 +703,7 @@ impl DynamoStore {
                     .expression_attribute_values(":now", s(now))
                     .expression_attribute_values(":last", s(last_message))
                     .expression_attribute_values(":lsk", s(format!("{now}#{}", meta.record.id)))
+                    .expression_attribute_values(":writes", writes_after(meta, token))
                     .build()
                     .expect("an update has its parts"),
             )
@@ -439,53 +800,120 @@ impl DynamoStore {
         }
     }
 
-    /// Writes `messages` as the chat's whole content in a new generation and switches to it in one step; `None`
-    /// when another write got there first (this attempt's items are removed again).
+    /// Writes `messages` as the chat's whole content in a new generation and switches to it in one step, as the
+    /// write `token`; `None` when another write got there first (this attempt's items are removed again).
     async fn rewrite(
         &self,
         owner: &str,
         meta: &Meta,
         messages: &[StoredMessage],
         now: &str,
+        token: &str,
     ) -> Result<Option<ChatRecord>, StoreError> {
         let pk = chat_pk(owner, &meta.record.id);
-        let generation = new_generation();
-        let puts = messages
-            .iter()
-            .enumerate()
-            .map(|(i, m)| message_item(&pk, message_sk(&generation, i as u64), m, meta.expires_at))
-            .collect();
+        let generation = new_token();
+        let puts = messages_items(&pk, &generation, 0, messages, meta.expires_at);
         let last_message = messages
             .last()
             .map(|m| preview(&m.content))
             .unwrap_or_default();
         let count = messages.len() as u64;
-        let commit = self.commit_update(owner, meta, &generation, count, &last_message, now);
-        match self
+        let commit = self.commit_update(
+            owner,
+            meta,
+            Change {
+                generation: &generation,
+                count,
+                last_message: &last_message,
+                now,
+                token,
+            },
+        );
+        let old = format!("MSG#{}#", meta.generation);
+        let mine = format!("MSG#{generation}#");
+        let failure = match self
             .write(puts, self.version_guard(&pk, meta.version), commit)
             .await
         {
             Ok(()) => {
-                self.delete_messages(&pk, &format!("MSG#{}#", meta.generation))
-                    .await;
-                Ok(Some(ChatRecord {
+                self.delete_messages(&pk, &old).await;
+                return Ok(Some(ChatRecord {
                     last_updated: now.to_string(),
                     last_message,
                     message_count: count,
                     ..meta.record.clone()
-                }))
+                }));
             }
-            Err(e) if lost_race(&e) => {
-                self.delete_messages(&pk, &format!("MSG#{generation}#"))
-                    .await;
+            Err(failure) => failure,
+        };
+        match failure {
+            WriteError::Race { commit: false } => {
+                self.delete_messages(&pk, &mine).await;
                 Ok(None)
             }
-            Err(e) => {
-                self.delete_messages(&pk, &format!("MSG#{generation}#"))
-                    .await;
-                Err(failed(e))
+            WriteError::Failed(e) => {
+                // A store that does not answer would not delete either; the items are never read.
+                if !matches!(e, StoreError::Unavailable(_)) {
+                    self.delete_messages(&pk, &mine).await;
+                }
+                Err(e)
+            }
+            WriteError::Race { commit: true } | WriteError::Unknown(_) => {
+                // Deleting this write's items before knowing it did not land could delete the chat's messages.
+                if let Some(now_meta) = self.landed(owner, &meta.record.id, token).await? {
+                    // It landed: the generation it replaced is no one's now.
+                    self.delete_messages(&pk, &old).await;
+                    return Ok(Some(now_meta.record));
+                }
+                match failure {
+                    WriteError::Unknown(e) => Err(e),
+                    _ => {
+                        self.delete_messages(&pk, &mine).await;
+                        Ok(None)
+                    }
+                }
             }
         }
+    }
+}
+
+/// The position of the next page of a chat's messages, as an opaque string: the chat, its generation, the next
+/// message and where the pages end (the chat's length when the first page was read).
+fn encode_message_cursor(chat_id: &str, generation: &str, next: u64, end: u64) -> String {
+    let value =
+        serde_json::json!({"chat": chat_id, "generation": generation, "next": next, "end": end});
+    URL_SAFE_NO_PAD.encode(value.to_string())
+}
+
+/// Reads a message cursor back: the range it leaves to read. One of another chat, of a chat replaced since, or made
+/// up is refused.
+fn decode_message_cursor(
+    cursor: &str,
+    chat_id: &str,
+    meta: &Meta,
+) -> Result<(u64, u64), StoreError> {
+    let bytes = URL_SAFE_NO_PAD
+        .decode(cursor)
+        .map_err(|_| StoreError::InvalidCursor)?;
+    let value: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|_| StoreError::InvalidCursor)?;
+    let text = |name: &str| value.get(name).and_then(|v| v.as_str());
+    let number = |name: &str| value.get(name).and_then(|v| v.as_u64());
+    match (
+        text("chat"),
+        text("generation"),
+        number("next"),
+        number("end"),
+    ) {
+        (Some(chat), Some(generation), Some(next), Some(end))
+            if chat == chat_id
+                && generation == meta.generation
+                && next < end
+                && end <= meta.record.message_count =>
+        {
+            Ok((next, end))
+        }
+        _ => Err(StoreError::InvalidCursor),
     }
 }
 
@@ -499,12 +927,50 @@ impl SessionStore for DynamoStore {
         // A replace that lands between reading the chat and its messages removes the old ones: read again.
         for _ in 0..10 {
             let meta = self.read_meta(owner, chat_id).await?;
-            let messages = self
-                .read_messages(&pk, &meta.generation, meta.record.message_count)
+            let run = self
+                .read_run(
+                    &pk,
+                    &meta.generation,
+                    (0, meta.record.message_count),
+                    usize::MAX,
+                    usize::MAX,
+                )
                 .await?;
-            if messages.len() as u64 == meta.record.message_count {
-                return Ok((meta.record, messages));
+            if run.whole {
+                return Ok((meta.record, run.messages));
             }
+        }
+        Err(StoreError::Contended)
+    }
+
+    async fn load_page(
+        &self,
+        owner: &str,
+        chat_id: &str,
+        cursor: Option<&str>,
+        limit: usize,
+        max_bytes: usize,
+    ) -> Result<Page<StoredMessage>, StoreError> {
+        let pk = chat_pk(owner, chat_id);
+        for _ in 0..10 {
+            let meta = self.read_meta(owner, chat_id).await?;
+            let (from, end) = match cursor {
+                None => (0, meta.record.message_count),
+                Some(cursor) => decode_message_cursor(cursor, chat_id, &meta)?,
+            };
+            let run = self
+                .read_run(&pk, &meta.generation, (from, end), limit.max(1), max_bytes)
+                .await?;
+            // Replaced while being read: the first page starts again; a later page's cursor is refused next time.
+            if !run.whole {
+                continue;
+            }
+            let next_cursor = (run.next < end)
+                .then(|| encode_message_cursor(chat_id, &meta.generation, run.next, end));
+            return Ok(Page {
+                items: run.messages,
+                next_cursor,
+            });
         }
         Err(StoreError::Contended)
     }
@@ -522,7 +988,8 @@ impl SessionStore for DynamoStore {
             )));
         }
         let pk = chat_pk(owner, &chat.id);
-        let generation = new_generation();
+        let generation = new_token();
+        let token = new_token();
         let expires_at = self.ttl.map(|ttl| now_unix() + ttl.as_secs() as i64);
         let record = ChatRecord {
             last_message: messages
@@ -545,6 +1012,7 @@ impl SessionStore for DynamoStore {
             ("messageCount".to_string(), n(record.message_count)),
             ("generation".to_string(), s(&generation)),
             ("version".to_string(), n(0)),
+            ("writes".to_string(), AttributeValue::L(vec![s(&token)])),
             (
                 LIST_PARTITION_KEY.to_string(),
                 s(list_pk(owner, record.mode)),
@@ -557,11 +1025,7 @@ impl SessionStore for DynamoStore {
         if let Some(t) = expires_at {
             meta.insert(EXPIRES_AT.into(), n(t));
         }
-        let puts = messages
-            .iter()
-            .enumerate()
-            .map(|(seq, m)| message_item(&pk, message_sk(&generation, seq as u64), m, expires_at))
-            .collect();
+        let puts = messages_items(&pk, &generation, 0, messages, expires_at);
         let guard = ConditionCheck::builder()
             .table_name(&self.table)
             .key(PARTITION_KEY, s(&pk))
@@ -583,8 +1047,16 @@ impl SessionStore for DynamoStore {
             .build();
         match self.write(puts, guard, commit).await {
             Ok(()) => Ok(record),
-            Err(e) if lost_race(&e) => Err(StoreError::AlreadyExists),
-            Err(e) => Err(failed(e)),
+            Err(WriteError::Race { commit: false }) => Err(StoreError::AlreadyExists),
+            Err(WriteError::Failed(e)) => Err(e),
+            // The chat may exist because this very write made it, its answer lost: read back.
+            Err(failure) => match self.landed(owner, &chat.id, &token).await? {
+                Some(meta) => Ok(meta.record),
+                None => match failure {
+                    WriteError::Unknown(e) => Err(e),
+                    _ => Err(StoreError::AlreadyExists),
+                },
+            },
         }
     }
 
@@ -597,38 +1069,46 @@ impl SessionStore for DynamoStore {
         let pk = chat_pk(owner, chat_id);
         // Messages' times are display text (`10:15 AM`); the chat's own time is RFC 3339, as lists sort by it.
         let now = crate::now_millis();
+        // One token for every attempt: an attempt whose answer was lost is found by the next one's read.
+        let token = new_token();
         self.retrying(|| async {
             let meta = self.read_meta(owner, chat_id).await?;
-            if messages.len() >= TRANSACTION_LIMIT {
-                // Too many for one transaction: the chat is rewritten whole into a new generation, so that no
-                // other writer's items can mix with these.
-                let old = self
-                    .read_messages(&pk, &meta.generation, meta.record.message_count)
-                    .await?;
-                return self
-                    .rewrite(owner, &meta, &[old, messages.to_vec()].concat(), &now)
-                    .await;
+            if meta.writes.contains(&token) {
+                // An earlier attempt landed, though its answer said otherwise or never came.
+                return Ok(Some(meta.record));
             }
             let start = meta.record.message_count;
-            let puts = messages
-                .iter()
-                .enumerate()
-                .map(|(i, m)| {
-                    message_item(
-                        &pk,
-                        message_sk(&meta.generation, start + i as u64),
-                        m,
-                        meta.expires_at,
+            let puts = messages_items(&pk, &meta.generation, start, messages, meta.expires_at);
+            if !fits_one_transaction(&puts) {
+                // Too much for one transaction: the chat is rewritten whole into a new generation, so that no
+                // other writer's items can mix with these.
+                let old = self.load_generation(&pk, &meta).await?;
+                return self
+                    .rewrite(
+                        owner,
+                        &meta,
+                        &[old, messages.to_vec()].concat(),
+                        &now,
+                        &token,
                     )
-                })
-                .collect();
+                    .await;
+            }
             let last_message = messages
                 .last()
                 .map(|m| preview(&m.content))
                 .unwrap_or_else(|| meta.record.last_message.clone());
             let count = start + messages.len() as u64;
-            let commit =
-                self.commit_update(owner, &meta, &meta.generation, count, &last_message, &now);
+            let commit = self.commit_update(
+                owner,
+                &meta,
+                Change {
+                    generation: &meta.generation,
+                    count,
+                    last_message: &last_message,
+                    now: &now,
+                    token: &token,
+                },
+            );
             match self
                 .write(puts, self.version_guard(&pk, meta.version), commit)
                 .await
@@ -639,8 +1119,13 @@ impl SessionStore for DynamoStore {
                     message_count: count,
                     ..meta.record
                 })),
-                Err(e) if lost_race(&e) => Ok(None),
-                Err(e) => Err(failed(e)),
+                // Lost, or this write's own earlier attempt won: the next round's read tells.
+                Err(WriteError::Race { .. }) => Ok(None),
+                Err(WriteError::Failed(e)) => Err(e),
+                Err(WriteError::Unknown(e)) => match self.landed(owner, chat_id, &token).await? {
+                    Some(now_meta) => Ok(Some(now_meta.record)),
+                    None => Err(e),
+                },
             }
         })
         .await
@@ -653,9 +1138,13 @@ impl SessionStore for DynamoStore {
         messages: &[StoredMessage],
     ) -> Result<ChatRecord, StoreError> {
         let now = crate::now_millis();
+        let token = new_token();
         self.retrying(|| async {
             let meta = self.read_meta(owner, chat_id).await?;
-            self.rewrite(owner, &meta, messages, &now).await
+            if meta.writes.contains(&token) {
+                return Ok(Some(meta.record));
+            }
+            self.rewrite(owner, &meta, messages, &now, &token).await
         })
         .await
     }
@@ -685,7 +1174,13 @@ impl SessionStore for DynamoStore {
         match deleted {
             Ok(_) => {}
             Err(e) if lost_race(&e) => return Err(StoreError::NotFound),
-            Err(e) => return Err(failed(e)),
+            Err(e) if refused(&e) => return Err(failed(e)),
+            // No answer: the chat is gone if the delete landed.
+            Err(e) => match self.read_meta(owner, chat_id).await {
+                Err(StoreError::NotFound) => {}
+                Ok(_) => return Err(failed(e)),
+                Err(other) => return Err(other),
+            },
         }
         // The chat is gone for every reader and no write can land without it; every message item goes after it,
         // whatever its generation.
@@ -743,6 +1238,31 @@ impl SessionStore for DynamoStore {
     }
 }
 
+impl DynamoStore {
+    /// Every message of the chat's current generation (for a write that rewrites it whole).
+    async fn load_generation(
+        &self,
+        pk: &str,
+        meta: &Meta,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        let run = self
+            .read_run(
+                pk,
+                &meta.generation,
+                (0, meta.record.message_count),
+                usize::MAX,
+                usize::MAX,
+            )
+            .await?;
+        if run.whole {
+            Ok(run.messages)
+        } else {
+            // Replaced meanwhile: this write's version check fails; it tries again from a new read.
+            Err(StoreError::Contended)
+        }
+    }
+}
+
 /// The position after `item` in the list index, as an opaque string.
 fn encode_cursor(item: &Item) -> String {
     let key: serde_json::Map<String, serde_json::Value> =
@@ -772,4 +1292,117 @@ fn decode_cursor(cursor: &str, partition: &str) -> Result<Item, StoreError> {
         return Err(StoreError::InvalidCursor);
     }
     Ok(key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_text_is_cut_between_characters_and_joins_back() {
+        let text = "aé🦀".repeat(200_000); // 1.4 MB, characters of 1, 2 and 4 bytes
+        let parts = split_parts(&text);
+        assert_eq!(parts.len(), text.len().div_ceil(PART_BYTES));
+        assert!(parts.iter().all(|p| p.len() <= PART_BYTES && !p.is_empty()));
+        assert_eq!(parts.concat(), text);
+        assert_eq!(split_parts(""), [""]);
+    }
+
+    #[test]
+    fn parts_sort_between_their_message_and_the_next() {
+        let mut keys = vec![
+            message_sk("g", 2),
+            part_sk("g", 1, 2),
+            message_sk("g", 10),
+            part_sk("g", 1, 1),
+            message_sk("g", 1),
+            message_end_sk("g", 1),
+        ];
+        keys.sort();
+        assert_eq!(
+            keys,
+            [
+                message_sk("g", 1),
+                part_sk("g", 1, 1),
+                part_sk("g", 1, 2),
+                message_end_sk("g", 1),
+                message_sk("g", 2),
+                message_sk("g", 10),
+            ]
+        );
+        assert_eq!(position(&part_sk("g", 7, 3), "g"), Some((7, 3)));
+        assert_eq!(position(&message_sk("g", 7), "g"), Some((7, 0)));
+        assert_eq!(position(&message_sk("h", 7), "g"), None);
+    }
+
+    #[test]
+    fn a_long_message_is_items_that_assemble_back_whole() {
+        let message = StoredMessage {
+            id: "m".into(),
+            role: Role::Assistant,
+            content: "x".repeat(PART_BYTES * 2 + 10),
+            timestamp: "10:15 AM".into(),
+            agent_identifier: None,
+            agent_name: Some("Analyst".into()),
+        };
+        let items = message_items("pk", "g", 4, &message, Some(9));
+        assert_eq!(items.len(), 3);
+        assert!(items.iter().all(|i| item_size(i) < 400 * 1024));
+        let mut assembly = Assembly::default();
+        assert_eq!(assembly.push(&items[0], "g"), None);
+        assert_eq!(assembly.push(&items[1], "g"), None);
+        assert_eq!(assembly.push(&items[2], "g"), Some((4, message.clone())));
+        // A continuation without its message (the message's item already deleted) makes nothing.
+        let mut partial = Assembly::default();
+        assert_eq!(partial.push(&items[1], "g"), None);
+        assert_eq!(partial.push(&items[2], "g"), None);
+    }
+
+    #[test]
+    fn transactions_hold_at_most_99_items_and_3_mb() {
+        let small: Vec<Item> = (0..250)
+            .map(|i| HashMap::from([("k".to_string(), s(i.to_string()))]))
+            .collect();
+        let sizes: Vec<usize> = transactions(small).iter().map(Vec::len).collect();
+        assert_eq!(sizes, [99, 99, 52]);
+        let big: Vec<Item> = (0..25)
+            .map(|_| HashMap::from([("k".to_string(), s("x".repeat(PART_BYTES)))]))
+            .collect();
+        let chunks = transactions(big);
+        assert!(chunks.len() >= 3);
+        for chunk in &chunks {
+            assert!(chunk.iter().map(item_size).sum::<usize>() <= TRANSACTION_BYTES);
+        }
+        assert_eq!(chunks.iter().map(Vec::len).sum::<usize>(), 25);
+        assert_eq!(transactions(Vec::new()).len(), 1);
+    }
+
+    #[test]
+    fn the_chat_keeps_its_latest_write_tokens() {
+        let mut meta = Meta {
+            record: ChatRecord {
+                id: "c".into(),
+                mode: ChatMode::Standard,
+                title: String::new(),
+                created_at: String::new(),
+                last_updated: String::new(),
+                last_message: String::new(),
+                message_count: 0,
+            },
+            generation: "g".into(),
+            version: 0,
+            expires_at: None,
+            writes: Vec::new(),
+        };
+        for i in 0..100 {
+            let token = format!("t{i}");
+            let AttributeValue::L(list) = writes_after(&meta, &token) else {
+                panic!("a list")
+            };
+            meta.writes = list.iter().map(|v| v.as_s().unwrap().clone()).collect();
+        }
+        assert_eq!(meta.writes.len(), WRITES_KEPT);
+        assert_eq!(meta.writes.last().unwrap(), "t99");
+        assert_eq!(meta.writes[0], format!("t{}", 100 - WRITES_KEPT));
+    }
 }

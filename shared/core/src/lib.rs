@@ -23,6 +23,8 @@ pub use model::{
 pub use prompt::{FOLLOWUP_INSTRUCTIONS, PreparedTurn, prepare_turn};
 pub use session::{Session, title_of};
 pub use settings::{ChatSettings, Guardrail};
-pub use store::{ChatRecord, Page, SessionStore, StoreError, StoredMessage, is_chat_id};
+pub use store::{
+    ChatRecord, Page, SessionStore, StoreError, StoreTimeouts, StoredMessage, is_chat_id,
+};
 pub use streaming::{StreamingTurn, TurnEnd, TurnEvent};
 pub use turn::{ChatService, TurnHeader, rfc3339_millis};

@@ -1,6 +1,7 @@
 //! The store port: chats and their messages, per owner, as the core needs them.
 
 use std::future::Future;
+use std::time::Duration;
 
 use chat_protocol::Role;
 use chat_protocol::chat_ui::ChatMode;
@@ -25,6 +26,61 @@ pub struct StoredMessage {
     pub timestamp: String,
     pub agent_identifier: Option<String>,
     pub agent_name: Option<String>,
+}
+
+impl StoredMessage {
+    /// An upper bound of this message's size in a buffered answer: as JSON, and again as that JSON sits, escaped
+    /// once more, in the Lambda response that carries it (whose size Lambda limits), so that a page of messages
+    /// can be kept under that limit.
+    pub fn wire_size(&self) -> usize {
+        // Field names, quotes and punctuation, escaped.
+        const FIELDS: usize = 256;
+        [
+            Some(self.id.as_str()),
+            Some(self.content.as_str()),
+            Some(self.timestamp.as_str()),
+            self.agent_identifier.as_deref(),
+            self.agent_name.as_deref(),
+        ]
+        .into_iter()
+        .flatten()
+        .map(twice_escaped_size)
+        .sum::<usize>()
+            + FIELDS
+    }
+}
+
+/// The length of `text` escaped as a JSON string and then once more: `"` and `\\` become four bytes (`\\\"`),
+/// the short control escapes three (`\\n`), other control characters seven (`\\u0001`), everything else its
+/// UTF-8 bytes, as serde_json writes them.
+fn twice_escaped_size(text: &str) -> usize {
+    text.bytes()
+        .map(|b| match b {
+            b'"' | b'\\' => 4,
+            b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 3,
+            0..0x20 => 7,
+            _ => 1,
+        })
+        .sum()
+}
+
+/// How long the store may take: to connect, for one attempt of a call, and for a whole call with its retries. A
+/// store that does not answer within them is [`StoreError::Unavailable`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreTimeouts {
+    pub connect: Duration,
+    pub attempt: Duration,
+    pub operation: Duration,
+}
+
+impl Default for StoreTimeouts {
+    fn default() -> Self {
+        Self {
+            connect: Duration::from_millis(1000),
+            attempt: Duration::from_millis(2000),
+            operation: Duration::from_millis(5000),
+        }
+    }
 }
 
 /// What the history list shows of a chat.
@@ -57,6 +113,10 @@ pub enum StoreError {
     InvalidCursor,
     #[error("too many concurrent writes to one chat")]
     Contended,
+    /// The store did not answer in time, refused the connection, or answered that it cannot serve now: trying
+    /// again later may work.
+    #[error("the store is unavailable: {0}")]
+    Unavailable(String),
     #[error("the store failed: {0}")]
     Failed(String),
 }
@@ -94,6 +154,33 @@ pub trait SessionStore: Send + Sync {
         messages: &[StoredMessage],
     ) -> impl Future<Output = Result<ChatRecord, StoreError>> + Send;
 
+    /// One page of a chat's messages, oldest first: from `cursor` (the start when `None`), at most `limit`, and as
+    /// many as fit `max_bytes` ([`StoredMessage::wire_size`]) but at least one; with the cursor of the next
+    /// page when there is more. Pages follow the chat as it was when the first one was read; a cursor of another
+    /// chat, or of a chat replaced since, is [`StoreError::InvalidCursor`].
+    ///
+    /// This default reads the whole chat and pages nothing; a store whose chats can outgrow a response pages.
+    fn load_page(
+        &self,
+        owner: &str,
+        chat_id: &str,
+        cursor: Option<&str>,
+        limit: usize,
+        max_bytes: usize,
+    ) -> impl Future<Output = Result<Page<StoredMessage>, StoreError>> + Send {
+        let _ = (limit, max_bytes);
+        async move {
+            if cursor.is_some() {
+                return Err(StoreError::InvalidCursor);
+            }
+            let (_, items) = self.load(owner, chat_id).await?;
+            Ok(Page {
+                items,
+                next_cursor: None,
+            })
+        }
+    }
+
     fn delete(
         &self,
         owner: &str,
@@ -108,4 +195,35 @@ pub trait SessionStore: Send + Sync {
         limit: usize,
         cursor: Option<&str>,
     ) -> impl Future<Output = Result<Page<ChatRecord>, StoreError>> + Send;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_messages_wire_size_bounds_its_json_twice_escaped() {
+        let message = StoredMessage {
+            id: "m\"1".into(),
+            role: Role::Assistant,
+            content: "line\nbreak \u{1} tab\t quote\" back\\ é 🦀".repeat(50),
+            timestamp: "10:15 AM".into(),
+            agent_identifier: Some("Analyst".into()),
+            agent_name: None,
+        };
+        let json = serde_json::json!({
+            "id": message.id, "content": message.content, "role": "assistant",
+            "timestamp": message.timestamp, "agentIdentifier": message.agent_identifier,
+        })
+        .to_string();
+        let wire = serde_json::to_string(&json).unwrap();
+        assert!(
+            wire.len() <= message.wire_size(),
+            "{} > {}",
+            wire.len(),
+            message.wire_size()
+        );
+        // The escapes are counted, not guessed: the bound is within the fields' room of the real size.
+        assert!(message.wire_size() - wire.len() < 256);
+    }
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use chat_core::{AgentGroup, ChatSettings, Guardrail};
+use chat_core::{AgentGroup, ChatSettings, Guardrail, StoreTimeouts};
 use chat_protocol::RequestLimits;
 use chat_protocol::chat_ui::ReplyShape;
 
@@ -20,6 +20,9 @@ pub struct Config {
     pub table_name: String,
     /// Chats expire this many days after they were created; `None` keeps them.
     pub history_ttl_days: Option<u32>,
+    /// How long DynamoDB may take to connect, per attempt and per call with its retries (`STORE_CONNECT_TIMEOUT_MS`,
+    /// `STORE_ATTEMPT_TIMEOUT_MS`, `STORE_TIMEOUT_MS`); past them the store is unavailable (503).
+    pub store_timeouts: StoreTimeouts,
     /// Longest chat title accepted by the history API, in characters.
     pub max_title_chars: usize,
     /// The multi-agent group.
@@ -40,8 +43,6 @@ pub struct ConfigError {
 
 impl Config {
     pub const DEFAULT_MODEL_ID: &'static str = "anthropic.claude-3-haiku-20240307-v1:0";
-    /// A message must fit one DynamoDB item (400 KB) at four bytes a character, with room for its attributes.
-    pub const MESSAGE_CHARS_CEILING: u64 = 90_000;
 
     pub fn from_env() -> Result<Self, ConfigError> {
         Self::from_lookup(|name| std::env::var(name).ok())
@@ -93,15 +94,6 @@ impl Config {
             })
         };
         let max_message_chars = number("MAX_MESSAGE_CHARS", defaults.max_message_chars as u64)?;
-        if max_message_chars > Self::MESSAGE_CHARS_CEILING {
-            return Err(ConfigError {
-                name: "MAX_MESSAGE_CHARS",
-                reason: format!(
-                    "at most {} (a message is stored as one DynamoDB item)",
-                    Self::MESSAGE_CHARS_CEILING
-                ),
-            });
-        }
         let history_ttl_days = match get("HISTORY_TTL_DAYS") {
             None => None,
             Some(_) => Some(to_u32("HISTORY_TTL_DAYS", number("HISTORY_TTL_DAYS", 0)?)?),
@@ -154,6 +146,20 @@ impl Config {
             model_timeout: Duration::from_secs(number("MODEL_TIMEOUT_SECONDS", 60)?),
             table_name: get("TABLE_NAME").unwrap_or_else(|| "chat-backend".into()),
             history_ttl_days,
+            store_timeouts: StoreTimeouts {
+                connect: Duration::from_millis(number(
+                    "STORE_CONNECT_TIMEOUT_MS",
+                    StoreTimeouts::default().connect.as_millis() as u64,
+                )?),
+                attempt: Duration::from_millis(number(
+                    "STORE_ATTEMPT_TIMEOUT_MS",
+                    StoreTimeouts::default().attempt.as_millis() as u64,
+                )?),
+                operation: Duration::from_millis(number(
+                    "STORE_TIMEOUT_MS",
+                    StoreTimeouts::default().operation.as_millis() as u64,
+                )?),
+            },
             max_title_chars: number("MAX_TITLE_CHARS", 200)? as usize,
             agents,
             cors: get("CORS_ALLOWED_ORIGINS")
@@ -219,5 +225,32 @@ mod tests {
         let bad = config(&[("MAX_BODY_BYTES", "lots")]).unwrap_err();
         assert_eq!(bad.name, "MAX_BODY_BYTES");
         assert!(config(&[("MAX_TOKENS", "9000"), ("MAX_OUTPUT_TOKENS", "100")]).is_err());
+    }
+
+    #[test]
+    fn store_timeouts_are_read_in_milliseconds() {
+        let c = config(&[]).unwrap();
+        assert_eq!(c.store_timeouts, StoreTimeouts::default());
+        let c = config(&[
+            ("STORE_CONNECT_TIMEOUT_MS", "250"),
+            ("STORE_ATTEMPT_TIMEOUT_MS", "500"),
+            ("STORE_TIMEOUT_MS", "1500"),
+        ])
+        .unwrap();
+        assert_eq!(
+            c.store_timeouts,
+            StoreTimeouts {
+                connect: Duration::from_millis(250),
+                attempt: Duration::from_millis(500),
+                operation: Duration::from_millis(1500),
+            }
+        );
+        assert_eq!(
+            config(&[("STORE_TIMEOUT_MS", "0")]).unwrap_err().name,
+            "STORE_TIMEOUT_MS"
+        );
+        // A message is stored over several items when it needs them: no ceiling from the item size.
+        let long = config(&[("MAX_MESSAGE_CHARS", "500000")]).unwrap();
+        assert_eq!(long.chat.limits.max_message_chars, 500_000);
     }
 }

@@ -31,6 +31,9 @@ impl From<chat_protocol::InvalidRequest> for ApiError {
     }
 }
 
+/// A store that did not answer is usually back within a second or two (a network blip, a throttled partition).
+const STORE_RETRY_AFTER_SECONDS: u32 = 1;
+
 /// The protocol's own wording for a fault whose details only the log may see.
 const INTERNAL: &str = "The app encountered an error processing your request.\nIf you are an administrator of the app, view the full error in the logs.";
 
@@ -42,9 +45,9 @@ impl ApiError {
             }
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::InvalidCursor => StatusCode::BAD_REQUEST,
-            ApiError::Chat(ChatError::Store(StoreError::Contended)) => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            ApiError::Chat(ChatError::Store(
+                StoreError::Contended | StoreError::Unavailable(_),
+            )) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Chat(ChatError::Store(StoreError::InvalidCursor)) => StatusCode::BAD_REQUEST,
             ApiError::Chat(ChatError::Store(_)) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
@@ -66,6 +69,16 @@ impl ApiError {
         }
     }
 
+    /// How many seconds the client should wait before trying again (`Retry-After`), for faults that pass.
+    pub fn retry_after(&self) -> Option<u32> {
+        match self {
+            ApiError::Chat(ChatError::Store(StoreError::Unavailable(_))) => {
+                Some(STORE_RETRY_AFTER_SECONDS)
+            }
+            _ => None,
+        }
+    }
+
     /// What the client is told.
     pub fn public_message(&self) -> String {
         match self {
@@ -77,6 +90,9 @@ impl ApiError {
             }
             ApiError::Chat(ChatError::Store(StoreError::Contended)) => {
                 "Too many changes to this chat at once. Please try again.".into()
+            }
+            ApiError::Chat(ChatError::Store(StoreError::Unavailable(_))) => {
+                "The chat store is not answering right now. Please try again in a moment.".into()
             }
             ApiError::Chat(ChatError::Store(_)) => INTERNAL.into(),
             ApiError::MethodNotAllowed { allow } => {
@@ -131,6 +147,11 @@ pub fn error_response(err: &ApiError) -> Response<Body> {
             .headers_mut()
             .insert(header::ALLOW, header::HeaderValue::from_static(allow));
     }
+    if let Some(seconds) = err.retry_after() {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from(seconds));
+    }
     response
 }
 
@@ -154,4 +175,34 @@ fn status_and_log(err: &ApiError) -> StatusCode {
         tracing::info!(status = status.as_u16(), error = %err, "request refused");
     }
     status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unavailable_store_is_a_503_to_retry_after_a_second() {
+        let err = ApiError::from(ChatError::Store(StoreError::Unavailable("timeout".into())));
+        let response = error_response(&err);
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(response.headers()[header::RETRY_AFTER], "1");
+        assert_eq!(response.headers()[header::CONTENT_TYPE], "application/json");
+        let Body::Text(text) = response.body() else {
+            panic!("a JSON text body")
+        };
+        let body: serde_json::Value = serde_json::from_str(text).unwrap();
+        assert_eq!(
+            body["error"],
+            "The chat store is not answering right now. Please try again in a moment."
+        );
+        // The details stay in the log.
+        assert!(!text.contains("timeout"));
+        // Other faults carry no Retry-After.
+        let other = error_response(&ApiError::from(ChatError::Store(StoreError::Failed(
+            "x".into(),
+        ))));
+        assert_eq!(other.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(other.headers().get(header::RETRY_AFTER).is_none());
+    }
 }

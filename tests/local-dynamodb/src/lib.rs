@@ -1,5 +1,8 @@
 //! moto's DynamoDB-compatible server, started from the project's tools (`make tools`) on a loopback port, taking
-//! one request at a time (`moto_serial.py` says why).
+//! one request at a time (`moto_serial.py` says why); and [`fault_proxy`], which puts the network's faults (silence,
+//! refused connections, lost answers) between a client and it.
+
+pub mod fault_proxy;
 
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
