@@ -38,6 +38,12 @@ unit: tools
 suites: tools
 	$(PYTHON) tests/suites.py
 
+## bench: the release functions under a Runtime API emulator: streamed lines' delay (p50/p99) and first byte, and
+## CPU per request, before (multi-thread, Nagle) and after, in one run (tests/bench; three to four minutes).
+bench: $(TOOLS)
+	cargo build --release --quiet -p chat -p chat-stream -p history -p bench
+	cargo run --release --quiet -p bench
+
 ## tools: moto, cargo-lambda (with zig) and cfn-lint (tools/requirements.txt), the official JavaScript client of
 ## the protocol (tests/js/package-lock.json), and headless Chromium with puppeteer-core for the browser test
 ## (tests/browser/package-lock.json; Chromium unpacks itself into tests/browser/.chromium on first use).

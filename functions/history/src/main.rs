@@ -5,18 +5,28 @@ use chat_http::{Auth, Config};
 use history::App;
 use lambda_http::{Error, Request, service_fn};
 
-#[tokio::main]
-async fn main() -> Result<(), Error> {
+// The tokio runtime is chosen at start: one thread unless the environment hands out several requests at once
+// (chat_http::run_function says why).
+fn main() -> Result<(), Error> {
+    chat_http::run_function(run())
+}
+
+async fn run() -> Result<(), Error> {
     chat_http::init_logging();
     let config = Config::from_env()?;
     let auth = Auth::from_env()?;
     let aws = chat_aws::load_aws_config().await;
-    let store = DynamoStore::from_config(&aws, &config.table_name, config.history_ttl_days);
+    let store = DynamoStore::from_config(
+        &aws,
+        &config.table_name,
+        config.history_ttl_days,
+        config.store_timeouts,
+    );
     let app: &'static App<DynamoStore> = Box::leak(Box::new(App::new(store, auth, &config)));
-    chat_http::keep_running(|| {
-        lambda_http::run(service_fn(move |request: Request| async move {
-            Ok::<_, Error>(app.handle(request).await)
-        }))
-    })
-    .await
+    // Each request first makes sure the Runtime API connection has TCP_NODELAY, so that no response waits for a
+    // delayed ACK; `run_concurrent` polls AWS_LAMBDA_MAX_CONCURRENCY requests at once (one when unset).
+    let handler = chat_http::with_runtime_api_nodelay(move |request: Request| async move {
+        Ok::<_, Error>(app.handle(request).await)
+    });
+    chat_http::keep_running(|| lambda_http::run_concurrent(service_fn(handler.clone()))).await
 }

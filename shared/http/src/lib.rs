@@ -17,4 +17,7 @@ pub use error::{ApiError, error_body, error_line, error_response, json_response}
 pub use identity::{Auth, JwtVerifier, KeySource};
 pub use logging::init_logging;
 pub use request::{accepts, normalized_path, read_json_body};
-pub use runtime::keep_running;
+pub use runtime::{
+    Flavor, RuntimeSettings, keep_running, on_streamed_body_start, run_function,
+    with_runtime_api_nodelay,
+};

@@ -1,0 +1,501 @@
+//! `make bench`: the release functions run as Lambda runs them (the Runtime API emulator of this crate, the local
+//! Bedrock server, moto), each twice in one run: as they were ("before": a multi-threaded tokio runtime, Nagle's
+//! algorithm on the Runtime API connection, through the bench-only switches `CHAT_RUNTIME_FLAVOR` and
+//! `CHAT_TCP_NODELAY`) and as they are. It prints
+//!
+//! - the relay: streamed lines' delay from the local Bedrock server's sending of a delta to the emulator's receipt
+//!   of its line (30 deltas 20 ms apart per stream, 30 streams), p50/p99, and the first byte of an unpaced stream
+//!   (from the event handed to the function to the first body byte after the metadata prelude);
+//! - CPU per request (user + system time of the function's process, from `/proc/<pid>/stat`) over N requests of
+//!   each kind: `/chat` new chat, `/chat` continuing a chat of 20 stored messages, `/chat/stream` of 30 deltas,
+//!   and the history calls that stored those chats. The two variants run side by side, in batches.
+//!
+//! `BENCH_REQUESTS` sets N (default 1000), `BENCH_BATCH` the batch (25), `BENCH_STREAMS` the paced streams (30;
+//! 50 unpaced first bytes per 30 streams).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use bench::{Emulator, EmulatorOptions, Function, Invocation, function_url_event, quantile};
+use local_bedrock::{LocalBedrock, Operation};
+use local_dynamodb::LocalDynamo;
+use serde_json::{Value, json};
+
+/// The targets of issue 17 for the streamed relay.
+const LINE_P99_TARGET_MS: f64 = 2.0;
+const FIRST_BYTE_TARGET_MS: f64 = 3.0;
+const DELTAS: usize = 30;
+const PACE_MS: u64 = 20;
+const STORED: usize = 20;
+
+struct Variant {
+    name: &'static str,
+    env: &'static [(&'static str, &'static str)],
+}
+
+const VARIANTS: [Variant; 2] = [
+    Variant {
+        name: "before: multi-thread, Nagle",
+        env: &[
+            ("CHAT_RUNTIME_FLAVOR", "multi_thread"),
+            ("CHAT_TCP_NODELAY", "off"),
+        ],
+    },
+    Variant {
+        name: "after: current-thread, TCP_NODELAY",
+        env: &[],
+    },
+];
+
+struct World {
+    binaries: PathBuf,
+    bedrock: LocalBedrock,
+}
+
+/// A function of one variant, under its own emulator.
+struct Running {
+    emulator: Emulator,
+    function: Function,
+}
+
+impl World {
+    /// `binary` of `variant` under a new emulator, storing in `table` of `dynamo`.
+    async fn start(
+        &self,
+        binary: &str,
+        variant: &Variant,
+        dynamo: &LocalDynamo,
+        table: &str,
+    ) -> Running {
+        let dynamo_url = dynamo.endpoint();
+        let emulator = Emulator::start(EmulatorOptions::default())
+            .await
+            .expect("the emulator starts");
+        let bedrock_url = self.bedrock.endpoint();
+        let mut env = vec![
+            ("MODEL_ID", "local.echo-v1:0"),
+            ("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", bedrock_url.as_str()),
+            ("AWS_ENDPOINT_URL_DYNAMODB", dynamo_url.as_str()),
+            ("TABLE_NAME", table),
+            ("AUTH_MODE", "none"),
+            ("LOCAL_USER", "bench"),
+            // As Lambda's default: one JSON line per request, written as on AWS.
+            ("AWS_LAMBDA_LOG_FORMAT", "JSON"),
+            ("AWS_LAMBDA_LOG_LEVEL", "INFO"),
+        ];
+        env.extend_from_slice(variant.env);
+        let function = Function::spawn(&self.binaries.join(binary), &emulator, &env, true)
+            .unwrap_or_else(|e| panic!("cannot start {binary}: {e}"));
+        Running { emulator, function }
+    }
+}
+
+impl Running {
+    async fn call(&self, method: &str, path: &str, body: &Value) -> Invocation {
+        let body = if body.is_null() {
+            String::new()
+        } else {
+            body.to_string()
+        };
+        let event = function_url_event(method, path, &body);
+        match tokio::time::timeout(Duration::from_secs(60), self.emulator.invoke(&event)).await {
+            Ok(invocation) => invocation,
+            Err(_) => panic!(
+                "{method} {path}: no answer within a minute (init errors: {:?})",
+                self.emulator.init_errors()
+            ),
+        }
+    }
+
+    /// The answer's JSON body, checked to be a success.
+    async fn json(&self, method: &str, path: &str, body: &Value) -> Value {
+        let invocation = self.call(method, path, body).await;
+        let response = invocation
+            .buffered
+            .unwrap_or_else(|| panic!("{method} {path}: no buffered response"));
+        let status = response["statusCode"].as_u64().unwrap_or_default();
+        let text = response["body"].as_str().unwrap_or_default();
+        assert!(
+            (200..300).contains(&status),
+            "{method} {path}: {status} {text}"
+        );
+        serde_json::from_str(text).unwrap_or(Value::Null)
+    }
+
+    /// The function's CPU time so far, to measure from.
+    fn cpu_mark(&self) -> CpuMark<'_> {
+        CpuMark {
+            function: &self.function,
+            at: self
+                .function
+                .cpu_time()
+                .expect("the function's /proc/<pid>/stat"),
+        }
+    }
+}
+
+struct CpuMark<'a> {
+    function: &'a Function,
+    at: (Duration, Duration),
+}
+
+impl CpuMark<'_> {
+    /// CPU used since the mark: (user + system, system).
+    fn since(&self) -> (Duration, Duration) {
+        let (user, system) = self
+            .function
+            .cpu_time()
+            .expect("the function's /proc/<pid>/stat");
+        (user + system - self.at.0 - self.at.1, system - self.at.1)
+    }
+}
+
+/// CPU used over some calls of one kind, summed over batches.
+#[derive(Default, Clone, Copy)]
+struct CpuSum {
+    total: Duration,
+    system: Duration,
+    calls: usize,
+}
+
+impl CpuSum {
+    fn add(&mut self, mark: CpuMark<'_>, calls: usize) {
+        let (total, system) = mark.since();
+        self.total += total;
+        self.system += system;
+        self.calls += calls;
+    }
+
+    /// Per call, in ms: (user + system, system).
+    fn per_call(&self) -> (f64, f64) {
+        let per_call = |d: Duration| d.as_secs_f64() * 1000.0 / self.calls.max(1) as f64;
+        (per_call(self.total), per_call(self.system))
+    }
+}
+
+fn streamed_ok(invocation: &Invocation) {
+    assert!(
+        invocation.streamed && invocation.status() == Some(200) && invocation.error.is_none(),
+        "a streamed 200 without error: {:?} {}",
+        invocation.error,
+        invocation.text()
+    );
+}
+
+fn content_lines(invocation: &Invocation) -> Vec<&bench::Line> {
+    invocation
+        .lines
+        .iter()
+        .filter(|l| {
+            serde_json::from_str::<Value>(&l.text).is_ok_and(|v| v["delta"]["content"].is_string())
+        })
+        .collect()
+}
+
+struct Relay {
+    line_ms: Vec<f64>,
+    first_byte_ms: Vec<f64>,
+}
+
+async fn relay(world: &World, variant: &Variant, dynamo: &LocalDynamo, streams: usize) -> Relay {
+    let (_, table) = dynamo.fresh_table().await;
+    let running = world.start("chat-stream", variant, dynamo, &table).await;
+    let stream = |text: String| {
+        let running = &running;
+        async move {
+            let invocation = running
+                .call(
+                    "POST",
+                    "/chat/stream",
+                    &json!({"messages": [{"role": "user", "content": text}]}),
+                )
+                .await;
+            streamed_ok(&invocation);
+            invocation
+        }
+    };
+    for _ in 0..5 {
+        stream("warm up".into()).await;
+    }
+    let mut line_ms = Vec::new();
+    for _ in 0..streams {
+        let invocation = stream(format!("[[deltas:{DELTAS}]] [[delay-ms:{PACE_MS}]]")).await;
+        let request = world
+            .bedrock
+            .requests()
+            .into_iter()
+            .rev()
+            .find(|r| r.operation == Operation::ConverseStream)
+            .expect("the model was called");
+        let lines = content_lines(&invocation);
+        assert_eq!(
+            lines.len(),
+            request.deltas_sent_at.len(),
+            "one line per delta"
+        );
+        for (line, sent) in lines.iter().zip(&request.deltas_sent_at) {
+            let delay = line.at.duration_since(*sent).unwrap_or_default();
+            line_ms.push(delay.as_secs_f64() * 1000.0);
+        }
+    }
+    let mut first_byte_ms = Vec::new();
+    for _ in 0..streams * 5 / 3 {
+        let invocation = stream(format!("[[deltas:{DELTAS}]] first byte")).await;
+        let first = invocation
+            .first_body_byte_at
+            .expect("a streamed body")
+            .duration_since(invocation.handed_out_at);
+        first_byte_ms.push(first.as_secs_f64() * 1000.0);
+    }
+    Relay {
+        line_ms,
+        first_byte_ms,
+    }
+}
+
+/// CPU per request of each kind, summed over batches.
+#[derive(Default)]
+struct Cpu {
+    new_chat: CpuSum,
+    continued: CpuSum,
+    stream: CpuSum,
+    history: CpuSum,
+}
+
+/// Calls before measuring, in each new process: its first calls set up connections and caches.
+const WARM_UP: usize = 3;
+/// Requests of each kind per batch (one table and one process each), unless `BENCH_BATCH` says otherwise.
+const BATCH: usize = 25;
+
+/// One batch of `n` requests of each kind, each kind in its own new process and table: moto copies the whole
+/// table for every transaction (for its rollback), so a large table would make the run crawl.
+async fn cpu_batch(
+    world: &World,
+    variant: &Variant,
+    dynamo: &LocalDynamo,
+    n: usize,
+    cpu: &mut Cpu,
+) {
+    let (_, chats_table) = dynamo.fresh_table().await;
+    let (_, new_table) = dynamo.fresh_table().await;
+
+    // The history function stores the chats that `/chat` continues: each created, then given 20 messages.
+    let history = world.start("history", variant, dynamo, &chats_table).await;
+    let messages: Vec<Value> = (0..STORED)
+        .map(|i| {
+            let role = if i % 2 == 0 { "user" } else { "assistant" };
+            let content = format!("stored message {i}, a sentence of ordinary length for a chat");
+            json!({"id": format!("m{i}"), "role": role, "content": content, "timestamp": "10:15 AM"})
+        })
+        .collect();
+    let replace = json!({ "messages": messages });
+    for _ in 0..WARM_UP {
+        history
+            .json("GET", "/chat-history?mode=standard&limit=5", &Value::Null)
+            .await;
+    }
+    let mut chats = Vec::with_capacity(n);
+    let mark = history.cpu_mark();
+    for _ in 0..n {
+        let created = history
+            .json("POST", "/chat-history", &json!({"mode": "standard"}))
+            .await;
+        let id = created["id"].as_str().expect("a chat id").to_string();
+        history
+            .json("PUT", &format!("/chat-history/{id}"), &replace)
+            .await;
+        chats.push(id);
+    }
+    cpu.history.add(mark, 2 * n);
+    drop(history);
+
+    let hi = json!({"messages": [{"role": "user", "content": "hi"}]});
+    let chat = world.start("chat", variant, dynamo, &chats_table).await;
+    for _ in 0..WARM_UP {
+        chat.json("POST", "/chat", &hi).await;
+    }
+    let mark = chat.cpu_mark();
+    for id in &chats {
+        let body =
+            json!({"messages": [{"role": "user", "content": "and then?"}], "sessionState": id});
+        let answer = chat.json("POST", "/chat", &body).await;
+        assert_eq!(answer["sessionState"], *id, "the chat was continued");
+    }
+    cpu.continued.add(mark, n);
+    drop(chat);
+
+    let chat = world.start("chat", variant, dynamo, &new_table).await;
+    for _ in 0..WARM_UP {
+        chat.json("POST", "/chat", &hi).await;
+    }
+    let mark = chat.cpu_mark();
+    for _ in 0..n {
+        chat.json("POST", "/chat", &hi).await;
+    }
+    cpu.new_chat.add(mark, n);
+    drop(chat);
+
+    let chat_stream = world
+        .start("chat-stream", variant, dynamo, &new_table)
+        .await;
+    let body = json!({"messages": [{"role": "user", "content": format!("[[deltas:{DELTAS}]]")}]});
+    for _ in 0..WARM_UP {
+        streamed_ok(&chat_stream.call("POST", "/chat/stream", &body).await);
+    }
+    let mark = chat_stream.cpu_mark();
+    for _ in 0..n {
+        let invocation = chat_stream.call("POST", "/chat/stream", &body).await;
+        streamed_ok(&invocation);
+        assert_eq!(content_lines(&invocation).len(), DELTAS);
+    }
+    cpu.stream.add(mark, n);
+}
+
+fn env_number(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(default)
+}
+
+fn ms(v: Option<f64>) -> String {
+    v.map(|v| format!("{v:.2} ms"))
+        .unwrap_or_else(|| "-".into())
+}
+
+fn cpu_cell((total, system): (f64, f64)) -> String {
+    format!("{total:.2} ms ({system:.2})")
+}
+
+fn binaries_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the bench's own path");
+    let dir = exe.parent().unwrap_or(Path::new(".")).to_path_buf();
+    for binary in ["chat", "chat-stream", "history"] {
+        assert!(
+            dir.join(binary).exists(),
+            "{} is missing: build the functions first (`make bench` does)",
+            dir.join(binary).display()
+        );
+    }
+    dir
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let started = Instant::now();
+    let n = env_number("BENCH_REQUESTS", 1000);
+    let streams = env_number("BENCH_STREAMS", 30);
+    let binaries = binaries_dir();
+    let world = World {
+        binaries,
+        bedrock: LocalBedrock::start()
+            .await
+            .expect("the local Bedrock server starts"),
+    };
+    // A moto server for each variant: moto takes one request at a time, and the variants' batches run at once.
+    let dynamos: Vec<LocalDynamo> = VARIANTS
+        .iter()
+        .map(|_| LocalDynamo::start(None).unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+
+    // The relay's variants one after the other, so that neither's timing disturbs the other's.
+    let mut relays = Vec::new();
+    for (variant, dynamo) in VARIANTS.iter().zip(&dynamos) {
+        let relay_started = Instant::now();
+        relays.push(relay(&world, variant, dynamo, streams).await);
+        eprintln!(
+            "bench: relay, {}: {:.1} s",
+            variant.name,
+            relay_started.elapsed().as_secs_f64()
+        );
+    }
+    // CPU time is counted per process, so the variants' batches run side by side, each with its own moto: whatever
+    // else the machine does weighs on both alike, and the run takes half as long.
+    let (mut before, mut after) = (Cpu::default(), Cpu::default());
+    let batch_size = env_number("BENCH_BATCH", BATCH);
+    let mut done = 0;
+    while done < n {
+        let batch = batch_size.min(n - done);
+        tokio::join!(
+            cpu_batch(&world, &VARIANTS[0], &dynamos[0], batch, &mut before),
+            cpu_batch(&world, &VARIANTS[1], &dynamos[1], batch, &mut after),
+        );
+        done += batch;
+        eprintln!(
+            "bench: CPU, {done} of {n} requests of each kind: {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    let cpus = [before, after];
+
+    println!();
+    let build = if cfg!(debug_assertions) {
+        "a debug build: not the figures of a deployment"
+    } else {
+        "release"
+    };
+    println!(
+        "Streamed lines under the Runtime API emulator (chat-stream, {build}): {streams} streams of {DELTAS} deltas \
+         {PACE_MS} ms apart, delay from the local Bedrock server's send to the emulator's receipt; first byte of {} \
+         unpaced streams, from the event handed over to the first body byte",
+        streams * 5 / 3
+    );
+    println!();
+    println!("| build | line p50 | line p99 | line max | first byte p50 | first byte p99 |");
+    println!("|---|---|---|---|---|---|");
+    for (variant, relay) in VARIANTS.iter().zip(&relays) {
+        println!(
+            "| {} | {} | {} | {} | {} | {} |",
+            variant.name,
+            ms(quantile(&relay.line_ms, 0.5)),
+            ms(quantile(&relay.line_ms, 0.99)),
+            ms(quantile(&relay.line_ms, 1.0)),
+            ms(quantile(&relay.first_byte_ms, 0.5)),
+            ms(quantile(&relay.first_byte_ms, 0.99)),
+        );
+    }
+    let after = &relays[1];
+    let line_p99 = quantile(&after.line_ms, 0.99).unwrap_or(f64::MAX);
+    let first_byte = quantile(&after.first_byte_ms, 0.5).unwrap_or(f64::MAX);
+    let verdict = |ok: bool| if ok { "met" } else { "NOT MET" };
+    println!();
+    println!(
+        "Targets (after): line p99 ≤ {LINE_P99_TARGET_MS} ms: {}; first byte ≤ {FIRST_BYTE_TARGET_MS} ms: {}",
+        verdict(line_p99 <= LINE_P99_TARGET_MS),
+        verdict(first_byte <= FIRST_BYTE_TARGET_MS)
+    );
+
+    println!();
+    println!(
+        "CPU per request (user + system time of the function's process from /proc/<pid>/stat, system in \
+         brackets), {n} requests each"
+    );
+    println!();
+    println!("| request | {} | {} |", VARIANTS[0].name, VARIANTS[1].name);
+    println!("|---|---|---|");
+    let [before, after] = &cpus;
+    let rows = [
+        ("`/chat`, new chat", before.new_chat, after.new_chat),
+        (
+            "`/chat`, continued, 20 stored",
+            before.continued,
+            after.continued,
+        ),
+        ("`/chat/stream`, 30 deltas", before.stream, after.stream),
+        (
+            "history: `POST /chat-history`, `PUT` 20 messages",
+            before.history,
+            after.history,
+        ),
+    ];
+    for (name, before, after) in rows {
+        println!(
+            "| {name} | {} | {} |",
+            cpu_cell(before.per_call()),
+            cpu_cell(after.per_call())
+        );
+    }
+    println!();
+    eprintln!("bench: {:.0} s", started.elapsed().as_secs_f64());
+}
