@@ -15,7 +15,7 @@
 //! client builder takes a connector (`with_connector`) but no public constructor of the runtime takes a client, and
 //! the services that would carry one are private to the crate. A streamed line written while the previous one is
 //! unacknowledged then waits for the Runtime API's delayed ACK (about 40 ms on Linux): in `make bench`, p99 per
-//! line 44 ms instead of 0.7, and a stream's first byte 34 ms instead of 2. So the functions set the option on the
+//! line 44 ms instead of 0.7, and a stream's first byte 35-45 ms instead of 2. So the functions set the option on the
 //! runtime's own socket: before each request is handled they look through their open descriptors for TCP sockets
 //! connected to `AWS_LAMBDA_RUNTIME_API` and set TCP_NODELAY where it is off. The connection that delivered the
 //! request is the one that carries its response (the runtime reads the event whole first, which returns the

@@ -610,7 +610,10 @@ async fn converse_stream(
                 .await;
                 return;
             }
-            tokio::time::sleep(plan.delay).await;
+            // No sleep at all when unpaced: tokio's timer rounds a zero sleep up to its next millisecond tick.
+            if !plan.delay.is_zero() {
+                tokio::time::sleep(plan.delay).await;
+            }
             let delta = json!({"contentBlockIndex": 0, "delta": {"text": piece}});
             if !send(event("contentBlockDelta", delta)).await {
                 return; // the client went away: stop producing
