@@ -927,17 +927,10 @@ impl SessionStore for DynamoStore {
         // A replace that lands between reading the chat and its messages removes the old ones: read again.
         for _ in 0..10 {
             let meta = self.read_meta(owner, chat_id).await?;
-            let run = self
-                .read_run(
-                    &pk,
-                    &meta.generation,
-                    (0, meta.record.message_count),
-                    usize::MAX,
-                    usize::MAX,
-                )
-                .await?;
-            if run.whole {
-                return Ok((meta.record, run.messages));
+            match self.load_generation(&pk, &meta).await {
+                Ok(messages) => return Ok((meta.record, messages)),
+                Err(StoreError::Contended) => continue,
+                Err(e) => return Err(e),
             }
         }
         Err(StoreError::Contended)

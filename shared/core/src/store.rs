@@ -158,8 +158,6 @@ pub trait SessionStore: Send + Sync {
     /// many as fit `max_bytes` ([`StoredMessage::wire_size`]) but at least one; with the cursor of the next
     /// page when there is more. Pages follow the chat as it was when the first one was read; a cursor of another
     /// chat, or of a chat replaced since, is [`StoreError::InvalidCursor`].
-    ///
-    /// This default reads the whole chat and pages nothing; a store whose chats can outgrow a response pages.
     fn load_page(
         &self,
         owner: &str,
@@ -167,19 +165,7 @@ pub trait SessionStore: Send + Sync {
         cursor: Option<&str>,
         limit: usize,
         max_bytes: usize,
-    ) -> impl Future<Output = Result<Page<StoredMessage>, StoreError>> + Send {
-        let _ = (limit, max_bytes);
-        async move {
-            if cursor.is_some() {
-                return Err(StoreError::InvalidCursor);
-            }
-            let (_, items) = self.load(owner, chat_id).await?;
-            Ok(Page {
-                items,
-                next_cursor: None,
-            })
-        }
-    }
+    ) -> impl Future<Output = Result<Page<StoredMessage>, StoreError>> + Send;
 
     fn delete(
         &self,
