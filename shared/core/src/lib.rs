@@ -7,6 +7,7 @@ mod followups;
 pub mod history;
 mod model;
 mod prompt;
+mod retrieval;
 mod session;
 mod settings;
 mod store;
@@ -21,6 +22,10 @@ pub use model::{
     StopReason,
 };
 pub use prompt::{FOLLOWUP_INSTRUCTIONS, PreparedTurn, prepare_turn};
+pub use retrieval::{
+    MetadataFilter, PAGE_NUMBER_KEY, Passage, Retriever, SearchError, SearchFuture, SearchMode,
+    SearchRequest,
+};
 pub use session::{Session, title_of};
 pub use settings::{ChatSettings, Guardrail};
 pub use store::{
