@@ -9,18 +9,18 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use chat_core::{
-    AgentGroup, AgentMessage, AgentRound, ChatModel, ChatService, ModelStream, SessionStore,
-    StreamingTurn, TurnEnd, TurnEvent,
+    AgentGroup, AgentMessage, AgentRound, Caller, ChatModel, ChatService, ModelStream,
+    SessionStore, StreamingTurn, TurnEnd, TurnEvent, TurnInput,
 };
 use chat_http::{
     ApiError, Auth, Config, Cors, error_body, error_line, json_response, normalized_path,
     read_json_body,
 };
-use chat_protocol::chat_ui::{ReplyShape, sse_event};
+use chat_protocol::chat_ui::{ReplyShape, agent_event, round_reply, sse_event};
 use chat_protocol::v2024_01_28::{ChatCompletion, ChatCompletionChunk, ChunkHeader};
 use chat_protocol::v2024_05_29::StreamChunk;
 use chat_protocol::{
-    ChatInput, Dialect, Endpoint, ResponseContext, SessionSpelling, json_line, parse_chat_request,
+    Dialect, Endpoint, ResponseContext, SessionSpelling, json_line, parse_chat_request,
 };
 use lambda_http::http::{Method, StatusCode, header};
 use lambda_http::{Body, Request, Response};
@@ -54,7 +54,7 @@ impl Framing {
     }
 
     fn start<S: ModelStream>(&self, turn: &StreamingTurn<S>) -> Vec<u8> {
-        let context = ResponseContext::new(vec![turn.prompt_thought.clone()], None);
+        let context = ResponseContext::new(&turn.thoughts, None);
         let state = turn.session().state();
         match self {
             Framing::Deltas(spelling) => json_line(&StreamChunk::start(context, state, *spelling)),
@@ -72,7 +72,7 @@ impl Framing {
     }
 
     fn end(&self, end: TurnEnd) -> Vec<u8> {
-        let context = ResponseContext::new(end.result_thoughts, end.followup_questions);
+        let context = ResponseContext::new(&end.result_thoughts, end.followup_questions);
         match self {
             Framing::Deltas(_) => json_line(&StreamChunk::end(context)),
             Framing::Chunks(header, _) => json_line(&ChatCompletionChunk::finish(
@@ -113,7 +113,7 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
         if request.method() != Method::POST {
             return Err(ApiError::MethodNotAllowed { allow: "POST" });
         }
-        let caller = self.auth.caller(request).await?;
+        let caller = self.auth.identify(request).await?;
         // Any Accept is fine: the official client sends `application/json` even here.
         let body = read_json_body(request, self.max_body_bytes)?;
         if let Some(as_events) = multi_agent {
@@ -122,23 +122,20 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
             if !as_events {
                 let round = self
                     .service
-                    .whole_round(&caller, &self.agents, &input)
+                    .whole_round(&caller, &self.agents, &input.turn)
                     .await?;
                 return Ok(buffered(json_response(
                     StatusCode::OK,
-                    &round.batch_reply(self.ui_reply),
+                    &round_reply(&round, self.ui_reply),
                 )));
             }
-            return self.agents(caller, input).await;
+            return self.agents(caller, input.turn).await;
         }
         let input = parse_chat_request(body, Endpoint::Protocol, &self.service.settings().limits)?;
-        let turn = self.service.stream(&caller, &input).await?;
+        let turn = self.service.stream(&caller, &input.turn).await?;
         let framing = match input.dialect {
             Dialect::V20240128 { stream: false } => {
-                let (answer, session) = turn.into_answer().await?;
-                self.service
-                    .save(&caller, &session, &answer.content)
-                    .await?;
+                let answer = self.service.collect(&caller, turn).await?;
                 return Ok(buffered(json_response(
                     StatusCode::OK,
                     &ChatCompletion::from_answer(&answer, input.spelling),
@@ -176,8 +173,8 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
     /// finished. The first agent answers before the status is sent, so a fault there is an ordinary error.
     async fn agents(
         &self,
-        caller: String,
-        input: ChatInput,
+        caller: Caller,
+        input: TurnInput,
     ) -> Result<Response<LineBody>, ApiError> {
         let mut round = self.service.agent_round(&caller, &input).await?;
         let first = self
@@ -211,8 +208,8 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
 async fn write_agents<M: ChatModel, St: SessionStore>(
     service: Arc<ChatService<M, St>>,
     group: Arc<AgentGroup>,
-    caller: String,
-    input: ChatInput,
+    caller: Caller,
+    input: TurnInput,
     mut round: AgentRound,
     first: Option<AgentMessage>,
     tx: mpsc::Sender<Bytes>,
@@ -221,7 +218,7 @@ async fn write_agents<M: ChatModel, St: SessionStore>(
     let mut next = first;
     while let Some(message) = next {
         if tx
-            .send(sse_event(&message.content(state.as_ref())).into())
+            .send(sse_event(&agent_event(&message, state.as_ref())).into())
             .await
             .is_err()
         {
@@ -250,7 +247,7 @@ async fn write_agents<M: ChatModel, St: SessionStore>(
 /// away: returning drops the turn, which stops reading from the model, and stores nothing.
 async fn write_stream<M: ChatModel, St: SessionStore>(
     service: Arc<ChatService<M, St>>,
-    caller: String,
+    caller: Caller,
     mut turn: StreamingTurn<M::Stream>,
     framing: Framing,
     first: Vec<u8>,
@@ -269,7 +266,7 @@ async fn write_stream<M: ChatModel, St: SessionStore>(
                     tracing::info!("the client went away before the end; the turn is not stored");
                     return;
                 };
-                let last = match service.save(&caller, turn.session(), turn.shown()).await {
+                let last = match service.save_streamed(&caller, turn).await {
                     Ok(()) => framing.end(end),
                     Err(err) => error_line(&ApiError::from(err)),
                 };

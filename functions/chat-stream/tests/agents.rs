@@ -91,7 +91,7 @@ async fn new_chat(h: &Harness) -> String {
     let id = format!("{:032x}", fastrand::u128(..));
     let chat = chat_core::ChatRecord {
         id: id.clone(),
-        mode: chat_protocol::chat_ui::ChatMode::MultiAgent,
+        mode: chat_core::ChatMode::MultiAgent,
         title: "New Chat".into(),
         created_at: "2026-11-23T10:00:00.000Z".into(),
         last_updated: "2026-11-23T10:00:00.000Z".into(),
@@ -105,12 +105,7 @@ async fn new_chat(h: &Harness) -> String {
 /// The owner's multi-agent chats.
 async fn chats(h: &Harness) -> usize {
     h.store
-        .list(
-            OWNER,
-            chat_protocol::chat_ui::ChatMode::MultiAgent,
-            100,
-            None,
-        )
+        .list(OWNER, chat_core::ChatMode::MultiAgent, 100, None)
         .await
         .unwrap()
         .items
@@ -243,7 +238,7 @@ async fn a_round_is_a_multi_agent_history_item_and_continues() {
     let (_, _, events) = stream(&h, ask_in(&chat_id, "first")).await;
     assert_eq!(events[0]["Metadata"]["SessionState"], chat_id.as_str());
     let (record, messages) = h.store.load(OWNER, &chat_id).await.unwrap();
-    assert_eq!(record.mode, chat_protocol::chat_ui::ChatMode::MultiAgent);
+    assert_eq!(record.mode, chat_core::ChatMode::MultiAgent);
     let stored: Vec<(String, Option<String>)> = messages
         .iter()
         .map(|m| (m.content.clone(), m.agent_identifier.clone()))

@@ -469,7 +469,7 @@ fn between(from: SystemTime, to: SystemTime) -> Duration {
 /// The owner's standard chats.
 async fn chats(h: &Harness) -> usize {
     h.store
-        .list(OWNER, chat_protocol::chat_ui::ChatMode::Standard, 100, None)
+        .list(OWNER, chat_core::ChatMode::Standard, 100, None)
         .await
         .unwrap()
         .items
@@ -565,7 +565,7 @@ async fn a_silent_agent_ends_a_streamed_round_with_an_error_event_within_the_tim
     let id = format!("{:032x}", fastrand::u128(..));
     let chat = chat_core::ChatRecord {
         id: id.clone(),
-        mode: chat_protocol::chat_ui::ChatMode::MultiAgent,
+        mode: chat_core::ChatMode::MultiAgent,
         title: "New Chat".into(),
         created_at: "2026-11-23T10:00:00.000Z".into(),
         last_updated: "2026-11-23T10:00:00.000Z".into(),

@@ -1,11 +1,11 @@
 //! The buffered chat function: `POST /chat` (both protocol versions), `POST /chat-ui/chat` and
 //! `POST /multi-agent-chat/batch` (and the bare `POST /multi-agent-chat`).
 
-use chat_core::{AgentGroup, ChatModel, ChatService, SessionStore};
+use chat_core::{AgentGroup, Answer, Caller, ChatModel, ChatService, SessionStore};
 use chat_http::{ApiError, Auth, Config, Cors, json_response, normalized_path, read_json_body};
-use chat_protocol::chat_ui::{ReplyShape, UiReply, sse_event};
+use chat_protocol::chat_ui::{ReplyShape, UiReply, round_events, round_reply, sse_event};
 use chat_protocol::{
-    Answer, ChatInput, Dialect, Endpoint, json_line, parse_chat_request, v2024_01_28, v2024_05_29,
+    ChatInput, Dialect, Endpoint, json_line, parse_chat_request, v2024_01_28, v2024_05_29,
 };
 use lambda_http::http::{Method, StatusCode, header};
 use lambda_http::{Body, Request, Response};
@@ -49,13 +49,13 @@ impl<M: ChatModel, St: SessionStore> App<M, St> {
         if request.method() != Method::POST {
             return Err(ApiError::MethodNotAllowed { allow: "POST" });
         }
-        let caller = self.auth.caller(request).await?;
+        let caller = self.auth.identify(request).await?;
         let body = read_json_body(request, self.max_body_bytes)?;
         let input = parse_chat_request(body, endpoint, &self.service.settings().limits)?;
         if multi_agent {
             return self.agents(&caller, &input, wants_events(request)).await;
         }
-        let answer = self.service.answer(&caller, &input).await?;
+        let answer = self.service.answer(&caller, &input.turn).await?;
         Ok(render(&input, &answer, self.ui_reply))
     }
 
@@ -64,16 +64,16 @@ impl<M: ChatModel, St: SessionStore> App<M, St> {
     /// for `text/event-stream`.
     async fn agents(
         &self,
-        caller: &str,
+        caller: &Caller,
         input: &ChatInput,
         as_events: bool,
     ) -> Result<Response<Body>, ApiError> {
         let round = self
             .service
-            .whole_round(caller, &self.agents, input)
+            .whole_round(caller, &self.agents, &input.turn)
             .await?;
         if as_events {
-            let body: Vec<u8> = round.events().iter().flat_map(sse_event).collect();
+            let body: Vec<u8> = round_events(&round).iter().flat_map(sse_event).collect();
             return Ok(Response::builder()
                 .status(StatusCode::OK)
                 .header(header::CONTENT_TYPE, "text/event-stream")
@@ -82,7 +82,7 @@ impl<M: ChatModel, St: SessionStore> App<M, St> {
         }
         Ok(json_response(
             StatusCode::OK,
-            &round.batch_reply(self.ui_reply),
+            &round_reply(&round, self.ui_reply),
         ))
     }
 }

@@ -2,7 +2,7 @@
 
 mod support;
 
-use chat_protocol::chat_ui::ChatMode;
+use chat_core::ChatMode;
 use serde_json::{Value, json};
 use support::{harness, harness_with};
 

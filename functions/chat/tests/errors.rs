@@ -5,7 +5,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use chat_protocol::chat_ui::ChatMode;
+use chat_core::ChatMode;
 use lambda_http::http::StatusCode;
 use local_bedrock::Operation;
 use serde_json::json;

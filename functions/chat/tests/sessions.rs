@@ -101,7 +101,7 @@ async fn an_unknown_chat_is_404_and_nothing_is_written() {
     let page = chat_core::SessionStore::list(
         &h.store,
         support::OWNER,
-        chat_protocol::chat_ui::ChatMode::Standard,
+        chat_core::ChatMode::Standard,
         10,
         None,
     )
@@ -151,7 +151,7 @@ async fn a_failed_turn_leaves_the_history_as_it_was() {
     let page = chat_core::SessionStore::list(
         &h.store,
         support::OWNER,
-        chat_protocol::chat_ui::ChatMode::Standard,
+        chat_core::ChatMode::Standard,
         10,
         None,
     )

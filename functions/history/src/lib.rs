@@ -1,11 +1,14 @@
 //! The history function: the Chat UI's `/chat-history` API. Every operation is the caller's own: another user's
 //! chat answers 404, exactly like one that does not exist.
 
-use chat_core::history::{history_message, stored_message, summary};
-use chat_core::{ChatError, ChatRecord, SessionStore, rfc3339_millis};
+use chat_core::{
+    ChatError, ChatMode, ChatRecord, InvalidRequest, SessionStore, display_time, rfc3339_millis,
+};
 use chat_http::{ApiError, Auth, Config, Cors, json_response, normalized_path, read_json_body};
-use chat_protocol::chat_ui::{ChatMode, CreateChatRequest, HistoryMessage, display_time};
-use chat_protocol::{InvalidRequest, parse_body, parse_replace_request};
+use chat_protocol::chat_ui::{
+    CreateChatRequest, HistoryMessage, history_message, stored_message, summary,
+};
+use chat_protocol::{parse_body, parse_replace_request};
 use lambda_http::http::{Method, StatusCode, header};
 use lambda_http::{Body, Request, Response};
 use time::OffsetDateTime;

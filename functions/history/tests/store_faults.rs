@@ -6,10 +6,10 @@
 use std::time::{Duration, Instant};
 
 use chat_aws::{BedrockModel, DynamoStore};
+use chat_core::ChatMode;
+use chat_core::Role;
 use chat_core::{ChatRecord, SessionStore, StoredMessage};
 use chat_http::{Auth, Config};
-use chat_protocol::Role;
-use chat_protocol::chat_ui::ChatMode;
 use http_body_util::BodyExt;
 use lambda_http::http::HeaderMap;
 use lambda_http::{Body, Request};

@@ -503,12 +503,9 @@ async fn a_chat_of_three_megabytes_reads_back_whole_through_the_api() {
             agent_name: None,
         };
         let pair = [
+            message(chat_core::Role::User, format!("{turn:02}").repeat(37_500)),
             message(
-                chat_protocol::Role::User,
-                format!("{turn:02}").repeat(37_500),
-            ),
-            message(
-                chat_protocol::Role::Assistant,
+                chat_core::Role::Assistant,
                 format!("{:02}", turn + 50).repeat(37_500),
             ),
         ];

@@ -12,10 +12,10 @@ use aws_sdk_bedrockruntime::types::{
     StopReason as BedrockStop, SystemContentBlock,
 };
 use aws_smithy_types::timeout::TimeoutConfig;
+use chat_core::TokenUsage;
 use chat_core::{
     ChatModel, ModelError, ModelEvent, ModelReply, ModelRequest, ModelStream, StopReason,
 };
-use chat_protocol::TokenUsage;
 
 /// Bedrock as the chat model; holds one SDK client, built once per cold start.
 #[derive(Clone)]
@@ -61,8 +61,8 @@ fn messages(request: &ModelRequest) -> Result<Vec<Message>, ModelError> {
         .iter()
         .map(|m| {
             let role = match m.role {
-                chat_protocol::Role::User => ConversationRole::User,
-                chat_protocol::Role::Assistant => ConversationRole::Assistant,
+                chat_core::Role::User => ConversationRole::User,
+                chat_core::Role::Assistant => ConversationRole::Assistant,
             };
             m.texts
                 .iter()

@@ -16,11 +16,11 @@ use aws_sdk_dynamodb::types::{
 use aws_smithy_types::timeout::TimeoutConfig;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use chat_core::ChatMode;
+use chat_core::Role;
 use chat_core::{
     ChatRecord, Page, SessionStore, StoreError, StoreTimeouts, StoredMessage, is_chat_id,
 };
-use chat_protocol::Role;
-use chat_protocol::chat_ui::ChatMode;
 use time::OffsetDateTime;
 
 use crate::table::{

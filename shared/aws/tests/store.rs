@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use chat_aws::DynamoStore;
+use chat_core::ChatMode;
+use chat_core::Role;
 use chat_core::{ChatRecord, SessionStore, StoreError, StoreTimeouts, StoredMessage};
-use chat_protocol::Role;
-use chat_protocol::chat_ui::ChatMode;
 use local_dynamodb::LocalDynamo;
 use local_dynamodb::fault_proxy::{Fault, FaultProxy, TRANSACT_WRITE_ITEMS};
 

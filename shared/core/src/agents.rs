@@ -1,18 +1,15 @@
 //! The Chat UI's multi-agent mode: a group of agents answers one user message in turn, each seeing the
 //! conversation so far with every agent's messages attributed by name, until a turn limit or an approval phrase.
 
-use chat_protocol::chat_ui::{
-    AgentReply, ChatMessageContent, ChatMode, HistoryMessage, MessagesReply, ReplyShape, UiReply,
-    display_time,
-};
-use chat_protocol::{ChatInput, FinishReason, Role, TokenUsage};
 use serde::Deserialize;
 use time::OffsetDateTime;
 
+use crate::prompt::{inference_settings, push_text};
 use crate::turn::{finish_reason, new_stored_messages, stored_message};
 use crate::{
-    ChatError, ChatModel, ChatService, InferenceSettings, ModelMessage, ModelRequest, Session,
-    SessionStore, StoredMessage, TurnHeader, rfc3339_millis,
+    Caller, ChatError, ChatMode, ChatModel, ChatService, FinishReason, ModelMessage, ModelRequest,
+    Role, Session, SessionStore, StoredMessage, TokenUsage, TurnHeader, TurnInput, display_time,
+    rfc3339_millis,
 };
 
 /// One agent of the group.
@@ -98,38 +95,6 @@ pub struct AgentMessage {
     pub finished_at: String,
 }
 
-impl AgentMessage {
-    /// The message as the Chat UI shows it, with the session state (the chat's id, when the round is stored) as
-    /// `Metadata.SessionState`.
-    pub fn content(&self, state: Option<&serde_json::Value>) -> ChatMessageContent {
-        ChatMessageContent::agent(&AgentReply {
-            agent: &self.agent,
-            text: &self.text,
-            model: &self.header.model,
-            id: &self.header.id,
-            created_at: &self.header.created_at,
-            usage: self.usage,
-            finish_reason: self.finish_reason,
-            session_state: state,
-        })
-    }
-}
-
-impl AgentMessage {
-    /// The message as the Chat UI's current revision shows and saves it.
-    pub fn ui_message(&self) -> HistoryMessage {
-        HistoryMessage {
-            id: self.header.id.clone(),
-            content: self.text.clone(),
-            role: Role::Assistant,
-            timestamp: self.finished_at.clone(),
-            agent_identifier: Some(self.agent.clone()),
-            agent_name: Some(self.agent.clone()),
-            extra: serde_json::Map::new(),
-        }
-    }
-}
-
 /// A round in progress: the chat, the conversation so far (with who said what), and the agents' messages.
 pub struct AgentRound {
     pub session: Session,
@@ -150,35 +115,6 @@ impl AgentRound {
     pub fn messages(&self) -> &[AgentMessage] {
         &self.messages
     }
-
-    /// The agents' messages as the Chat UI's events carry them, with the session state.
-    pub fn events(&self) -> Vec<ChatMessageContent> {
-        let state = self.session.state();
-        self.messages
-            .iter()
-            .map(|m| m.content(state.as_ref()))
-            .collect()
-    }
-
-    /// The round answered whole: in the spec's shape, the user's message echoed and then each agent's message; in
-    /// the page's current shape, the agents' messages only (the page has shown the user's already).
-    pub fn batch_reply(&self, shape: ReplyShape) -> UiReply {
-        match shape {
-            ReplyShape::Spec => {
-                let user = &self.user_message;
-                let mut all = vec![ChatMessageContent::user(
-                    &user.content,
-                    &user.id,
-                    &self.started_at,
-                )];
-                all.extend(self.events());
-                UiReply::Spec(all)
-            }
-            ReplyShape::Messages => UiReply::Messages(MessagesReply {
-                messages: self.messages.iter().map(AgentMessage::ui_message).collect(),
-            }),
-        }
-    }
 }
 
 /// The conversation as `agent` sees it: its own messages are its turns; the user's and the other agents'
@@ -191,13 +127,7 @@ fn agent_view(transcript: &[(Option<String>, Role, String)], agent: &str) -> Vec
             Some(a) => (Role::User, format!("{a}: {text}")),
             None => (*role, text.clone()),
         };
-        match out.last_mut() {
-            Some(last) if last.role == role => last.texts.push(text),
-            _ => out.push(ModelMessage {
-                role,
-                texts: vec![text],
-            }),
-        }
+        push_text(&mut out, role, text);
     }
     if out.last().is_some_and(|m| m.role == Role::Assistant) {
         out.push(ModelMessage {
@@ -212,10 +142,12 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
     /// Starts a multi-agent round for the request's last user message.
     pub async fn agent_round(
         &self,
-        owner: &str,
-        input: &ChatInput,
+        caller: &Caller,
+        input: &TurnInput,
     ) -> Result<AgentRound, ChatError> {
-        let session = self.begin(owner, input, ChatMode::MultiAgent).await?;
+        let session = self
+            .begin(&caller.owner, input, ChatMode::MultiAgent)
+            .await?;
         // The stored history keeps who said what; the request's new messages follow it.
         let transcript = session
             .history
@@ -225,7 +157,7 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
                 session
                     .new_messages
                     .iter()
-                    .map(|m| (None, m.role, m.content.clone())),
+                    .map(|m| (None, m.role, m.text())),
             )
             .collect();
         let now = OffsetDateTime::now_utc();
@@ -236,7 +168,7 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
             Some(m) => m.clone(),
             None => stored_message(
                 Role::User,
-                input.messages.last().map_or("", |m| m.content.as_str()),
+                &input.messages.last().map(|m| m.text()).unwrap_or_default(),
                 &shown_at,
             ),
         };
@@ -255,7 +187,7 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
     pub async fn next_agent_message(
         &self,
         group: &AgentGroup,
-        input: &ChatInput,
+        input: &TurnInput,
         round: &mut AgentRound,
     ) -> Result<Option<AgentMessage>, ChatError> {
         if round.done || group.agents.is_empty() {
@@ -288,14 +220,7 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
                 .unwrap_or_else(|| settings.model_id.clone()),
             system,
             messages: agent_view(&round.transcript, &agent.name),
-            inference: InferenceSettings {
-                max_tokens: input
-                    .overrides
-                    .max_tokens
-                    .unwrap_or(settings.default_max_tokens),
-                temperature: agent.temperature.or(input.overrides.temperature),
-                top_p: input.overrides.top_p,
-            },
+            inference: inference_settings(settings, &input.overrides, agent.temperature),
             guardrail: settings.guardrail.clone(),
         };
         let reply = self.model().converse(&request).await?;
@@ -325,22 +250,22 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
     /// A whole round, stored once complete.
     pub async fn whole_round(
         &self,
-        owner: &str,
+        caller: &Caller,
         group: &AgentGroup,
-        input: &ChatInput,
+        input: &TurnInput,
     ) -> Result<AgentRound, ChatError> {
-        let mut round = self.agent_round(owner, input).await?;
+        let mut round = self.agent_round(caller, input).await?;
         while self
             .next_agent_message(group, input, &mut round)
             .await?
             .is_some()
         {}
-        self.save_round(owner, &round).await?;
+        self.save_round(caller, &round).await?;
         Ok(round)
     }
 
     /// Stores a finished round: the user's new messages and every agent's message, all or nothing.
-    pub async fn save_round(&self, owner: &str, round: &AgentRound) -> Result<(), ChatError> {
+    pub async fn save_round(&self, caller: &Caller, round: &AgentRound) -> Result<(), ChatError> {
         let mut messages = round.new_messages.clone();
         messages.extend(round.messages.iter().map(|m| StoredMessage {
             id: m.header.id.clone(),
@@ -350,7 +275,7 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
             agent_identifier: Some(m.agent.clone()),
             agent_name: Some(m.agent.clone()),
         }));
-        self.store_turn(owner, &round.session, &messages, &round.started_at)
+        self.store_turn(&caller.owner, &round.session, &messages, &round.started_at)
             .await
     }
 }

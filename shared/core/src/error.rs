@@ -1,6 +1,6 @@
 //! What can go wrong in a turn, typed; the HTTP edge maps each kind to a status in one place.
 
-use chat_protocol::InvalidRequest;
+use crate::InvalidRequest;
 
 /// A fault reported by the model port, already classified.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

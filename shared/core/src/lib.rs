@@ -2,9 +2,10 @@
 //! the model through the [`ChatModel`] port; adapters beside it translate to Bedrock.
 
 mod agents;
+mod conversation;
 mod error;
 mod followups;
-pub mod history;
+mod invalid;
 mod model;
 mod prompt;
 mod retrieval;
@@ -15,8 +16,14 @@ mod streaming;
 mod turn;
 
 pub use agents::{Agent, AgentGroup, AgentMessage, AgentRound};
+pub use conversation::{
+    Answer, ChatMode, ContentPart, FinishReason, Message, Overrides, Role, Thought, TokenUsage,
+    TurnInput, display_time,
+};
 pub use error::{ChatError, ModelError};
 pub use followups::FollowupSplitter;
+pub use invalid::InvalidRequest;
+pub(crate) use model::ReplyStream;
 pub use model::{
     ChatModel, InferenceSettings, ModelEvent, ModelMessage, ModelReply, ModelRequest, ModelStream,
     StopReason,
@@ -26,10 +33,10 @@ pub use retrieval::{
     MetadataFilter, PAGE_NUMBER_KEY, Passage, Retriever, SearchError, SearchFuture, SearchMode,
     SearchRequest,
 };
-pub use session::{Session, title_of};
-pub use settings::{ChatSettings, Guardrail};
+pub use session::{Caller, Session, title_of};
+pub use settings::{ChatSettings, Guardrail, RequestLimits};
 pub use store::{
     ChatRecord, Page, SessionStore, StoreError, StoreTimeouts, StoredMessage, is_chat_id,
 };
 pub use streaming::{StreamingTurn, TurnEnd, TurnEvent};
-pub use turn::{ChatService, TurnHeader, rfc3339_millis};
+pub use turn::{ChatService, TurnHeader, new_message_id, rfc3339_millis};

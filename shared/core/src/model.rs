@@ -1,10 +1,9 @@
 //! The model port: what the core asks of a chat model, in its own terms.
 
+use std::collections::VecDeque;
 use std::future::Future;
 
-use chat_protocol::{Role, TokenUsage};
-
-use crate::ModelError;
+use crate::{ModelError, Role, TokenUsage};
 
 /// A message as the model gets it: consecutive messages of one role are one message with several text blocks,
 /// because models want the roles to alternate.
@@ -83,4 +82,27 @@ pub trait ChatModel: Send + Sync {
         &self,
         request: &ModelRequest,
     ) -> impl Future<Output = Result<Self::Stream, ModelError>> + Send;
+}
+
+/// A whole reply read as a stream, so that a buffered answer takes the streamed answer's steps.
+pub(crate) struct ReplyStream {
+    events: VecDeque<ModelEvent>,
+}
+
+impl ReplyStream {
+    pub(crate) fn new(reply: ModelReply) -> Self {
+        let mut events = VecDeque::with_capacity(3);
+        if !reply.text.is_empty() {
+            events.push_back(ModelEvent::Text(reply.text));
+        }
+        events.push_back(ModelEvent::Stop(reply.stop_reason));
+        events.push_back(ModelEvent::Usage(reply.usage));
+        Self { events }
+    }
+}
+
+impl ModelStream for ReplyStream {
+    async fn next_event(&mut self) -> Result<Option<ModelEvent>, ModelError> {
+        Ok(self.events.pop_front())
+    }
 }

@@ -1,9 +1,11 @@
 //! Building the model call of a turn from the request and the settings, and the thought that tells about it.
 
-use chat_protocol::{ChatInput, Field, Message, Thought};
 use serde_json::{Map, Value, json};
 
-use crate::{ChatSettings, InferenceSettings, ModelMessage, ModelRequest};
+use crate::{
+    ChatSettings, InferenceSettings, Message, ModelMessage, ModelRequest, Overrides, Role, Thought,
+    TurnInput,
+};
 
 /// Appended to the system prompt when a request asks for follow-up questions.
 pub const FOLLOWUP_INSTRUCTIONS: &str =
@@ -23,7 +25,7 @@ pub struct PreparedTurn {
 }
 
 /// The system prompt: the configured one, replaced by `prompt_template`, or extended by it when it starts with `>>>`.
-fn system_prompt(settings: &ChatSettings, input: &ChatInput) -> String {
+fn system_prompt(settings: &ChatSettings, input: &TurnInput) -> String {
     let mut system = match input.overrides.prompt_template.as_deref() {
         Some(t) if t.starts_with(">>>") => {
             format!("{}\n\n{}", settings.system_prompt, t[3..].trim_start())
@@ -38,36 +40,47 @@ fn system_prompt(settings: &ChatSettings, input: &ChatInput) -> String {
     system
 }
 
+/// Adds `text` as `role`'s: to the last message when it is that role's, as models want the roles to alternate.
+pub(crate) fn push_text(out: &mut Vec<ModelMessage>, role: Role, text: String) {
+    match out.last_mut() {
+        Some(last) if last.role == role => last.texts.push(text),
+        _ => out.push(ModelMessage {
+            role,
+            texts: vec![text],
+        }),
+    }
+}
+
 /// Consecutive messages of one role become one model message with several text blocks.
 fn model_messages(messages: &[Message]) -> Vec<ModelMessage> {
     let mut out: Vec<ModelMessage> = Vec::with_capacity(messages.len());
     for m in messages {
-        match out.last_mut() {
-            Some(last) if last.role == m.role => last.texts.push(m.content.clone()),
-            _ => out.push(ModelMessage {
-                role: m.role,
-                texts: vec![m.content.clone()],
-            }),
-        }
+        push_text(&mut out, m.role, m.text());
     }
     out
+}
+
+/// The model's settings under the request's overrides; `temperature` (an agent's own) wins over the request's.
+pub(crate) fn inference_settings(
+    settings: &ChatSettings,
+    overrides: &Overrides,
+    temperature: Option<f64>,
+) -> InferenceSettings {
+    InferenceSettings {
+        max_tokens: overrides.max_tokens.unwrap_or(settings.default_max_tokens),
+        temperature: temperature.or(overrides.temperature),
+        top_p: overrides.top_p,
+    }
 }
 
 /// The model call that answers `conversation` under the request's overrides.
 pub fn prepare_turn(
     settings: &ChatSettings,
-    input: &ChatInput,
+    input: &TurnInput,
     conversation: &[Message],
 ) -> PreparedTurn {
     let system = system_prompt(settings, input);
-    let inference = InferenceSettings {
-        max_tokens: input
-            .overrides
-            .max_tokens
-            .unwrap_or(settings.default_max_tokens),
-        temperature: input.overrides.temperature,
-        top_p: input.overrides.top_p,
-    };
+    let inference = inference_settings(settings, &input.overrides, None);
     let request = ModelRequest {
         model_id: settings.model_id.clone(),
         system,
@@ -108,15 +121,14 @@ fn prompt_thought(request: &ModelRequest) -> Thought {
     Thought {
         title: "Prompt to generate answer".into(),
         description: Value::Array(description),
-        props: Field::Value(Value::Object(props)),
-        extra: Map::new(),
+        props: Some(Value::Object(props)),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chat_protocol::{Dialect, Overrides, RequestLimits, Role, SessionSpelling};
+    use crate::RequestLimits;
 
     fn settings() -> ChatSettings {
         ChatSettings {
@@ -128,17 +140,17 @@ mod tests {
         }
     }
 
-    fn input(overrides: Overrides, messages: Vec<Message>) -> ChatInput {
-        ChatInput {
-            dialect: Dialect::V20240529,
-            spelling: SessionSpelling::Camel,
+    fn input(overrides: Overrides, messages: Vec<Message>) -> TurnInput {
+        TurnInput {
             messages,
             overrides,
             session_state: None,
+            session_field: "sessionState",
+            store_new_chat: true,
         }
     }
 
-    fn prepared(s: &ChatSettings, input: ChatInput) -> PreparedTurn {
+    fn prepared(s: &ChatSettings, input: TurnInput) -> PreparedTurn {
         prepare_turn(s, &input, &input.messages)
     }
 

@@ -1,10 +1,32 @@
 //! Which chat a request continues, what the model sees, and what the turn will store.
 
-use chat_protocol::chat_ui::ChatMode;
-use chat_protocol::{ChatInput, InvalidRequest, Message, Role, SessionSpelling};
 use serde_json::Value;
 
-use crate::{ChatError, StoreError, StoredMessage};
+use crate::{
+    ChatError, ChatMode, InvalidRequest, Message, Role, StoreError, StoredMessage, TurnInput,
+};
+
+/// Who asks: the owner their chats are kept under, and the names a document's access list may know them by.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Caller {
+    /// The owner id of their history (how they were proven, and who they are).
+    pub owner: String,
+    /// Their own id as documents' `oids` name it; `None` when the way they were proven gives none.
+    pub oid: Option<String>,
+    /// The groups they belong to, as documents' `groups` name them (from a JWT's groups claim).
+    pub groups: Vec<String>,
+}
+
+impl Caller {
+    /// A caller known only by their owner id.
+    pub fn owner(owner: impl Into<String>) -> Self {
+        Self {
+            owner: owner.into(),
+            oid: None,
+            groups: Vec::new(),
+        }
+    }
+}
 
 /// The chat a turn belongs to.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,21 +54,15 @@ impl Session {
 }
 
 /// The chat id a request's session state names, if any.
-pub(crate) fn requested_chat(input: &ChatInput) -> Result<Option<String>, ChatError> {
+pub(crate) fn requested_chat(input: &TurnInput) -> Result<Option<String>, ChatError> {
     match &input.session_state {
         None => Ok(None),
         Some(Value::String(id)) if !id.is_empty() => Ok(Some(id.clone())),
-        Some(_) => {
-            let field = match input.spelling {
-                SessionSpelling::Camel => "sessionState",
-                SessionSpelling::Snake => "session_state",
-            };
-            Err(InvalidRequest::new(
-                field,
-                "expected the chat id this backend returned (a string), or null for a new chat",
-            )
-            .into())
-        }
+        Some(_) => Err(InvalidRequest::new(
+            input.session_field,
+            "expected the chat id this backend returned (a string), or null for a new chat",
+        )
+        .into()),
     }
 }
 
@@ -98,7 +114,7 @@ pub fn title_of(messages: &[Message]) -> String {
     let first = messages
         .iter()
         .find(|m| m.role == Role::User)
-        .map(|m| m.content.split_whitespace().collect::<Vec<_>>().join(" "))
+        .map(|m| m.text().split_whitespace().collect::<Vec<_>>().join(" "))
         .unwrap_or_default();
     if first.chars().count() <= MAX {
         first

@@ -3,8 +3,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use chat_protocol::Role;
-use chat_protocol::chat_ui::ChatMode;
+use crate::{ChatMode, Role};
 
 /// Whether `id` is a chat id this backend makes: 32 lowercase hex characters (128 random bits). Anything else names
 /// no chat; checking it keeps ids from reaching into another key.

@@ -3,12 +3,10 @@
 
 use std::collections::VecDeque;
 
-use chat_protocol::{Answer, FinishReason, Thought, TokenUsage};
-
-use crate::turn::{finish_reason, usage_thought};
+use crate::turn::{Turn, finish_reason, usage_thought};
 use crate::{
-    ChatError, FollowupSplitter, ModelError, ModelEvent, ModelStream, Session, StopReason,
-    TurnHeader,
+    Answer, ChatError, FinishReason, FollowupSplitter, ModelError, ModelEvent, ModelStream,
+    Session, StopReason, Thought, TokenUsage, TurnHeader,
 };
 
 /// What a streaming turn yields.
@@ -33,8 +31,8 @@ pub struct TurnEnd {
 /// A turn whose answer is being streamed from the model.
 pub struct StreamingTurn<S> {
     pub header: TurnHeader,
-    /// The thought describing the prompt, known before the answer.
-    pub prompt_thought: Thought,
+    /// The thoughts known before the answer (the prompt, and the search when there is one).
+    pub thoughts: Vec<Thought>,
     model: Option<S>,
     session: Session,
     /// Everything shown so far: what the turn stores as the answer.
@@ -46,20 +44,14 @@ pub struct StreamingTurn<S> {
 }
 
 impl<S: ModelStream> StreamingTurn<S> {
-    pub(crate) fn new(
-        header: TurnHeader,
-        prompt_thought: Thought,
-        model: S,
-        followups: bool,
-        session: Session,
-    ) -> Self {
+    pub(crate) fn new(turn: Turn, model: S) -> Self {
         Self {
-            header,
-            prompt_thought,
+            header: turn.header,
+            thoughts: turn.thoughts,
             model: Some(model),
-            session,
+            session: turn.session,
             shown: String::new(),
-            splitter: followups.then(FollowupSplitter::new),
+            splitter: turn.followups.then(FollowupSplitter::new),
             ready: VecDeque::new(),
             stop: None,
             usage: TokenUsage::default(),
@@ -74,6 +66,11 @@ impl<S: ModelStream> StreamingTurn<S> {
     /// The answer as shown so far (all of it, once [`TurnEvent::End`] has been yielded).
     pub fn shown(&self) -> &str {
         &self.shown
+    }
+
+    /// The chat and the answer as shown, once the turn is over.
+    pub(crate) fn into_parts(self) -> (Session, String) {
+        (self.session, self.shown)
     }
 
     /// Reads from the model until there is something to yield.
@@ -94,8 +91,8 @@ impl<S: ModelStream> StreamingTurn<S> {
         Ok(event)
     }
 
-    /// Reads the whole answer (for a client that asked not to stream); the caller still stores the turn.
-    pub async fn into_answer(mut self) -> Result<(Answer, Session), ChatError> {
+    /// Reads the whole answer; this is the one place an [`Answer`] is made. The caller still stores the turn.
+    pub(crate) async fn into_answer(mut self) -> Result<(Answer, Session), ChatError> {
         while let Some(event) = self.next().await? {
             match event {
                 TurnEvent::Text(_) => {}
@@ -109,7 +106,7 @@ impl<S: ModelStream> StreamingTurn<S> {
                         content: self.shown,
                         finish_reason: end.finish_reason,
                         usage: end.usage,
-                        prompt_thoughts: vec![self.prompt_thought],
+                        prompt_thoughts: self.thoughts,
                         result_thoughts: end.result_thoughts,
                         followup_questions: end.followup_questions,
                         session_state,

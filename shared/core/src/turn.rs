@@ -1,17 +1,19 @@
-//! One chat turn, buffered: prepare the prompt, ask the model, shape what it said into an [`Answer`].
+//! One chat turn, written once: begin the session → prepare the prompt → ask the model → shape the answer →
+//! store the turn. The buffered answer takes the streamed path's steps: it is the streamed answer, collected.
 
-use chat_protocol::{Answer, ChatInput, Dialect, Field, FinishReason, Thought, TokenUsage};
-use serde_json::{Map, Value, json};
+use std::sync::Arc;
+
+use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::macros::format_description;
 
 use crate::session::{continued_session, new_session, requested_chat};
 use crate::{
-    ChatError, ChatModel, ChatRecord, ChatSettings, FollowupSplitter, ModelError, ModelReply,
-    Session, SessionStore, StopReason, StoredMessage, StreamingTurn, prepare_turn, title_of,
+    Answer, Caller, ChatError, ChatMode, ChatModel, ChatRecord, ChatSettings, FinishReason,
+    ModelError, ModelRequest, ModelStream, ReplyStream, Retriever, Role, Session, SessionStore,
+    StopReason, StoredMessage, StreamingTurn, Thought, TokenUsage, TurnInput, display_time,
+    prepare_turn, title_of,
 };
-use chat_protocol::Role;
-use chat_protocol::chat_ui::{ChatMode, display_time};
 
 /// What identifies one answer: its id, when it was made, and by which model.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,11 +38,23 @@ impl TurnHeader {
     }
 }
 
+/// A turn ready for the model: its chat, the model call, and what the steps before the model did.
+pub(crate) struct Turn {
+    pub session: Session,
+    pub header: TurnHeader,
+    pub request: ModelRequest,
+    /// The thoughts known before the answer, in the order the steps happened.
+    pub thoughts: Vec<Thought>,
+    /// Whether the answer ends in follow-up questions to cut out.
+    pub followups: bool,
+}
+
 /// The chat core with its ports plugged in; built once per cold start and shared by every request.
 pub struct ChatService<M, St> {
     model: M,
     store: St,
     settings: ChatSettings,
+    retriever: Option<Arc<dyn Retriever>>,
 }
 
 impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
@@ -49,7 +63,14 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
             model,
             store,
             settings,
+            retriever: None,
         }
+    }
+
+    /// Grounds standard turns in what `retriever` finds.
+    pub fn with_retriever(mut self, retriever: Arc<dyn Retriever>) -> Self {
+        self.retriever = Some(retriever);
+        self
     }
 
     pub fn settings(&self) -> &ChatSettings {
@@ -69,7 +90,7 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
     pub async fn begin(
         &self,
         owner: &str,
-        input: &ChatInput,
+        input: &TurnInput,
         mode: ChatMode,
     ) -> Result<Session, ChatError> {
         match requested_chat(input)? {
@@ -79,7 +100,7 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
                     mode,
                     &input.messages,
                 );
-                session.kept = input.dialect != Dialect::ChatUi;
+                session.kept = input.store_new_chat;
                 Ok(session)
             }
             Some(chat_id) => {
@@ -94,13 +115,64 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
         }
     }
 
-    /// Stores a turn whose answer is complete: the session's new messages and the answer, all or nothing.
-    pub async fn save(
+    /// The steps before the model: the session, then the prompt.
+    async fn prepare(&self, caller: &Caller, input: &TurnInput) -> Result<Turn, ChatError> {
+        let session = self.begin(&caller.owner, input, ChatMode::Standard).await?;
+        let prepared = prepare_turn(&self.settings, input, &session.conversation);
+        Ok(Turn {
+            session,
+            header: TurnHeader::new(&prepared.request.model_id),
+            request: prepared.request,
+            thoughts: vec![prepared.prompt_thought],
+            followups: input.overrides.suggest_followup_questions,
+        })
+    }
+
+    /// Starts a streamed answer. The model is read until its first text (or its end), so that a fault before
+    /// anything could be shown is still an error the caller can answer with a status.
+    pub async fn stream(
         &self,
-        owner: &str,
-        session: &Session,
-        answer: &str,
+        caller: &Caller,
+        input: &TurnInput,
+    ) -> Result<StreamingTurn<M::Stream>, ChatError> {
+        let turn = self.prepare(caller, input).await?;
+        let model_stream = self.model.converse_stream(&turn.request).await?;
+        let mut streaming = StreamingTurn::new(turn, model_stream);
+        streaming.prime().await?;
+        Ok(streaming)
+    }
+
+    /// Answers a validated request in full, and stores the turn before returning it.
+    pub async fn answer(&self, caller: &Caller, input: &TurnInput) -> Result<Answer, ChatError> {
+        let turn = self.prepare(caller, input).await?;
+        let reply = self.model.converse(&turn.request).await?;
+        self.collect(caller, StreamingTurn::new(turn, ReplyStream::new(reply)))
+            .await
+    }
+
+    /// Reads a turn's whole answer, then stores the turn.
+    pub async fn collect<S: ModelStream>(
+        &self,
+        caller: &Caller,
+        turn: StreamingTurn<S>,
+    ) -> Result<Answer, ChatError> {
+        let (answer, session) = turn.into_answer().await?;
+        self.save(&caller.owner, &session, &answer.content).await?;
+        Ok(answer)
+    }
+
+    /// Stores a streamed turn whose answer has been shown whole.
+    pub async fn save_streamed<S: ModelStream>(
+        &self,
+        caller: &Caller,
+        turn: StreamingTurn<S>,
     ) -> Result<(), ChatError> {
+        let (session, shown) = turn.into_parts();
+        self.save(&caller.owner, &session, &shown).await
+    }
+
+    /// Stores a turn whose answer is complete: the session's new messages and the answer, all or nothing.
+    async fn save(&self, owner: &str, session: &Session, answer: &str) -> Result<(), ChatError> {
         let now = OffsetDateTime::now_utc();
         let shown_at = display_time(now.unix_timestamp());
         let mut messages = new_stored_messages(session, &shown_at);
@@ -110,7 +182,8 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
     }
 
     /// Stores `messages` as the turn of `session`: the chat is created by its first turn, continued by the others.
-    /// A session that is not kept stores nothing. `now` (RFC 3339) is the chat's new `lastUpdated`.
+    /// A session that is not kept stores nothing. `now` (RFC 3339) is the chat's new `lastUpdated`. Every turn,
+    /// standard or multi-agent, is stored here.
     pub(crate) async fn store_turn(
         &self,
         owner: &str,
@@ -137,67 +210,17 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
         }
         Ok(())
     }
+}
 
-    /// Starts a streamed answer. The model is read until its first text (or its end), so that a fault before
-    /// anything could be shown is still an error the caller can answer with a status.
-    pub async fn stream(
-        &self,
-        owner: &str,
-        input: &ChatInput,
-    ) -> Result<StreamingTurn<M::Stream>, ChatError> {
-        let session = self.begin(owner, input, ChatMode::Standard).await?;
-        let turn = prepare_turn(&self.settings, input, &session.conversation);
-        let model_stream = self.model.converse_stream(&turn.request).await?;
-        let mut streaming = StreamingTurn::new(
-            TurnHeader::new(&turn.request.model_id),
-            turn.prompt_thought,
-            model_stream,
-            input.overrides.suggest_followup_questions,
-            session,
-        );
-        streaming.prime().await?;
-        Ok(streaming)
-    }
-
-    /// Answers a validated request in full, and stores the turn before returning it.
-    pub async fn answer(&self, owner: &str, input: &ChatInput) -> Result<Answer, ChatError> {
-        let session = self.begin(owner, input, ChatMode::Standard).await?;
-        let turn = prepare_turn(&self.settings, input, &session.conversation);
-        let reply = self.model.converse(&turn.request).await?;
-        let ModelReply {
-            text,
-            stop_reason,
-            usage,
-        } = reply;
-        let finish_reason = finish_reason(&stop_reason)?;
-        let (content, followup_questions) = if input.overrides.suggest_followup_questions {
-            let (content, questions) = FollowupSplitter::split(&text);
-            (content, Some(questions))
-        } else {
-            (text, None)
-        };
-        self.save(owner, &session, &content).await?;
-        let header = TurnHeader::new(&turn.request.model_id);
-        Ok(Answer {
-            id: header.id,
-            created: header.created,
-            created_at: header.created_at,
-            model: header.model,
-            content,
-            finish_reason,
-            usage,
-            prompt_thoughts: vec![turn.prompt_thought],
-            result_thoughts: vec![usage_thought(usage, &stop_reason)],
-            followup_questions,
-            session_state: session.state(),
-        })
-    }
+/// A new message id: 32 hex characters.
+pub fn new_message_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
 }
 
 /// A message to store, with a new id; `shown_at` is its time as the Chat UI shows it ([`display_time`]).
 pub(crate) fn stored_message(role: Role, content: &str, shown_at: &str) -> StoredMessage {
     StoredMessage {
-        id: uuid::Uuid::new_v4().simple().to_string(),
+        id: new_message_id(),
         role,
         content: content.to_string(),
         timestamp: shown_at.to_string(),
@@ -211,7 +234,7 @@ pub(crate) fn new_stored_messages(session: &Session, shown_at: &str) -> Vec<Stor
     session
         .new_messages
         .iter()
-        .map(|m| stored_message(m.role, &m.content, shown_at))
+        .map(|m| stored_message(m.role, &m.text(), shown_at))
         .collect()
 }
 
@@ -248,13 +271,12 @@ pub(crate) fn usage_thought(usage: TokenUsage, stop: &StopReason) -> Thought {
             "{} input tokens, {} output tokens, {} in all",
             usage.input_tokens, usage.output_tokens, usage.total_tokens
         )),
-        props: Field::Value(json!({
+        props: Some(json!({
             "input_tokens": usage.input_tokens,
             "output_tokens": usage.output_tokens,
             "total_tokens": usage.total_tokens,
             "stop_reason": stop,
         })),
-        extra: Map::new(),
     }
 }
 

@@ -2,8 +2,7 @@
 
 use std::time::Duration;
 
-use chat_core::{AgentGroup, ChatSettings, Guardrail, StoreTimeouts};
-use chat_protocol::RequestLimits;
+use chat_core::{AgentGroup, ChatSettings, Guardrail, RequestLimits, StoreTimeouts};
 use chat_protocol::chat_ui::ReplyShape;
 
 use crate::Cors;

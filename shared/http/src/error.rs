@@ -25,8 +25,8 @@ pub enum ApiError {
     Chat(#[from] ChatError),
 }
 
-impl From<chat_protocol::InvalidRequest> for ApiError {
-    fn from(e: chat_protocol::InvalidRequest) -> Self {
+impl From<chat_core::InvalidRequest> for ApiError {
+    fn from(e: chat_core::InvalidRequest) -> Self {
         ApiError::Chat(e.into())
     }
 }

@@ -10,6 +10,8 @@ use lambda_http::request::RequestContext;
 use lambda_http::{Request, RequestExt};
 use serde::Deserialize;
 
+use chat_core::Caller;
+
 use crate::{ApiError, ConfigError};
 
 /// How callers prove who they are.
@@ -118,6 +120,11 @@ impl Auth {
                 reason: format!("expected iam, jwt or none, got {other:?}"),
             }),
         }
+    }
+
+    /// Who calls: their owner id, and what documents' access lists may name them by; or 401.
+    pub async fn identify(&self, request: &Request) -> Result<Caller, ApiError> {
+        Ok(Caller::owner(self.caller(request).await?))
     }
 
     /// The caller's owner id, or 401. The id says how it was proven (`iam:`, `jwt:{issuer}:`, `local:`), so that

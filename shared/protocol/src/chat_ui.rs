@@ -3,7 +3,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::{Answer, Field, Role, WireMessage};
+use chat_core::{AgentMessage, AgentRound, ChatMode, ChatRecord, StoredMessage, display_time};
+
+use crate::{Answer, Field, Role, WireMessage, semantic_kernel_finish_reason};
 
 /// A chat request from the Chat UI: the whole conversation, newest last.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -117,7 +119,9 @@ impl ChatMessageContent {
                     total_token_count: answer.usage.total_tokens,
                     extra: Map::new(),
                 }),
-                finish_reason: Field::Value(answer.finish_reason.semantic_kernel().to_string()),
+                finish_reason: Field::Value(
+                    semantic_kernel_finish_reason(answer.finish_reason).to_string(),
+                ),
                 extra,
             }),
             extra: Map::new(),
@@ -133,8 +137,8 @@ pub struct AgentReply<'a> {
     pub model: &'a str,
     pub id: &'a str,
     pub created_at: &'a str,
-    pub usage: crate::TokenUsage,
-    pub finish_reason: crate::FinishReason,
+    pub usage: chat_core::TokenUsage,
+    pub finish_reason: chat_core::FinishReason,
     pub session_state: Option<&'a Value>,
 }
 
@@ -161,7 +165,9 @@ impl ChatMessageContent {
                     total_token_count: reply.usage.total_tokens,
                     extra: Map::new(),
                 }),
-                finish_reason: Field::Value(reply.finish_reason.semantic_kernel().to_string()),
+                finish_reason: Field::Value(
+                    semantic_kernel_finish_reason(reply.finish_reason).to_string(),
+                ),
                 extra,
             }),
             extra: Map::new(),
@@ -251,34 +257,12 @@ impl MessagesReply {
     }
 }
 
-/// A time as the Chat UI shows a message's: `10:15 AM` (two-digit hour, UTC: the backend does not know the
-/// reader's zone). The page stamps its own messages this way and shows a message's `timestamp` as it is.
-pub fn display_time(unix_seconds: i64) -> String {
-    let minutes = unix_seconds.rem_euclid(86_400) / 60;
-    let (hour, minute) = (minutes / 60, minutes % 60);
-    let half = if hour < 12 { "AM" } else { "PM" };
-    let hour12 = match hour % 12 {
-        0 => 12,
-        h => h,
-    };
-    format!("{hour12:02}:{minute:02} {half}")
-}
-
 /// One server-sent event carrying `value` as its data: `data: {…}\n\n`.
 pub fn sse_event<T: Serialize>(value: &T) -> Vec<u8> {
     let mut event = b"data: ".to_vec();
     event.extend(serde_json::to_vec(value).expect("wire types always serialize"));
     event.extend_from_slice(b"\n\n");
     event
-}
-
-/// A chat's mode in the history.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ChatMode {
-    #[serde(rename = "standard")]
-    Standard,
-    #[serde(rename = "multiAgent")]
-    MultiAgent,
 }
 
 /// One item of `GET /chat-history`, and the answer of create and replace.
@@ -363,26 +347,135 @@ pub struct ReplaceMessagesRequest {
     pub extra: Map<String, Value>,
 }
 
+/// One agent's message as the Chat UI shows it, with the session state (the chat's id, when the round is stored)
+/// as `Metadata.SessionState`.
+pub fn agent_event(message: &AgentMessage, state: Option<&Value>) -> ChatMessageContent {
+    ChatMessageContent::agent(&AgentReply {
+        agent: &message.agent,
+        text: &message.text,
+        model: &message.header.model,
+        id: &message.header.id,
+        created_at: &message.header.created_at,
+        usage: message.usage,
+        finish_reason: message.finish_reason,
+        session_state: state,
+    })
+}
+
+/// One agent's message as the Chat UI's current revision shows and saves it.
+pub fn agent_ui_message(message: &AgentMessage) -> HistoryMessage {
+    HistoryMessage {
+        id: message.header.id.clone(),
+        content: message.text.clone(),
+        role: Role::Assistant,
+        timestamp: message.finished_at.clone(),
+        agent_identifier: Some(message.agent.clone()),
+        agent_name: Some(message.agent.clone()),
+        extra: Map::new(),
+    }
+}
+
+/// The agents' messages of a round as the Chat UI's events carry them, with the session state.
+pub fn round_events(round: &AgentRound) -> Vec<ChatMessageContent> {
+    let state = round.session.state();
+    round
+        .messages()
+        .iter()
+        .map(|m| agent_event(m, state.as_ref()))
+        .collect()
+}
+
+/// A round answered whole: in the spec's shape, the user's message echoed and then each agent's message; in the
+/// page's current shape, the agents' messages only (the page has shown the user's already).
+pub fn round_reply(round: &AgentRound, shape: ReplyShape) -> UiReply {
+    match shape {
+        ReplyShape::Spec => {
+            let user = &round.user_message;
+            let mut all = vec![ChatMessageContent::user(
+                &user.content,
+                &user.id,
+                &round.started_at,
+            )];
+            all.extend(round_events(round));
+            UiReply::Spec(all)
+        }
+        ReplyShape::Messages => UiReply::Messages(MessagesReply {
+            messages: round.messages().iter().map(agent_ui_message).collect(),
+        }),
+    }
+}
+
+/// A chat as `GET /chat-history` lists it; `with_mode` adds its mode (as the replace answer shows it).
+pub fn summary(record: &ChatRecord, with_mode: bool) -> ChatSummary {
+    ChatSummary {
+        id: record.id.clone(),
+        title: record.title.clone(),
+        last_message: record.last_message.clone(),
+        last_updated: record.last_updated.clone(),
+        message_count: record.message_count,
+        mode: with_mode.then_some(record.mode),
+        extra: Map::new(),
+    }
+}
+
+/// A stored message as the history API shows it.
+pub fn history_message(m: &StoredMessage) -> HistoryMessage {
+    HistoryMessage {
+        id: m.id.clone(),
+        content: m.content.clone(),
+        role: m.role,
+        timestamp: m.timestamp.clone(),
+        agent_identifier: m.agent_identifier.clone(),
+        agent_name: m.agent_name.clone(),
+        extra: Map::new(),
+    }
+}
+
+/// A message a client sends to replace a chat's messages; a missing id or time (`shown_at`, as the Chat UI shows
+/// times) is filled in.
+pub fn stored_message(m: HistoryMessage, shown_at: &str) -> StoredMessage {
+    StoredMessage {
+        id: if m.id.trim().is_empty() {
+            chat_core::new_message_id()
+        } else {
+            m.id
+        },
+        role: m.role,
+        content: m.content,
+        timestamp: if m.timestamp.trim().is_empty() {
+            shown_at.to_string()
+        } else {
+            m.timestamp
+        },
+        // The Chat UI saves an agent's message with its name only and reads `agentIdentifier` back; agents'
+        // identifiers are their names here.
+        agent_identifier: m.agent_identifier.or_else(|| m.agent_name.clone()),
+        agent_name: m.agent_name,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn display_times_are_the_pages_twelve_hour_form() {
-        // 2025-04-03T00:05:00Z, 09:45, 12:00 and 23:59.
-        assert_eq!(display_time(1_743_638_700), "12:05 AM");
-        assert_eq!(display_time(1_743_638_400 + 9 * 3600 + 45 * 60), "09:45 AM");
-        assert_eq!(display_time(1_743_638_400 + 12 * 3600), "12:00 PM");
-        assert_eq!(
-            display_time(1_743_638_400 + 23 * 3600 + 59 * 60 + 59),
-            "11:59 PM"
-        );
-    }
 
     #[test]
     fn the_reply_shape_is_spec_or_messages() {
         assert_eq!("spec".parse(), Ok(ReplyShape::Spec));
         assert_eq!(" messages ".parse(), Ok(ReplyShape::Messages));
         assert!("Messages".parse::<ReplyShape>().is_err());
+    }
+
+    #[test]
+    fn an_agent_message_saved_by_name_reads_back_with_its_identifier() {
+        let saved: HistoryMessage = serde_json::from_value(serde_json::json!({
+            "id": "b", "content": "Requirements", "role": "assistant", "agentName": "BusinessAnalyst"
+        }))
+        .unwrap();
+        let stored = stored_message(saved, "2026-11-22T06:00:00.000Z");
+        assert_eq!(stored.role, Role::Assistant);
+        let back = history_message(&stored);
+        assert_eq!(back.agent_identifier.as_deref(), Some("BusinessAnalyst"));
+        assert_eq!(back.agent_name.as_deref(), Some("BusinessAnalyst"));
+        assert_eq!(back.timestamp, "2026-11-22T06:00:00.000Z");
     }
 }

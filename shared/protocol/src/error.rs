@@ -1,64 +1,17 @@
-//! Why a request body is not acceptable, naming the field and the reason.
+//! Naming the field of a request body that is not acceptable, in the body as it was sent.
 
-use std::fmt;
+use chat_core::InvalidRequest;
 
-/// A body that cannot be taken: which field (a path such as `messages[2].role`, empty for the whole body) and why.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub struct InvalidRequest {
-    pub path: String,
-    pub reason: String,
-}
-
-impl InvalidRequest {
-    pub fn new(path: impl Into<String>, reason: impl Into<String>) -> Self {
-        Self {
-            path: path.into(),
-            reason: reason.into(),
-        }
+/// Names `messages[i]` by its position in the body as sent, when messages were taken out before checking:
+/// `kept[i]` is where the `i`-th message checked stood.
+pub(crate) fn at_original_message(mut err: InvalidRequest, kept: &[usize]) -> InvalidRequest {
+    if let Some(rest) = err.path.strip_prefix("messages[")
+        && let Some((index, tail)) = rest.split_once(']')
+        && let Some(original) = index.parse::<usize>().ok().and_then(|i| kept.get(i))
+    {
+        err.path = format!("messages[{original}]{tail}");
     }
-
-    /// A fault of the body as a whole (not JSON, not an object).
-    pub fn body(reason: impl Into<String>) -> Self {
-        Self::new("", reason)
-    }
-
-    /// Refuses `text`, the field at `path`, when it holds more than `limit` characters.
-    pub fn check_length(path: &str, text: &str, limit: usize) -> Result<(), Self> {
-        // A text is never more characters than bytes: most texts pass without being counted.
-        if text.len() <= limit {
-            return Ok(());
-        }
-        let chars = text.chars().count();
-        if chars > limit {
-            return Err(Self::new(
-                path,
-                format!("is {chars} characters long, more than the limit of {limit}"),
-            ));
-        }
-        Ok(())
-    }
-
-    /// Names `messages[i]` by its position in the body as sent, when messages were taken out before checking:
-    /// `kept[i]` is where the `i`-th message checked stood.
-    pub(crate) fn at_original_message(mut self, kept: &[usize]) -> Self {
-        if let Some(rest) = self.path.strip_prefix("messages[")
-            && let Some((index, tail)) = rest.split_once(']')
-            && let Some(original) = index.parse::<usize>().ok().and_then(|i| kept.get(i))
-        {
-            self.path = format!("messages[{original}]{tail}");
-        }
-        self
-    }
-}
-
-impl fmt::Display for InvalidRequest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.path.is_empty() {
-            f.write_str(&self.reason)
-        } else {
-            write!(f, "{}: {}", self.path, self.reason)
-        }
-    }
+    err
 }
 
 /// Turns a serde error at a path into an [`InvalidRequest`] whose message a person can act on.

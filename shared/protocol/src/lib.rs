@@ -1,5 +1,5 @@
-//! The protocol crate: wire types of every dialect this backend speaks, their validation, and the one internal
-//! model of a conversation they all map to. Pure: no I/O, no AWS types.
+//! The protocol crate: wire types of every dialect this backend speaks, their validation, and their mapping to and
+//! from the core's conversation model (`chat_core`). Pure: no I/O, no AWS types.
 
 pub mod chat_ui;
 mod error;
@@ -10,18 +10,20 @@ pub mod v2024_01_28;
 pub mod v2024_05_29;
 mod wire;
 
-pub use error::InvalidRequest;
 pub use field::Field;
 pub use model::{
-    Answer, ChatInput, Dialect, FinishReason, Message, Overrides, Role, SessionSpelling, Thought,
-    TokenUsage,
+    ChatInput, Dialect, SessionSpelling, Thought, openai_finish_reason,
+    semantic_kernel_finish_reason,
 };
-pub use request::{Endpoint, RequestLimits, parse_body, parse_chat_request, parse_replace_request};
+pub use request::{Endpoint, parse_body, parse_chat_request, parse_replace_request};
 pub use wire::{
     Delta, ErrorBody, RequestContext, ResponseContext, WireMessage, WireOverrides, json_line,
 };
 
 use serde_json::Value;
+
+// The core's conversation model, which every dialect here maps to and from.
+use chat_core::{Answer, FinishReason, Message, Role, TokenUsage};
 
 /// The two session-state fields of an answer: the request's spelling carries the state (or `null`), the other is
 /// left out.

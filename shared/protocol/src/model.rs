@@ -1,70 +1,11 @@
-//! The one internal model of a conversation and of an answer; every dialect maps to and from it.
+//! What a parsed request is besides its turn: which dialect it spoke and how it spelled its session state, so that
+//! the answer can be shaped alike; and the dialects' spellings of the core's terms.
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use chat_core::{FinishReason, TurnInput};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::Field;
-
-/// Who wrote a message. The protocols know only these two.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Role {
-    User,
-    Assistant,
-}
-
-impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::User => "user",
-            Role::Assistant => "assistant",
-        }
-    }
-}
-
-impl Serialize for Role {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.as_str())
-    }
-}
-
-impl<'de> Deserialize<'de> for Role {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        // A hand-written message, because it is what a client developer reads in the 400.
-        match Value::deserialize(deserializer)? {
-            Value::String(s) if s == "user" => Ok(Role::User),
-            Value::String(s) if s == "assistant" => Ok(Role::Assistant),
-            _ => Err(serde::de::Error::custom(
-                r#"expected "user" or "assistant""#,
-            )),
-        }
-    }
-}
-
-/// One message of a conversation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Message {
-    pub role: Role,
-    pub content: String,
-}
-
-impl Message {
-    pub fn new(role: Role, content: impl Into<String>) -> Self {
-        Self {
-            role,
-            content: content.into(),
-        }
-    }
-}
-
-/// The settings a request may override (`context.overrides`); unknown ones are ignored.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Overrides {
-    pub temperature: Option<f64>,
-    pub top_p: Option<f64>,
-    pub max_tokens: Option<u32>,
-    pub suggest_followup_questions: bool,
-    pub prompt_template: Option<String>,
-}
 
 /// Which protocol a request spoke, and so how its answer must be shaped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,55 +26,44 @@ pub enum SessionSpelling {
     Snake,
 }
 
-/// A validated chat request, whatever dialect it came in.
+impl SessionSpelling {
+    /// The field's name in this spelling.
+    pub fn field(self) -> &'static str {
+        match self {
+            SessionSpelling::Camel => "sessionState",
+            SessionSpelling::Snake => "session_state",
+        }
+    }
+}
+
+/// A validated chat request: the turn it asks for, in the core's terms, and how to shape its answer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChatInput {
     pub dialect: Dialect,
     pub spelling: SessionSpelling,
-    pub messages: Vec<Message>,
-    pub overrides: Overrides,
-    /// The session state the request carried; `None` when absent or `null`.
-    pub session_state: Option<Value>,
+    pub turn: TurnInput,
 }
 
-/// Why the model stopped, in the backend's own words.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FinishReason {
-    Stop,
-    Length,
-    ContentFilter,
-}
-
-impl FinishReason {
-    /// The OpenAI-style spelling the 2024-01-28 dialect uses.
-    pub fn openai(self) -> &'static str {
-        match self {
-            FinishReason::Stop => "stop",
-            FinishReason::Length => "length",
-            FinishReason::ContentFilter => "content_filter",
-        }
-    }
-
-    /// The Semantic-Kernel-style spelling the Chat UI uses.
-    pub fn semantic_kernel(self) -> &'static str {
-        match self {
-            FinishReason::Stop => "Stop",
-            FinishReason::Length => "Length",
-            FinishReason::ContentFilter => "ContentFilter",
-        }
+/// The OpenAI-style spelling of a finish reason, as the 2024-01-28 dialect uses it.
+pub fn openai_finish_reason(reason: FinishReason) -> &'static str {
+    match reason {
+        FinishReason::Stop => "stop",
+        FinishReason::Length => "length",
+        FinishReason::ContentFilter => "content_filter",
     }
 }
 
-/// Token counts of one model call.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TokenUsage {
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    pub total_tokens: u64,
+/// The Semantic-Kernel-style spelling of a finish reason, as the Chat UI uses it.
+pub fn semantic_kernel_finish_reason(reason: FinishReason) -> &'static str {
+    match reason {
+        FinishReason::Stop => "Stop",
+        FinishReason::Length => "Length",
+        FinishReason::ContentFilter => "ContentFilter",
+    }
 }
 
-/// One step of what the backend did, for `context.thoughts`: a title, a string or list describing it, and
-/// optional properties.
+/// One step of what the backend did, as `context.thoughts` carries it: a title, a string or list describing it,
+/// optional properties, and whatever else a sender put there.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Thought {
     pub title: String,
@@ -144,34 +74,13 @@ pub struct Thought {
     pub extra: Map<String, Value>,
 }
 
-/// A complete answer to a chat request, before it is shaped for a dialect.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Answer {
-    /// Unique id of this completion.
-    pub id: String,
-    /// Unix time in seconds when it was made.
-    pub created: i64,
-    /// The same instant as RFC 3339, for the Chat UI.
-    pub created_at: String,
-    pub model: String,
-    pub content: String,
-    pub finish_reason: FinishReason,
-    pub usage: TokenUsage,
-    /// What the backend did before the model answered (the prompt, the model and its settings).
-    pub prompt_thoughts: Vec<Thought>,
-    /// What it learned once the model had answered (token usage).
-    pub result_thoughts: Vec<Thought>,
-    pub followup_questions: Option<Vec<String>>,
-    pub session_state: Option<Value>,
-}
-
-impl Answer {
-    /// Every thought, in the order the steps happened.
-    pub fn thoughts(&self) -> Vec<Thought> {
-        self.prompt_thoughts
-            .iter()
-            .chain(&self.result_thoughts)
-            .cloned()
-            .collect()
+impl From<&chat_core::Thought> for Thought {
+    fn from(t: &chat_core::Thought) -> Self {
+        Self {
+            title: t.title.clone(),
+            description: t.description.clone(),
+            props: t.props.clone().map_or(Field::Missing, Field::Value),
+            extra: Map::new(),
+        }
     }
 }

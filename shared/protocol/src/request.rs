@@ -3,10 +3,12 @@
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::error::from_path_error;
+use chat_core::{InvalidRequest, Overrides, RequestLimits, TurnInput};
+
+use crate::error::{at_original_message, from_path_error};
 use crate::{
-    ChatInput, Dialect, Field, InvalidRequest, Message, Overrides, RequestContext, Role,
-    SessionSpelling, WireMessage, chat_ui, v2024_01_28, v2024_05_29,
+    ChatInput, Dialect, Field, Message, RequestContext, Role, SessionSpelling, WireMessage,
+    chat_ui, v2024_01_28, v2024_05_29,
 };
 
 /// Which family of routes a request came to; the body alone cannot tell a Chat UI request from a protocol one.
@@ -16,39 +18,6 @@ pub enum Endpoint {
     Protocol,
     /// `/chat-ui/chat`.
     ChatUi,
-}
-
-/// Bounds on what one request may ask for; configurable, with defaults generous for real conversations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RequestLimits {
-    pub max_messages: usize,
-    pub max_message_chars: usize,
-    /// The largest `max_tokens` a request may ask for.
-    pub max_output_tokens: u32,
-}
-
-impl RequestLimits {
-    /// The longest message `id` a save may carry. Ids are the client's own (the Chat UI makes short ones, this
-    /// backend 32 hex characters); a bound keeps a message's item within DynamoDB's 400 KB whatever the id.
-    pub const MAX_MESSAGE_ID_CHARS: usize = 200;
-    /// The longest `agentIdentifier` or `agentName` a saved message may carry: agents' names are short.
-    pub const MAX_AGENT_CHARS: usize = 200;
-    /// The longest `timestamp` a saved message may carry. Times stay free text, as the Chat UI writes them
-    /// (`10:15 AM`), or an RFC 3339 instant; 64 characters hold either with room to spare.
-    pub const MAX_TIMESTAMP_CHARS: usize = 64;
-    /// The longest session state a chat request may send as a string. This backend's session states are chat
-    /// ids of 32 characters; anything far longer names no chat, and is refused before it reaches a key.
-    pub const MAX_SESSION_STATE_CHARS: usize = 256;
-}
-
-impl Default for RequestLimits {
-    fn default() -> Self {
-        Self {
-            max_messages: 500,
-            max_message_chars: 80_000,
-            max_output_tokens: 8192,
-        }
-    }
 }
 
 /// Parses and validates a chat request body sent to `endpoint`.
@@ -65,7 +34,7 @@ pub fn parse_chat_request(
             let (messages, kept) = chat_ui::drop_ui_notes(r.messages, &notes);
             let session = session_state(r.session_state_camel, r.session_state_snake, false)?;
             build(Dialect::ChatUi, messages, Field::Missing, session, limits)
-                .map_err(|e| e.at_original_message(&kept))
+                .map_err(|e| at_original_message(e, &kept))
         }
         Endpoint::Protocol => match value.get("stream") {
             Some(Value::Bool(stream)) => {
@@ -195,9 +164,13 @@ fn build(
     Ok(ChatInput {
         dialect,
         spelling,
-        messages,
-        overrides,
-        session_state,
+        turn: TurnInput {
+            messages,
+            overrides,
+            session_state,
+            session_field: spelling.field(),
+            store_new_chat: dialect != Dialect::ChatUi,
+        },
     })
 }
 

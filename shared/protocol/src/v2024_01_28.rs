@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::openai_finish_reason;
 use crate::{
     Answer, Delta, Field, FinishReason, RequestContext, ResponseContext, Role, SessionSpelling,
     TokenUsage, WireMessage, session_fields,
@@ -104,9 +105,9 @@ impl ChatCompletion {
                     content: answer.content.clone(),
                     extra: Map::new(),
                 },
-                finish_reason: Field::Value(answer.finish_reason.openai().to_string()),
+                finish_reason: Field::Value(openai_finish_reason(answer.finish_reason).to_string()),
                 context: Field::Value(ResponseContext::new(
-                    answer.thoughts(),
+                    &answer.thoughts(),
                     answer.followup_questions.clone(),
                 )),
                 session_state_snake,
@@ -228,7 +229,7 @@ impl ChatCompletionChunk {
         context: ResponseContext,
     ) -> Self {
         let mut choice = Self::choice(Delta::default());
-        choice.finish_reason = Field::Value(finish_reason.openai().to_string());
+        choice.finish_reason = Field::Value(openai_finish_reason(finish_reason).to_string());
         choice.context = Field::Value(context);
         let mut chunk = Self::with_choice(header, choice);
         chunk.usage = Field::Value(usage.into());
@@ -245,7 +246,7 @@ pub fn chunks_of(answer: &Answer, spelling: SessionSpelling) -> Vec<ChatCompleti
     };
     let mut chunks = vec![ChatCompletionChunk::start(
         &header,
-        ResponseContext::new(answer.prompt_thoughts.clone(), None),
+        ResponseContext::new(&answer.prompt_thoughts, None),
         answer.session_state.clone(),
         spelling,
     )];
@@ -259,10 +260,7 @@ pub fn chunks_of(answer: &Answer, spelling: SessionSpelling) -> Vec<ChatCompleti
         &header,
         answer.finish_reason,
         answer.usage,
-        ResponseContext::new(
-            answer.result_thoughts.clone(),
-            answer.followup_questions.clone(),
-        ),
+        ResponseContext::new(&answer.result_thoughts, answer.followup_questions.clone()),
     ));
     chunks
 }

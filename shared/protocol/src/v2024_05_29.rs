@@ -63,7 +63,7 @@ impl ChatResponse {
                 extra: Map::new(),
             },
             context: Field::Value(ResponseContext::new(
-                answer.thoughts(),
+                &answer.thoughts(),
                 answer.followup_questions.clone(),
             )),
             session_state_camel,

@@ -18,7 +18,7 @@ impl From<&Message> for WireMessage {
     fn from(m: &Message) -> Self {
         Self {
             role: m.role,
-            content: m.content.clone(),
+            content: m.text(),
             extra: Map::new(),
         }
     }
@@ -89,9 +89,9 @@ pub struct ResponseContext {
 }
 
 impl ResponseContext {
-    pub fn new(thoughts: Vec<Thought>, followup_questions: Option<Vec<String>>) -> Self {
+    pub fn new(thoughts: &[chat_core::Thought], followup_questions: Option<Vec<String>>) -> Self {
         Self {
-            thoughts: Field::Value(thoughts),
+            thoughts: Field::Value(thoughts.iter().map(Thought::from).collect()),
             followup_questions: followup_questions.map_or(Field::Missing, Field::Value),
             extra: Map::new(),
         }

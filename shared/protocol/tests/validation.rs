@@ -1,6 +1,7 @@
 //! Request parsing: dialect detection, session-state spelling, and field-precise errors.
 
-use chat_protocol::{Dialect, Endpoint, RequestLimits, Role, SessionSpelling, parse_chat_request};
+use chat_core::{RequestLimits, Role};
+use chat_protocol::{Dialect, Endpoint, SessionSpelling, parse_chat_request};
 use serde_json::json;
 
 fn parse(body: serde_json::Value) -> Result<chat_protocol::ChatInput, String> {
@@ -46,13 +47,13 @@ fn session_state_spelling_is_remembered() {
     let m = json!([{"role": "user", "content": "hi"}]);
     let camel = parse(json!({"messages": m, "sessionState": {"id": 1}})).unwrap();
     assert_eq!(camel.spelling, SessionSpelling::Camel);
-    assert_eq!(camel.session_state, Some(json!({"id": 1})));
+    assert_eq!(camel.turn.session_state, Some(json!({"id": 1})));
     let snake = parse(json!({"messages": m, "session_state": "abc"})).unwrap();
     assert_eq!(snake.spelling, SessionSpelling::Snake);
-    assert_eq!(snake.session_state, Some(json!("abc")));
+    assert_eq!(snake.turn.session_state, Some(json!("abc")));
     let neither = parse(json!({"messages": m})).unwrap();
     assert_eq!(neither.spelling, SessionSpelling::Camel);
-    assert_eq!(neither.session_state, None);
+    assert_eq!(neither.turn.session_state, None);
     // 2024-01-28 spells it session_state.
     let old = parse(json!({"messages": m, "stream": false})).unwrap();
     assert_eq!(old.spelling, SessionSpelling::Snake);
@@ -122,6 +123,7 @@ fn overrides_are_typed_and_bounded_and_unknown_ones_ignored() {
         "prompt_template": ">>> Be terse.", "retrieval_mode": "hybrid", "top": 3
     })))
     .unwrap()
+    .turn
     .overrides;
     assert_eq!(ok.temperature, Some(0.25));
     assert_eq!(ok.top_p, Some(0.9));
@@ -131,6 +133,7 @@ fn overrides_are_typed_and_bounded_and_unknown_ones_ignored() {
     assert_eq!(
         parse(with(json!({"prompt_template": ""})))
             .unwrap()
+            .turn
             .overrides
             .prompt_template,
         None
@@ -181,8 +184,8 @@ fn chat_ui_requests_are_their_own_dialect() {
     let input =
         parse_chat_request(body.as_bytes(), Endpoint::ChatUi, &RequestLimits::default()).unwrap();
     assert_eq!(input.dialect, Dialect::ChatUi);
-    assert_eq!(input.messages[0].role, Role::User);
-    assert_eq!(input.messages[0].content, "Hello");
+    assert_eq!(input.turn.messages[0].role, Role::User);
+    assert_eq!(input.turn.messages[0].text(), "Hello");
 }
 
 #[test]
@@ -202,9 +205,9 @@ fn the_chat_uis_own_notes_are_no_part_of_the_conversation() {
         {"role": "user", "content": "again"}
     ]}))
     .unwrap();
-    let roles: Vec<Role> = input.messages.iter().map(|m| m.role).collect();
+    let roles: Vec<Role> = input.turn.messages.iter().map(|m| m.role).collect();
     assert_eq!(roles, [Role::User, Role::User]);
-    assert_eq!(input.messages[1].content, "again");
+    assert_eq!(input.turn.messages[1].text(), "again");
     // An error still names the message as the client sent it.
     assert_eq!(
         ui(json!({"messages": [
@@ -301,7 +304,7 @@ fn a_saved_chat_keeps_its_messages_but_not_the_chat_uis_notes() {
 
 #[test]
 fn every_field_a_save_stores_is_bounded() {
-    use chat_protocol::RequestLimits as L;
+    use chat_core::RequestLimits as L;
     let replace = |message: serde_json::Value| {
         let mut messages = vec![json!({"content": "hi", "role": "user"})];
         messages.push(message);
@@ -362,12 +365,13 @@ fn every_field_a_save_stores_is_bounded() {
 
 #[test]
 fn a_session_state_string_is_bounded() {
-    use chat_protocol::RequestLimits as L;
+    use chat_core::RequestLimits as L;
     let m = json!([{"role": "user", "content": "hi"}]);
     let at = "a".repeat(L::MAX_SESSION_STATE_CHARS);
     assert_eq!(
         parse(json!({"messages": m, "sessionState": at}))
             .unwrap()
+            .turn
             .session_state,
         Some(json!(at))
     );

@@ -9,9 +9,9 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use chat_aws::DynamoStore;
+use chat_core::ChatMode;
+use chat_core::Role;
 use chat_core::{ChatRecord, SessionStore, StoredMessage};
-use chat_protocol::Role;
-use chat_protocol::chat_ui::ChatMode;
 use serde_json::{Value, json};
 use support::{LocalRun, root};
 

@@ -105,7 +105,7 @@ impl Harness {
     }
 
     /// An empty chat of [`USER`], as the Chat UI creates one (`POST /chat-history`) before its first message.
-    pub async fn new_chat(&self, mode: chat_protocol::chat_ui::ChatMode) -> String {
+    pub async fn new_chat(&self, mode: chat_core::ChatMode) -> String {
         let id = format!("{:032x}", fastrand::u128(..));
         let chat = chat_core::ChatRecord {
             id: id.clone(),
@@ -121,7 +121,7 @@ impl Harness {
     }
 
     /// How many chats of `mode` [`USER`] has.
-    pub async fn chat_count(&self, mode: chat_protocol::chat_ui::ChatMode) -> usize {
+    pub async fn chat_count(&self, mode: chat_core::ChatMode) -> usize {
         self.store
             .list(OWNER, mode, 100, None)
             .await

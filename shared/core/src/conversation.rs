@@ -1,0 +1,213 @@
+//! The conversation model every dialect maps to and from: messages of content parts, the turn's input, the
+//! answer and its thoughts. It is the core's own language; no dialect's wire type appears here.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+/// Who wrote a message. The protocols know only these two.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
+}
+
+impl Serialize for Role {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Role {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        // A hand-written message, because it is what a client developer reads in the 400.
+        match Value::deserialize(deserializer)? {
+            Value::String(s) if s == "user" => Ok(Role::User),
+            Value::String(s) if s == "assistant" => Ok(Role::Assistant),
+            _ => Err(serde::de::Error::custom(
+                r#"expected "user" or "assistant""#,
+            )),
+        }
+    }
+}
+
+/// One part of a message's content. Text is what every dialect carries today; images, documents, citations and
+/// reasoning join as parts of their own, so that a capability adds a variant rather than a parallel field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ContentPart {
+    Text(String),
+}
+
+/// One message of a conversation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    pub role: Role,
+    pub content: Vec<ContentPart>,
+}
+
+impl Message {
+    /// A message of one text part.
+    pub fn new(role: Role, text: impl Into<String>) -> Self {
+        Self {
+            role,
+            content: vec![ContentPart::Text(text.into())],
+        }
+    }
+
+    /// The message's text: its text parts, in order, joined.
+    pub fn text(&self) -> String {
+        let mut texts = self.content.iter().map(|part| match part {
+            ContentPart::Text(text) => text.as_str(),
+        });
+        match (texts.next(), texts.next()) {
+            (None, _) => String::new(),
+            (Some(one), None) => one.to_string(),
+            (Some(first), Some(second)) => {
+                let mut all = format!("{first}\n\n{second}");
+                for more in texts {
+                    all.push_str("\n\n");
+                    all.push_str(more);
+                }
+                all
+            }
+        }
+    }
+}
+
+/// A chat's mode: the Chat UI keeps standard and multi-agent chats apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ChatMode {
+    #[serde(rename = "standard")]
+    Standard,
+    #[serde(rename = "multiAgent")]
+    MultiAgent,
+}
+
+/// The settings a request may override (`context.overrides`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Overrides {
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub max_tokens: Option<u32>,
+    pub suggest_followup_questions: bool,
+    pub prompt_template: Option<String>,
+}
+
+/// A validated turn request, whatever dialect it came in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnInput {
+    pub messages: Vec<Message>,
+    pub overrides: Overrides,
+    /// The session state the request carried; `None` when absent or `null`.
+    pub session_state: Option<Value>,
+    /// How the request named its session state (`sessionState` or `session_state`), for the 400 that rejects it.
+    pub session_field: &'static str,
+    /// Whether a turn that starts a new chat is stored. The Chat UI keeps its own history through
+    /// `/chat-history`, so its turns are stored only when they name a chat.
+    pub store_new_chat: bool,
+}
+
+/// Why the model stopped, in the backend's own words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishReason {
+    Stop,
+    Length,
+    ContentFilter,
+}
+
+/// Token counts of one model call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub total_tokens: u64,
+}
+
+/// One step of what the backend did, for `context.thoughts`: a title, a string or list describing it, and
+/// optional properties.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Thought {
+    pub title: String,
+    pub description: Value,
+    pub props: Option<Value>,
+}
+
+/// A complete answer to a chat request, before it is shaped for a dialect.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    /// Unique id of this completion.
+    pub id: String,
+    /// Unix time in seconds when it was made.
+    pub created: i64,
+    /// The same instant as RFC 3339, for the Chat UI.
+    pub created_at: String,
+    pub model: String,
+    pub content: String,
+    pub finish_reason: FinishReason,
+    pub usage: TokenUsage,
+    /// What the backend did before the model answered (the prompt, the model and its settings).
+    pub prompt_thoughts: Vec<Thought>,
+    /// What it learned once the model had answered (token usage).
+    pub result_thoughts: Vec<Thought>,
+    pub followup_questions: Option<Vec<String>>,
+    pub session_state: Option<Value>,
+}
+
+impl Answer {
+    /// Every thought, in the order the steps happened.
+    pub fn thoughts(&self) -> Vec<Thought> {
+        self.prompt_thoughts
+            .iter()
+            .chain(&self.result_thoughts)
+            .cloned()
+            .collect()
+    }
+}
+
+/// A time as the Chat UI shows a message's: `10:15 AM` (two-digit hour, UTC: the backend does not know the
+/// reader's zone). Messages the backend writes are stamped this way.
+pub fn display_time(unix_seconds: i64) -> String {
+    let minutes = unix_seconds.rem_euclid(86_400) / 60;
+    let (hour, minute) = (minutes / 60, minutes % 60);
+    let half = if hour < 12 { "AM" } else { "PM" };
+    let hour12 = match hour % 12 {
+        0 => 12,
+        h => h,
+    };
+    format!("{hour12:02}:{minute:02} {half}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_messages_text_joins_its_text_parts() {
+        let m = Message {
+            role: Role::User,
+            content: vec![ContentPart::Text("a".into()), ContentPart::Text("b".into())],
+        };
+        assert_eq!(m.text(), "a\n\nb");
+        assert_eq!(Message::new(Role::User, "x").text(), "x");
+    }
+
+    #[test]
+    fn display_times_are_the_pages_twelve_hour_form() {
+        // 2025-04-03T00:05:00Z, 09:45, 12:00 and 23:59.
+        assert_eq!(display_time(1_743_638_700), "12:05 AM");
+        assert_eq!(display_time(1_743_638_400 + 9 * 3600 + 45 * 60), "09:45 AM");
+        assert_eq!(display_time(1_743_638_400 + 12 * 3600), "12:00 PM");
+        assert_eq!(
+            display_time(1_743_638_400 + 23 * 3600 + 59 * 60 + 59),
+            "11:59 PM"
+        );
+    }
+}
