@@ -542,3 +542,54 @@ async fn an_echo_prompt_is_unchanged() {
         ]
     );
 }
+
+#[tokio::test]
+async fn a_cited_sentence_cut_by_max_tokens_loses_its_citation_and_stream_faults_still_apply() {
+    let (_server, client) = start().await;
+    // Six word pieces, a citation, a space: four tokens end inside the first sentence.
+    let output = client
+        .converse()
+        .model_id(MODEL)
+        .messages(user(results()))
+        .inference_config(
+            aws_sdk_bedrockruntime::types::InferenceConfiguration::builder()
+                .max_tokens(4)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(output.stop_reason().as_str(), "max_tokens");
+    let Some(ConverseOutput::Message(m)) = output.output() else {
+        panic!()
+    };
+    assert_eq!(m.content(), [text("Employees may choose between ")]);
+
+    let mut content = results();
+    content[0] = text("What are my options? [[stream-error-after:7]]");
+    let mut output = client
+        .converse_stream()
+        .model_id(MODEL)
+        .messages(user(content))
+        .send()
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    let error = loop {
+        match output.stream.recv().await {
+            Ok(Some(ConverseStreamOutput::ContentBlockDelta(d))) => {
+                seen.push(d.delta().unwrap().clone())
+            }
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("the stream ended without its error"),
+            Err(e) => break e,
+        }
+    };
+    assert!(
+        format!("{error:?}").contains("ModelStreamError"),
+        "{error:?}"
+    );
+    // The first sentence, its citation, the space; then the error.
+    assert_eq!(seen.len(), 8);
+    assert!(seen[6].is_citation() && seen[7].as_text().is_ok_and(|t| t == " "));
+}
