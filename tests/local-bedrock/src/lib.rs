@@ -33,6 +33,24 @@
 //!
 //! Directives are also read from the system prompt, so that a test can script one agent of a group through its
 //! instructions.
+//!
+//! Grounded prompts get deterministic answers too, so tests can assert citations. The first row that applies
+//! decides the answer (faults and pacing directives apply to all of them, as above):
+//!
+//! | the request | the answer |
+//! |---|---|
+//! | **query rewrite**: the system prompt contains `Generate a search query` | the search query: the last user message's text after its last `Generate search query for: ` (the whole text if absent), with the local model's directives removed but every `[[kb-…]]` directive kept (e.g. `[[kb-fault:throttle]]`, `[[kb-delay-ms:500]]`: they are for the local knowledge base that receives the query), runs of whitespace made one space, trimmed, one trailing `?` removed. Takes precedence over `say`/`deltas`, and no follow-up questions are added |
+//! | `[[say:TEXT]]` / `[[deltas:N]]` | as above |
+//! | **native citations**: the last user message holds `searchResult` content blocks | for each search result `i` (0-based, in order): its first sentence (below) as text deltas, then (when its `citations.enabled` is true) a `citation` delta `{title, source, sourceContent: [{text: sentence}], location: {searchResultLocation: {searchResultIndex: i, start: 0, end: 1}}}`, then a `" "` text delta before the next sentence. `converse` answers the same as content blocks: a `citationsContent` block `{content: [{text: sentence}], citations: [citation]}` per cited sentence, a `text` block for the rest (the `" "` between sentences, sentences of results without citations, follow-up questions). A result's passage is its `content` texts joined by a space; a result with an empty passage adds nothing. Citations are off unless `citations.enabled` is true. The results' texts count as input tokens |
+//! | **prompted grounding**: the last user message's text has a `\n\nSources:\n` section (its last occurrence; a text ending in `\n\nSources:` is an empty section) | for each source line `{citation name}: {passage}` in order (the name is everything before the first `": "`; blank lines and lines without `": "` are skipped): the passage's first sentence, then ` [{citation name}]`, the pieces joined by a space, e.g. `Employees may choose between two plans. [Benefit_Options.md#page=2] Travel must be booked through the portal. [Travel_Policy.md]`. With no source lines: `The sources do not hold the answer to this question.` |
+//! | anything else | `Echo: T` |
+//!
+//! A passage's *first sentence* runs up to and including the first `.`, `!` or `?` followed by whitespace or the
+//! end of the passage (the whole passage if none); it is cut after 30 words, and its words are joined by single
+//! spaces. The follow-up `<<…>>` lines end every answer but a query rewrite, as above.
+//!
+//! [`LocalBedrock::requests`] (and `GET /__local/requests`) keep each request's whole JSON body, so tests can
+//! assert what reached the model: the system prompt, `searchResult` blocks, the Sources section.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -220,6 +238,8 @@ struct Plan {
     /// Deltas sent before the model goes silent (a buffered call never answers).
     stall_after: Option<usize>,
     pieces: Vec<String>,
+    /// Native citations of sentences among the pieces, in order.
+    citations: Vec<Cite>,
     stop_reason: &'static str,
     input_tokens: u64,
 }
@@ -231,12 +251,23 @@ fn directive<'a>(text: &'a str, name: &str) -> Option<&'a str> {
 }
 
 fn strip_directives(text: &str) -> String {
+    strip_directives_but(text, |_| false)
+}
+
+/// The text without its `[[…]]` directives, except those `keep` accepts; runs of whitespace become one space.
+fn strip_directives_but(text: &str, keep: impl Fn(&str) -> bool) -> String {
     let mut out = String::new();
     let mut rest = text;
     while let Some(start) = rest.find("[[") {
         out.push_str(&rest[..start]);
         match rest[start..].find("]]") {
-            Some(end) => rest = &rest[start + end + 2..],
+            Some(end) => {
+                let directive = &rest[start..start + end + 2];
+                if keep(directive) {
+                    out.push_str(directive);
+                }
+                rest = &rest[start + end + 2..];
+            }
             None => {
                 rest = &rest[start..];
                 break;
@@ -256,6 +287,157 @@ fn texts(blocks: Option<&Value>) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// What the backend's query-rewrite system prompt says.
+const QUERY_REWRITE: &str = "Generate a search query";
+/// What precedes the question in a query-rewrite user message.
+const QUERY_FOR: &str = "Generate search query for: ";
+/// What the backend puts between the question and the passages it found.
+const SOURCES: &str = "\n\nSources:\n";
+/// The answer to a grounded prompt whose sources hold nothing.
+const NO_ANSWER: &str = "The sources do not hold the answer to this question.";
+/// The follow-up questions that end an answer when the system prompt asks for `<<question>>` lines.
+const FOLLOW_UPS: &str =
+    "\n\n<<What else should I know?>>\n<<Can you give an example?>>\n<<Where can I read more?>>";
+
+/// The search query a query-rewrite prompt asks for: the question, without the local model's directives but with
+/// the knowledge base's (`[[kb-…]]`), trimmed, without one trailing `?`.
+fn search_query(last_user: &str) -> String {
+    let question = last_user
+        .rfind(QUERY_FOR)
+        .map_or(last_user, |i| &last_user[i + QUERY_FOR.len()..]);
+    let query = strip_directives_but(question, |d| d.starts_with("[[kb-"));
+    match query.strip_suffix('?') {
+        Some(query) => query.to_string(),
+        None => query,
+    }
+}
+
+/// A passage's first sentence: up to and including the first `.`, `!` or `?` followed by whitespace or the end, at
+/// most 30 words, its words joined by single spaces.
+fn first_sentence(passage: &str) -> String {
+    let mut chars = passage.char_indices().peekable();
+    let mut end = passage.len();
+    while let Some((i, c)) = chars.next() {
+        if matches!(c, '.' | '!' | '?') && chars.peek().is_none_or(|(_, next)| next.is_whitespace())
+        {
+            end = i + c.len_utf8();
+            break;
+        }
+    }
+    passage[..end]
+        .split_whitespace()
+        .take(30)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The `(citation name, passage)` lines of the text's Sources section, if it has one.
+fn sources_section(text: &str) -> Option<Vec<(&str, &str)>> {
+    let section = if text.trim_end().ends_with(SOURCES.trim_end()) {
+        ""
+    } else {
+        &text[text.rfind(SOURCES)? + SOURCES.len()..]
+    };
+    Some(
+        section
+            .lines()
+            .filter_map(|line| {
+                let (name, passage) = line.split_once(": ")?;
+                Some((name.trim(), passage.trim()))
+            })
+            .collect(),
+    )
+}
+
+/// The answer to a prompt grounded in a Sources section: each source's first sentence and its name in brackets.
+fn bracket_cited_answer(sources: &[(&str, &str)]) -> String {
+    if sources.is_empty() {
+        return NO_ANSWER.to_string();
+    }
+    sources
+        .iter()
+        .map(|(name, passage)| match first_sentence(passage) {
+            sentence if sentence.is_empty() => format!("[{name}]"),
+            sentence => format!("{sentence} [{name}]"),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A `searchResult` content block of a user message.
+struct SearchResult {
+    title: String,
+    source: String,
+    /// Its content texts joined by a space.
+    passage: String,
+    /// `citations.enabled`.
+    cited: bool,
+}
+
+fn search_results(content: Option<&Value>) -> Vec<SearchResult> {
+    let field = |block: &Value, name: &str| {
+        block
+            .get(name)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    content
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|b| b.get("searchResult"))
+        .map(|block| SearchResult {
+            title: field(block, "title"),
+            source: field(block, "source"),
+            passage: texts(block.get("content")).join(" "),
+            cited: block.pointer("/citations/enabled").and_then(Value::as_bool) == Some(true),
+        })
+        .collect()
+}
+
+/// A native citation of the answer: pieces `start..end` are the cited sentence.
+#[derive(Debug)]
+struct Cite {
+    start: usize,
+    end: usize,
+    /// The `Citation` (converse) / `CitationsDelta` (stream) JSON; both have the same shape.
+    citation: Value,
+}
+
+/// The answer to search results: each one's first sentence, cited natively, with a `" "` piece between sentences.
+fn natively_cited_answer(results: &[SearchResult]) -> (Vec<String>, Vec<Cite>) {
+    let mut out: Vec<String> = Vec::new();
+    let mut cites = Vec::new();
+    for (index, result) in results.iter().enumerate() {
+        let sentence = first_sentence(&result.passage);
+        if sentence.is_empty() {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push(" ".to_string());
+        }
+        let start = out.len();
+        out.extend(pieces(&sentence));
+        if result.cited {
+            cites.push(Cite {
+                start,
+                end: out.len(),
+                citation: json!({
+                    "title": result.title,
+                    "source": result.source,
+                    "sourceContent": [{"text": sentence}],
+                    "location": {"searchResultLocation": {"searchResultIndex": index, "start": 0, "end": 1}},
+                }),
+            });
+        }
+    }
+    if out.is_empty() {
+        out = pieces(NO_ANSWER);
+    }
+    (out, cites)
 }
 
 /// Splits text into deltas the way a model streams words: each piece keeps its following space.
@@ -281,55 +463,90 @@ fn plan(body: &Value, pace: Duration) -> Plan {
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    let last_user = messages
+    let last_user_message = messages
         .iter()
         .rev()
-        .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+        .find(|m| m.get("role").and_then(Value::as_str) == Some("user"));
+    let last_user = last_user_message
         .map(|m| texts(m.get("content")).join("\n"))
+        .unwrap_or_default();
+    let results = last_user_message
+        .map(|m| search_results(m.get("content")))
         .unwrap_or_default();
     let all_text: Vec<String> = std::iter::once(system.clone())
         .chain(messages.iter().flat_map(|m| texts(m.get("content"))))
         .collect();
+    let result_texts = messages
+        .iter()
+        .flat_map(|m| search_results(m.get("content")))
+        .map(|r| r.passage);
     let input_tokens = all_text
         .iter()
+        .cloned()
+        .chain(result_texts)
         .map(|t| t.split_whitespace().count() as u64)
         .sum();
 
     // Directives of the last user message first, then of the system prompt.
     let directives = format!("{last_user}\n{system}");
-    let mut answer = match (
-        directive(&directives, "say"),
-        directive(&directives, "deltas").and_then(|n| n.parse::<usize>().ok()),
-    ) {
-        (Some(text), _) => text.to_string(),
-        (None, Some(n)) => (1..=n)
-            .map(|i| format!("w{i}"))
-            .collect::<Vec<_>>()
-            .join(" "),
-        (None, None) => format!("Echo: {}", strip_directives(&last_user)),
+    let follow_ups = system.contains("<<");
+    let mut citations = Vec::new();
+    let mut pieces = if system.contains(QUERY_REWRITE) {
+        pieces(&search_query(&last_user))
+    } else {
+        let answer = match (
+            directive(&directives, "say"),
+            directive(&directives, "deltas").and_then(|n| n.parse::<usize>().ok()),
+        ) {
+            (Some(text), _) => Some(text.to_string()),
+            (None, Some(n)) => Some(
+                (1..=n)
+                    .map(|i| format!("w{i}"))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            ),
+            (None, None) if !results.is_empty() => None,
+            (None, None) => Some(match sources_section(&last_user) {
+                Some(sources) => bracket_cited_answer(&sources),
+                None => format!("Echo: {}", strip_directives(&last_user)),
+            }),
+        };
+        match answer {
+            Some(mut answer) => {
+                if follow_ups {
+                    answer.push_str(FOLLOW_UPS);
+                }
+                pieces(&answer)
+            }
+            None => {
+                let (mut answer, cites) = natively_cited_answer(&results);
+                citations = cites;
+                if follow_ups {
+                    answer.extend(pieces(FOLLOW_UPS));
+                }
+                answer
+            }
+        }
     };
-    if system.contains("<<") {
-        answer.push_str(
-            "\n\n<<What else should I know?>>\n<<Can you give an example?>>\n<<Where can I read more?>>",
-        );
-    }
-    let mut pieces = pieces(&answer);
     let mut stop_reason = "end_turn";
     let max_tokens = body
         .pointer("/inferenceConfig/maxTokens")
         .and_then(Value::as_u64);
     if let Some(max) = max_tokens.filter(|max| pieces.len() as u64 > *max) {
         pieces.truncate(max as usize);
+        citations.retain(|c| c.end <= pieces.len());
         stop_reason = "max_tokens";
     }
     let fault = directive(&directives, "fault").map(str::to_string);
     match fault.as_deref() {
         Some("guardrail") => {
             pieces = vec!["Sorry, I cannot answer that.".into()];
+            citations.clear();
             stop_reason = "guardrail_intervened";
         }
         Some("content-filter") => {
             pieces = vec!["Sorry.".into()];
+            citations.clear();
             stop_reason = "content_filtered";
         }
         _ => {}
@@ -359,6 +576,7 @@ fn plan(body: &Value, pace: Duration) -> Plan {
             .unwrap_or_default(),
         stall_after: directive(&directives, "stall-after").and_then(|n| n.parse().ok()),
         pieces,
+        citations,
         stop_reason,
         input_tokens,
     }
@@ -504,7 +722,7 @@ async fn converse(
     }
     tokio::time::sleep(plan.converse_delay).await;
     let out = json!({
-        "output": {"message": {"role": "assistant", "content": [{"text": plan.pieces.concat()}]}},
+        "output": {"message": {"role": "assistant", "content": content_blocks(&plan)}},
         "stopReason": plan.stop_reason,
         "usage": usage(&plan),
         "metrics": {"latencyMs": 1},
@@ -514,6 +732,31 @@ async fn converse(
         out.to_string(),
     )
         .into_response()
+}
+
+/// A buffered answer's content blocks: one `text` block, or with native citations a `citationsContent` block per
+/// cited sentence and `text` blocks for the rest.
+fn content_blocks(plan: &Plan) -> Vec<Value> {
+    let mut blocks = Vec::new();
+    let mut next = 0;
+    let text_block = |text: String, blocks: &mut Vec<Value>| {
+        if !text.is_empty() {
+            blocks.push(json!({ "text": text }));
+        }
+    };
+    for cite in &plan.citations {
+        text_block(plan.pieces[next..cite.start].concat(), &mut blocks);
+        blocks.push(json!({"citationsContent": {
+            "content": [{"text": plan.pieces[cite.start..cite.end].concat()}],
+            "citations": [cite.citation],
+        }}));
+        next = cite.end;
+    }
+    text_block(plan.pieces[next..].concat(), &mut blocks);
+    if blocks.is_empty() {
+        blocks.push(json!({"text": ""}));
+    }
+    blocks
 }
 
 fn frame(headers: Vec<(&'static str, &str)>, payload: Value) -> Bytes {
@@ -628,6 +871,15 @@ async fn converse_stream(
                     .unwrap_or_default()
                     .as_millis();
                 eprintln!("local-bedrock: sent delta {} at {ms} ms {piece:?}", i + 1);
+            }
+            for cite in plan.citations.iter().filter(|c| c.end == i + 1) {
+                let delta = json!({"contentBlockIndex": 0, "delta": {"citation": cite.citation}});
+                if !send(event("contentBlockDelta", delta)).await {
+                    return;
+                }
+                if state.log_deltas {
+                    eprintln!("local-bedrock: sent citation {}", cite.citation);
+                }
             }
         }
         if plan.stall_after.is_some_and(|n| n >= plan.pieces.len()) {
