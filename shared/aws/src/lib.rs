@@ -1,10 +1,13 @@
-//! Adapters from the chat core's ports to AWS: Bedrock Converse is the model, DynamoDB the store.
+//! Adapters from the chat core's ports to AWS: Bedrock Converse is the model, DynamoDB the store, a Bedrock
+//! knowledge base the retriever.
 
 mod bedrock;
+mod knowledge_base;
 mod store;
 pub mod table;
 
 pub use bedrock::{BedrockModel, BedrockStream};
+pub use knowledge_base::BedrockKnowledgeBase;
 pub use store::DynamoStore;
 
 /// Now, as the history API writes times: RFC 3339 with milliseconds, UTC.
@@ -13,7 +16,8 @@ pub(crate) fn now_millis() -> String {
 }
 
 /// Loads the AWS configuration once per cold start: region, credentials and endpoints from the environment
-/// (`AWS_ENDPOINT_URL_BEDROCK_RUNTIME` and `AWS_ENDPOINT_URL_DYNAMODB` point the clients at local servers).
+/// (`AWS_ENDPOINT_URL_BEDROCK_RUNTIME`, `AWS_ENDPOINT_URL_BEDROCK_AGENT_RUNTIME` and `AWS_ENDPOINT_URL_DYNAMODB` point
+/// the clients at local servers).
 pub async fn load_aws_config() -> aws_config::SdkConfig {
     aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await
 }
