@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use chat_core::{
-    AgentGroup, AgentMessage, AgentRound, Caller, ChatModel, ChatService, ModelStream,
+    AgentGroup, AgentMessage, AgentRound, Caller, ChatModel, ChatService, ModelStream, Retriever,
     SessionStore, StreamingTurn, TurnEnd, TurnEvent, TurnInput,
 };
 use chat_http::{
@@ -54,7 +54,8 @@ impl Framing {
     }
 
     fn start<S: ModelStream>(&self, turn: &StreamingTurn<S>) -> Vec<u8> {
-        let context = ResponseContext::new(&turn.thoughts, None);
+        let context = ResponseContext::new(&turn.thoughts, None)
+            .with_data_points(turn.data_points().as_ref());
         let state = turn.session().state();
         match self {
             Framing::Deltas(spelling) => json_line(&StreamChunk::start(context, state, *spelling)),
@@ -95,6 +96,15 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
             cors: config.cors,
             ui_reply: config.chat_ui_reply,
         }
+    }
+
+    /// Grounds standard turns in what `retriever` finds (a knowledge base); `None` answers from the model alone.
+    pub fn with_retriever(mut self, retriever: Option<Arc<dyn Retriever>>) -> Self {
+        let Ok(service) = Arc::try_unwrap(self.service) else {
+            unreachable!("the service is shared only once the app serves")
+        };
+        self.service = Arc::new(service.with_retriever(retriever));
+        self
     }
 
     /// Answers one request. Faults before the first line are ordinary JSON error responses with their status.

@@ -1,7 +1,10 @@
 //! Cold start of the streaming chat function: configuration and the Bedrock client are built once, then every
 //! request is handed to [`chat_stream::App`] under the response-streaming runtime.
 
-use chat_aws::{BedrockModel, DynamoStore};
+use std::sync::Arc;
+
+use chat_aws::{BedrockKnowledgeBase, BedrockModel, DynamoStore};
+use chat_core::Retriever;
 use chat_http::{Auth, Config};
 use chat_stream::App;
 use http_body::{Body, Frame, SizeHint};
@@ -21,14 +24,23 @@ async fn run() -> Result<(), Error> {
     let auth = Auth::from_env()?;
     let aws = chat_aws::load_aws_config().await;
     let model = BedrockModel::new(&aws, config.model_timeout);
+    // With a knowledge base configured, every standard turn searches it first.
+    let knowledge_base = config.knowledge_base_id.clone().map(|id| {
+        Arc::new(BedrockKnowledgeBase::new(
+            &aws,
+            id,
+            config.knowledge_base_timeout,
+        )) as Arc<dyn Retriever>
+    });
     let store = DynamoStore::from_config(
         &aws,
         &config.table_name,
         config.history_ttl_days,
         config.store_timeouts,
     );
-    let app: &'static App<BedrockModel, DynamoStore> =
-        Box::leak(Box::new(App::new(model, store, auth, config)));
+    let app: &'static App<BedrockModel, DynamoStore> = Box::leak(Box::new(
+        App::new(model, store, auth, config).with_retriever(knowledge_base),
+    ));
     // Each request first makes sure the Runtime API connection has TCP_NODELAY, so streamed lines are not held
     // for a delayed ACK; the `_concurrent` runner polls AWS_LAMBDA_MAX_CONCURRENCY requests at once (one when
     // unset). Boxed: the handler's future is deep enough to overflow the compiler's layout query depth when

@@ -1,7 +1,9 @@
 //! The buffered chat function: `POST /chat` (both protocol versions), `POST /chat-ui/chat` and
 //! `POST /multi-agent-chat/batch` (and the bare `POST /multi-agent-chat`).
 
-use chat_core::{AgentGroup, Answer, Caller, ChatModel, ChatService, SessionStore};
+use std::sync::Arc;
+
+use chat_core::{AgentGroup, Answer, Caller, ChatModel, ChatService, Retriever, SessionStore};
 use chat_http::{ApiError, Auth, Config, Cors, json_response, normalized_path, read_json_body};
 use chat_protocol::chat_ui::{ReplyShape, UiReply, round_events, round_reply, sse_event};
 use chat_protocol::{
@@ -31,6 +33,12 @@ impl<M: ChatModel, St: SessionStore> App<M, St> {
             cors: config.cors,
             ui_reply: config.chat_ui_reply,
         }
+    }
+
+    /// Grounds standard turns in what `retriever` finds (a knowledge base); `None` answers from the model alone.
+    pub fn with_retriever(mut self, retriever: Option<Arc<dyn Retriever>>) -> Self {
+        self.service = self.service.with_retriever(retriever);
+        self
     }
 
     /// Answers one request; every failure is already an HTTP response here.

@@ -3,18 +3,21 @@
 use std::time::{Duration, Instant};
 
 use aws_sdk_bedrockruntime::Client;
+use aws_sdk_bedrockruntime::error::BuildError;
 use aws_sdk_bedrockruntime::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_bedrockruntime::primitives::event_stream::EventReceiver;
 use aws_sdk_bedrockruntime::types::error::ConverseStreamOutputError;
 use aws_sdk_bedrockruntime::types::{
-    ContentBlock, ContentBlockDelta, ConversationRole, ConverseOutput, ConverseStreamOutput,
-    GuardrailConfiguration, GuardrailStreamConfiguration, InferenceConfiguration, Message,
+    CitationLocation, CitationsConfig, ContentBlock, ContentBlockDelta, ConversationRole,
+    ConverseOutput, ConverseStreamOutput, GuardrailConfiguration, GuardrailStreamConfiguration,
+    InferenceConfiguration, Message, SearchResultBlock, SearchResultContentBlock,
     StopReason as BedrockStop, SystemContentBlock,
 };
 use aws_smithy_types::timeout::TimeoutConfig;
 use chat_core::TokenUsage;
 use chat_core::{
-    ChatModel, ModelError, ModelEvent, ModelReply, ModelRequest, ModelStream, StopReason,
+    ChatModel, ModelError, ModelEvent, ModelReply, ModelRequest, ModelStream, Passage,
+    ReplyCitation, StopReason,
 };
 
 /// Bedrock as the chat model; holds one SDK client, built once per cold start.
@@ -56,23 +59,62 @@ fn silent(timeout: Duration, waiting_for: &str) -> ModelError {
 }
 
 fn messages(request: &ModelRequest) -> Result<Vec<Message>, ModelError> {
+    let last = request.messages.len().saturating_sub(1);
     request
         .messages
         .iter()
-        .map(|m| {
+        .enumerate()
+        .map(|(i, m)| {
             let role = match m.role {
                 chat_core::Role::User => ConversationRole::User,
                 chat_core::Role::Assistant => ConversationRole::Assistant,
             };
+            let mut message = Message::builder().role(role);
+            // Native citations: the passages go first in the question's message, as search results the model
+            // may cite by position.
+            if i == last && m.role == chat_core::Role::User {
+                for passage in &request.search_results {
+                    message = message.content(ContentBlock::SearchResult(search_result(passage)?));
+                }
+            }
             m.texts
                 .iter()
-                .fold(Message::builder().role(role), |b, t| {
-                    b.content(ContentBlock::Text(t.clone()))
-                })
+                .fold(message, |b, t| b.content(ContentBlock::Text(t.clone())))
                 .build()
                 .map_err(|e| ModelError::Rejected(e.to_string()))
         })
         .collect()
+}
+
+/// A passage as a Converse search result, with citations on.
+fn search_result(passage: &Passage) -> Result<SearchResultBlock, ModelError> {
+    let rejected = |e: BuildError| ModelError::Rejected(e.to_string());
+    SearchResultBlock::builder()
+        .source(&passage.source)
+        .title(passage.citation())
+        .content(
+            SearchResultContentBlock::builder()
+                .text(&passage.text)
+                .build()
+                .map_err(rejected)?,
+        )
+        .citations(
+            CitationsConfig::builder()
+                .enabled(true)
+                .build()
+                .map_err(rejected)?,
+        )
+        .build()
+        .map_err(rejected)
+}
+
+/// The search result a citation points at, by its position in the request.
+fn cited_result(location: Option<&CitationLocation>) -> Option<usize> {
+    let index = location?
+        .as_search_result_location()
+        .ok()?
+        .search_result_index()?;
+    usize::try_from(index).ok()
 }
 
 fn inference(request: &ModelRequest) -> InferenceConfiguration {
@@ -225,15 +267,19 @@ impl ModelStream for BedrockStream {
                 return Ok(None);
             };
             match event {
-                ConverseStreamOutput::ContentBlockDelta(d) => {
-                    if let Some(ContentBlockDelta::Text(text)) = d.delta()
-                        && !text.is_empty()
-                    {
+                ConverseStreamOutput::ContentBlockDelta(d) => match d.delta() {
+                    Some(ContentBlockDelta::Text(text)) if !text.is_empty() => {
                         self.first_text_ms
                             .get_or_insert_with(|| millis(self.started));
                         return Ok(Some(ModelEvent::Text(text.clone())));
                     }
-                }
+                    Some(ContentBlockDelta::Citation(citation)) => {
+                        if let Some(source) = cited_result(citation.location()) {
+                            return Ok(Some(ModelEvent::Citation(source)));
+                        }
+                    }
+                    _ => {}
+                },
                 ConverseStreamOutput::MessageStop(stop) => {
                     return Ok(Some(ModelEvent::Stop(stop_reason(stop.stop_reason()))));
                 }
@@ -296,19 +342,35 @@ impl ChatModel for BedrockModel {
             Err(_) => Err(silent(self.timeout, "answer")),
         }
         .map_err(|e| failed("Converse", request, started, e))?;
-        let text = match output.output() {
-            Some(ConverseOutput::Message(m)) => m
-                .content()
-                .iter()
-                .filter_map(|b| b.as_text().ok().cloned())
-                .collect::<Vec<_>>()
-                .concat(),
-            _ => String::new(),
-        };
+        let mut text = String::new();
+        let mut citations = Vec::new();
+        if let Some(ConverseOutput::Message(m)) = output.output() {
+            for block in m.content() {
+                match block {
+                    ContentBlock::Text(t) => text.push_str(t),
+                    // Cited text: the citations follow the text they support.
+                    ContentBlock::CitationsContent(cited) => {
+                        for generated in cited.content() {
+                            if let Ok(t) = generated.as_text() {
+                                text.push_str(t);
+                            }
+                        }
+                        citations.extend(cited.citations().iter().filter_map(|c| {
+                            cited_result(c.location()).map(|source| ReplyCitation {
+                                at: text.len(),
+                                source,
+                            })
+                        }));
+                    }
+                    _ => {}
+                }
+            }
+        }
         let reply = ModelReply {
             text,
             stop_reason: stop_reason(output.stop_reason()),
             usage: output.usage().map(usage).unwrap_or_default(),
+            citations,
         };
         tracing::info!(
             operation = "Converse",

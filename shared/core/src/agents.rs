@@ -222,6 +222,7 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
             messages: agent_view(&round.transcript, &agent.name),
             inference: inference_settings(settings, &input.overrides, agent.temperature),
             guardrail: settings.guardrail.clone(),
+            search_results: Vec::new(),
         };
         let reply = self.model().converse(&request).await?;
         let finish_reason = finish_reason(&reply.stop_reason)?;

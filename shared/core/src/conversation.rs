@@ -99,6 +99,59 @@ pub struct Overrides {
     pub max_tokens: Option<u32>,
     pub suggest_followup_questions: bool,
     pub prompt_template: Option<String>,
+    /// How many passages the search returns (the configured default when `None`).
+    pub top: Option<usize>,
+    pub retrieval_mode: Option<RetrievalMode>,
+    /// Passages scoring lower are not used.
+    pub minimum_search_score: Option<f64>,
+    /// Passages whose `category` is this are not used.
+    pub exclude_category: Option<String>,
+    /// Only passages whose `oids` name the caller are used.
+    pub use_oid_security_filter: bool,
+    /// Only passages whose `groups` name one of the caller's groups are used.
+    pub use_groups_security_filter: bool,
+}
+
+/// How a request asks the knowledge base to search.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetrievalMode {
+    /// Vectors and text.
+    Hybrid,
+    /// Vectors only.
+    Vectors,
+    /// Text only: a knowledge base offers no text-only search, so this searches as hybrid does, and says so.
+    Text,
+}
+
+impl RetrievalMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RetrievalMode::Hybrid => "hybrid",
+            RetrievalMode::Vectors => "vectors",
+            RetrievalMode::Text => "text",
+        }
+    }
+}
+
+impl std::str::FromStr for RetrievalMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "hybrid" => Ok(RetrievalMode::Hybrid),
+            "vectors" => Ok(RetrievalMode::Vectors),
+            "text" => Ok(RetrievalMode::Text),
+            _ => Err(r#"must be "hybrid", "vectors" or "text""#.into()),
+        }
+    }
+}
+
+/// What the answer was grounded in, as `context.data_points` carries it: each passage as
+/// `"<citation>: <text>"`, and the citation names.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DataPoints {
+    pub text: Vec<String>,
+    pub citations: Vec<String>,
 }
 
 /// A validated turn request, whatever dialect it came in.
@@ -159,6 +212,10 @@ pub struct Answer {
     pub result_thoughts: Vec<Thought>,
     pub followup_questions: Option<Vec<String>>,
     pub session_state: Option<Value>,
+    /// What the answer was grounded in; `None` when no search ran.
+    pub data_points: Option<DataPoints>,
+    /// The passages the answer cites, by citation name, in the order first cited.
+    pub citations: Vec<String>,
 }
 
 impl Answer {

@@ -37,4 +37,7 @@ pub enum ChatError {
     Store(crate::StoreError),
     #[error(transparent)]
     Model(#[from] ModelError),
+    /// The knowledge base failed the turn's search.
+    #[error(transparent)]
+    Search(crate::SearchError),
 }

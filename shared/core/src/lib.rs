@@ -9,6 +9,7 @@ mod invalid;
 mod model;
 mod prompt;
 mod retrieval;
+mod search;
 mod session;
 mod settings;
 mod store;
@@ -17,8 +18,8 @@ mod turn;
 
 pub use agents::{Agent, AgentGroup, AgentMessage, AgentRound};
 pub use conversation::{
-    Answer, ChatMode, ContentPart, FinishReason, Message, Overrides, Role, Thought, TokenUsage,
-    TurnInput, display_time,
+    Answer, ChatMode, ContentPart, DataPoints, FinishReason, Message, Overrides, RetrievalMode,
+    Role, Thought, TokenUsage, TurnInput, display_time,
 };
 pub use error::{ChatError, ModelError};
 pub use followups::FollowupSplitter;
@@ -26,15 +27,16 @@ pub use invalid::InvalidRequest;
 pub(crate) use model::ReplyStream;
 pub use model::{
     ChatModel, InferenceSettings, ModelEvent, ModelMessage, ModelReply, ModelRequest, ModelStream,
-    StopReason,
+    ReplyCitation, StopReason,
 };
 pub use prompt::{FOLLOWUP_INSTRUCTIONS, PreparedTurn, prepare_turn};
 pub use retrieval::{
     MetadataFilter, PAGE_NUMBER_KEY, Passage, Retriever, SearchError, SearchFuture, SearchMode,
     SearchRequest,
 };
+pub use search::{Grounding, QUERY_PROMPT};
 pub use session::{Caller, Session, title_of};
-pub use settings::{ChatSettings, Guardrail, RequestLimits};
+pub use settings::{ChatSettings, CitationMode, Guardrail, RequestLimits, RetrievalSettings};
 pub use store::{
     ChatRecord, Page, SessionStore, StoreError, StoreTimeouts, StoredMessage, is_chat_id,
 };

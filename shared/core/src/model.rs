@@ -28,6 +28,9 @@ pub struct ModelRequest {
     pub messages: Vec<ModelMessage>,
     pub inference: InferenceSettings,
     pub guardrail: Option<crate::Guardrail>,
+    /// Passages given to the model as search results beside the last user message, with citations on (native
+    /// citations): the model cites them by position in this list ([`ModelEvent::Citation`]).
+    pub search_results: Vec<crate::Passage>,
 }
 
 /// Why the model stopped.
@@ -49,12 +52,26 @@ pub struct ModelReply {
     pub text: String,
     pub stop_reason: StopReason,
     pub usage: TokenUsage,
+    /// Citations of the request's search results: after `text[..at]`, the result at `source` is cited. In order.
+    pub citations: Vec<ReplyCitation>,
 }
 
-/// What a streaming model call produces, in order: text pieces, then why it stopped, then the token usage.
+/// A citation in a whole answer: where in the text, and which search result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplyCitation {
+    /// A byte offset into the reply's text (at a character boundary).
+    pub at: usize,
+    /// The position of the cited result in the request's `search_results`.
+    pub source: usize,
+}
+
+/// What a streaming model call produces, in order: text pieces (with citations of the search results after the
+/// text they support), then why it stopped, then the token usage.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ModelEvent {
     Text(String),
+    /// The text so far cites the request's search result at this position.
+    Citation(usize),
     Stop(StopReason),
     Usage(TokenUsage),
 }
@@ -91,9 +108,18 @@ pub(crate) struct ReplyStream {
 
 impl ReplyStream {
     pub(crate) fn new(reply: ModelReply) -> Self {
-        let mut events = VecDeque::with_capacity(3);
-        if !reply.text.is_empty() {
-            events.push_back(ModelEvent::Text(reply.text));
+        let mut events = VecDeque::with_capacity(3 + 2 * reply.citations.len());
+        let mut from = 0;
+        for citation in &reply.citations {
+            let at = citation.at.clamp(from, reply.text.len());
+            if let Some(text) = reply.text.get(from..at).filter(|t| !t.is_empty()) {
+                events.push_back(ModelEvent::Text(text.to_string()));
+            }
+            events.push_back(ModelEvent::Citation(citation.source));
+            from = at;
+        }
+        if let Some(rest) = reply.text.get(from..).filter(|t| !t.is_empty()) {
+            events.push_back(ModelEvent::Text(rest.to_string()));
         }
         events.push_back(ModelEvent::Stop(reply.stop_reason));
         events.push_back(ModelEvent::Usage(reply.usage));

@@ -2,9 +2,10 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::search::one_line;
 use crate::{
-    ChatSettings, InferenceSettings, Message, ModelMessage, ModelRequest, Overrides, Role, Thought,
-    TurnInput,
+    ChatSettings, CitationMode, Grounding, InferenceSettings, Message, ModelMessage, ModelRequest,
+    Overrides, Role, Thought, TurnInput,
 };
 
 /// Appended to the system prompt when a request asks for follow-up questions.
@@ -17,6 +18,16 @@ Enclose the follow-up questions in double angle brackets. Example:
 Do not repeat questions that have already been asked.
 Make sure the last question ends with \">>\".";
 
+/// Appended to the system prompt when the passages are listed in the prompt (prompted citations).
+pub const GROUNDING_INSTRUCTIONS: &str = "Answer only with the facts in the sources listed after the user's \
+question. If the sources do not hold the answer, say that they do not; do not make an answer up.
+Each source has a name, a colon and its text. Cite the source of every fact you use by its name in square \
+brackets, for example [info1.txt]. Do not combine sources: cite each separately, for example [info1.txt][info2.pdf].";
+
+/// Appended to the system prompt when the passages are given as search results (native citations).
+pub const NATIVE_GROUNDING_INSTRUCTIONS: &str = "Answer only with the facts in the search results given with the \
+user's question, and cite them. If they do not hold the answer, say that they do not; do not make an answer up.";
+
 /// A turn ready to send: the model call, and the thought describing it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PreparedTurn {
@@ -24,8 +35,9 @@ pub struct PreparedTurn {
     pub prompt_thought: Thought,
 }
 
-/// The system prompt: the configured one, replaced by `prompt_template`, or extended by it when it starts with `>>>`.
-fn system_prompt(settings: &ChatSettings, input: &TurnInput) -> String {
+/// The system prompt: the configured one, replaced by `prompt_template`, or extended by it when it starts with `>>>`;
+/// then how to use the sources, when the turn is grounded; then how to suggest follow-up questions.
+fn system_prompt(settings: &ChatSettings, input: &TurnInput, grounded: bool) -> String {
     let mut system = match input.overrides.prompt_template.as_deref() {
         Some(t) if t.starts_with(">>>") => {
             format!("{}\n\n{}", settings.system_prompt, t[3..].trim_start())
@@ -33,6 +45,13 @@ fn system_prompt(settings: &ChatSettings, input: &TurnInput) -> String {
         Some(t) => t.to_string(),
         None => settings.system_prompt.clone(),
     };
+    if grounded {
+        system.push_str("\n\n");
+        system.push_str(match settings.retrieval.citations {
+            CitationMode::Prompted => GROUNDING_INSTRUCTIONS,
+            CitationMode::Native => NATIVE_GROUNDING_INSTRUCTIONS,
+        });
+    }
     if input.overrides.suggest_followup_questions {
         system.push_str("\n\n");
         system.push_str(FOLLOWUP_INSTRUCTIONS);
@@ -52,7 +71,7 @@ pub(crate) fn push_text(out: &mut Vec<ModelMessage>, role: Role, text: String) {
 }
 
 /// Consecutive messages of one role become one model message with several text blocks.
-fn model_messages(messages: &[Message]) -> Vec<ModelMessage> {
+pub(crate) fn model_messages(messages: &[Message]) -> Vec<ModelMessage> {
     let mut out: Vec<ModelMessage> = Vec::with_capacity(messages.len());
     for m in messages {
         push_text(&mut out, m.role, m.text());
@@ -74,19 +93,43 @@ pub(crate) fn inference_settings(
 }
 
 /// The model call that answers `conversation` under the request's overrides.
+/// With `grounding`, the passages go with the last user message: listed under their names after its text
+/// (prompted citations), or as search results (native citations).
 pub fn prepare_turn(
     settings: &ChatSettings,
     input: &TurnInput,
     conversation: &[Message],
+    grounding: Option<&Grounding>,
 ) -> PreparedTurn {
-    let system = system_prompt(settings, input);
+    let system = system_prompt(settings, input, grounding.is_some());
     let inference = inference_settings(settings, &input.overrides, None);
+    let mut messages = model_messages(conversation);
+    let mut search_results = Vec::new();
+    if let Some(grounding) = grounding {
+        match settings.retrieval.citations {
+            CitationMode::Prompted => {
+                let mut sources = String::from("\n\nSources:\n");
+                for p in &grounding.passages {
+                    sources.push_str(&format!("{}: {}\n", p.citation(), one_line(&p.text)));
+                }
+                if let Some(text) = messages
+                    .last_mut()
+                    .filter(|m| m.role == Role::User)
+                    .and_then(|m| m.texts.last_mut())
+                {
+                    text.push_str(sources.trim_end_matches('\n'));
+                }
+            }
+            CitationMode::Native => search_results = grounding.passages.clone(),
+        }
+    }
     let request = ModelRequest {
         model_id: settings.model_id.clone(),
         system,
-        messages: model_messages(conversation),
+        messages,
         inference,
         guardrail: settings.guardrail.clone(),
+        search_results,
     };
     let prompt_thought = prompt_thought(&request);
     PreparedTurn {
@@ -111,6 +154,18 @@ fn prompt_thought(request: &ModelRequest) -> Thought {
     }
     if let Some(p) = request.inference.top_p {
         props.insert("top_p".into(), json!(p));
+    }
+    if !request.search_results.is_empty() {
+        props.insert(
+            "search_results".into(),
+            json!(
+                request
+                    .search_results
+                    .iter()
+                    .map(|p| p.citation())
+                    .collect::<Vec<_>>()
+            ),
+        );
     }
     if let Some(g) = &request.guardrail {
         props.insert(
@@ -137,6 +192,7 @@ mod tests {
             default_max_tokens: 100,
             guardrail: None,
             limits: RequestLimits::default(),
+            retrieval: crate::RetrievalSettings::default(),
         }
     }
 
@@ -151,7 +207,7 @@ mod tests {
     }
 
     fn prepared(s: &ChatSettings, input: TurnInput) -> PreparedTurn {
-        prepare_turn(s, &input, &input.messages)
+        prepare_turn(s, &input, &input.messages, None)
     }
 
     fn user(text: &str) -> Message {

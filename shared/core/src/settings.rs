@@ -15,6 +15,38 @@ pub struct ChatSettings {
     pub default_max_tokens: u32,
     pub guardrail: Option<Guardrail>,
     pub limits: RequestLimits,
+    pub retrieval: RetrievalSettings,
+}
+
+/// How turns search the knowledge base, when one is configured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetrievalSettings {
+    /// `top` when a request does not say.
+    pub default_top: usize,
+    /// Whether the model writes the search query from the conversation (`QUERY_REWRITE`); otherwise the last
+    /// user message is the query.
+    pub query_rewrite: bool,
+    pub citations: CitationMode,
+}
+
+impl Default for RetrievalSettings {
+    fn default() -> Self {
+        Self {
+            default_top: 3,
+            query_rewrite: true,
+            citations: CitationMode::Prompted,
+        }
+    }
+}
+
+/// How the model is given the passages and cites them (`CITATIONS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CitationMode {
+    /// Listed in the prompt under their names; the model is told to cite them in square brackets. Any model.
+    #[default]
+    Prompted,
+    /// Given as Converse `searchResult` blocks with citations on; the model's own citations become the marks.
+    Native,
 }
 
 impl ChatSettings {
@@ -30,6 +62,8 @@ pub struct RequestLimits {
     pub max_message_chars: usize,
     /// The largest `max_tokens` a request may ask for.
     pub max_output_tokens: u32,
+    /// The largest `top` (passages to search for) a request may ask for.
+    pub max_top: usize,
 }
 
 impl RequestLimits {
@@ -52,6 +86,7 @@ impl Default for RequestLimits {
             max_messages: 500,
             max_message_chars: 80_000,
             max_output_tokens: 8192,
+            max_top: 20,
         }
     }
 }

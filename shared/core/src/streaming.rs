@@ -5,8 +5,8 @@ use std::collections::VecDeque;
 
 use crate::turn::{Turn, finish_reason, usage_thought};
 use crate::{
-    Answer, ChatError, FinishReason, FollowupSplitter, ModelError, ModelEvent, ModelStream,
-    Session, StopReason, Thought, TokenUsage, TurnHeader,
+    Answer, ChatError, DataPoints, FinishReason, FollowupSplitter, Grounding, ModelError,
+    ModelEvent, ModelStream, Session, StopReason, Thought, TokenUsage, TurnHeader,
 };
 
 /// What a streaming turn yields.
@@ -26,6 +26,8 @@ pub struct TurnEnd {
     /// `Some` when the request asked for follow-up questions.
     pub followup_questions: Option<Vec<String>>,
     pub result_thoughts: Vec<Thought>,
+    /// The passages the answer cited, by name, in the order first cited.
+    pub citations: Vec<String>,
 }
 
 /// A turn whose answer is being streamed from the model.
@@ -35,6 +37,11 @@ pub struct StreamingTurn<S> {
     pub thoughts: Vec<Thought>,
     model: Option<S>,
     session: Session,
+    grounding: Option<Grounding>,
+    /// Whether the model's text so far ends in white space (a citation mark then needs none before it).
+    after_space: bool,
+    /// Everything the model said, citation marks included (before follow-up questions are cut out).
+    said: String,
     /// Everything shown so far: what the turn stores as the answer.
     shown: String,
     splitter: Option<FollowupSplitter>,
@@ -50,12 +57,20 @@ impl<S: ModelStream> StreamingTurn<S> {
             thoughts: turn.thoughts,
             model: Some(model),
             session: turn.session,
+            grounding: turn.grounding,
+            after_space: true,
+            said: String::new(),
             shown: String::new(),
             splitter: turn.followups.then(FollowupSplitter::new),
             ready: VecDeque::new(),
             stop: None,
             usage: TokenUsage::default(),
         }
+    }
+
+    /// What the answer is grounded in, known before it starts; `None` when the turn did not search.
+    pub fn data_points(&self) -> Option<DataPoints> {
+        self.grounding.as_ref().map(Grounding::data_points)
     }
 
     /// The chat this turn belongs to.
@@ -110,12 +125,29 @@ impl<S: ModelStream> StreamingTurn<S> {
                         result_thoughts: end.result_thoughts,
                         followup_questions: end.followup_questions,
                         session_state,
+                        data_points: self.grounding.as_ref().map(Grounding::data_points),
+                        citations: end.citations,
                     };
                     return Ok((answer, self.session));
                 }
             }
         }
         Err(ModelError::Failed("the answer ended without its end".into()).into())
+    }
+
+    /// Takes the model's next text: held back while it may be follow-up questions, else ready to show.
+    fn push_text(&mut self, text: String) {
+        if let Some(last) = text.chars().last() {
+            self.after_space = last.is_whitespace();
+        }
+        self.said.push_str(&text);
+        let shown = match &mut self.splitter {
+            Some(splitter) => splitter.push(&text),
+            None => text,
+        };
+        if !shown.is_empty() {
+            self.ready.push_back(TurnEvent::Text(shown));
+        }
     }
 
     async fn pull(&mut self) -> Result<(), ChatError> {
@@ -130,15 +162,24 @@ impl<S: ModelStream> StreamingTurn<S> {
             }
         };
         match event {
-            Some(ModelEvent::Text(text)) => {
-                let shown = match &mut self.splitter {
-                    Some(splitter) => splitter.push(&text),
-                    None => text,
+            Some(ModelEvent::Citation(source)) => {
+                let Some(name) = self
+                    .grounding
+                    .as_ref()
+                    .and_then(|g| g.passages.get(source))
+                    .map(|p| p.citation())
+                else {
+                    // A citation of nothing this turn gave the model: there is no name to show.
+                    return Ok(());
                 };
-                if !shown.is_empty() {
-                    self.ready.push_back(TurnEvent::Text(shown));
-                }
+                let mark = if self.after_space {
+                    format!("[{name}]")
+                } else {
+                    format!(" [{name}]")
+                };
+                self.push_text(mark);
             }
+            Some(ModelEvent::Text(text)) => self.push_text(text),
             Some(ModelEvent::Stop(stop)) => {
                 // A guardrail that stops the answer ends the turn as an error, even after text was shown.
                 if let Err(e) = finish_reason(&stop) {
@@ -165,11 +206,17 @@ impl<S: ModelStream> StreamingTurn<S> {
                 if !rest.is_empty() {
                     self.ready.push_back(TurnEvent::Text(rest));
                 }
+                let citations = self
+                    .grounding
+                    .as_ref()
+                    .map(|g| g.cited_in(&self.said))
+                    .unwrap_or_default();
                 self.ready.push_back(TurnEvent::End(TurnEnd {
                     finish_reason: finish_reason(&stop)?,
                     usage: self.usage,
                     followup_questions,
                     result_thoughts: vec![usage_thought(self.usage, &stop)],
+                    citations,
                 }));
             }
         }

@@ -7,12 +7,13 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::macros::format_description;
 
+use crate::search::search;
 use crate::session::{continued_session, new_session, requested_chat};
 use crate::{
     Answer, Caller, ChatError, ChatMode, ChatModel, ChatRecord, ChatSettings, FinishReason,
-    ModelError, ModelRequest, ModelStream, ReplyStream, Retriever, Role, Session, SessionStore,
-    StopReason, StoredMessage, StreamingTurn, Thought, TokenUsage, TurnInput, display_time,
-    prepare_turn, title_of,
+    Grounding, ModelError, ModelRequest, ModelStream, ReplyStream, Retriever, Role, Session,
+    SessionStore, StopReason, StoredMessage, StreamingTurn, Thought, TokenUsage, TurnInput,
+    display_time, prepare_turn, title_of,
 };
 
 /// What identifies one answer: its id, when it was made, and by which model.
@@ -47,6 +48,8 @@ pub(crate) struct Turn {
     pub thoughts: Vec<Thought>,
     /// Whether the answer ends in follow-up questions to cut out.
     pub followups: bool,
+    /// What the search found, when the turn searched.
+    pub grounding: Option<Grounding>,
 }
 
 /// The chat core with its ports plugged in; built once per cold start and shared by every request.
@@ -67,9 +70,9 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
         }
     }
 
-    /// Grounds standard turns in what `retriever` finds.
-    pub fn with_retriever(mut self, retriever: Arc<dyn Retriever>) -> Self {
-        self.retriever = Some(retriever);
+    /// Grounds standard turns in what `retriever` finds; `None` answers from the model alone.
+    pub fn with_retriever(mut self, retriever: Option<Arc<dyn Retriever>>) -> Self {
+        self.retriever = retriever;
         self
     }
 
@@ -115,16 +118,40 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
         }
     }
 
-    /// The steps before the model: the session, then the prompt.
+    /// The steps before the model: the session, the search (when a knowledge base is configured), the prompt.
     async fn prepare(&self, caller: &Caller, input: &TurnInput) -> Result<Turn, ChatError> {
         let session = self.begin(&caller.owner, input, ChatMode::Standard).await?;
-        let prepared = prepare_turn(&self.settings, input, &session.conversation);
+        let mut thoughts = Vec::new();
+        let grounding = match &self.retriever {
+            None => None,
+            Some(retriever) => {
+                let found = search(
+                    &self.model,
+                    retriever.as_ref(),
+                    &self.settings,
+                    caller,
+                    input,
+                    &session.conversation,
+                )
+                .await?;
+                thoughts.extend(found.thoughts);
+                Some(found.grounding)
+            }
+        };
+        let prepared = prepare_turn(
+            &self.settings,
+            input,
+            &session.conversation,
+            grounding.as_ref(),
+        );
+        thoughts.push(prepared.prompt_thought);
         Ok(Turn {
             session,
             header: TurnHeader::new(&prepared.request.model_id),
             request: prepared.request,
-            thoughts: vec![prepared.prompt_thought],
+            thoughts,
             followups: input.overrides.suggest_followup_questions,
+            grounding,
         })
     }
 

@@ -2,7 +2,10 @@
 
 use std::time::Duration;
 
-use chat_core::{AgentGroup, ChatSettings, Guardrail, RequestLimits, StoreTimeouts};
+use chat_core::{
+    AgentGroup, ChatSettings, CitationMode, Guardrail, RequestLimits, RetrievalSettings,
+    StoreTimeouts,
+};
 use chat_protocol::chat_ui::ReplyShape;
 
 use crate::Cors;
@@ -31,6 +34,10 @@ pub struct Config {
     pub cors: Cors,
     /// The shape of the Chat UI's chat answers (`CHAT_UI_REPLY`): the spec's, or the page's current revision's.
     pub chat_ui_reply: ReplyShape,
+    /// The Bedrock knowledge base turns search (`KNOWLEDGE_BASE_ID`); `None`: answers come from the model alone.
+    pub knowledge_base_id: Option<String>,
+    /// How long one search may take, retries included (`KNOWLEDGE_BASE_TIMEOUT_MS`).
+    pub knowledge_base_timeout: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -128,6 +135,35 @@ impl Config {
                 reason,
             })?,
         };
+        let flag = |name: &'static str, default: bool| -> Result<bool, ConfigError> {
+            match get(name).map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+                None => Ok(default),
+                Some("true" | "1" | "yes" | "on") => Ok(true),
+                Some("false" | "0" | "no" | "off") => Ok(false),
+                Some(other) => Err(ConfigError {
+                    name,
+                    reason: format!("expected true or false, got {other:?}"),
+                }),
+            }
+        };
+        let citations = match get("CITATIONS").as_deref().map(str::trim) {
+            None | Some("prompted") => CitationMode::Prompted,
+            Some("native") => CitationMode::Native,
+            Some(other) => {
+                return Err(ConfigError {
+                    name: "CITATIONS",
+                    reason: format!(r#"expected "prompted" or "native", got {other:?}"#),
+                });
+            }
+        };
+        let max_top = number("MAX_TOP", defaults.max_top as u64)?;
+        if max_top > 100 {
+            return Err(ConfigError {
+                name: "MAX_TOP",
+                reason: "a knowledge base returns at most 100 passages".into(),
+            });
+        }
+        let default_top = (RetrievalSettings::default().default_top as u64).min(max_top);
         Ok(Self {
             chat: ChatSettings {
                 model_id: get("MODEL_ID").unwrap_or_else(|| Self::DEFAULT_MODEL_ID.into()),
@@ -139,6 +175,12 @@ impl Config {
                     max_messages: number("MAX_MESSAGES", defaults.max_messages as u64)? as usize,
                     max_message_chars: max_message_chars as usize,
                     max_output_tokens: to_u32("MAX_OUTPUT_TOKENS", max_output_tokens)?,
+                    max_top: max_top as usize,
+                },
+                retrieval: RetrievalSettings {
+                    default_top: default_top as usize,
+                    query_rewrite: flag("QUERY_REWRITE", true)?,
+                    citations,
                 },
             },
             max_body_bytes: number("MAX_BODY_BYTES", 1024 * 1024)? as usize,
@@ -165,6 +207,11 @@ impl Config {
                 .map(|list| Cors::from_list(&list))
                 .unwrap_or_default(),
             chat_ui_reply,
+            knowledge_base_id: get("KNOWLEDGE_BASE_ID").map(|id| id.trim().to_string()),
+            knowledge_base_timeout: Duration::from_millis(number(
+                "KNOWLEDGE_BASE_TIMEOUT_MS",
+                10_000,
+            )?),
         })
     }
 }

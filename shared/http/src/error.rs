@@ -1,6 +1,6 @@
 //! The one place where errors become HTTP: a status and a message for a person; internals go to the log only.
 
-use chat_core::{ChatError, ModelError, StoreError};
+use chat_core::{ChatError, ModelError, SearchError, StoreError};
 use chat_protocol::ErrorBody;
 use lambda_http::http::{StatusCode, header};
 use lambda_http::{Body, Response};
@@ -66,6 +66,15 @@ impl ApiError {
                     StatusCode::INTERNAL_SERVER_ERROR
                 }
             },
+            ApiError::Chat(ChatError::Search(e)) => match e {
+                SearchError::Throttled => StatusCode::TOO_MANY_REQUESTS,
+                SearchError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
+                SearchError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+                SearchError::AccessDenied(_)
+                | SearchError::NotFound(_)
+                | SearchError::Rejected(_)
+                | SearchError::Failed(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            },
         }
     }
 
@@ -122,6 +131,22 @@ impl ApiError {
                 ModelError::AccessDenied(_) | ModelError::NotFound(_) | ModelError::Rejected(_) => {
                     INTERNAL.into()
                 }
+            },
+            ApiError::Chat(ChatError::Search(e)) => match e {
+                SearchError::Throttled => {
+                    "The document search is receiving too many requests. Please try again in a moment."
+                        .into()
+                }
+                SearchError::Timeout(_) => {
+                    "The document search took too long to answer. Please try again.".into()
+                }
+                SearchError::Unavailable(_) => {
+                    "The document search could not answer right now. Please try again.".into()
+                }
+                SearchError::AccessDenied(_)
+                | SearchError::NotFound(_)
+                | SearchError::Rejected(_)
+                | SearchError::Failed(_) => INTERNAL.into(),
             },
         }
     }

@@ -34,6 +34,8 @@ pub enum KeySource {
 pub struct JwtVerifier {
     issuer: String,
     audience: String,
+    /// The claim holding the caller's groups (`JWT_GROUPS_CLAIM`, default `groups`).
+    groups_claim: String,
     source: KeySource,
     keys: RwLock<Option<(JwkSet, Instant)>>,
     http: reqwest::Client,
@@ -57,6 +59,17 @@ const NO_IAM_CALLER: &str =
 #[derive(Deserialize)]
 struct Claims {
     sub: String,
+    /// Every other claim: the object id and the groups claim are read from here.
+    #[serde(flatten)]
+    other: serde_json::Map<String, serde_json::Value>,
+}
+
+/// What a verified token says of its holder.
+struct Verified {
+    sub: String,
+    /// The `oid` claim (Microsoft Entra's object id), else `sub`: what documents' `oids` name.
+    oid: String,
+    groups: Vec<String>,
 }
 
 impl Auth {
@@ -104,6 +117,7 @@ impl Auth {
                 Ok(Auth::Jwt(JwtVerifier {
                     issuer,
                     audience: required("JWT_AUDIENCE")?,
+                    groups_claim: get("JWT_GROUPS_CLAIM").unwrap_or_else(|| "groups".into()),
                     source,
                     keys: RwLock::new(None),
                     http: reqwest::Client::builder()
@@ -122,30 +136,43 @@ impl Auth {
         }
     }
 
-    /// Who calls: their owner id, and what documents' access lists may name them by; or 401.
+    /// Who calls, or 401: their owner id, and what documents' access lists name them by (their oid: the local
+    /// user's name, the IAM caller's ARN, or the token's `oid`, else `sub`; and, for a token, its groups claim).
     pub async fn identify(&self, request: &Request) -> Result<Caller, ApiError> {
-        Ok(Caller::owner(self.caller(request).await?))
-    }
-
-    /// The caller's owner id, or 401. The id says how it was proven (`iam:`, `jwt:{issuer}:`, `local:`), so that
-    /// users of different modes or issuers never share a history; see [`owner_id`] for its length.
-    pub async fn caller(&self, request: &Request) -> Result<String, ApiError> {
         match self {
-            Auth::None { user } => Ok(owner_id("local", user)),
+            Auth::None { user } => Ok(Caller {
+                owner: owner_id("local", user),
+                oid: Some(user.clone()),
+                groups: Vec::new(),
+            }),
             Auth::Iam => iam_caller(request)
-                .map(|c| owner_id("iam", &c))
+                .map(|arn| Caller {
+                    owner: owner_id("iam", &arn),
+                    oid: Some(arn),
+                    groups: Vec::new(),
+                })
                 .map_err(ApiError::Unauthorized),
             Auth::Jwt(verifier) => {
                 let token = bearer(request).ok_or(ApiError::Unauthorized(
                     "no Authorization: Bearer token".into(),
                 ))?;
-                let sub = verifier
+                let verified = verifier
                     .verify(token)
                     .await
                     .map_err(ApiError::Unauthorized)?;
-                Ok(owner_id("jwt", &format!("{}:{sub}", verifier.issuer)))
+                Ok(Caller {
+                    owner: owner_id("jwt", &format!("{}:{}", verifier.issuer, verified.sub)),
+                    oid: Some(verified.oid),
+                    groups: verified.groups,
+                })
             }
         }
+    }
+
+    /// The caller's owner id, or 401. The id says how it was proven (`iam:`, `jwt:{issuer}:`, `local:`), so that
+    /// users of different modes or issuers never share a history; see [`owner_id`] for its length.
+    pub async fn caller(&self, request: &Request) -> Result<String, ApiError> {
+        Ok(self.identify(request).await?.owner)
     }
 }
 
@@ -210,7 +237,7 @@ fn bearer(request: &Request) -> Option<&str> {
 
 impl JwtVerifier {
     /// The token's `sub`, when the token is one to accept.
-    async fn verify(&self, token: &str) -> Result<String, String> {
+    async fn verify(&self, token: &str) -> Result<Verified, String> {
         let header = decode_header(token).map_err(|e| format!("malformed token: {e}"))?;
         // RFC 7515 §4.1.11: a recipient must refuse a token whose `crit` names an extension it does not understand,
         // and this service understands none (an empty list is malformed: producers must not send one).
@@ -246,7 +273,29 @@ impl JwtVerifier {
         let data = decode::<Claims>(token, &key, &validation)
             .map_err(|e| format!("invalid token: {e}"))?;
         usable_name("the token's sub", &data.claims.sub)?;
-        Ok(data.claims.sub)
+        let claims = data.claims;
+        let oid = match claims.other.get("oid").and_then(|v| v.as_str()) {
+            Some(oid) if usable_name("the token's oid", oid).is_ok() => oid.to_string(),
+            _ => claims.sub.clone(),
+        };
+        // A groups claim is a list of names (or one name); anything else names no group.
+        let groups = match claims.other.get(&self.groups_claim) {
+            Some(serde_json::Value::Array(items)) => items
+                .iter()
+                .filter_map(|g| g.as_str())
+                .filter(|g| usable_name("a group", g).is_ok())
+                .map(str::to_string)
+                .collect(),
+            Some(serde_json::Value::String(one)) if usable_name("a group", one).is_ok() => {
+                vec![one.clone()]
+            }
+            _ => Vec::new(),
+        };
+        Ok(Verified {
+            sub: claims.sub,
+            oid,
+            groups,
+        })
     }
 
     /// The key `kid` names (or the only key, when the token names none), fetching the set when needed.
@@ -485,6 +534,7 @@ mod tests {
             let auth = Auth::Jwt(JwtVerifier {
                 issuer: ISSUER.into(),
                 audience: AUDIENCE.into(),
+                groups_claim: "groups".into(),
                 source: KeySource::File("/nonexistent/jwks.json".into()),
                 keys: RwLock::new(Some((JwkSet { keys: vec![jwk] }, Instant::now()))),
                 http: reqwest::Client::new(),
@@ -533,6 +583,38 @@ mod tests {
                     format!("jwt:{ISSUER}:alice")
                 );
             }
+        }
+
+        #[tokio::test]
+        async fn a_token_names_its_oid_and_groups_for_documents_access() {
+            let (auth, key) = verifier();
+            let es256 = Header::new(Algorithm::ES256);
+            let identify = |t: String| {
+                let mut request = event(None);
+                request
+                    .headers_mut()
+                    .insert("authorization", format!("Bearer {t}").parse().unwrap());
+                let auth = &auth;
+                async move { auth.identify(&request).await.unwrap() }
+            };
+            let full = identify(token(
+                &key,
+                &es256,
+                serde_json::json!({"sub": "s-1", "oid": "alice-oid", "groups": ["eng", 7, "hr"]}),
+            ))
+            .await;
+            assert_eq!(full.oid.as_deref(), Some("alice-oid"));
+            assert_eq!(full.groups, ["eng", "hr"]);
+            assert_eq!(full.owner, format!("jwt:{ISSUER}:s-1"));
+            // Without an oid claim the subject is the oid; a single group may be a string.
+            let bare = identify(token(
+                &key,
+                &es256,
+                serde_json::json!({"sub": "bob", "groups": "ops"}),
+            ))
+            .await;
+            assert_eq!(bare.oid.as_deref(), Some("bob"));
+            assert_eq!(bare.groups, ["ops"]);
         }
 
         #[tokio::test]

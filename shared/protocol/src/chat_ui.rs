@@ -103,6 +103,10 @@ impl ChatMessageContent {
         if let Some(state) = &answer.session_state {
             extra.insert("SessionState".into(), state.clone());
         }
+        // `ChatMessageContent` has no context: what the answer cites travels in its metadata.
+        if answer.data_points.is_some() {
+            extra.insert("Citations".into(), answer.citations.clone().into());
+        }
         Self {
             author_name: None,
             role: RoleLabel {
@@ -251,7 +255,12 @@ impl MessagesReply {
                 timestamp: display_time(answer.created),
                 agent_identifier: None,
                 agent_name: None,
-                extra: Map::new(),
+                extra: match answer.data_points {
+                    Some(_) => {
+                        Map::from_iter([("citations".into(), answer.citations.clone().into())])
+                    }
+                    None => Map::new(),
+                },
             }],
         }
     }

@@ -17,7 +17,8 @@ pub use model::{
 };
 pub use request::{Endpoint, parse_body, parse_chat_request, parse_replace_request};
 pub use wire::{
-    Delta, ErrorBody, RequestContext, ResponseContext, WireMessage, WireOverrides, json_line,
+    Delta, ErrorBody, RequestContext, ResponseContext, WireDataPoints, WireMessage, WireOverrides,
+    json_line,
 };
 
 use serde_json::Value;

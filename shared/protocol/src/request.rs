@@ -249,6 +249,26 @@ fn overrides(
             ));
         }
     };
+    let top = match wire.top.into_option() {
+        None => None,
+        Some(n) if n >= 1 && n <= limits.max_top as u64 => Some(n as usize),
+        Some(_) => {
+            return Err(InvalidRequest::new(
+                "context.overrides.top",
+                format!("must be between 1 and {}", limits.max_top),
+            ));
+        }
+    };
+    let retrieval_mode = match wire.retrieval_mode.into_option() {
+        None => None,
+        Some(mode) => Some(mode.parse().map_err(|reason: String| {
+            InvalidRequest::new("context.overrides.retrieval_mode", reason)
+        })?),
+    };
+    let minimum_search_score = unit(
+        "minimum_search_score",
+        wire.minimum_search_score.into_option(),
+    )?;
     Ok(Overrides {
         temperature,
         top_p,
@@ -258,5 +278,15 @@ fn overrides(
             .prompt_template
             .into_option()
             .filter(|t| !t.trim().is_empty()),
+        top,
+        retrieval_mode,
+        minimum_search_score,
+        // The reference front end sends an empty category for "exclude none".
+        exclude_category: wire
+            .exclude_category
+            .into_option()
+            .filter(|c| !c.trim().is_empty()),
+        use_oid_security_filter: wire.use_oid_security_filter.into_option() == Some(true),
+        use_groups_security_filter: wire.use_groups_security_filter.into_option() == Some(true),
     })
 }

@@ -106,10 +106,10 @@ impl ChatCompletion {
                     extra: Map::new(),
                 },
                 finish_reason: Field::Value(openai_finish_reason(answer.finish_reason).to_string()),
-                context: Field::Value(ResponseContext::new(
-                    &answer.thoughts(),
-                    answer.followup_questions.clone(),
-                )),
+                context: Field::Value(
+                    ResponseContext::new(&answer.thoughts(), answer.followup_questions.clone())
+                        .with_data_points(answer.data_points.as_ref()),
+                ),
                 session_state_snake,
                 session_state_camel,
                 extra: Map::new(),
@@ -246,7 +246,8 @@ pub fn chunks_of(answer: &Answer, spelling: SessionSpelling) -> Vec<ChatCompleti
     };
     let mut chunks = vec![ChatCompletionChunk::start(
         &header,
-        ResponseContext::new(&answer.prompt_thoughts, None),
+        ResponseContext::new(&answer.prompt_thoughts, None)
+            .with_data_points(answer.data_points.as_ref()),
         answer.session_state.clone(),
         spelling,
     )];

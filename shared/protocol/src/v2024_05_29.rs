@@ -62,10 +62,10 @@ impl ChatResponse {
                 content: answer.content.clone(),
                 extra: Map::new(),
             },
-            context: Field::Value(ResponseContext::new(
-                &answer.thoughts(),
-                answer.followup_questions.clone(),
-            )),
+            context: Field::Value(
+                ResponseContext::new(&answer.thoughts(), answer.followup_questions.clone())
+                    .with_data_points(answer.data_points.as_ref()),
+            ),
             session_state_camel,
             session_state_snake,
             extra: Map::new(),

@@ -73,13 +73,46 @@ pub struct WireOverrides {
     pub suggest_followup_questions: Field<bool>,
     #[serde(default, skip_serializing_if = "Field::is_missing")]
     pub prompt_template: Field<String>,
+    #[serde(default, skip_serializing_if = "Field::is_missing")]
+    pub top: Field<u64>,
+    #[serde(default, skip_serializing_if = "Field::is_missing")]
+    pub retrieval_mode: Field<String>,
+    #[serde(default, skip_serializing_if = "Field::is_missing")]
+    pub minimum_search_score: Field<f64>,
+    #[serde(default, skip_serializing_if = "Field::is_missing")]
+    pub exclude_category: Field<String>,
+    #[serde(default, skip_serializing_if = "Field::is_missing")]
+    pub use_oid_security_filter: Field<bool>,
+    #[serde(default, skip_serializing_if = "Field::is_missing")]
+    pub use_groups_security_filter: Field<bool>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+/// `context.data_points`: what the answer was grounded in, as the reference backends return it.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct WireDataPoints {
+    pub text: Vec<String>,
+    pub citations: Vec<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl From<&chat_core::DataPoints> for WireDataPoints {
+    fn from(d: &chat_core::DataPoints) -> Self {
+        Self {
+            text: d.text.clone(),
+            citations: d.citations.clone(),
+            extra: Map::new(),
+        }
+    }
 }
 
 /// `context` of a response: `thoughts`, `followup_questions`, and anything else (such as `data_points`).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct ResponseContext {
+    #[serde(default, skip_serializing_if = "Field::is_missing")]
+    pub data_points: Field<WireDataPoints>,
     #[serde(default, skip_serializing_if = "Field::is_missing")]
     pub thoughts: Field<Vec<Thought>>,
     #[serde(default, skip_serializing_if = "Field::is_missing")]
@@ -91,10 +124,19 @@ pub struct ResponseContext {
 impl ResponseContext {
     pub fn new(thoughts: &[chat_core::Thought], followup_questions: Option<Vec<String>>) -> Self {
         Self {
+            data_points: Field::Missing,
             thoughts: Field::Value(thoughts.iter().map(Thought::from).collect()),
             followup_questions: followup_questions.map_or(Field::Missing, Field::Value),
             extra: Map::new(),
         }
+    }
+}
+
+impl ResponseContext {
+    /// With what the answer was grounded in, when the turn searched.
+    pub fn with_data_points(mut self, data_points: Option<&chat_core::DataPoints>) -> Self {
+        self.data_points = data_points.map_or(Field::Missing, |d| Field::Value(d.into()));
+        self
     }
 }
 

@@ -153,11 +153,72 @@ fn overrides_are_typed_and_bounded_and_unknown_ones_ignored() {
 }
 
 #[test]
+fn retrieval_overrides_are_typed_and_bounded() {
+    let with = |o: serde_json::Value| json!({"messages": [{"role": "user", "content": "hi"}], "context": {"overrides": o}});
+    let ok = parse(with(json!({
+        "top": 5, "retrieval_mode": "vectors", "minimum_search_score": 0.5, "exclude_category": "hr",
+        "use_oid_security_filter": true, "use_groups_security_filter": false
+    })))
+    .unwrap()
+    .turn
+    .overrides;
+    assert_eq!(ok.top, Some(5));
+    assert_eq!(ok.retrieval_mode, Some(chat_core::RetrievalMode::Vectors));
+    assert_eq!(ok.minimum_search_score, Some(0.5));
+    assert_eq!(ok.exclude_category.as_deref(), Some("hr"));
+    assert!(ok.use_oid_security_filter);
+    assert!(!ok.use_groups_security_filter);
+    // The reference front end's "exclude nothing" and nulls are no override.
+    let none = parse(with(
+        json!({"exclude_category": "", "top": null, "retrieval_mode": null}),
+    ))
+    .unwrap()
+    .turn
+    .overrides;
+    assert_eq!(
+        (none.exclude_category, none.top, none.retrieval_mode),
+        (None, None, None)
+    );
+    for (bad, message) in [
+        (
+            json!({"top": 0}),
+            "context.overrides.top: must be between 1 and 20",
+        ),
+        (
+            json!({"top": 21}),
+            "context.overrides.top: must be between 1 and 20",
+        ),
+        (
+            json!({"retrieval_mode": "keyword"}),
+            r#"context.overrides.retrieval_mode: must be "hybrid", "vectors" or "text""#,
+        ),
+        (
+            json!({"minimum_search_score": 1.5}),
+            "context.overrides.minimum_search_score: must be between 0 and 1",
+        ),
+    ] {
+        assert_eq!(error(with(bad)), message);
+    }
+    for bad in [
+        json!({"top": "3"}),
+        json!({"use_oid_security_filter": "yes"}),
+        json!({"exclude_category": 3}),
+    ] {
+        let field = bad.as_object().unwrap().keys().next().unwrap().clone();
+        assert!(
+            error(with(bad)).starts_with(&format!("context.overrides.{field}: invalid type")),
+            "{field}"
+        );
+    }
+}
+
+#[test]
 fn limits_are_enforced() {
     let limits = RequestLimits {
         max_messages: 2,
         max_message_chars: 5,
         max_output_tokens: 10,
+        max_top: 20,
     };
     let parse_with = |v: serde_json::Value| {
         parse_chat_request(v.to_string().as_bytes(), Endpoint::Protocol, &limits)

@@ -1,0 +1,504 @@
+//! Answers grounded in the sample collection: the chat function with the real Bedrock and Bedrock Agent Runtime SDK
+//! clients, talking to the local Bedrock server and the local knowledge base (tantivy over samples/knowledge-base).
+
+mod support;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use chat::App;
+use chat_aws::{BedrockKnowledgeBase, BedrockModel, DynamoStore};
+use chat_core::{ChatMode, Retriever};
+use chat_http::{Auth, Config};
+use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
+use lambda_http::http::StatusCode;
+use lambda_http::{Body, Request};
+use local_bedrock::LocalBedrock;
+use local_dynamodb::LocalDynamo;
+use local_knowledge_base::LocalKnowledgeBase;
+use serde_json::{Value, json};
+use support::{Harness, Reply};
+
+const KB_ID: &str = "LOCALKB001";
+
+fn collection() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../samples/knowledge-base")
+}
+
+struct Grounded {
+    kb: LocalKnowledgeBase,
+    h: Harness,
+}
+
+/// The chat function searching a local knowledge base, its configuration holding `env` as well.
+async fn grounded(env: &[(&str, &str)]) -> Grounded {
+    let kb = LocalKnowledgeBase::start(KB_ID, collection())
+        .await
+        .unwrap();
+    let mut pairs: Vec<(&str, &str)> = vec![
+        ("MODEL_ID", "local.echo-v1:0"),
+        ("AUTH_MODE", "none"),
+        ("KNOWLEDGE_BASE_ID", KB_ID),
+    ];
+    pairs.extend_from_slice(env);
+    let config = Config::from_pairs(&pairs).unwrap();
+    let auth = Auth::from_lookup(&|k: &str| {
+        pairs
+            .iter()
+            .rev()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| v.to_string())
+    })
+    .unwrap();
+    let bedrock = LocalBedrock::start().await.unwrap();
+    let model = BedrockModel::new(&bedrock.sdk_config().await, config.model_timeout);
+    let retriever = BedrockKnowledgeBase::new(
+        &kb.sdk_config().await,
+        config.knowledge_base_id.clone().unwrap(),
+        config.knowledge_base_timeout,
+    );
+    let (client, table) = LocalDynamo::shared().fresh_table().await;
+    let store = DynamoStore::new(client, table, None);
+    let app = App::new(model, store.clone(), auth, config)
+        .with_retriever(Some(Arc::new(retriever) as Arc<dyn Retriever>));
+    Grounded {
+        kb,
+        h: Harness {
+            bedrock,
+            store,
+            app,
+        },
+    }
+}
+
+fn ask(question: &str, overrides: Value) -> Value {
+    json!({"messages": [{"role": "user", "content": question}], "context": {"overrides": overrides}})
+}
+
+fn titles(context: &Value) -> Vec<String> {
+    context["thoughts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["title"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn citations(context: &Value) -> Vec<String> {
+    context["data_points"]["citations"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no data_points in {context}"))
+        .iter()
+        .map(|c| c.as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn an_answer_cites_the_passages_it_was_grounded_in() {
+    let g = grounded(&[]).await;
+    let reply =
+        g.h.post(
+            "/chat",
+            &ask("What does dental coverage include?", json!({})),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    let body = reply.json();
+    let context = &body["context"];
+    let names = citations(context);
+    assert_eq!(names.len(), 3, "{context}");
+    assert_eq!(names[0], "Benefit_Options.md#page=2", "{context}");
+    let text = context["data_points"]["text"].as_array().unwrap();
+    assert_eq!(text.len(), 3);
+    assert!(
+        text[0]
+            .as_str()
+            .unwrap()
+            .starts_with("Benefit_Options.md#page=2: ## Dental and vision coverage Dental coverage includes two cleanings"),
+        "{text:?}"
+    );
+    let content = body["message"]["content"].as_str().unwrap();
+    assert!(content.contains("[Benefit_Options.md#page=2]"), "{content}");
+    assert_eq!(
+        titles(context),
+        [
+            "Prompt to generate search query",
+            "Search using generated search query",
+            "Search results",
+            "Prompt to generate answer",
+            "Token usage"
+        ]
+    );
+    // The model wrote the query; the knowledge base got it, and the answer's prompt listed the sources.
+    let searched = g.kb.requests();
+    assert_eq!(searched.len(), 1);
+    assert_eq!(
+        searched[0].query(),
+        Some("What does dental coverage include")
+    );
+    assert_eq!(searched[0].search_type(), Some("HYBRID"));
+    assert_eq!(searched[0].number_of_results(), Some(3));
+    let prompt = g.h.last_model_request();
+    let question = prompt["messages"][0]["content"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(
+        question.contains(
+            "\n\nSources:\nBenefit_Options.md#page=2: ## Dental and vision coverage Dental coverage"
+        ),
+        "{question}"
+    );
+    // The stored turn is the answer with its citation marks.
+    let chat = body["sessionState"].as_str().unwrap();
+    let history = g.h.history(chat).await;
+    assert_eq!(history[1].1, content);
+}
+
+#[tokio::test]
+async fn the_2024_01_28_dialect_carries_data_points_in_its_choice() {
+    let g = grounded(&[]).await;
+    let mut body = ask("How much is the wellness stipend?", json!({}));
+    body["stream"] = json!(false);
+    let reply = g.h.post("/chat", &body).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    let context = &reply.json()["choices"][0]["context"];
+    assert_eq!(
+        citations(context)[0],
+        "Benefit_Options.md#page=3",
+        "{context}"
+    );
+}
+
+#[tokio::test]
+async fn each_override_shapes_the_search() {
+    let g = grounded(&[]).await;
+    let question = "What does dental coverage include?";
+    let post = |overrides: Value| {
+        let body = ask(question, overrides);
+        let h = &g.h;
+        async move { h.post("/chat", &body).await }
+    };
+
+    let one = post(json!({"top": 1})).await.json();
+    assert_eq!(citations(&one["context"]).len(), 1);
+    assert_eq!(g.kb.requests().last().unwrap().number_of_results(), Some(1));
+
+    let vectors = post(json!({"retrieval_mode": "vectors"})).await.json();
+    assert_eq!(
+        g.kb.requests().last().unwrap().search_type(),
+        Some("SEMANTIC")
+    );
+    let search = &vectors["context"]["thoughts"][1];
+    assert_eq!(search["props"]["retrieval_mode"], "vectors");
+    assert_eq!(search["props"]["search_type"], "SEMANTIC");
+
+    let text = post(json!({"retrieval_mode": "text"})).await.json();
+    assert_eq!(
+        g.kb.requests().last().unwrap().search_type(),
+        Some("HYBRID")
+    );
+    let note = text["context"]["thoughts"][1]["props"]["note"]
+        .as_str()
+        .unwrap();
+    assert!(note.contains("no text-only search"), "{note}");
+
+    let excluded = post(json!({"exclude_category": "benefits"})).await.json();
+    let names = citations(&excluded["context"]);
+    assert!(
+        !names.iter().any(|n| n.starts_with("Benefit_Options")),
+        "{names:?}"
+    );
+    assert_eq!(
+        g.kb.requests().last().unwrap().filter(),
+        Some(&json!({"notEquals": {"key": "category", "value": "benefits"}}))
+    );
+
+    let nothing = post(json!({"minimum_search_score": 1})).await.json();
+    assert!(citations(&nothing["context"]).is_empty());
+    assert_eq!(
+        nothing["message"]["content"],
+        "The sources do not hold the answer to this question."
+    );
+
+    let high = post(json!({"minimum_search_score": 0.5})).await.json();
+    for passage in high["context"]["thoughts"][2]["description"]
+        .as_array()
+        .unwrap()
+    {
+        assert!(passage["score"].as_f64().unwrap() >= 0.5, "{passage}");
+    }
+
+    for (bad, message) in [
+        (
+            json!({"top": 0}),
+            "context.overrides.top: must be between 1 and 20",
+        ),
+        (
+            json!({"top": 21}),
+            "context.overrides.top: must be between 1 and 20",
+        ),
+        (
+            json!({"retrieval_mode": "keyword"}),
+            r#"context.overrides.retrieval_mode: must be "hybrid", "vectors" or "text""#,
+        ),
+    ] {
+        let reply = post(bad).await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+        assert_eq!(reply.json()["error"], message);
+    }
+}
+
+#[tokio::test]
+async fn without_query_rewriting_the_users_message_is_the_query() {
+    let g = grounded(&[("QUERY_REWRITE", "false"), ("MAX_TOP", "5")]).await;
+    let reply =
+        g.h.post("/chat", &ask("dental coverage", json!({"top": 5})))
+            .await
+            .json();
+    assert_eq!(g.kb.requests()[0].query(), Some("dental coverage"));
+    assert_eq!(
+        titles(&reply["context"])[..3],
+        [
+            "Search using user query",
+            "Search results",
+            "Prompt to generate answer"
+        ]
+    );
+    // The model was asked once: for the answer.
+    assert_eq!(g.h.bedrock.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn knowledge_base_faults_have_the_models_statuses_and_store_nothing() {
+    let g = grounded(&[("KNOWLEDGE_BASE_TIMEOUT_MS", "300")]).await;
+    let generic = "The app encountered an error processing your request.\nIf you are an administrator of the app, view the full error in the logs.";
+    for (directive, status, message) in [
+        ("[[kb-fault:throttle]]", StatusCode::TOO_MANY_REQUESTS, None),
+        (
+            "[[kb-fault:not-found]]",
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Some(generic),
+        ),
+        (
+            "[[kb-fault:access-denied]]",
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Some(generic),
+        ),
+        (
+            "[[kb-fault:unavailable]]",
+            StatusCode::SERVICE_UNAVAILABLE,
+            None,
+        ),
+        ("[[kb-delay-ms:2000]]", StatusCode::GATEWAY_TIMEOUT, None),
+    ] {
+        let reply =
+            g.h.post(
+                "/chat",
+                &ask(&format!("dental coverage {directive}"), json!({})),
+            )
+            .await;
+        assert_eq!(reply.status, status, "{directive}: {}", reply.body);
+        if let Some(message) = message {
+            assert_eq!(reply.json()["error"], message);
+        }
+    }
+    assert_eq!(g.h.chat_count(ChatMode::Standard).await, 0);
+}
+
+#[tokio::test]
+async fn the_chat_ui_answer_carries_the_citations_in_its_metadata() {
+    let g = grounded(&[]).await;
+    let reply = g
+        .h
+        .post(
+            "/chat-ui/chat",
+            &json!({"messages": [{"role": "user", "content": "What does dental coverage include?"}]}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    let body = reply.json();
+    let cited = body[0]["Metadata"]["Citations"].as_array().unwrap();
+    assert_eq!(cited[0], "Benefit_Options.md#page=2", "{body}");
+    let text = body[0]["Items"][0]["Text"].as_str().unwrap();
+    for name in cited {
+        assert!(
+            text.contains(&format!("[{}]", name.as_str().unwrap())),
+            "{text}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn native_citations_come_from_the_models_own_citations() {
+    let g = grounded(&[("CITATIONS", "native")]).await;
+    let reply =
+        g.h.post(
+            "/chat",
+            &ask("What does dental coverage include?", json!({})),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    let body = reply.json();
+    // The passages went to Converse as search results with citations on, not into the question's text.
+    let prompt = g.h.last_model_request();
+    let content = prompt["messages"][0]["content"].as_array().unwrap();
+    assert_eq!(
+        content[0]["searchResult"]["title"],
+        "Benefit_Options.md#page=2"
+    );
+    assert_eq!(content[0]["searchResult"]["citations"]["enabled"], true);
+    assert!(
+        !content.last().unwrap()["text"]
+            .as_str()
+            .unwrap()
+            .contains("Sources:")
+    );
+    // Each sentence the model cited carries its mark, where the model put its citation.
+    let text = body["message"]["content"].as_str().unwrap();
+    assert!(
+        text.starts_with("## Dental and vision coverage Dental coverage includes two cleanings a year, fillings at 80 percent and orthodontics for children up to a lifetime maximum of 2,000 dollars. [Benefit_Options.md#page=2]"),
+        "{text}"
+    );
+    assert_eq!(citations(&body["context"])[0], "Benefit_Options.md#page=2");
+    // The buffered answer's citations came from Converse's citationsContent blocks, one per cited sentence.
+    assert_eq!(text.matches(" [").count(), 3, "{text}");
+}
+
+// --- the security filters, with JWT callers ---------------------------------------------------------------------
+
+const ISSUER: &str = "https://issuer.retrieval.test";
+const AUDIENCE: &str = "chat-backend";
+
+struct Signer {
+    key: EncodingKey,
+    jwks: PathBuf,
+}
+
+fn signer() -> Signer {
+    use aws_lc_rs::rand::SystemRandom;
+    use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
+    let pkcs8 =
+        EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &SystemRandom::new())
+            .unwrap();
+    let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref()).unwrap();
+    let point = pair.public_key().as_ref();
+    let jwk = json!({
+        "kty": "EC", "crv": "P-256", "alg": "ES256", "use": "sig", "kid": "k1",
+        "x": URL_SAFE_NO_PAD.encode(&point[1..33]), "y": URL_SAFE_NO_PAD.encode(&point[33..65]),
+    });
+    let jwks = std::env::temp_dir().join(format!("jwks-retrieval-{}.json", fastrand::u64(..)));
+    std::fs::write(&jwks, json!({"keys": [jwk]}).to_string()).unwrap();
+    Signer {
+        key: EncodingKey::from_ec_der(pkcs8.as_ref()),
+        jwks,
+    }
+}
+
+fn token(signer: &Signer, claims: Value) -> String {
+    let mut header = Header::new(Algorithm::ES256);
+    header.kid = Some("k1".into());
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let mut all = json!({"iss": ISSUER, "aud": AUDIENCE, "exp": now + 3600, "iat": now});
+    all.as_object_mut()
+        .unwrap()
+        .extend(claims.as_object().unwrap().clone());
+    encode(&header, &all, &signer.key).unwrap()
+}
+
+async fn ask_as(g: &Grounded, token: &str, question: &str, overrides: Value) -> Reply {
+    let request: Request = lambda_http::http::Request::builder()
+        .method("POST")
+        .uri("/chat")
+        .header("content-type", "application/json")
+        .header("authorization", format!("Bearer {token}"))
+        .body(Body::from(ask(question, overrides).to_string()))
+        .unwrap();
+    let response = g.h.app.handle(request).await;
+    let (parts, body) = response.into_parts();
+    let body = match body {
+        Body::Text(t) => t,
+        Body::Binary(b) => String::from_utf8(b).unwrap(),
+        _ => String::new(),
+    };
+    Reply {
+        status: parts.status,
+        headers: parts.headers,
+        body,
+    }
+}
+
+#[tokio::test]
+async fn a_users_documents_reach_that_user_only_in_every_retrieval_mode() {
+    let signer = signer();
+    let jwks = signer.jwks.to_string_lossy().to_string();
+    let g = grounded(&[
+        ("AUTH_MODE", "jwt"),
+        ("JWT_ISSUER", ISSUER),
+        ("JWT_AUDIENCE", AUDIENCE),
+        ("JWKS_FILE", &jwks),
+    ])
+    .await;
+    let alice = token(
+        &signer,
+        json!({"sub": "alice-sub", "oid": "alice", "groups": ["engineering"]}),
+    );
+    let bob = token(&signer, json!({"sub": "bob"}));
+    let mallory = token(&signer, json!({"sub": "mallory", "groups": ["sales"]}));
+    let documents = |reply: &Reply| -> Vec<String> {
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        citations(&reply.json()["context"])
+    };
+    // Questions aimed squarely at the protected documents, with room for every passage that could match.
+    let questions = [
+        "Alice salary review merit increase",
+        "Bob payroll overtime salary",
+        "engineering roadmap next quarter",
+    ];
+    for mode in ["hybrid", "vectors", "text"] {
+        let filters = json!({
+            "retrieval_mode": mode, "top": 20,
+            "use_oid_security_filter": true, "use_groups_security_filter": true
+        });
+        for question in questions {
+            let for_alice = documents(&ask_as(&g, &alice, question, filters.clone()).await);
+            let for_bob = documents(&ask_as(&g, &bob, question, filters.clone()).await);
+            let for_mallory = documents(&ask_as(&g, &mallory, question, filters.clone()).await);
+            // Alice sees only what names her or her group; Bob only what names him; Mallory nothing.
+            assert!(
+                for_alice
+                    .iter()
+                    .all(|d| d.starts_with("Salary_Review_Alice")
+                        || d.starts_with("Engineering_Roadmap")),
+                "{mode} {question}: {for_alice:?}"
+            );
+            assert!(
+                for_bob.iter().all(|d| d.starts_with("Payroll_Bob")),
+                "{mode} {question}: {for_bob:?}"
+            );
+            assert!(for_mallory.is_empty(), "{mode} {question}: {for_mallory:?}");
+        }
+        let own = documents(&ask_as(&g, &alice, questions[0], filters.clone()).await);
+        assert!(
+            own.iter().any(|d| d.starts_with("Salary_Review_Alice")),
+            "{mode}: {own:?}"
+        );
+        let roadmap = documents(&ask_as(&g, &alice, questions[2], filters.clone()).await);
+        assert!(
+            roadmap.iter().any(|d| d.starts_with("Engineering_Roadmap")),
+            "{mode}: {roadmap:?}"
+        );
+        let payroll = documents(&ask_as(&g, &bob, questions[1], filters.clone()).await);
+        assert!(
+            payroll.iter().any(|d| d.starts_with("Payroll_Bob")),
+            "{mode}: {payroll:?}"
+        );
+    }
+    // Without the filters the protected documents are found by anyone: the filter, not the query, kept them out.
+    let open = documents(&ask_as(&g, &bob, questions[0], json!({"top": 20})).await);
+    assert!(
+        open.iter().any(|d| d.starts_with("Salary_Review_Alice")),
+        "{open:?}"
+    );
+}

@@ -1,0 +1,353 @@
+//! The search step of a turn: the query (the user's, or one the model writes), the filters the request and the
+//! caller's access make, the knowledge base's passages, and the thoughts that tell what was done.
+
+use serde_json::{Map, Value, json};
+
+use crate::prompt::{inference_settings, model_messages, push_text};
+use crate::{
+    Caller, ChatError, ChatModel, ChatSettings, DataPoints, Message, MetadataFilter, ModelRequest,
+    Passage, RetrievalMode, Retriever, Role, SearchMode, SearchRequest, Thought, TurnInput,
+};
+
+/// The system prompt of the query the model writes; the conversation follows it.
+pub const QUERY_PROMPT: &str = "Below is a history of the conversation so far, and a new question asked by the user \
+that needs to be answered by searching in a knowledge base of the team's documents.
+Generate a search query based on the conversation and the new question.
+Do not include cited source filenames and document names such as info.txt or doc.pdf in the search query terms.
+Do not include any text inside [] or <<>> in the search query terms.
+Do not include any special characters like '+'.
+If you cannot generate a search query, return just the number 0.";
+
+/// What a turn is grounded in: the passages found, best first.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Grounding {
+    pub passages: Vec<Passage>,
+}
+
+impl Grounding {
+    /// The passages as `context.data_points` carries them.
+    pub fn data_points(&self) -> DataPoints {
+        DataPoints {
+            text: self
+                .passages
+                .iter()
+                .map(|p| format!("{}: {}", p.citation(), one_line(&p.text)))
+                .collect(),
+            citations: self.citation_names(),
+        }
+    }
+
+    /// Each passage's citation name, in order, without repeats.
+    pub fn citation_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        for p in &self.passages {
+            let name = p.citation();
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        names
+    }
+
+    /// The passages' names that `answer` cites in square brackets, in the order first cited.
+    pub fn cited_in(&self, answer: &str) -> Vec<String> {
+        let mut cited: Vec<(usize, String)> = self
+            .citation_names()
+            .into_iter()
+            .filter_map(|name| answer.find(&format!("[{name}]")).map(|at| (at, name)))
+            .collect();
+        cited.sort();
+        cited.into_iter().map(|(_, name)| name).collect()
+    }
+}
+
+/// A passage's text on one line, as the prompt and the data points list it.
+pub(crate) fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The search step's outcome: the grounding and the thoughts of the steps taken.
+pub(crate) struct SearchOutcome {
+    pub grounding: Grounding,
+    pub thoughts: Vec<Thought>,
+}
+
+/// Searches `retriever` for the turn: writes the query (or takes the user's), builds the filters, and keeps the
+/// passages that score at least the requested minimum.
+pub(crate) async fn search<M: ChatModel>(
+    model: &M,
+    retriever: &dyn Retriever,
+    settings: &ChatSettings,
+    caller: &Caller,
+    input: &TurnInput,
+    conversation: &[Message],
+) -> Result<SearchOutcome, ChatError> {
+    let overrides = &input.overrides;
+    let question = conversation
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::User)
+        .map(Message::text)
+        .unwrap_or_default();
+    let mut thoughts = Vec::new();
+    let (query, generated) = if settings.retrieval.query_rewrite {
+        let request = query_request(settings, input, conversation, &question);
+        let reply = model.converse(&request).await?;
+        let written = reply.text.trim().trim_matches('"').trim().to_string();
+        thoughts.push(query_thought(&request, &written));
+        if written.is_empty() || written == "0" {
+            (question.clone(), false)
+        } else {
+            (written, true)
+        }
+    } else {
+        (question.clone(), false)
+    };
+    let mode = overrides.retrieval_mode.unwrap_or(RetrievalMode::Hybrid);
+    let search = SearchRequest {
+        query: query.clone(),
+        top: overrides.top.unwrap_or(settings.retrieval.default_top),
+        mode: match mode {
+            RetrievalMode::Vectors => SearchMode::Semantic,
+            RetrievalMode::Hybrid | RetrievalMode::Text => SearchMode::Hybrid,
+        },
+        filter: filter(input, caller),
+    };
+    // A security filter that can name nobody (a caller with no groups) matches nothing: no search is needed.
+    let found = if search.filter.as_ref().is_some_and(matches_nothing) {
+        Vec::new()
+    } else {
+        retriever
+            .retrieve(&search)
+            .await
+            .map_err(ChatError::Search)?
+    };
+    let passages: Vec<Passage> = found
+        .into_iter()
+        .filter(|p| match (overrides.minimum_search_score, p.score) {
+            (Some(minimum), Some(score)) => score >= minimum,
+            (Some(_), None) => false,
+            (None, _) => true,
+        })
+        .take(search.top)
+        .collect();
+    thoughts.push(search_thought(input, &search, mode, generated));
+    thoughts.push(results_thought(&passages));
+    Ok(SearchOutcome {
+        grounding: Grounding { passages },
+        thoughts,
+    })
+}
+
+/// The model call that writes the search query: the conversation, its last question asked as a query.
+fn query_request(
+    settings: &ChatSettings,
+    input: &TurnInput,
+    conversation: &[Message],
+    question: &str,
+) -> ModelRequest {
+    let history = &conversation[..conversation
+        .iter()
+        .rposition(|m| m.role == Role::User)
+        .unwrap_or(conversation.len())];
+    let mut messages = model_messages(history);
+    push_text(
+        &mut messages,
+        Role::User,
+        format!("Generate search query for: {question}"),
+    );
+    let mut inference = inference_settings(settings, &input.overrides, Some(0.0));
+    inference.max_tokens = 100;
+    ModelRequest {
+        model_id: settings.model_id.clone(),
+        system: QUERY_PROMPT.to_string(),
+        messages,
+        inference,
+        guardrail: settings.guardrail.clone(),
+        search_results: Vec::new(),
+    }
+}
+
+/// The metadata filter of the request's overrides and the caller's access: every condition must hold, and with
+/// both security filters on, a passage naming the caller or one of their groups passes.
+fn filter(input: &TurnInput, caller: &Caller) -> Option<MetadataFilter> {
+    let overrides = &input.overrides;
+    let mut all = Vec::new();
+    if let Some(category) = &overrides.exclude_category {
+        all.push(MetadataFilter::NotEquals {
+            key: "category".into(),
+            value: Value::String(category.clone()),
+        });
+    }
+    let mut access = Vec::new();
+    if overrides.use_oid_security_filter
+        && let Some(oid) = &caller.oid
+    {
+        access.push(MetadataFilter::ListContains {
+            key: "oids".into(),
+            value: Value::String(oid.clone()),
+        });
+    }
+    if overrides.use_groups_security_filter {
+        access.extend(
+            caller
+                .groups
+                .iter()
+                .map(|group| MetadataFilter::ListContains {
+                    key: "groups".into(),
+                    value: Value::String(group.clone()),
+                }),
+        );
+    }
+    if overrides.use_oid_security_filter || overrides.use_groups_security_filter {
+        // Nothing to name the caller by leaves an empty OrAll: nothing matches.
+        all.push(MetadataFilter::OrAll(access));
+    }
+    match all.len() {
+        0 => None,
+        1 => all.pop(),
+        _ => Some(MetadataFilter::AndAll(all)),
+    }
+}
+
+/// Whether `filter` can match no passage at all.
+fn matches_nothing(filter: &MetadataFilter) -> bool {
+    match filter {
+        MetadataFilter::OrAll(any) => any.iter().all(matches_nothing),
+        MetadataFilter::AndAll(all) => all.iter().any(matches_nothing),
+        MetadataFilter::In { values, .. } => values.is_empty(),
+        _ => false,
+    }
+}
+
+fn query_thought(request: &ModelRequest, query: &str) -> Thought {
+    let mut description = vec![json!({"role": "system", "content": request.system})];
+    description.extend(
+        request
+            .messages
+            .iter()
+            .map(|m| json!({"role": m.role.as_str(), "content": m.texts.join("\n\n")})),
+    );
+    Thought {
+        title: "Prompt to generate search query".into(),
+        description: Value::Array(description),
+        props: Some(json!({"model": request.model_id, "query": query})),
+    }
+}
+
+fn search_thought(
+    input: &TurnInput,
+    search: &SearchRequest,
+    mode: RetrievalMode,
+    generated: bool,
+) -> Thought {
+    let overrides = &input.overrides;
+    let mut props = Map::new();
+    props.insert("top".into(), json!(search.top));
+    props.insert("retrieval_mode".into(), json!(mode.as_str()));
+    props.insert(
+        "search_type".into(),
+        json!(match search.mode {
+            SearchMode::Hybrid => "HYBRID",
+            SearchMode::Semantic => "SEMANTIC",
+        }),
+    );
+    if mode == RetrievalMode::Text {
+        props.insert(
+            "note".into(),
+            json!("a knowledge base has no text-only search; hybrid search, which ranks text matches, was used"),
+        );
+    }
+    if let Some(minimum) = overrides.minimum_search_score {
+        props.insert("minimum_search_score".into(), json!(minimum));
+    }
+    if let Some(category) = &overrides.exclude_category {
+        props.insert("exclude_category".into(), json!(category));
+    }
+    props.insert(
+        "use_oid_security_filter".into(),
+        json!(overrides.use_oid_security_filter),
+    );
+    props.insert(
+        "use_groups_security_filter".into(),
+        json!(overrides.use_groups_security_filter),
+    );
+    Thought {
+        title: if generated {
+            "Search using generated search query"
+        } else {
+            "Search using user query"
+        }
+        .into(),
+        description: Value::String(search.query.clone()),
+        props: Some(Value::Object(props)),
+    }
+}
+
+fn results_thought(passages: &[Passage]) -> Thought {
+    Thought {
+        title: "Search results".into(),
+        description: Value::Array(
+            passages
+                .iter()
+                .map(|p| json!({"citation": p.citation(), "text": one_line(&p.text), "score": p.score}))
+                .collect(),
+        ),
+        props: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Overrides;
+
+    fn input(overrides: Overrides) -> TurnInput {
+        TurnInput {
+            messages: vec![Message::new(Role::User, "q")],
+            overrides,
+            session_state: None,
+            session_field: "sessionState",
+            store_new_chat: true,
+        }
+    }
+
+    fn caller(oid: Option<&str>, groups: &[&str]) -> Caller {
+        Caller {
+            owner: "o".into(),
+            oid: oid.map(str::to_string),
+            groups: groups.iter().map(|g| g.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn security_filters_name_the_caller_and_their_groups() {
+        let both = Overrides {
+            use_oid_security_filter: true,
+            use_groups_security_filter: true,
+            exclude_category: Some("hr".into()),
+            ..Overrides::default()
+        };
+        let f = filter(&input(both), &caller(Some("alice"), &["eng"])).unwrap();
+        let MetadataFilter::AndAll(all) = &f else {
+            panic!("{f:?}")
+        };
+        assert!(matches!(&all[0], MetadataFilter::NotEquals { key, .. } if key == "category"));
+        let MetadataFilter::OrAll(access) = &all[1] else {
+            panic!("{all:?}")
+        };
+        assert_eq!(access.len(), 2);
+        assert!(!matches_nothing(&f));
+        // A caller with no groups, under the groups filter alone, can match nothing.
+        let groups = Overrides {
+            use_groups_security_filter: true,
+            ..Overrides::default()
+        };
+        let f = filter(&input(groups), &caller(Some("alice"), &[])).unwrap();
+        assert!(matches_nothing(&f));
+        assert_eq!(
+            filter(&input(Overrides::default()), &caller(None, &[])),
+            None
+        );
+    }
+}
