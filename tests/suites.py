@@ -9,10 +9,15 @@ conformance   the official @microsoft/ai-chat-protocol client, raw HTTP of both 
               the Chat UI's calls with their CORS preflights (tests/js/), then the Rust end-to-end checks
               (tests/local-run/tests/e2e.rs: streaming as the model produces, one SSE event per read);
 browser       a page making ChatUI's calls exactly as its source does, at its documented and its current revision,
-              driven in headless Chromium against a local run with CHAT_UI_REPLY=spec and =messages (tests/browser/).
+              driven in headless Chromium against a local run with CHAT_UI_REPLY=spec and =messages (tests/browser/);
+retrieval     answers grounded in the sample collection (samples/knowledge-base) through the local knowledge base:
+              data_points, citations and search thoughts in every dialect, the retrieval overrides, the knowledge
+              base's faults, the Chat UI's Metadata.Citations (tests/js/retrieval.test.mjs with CHAT_RETRIEVAL=on),
+              against a local run of its own on port 9040 with retrieval on.
 
 Conformance and schemathesis share one local run (what `make run` starts) on LOCAL_PORT (9000), started here
-and stopped when this script ends. Every suite runs even when an earlier one failed; the exit status is 1 if
+and stopped when this script ends. It and the browser runs have retrieval off (`KNOWLEDGE_BASE_ID=` empty), so their
+answers are the local model's bare echo; `make run` itself has retrieval on. Every suite runs even when an earlier one failed; the exit status is 1 if
 any failed. Only the standard library is used: this runs before anything is known to work.
 """
 
@@ -37,15 +42,23 @@ def run(command, env=None, cwd=ROOT):
 
 
 class LocalRun:
-    """`make run`'s local run on `port` (moto and the local Bedrock server on port + 200 and + 100), with `env`
-    added, stopped by closing its standard input."""
+    """`make run`'s local run on `port` (moto, the local Bedrock server and, with retrieval, the local knowledge
+    base on port + 200, + 100 and + 300), with `env` added (a value of None removes the variable), stopped by
+    closing its standard input. Retrieval is off (`KNOWLEDGE_BASE_ID` empty) unless `retrieval` is true: then the
+    local run starts its local knowledge base over samples/knowledge-base and the functions search it."""
 
-    def __init__(self, port=PORT, name="suites", env=None):
+    def __init__(self, port=PORT, name="suites", env=None, retrieval=False):
         self.port = port
         self.base = f"http://127.0.0.1:{port}"
+        self.kb_base = f"http://127.0.0.1:{port + 300}"
         self.name = name
         # By default the local model answers at once (no pacing): these suites send thousands of requests.
-        self.env = {"LOCAL_MODEL_PACE_MS": "0", **(env or {})}
+        # KNOWLEDGE_BASE_ID unset makes the local run start its local knowledge base; empty turns retrieval off.
+        self.env = {
+            "LOCAL_MODEL_PACE_MS": "0",
+            "KNOWLEDGE_BASE_ID": None if retrieval else "",
+            **(env or {}),
+        }
 
     def __enter__(self):
         # The log lives outside the workspace: a file inside it would make cargo lambda watch reload.
@@ -56,8 +69,10 @@ class LocalRun:
             "LOCAL_PORT": str(self.port),
             "LOCAL_BEDROCK_PORT": str(self.port + 100),
             "LOCAL_DYNAMODB_PORT": str(self.port + 200),
+            "LOCAL_KB_PORT": str(self.port + 300),
             **self.env,
         }
+        env = {k: v for k, v in env.items() if v is not None}
         self.process = subprocess.Popen(
             ["cargo", "run", "--quiet", "-p", "local-run", "--", "--exit-with-stdin"],
             cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
@@ -133,6 +148,26 @@ def main():
         except RuntimeError as e:
             print(e, file=sys.stderr)
             results.append((f"browser {revision}", False, 0.0))
+
+    # Retrieval: a local run of its own with the local knowledge base (LOCALKB001 over samples/knowledge-base) on
+    # port + 300. The local user is alice, whom the sample collection's access lists name, so the oid security
+    # filter has a document to find; the knowledge base's timeout is short so the timeout test is quick.
+    # schemathesis is not run again here: the retrieval overrides are in openapi.yaml, so the run above already
+    # generates them (valid and invalid) against a backend without a knowledge base.
+    section("retrieval: grounded answers through the local knowledge base (tests/js/retrieval.test.mjs)")
+    kb_timeout_ms = "5000"
+    try:
+        with LocalRun(9040, "retrieval", {"LOCAL_USER": "alice", "KNOWLEDGE_BASE_TIMEOUT_MS": kb_timeout_ms},
+                      retrieval=True) as backend:
+            suite("retrieval", [lambda: run(
+                ["node", "--test", "retrieval.test.mjs"],
+                env={"CHAT_BASE_URL": backend.base, "CHAT_RETRIEVAL": "on", "CHAT_KB_URL": backend.kb_base,
+                     "CHAT_LOCAL_USER": "alice", "CHAT_KB_TIMEOUT_MS": kb_timeout_ms},
+                cwd=os.path.join(ROOT, "tests/js"),
+            )])
+    except RuntimeError as e:
+        print(e, file=sys.stderr)
+        results.append(("retrieval", False, 0.0))
 
     section("summary")
     for name, ok, seconds in results:

@@ -5,9 +5,19 @@
 //! any origin (`CORS_ALLOWED_ORIGINS=*`). With `MODEL_ID` and AWS credentials in the environment (`AWS_PROFILE`
 //! or `AWS_ACCESS_KEY_ID`), it uses real Bedrock and DynamoDB instead, and starts neither server.
 //!
+//! Retrieval: it also starts the local knowledge-base server (in this process, `tests/local-knowledge-base`), which
+//! serves the knowledge base `LOCALKB001` over the sample collection `samples/knowledge-base` (or the folder
+//! `LOCAL_KB_COLLECTION` names) in the `Retrieve` API's wire format, and gives the functions
+//! `KNOWLEDGE_BASE_ID=LOCALKB001` and `AWS_ENDPOINT_URL_BEDROCK_AGENT_RUNTIME` pointing at it, so that every
+//! standard turn is grounded in those documents. When `KNOWLEDGE_BASE_ID` is set in the environment it is passed to
+//! the functions as it is and no local knowledge base starts: `KNOWLEDGE_BASE_ID=` (empty) turns retrieval off (the
+//! test suites' shared runs do this), any other id is searched wherever `AWS_ENDPOINT_URL_BEDROCK_AGENT_RUNTIME`
+//! (or, with real AWS, the region) points. With real AWS (below) and no `KNOWLEDGE_BASE_ID`, retrieval is off.
+//!
 //! With `--exit-with-stdin`, the functions are not rebuilt and reloaded when files change.
 //!
-//! Ports: `LOCAL_PORT` (9000), `LOCAL_BEDROCK_PORT` (9100), `LOCAL_DYNAMODB_PORT` (9200). The local model waits
+//! Ports: `LOCAL_PORT` (9000), `LOCAL_BEDROCK_PORT` (9100), `LOCAL_DYNAMODB_PORT` (9200), `LOCAL_KB_PORT`
+//! (`LOCAL_PORT` + 300, 9300 by default). The local model waits
 //! `LOCAL_MODEL_PACE_MS` (30) before each word. With
 //! `--exit-with-stdin`, it shuts down when its standard input closes (tests use this so nothing outlives them).
 
@@ -19,9 +29,14 @@ use std::time::{Duration, Instant};
 
 use local_bedrock::LocalBedrock;
 use local_dynamodb::LocalDynamo;
+use local_knowledge_base::LocalKnowledgeBase;
 
 const TABLE_NAME: &str = "chat-local";
 const LOCAL_MODEL_ID: &str = "local.echo-v1:0";
+/// The id of the knowledge base the local knowledge-base server serves (ten alphanumerics, as Bedrock's are).
+const LOCAL_KNOWLEDGE_BASE_ID: &str = "LOCALKB001";
+/// The sample collection it serves, relative to the workspace root, unless `LOCAL_KB_COLLECTION` names another.
+const SAMPLE_COLLECTION: &str = "samples/knowledge-base";
 /// The local model's wait before each word (`LOCAL_MODEL_PACE_MS`), so that a person trying the local run sees
 /// answers stream as a real model's do; tests that want speed set 0.
 const DEFAULT_PACE_MS: u64 = 30;
@@ -103,17 +118,26 @@ async fn main() {
     let run_port = port("LOCAL_PORT", 9000);
     let bedrock_port = port("LOCAL_BEDROCK_PORT", 9100);
     let dynamodb_port = port("LOCAL_DYNAMODB_PORT", 9200);
+    let knowledge_base_port = port("LOCAL_KB_PORT", run_port.saturating_add(300));
     let real_aws = std::env::var_os("MODEL_ID").is_some()
         && (std::env::var_os("AWS_PROFILE").is_some()
             || std::env::var_os("AWS_ACCESS_KEY_ID").is_some());
 
+    // The user's own KNOWLEDGE_BASE_ID (even an empty one, which turns retrieval off) goes to the functions as it
+    // is, through the environment they inherit; otherwise the local knowledge base serves the sample collection.
+    let local_knowledge_base = !real_aws && std::env::var_os("KNOWLEDGE_BASE_ID").is_none();
+
     if !tools.join("cargo-lambda").exists() {
         fail("the project's tools are missing; run `make tools` (make run does it for you)");
     }
-    for p in [run_port, bedrock_port, dynamodb_port] {
+    let mut ports = vec![run_port, bedrock_port, dynamodb_port];
+    if local_knowledge_base {
+        ports.push(knowledge_base_port);
+    }
+    for p in ports {
         if !port_is_free(p) {
             fail(&format!(
-                "port {p} is in use: is another local run going? (ports are set by LOCAL_PORT, LOCAL_BEDROCK_PORT, LOCAL_DYNAMODB_PORT)"
+                "port {p} is in use: is another local run going? (ports are set by LOCAL_PORT, LOCAL_BEDROCK_PORT, LOCAL_DYNAMODB_PORT, LOCAL_KB_PORT)"
             ));
         }
     }
@@ -122,6 +146,7 @@ async fn main() {
     let mut env: Vec<(String, String)> = Vec::new();
     let _bedrock;
     let _dynamodb;
+    let _knowledge_base;
     if real_aws {
         eprintln!(
             "local-run: MODEL_ID and AWS credentials are set: using real Bedrock and DynamoDB (table {}).",
@@ -168,6 +193,46 @@ async fn main() {
             ("AWS_REGION", "us-east-1".into()),
         ] {
             env.push((k.into(), v));
+        }
+    }
+
+    if local_knowledge_base {
+        let collection = std::env::var_os("LOCAL_KB_COLLECTION")
+            .filter(|c| !c.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| root.join(SAMPLE_COLLECTION));
+        let started = Instant::now();
+        let knowledge_base = LocalKnowledgeBase::start_on(
+            ([127, 0, 0, 1], knowledge_base_port).into(),
+            LOCAL_KNOWLEDGE_BASE_ID,
+            &collection,
+        )
+        .await
+        .unwrap_or_else(|e| {
+            fail(&format!(
+                "cannot start the local knowledge base over {}: {e}",
+                collection.display()
+            ))
+        });
+        eprintln!(
+            "local-run: local knowledge base {LOCAL_KNOWLEDGE_BASE_ID} on {} ({} passages of {}, indexed in {} ms)",
+            knowledge_base.endpoint(),
+            knowledge_base.passages(),
+            collection.display(),
+            started.elapsed().as_millis()
+        );
+        env.push(("KNOWLEDGE_BASE_ID".into(), LOCAL_KNOWLEDGE_BASE_ID.into()));
+        env.push((
+            "AWS_ENDPOINT_URL_BEDROCK_AGENT_RUNTIME".into(),
+            knowledge_base.endpoint(),
+        ));
+        _knowledge_base = knowledge_base;
+    } else {
+        match std::env::var("KNOWLEDGE_BASE_ID") {
+            Ok(id) if !id.is_empty() => {
+                eprintln!("local-run: retrieval from knowledge base {id} (KNOWLEDGE_BASE_ID)")
+            }
+            _ => eprintln!("local-run: retrieval off (KNOWLEDGE_BASE_ID is empty or unset)"),
         }
     }
 
