@@ -272,6 +272,10 @@ fn search_thought(
         "use_groups_security_filter".into(),
         json!(overrides.use_groups_security_filter),
     );
+    props.insert(
+        "filters".into(),
+        search.filter.as_ref().map_or(Value::Null, filter_json),
+    );
     Thought {
         title: if generated {
             "Search using generated search query"
@@ -281,6 +285,23 @@ fn search_thought(
         .into(),
         description: Value::String(search.query.clone()),
         props: Some(Value::Object(props)),
+    }
+}
+
+/// A filter as the thoughts show it, in the knowledge base's own terms (`{"listContains": {"key", "value"}}`).
+fn filter_json(filter: &MetadataFilter) -> Value {
+    let pair = |key: &str, value: &Value| json!({"key": key, "value": value});
+    match filter {
+        MetadataFilter::Equals { key, value } => json!({"equals": pair(key, value)}),
+        MetadataFilter::NotEquals { key, value } => json!({"notEquals": pair(key, value)}),
+        MetadataFilter::In { key, values } => json!({"in": pair(key, &json!(values))}),
+        MetadataFilter::ListContains { key, value } => json!({"listContains": pair(key, value)}),
+        MetadataFilter::AndAll(all) => {
+            json!({"andAll": all.iter().map(filter_json).collect::<Vec<_>>()})
+        }
+        MetadataFilter::OrAll(any) => {
+            json!({"orAll": any.iter().map(filter_json).collect::<Vec<_>>()})
+        }
     }
 }
 
