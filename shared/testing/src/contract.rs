@@ -154,14 +154,12 @@ pub async fn twenty_turns_at_once_all_land_whole<S: SessionStore>(subject: &Subj
         .create("alice", &chat("busy", "2026-01-01T00:00:00.000Z"), &[])
         .await
         .unwrap();
-    let turns = (0..20).map(|i| {
-        async move {
-            let pair = [
-                message(Role::User, &format!("q{i}")),
-                message(Role::Assistant, &format!("a{i}")),
-            ];
-            store.append("alice", &id("busy"), &pair).await
-        }
+    let turns = (0..20).map(|i| async move {
+        let pair = [
+            message(Role::User, &format!("q{i}")),
+            message(Role::Assistant, &format!("a{i}")),
+        ];
+        store.append("alice", &id("busy"), &pair).await
     });
     for result in futures_util::future::join_all(turns).await {
         result.unwrap();
@@ -181,7 +179,9 @@ pub async fn twenty_turns_at_once_all_land_whole<S: SessionStore>(subject: &Subj
     assert_eq!(store.load("alice", &id("busy")).await.unwrap().1, msgs);
 }
 
-pub async fn a_chat_of_three_megabytes_is_stored_and_read_back_whole<S: SessionStore>(subject: &Subject<S>) {
+pub async fn a_chat_of_three_megabytes_is_stored_and_read_back_whole<S: SessionStore>(
+    subject: &Subject<S>,
+) {
     let store = &subject.store;
     store
         .create("alice", &chat("big", "2026-01-01T00:00:00.000Z"), &[])
@@ -204,7 +204,9 @@ pub async fn a_chat_of_three_megabytes_is_stored_and_read_back_whole<S: SessionS
     assert_eq!(msgs, expected);
 }
 
-pub async fn a_replace_is_seen_whole_and_the_old_messages_go<S: SessionStore>(subject: &Subject<S>) {
+pub async fn a_replace_is_seen_whole_and_the_old_messages_go<S: SessionStore>(
+    subject: &Subject<S>,
+) {
     let store = &subject.store;
     let old: Vec<_> = (0..150)
         .map(|i| message(Role::User, &format!("old {i}")))
@@ -226,7 +228,9 @@ pub async fn a_replace_is_seen_whole_and_the_old_messages_go<S: SessionStore>(su
     }
 }
 
-pub async fn paging_through_120_chats_gives_each_once_newest_first<S: SessionStore>(subject: &Subject<S>) {
+pub async fn paging_through_120_chats_gives_each_once_newest_first<S: SessionStore>(
+    subject: &Subject<S>,
+) {
     let store = &subject.store;
     for i in 0..120 {
         let at = format!("2026-01-01T00:{:02}:{:02}.000Z", i / 60, i % 60);
@@ -263,7 +267,9 @@ pub async fn paging_through_120_chats_gives_each_once_newest_first<S: SessionSto
     assert_eq!(ids, expected);
 }
 
-pub async fn another_owners_chat_is_not_found_by_any_operation<S: SessionStore>(subject: &Subject<S>) {
+pub async fn another_owners_chat_is_not_found_by_any_operation<S: SessionStore>(
+    subject: &Subject<S>,
+) {
     let store = &subject.store;
     let msgs = [message(Role::User, "mine")];
     store
@@ -363,7 +369,9 @@ pub async fn a_deleted_chat_is_gone<S: SessionStore>(subject: &Subject<S>) {
     );
 }
 
-pub async fn appends_too_large_for_one_transaction_race_without_mixing<S: SessionStore>(subject: &Subject<S>) {
+pub async fn appends_too_large_for_one_transaction_race_without_mixing<S: SessionStore>(
+    subject: &Subject<S>,
+) {
     let store = &subject.store;
     store
         .create(
@@ -374,13 +382,11 @@ pub async fn appends_too_large_for_one_transaction_race_without_mixing<S: Sessio
         .await
         .unwrap();
     // Two writers of 150 messages each: each goes to its own generation, and they commit one after the other.
-    let writers = ["a", "b"].map(|w| {
-        async move {
-            let batch: Vec<_> = (0..150)
-                .map(|i| message(Role::User, &format!("{w}{i}")))
-                .collect();
-            store.append("alice", &id("huge"), &batch).await
-        }
+    let writers = ["a", "b"].map(|w| async move {
+        let batch: Vec<_> = (0..150)
+            .map(|i| message(Role::User, &format!("{w}{i}")))
+            .collect();
+        store.append("alice", &id("huge"), &batch).await
     });
     for result in futures_util::future::join_all(writers).await {
         result.unwrap();
@@ -449,7 +455,9 @@ pub async fn ids_that_are_not_chat_ids_name_no_chat<S: SessionStore>(subject: &S
     );
 }
 
-pub async fn a_500000_character_message_is_stored_and_read_back_whole<S: SessionStore>(subject: &Subject<S>) {
+pub async fn a_500000_character_message_is_stored_and_read_back_whole<S: SessionStore>(
+    subject: &Subject<S>,
+) {
     let store = &subject.store;
     // 500 000 characters of one byte, then of four bytes (2 MB), each past DynamoDB's 400 KB item limit.
     let digits = message(Role::Assistant, &"0123456789".repeat(50_000));

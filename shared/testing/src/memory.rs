@@ -5,8 +5,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use chat_core::{
-    ChatMode, ChatRecord, Page, SessionStore, StoreError, StoredMessage, is_chat_id,
-    rfc3339_millis,
+    ChatMode, ChatRecord, Page, SessionStore, StoreError, StoredMessage, is_chat_id, rfc3339_millis,
 };
 use serde_json::{Value, json};
 
@@ -175,7 +174,10 @@ impl InMemoryStore {
         let mut state = self.lock();
         state.calls.push(op);
         if let Some(at) = state.faults.iter().position(|(t, _)| t.matches(op)) {
-            let (_, error) = state.faults.remove(at).expect("the position is in the queue");
+            let (_, error) = state
+                .faults
+                .remove(at)
+                .expect("the position is in the queue");
             return Err(error);
         }
         Ok(state)
