@@ -105,7 +105,7 @@ fn encode(value: &Value) -> String {
 }
 
 fn decode(cursor: &str) -> Result<Value, StoreError> {
-    if cursor.len() % 2 != 0 || !cursor.is_ascii() {
+    if !cursor.len().is_multiple_of(2) || !cursor.is_ascii() {
         return Err(StoreError::InvalidCursor);
     }
     let bytes = (0..cursor.len())
