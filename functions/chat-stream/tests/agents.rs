@@ -4,15 +4,12 @@
 
 use chat_aws::{BedrockModel, DynamoStore};
 use chat_core::SessionStore;
-use chat_http::{Auth, Config};
 use chat_stream::App;
+use chat_testing::harness::{self, Backend, OWNER};
 use http_body_util::BodyExt;
 use lambda_http::{Body, Request};
 use local_bedrock::LocalBedrock;
-use local_dynamodb::LocalDynamo;
 use serde_json::{Value, json};
-
-const OWNER: &str = "local:local-user";
 
 struct Harness {
     bedrock: LocalBedrock,
@@ -21,34 +18,26 @@ struct Harness {
 }
 
 async fn harness(env: &[(&str, &str)]) -> Harness {
-    let bedrock = LocalBedrock::start().await.unwrap();
-    let config = Config::from_pairs(&[&[("MODEL_ID", "local.echo-v1:0")], env].concat()).unwrap();
-    let model = BedrockModel::new(&bedrock.sdk_config().await, config.model_timeout);
-    let (client, table) = LocalDynamo::shared().fresh_table().await;
-    let store = DynamoStore::new(client, table, None);
+    let backend = Backend::start(env).await;
     let app = App::new(
-        model,
-        store.clone(),
-        Auth::None {
-            user: "local-user".into(),
-        },
-        config,
+        backend.model().await,
+        backend.store.clone(),
+        harness::auth(),
+        backend.config.clone(),
     );
     Harness {
-        bedrock,
-        store,
+        bedrock: backend.bedrock,
+        store: backend.store,
         app,
     }
 }
 
 fn request(body: &Value) -> Request {
-    lambda_http::http::Request::builder()
-        .method("POST")
-        .uri("/multi-agent-chat/stream")
-        .header("content-type", "application/json")
-        .header("accept", "text/event-stream")
-        .body(Body::from(body.to_string()))
-        .unwrap()
+    let mut request = harness::json_request("POST", "/multi-agent-chat/stream", Some(body));
+    request
+        .headers_mut()
+        .insert("accept", "text/event-stream".parse().unwrap());
+    request
 }
 
 /// The response, frame by frame: each frame must be exactly one event.
@@ -88,28 +77,12 @@ fn ask_in(chat_id: &str, text: &str) -> Value {
 
 /// An empty multi-agent chat, as the Chat UI creates one (`POST /chat-history`) before its first round.
 async fn new_chat(h: &Harness) -> String {
-    let id = format!("{:032x}", fastrand::u128(..));
-    let chat = chat_core::ChatRecord {
-        id: id.clone(),
-        mode: chat_core::ChatMode::MultiAgent,
-        title: "New Chat".into(),
-        created_at: "2026-11-23T10:00:00.000Z".into(),
-        last_updated: "2026-11-23T10:00:00.000Z".into(),
-        last_message: String::new(),
-        message_count: 0,
-    };
-    h.store.create(OWNER, &chat, &[]).await.unwrap();
-    id
+    harness::new_chat(&h.store, chat_core::ChatMode::MultiAgent).await
 }
 
 /// The owner's multi-agent chats.
 async fn chats(h: &Harness) -> usize {
-    h.store
-        .list(OWNER, chat_core::ChatMode::MultiAgent, 100, None)
-        .await
-        .unwrap()
-        .items
-        .len()
+    harness::chat_count(&h.store, chat_core::ChatMode::MultiAgent).await
 }
 
 fn authors(events: &[Value]) -> Vec<String> {

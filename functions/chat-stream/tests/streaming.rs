@@ -5,13 +5,11 @@ use std::time::{Duration, Instant, SystemTime};
 
 use chat_aws::{BedrockModel, DynamoStore};
 use chat_core::SessionStore;
-use chat_http::{Auth, Config};
 use chat_stream::{App, LineBody};
+use chat_testing::harness::{self, Backend, OWNER, Streamed};
 use http_body_util::BodyExt;
-use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request};
 use local_bedrock::LocalBedrock;
-use local_dynamodb::LocalDynamo;
 use serde_json::{Value, json};
 
 struct Harness {
@@ -20,18 +18,14 @@ struct Harness {
     app: App<BedrockModel, DynamoStore>,
 }
 
-const USER: &str = "local-user";
-const OWNER: &str = "local:local-user";
-
 impl Harness {
     async fn history(&self, chat_id: &str) -> Vec<String> {
-        match self.store.load(OWNER, chat_id).await {
-            Ok((_, messages)) => messages
-                .into_iter()
-                .map(|m| format!("{}: {}", m.role.as_str(), m.content))
-                .collect(),
-            Err(_) => Vec::new(),
-        }
+        harness::stored(&self.store, OWNER, chat_id)
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(role, content)| format!("{role}: {content}"))
+            .collect()
     }
 }
 
@@ -41,84 +35,31 @@ async fn harness() -> Harness {
 
 /// A harness whose function configuration also holds `env` (as the environment would).
 async fn harness_with(env: &[(&str, &str)]) -> Harness {
-    let bedrock = LocalBedrock::start().await.unwrap();
-    let config = Config::from_pairs(&[&[("MODEL_ID", "local.echo-v1:0")], env].concat()).unwrap();
-    let model = BedrockModel::new(&bedrock.sdk_config().await, config.model_timeout);
-    let (client, table) = LocalDynamo::shared().fresh_table().await;
-    let store = DynamoStore::new(client, table, None);
+    let backend = Backend::start(env).await;
     let app = App::new(
-        model,
-        store.clone(),
-        Auth::None { user: USER.into() },
-        config,
+        backend.model().await,
+        backend.store.clone(),
+        harness::auth(),
+        backend.config.clone(),
     );
     Harness {
-        bedrock,
-        store,
+        bedrock: backend.bedrock,
+        store: backend.store,
         app,
     }
 }
 
-/// A response read frame by frame, with when each frame arrived.
-struct Streamed {
-    status: StatusCode,
-    content_type: String,
-    frames: Vec<(SystemTime, String)>,
-}
-
-impl Streamed {
-    fn text(&self) -> String {
-        self.frames.iter().map(|(_, f)| f.as_str()).collect()
-    }
-
-    fn lines(&self) -> Vec<Value> {
-        let text = self.text();
-        assert!(
-            text.ends_with('\n'),
-            "every line ends in a newline: {text:?}"
-        );
-        text.lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
-
-    fn content(&self) -> String {
-        self.lines()
-            .iter()
-            .filter_map(|l| l["delta"]["content"].as_str().map(str::to_string))
-            .collect()
-    }
-}
-
 fn request(path: &str, body: &Value) -> Request {
-    lambda_http::http::Request::builder()
-        .method("POST")
-        .uri(path)
-        .header("content-type", "application/json")
-        // The official client sends this even to the streaming route.
-        .header("accept", "application/json")
-        .body(Body::from(body.to_string()))
-        .unwrap()
+    let mut request = harness::json_request("POST", path, Some(body));
+    // The official client sends this even to the streaming route.
+    request
+        .headers_mut()
+        .insert("accept", "application/json".parse().unwrap());
+    request
 }
 
 async fn read_all(response: lambda_http::Response<LineBody>) -> Streamed {
-    let (parts, mut body) = response.into_parts();
-    let mut frames = Vec::new();
-    while let Some(frame) = body.frame().await {
-        let data = frame.unwrap().into_data().unwrap();
-        frames.push((SystemTime::now(), String::from_utf8(data.to_vec()).unwrap()));
-    }
-    Streamed {
-        status: parts.status,
-        content_type: parts
-            .headers
-            .get("content-type")
-            .unwrap()
-            .to_str()
-            .unwrap()
-            .to_string(),
-        frames,
-    }
+    Streamed::read(response).await
 }
 
 async fn stream(h: &Harness, body: Value) -> Streamed {
@@ -468,12 +409,7 @@ fn between(from: SystemTime, to: SystemTime) -> Duration {
 
 /// The owner's standard chats.
 async fn chats(h: &Harness) -> usize {
-    h.store
-        .list(OWNER, chat_core::ChatMode::Standard, 100, None)
-        .await
-        .unwrap()
-        .items
-        .len()
+    harness::chat_count(&h.store, chat_core::ChatMode::Standard).await
 }
 
 #[tokio::test]
@@ -562,17 +498,7 @@ async fn a_silent_agent_ends_a_streamed_round_with_an_error_event_within_the_tim
     .to_string();
     let h = harness_with(&[("AGENTS", &agents), ("MODEL_TIMEOUT_SECONDS", "1")]).await;
     // A multi-agent chat, as the Chat UI creates one before its first round: a round is stored only in one.
-    let id = format!("{:032x}", fastrand::u128(..));
-    let chat = chat_core::ChatRecord {
-        id: id.clone(),
-        mode: chat_core::ChatMode::MultiAgent,
-        title: "New Chat".into(),
-        created_at: "2026-11-23T10:00:00.000Z".into(),
-        last_updated: "2026-11-23T10:00:00.000Z".into(),
-        last_message: String::new(),
-        message_count: 0,
-    };
-    h.store.create(OWNER, &chat, &[]).await.unwrap();
+    let id = harness::new_chat(&h.store, chat_core::ChatMode::MultiAgent).await;
     let response = h
         .app
         .handle(

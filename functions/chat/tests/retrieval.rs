@@ -4,70 +4,51 @@
 mod support;
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chat::App;
-use chat_aws::{BedrockKnowledgeBase, BedrockModel, DynamoStore};
-use chat_core::{ChatMode, Retriever};
-use chat_http::{Auth, Config};
+use chat_core::ChatMode;
+use chat_http::Auth;
+use chat_testing::harness::{self, Backend};
 use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
 use lambda_http::http::StatusCode;
-use lambda_http::{Body, Request};
-use local_bedrock::LocalBedrock;
-use local_dynamodb::LocalDynamo;
 use local_knowledge_base::LocalKnowledgeBase;
 use serde_json::{Value, json};
 use support::{Harness, Reply};
-
-const KB_ID: &str = "LOCALKB001";
-
-fn collection() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../samples/knowledge-base")
-}
 
 struct Grounded {
     kb: LocalKnowledgeBase,
     h: Harness,
 }
 
-/// The chat function searching a local knowledge base, its configuration holding `env` as well.
+/// The chat function searching the local knowledge base, its configuration holding `env` as well.
 async fn grounded(env: &[(&str, &str)]) -> Grounded {
-    let kb = LocalKnowledgeBase::start(KB_ID, collection())
-        .await
-        .unwrap();
-    let mut pairs: Vec<(&str, &str)> = vec![
-        ("MODEL_ID", "local.echo-v1:0"),
-        ("AUTH_MODE", "none"),
-        ("KNOWLEDGE_BASE_ID", KB_ID),
-    ];
-    pairs.extend_from_slice(env);
-    let config = Config::from_pairs(&pairs).unwrap();
-    let auth = Auth::from_lookup(&|k: &str| {
-        pairs
-            .iter()
-            .rev()
-            .find(|(n, _)| *n == k)
-            .map(|(_, v)| v.to_string())
-    })
-    .unwrap();
-    let bedrock = LocalBedrock::start().await.unwrap();
-    let model = BedrockModel::new(&bedrock.sdk_config().await, config.model_timeout);
-    let retriever = BedrockKnowledgeBase::new(
-        &kb.sdk_config().await,
-        config.knowledge_base_id.clone().unwrap(),
-        config.knowledge_base_timeout,
-    );
-    let (client, table) = LocalDynamo::shared().fresh_table().await;
-    let store = DynamoStore::new(client, table, None);
-    let app = App::new(model, store.clone(), auth, config)
-        .with_retriever(Some(Arc::new(retriever) as Arc<dyn Retriever>));
+    let env = [&[("KNOWLEDGE_BASE_ID", harness::KNOWLEDGE_BASE_ID)], env].concat();
+    let backend = Backend::start(&env).await;
+    let (kb, retriever) = harness::knowledge_base(&backend.config).await;
+    let auth = match env.iter().rev().find(|(k, _)| *k == "AUTH_MODE") {
+        Some(_) => Auth::from_lookup(&|k: &str| {
+            env.iter()
+                .rev()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        })
+        .unwrap(),
+        None => harness::auth(),
+    };
+    let app = App::new(
+        backend.model().await,
+        backend.store.clone(),
+        auth,
+        backend.config.clone(),
+    )
+    .with_retriever(Some(retriever));
     Grounded {
         kb,
         h: Harness {
-            bedrock,
-            store,
+            bedrock: backend.bedrock,
+            store: backend.store,
             app,
         },
     }
@@ -408,25 +389,11 @@ fn token(signer: &Signer, claims: Value) -> String {
 }
 
 async fn ask_as(g: &Grounded, token: &str, question: &str, overrides: Value) -> Reply {
-    let request: Request = lambda_http::http::Request::builder()
-        .method("POST")
-        .uri("/chat")
-        .header("content-type", "application/json")
-        .header("authorization", format!("Bearer {token}"))
-        .body(Body::from(ask(question, overrides).to_string()))
-        .unwrap();
-    let response = g.h.app.handle(request).await;
-    let (parts, body) = response.into_parts();
-    let body = match body {
-        Body::Text(t) => t,
-        Body::Binary(b) => String::from_utf8(b).unwrap(),
-        _ => String::new(),
-    };
-    Reply {
-        status: parts.status,
-        headers: parts.headers,
-        body,
-    }
+    let mut request = harness::json_request("POST", "/chat", Some(&ask(question, overrides)));
+    request
+        .headers_mut()
+        .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    Reply::buffered(g.h.app.handle(request).await)
 }
 
 #[tokio::test]

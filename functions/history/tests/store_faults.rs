@@ -10,15 +10,12 @@ use chat_core::ChatMode;
 use chat_core::Role;
 use chat_core::{ChatRecord, SessionStore, StoredMessage};
 use chat_http::{Auth, Config};
-use http_body_util::BodyExt;
-use lambda_http::http::HeaderMap;
-use lambda_http::{Body, Request};
+use chat_testing::harness::{self, OWNER, Reply};
 use local_bedrock::LocalBedrock;
 use local_dynamodb::LocalDynamo;
 use local_dynamodb::fault_proxy::{Fault, FaultProxy, TRANSACT_WRITE_ITEMS};
 use serde_json::{Value, json};
 
-const OWNER: &str = "local:local-user";
 /// The store's whole-call timeout in these tests (`STORE_TIMEOUT_MS`).
 const STORE_TIMEOUT: Duration = Duration::from_millis(2500);
 /// Lambda's limit on a buffered response.
@@ -32,18 +29,6 @@ struct World {
     chat: chat::App<BedrockModel, DynamoStore>,
     stream: chat_stream::App<BedrockModel, DynamoStore>,
     history: history::App<DynamoStore>,
-}
-
-struct Reply {
-    status: u16,
-    headers: HeaderMap,
-    body: String,
-}
-
-impl Reply {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
-    }
 }
 
 async fn world() -> World {
@@ -98,67 +83,22 @@ async fn world() -> World {
     }
 }
 
-fn request(method: &str, path: &str, body: Option<&Value>) -> Request {
-    let mut b = lambda_http::http::Request::builder()
-        .method(method)
-        .uri(path);
-    if body.is_some() {
-        b = b.header("content-type", "application/json");
-    }
-    b.body(body.map_or(Body::Empty, |v| Body::from(v.to_string())))
-        .unwrap()
-}
-
-fn text(body: Body) -> String {
-    match body {
-        Body::Text(t) => t,
-        Body::Binary(b) => String::from_utf8(b).unwrap(),
-        _ => String::new(),
-    }
-}
-
 impl World {
     /// Sends to whichever function serves the path.
     async fn send(&self, method: &str, path: &str, body: Option<&Value>) -> Reply {
-        let req = request(method, path, body);
+        let req = harness::json_request(method, path, body);
         if path.starts_with("/chat-history") {
-            let r = self.history.handle(req).await;
-            let (parts, body) = r.into_parts();
-            Reply {
-                status: parts.status.as_u16(),
-                headers: parts.headers,
-                body: text(body),
-            }
+            Reply::buffered(self.history.handle(req).await)
         } else if path == "/chat/stream" {
-            let r = self.stream.handle(req).await;
-            let (parts, body) = r.into_parts();
-            let bytes = body.collect().await.unwrap().to_bytes();
-            Reply {
-                status: parts.status.as_u16(),
-                headers: parts.headers,
-                body: String::from_utf8(bytes.to_vec()).unwrap(),
-            }
+            Reply::collected(self.stream.handle(req).await).await
         } else {
-            let r = self.chat.handle(req).await;
-            let (parts, body) = r.into_parts();
-            Reply {
-                status: parts.status.as_u16(),
-                headers: parts.headers,
-                body: text(body),
-            }
+            Reply::buffered(self.chat.handle(req).await)
         }
     }
 
     /// A chat's messages as they landed, read without the proxy.
     async fn stored(&self, chat_id: &str) -> Vec<(String, String)> {
-        self.direct
-            .load(OWNER, chat_id)
-            .await
-            .unwrap()
-            .1
-            .into_iter()
-            .map(|m| (m.role.as_str().to_string(), m.content))
-            .collect()
+        harness::history(&self.direct, chat_id).await
     }
 }
 
@@ -479,7 +419,7 @@ async fn a_chat_longer_than_a_lambda_response_reads_back_whole_in_pages() {
     ] {
         let reply = w.send("GET", &format!("{path}?{query}"), None).await;
         assert_eq!(
-            (reply.status, reply.json()),
+            (reply.status.as_u16(), reply.json()),
             (400, json!({"error": error})),
             "{query}"
         );

@@ -9,9 +9,9 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chat_aws::{BedrockModel, DynamoStore};
 use chat_http::{Auth, Config};
-use http_body_util::BodyExt;
+use chat_testing::harness::{self, Reply};
 use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
-use lambda_http::{Body, Request};
+use lambda_http::Request;
 use local_bedrock::LocalBedrock;
 use local_dynamodb::LocalDynamo;
 use serde_json::{Value, json};
@@ -121,17 +121,13 @@ async fn world() -> World {
 }
 
 fn request(method: &str, path: &str, token: Option<&str>, body: Option<Value>) -> Request {
-    let mut b = lambda_http::http::Request::builder()
-        .method(method)
-        .uri(path);
+    let mut request = harness::json_request(method, path, body.as_ref());
     if let Some(t) = token {
-        b = b.header("authorization", format!("Bearer {t}"));
+        request
+            .headers_mut()
+            .insert("authorization", format!("Bearer {t}").parse().unwrap());
     }
-    if body.is_some() {
-        b = b.header("content-type", "application/json");
-    }
-    b.body(body.map_or(Body::Empty, |v| Body::from(v.to_string())))
-        .unwrap()
+    request
 }
 
 impl World {
@@ -144,26 +140,14 @@ impl World {
         body: Option<Value>,
     ) -> (u16, String) {
         let req = request(method, path, token, body);
-        if path.starts_with("/chat-history") {
-            let r = self.history.handle(req).await;
-            (r.status().as_u16(), body_text(r.into_body()))
+        let reply = if path.starts_with("/chat-history") {
+            Reply::buffered(self.history.handle(req).await)
         } else if path == "/chat/stream" {
-            let r = self.stream.handle(req).await;
-            let status = r.status().as_u16();
-            let bytes = r.into_body().collect().await.unwrap().to_bytes();
-            (status, String::from_utf8(bytes.to_vec()).unwrap())
+            Reply::collected(self.stream.handle(req).await).await
         } else {
-            let r = self.chat.handle(req).await;
-            (r.status().as_u16(), body_text(r.into_body()))
-        }
-    }
-}
-
-fn body_text(body: Body) -> String {
-    match body {
-        Body::Text(t) => t,
-        Body::Binary(b) => String::from_utf8(b).unwrap(),
-        _ => String::new(),
+            Reply::buffered(self.chat.handle(req).await)
+        };
+        (reply.status.as_u16(), reply.body)
     }
 }
 
@@ -458,7 +442,7 @@ async fn the_list_pages_with_a_cursor_in_a_header() {
             .headers()
             .get(history::NEXT_CURSOR_HEADER)
             .map(|v| v.to_str().unwrap().to_string());
-        let page: Value = serde_json::from_str(&body_text(response.into_body())).unwrap();
+        let page: Value = serde_json::from_str(&harness::body_text(response.into_body())).unwrap();
         assert!(page.as_array().unwrap().len() <= 2);
         titles.extend(
             page.as_array()

@@ -25,6 +25,19 @@ fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// The Python of the environment moto is installed in: the workspace's own tools (`make tools`), or else the one
+/// whose `moto_server` is on `PATH` (a second worktree sharing the first one's tools).
+fn moto_python() -> Option<PathBuf> {
+    let own = workspace_root().join(".tools/venv/bin");
+    let on_path = std::env::var_os("PATH")
+        .map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+        .unwrap_or_default();
+    std::iter::once(own)
+        .chain(on_path)
+        .find(|dir| dir.join("moto_server").is_file() && dir.join("python").is_file())
+        .map(|dir| dir.join("python"))
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -35,13 +48,7 @@ fn free_port() -> u16 {
 impl LocalDynamo {
     /// Starts moto on `port` (a free one when `None`) and waits until it accepts connections.
     pub fn start(port: Option<u16>) -> Result<Self, String> {
-        let python = workspace_root().join(".tools/venv/bin/python");
-        if !workspace_root()
-            .join(".tools/venv/bin/moto_server")
-            .exists()
-        {
-            return Err("moto is not installed: run `make tools`".into());
-        }
+        let python = moto_python().ok_or("moto is not installed: run `make tools`")?;
         // moto's own server, taking one request at a time (see moto_serial.py for why).
         let launcher = Path::new(env!("CARGO_MANIFEST_DIR")).join("moto_serial.py");
         let port = port.unwrap_or_else(free_port);

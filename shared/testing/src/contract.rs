@@ -1,0 +1,613 @@
+//! The store's contract: what every [`SessionStore`] does, as checks run once against each store (the in-memory
+//! one in this crate's tests, DynamoDB on moto in chat-aws's). [`store_contract!`](crate::store_contract) makes one
+//! test per check.
+//!
+//! A store that keeps records of its own (DynamoDB's items) can also be asked how many it keeps under a chat
+//! ([`Subject::with_item_count`]), so that the checks see that a replace or a delete leaves nothing behind and that
+//! long messages span several records; the in-memory store has none to count.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use chat_core::{ChatMode, ChatRecord, Role, SessionStore, StoreError, StoredMessage};
+
+/// Counts the records a store keeps under one chat: `(owner, chat_id)` to a count.
+pub type ItemCount =
+    Arc<dyn Fn(String, String) -> Pin<Box<dyn Future<Output = usize> + Send>> + Send + Sync>;
+
+/// A fresh, empty store under test.
+pub struct Subject<S> {
+    pub store: S,
+    items: Option<ItemCount>,
+}
+
+impl<S: SessionStore> Subject<S> {
+    pub fn new(store: S) -> Self {
+        Self { store, items: None }
+    }
+
+    /// Also checks how many records the store keeps under a chat, counted by `count`.
+    pub fn with_item_count<F, Fut>(mut self, count: F) -> Self
+    where
+        F: Fn(String, String) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = usize> + Send + 'static,
+    {
+        self.items = Some(Arc::new(move |owner, chat| Box::pin(count(owner, chat))));
+        self
+    }
+
+    /// How many records the store keeps under `owner`'s chat `chat_id`, when it can tell.
+    pub async fn items(&self, owner: &str, chat_id: &str) -> Option<usize> {
+        match &self.items {
+            Some(count) => Some(count(owner.to_string(), chat_id.to_string()).await),
+            None => None,
+        }
+    }
+}
+
+/// A chat id (32 hex characters) made from a readable name.
+pub fn id(name: &str) -> String {
+    let hex: String = name.bytes().map(|b| format!("{b:02x}")).collect();
+    format!("{hex:0<32}")
+}
+
+/// A message with a new id.
+pub fn message(role: Role, content: &str) -> StoredMessage {
+    StoredMessage {
+        id: uuid::Uuid::new_v4().simple().to_string(),
+        role,
+        content: content.to_string(),
+        timestamp: "2026-01-01T00:00:00.000Z".into(),
+        agent_identifier: None,
+        agent_name: None,
+    }
+}
+
+/// A standard chat named `name`, last updated at `updated`.
+pub fn chat(name: &str, updated: &str) -> ChatRecord {
+    ChatRecord {
+        id: id(name),
+        mode: ChatMode::Standard,
+        title: format!("chat {name}"),
+        created_at: updated.into(),
+        last_updated: updated.into(),
+        last_message: String::new(),
+        message_count: 0,
+    }
+}
+
+/// One `#[tokio::test]` per check of the contract, each on a fresh subject: `$fresh` is an expression whose
+/// `.await` is a [`Subject`] (e.g. `fresh_subject()`, an `async fn`). The crate using it depends on tokio.
+#[macro_export]
+macro_rules! store_contract {
+    (@each $fresh:expr; $($check:ident),+ $(,)?) => {
+        $(
+            #[::tokio::test]
+            async fn $check() {
+                let subject = $fresh.await;
+                $crate::contract::$check(&subject).await;
+            }
+        )+
+    };
+    ($fresh:expr) => {
+        $crate::store_contract!(@each $fresh;
+            a_chat_is_created_read_back_and_listed,
+            twenty_turns_at_once_all_land_whole,
+            a_chat_of_three_megabytes_is_stored_and_read_back_whole,
+            a_replace_is_seen_whole_and_the_old_messages_go,
+            paging_through_120_chats_gives_each_once_newest_first,
+            another_owners_chat_is_not_found_by_any_operation,
+            cursors_are_checked,
+            a_deleted_chat_is_gone,
+            appends_too_large_for_one_transaction_race_without_mixing,
+            deleting_a_chat_removes_every_message_item,
+            ids_that_are_not_chat_ids_name_no_chat,
+            a_500000_character_message_is_stored_and_read_back_whole,
+            a_chat_is_read_in_pages_that_join_back_whole,
+        );
+    };
+}
+
+pub async fn a_chat_is_created_read_back_and_listed<S: SessionStore>(subject: &Subject<S>) {
+    let store = &subject.store;
+    let msgs = [
+        message(Role::User, "hello"),
+        message(Role::Assistant, "hi there"),
+    ];
+    let created = store
+        .create("alice", &chat("c1", "2026-01-01T00:00:00.000Z"), &msgs)
+        .await
+        .unwrap();
+    assert_eq!(created.message_count, 2);
+    assert_eq!(created.last_message, "hi there");
+    let (record, read) = store.load("alice", &id("c1")).await.unwrap();
+    assert_eq!(record, created);
+    assert_eq!(read, msgs);
+    let page = store
+        .list("alice", ChatMode::Standard, 10, None)
+        .await
+        .unwrap();
+    assert_eq!(page.items, [created]);
+    assert_eq!(page.next_cursor, None);
+    assert!(
+        store
+            .list("alice", ChatMode::MultiAgent, 10, None)
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    assert_eq!(
+        store
+            .create("alice", &chat("c1", "x"), &msgs)
+            .await
+            .unwrap_err(),
+        StoreError::AlreadyExists
+    );
+}
+
+pub async fn twenty_turns_at_once_all_land_whole<S: SessionStore>(subject: &Subject<S>) {
+    let store = &subject.store;
+    store
+        .create("alice", &chat("busy", "2026-01-01T00:00:00.000Z"), &[])
+        .await
+        .unwrap();
+    let turns = (0..20).map(|i| async move {
+        let pair = [
+            message(Role::User, &format!("q{i}")),
+            message(Role::Assistant, &format!("a{i}")),
+        ];
+        store.append("alice", &id("busy"), &pair).await
+    });
+    for result in futures_util::future::join_all(turns).await {
+        result.unwrap();
+    }
+    let (record, msgs) = store.load("alice", &id("busy")).await.unwrap();
+    assert_eq!(record.message_count, 40);
+    assert_eq!(msgs.len(), 40);
+    let mut seen = HashSet::new();
+    for pair in msgs.chunks(2) {
+        // Each turn's question is followed by its own answer: no turn was split or interleaved.
+        let i = pair[0].content.strip_prefix('q').expect("a question first");
+        assert_eq!(pair[1].content, format!("a{i}"));
+        assert!(seen.insert(i.to_string()), "turn {i} stored twice");
+    }
+    assert_eq!(seen.len(), 20);
+    // Reading again gives the same order.
+    assert_eq!(store.load("alice", &id("busy")).await.unwrap().1, msgs);
+}
+
+pub async fn a_chat_of_three_megabytes_is_stored_and_read_back_whole<S: SessionStore>(
+    subject: &Subject<S>,
+) {
+    let store = &subject.store;
+    store
+        .create("alice", &chat("big", "2026-01-01T00:00:00.000Z"), &[])
+        .await
+        .unwrap();
+    let mut expected = Vec::new();
+    // 40 messages of 75 000 characters: 3 MB, each message its own item, far from the 400 KB item limit.
+    for turn in 0..20 {
+        let pair = [
+            message(Role::User, &format!("{turn:02}").repeat(37_500)),
+            message(Role::Assistant, &format!("{:02}", turn + 50).repeat(37_500)),
+        ];
+        store.append("alice", &id("big"), &pair).await.unwrap();
+        expected.extend(pair);
+    }
+    let (record, msgs) = store.load("alice", &id("big")).await.unwrap();
+    assert_eq!(record.message_count, 40);
+    let total: usize = msgs.iter().map(|m| m.content.len()).sum();
+    assert_eq!(total, 3_000_000);
+    assert_eq!(msgs, expected);
+}
+
+pub async fn a_replace_is_seen_whole_and_the_old_messages_go<S: SessionStore>(
+    subject: &Subject<S>,
+) {
+    let store = &subject.store;
+    let old: Vec<_> = (0..150)
+        .map(|i| message(Role::User, &format!("old {i}")))
+        .collect();
+    store
+        .create("alice", &chat("r", "2026-01-01T00:00:00.000Z"), &old)
+        .await
+        .unwrap();
+    let new: Vec<_> = (0..120)
+        .map(|i| message(Role::Assistant, &format!("new {i}")))
+        .collect();
+    let record = store.replace("alice", &id("r"), &new).await.unwrap();
+    assert_eq!(record.message_count, 120);
+    assert_eq!(record.last_message, "new 119");
+    assert_eq!(store.load("alice", &id("r")).await.unwrap().1, new);
+    // Only the chat item and the 120 new messages remain.
+    if let Some(items) = subject.items("alice", &id("r")).await {
+        assert_eq!(items, 121, "the old generation is deleted");
+    }
+}
+
+pub async fn paging_through_120_chats_gives_each_once_newest_first<S: SessionStore>(
+    subject: &Subject<S>,
+) {
+    let store = &subject.store;
+    for i in 0..120 {
+        let at = format!("2026-01-01T00:{:02}:{:02}.000Z", i / 60, i % 60);
+        store
+            .create("alice", &chat(&format!("c{i:03}"), &at), &[])
+            .await
+            .unwrap();
+    }
+    store
+        .create("bob", &chat("bobs", "2027-01-01T00:00:00.000Z"), &[])
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let page = store
+            .list("alice", ChatMode::Standard, 25, cursor.as_deref())
+            .await
+            .unwrap();
+        assert!(page.items.len() <= 25);
+        ids.extend(page.items.into_iter().map(|c| c.id));
+        pages += 1;
+        match page.next_cursor {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    assert_eq!(
+        pages, 5,
+        "120 chats in pages of 25, with no empty last page"
+    );
+    let expected: Vec<String> = (0..120).rev().map(|i| id(&format!("c{i:03}"))).collect();
+    assert_eq!(ids, expected);
+}
+
+pub async fn another_owners_chat_is_not_found_by_any_operation<S: SessionStore>(
+    subject: &Subject<S>,
+) {
+    let store = &subject.store;
+    let msgs = [message(Role::User, "mine")];
+    store
+        .create("alice", &chat("a1", "2026-01-01T00:00:00.000Z"), &msgs)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.load("bob", &id("a1")).await.unwrap_err(),
+        StoreError::NotFound
+    );
+    assert_eq!(
+        store.append("bob", &id("a1"), &msgs).await.unwrap_err(),
+        StoreError::NotFound
+    );
+    assert_eq!(
+        store.replace("bob", &id("a1"), &[]).await.unwrap_err(),
+        StoreError::NotFound
+    );
+    assert_eq!(
+        store.delete("bob", &id("a1")).await.unwrap_err(),
+        StoreError::NotFound
+    );
+    assert!(
+        store
+            .list("bob", ChatMode::Standard, 10, None)
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    // Alice's chat is as it was.
+    assert_eq!(store.load("alice", &id("a1")).await.unwrap().1, msgs);
+}
+
+pub async fn cursors_are_checked<S: SessionStore>(subject: &Subject<S>) {
+    let store = &subject.store;
+    for i in 0..3 {
+        store
+            .create(
+                "alice",
+                &chat(
+                    &format!("c{i}"),
+                    &format!("2026-01-0{}T00:00:00.000Z", i + 1),
+                ),
+                &[],
+            )
+            .await
+            .unwrap();
+    }
+    let page = store
+        .list("alice", ChatMode::Standard, 1, None)
+        .await
+        .unwrap();
+    let cursor = page.next_cursor.unwrap();
+    assert_eq!(
+        store
+            .list("bob", ChatMode::Standard, 1, Some(&cursor))
+            .await
+            .unwrap_err(),
+        StoreError::InvalidCursor
+    );
+    assert_eq!(
+        store
+            .list("alice", ChatMode::Standard, 1, Some("not-a-cursor"))
+            .await
+            .unwrap_err(),
+        StoreError::InvalidCursor
+    );
+}
+
+pub async fn a_deleted_chat_is_gone<S: SessionStore>(subject: &Subject<S>) {
+    let store = &subject.store;
+    store
+        .create(
+            "alice",
+            &chat("d", "2026-01-01T00:00:00.000Z"),
+            &[message(Role::User, "x")],
+        )
+        .await
+        .unwrap();
+    store.delete("alice", &id("d")).await.unwrap();
+    assert_eq!(
+        store.load("alice", &id("d")).await.unwrap_err(),
+        StoreError::NotFound
+    );
+    assert!(
+        store
+            .list("alice", ChatMode::Standard, 10, None)
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    assert_eq!(
+        store.delete("alice", &id("d")).await.unwrap_err(),
+        StoreError::NotFound
+    );
+}
+
+pub async fn appends_too_large_for_one_transaction_race_without_mixing<S: SessionStore>(
+    subject: &Subject<S>,
+) {
+    let store = &subject.store;
+    store
+        .create(
+            "alice",
+            &chat("huge", "2026-01-01T00:00:00.000Z"),
+            &[message(Role::User, "start")],
+        )
+        .await
+        .unwrap();
+    // Two writers of 150 messages each: each goes to its own generation, and they commit one after the other.
+    let writers = ["a", "b"].map(|w| async move {
+        let batch: Vec<_> = (0..150)
+            .map(|i| message(Role::User, &format!("{w}{i}")))
+            .collect();
+        store.append("alice", &id("huge"), &batch).await
+    });
+    for result in futures_util::future::join_all(writers).await {
+        result.unwrap();
+    }
+    let (record, msgs) = store.load("alice", &id("huge")).await.unwrap();
+    assert_eq!(record.message_count, 301);
+    assert_eq!(msgs[0].content, "start");
+    for block in msgs[1..].chunks(150) {
+        let writer = &block[0].content[..1];
+        let expected: Vec<String> = (0..150).map(|i| format!("{writer}{i}")).collect();
+        let got: Vec<String> = block.iter().map(|m| m.content.clone()).collect();
+        assert_eq!(got, expected, "one writer's messages, whole and in order");
+    }
+}
+
+pub async fn deleting_a_chat_removes_every_message_item<S: SessionStore>(subject: &Subject<S>) {
+    let store = &subject.store;
+    let msgs: Vec<_> = (0..130)
+        .map(|i| message(Role::User, &format!("m{i}")))
+        .collect();
+    store
+        .create("alice", &chat("gone", "2026-01-01T00:00:00.000Z"), &msgs)
+        .await
+        .unwrap();
+    store
+        .append("alice", &id("gone"), &msgs[..3])
+        .await
+        .unwrap();
+    store
+        .replace("alice", &id("gone"), &msgs[..5])
+        .await
+        .unwrap();
+    store.delete("alice", &id("gone")).await.unwrap();
+    assert_eq!(
+        store.load("alice", &id("gone")).await.unwrap_err(),
+        StoreError::NotFound
+    );
+    if let Some(left) = subject.items("alice", &id("gone")).await {
+        assert_eq!(left, 0, "nothing of a deleted chat stays behind");
+    }
+}
+
+pub async fn ids_that_are_not_chat_ids_name_no_chat<S: SessionStore>(subject: &Subject<S>) {
+    let store = &subject.store;
+    store
+        .create(
+            "x#bob",
+            &chat("c", "2026-01-01T00:00:00.000Z"),
+            &[message(Role::User, "bob's")],
+        )
+        .await
+        .unwrap();
+    // An id with a '#' could otherwise reach the key of another owner's chat.
+    let forged = format!("{}#x", id("c"));
+    assert_eq!(
+        store.load("bob", &forged).await.unwrap_err(),
+        StoreError::NotFound
+    );
+    assert_eq!(
+        store.delete("bob", &forged).await.unwrap_err(),
+        StoreError::NotFound
+    );
+    assert_eq!(
+        store.load("x#bob", "short").await.unwrap_err(),
+        StoreError::NotFound
+    );
+}
+
+pub async fn a_500000_character_message_is_stored_and_read_back_whole<S: SessionStore>(
+    subject: &Subject<S>,
+) {
+    let store = &subject.store;
+    // 500 000 characters of one byte, then of four bytes (2 MB), each past DynamoDB's 400 KB item limit.
+    let digits = message(Role::Assistant, &"0123456789".repeat(50_000));
+    let crabs = message(Role::Assistant, &"🦀".repeat(500_000));
+    let first = [message(Role::User, "write a lot"), digits.clone()];
+    let created = store
+        .create("alice", &chat("long", "2026-01-01T00:00:00.000Z"), &first)
+        .await
+        .unwrap();
+    assert_eq!(created.message_count, 2);
+    assert_eq!(created.last_message, "0123456789".repeat(20));
+    let second = [message(Role::User, "more"), crabs.clone()];
+    store.append("alice", &id("long"), &second).await.unwrap();
+    // 4 MB in one turn: more than one transaction carries, so it goes through a new generation.
+    let third = [
+        message(Role::User, &"é".repeat(500_000)),
+        message(Role::Assistant, &"🦀".repeat(500_000)),
+    ];
+    let record = store.append("alice", &id("long"), &third).await.unwrap();
+    assert_eq!(record.message_count, 6);
+    let (record, msgs) = store.load("alice", &id("long")).await.unwrap();
+    assert_eq!(record.message_count, 6);
+    assert_eq!(msgs.len(), 6);
+    assert_eq!(msgs[1].content.chars().count(), 500_000);
+    assert_eq!(msgs, [first.as_slice(), &second, &third].concat());
+    // One entry per message in the count and the list, though the long ones span several items.
+    if let Some(items) = subject.items("alice", &id("long")).await {
+        assert!(items > 7);
+    }
+    let listed = store
+        .list("alice", ChatMode::Standard, 10, None)
+        .await
+        .unwrap();
+    assert_eq!(listed.items.len(), 1);
+    assert_eq!(listed.items[0].message_count, 6);
+    assert_eq!(listed.items[0].last_message, "🦀".repeat(200));
+    // Pages split between messages, never inside one.
+    let mut paged = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let page = store
+            .load_page("alice", &id("long"), cursor.as_deref(), 2, usize::MAX)
+            .await
+            .unwrap();
+        paged.extend(page.items);
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(paged, msgs);
+}
+
+pub async fn a_chat_is_read_in_pages_that_join_back_whole<S: SessionStore>(subject: &Subject<S>) {
+    let store = &subject.store;
+    let msgs: Vec<_> = (0..30)
+        .map(|i| message(Role::User, &format!("{i:02}").repeat(500)))
+        .collect();
+    store
+        .create("alice", &chat("paged", "2026-01-01T00:00:00.000Z"), &msgs)
+        .await
+        .unwrap();
+    // By size: each page holds what fits, and at least one message.
+    let budget = 3 * msgs[0].wire_size() + 10;
+    let mut pages = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let page = store
+            .load_page("alice", &id("paged"), cursor.as_deref(), usize::MAX, budget)
+            .await
+            .unwrap();
+        assert!(
+            page.items
+                .iter()
+                .map(StoredMessage::wire_size)
+                .sum::<usize>()
+                <= budget
+        );
+        pages.push(page.items);
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(pages.len(), 10);
+    assert_eq!(pages.concat(), msgs);
+    // A chat that fits one page has no cursor.
+    let whole = store
+        .load_page("alice", &id("paged"), None, usize::MAX, usize::MAX)
+        .await
+        .unwrap();
+    assert_eq!((whole.items, whole.next_cursor), (msgs.clone(), None));
+
+    // Pages follow the chat as it was at the first page: a turn added meanwhile waits for a new read.
+    let first = store
+        .load_page("alice", &id("paged"), None, 20, usize::MAX)
+        .await
+        .unwrap();
+    let cursor = first.next_cursor.unwrap();
+    store
+        .append("alice", &id("paged"), &[message(Role::User, "later")])
+        .await
+        .unwrap();
+    let rest = store
+        .load_page("alice", &id("paged"), Some(&cursor), 20, usize::MAX)
+        .await
+        .unwrap();
+    assert_eq!(rest.next_cursor, None);
+    assert_eq!([first.items, rest.items].concat(), msgs);
+
+    // A cursor is refused for another chat, for another owner, made up, or once the chat was replaced.
+    store
+        .create("alice", &chat("other", "2026-01-01T00:00:00.000Z"), &msgs)
+        .await
+        .unwrap();
+    store
+        .create("bob", &chat("paged", "2026-01-01T00:00:00.000Z"), &msgs)
+        .await
+        .unwrap();
+    for (owner, chat_id, cursor) in [
+        ("alice", id("other"), cursor.as_str()),
+        ("bob", id("paged"), cursor.as_str()),
+        ("alice", id("paged"), "bm90IGEgY3Vyc29y"),
+        ("alice", id("paged"), "!"),
+    ] {
+        assert_eq!(
+            store
+                .load_page(owner, &chat_id, Some(cursor), 20, usize::MAX)
+                .await
+                .unwrap_err(),
+            StoreError::InvalidCursor,
+            "{owner} {chat_id} {cursor}"
+        );
+    }
+    store
+        .replace("alice", &id("paged"), &msgs[..25])
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .load_page("alice", &id("paged"), Some(&cursor), 20, usize::MAX)
+            .await
+            .unwrap_err(),
+        StoreError::InvalidCursor
+    );
+    assert_eq!(
+        store
+            .load_page("bob", &id("nothing"), None, 20, usize::MAX)
+            .await
+            .unwrap_err(),
+        StoreError::NotFound
+    );
+}

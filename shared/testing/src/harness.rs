@@ -1,0 +1,290 @@
+//! What the functions' tests share: the local backends (the local Bedrock server, a fresh moto table), the
+//! configuration from `(name, value)` pairs, the chat helpers (a new chat as the Chat UI makes one, a chat's stored
+//! history) and requests and replies (buffered bodies, and streamed ones frame by frame).
+//!
+//! Each function's `App` is wired in its own tests, from a [`Backend`]: `App::new(backend.model().await,
+//! backend.store.clone(), auth(), backend.config.clone())`. A harness that needs more (a retriever, a fault proxy,
+//! another auth) builds on the same pieces.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use chat_aws::{BedrockKnowledgeBase, BedrockModel, DynamoStore};
+use chat_core::{ChatMode, ChatRecord, Retriever, SessionStore};
+use chat_http::{Auth, Config};
+use http_body_util::BodyExt;
+use lambda_http::http::{HeaderMap, StatusCode};
+use lambda_http::{Body, Request, Response};
+use local_bedrock::LocalBedrock;
+use local_dynamodb::LocalDynamo;
+use local_knowledge_base::LocalKnowledgeBase;
+use serde_json::Value;
+
+/// The one user of `AUTH_MODE=none` in these tests, and the owner id it becomes.
+pub const USER: &str = "local-user";
+pub const OWNER: &str = "local:local-user";
+/// The local Bedrock server's echo model, the tests' default `MODEL_ID`.
+pub const ECHO_MODEL: &str = "local.echo-v1:0";
+
+/// A function configuration from `env` (as the environment would hold it) over the tests' default model.
+pub fn config(env: &[(&str, &str)]) -> Config {
+    Config::from_pairs(&[&[("MODEL_ID", ECHO_MODEL)], env].concat())
+        .unwrap_or_else(|e| panic!("the test configuration is valid: {e:?}"))
+}
+
+/// `AUTH_MODE=none`, as [`USER`].
+pub fn auth() -> Auth {
+    Auth::None { user: USER.into() }
+}
+
+/// The knowledge base id the local knowledge base serves in tests.
+pub const KNOWLEDGE_BASE_ID: &str = "LOCALKB001";
+
+/// The local knowledge base over the sample collection (samples/knowledge-base), and a retriever on it through the
+/// real Bedrock Agent Runtime SDK client, bounded by `config`'s `KNOWLEDGE_BASE_TIMEOUT_MS`.
+pub async fn knowledge_base(config: &Config) -> (LocalKnowledgeBase, Arc<dyn Retriever>) {
+    let collection =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../samples/knowledge-base");
+    let kb = LocalKnowledgeBase::start(KNOWLEDGE_BASE_ID, collection)
+        .await
+        .expect("the local knowledge base starts");
+    let retriever = BedrockKnowledgeBase::new(
+        &kb.sdk_config().await,
+        KNOWLEDGE_BASE_ID.into(),
+        config.knowledge_base_timeout,
+    );
+    (kb, Arc::new(retriever))
+}
+
+/// A store on a new, empty table of moto's shared server.
+pub async fn fresh_store() -> DynamoStore {
+    let (client, table) = LocalDynamo::shared().fresh_table().await;
+    DynamoStore::new(client, table, None)
+}
+
+/// What a function under test talks to: a local Bedrock server of its own, a fresh table, and its configuration.
+pub struct Backend {
+    pub bedrock: LocalBedrock,
+    pub store: DynamoStore,
+    pub config: Config,
+}
+
+impl Backend {
+    /// The backends for a function configured with `env` (over [`config`]'s defaults).
+    pub async fn start(env: &[(&str, &str)]) -> Self {
+        let config = config(env);
+        let bedrock = LocalBedrock::start()
+            .await
+            .expect("the local Bedrock server starts");
+        Self {
+            bedrock,
+            store: fresh_store().await,
+            config,
+        }
+    }
+
+    /// A model on the real SDK client, talking to the local Bedrock server with the configured timeout.
+    pub async fn model(&self) -> BedrockModel {
+        BedrockModel::new(&self.bedrock.sdk_config().await, self.config.model_timeout)
+    }
+
+    /// The body of the last Converse call the model received.
+    pub fn last_model_request(&self) -> Value {
+        self.bedrock
+            .requests()
+            .last()
+            .expect("the model was called")
+            .body
+            .clone()
+    }
+}
+
+// ---- Chats ----------------------------------------------------------------------------------------------------------
+
+/// An empty chat of [`OWNER`], as the Chat UI creates one (`POST /chat-history`) before its first message.
+pub async fn new_chat<S: SessionStore>(store: &S, mode: ChatMode) -> String {
+    let id = format!("{:032x}", fastrand::u128(..));
+    let chat = ChatRecord {
+        id: id.clone(),
+        mode,
+        title: "New Chat".into(),
+        created_at: "2026-11-23T10:00:00.000Z".into(),
+        last_updated: "2026-11-23T10:00:00.000Z".into(),
+        last_message: String::new(),
+        message_count: 0,
+    };
+    store.create(OWNER, &chat, &[]).await.unwrap();
+    id
+}
+
+/// How many chats of `mode` [`OWNER`] has.
+pub async fn chat_count<S: SessionStore>(store: &S, mode: ChatMode) -> usize {
+    store
+        .list(OWNER, mode, 100, None)
+        .await
+        .unwrap()
+        .items
+        .len()
+}
+
+/// The stored messages of a chat of `owner`, as (role, content); `None` when there is no such chat.
+pub async fn stored<S: SessionStore>(
+    store: &S,
+    owner: &str,
+    chat_id: &str,
+) -> Option<Vec<(String, String)>> {
+    let (_, messages) = store.load(owner, chat_id).await.ok()?;
+    Some(
+        messages
+            .into_iter()
+            .map(|m| (m.role.as_str().to_string(), m.content))
+            .collect(),
+    )
+}
+
+/// The stored messages of a chat of [`OWNER`], as (role, content); the chat must exist.
+pub async fn history<S: SessionStore>(store: &S, chat_id: &str) -> Vec<(String, String)> {
+    stored(store, OWNER, chat_id)
+        .await
+        .expect("the chat exists")
+}
+
+// ---- Requests and replies -------------------------------------------------------------------------------------------
+
+/// A request as the Function URL hands it over: `body` as text, with `content_type` when given.
+pub fn request(method: &str, path: &str, content_type: Option<&str>, body: &str) -> Request {
+    let mut builder = lambda_http::http::Request::builder()
+        .method(method)
+        .uri(path);
+    if let Some(ct) = content_type {
+        builder = builder.header("content-type", ct);
+    }
+    builder.body(Body::from(body.to_string())).unwrap()
+}
+
+/// A request with a JSON body (and its content type), or none.
+pub fn json_request(method: &str, path: &str, body: Option<&Value>) -> Request {
+    match body {
+        Some(v) => request(method, path, Some("application/json"), &v.to_string()),
+        None => lambda_http::http::Request::builder()
+            .method(method)
+            .uri(path)
+            .body(Body::Empty)
+            .unwrap(),
+    }
+}
+
+/// A buffered body's text.
+pub fn body_text(body: Body) -> String {
+    match body {
+        Body::Empty => String::new(),
+        Body::Text(t) => t,
+        Body::Binary(b) => String::from_utf8(b).expect("the body is UTF-8"),
+        _ => panic!("unexpected body kind"),
+    }
+}
+
+/// A whole reply: status, headers and the body as text.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: String,
+}
+
+impl Reply {
+    /// A buffered function's response.
+    pub fn buffered(response: Response<Body>) -> Self {
+        let (parts, body) = response.into_parts();
+        Self {
+            status: parts.status,
+            headers: parts.headers,
+            body: body_text(body),
+        }
+    }
+
+    /// A streamed response, read to its end.
+    pub async fn collected<B>(response: Response<B>) -> Self
+    where
+        B: http_body::Body,
+        B::Error: std::fmt::Debug,
+    {
+        let (parts, body) = response.into_parts();
+        let bytes = body.collect().await.unwrap().to_bytes();
+        Self {
+            status: parts.status,
+            headers: parts.headers,
+            body: String::from_utf8(bytes.to_vec()).expect("the body is UTF-8"),
+        }
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+
+    pub fn content_type(&self) -> &str {
+        self.headers
+            .get("content-type")
+            .map(|v| v.to_str().unwrap())
+            .unwrap_or("")
+    }
+}
+
+/// A streamed response read frame by frame, with when each frame arrived.
+#[derive(Debug)]
+pub struct Streamed {
+    pub status: StatusCode,
+    pub content_type: String,
+    pub frames: Vec<(SystemTime, String)>,
+}
+
+impl Streamed {
+    /// Reads `response` to its end, one frame at a time.
+    pub async fn read<B>(response: Response<B>) -> Self
+    where
+        B: http_body::Body<Data = bytes::Bytes> + Unpin,
+        B::Error: std::fmt::Debug,
+    {
+        let (parts, mut body) = response.into_parts();
+        let mut frames = Vec::new();
+        while let Some(frame) = body.frame().await {
+            let data = frame.unwrap().into_data().unwrap();
+            let bytes = data.to_vec();
+            frames.push((SystemTime::now(), String::from_utf8(bytes).unwrap()));
+        }
+        Self {
+            status: parts.status,
+            content_type: parts
+                .headers
+                .get("content-type")
+                .map(|v| v.to_str().unwrap().to_string())
+                .unwrap_or_default(),
+            frames,
+        }
+    }
+
+    /// Every frame, joined.
+    pub fn text(&self) -> String {
+        self.frames.iter().map(|(_, f)| f.as_str()).collect()
+    }
+
+    /// The body as JSON lines, each ending in a newline.
+    pub fn lines(&self) -> Vec<Value> {
+        let text = self.text();
+        assert!(
+            text.ends_with('\n'),
+            "every line ends in a newline: {text:?}"
+        );
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// The answer's text, from lines of `{"delta": {"content": …}}`.
+    pub fn content(&self) -> String {
+        self.lines()
+            .iter()
+            .filter_map(|l| l["delta"]["content"].as_str().map(str::to_string))
+            .collect()
+    }
+}

@@ -1,0 +1,18 @@
+//! Test support for the chat backend: fakes of the core's ports, so that the core's behaviour is tested in
+//! milliseconds without a network ([`InMemoryStore`], [`ScriptedModel`], [`FakeRetriever`]); the store's contract
+//! ([`contract`]), one suite that every [`chat_core::SessionStore`] passes; and, with the `harness` feature, what the
+//! functions' tests share ([`harness`]: local Bedrock, a fresh moto table, configuration, requests and replies).
+//!
+//! It is a dev-dependency only: nothing here is production code.
+
+pub mod contract;
+mod memory;
+mod model;
+mod retriever;
+
+#[cfg(feature = "harness")]
+pub mod harness;
+
+pub use memory::{InMemoryStore, StoreOp};
+pub use model::{Script, ScriptedModel, ScriptedStream};
+pub use retriever::FakeRetriever;
