@@ -347,6 +347,41 @@ async fn native_citations_come_from_the_models_own_citations() {
     assert_eq!(text.matches(" [").count(), 3, "{text}");
 }
 
+#[tokio::test]
+async fn a_multi_agent_round_searches_once_and_every_agent_cites_the_sources() {
+    let g = grounded(&[]).await;
+    let reply = g
+        .h
+        .post(
+            "/multi-agent-chat/batch",
+            &json!({"messages": [{"role": "user", "content": "What does dental coverage include?"}]}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    let body = reply.json();
+    let agents = &body.as_array().unwrap()[1..];
+    assert_eq!(agents.len(), 6, "{body}");
+    for message in agents {
+        assert_eq!(
+            message["Metadata"]["Citations"][0], "Benefit_Options.md#page=2",
+            "{message}"
+        );
+        let text = message["Items"][0]["Text"].as_str().unwrap();
+        assert!(text.contains("[Benefit_Options.md#page=2]"), "{text}");
+    }
+    // One search for the round; every agent's prompt listed the sources.
+    assert_eq!(g.kb.requests().len(), 1);
+    let prompt = g.h.last_model_request();
+    let last = prompt["messages"].as_array().unwrap().last().unwrap();
+    let text = last["content"].as_array().unwrap().last().unwrap()["text"]
+        .as_str()
+        .unwrap();
+    assert!(
+        text.contains("\n\nSources:\nBenefit_Options.md#page=2: "),
+        "{text}"
+    );
+}
+
 // --- the security filters, with JWT callers ---------------------------------------------------------------------
 
 const ISSUER: &str = "https://issuer.retrieval.test";

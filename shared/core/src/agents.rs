@@ -4,12 +4,13 @@
 use serde::Deserialize;
 use time::OffsetDateTime;
 
-use crate::prompt::{inference_settings, push_text};
+use crate::prompt::{GROUNDING_INSTRUCTIONS, inference_settings, push_text, sources_section};
+use crate::search::search;
 use crate::turn::{finish_reason, new_stored_messages, stored_message};
 use crate::{
-    Caller, ChatError, ChatMode, ChatModel, ChatService, FinishReason, ModelMessage, ModelRequest,
-    Role, Session, SessionStore, StoredMessage, TokenUsage, TurnHeader, TurnInput, display_time,
-    rfc3339_millis,
+    Caller, ChatError, ChatMode, ChatModel, ChatService, FinishReason, Grounding, ModelMessage,
+    ModelRequest, Role, Session, SessionStore, StoredMessage, TokenUsage, TurnHeader, TurnInput,
+    display_time, rfc3339_millis,
 };
 
 /// One agent of the group.
@@ -93,6 +94,8 @@ pub struct AgentMessage {
     pub finish_reason: FinishReason,
     /// When the message was finished, as the history stores it (the Chat UI's display form).
     pub finished_at: String,
+    /// The passages this message cites, by name; `None` when the round did not search.
+    pub citations: Option<Vec<String>>,
 }
 
 /// A round in progress: the chat, the conversation so far (with who said what), and the agents' messages.
@@ -108,6 +111,8 @@ pub struct AgentRound {
     transcript: Vec<(Option<String>, Role, String)>,
     messages: Vec<AgentMessage>,
     done: bool,
+    /// What the round's one search found, when a knowledge base is configured: every agent sees these sources.
+    grounding: Option<Grounding>,
 }
 
 impl AgentRound {
@@ -172,6 +177,22 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
                 &shown_at,
             ),
         };
+        // One search per round, for the user's message; the agents answer from the same sources.
+        let grounding = match self.retriever() {
+            None => None,
+            Some(retriever) => Some(
+                search(
+                    self.model(),
+                    retriever,
+                    self.settings(),
+                    caller,
+                    input,
+                    &session.conversation,
+                )
+                .await?
+                .grounding,
+            ),
+        };
         Ok(AgentRound {
             user_message,
             started_at: rfc3339_millis(now),
@@ -180,6 +201,7 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
             transcript,
             messages: Vec::new(),
             done: false,
+            grounding,
         })
     }
 
@@ -213,13 +235,24 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
             agent.name
         );
         let settings = self.settings();
+        let mut messages = agent_view(&round.transcript, &agent.name);
+        let mut system = system;
+        // A grounded round lists its sources after the conversation, and every agent is told to cite them (in
+        // square brackets: a round's answers are whole, so they are never given as native search results).
+        if let Some(grounding) = &round.grounding {
+            system.push_str("\n\n");
+            system.push_str(GROUNDING_INSTRUCTIONS);
+            if let Some(last) = messages.last_mut().and_then(|m| m.texts.last_mut()) {
+                last.push_str(&sources_section(grounding));
+            }
+        }
         let request = ModelRequest {
             model_id: agent
                 .model_id
                 .clone()
                 .unwrap_or_else(|| settings.model_id.clone()),
             system,
-            messages: agent_view(&round.transcript, &agent.name),
+            messages,
             inference: inference_settings(settings, &input.overrides, agent.temperature),
             guardrail: settings.guardrail.clone(),
             search_results: Vec::new(),
@@ -233,6 +266,7 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
             usage: reply.usage,
             finish_reason,
             finished_at: display_time(OffsetDateTime::now_utc().unix_timestamp()),
+            citations: round.grounding.as_ref().map(|g| g.cited_in(&reply.text)),
         };
         round.transcript.push((
             Some(agent.name.clone()),

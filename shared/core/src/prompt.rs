@@ -59,6 +59,16 @@ fn system_prompt(settings: &ChatSettings, input: &TurnInput, grounded: bool) -> 
     system
 }
 
+/// The passages as the prompt lists them after the question: `\n\nSources:\n` and a line `<citation>: <text>`
+/// for each.
+pub(crate) fn sources_section(grounding: &Grounding) -> String {
+    let mut sources = String::from("\n\nSources:");
+    for p in &grounding.passages {
+        sources.push_str(&format!("\n{}: {}", p.citation(), one_line(&p.text)));
+    }
+    sources
+}
+
 /// Adds `text` as `role`'s: to the last message when it is that role's, as models want the roles to alternate.
 pub(crate) fn push_text(out: &mut Vec<ModelMessage>, role: Role, text: String) {
     match out.last_mut() {
@@ -108,16 +118,12 @@ pub fn prepare_turn(
     if let Some(grounding) = grounding {
         match settings.retrieval.citations {
             CitationMode::Prompted => {
-                let mut sources = String::from("\n\nSources:\n");
-                for p in &grounding.passages {
-                    sources.push_str(&format!("{}: {}\n", p.citation(), one_line(&p.text)));
-                }
                 if let Some(text) = messages
                     .last_mut()
                     .filter(|m| m.role == Role::User)
                     .and_then(|m| m.texts.last_mut())
                 {
-                    text.push_str(sources.trim_end_matches('\n'));
+                    text.push_str(&sources_section(grounding));
                 }
             }
             CitationMode::Native => search_results = grounding.passages.clone(),

@@ -88,6 +88,10 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
         &self.model
     }
 
+    pub(crate) fn retriever(&self) -> Option<&dyn Retriever> {
+        self.retriever.as_deref()
+    }
+
     /// The chat `owner`'s request continues, or a new one. An unknown or foreign chat is [`ChatError::ChatNotFound`]
     /// and nothing is written.
     pub async fn begin(

@@ -359,7 +359,7 @@ pub struct ReplaceMessagesRequest {
 /// One agent's message as the Chat UI shows it, with the session state (the chat's id, when the round is stored)
 /// as `Metadata.SessionState`.
 pub fn agent_event(message: &AgentMessage, state: Option<&Value>) -> ChatMessageContent {
-    ChatMessageContent::agent(&AgentReply {
+    let mut event = ChatMessageContent::agent(&AgentReply {
         agent: &message.agent,
         text: &message.text,
         model: &message.header.model,
@@ -368,7 +368,14 @@ pub fn agent_event(message: &AgentMessage, state: Option<&Value>) -> ChatMessage
         usage: message.usage,
         finish_reason: message.finish_reason,
         session_state: state,
-    })
+    });
+    // As for a standard answer: what a grounded round's message cites travels in its metadata.
+    if let (Some(cited), Some(metadata)) = (&message.citations, event.metadata.as_mut()) {
+        metadata
+            .extra
+            .insert("Citations".into(), cited.clone().into());
+    }
+    event
 }
 
 /// One agent's message as the Chat UI's current revision shows and saves it.
@@ -380,7 +387,10 @@ pub fn agent_ui_message(message: &AgentMessage) -> HistoryMessage {
         timestamp: message.finished_at.clone(),
         agent_identifier: Some(message.agent.clone()),
         agent_name: Some(message.agent.clone()),
-        extra: Map::new(),
+        extra: match &message.citations {
+            Some(cited) => Map::from_iter([("citations".into(), cited.clone().into())]),
+            None => Map::new(),
+        },
     }
 }
 

@@ -89,11 +89,15 @@ pub struct WireOverrides {
     pub extra: Map<String, Value>,
 }
 
-/// `context.data_points`: what the answer was grounded in, as the reference backends return it.
+/// `context.data_points`: what the answer was grounded in, as the reference backends return it. Ours always
+/// holds `text` and `citations`; the protocol's examples show other members (`images`) and omit some, which are
+/// kept as they came.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct WireDataPoints {
-    pub text: Vec<String>,
-    pub citations: Vec<String>,
+    #[serde(default, skip_serializing_if = "Field::is_missing")]
+    pub text: Field<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Field::is_missing")]
+    pub citations: Field<Vec<String>>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -101,8 +105,8 @@ pub struct WireDataPoints {
 impl From<&chat_core::DataPoints> for WireDataPoints {
     fn from(d: &chat_core::DataPoints) -> Self {
         Self {
-            text: d.text.clone(),
-            citations: d.citations.clone(),
+            text: Field::Value(d.text.clone()),
+            citations: Field::Value(d.citations.clone()),
             extra: Map::new(),
         }
     }
