@@ -3,15 +3,10 @@
 
 mod support;
 
-use std::path::PathBuf;
-
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chat::App;
 use chat_core::ChatMode;
 use chat_http::Auth;
-use chat_testing::harness::{self, Backend};
-use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
+use chat_testing::harness::{self, Backend, JwtSigner};
 use lambda_http::http::StatusCode;
 use local_knowledge_base::LocalKnowledgeBase;
 use serde_json::{Value, json};
@@ -387,40 +382,8 @@ async fn a_multi_agent_round_searches_once_and_every_agent_cites_the_sources() {
 const ISSUER: &str = "https://issuer.retrieval.test";
 const AUDIENCE: &str = "chat-backend";
 
-struct Signer {
-    key: EncodingKey,
-    jwks: PathBuf,
-}
-
-fn signer() -> Signer {
-    use aws_lc_rs::rand::SystemRandom;
-    use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
-    let pkcs8 =
-        EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &SystemRandom::new())
-            .unwrap();
-    let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref()).unwrap();
-    let point = pair.public_key().as_ref();
-    let jwk = json!({
-        "kty": "EC", "crv": "P-256", "alg": "ES256", "use": "sig", "kid": "k1",
-        "x": URL_SAFE_NO_PAD.encode(&point[1..33]), "y": URL_SAFE_NO_PAD.encode(&point[33..65]),
-    });
-    let jwks = std::env::temp_dir().join(format!("jwks-retrieval-{}.json", fastrand::u64(..)));
-    std::fs::write(&jwks, json!({"keys": [jwk]}).to_string()).unwrap();
-    Signer {
-        key: EncodingKey::from_ec_der(pkcs8.as_ref()),
-        jwks,
-    }
-}
-
-fn token(signer: &Signer, claims: Value) -> String {
-    let mut header = Header::new(Algorithm::ES256);
-    header.kid = Some("k1".into());
-    let now = time::OffsetDateTime::now_utc().unix_timestamp();
-    let mut all = json!({"iss": ISSUER, "aud": AUDIENCE, "exp": now + 3600, "iat": now});
-    all.as_object_mut()
-        .unwrap()
-        .extend(claims.as_object().unwrap().clone());
-    encode(&header, &all, &signer.key).unwrap()
+fn token(signer: &JwtSigner, claims: Value) -> String {
+    signer.token_with(ISSUER, AUDIENCE, |_| {}, claims)
 }
 
 async fn ask_as(g: &Grounded, token: &str, question: &str, overrides: Value) -> Reply {
@@ -433,8 +396,8 @@ async fn ask_as(g: &Grounded, token: &str, question: &str, overrides: Value) -> 
 
 #[tokio::test]
 async fn a_users_documents_reach_that_user_only_in_every_retrieval_mode() {
-    let signer = signer();
-    let jwks = signer.jwks.to_string_lossy().to_string();
+    let signer = JwtSigner::new("k1");
+    let jwks = signer.jwks_file().to_string_lossy().to_string();
     let g = grounded(&[
         ("AUTH_MODE", "jwt"),
         ("JWT_ISSUER", ISSUER),

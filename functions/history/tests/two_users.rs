@@ -1,16 +1,10 @@
 //! Identity across all three functions, in JWT mode with signing keys this test makes: callers without valid
 //! tokens get 401, and user B gets 404 on every route and method touching user A's chat, which stays unchanged.
 
-use std::path::PathBuf;
-
-use aws_lc_rs::rand::SystemRandom;
-use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chat_aws::{BedrockModel, DynamoStore};
 use chat_http::{Auth, Config};
-use chat_testing::harness::{self, Reply};
-use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
+use chat_testing::harness::{self, JwtSigner, Reply};
+use jsonwebtoken::Header;
 use lambda_http::Request;
 use local_bedrock::LocalBedrock;
 use local_dynamodb::LocalDynamo;
@@ -19,27 +13,10 @@ use serde_json::{Value, json};
 const ISSUER: &str = "https://issuer.test";
 const AUDIENCE: &str = "chat-backend";
 
-/// A signing key of this test, and the JWKS that publishes it.
-struct Signer {
-    key: EncodingKey,
-    kid: String,
-    jwk: Value,
-}
+type Signer = JwtSigner;
 
 fn signer(kid: &str) -> Signer {
-    let pkcs8 =
-        EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &SystemRandom::new())
-            .unwrap();
-    let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref()).unwrap();
-    let point = pair.public_key().as_ref(); // 0x04, then x and y
-    Signer {
-        key: EncodingKey::from_ec_der(pkcs8.as_ref()),
-        kid: kid.into(),
-        jwk: json!({
-            "kty": "EC", "crv": "P-256", "alg": "ES256", "use": "sig", "kid": kid,
-            "x": URL_SAFE_NO_PAD.encode(&point[1..33]), "y": URL_SAFE_NO_PAD.encode(&point[33..65]),
-        }),
-    }
+    JwtSigner::new(kid)
 }
 
 fn token(signer: &Signer, sub: &str, aud: &str, exp_in: i64) -> String {
@@ -56,14 +33,7 @@ fn now() -> i64 {
 
 /// A token signed by `signer` with `claims` over the usual ones, its header changed by `edit`.
 fn token_with(signer: &Signer, edit: impl FnOnce(&mut Header), claims: Value) -> String {
-    let mut header = Header::new(Algorithm::ES256);
-    header.kid = Some(signer.kid.clone());
-    edit(&mut header);
-    let mut all = json!({"iss": ISSUER, "aud": AUDIENCE, "exp": now() + 3600, "iat": now()});
-    all.as_object_mut()
-        .unwrap()
-        .extend(claims.as_object().unwrap().clone());
-    encode(&header, &all, &signer.key).unwrap()
+    signer.token_with(ISSUER, AUDIENCE, edit, claims)
 }
 
 struct World {
@@ -78,10 +48,7 @@ struct World {
 
 async fn world() -> World {
     let signer = signer("key-1");
-    let jwks: PathBuf =
-        std::env::temp_dir().join(format!("jwks-{}.json", uuid::Uuid::new_v4().simple()));
-    std::fs::write(&jwks, json!({"keys": [signer.jwk]}).to_string()).unwrap();
-    let jwks = jwks.to_string_lossy().to_string();
+    let jwks = signer.jwks_file().to_string_lossy().to_string();
     let env = [
         ("AUTH_MODE", "jwt"),
         ("JWT_ISSUER", ISSUER),

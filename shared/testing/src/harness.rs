@@ -288,3 +288,64 @@ impl Streamed {
             .collect()
     }
 }
+
+/// A signing key made for a test (ES256), and the JWKS that publishes it: the tests' JWT issuer.
+pub struct JwtSigner {
+    pub key: jsonwebtoken::EncodingKey,
+    pub kid: String,
+    /// The public key as a JWK.
+    pub jwk: Value,
+}
+
+impl JwtSigner {
+    pub fn new(kid: &str) -> Self {
+        use aws_lc_rs::rand::SystemRandom;
+        use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
+        use base64::Engine;
+        use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let pkcs8 =
+            EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &SystemRandom::new())
+                .expect("a key");
+        let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref())
+            .expect("the key just made");
+        let point = pair.public_key().as_ref(); // 0x04, then x and y
+        Self {
+            key: jsonwebtoken::EncodingKey::from_ec_der(pkcs8.as_ref()),
+            kid: kid.into(),
+            jwk: serde_json::json!({
+                "kty": "EC", "crv": "P-256", "alg": "ES256", "use": "sig", "kid": kid,
+                "x": URL_SAFE_NO_PAD.encode(&point[1..33]), "y": URL_SAFE_NO_PAD.encode(&point[33..65]),
+            }),
+        }
+    }
+
+    /// A JWKS file publishing this key (for `JWKS_FILE`), in the temporary directory.
+    pub fn jwks_file(&self) -> std::path::PathBuf {
+        let path =
+            std::env::temp_dir().join(format!("jwks-{}.json", uuid::Uuid::new_v4().simple()));
+        std::fs::write(&path, serde_json::json!({"keys": [self.jwk]}).to_string())
+            .expect("the JWKS file is written");
+        path
+    }
+
+    /// A token of `issuer` for `audience`, valid for an hour from now, with `claims` over those, its header
+    /// changed by `edit`.
+    pub fn token_with(
+        &self,
+        issuer: &str,
+        audience: &str,
+        edit: impl FnOnce(&mut jsonwebtoken::Header),
+        claims: Value,
+    ) -> String {
+        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+        header.kid = Some(self.kid.clone());
+        edit(&mut header);
+        let now = time::OffsetDateTime::now_utc().unix_timestamp();
+        let mut all =
+            serde_json::json!({"iss": issuer, "aud": audience, "exp": now + 3600, "iat": now});
+        if let (Some(all), Some(claims)) = (all.as_object_mut(), claims.as_object()) {
+            all.extend(claims.clone());
+        }
+        jsonwebtoken::encode(&header, &all, &self.key).expect("the token is signed")
+    }
+}
