@@ -1,10 +1,7 @@
 //! Cold start of the streaming chat function: configuration and the Bedrock client are built once, then every
 //! request is handed to [`chat_stream::App`] under the response-streaming runtime.
 
-use std::sync::Arc;
-
 use chat_aws::{BedrockKnowledgeBase, BedrockModel, DynamoStore};
-use chat_core::Retriever;
 use chat_http::{Auth, Config};
 use chat_stream::App;
 use http_body::{Body, Frame, SizeHint};
@@ -25,13 +22,11 @@ async fn run() -> Result<(), Error> {
     let aws = chat_aws::load_aws_config().await;
     let model = BedrockModel::new(&aws, config.model_timeout);
     // With a knowledge base configured, every standard turn searches it first.
-    let knowledge_base = config.knowledge_base_id.clone().map(|id| {
-        Arc::new(BedrockKnowledgeBase::new(
-            &aws,
-            id,
-            config.knowledge_base_timeout,
-        )) as Arc<dyn Retriever>
-    });
+    let knowledge_base = BedrockKnowledgeBase::configured(
+        &aws,
+        config.knowledge_base_id.clone(),
+        config.knowledge_base_timeout,
+    );
     let store = DynamoStore::from_config(
         &aws,
         &config.table_name,

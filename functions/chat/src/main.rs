@@ -2,10 +2,7 @@
 //! handed to [`chat::App`].
 
 use chat::App;
-use std::sync::Arc;
-
 use chat_aws::{BedrockKnowledgeBase, BedrockModel, DynamoStore};
-use chat_core::Retriever;
 use chat_http::{Auth, Config};
 use lambda_http::{Error, Request, service_fn};
 
@@ -22,13 +19,11 @@ async fn run() -> Result<(), Error> {
     let aws = chat_aws::load_aws_config().await;
     let model = BedrockModel::new(&aws, config.model_timeout);
     // With a knowledge base configured, every standard turn searches it first.
-    let knowledge_base = config.knowledge_base_id.clone().map(|id| {
-        Arc::new(BedrockKnowledgeBase::new(
-            &aws,
-            id,
-            config.knowledge_base_timeout,
-        )) as Arc<dyn Retriever>
-    });
+    let knowledge_base = BedrockKnowledgeBase::configured(
+        &aws,
+        config.knowledge_base_id.clone(),
+        config.knowledge_base_timeout,
+    );
     let store = DynamoStore::from_config(
         &aws,
         &config.table_name,

@@ -68,6 +68,19 @@ impl BedrockKnowledgeBase {
         }
     }
 
+    /// The retriever of a function's turns, built once per cold start: the knowledge base `knowledge_base_id`
+    /// names (`KNOWLEDGE_BASE_ID`), or `None` when none is configured and answers come from the model alone.
+    pub fn configured(
+        config: &aws_config::SdkConfig,
+        knowledge_base_id: Option<String>,
+        timeout: Duration,
+    ) -> Option<std::sync::Arc<dyn chat_core::Retriever>> {
+        knowledge_base_id.map(|id| {
+            std::sync::Arc::new(Self::new(config, id, timeout))
+                as std::sync::Arc<dyn chat_core::Retriever>
+        })
+    }
+
     pub fn knowledge_base_id(&self) -> &str {
         &self.knowledge_base_id
     }
