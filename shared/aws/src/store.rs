@@ -19,7 +19,8 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chat_core::ChatMode;
 use chat_core::Role;
 use chat_core::{
-    ChatRecord, Page, SessionStore, StoreError, StoreTimeouts, StoredMessage, is_chat_id,
+    ChatRecord, LoadedChat, Page, ReadMark, SessionStore, StoreError, StoreTimeouts, StoredMessage,
+    is_chat_id,
 };
 use time::OffsetDateTime;
 
@@ -56,6 +57,7 @@ pub struct DynamoStore {
 }
 
 /// What the chat item says about where its messages are.
+#[derive(Clone)]
 struct Meta {
     record: ChatRecord,
     /// The messages' generation: a random token, new for every write that cannot be one transaction, so that two
@@ -923,17 +925,41 @@ impl SessionStore for DynamoStore {
         owner: &str,
         chat_id: &str,
     ) -> Result<(ChatRecord, Vec<StoredMessage>), StoreError> {
+        let loaded = self.load_for_turn(owner, chat_id).await?;
+        Ok((loaded.record, loaded.messages))
+    }
+
+    /// The chat item and its messages in one `Query` (they share the partition key; the chat item, `META`, sorts
+    /// before the messages, `MSG#…`), paged only past DynamoDB's 1 MB a page. The mark is the chat item as read.
+    async fn load_for_turn(&self, owner: &str, chat_id: &str) -> Result<LoadedChat, StoreError> {
+        if !is_chat_id(chat_id) {
+            return Err(StoreError::NotFound);
+        }
         let pk = chat_pk(owner, chat_id);
-        // A replace that lands between reading the chat and its messages removes the old ones: read again.
+        // A query is not isolated from a transaction: it may see some of a write's items and not others. A chat
+        // item that counts messages the read did not see (a write landing, or a replace deleting the generation)
+        // is read again; messages past its count (a write it does not count yet) are left out.
         for _ in 0..10 {
-            let meta = self.read_meta(owner, chat_id).await?;
-            match self.load_generation(&pk, &meta).await {
-                Ok(messages) => return Ok((meta.record, messages)),
-                Err(StoreError::Contended) => continue,
-                Err(e) => return Err(e),
+            if let Some((meta, messages)) = self.read_chat(&pk).await? {
+                return Ok(LoadedChat {
+                    record: meta.record.clone(),
+                    messages,
+                    mark: Some(ReadMark::new(meta)),
+                });
             }
         }
         Err(StoreError::Contended)
+    }
+
+    async fn append_after(
+        &self,
+        owner: &str,
+        chat_id: &str,
+        mark: Option<&ReadMark>,
+        messages: &[StoredMessage],
+    ) -> Result<ChatRecord, StoreError> {
+        let read = mark.and_then(|m| m.get::<Meta>()).cloned();
+        self.append_as_of(owner, chat_id, read, messages).await
     }
 
     async fn load_page(
@@ -1059,69 +1085,7 @@ impl SessionStore for DynamoStore {
         chat_id: &str,
         messages: &[StoredMessage],
     ) -> Result<ChatRecord, StoreError> {
-        let pk = chat_pk(owner, chat_id);
-        // Messages' times are display text (`10:15 AM`); the chat's own time is RFC 3339, as lists sort by it.
-        let now = crate::now_millis();
-        // One token for every attempt: an attempt whose answer was lost is found by the next one's read.
-        let token = new_token();
-        self.retrying(|| async {
-            let meta = self.read_meta(owner, chat_id).await?;
-            if meta.writes.contains(&token) {
-                // An earlier attempt landed, though its answer said otherwise or never came.
-                return Ok(Some(meta.record));
-            }
-            let start = meta.record.message_count;
-            let puts = messages_items(&pk, &meta.generation, start, messages, meta.expires_at);
-            if !fits_one_transaction(&puts) {
-                // Too much for one transaction: the chat is rewritten whole into a new generation, so that no
-                // other writer's items can mix with these.
-                let old = self.load_generation(&pk, &meta).await?;
-                return self
-                    .rewrite(
-                        owner,
-                        &meta,
-                        &[old, messages.to_vec()].concat(),
-                        &now,
-                        &token,
-                    )
-                    .await;
-            }
-            let last_message = messages
-                .last()
-                .map(|m| preview(&m.content))
-                .unwrap_or_else(|| meta.record.last_message.clone());
-            let count = start + messages.len() as u64;
-            let commit = self.commit_update(
-                owner,
-                &meta,
-                Change {
-                    generation: &meta.generation,
-                    count,
-                    last_message: &last_message,
-                    now: &now,
-                    token: &token,
-                },
-            );
-            match self
-                .write(puts, self.version_guard(&pk, meta.version), commit)
-                .await
-            {
-                Ok(()) => Ok(Some(ChatRecord {
-                    last_updated: now.clone(),
-                    last_message,
-                    message_count: count,
-                    ..meta.record
-                })),
-                // Lost, or this write's own earlier attempt won: the next round's read tells.
-                Err(WriteError::Race { .. }) => Ok(None),
-                Err(WriteError::Failed(e)) => Err(e),
-                Err(WriteError::Unknown(e)) => match self.landed(owner, chat_id, &token).await? {
-                    Some(now_meta) => Ok(Some(now_meta.record)),
-                    None => Err(e),
-                },
-            }
-        })
-        .await
+        self.append_as_of(owner, chat_id, None, messages).await
     }
 
     async fn replace(
@@ -1232,6 +1196,137 @@ impl SessionStore for DynamoStore {
 }
 
 impl DynamoStore {
+    /// Appends `messages` as of the chat item `read` (a turn's own read), or as of a fresh read of it. Only when
+    /// the write loses a race (or the messages need a rewrite of the whole chat) is the chat item read again.
+    async fn append_as_of(
+        &self,
+        owner: &str,
+        chat_id: &str,
+        read: Option<Meta>,
+        messages: &[StoredMessage],
+    ) -> Result<ChatRecord, StoreError> {
+        let pk = chat_pk(owner, chat_id);
+        // Messages' times are display text (`10:15 AM`); the chat's own time is RFC 3339, as lists sort by it.
+        let now = crate::now_millis();
+        // One token for every attempt: an attempt whose answer was lost is found by the next one's read.
+        let token = new_token();
+        let read = std::sync::Mutex::new(read);
+        self.retrying(|| async {
+            let earlier = read.lock().expect("never poisoned").take();
+            let meta = match earlier {
+                Some(meta) => meta,
+                None => self.read_meta(owner, chat_id).await?,
+            };
+            if meta.writes.contains(&token) {
+                // An earlier attempt landed, though its answer said otherwise or never came.
+                return Ok(Some(meta.record));
+            }
+            let start = meta.record.message_count;
+            let puts = messages_items(&pk, &meta.generation, start, messages, meta.expires_at);
+            if !fits_one_transaction(&puts) {
+                // Too much for one transaction: the chat is rewritten whole into a new generation, so that no
+                // other writer's items can mix with these.
+                let old = self.load_generation(&pk, &meta).await?;
+                return self
+                    .rewrite(
+                        owner,
+                        &meta,
+                        &[old, messages.to_vec()].concat(),
+                        &now,
+                        &token,
+                    )
+                    .await;
+            }
+            let last_message = messages
+                .last()
+                .map(|m| preview(&m.content))
+                .unwrap_or_else(|| meta.record.last_message.clone());
+            let count = start + messages.len() as u64;
+            let commit = self.commit_update(
+                owner,
+                &meta,
+                Change {
+                    generation: &meta.generation,
+                    count,
+                    last_message: &last_message,
+                    now: &now,
+                    token: &token,
+                },
+            );
+            match self
+                .write(puts, self.version_guard(&pk, meta.version), commit)
+                .await
+            {
+                Ok(()) => Ok(Some(ChatRecord {
+                    last_updated: now.clone(),
+                    last_message,
+                    message_count: count,
+                    ..meta.record
+                })),
+                // Lost, or this write's own earlier attempt won: the next round's read tells.
+                Err(WriteError::Race { .. }) => Ok(None),
+                Err(WriteError::Failed(e)) => Err(e),
+                Err(WriteError::Unknown(e)) => match self.landed(owner, chat_id, &token).await? {
+                    Some(now_meta) => Ok(Some(now_meta.record)),
+                    None => Err(e),
+                },
+            }
+        })
+        .await
+    }
+
+    /// The chat item of `pk` and the messages it counts, from one query (paged past 1 MB); `None` when the
+    /// messages it counts were not all there (see [`SessionStore::load_for_turn`]).
+    async fn read_chat(&self, pk: &str) -> Result<Option<(Meta, Vec<StoredMessage>)>, StoreError> {
+        let mut meta: Option<Meta> = None;
+        let mut messages = Vec::new();
+        let mut assembly = Assembly::default();
+        let mut start: Option<Item> = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("#pk = :pk")
+                .expression_attribute_names("#pk", PARTITION_KEY)
+                .expression_attribute_values(":pk", s(pk))
+                .consistent_read(true)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(failed)?;
+            for item in out.items() {
+                let Some(meta) = &meta else {
+                    // The chat item sorts first; without it there is no chat (only what a delete left behind).
+                    if get_s(item, SORT_KEY).as_deref() != Some("META") || expired(item) {
+                        return Err(StoreError::NotFound);
+                    }
+                    meta = Some(meta_of(item)?);
+                    continue;
+                };
+                let Some((seq, message)) = assembly.push(item, &meta.generation) else {
+                    continue;
+                };
+                if seq >= meta.record.message_count {
+                    break;
+                }
+                if seq != messages.len() as u64 {
+                    return Ok(None);
+                }
+                messages.push(message);
+            }
+            let done = messages.len() as u64 >= meta.as_ref().map_or(0, |m| m.record.message_count);
+            match out.last_evaluated_key() {
+                Some(key) if !key.is_empty() && !done => start = Some(key.clone()),
+                _ => break,
+            }
+        }
+        let Some(meta) = meta else {
+            return Err(StoreError::NotFound);
+        };
+        Ok((messages.len() as u64 == meta.record.message_count).then_some((meta, messages)))
+    }
+
     /// Every message of the chat's current generation (for a write that rewrites it whole).
     async fn load_generation(
         &self,

@@ -345,3 +345,61 @@ async fn a_replace_whose_answer_is_lost_lands_once_and_keeps_its_messages() {
     proxy.set(Fault::None);
     assert_eq!(direct.load("alice", &id("put")).await.unwrap().1, large);
 }
+
+// ---- How many calls a turn makes ----------------------------------------------------------------------------------
+
+/// A turn through the chat service: a new chat is one write; a continued chat is one read (the chat item and its
+/// messages in one query) before the model and one write after, for a chat of 2 or of 40 messages.
+#[tokio::test]
+async fn a_continued_turn_reads_once_and_writes_once() {
+    use chat_core::{Caller, ChatService, ChatSettings, Message, Overrides, TurnInput};
+
+    use chat_testing::{Script, ScriptedModel};
+
+    let (store, _direct, proxy) = behind_proxy().await;
+    let model = ScriptedModel::new();
+    let service = ChatService::new(
+        model.clone(),
+        store,
+        ChatSettings {
+            model_id: "test.model-v1".into(),
+            system_prompt: "Be brief.".into(),
+            default_max_tokens: 256,
+            guardrail: None,
+            limits: Default::default(),
+            retrieval: Default::default(),
+        },
+    );
+    let alice = Caller::owner("alice");
+    let ask = |text: &str, session: Option<&str>| TurnInput {
+        messages: vec![Message::new(Role::User, text)],
+        overrides: Overrides::default(),
+        session_state: session.map(|s| serde_json::Value::String(s.into())),
+        session_field: "sessionState",
+        store_new_chat: true,
+    };
+    let mut calls_per_turn = Vec::new();
+    let mut chat_id = None;
+    for turn in 0..20 {
+        model.push(Script::text(format!("answer {turn}")));
+        let before = proxy.operations().len();
+        let answer = service
+            .answer(
+                &alice,
+                &ask(&format!("question {turn}"), chat_id.as_deref()),
+            )
+            .await
+            .unwrap();
+        chat_id = answer
+            .session_state
+            .and_then(|s| s.as_str().map(str::to_string));
+        calls_per_turn.push(proxy.operations()[before..].join(" "));
+    }
+    assert_eq!(calls_per_turn[0], "TransactWriteItems", "a new chat");
+    for (turn, calls) in calls_per_turn.iter().enumerate().skip(1) {
+        assert_eq!(calls, "Query TransactWriteItems", "turn {turn}");
+    }
+    // The model saw the whole chat on the last turn: the one query read every message.
+    let last = model.last_request().unwrap();
+    assert_eq!(last.messages.len(), 39);
+}

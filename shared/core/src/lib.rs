@@ -38,7 +38,8 @@ pub use search::{Grounding, QUERY_PROMPT};
 pub use session::{Caller, Session, title_of};
 pub use settings::{ChatSettings, CitationMode, Guardrail, RequestLimits, RetrievalSettings};
 pub use store::{
-    ChatRecord, Page, SessionStore, StoreError, StoreTimeouts, StoredMessage, is_chat_id,
+    ChatRecord, LoadedChat, Page, ReadMark, SessionStore, StoreError, StoreTimeouts, StoredMessage,
+    is_chat_id,
 };
 pub use streaming::{StreamingTurn, TurnEnd, TurnEvent};
 pub use turn::{ChatService, TurnHeader, new_message_id, rfc3339_millis};

@@ -3,7 +3,8 @@
 use serde_json::Value;
 
 use crate::{
-    ChatError, ChatMode, InvalidRequest, Message, Role, StoreError, StoredMessage, TurnInput,
+    ChatError, ChatMode, InvalidRequest, Message, ReadMark, Role, StoreError, StoredMessage,
+    TurnInput,
 };
 
 /// Who asks: the owner their chats are kept under, and the names a document's access list may know them by.
@@ -44,6 +45,8 @@ pub struct Session {
     pub new_messages: Vec<Message>,
     /// What the chat held when the turn began (empty for a new chat), with who said what.
     pub history: Vec<StoredMessage>,
+    /// The store's mark of that read, handed back when the turn is stored (`None` for a new chat).
+    pub read_mark: Option<ReadMark>,
 }
 
 impl Session {
@@ -76,6 +79,7 @@ pub(crate) fn new_session(chat_id: String, mode: ChatMode, messages: &[Message])
         conversation: messages.to_vec(),
         new_messages: messages.to_vec(),
         history: Vec::new(),
+        read_mark: None,
     }
 }
 
@@ -105,6 +109,7 @@ pub(crate) fn continued_session(
         conversation,
         new_messages,
         history: stored.to_vec(),
+        read_mark: None,
     }
 }
 

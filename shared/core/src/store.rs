@@ -1,6 +1,8 @@
 //! The store port: chats and their messages, per owner, as the core needs them.
 
+use std::any::Any;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::{ChatMode, Role};
@@ -120,6 +122,43 @@ pub enum StoreError {
     Failed(String),
 }
 
+/// Where a chat stood when a store read it for a turn: the store's own, opaque to the core. The turn hands it back
+/// with its write ([`SessionStore::append_after`]), so that the store need not read the chat again before writing
+/// (it reads again only when another write got there first).
+#[derive(Clone)]
+pub struct ReadMark(Arc<dyn Any + Send + Sync>);
+
+impl ReadMark {
+    pub fn new<T: Any + Send + Sync>(mark: T) -> Self {
+        Self(Arc::new(mark))
+    }
+
+    /// The store's own mark, if this is one of its kind.
+    pub fn get<T: Any>(&self) -> Option<&T> {
+        self.0.downcast_ref()
+    }
+}
+
+impl std::fmt::Debug for ReadMark {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReadMark(..)")
+    }
+}
+
+impl PartialEq for ReadMark {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+/// A chat and all its messages as a turn reads them, with the store's mark of that read.
+#[derive(Debug, Clone)]
+pub struct LoadedChat {
+    pub record: ChatRecord,
+    pub messages: Vec<StoredMessage>,
+    pub mark: Option<ReadMark>,
+}
+
 /// Where chats live. Every operation is scoped to an owner: another owner's chat is [`StoreError::NotFound`].
 pub trait SessionStore: Send + Sync {
     /// A chat and all its messages, as one consistent snapshot.
@@ -128,6 +167,36 @@ pub trait SessionStore: Send + Sync {
         owner: &str,
         chat_id: &str,
     ) -> impl Future<Output = Result<(ChatRecord, Vec<StoredMessage>), StoreError>> + Send;
+
+    /// [`SessionStore::load`] for a turn that will append to the chat: with the mark
+    /// [`SessionStore::append_after`] takes. By default the mark is `None` and the append reads the chat itself.
+    fn load_for_turn(
+        &self,
+        owner: &str,
+        chat_id: &str,
+    ) -> impl Future<Output = Result<LoadedChat, StoreError>> + Send {
+        async move {
+            let (record, messages) = self.load(owner, chat_id).await?;
+            Ok(LoadedChat {
+                record,
+                messages,
+                mark: None,
+            })
+        }
+    }
+
+    /// [`SessionStore::append`] after the read that left `mark`: the store may write at once, as of that read, and
+    /// read the chat again only when another write got there first. By default, an append.
+    fn append_after(
+        &self,
+        owner: &str,
+        chat_id: &str,
+        mark: Option<&ReadMark>,
+        messages: &[StoredMessage],
+    ) -> impl Future<Output = Result<ChatRecord, StoreError>> + Send {
+        let _ = mark;
+        self.append(owner, chat_id, messages)
+    }
 
     /// Creates a chat holding `messages`.
     fn create(

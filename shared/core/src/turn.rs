@@ -111,13 +111,16 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
                 Ok(session)
             }
             Some(chat_id) => {
-                let (chat, stored) = self.store.load(owner, &chat_id).await?;
-                Ok(continued_session(
+                let loaded = self.store.load_for_turn(owner, &chat_id).await?;
+                let mut session = continued_session(
                     chat_id,
-                    chat.mode,
-                    &stored,
+                    loaded.record.mode,
+                    &loaded.messages,
                     &input.messages,
-                ))
+                );
+                // The turn's write goes as of this read: the store need not read the chat again first.
+                session.read_mark = loaded.mark;
+                Ok(session)
             }
         }
     }
@@ -237,7 +240,14 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
             };
             self.store.create(owner, &chat, messages).await?;
         } else {
-            self.store.append(owner, &session.chat_id, messages).await?;
+            self.store
+                .append_after(
+                    owner,
+                    &session.chat_id,
+                    session.read_mark.as_ref(),
+                    messages,
+                )
+                .await?;
         }
         Ok(())
     }

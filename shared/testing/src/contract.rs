@@ -95,6 +95,7 @@ macro_rules! store_contract {
         $crate::store_contract!(@each $fresh;
             a_chat_is_created_read_back_and_listed,
             twenty_turns_at_once_all_land_whole,
+            turns_written_as_of_their_own_read_all_land_once,
             a_chat_of_three_megabytes_is_stored_and_read_back_whole,
             a_replace_is_seen_whole_and_the_old_messages_go,
             paging_through_120_chats_gives_each_once_newest_first,
@@ -177,6 +178,62 @@ pub async fn twenty_turns_at_once_all_land_whole<S: SessionStore>(subject: &Subj
     assert_eq!(seen.len(), 20);
     // Reading again gives the same order.
     assert_eq!(store.load("alice", &id("busy")).await.unwrap().1, msgs);
+}
+
+/// As a turn writes: read the chat (with the store's mark), then append as of that read. Reads that other turns'
+/// writes overtook must still land, each once, whole and in order.
+pub async fn turns_written_as_of_their_own_read_all_land_once<S: SessionStore>(
+    subject: &Subject<S>,
+) {
+    let store = &subject.store;
+    store
+        .create(
+            "alice",
+            &chat("marks", "2026-01-01T00:00:00.000Z"),
+            &[message(Role::User, "first")],
+        )
+        .await
+        .unwrap();
+    // Every turn reads before any writes: all but the first write find the chat changed since their read.
+    let mut reads = Vec::new();
+    for _ in 0..8 {
+        reads.push(store.load_for_turn("alice", &id("marks")).await.unwrap());
+    }
+    assert!(
+        reads
+            .iter()
+            .all(|r| r.record.message_count == 1 && r.messages.len() == 1)
+    );
+    let turns = reads.iter().enumerate().map(|(i, read)| async move {
+        let pair = [
+            message(Role::User, &format!("q{i}")),
+            message(Role::Assistant, &format!("a{i}")),
+        ];
+        store
+            .append_after("alice", &id("marks"), read.mark.as_ref(), &pair)
+            .await
+    });
+    let mut counts = Vec::new();
+    for result in futures_util::future::join_all(turns).await {
+        counts.push(result.unwrap().message_count);
+    }
+    counts.sort();
+    assert_eq!(counts, (1..=8).map(|n| 1 + 2 * n).collect::<Vec<u64>>());
+    let loaded = store.load_for_turn("alice", &id("marks")).await.unwrap();
+    assert_eq!(loaded.record.message_count, 17);
+    assert_eq!(loaded.messages[0].content, "first");
+    let mut seen = HashSet::new();
+    for pair in loaded.messages[1..].chunks(2) {
+        let i = pair[0].content.strip_prefix('q').expect("a question first");
+        assert_eq!(pair[1].content, format!("a{i}"));
+        assert!(seen.insert(i.to_string()), "turn {i} stored twice");
+    }
+    assert_eq!(seen.len(), 8);
+    // Another owner's read names no chat.
+    assert_eq!(
+        store.load_for_turn("bob", &id("marks")).await.unwrap_err(),
+        StoreError::NotFound
+    );
 }
 
 pub async fn a_chat_of_three_megabytes_is_stored_and_read_back_whole<S: SessionStore>(

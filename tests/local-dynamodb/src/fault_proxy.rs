@@ -154,6 +154,18 @@ impl FaultProxy {
             .filter(|t| *t == target)
             .count()
     }
+
+    /// The operations of every request that reached the server so far (their `X-Amz-Target` without the API's
+    /// prefix: `GetItem`, `Query`, …), in order.
+    pub fn operations(&self) -> Vec<String> {
+        self.shared
+            .forwarded
+            .lock()
+            .expect("the log lock is never poisoned")
+            .iter()
+            .map(|t| t.rsplit('.').next().unwrap_or(t).to_string())
+            .collect()
+    }
 }
 
 async fn accept_loop(
