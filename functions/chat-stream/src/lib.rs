@@ -1,20 +1,24 @@
 //! The streaming chat function: `POST /chat/stream`, each line written and flushed as the model produces text,
 //! and `POST /multi-agent-chat/stream`, one server-sent event per agent message.
 
-mod body;
-
-pub use body::LineBody;
-
+use std::convert::Infallible;
 use std::sync::Arc;
 
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::response::Response;
+use axum::routing::post;
 use bytes::Bytes;
+use chat_aws::{BedrockModel, DynamoStore};
 use chat_core::{
     AgentGroup, AgentMessage, AgentRound, Caller, ChatModel, ChatService, ModelStream, Retriever,
     SessionStore, StreamingTurn, TurnEnd, TurnEvent, TurnInput,
 };
 use chat_http::{
-    ApiError, Auth, Config, Cors, error_body, error_line, json_response, normalized_path,
-    read_json_body,
+    ApiError, Auth, Backends, Config, ConfigError, Cors, FunctionService, error_body, error_line,
+    json_response, only, read_json_body,
 };
 use chat_protocol::chat_ui::{ReplyShape, agent_event, round_reply, sse_event};
 use chat_protocol::v2024_01_28::{ChatCompletion, ChatCompletionChunk, ChunkHeader};
@@ -22,19 +26,36 @@ use chat_protocol::v2024_05_29::StreamChunk;
 use chat_protocol::{
     Dialect, Endpoint, ResponseContext, SessionSpelling, json_line, parse_chat_request,
 };
-use lambda_http::http::{Method, StatusCode, header};
-use lambda_http::{Body, Request, Response};
 use tokio::sync::mpsc;
+use tower::ServiceExt;
 use tracing::Instrument;
 
 /// What a warm function keeps between requests. The core is shared with the tasks that write each stream.
 pub struct App<M, St> {
+    shared: Arc<Shared<M, St>>,
+    cors: Cors,
+}
+
+struct Shared<M, St> {
     service: Arc<ChatService<M, St>>,
     agents: Arc<AgentGroup>,
     auth: Auth,
     max_body_bytes: usize,
-    cors: Cors,
     ui_reply: ReplyShape,
+}
+
+/// The state every route of this function holds.
+type AppState<M, St> = State<Arc<Shared<M, St>>>;
+
+/// A body written line by line by whoever holds the sender, each line sent as soon as it is written; it ends when
+/// the sender is dropped. Its stream never fails: faults travel as the protocol's error lines.
+fn line_body() -> (mpsc::Sender<Bytes>, Body) {
+    // One line in flight: a slow client slows the reading from the model instead of filling memory.
+    let (tx, rx) = mpsc::channel::<Bytes>(1);
+    let lines = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|line| (Ok::<_, Infallible>(line), rx))
+    });
+    (tx, Body::from_stream(lines))
 }
 
 /// How a dialect frames the lines of a streamed answer.
@@ -89,67 +110,154 @@ impl Framing {
 impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
     pub fn new(model: M, store: St, auth: Auth, config: Config) -> Self {
         Self {
-            service: Arc::new(ChatService::new(model, store, config.chat)),
-            agents: Arc::new(config.agents),
-            auth,
-            max_body_bytes: config.max_body_bytes,
+            shared: Arc::new(Shared {
+                service: Arc::new(ChatService::new(model, store, config.chat)),
+                agents: Arc::new(config.agents),
+                auth,
+                max_body_bytes: config.max_body_bytes,
+                ui_reply: config.chat_ui_reply,
+            }),
             cors: config.cors,
-            ui_reply: config.chat_ui_reply,
         }
     }
 
     /// Grounds standard turns in what `retriever` finds (a knowledge base); `None` answers from the model alone.
-    pub fn with_retriever(mut self, retriever: Option<Arc<dyn Retriever>>) -> Self {
-        let Ok(service) = Arc::try_unwrap(self.service) else {
+    pub fn with_retriever(self, retriever: Option<Arc<dyn Retriever>>) -> Self {
+        let Ok(Shared {
+            service,
+            agents,
+            auth,
+            max_body_bytes,
+            ui_reply,
+        }) = Arc::try_unwrap(self.shared)
+        else {
+            unreachable!("the state is shared only once the app serves")
+        };
+        let Ok(service) = Arc::try_unwrap(service) else {
             unreachable!("the service is shared only once the app serves")
         };
-        self.service = Arc::new(service.with_retriever(retriever));
-        self
+        Self {
+            shared: Arc::new(Shared {
+                service: Arc::new(service.with_retriever(retriever)),
+                agents,
+                auth,
+                max_body_bytes,
+                ui_reply,
+            }),
+            cors: self.cors,
+        }
     }
 
-    /// Answers one request. Faults before the first line are ordinary JSON error responses with their status.
-    pub async fn handle(&self, request: Request) -> Response<LineBody> {
-        chat_http::respond(&request, &self.cors, "POST", buffered, self.route(&request)).await
+    /// The routes: `POST /chat/stream`, `POST /multi-agent-chat/stream` and the bare `POST /multi-agent-chat` the
+    /// Chat UI's documentation configures (events when asked for, else the whole round).
+    pub fn routes(&self) -> Router {
+        Router::new()
+            .route("/chat/stream", only("POST", post(stream_chat)))
+            .route(
+                "/multi-agent-chat/stream",
+                only("POST", post(agents_stream)),
+            )
+            .route("/multi-agent-chat", only("POST", post(agents_bare)))
+            .with_state(self.shared.clone())
     }
 
-    async fn route(&self, request: &Request) -> Result<Response<LineBody>, ApiError> {
-        let multi_agent = match normalized_path(request) {
-            "/chat/stream" => None,
-            "/multi-agent-chat/stream" => Some(true),
-            // The bare URL the Chat UI's documentation configures: events when asked for, else the whole round.
-            "/multi-agent-chat" => Some(wants_events(request)),
-            other => return Err(ApiError::NotFound(other.to_string())),
-        };
-        if request.method() != Method::POST {
-            return Err(ApiError::MethodNotAllowed { allow: "POST" });
+    /// The function's whole edge, as Lambda (response streaming) and the plain server run it.
+    pub fn service(&self) -> FunctionService {
+        chat_http::function_service(self.routes(), &self.cors, &[Method::POST])
+    }
+
+    /// Answers one request through the whole edge (what tests call; the runtime serves [`App::service`]). Faults
+    /// before the first line are ordinary JSON error responses with their status.
+    pub async fn handle<B>(&self, request: axum::http::Request<B>) -> Response
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<axum::BoxError>,
+    {
+        let result: Result<Response, Infallible> = self.service().oneshot(request).await;
+        match result {
+            Ok(response) => response,
         }
-        let caller = self.auth.identify(request).await?;
-        // Any Accept is fine: the official client sends `application/json` even here.
-        let body = read_json_body(request, self.max_body_bytes)?;
-        if let Some(as_events) = multi_agent {
-            let input =
-                parse_chat_request(body, Endpoint::ChatUi, &self.service.settings().limits)?;
-            if !as_events {
-                let round = self
-                    .service
-                    .whole_round(&caller, &self.agents, &input.turn)
-                    .await?;
-                return Ok(buffered(json_response(
-                    StatusCode::OK,
-                    &round_reply(&round, self.ui_reply),
-                )));
-            }
-            return self.agents(caller, input.turn).await;
+    }
+}
+
+impl App<BedrockModel, DynamoStore> {
+    /// The function as its cold start builds it: configuration, identity and clients from the environment.
+    pub async fn from_env() -> Result<Self, ConfigError> {
+        let config = Config::from_env()?;
+        let auth = Auth::from_env()?;
+        let backends = Backends::load().await;
+        // With a knowledge base configured, every standard turn searches it first.
+        let knowledge_base = backends.knowledge_base(&config);
+        let app = App::new(
+            backends.model(&config),
+            backends.store(&config),
+            auth,
+            config,
+        );
+        Ok(app.with_retriever(knowledge_base))
+    }
+}
+
+async fn stream_chat<M: ChatModel + 'static, St: SessionStore + 'static>(
+    State(app): AppState<M, St>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let (parts, body) = request.into_parts();
+    let caller = app.auth.identify(&parts).await?;
+    // Any Accept is fine: the official client sends `application/json` even here.
+    let body = read_json_body(&parts.headers, body, app.max_body_bytes).await?;
+    let input = parse_chat_request(&body, Endpoint::Protocol, &app.service.settings().limits)?;
+    app.stream(caller, input).await
+}
+
+async fn agents_stream<M: ChatModel + 'static, St: SessionStore + 'static>(
+    State(app): AppState<M, St>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    app.multi_agent(request, true).await
+}
+
+async fn agents_bare<M: ChatModel + 'static, St: SessionStore + 'static>(
+    State(app): AppState<M, St>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let as_events = wants_events(request.headers());
+    app.multi_agent(request, as_events).await
+}
+
+impl<M: ChatModel + 'static, St: SessionStore + 'static> Shared<M, St> {
+    /// A multi-agent round: as events, one per agent message, or answered whole.
+    async fn multi_agent(&self, request: Request, as_events: bool) -> Result<Response, ApiError> {
+        let (parts, body) = request.into_parts();
+        let caller = self.auth.identify(&parts).await?;
+        let body = read_json_body(&parts.headers, body, self.max_body_bytes).await?;
+        let input = parse_chat_request(&body, Endpoint::ChatUi, &self.service.settings().limits)?;
+        if !as_events {
+            let round = self
+                .service
+                .whole_round(&caller, &self.agents, &input.turn)
+                .await?;
+            return Ok(json_response(
+                StatusCode::OK,
+                &round_reply(&round, self.ui_reply),
+            ));
         }
-        let input = parse_chat_request(body, Endpoint::Protocol, &self.service.settings().limits)?;
+        self.agents(caller, input.turn).await
+    }
+
+    async fn stream(
+        &self,
+        caller: Caller,
+        input: chat_protocol::ChatInput,
+    ) -> Result<Response, ApiError> {
         let turn = self.service.stream(&caller, &input.turn).await?;
         let framing = match input.dialect {
             Dialect::V20240128 { stream: false } => {
                 let answer = self.service.collect(&caller, turn).await?;
-                return Ok(buffered(json_response(
+                return Ok(json_response(
                     StatusCode::OK,
                     &ChatCompletion::from_answer(&answer, input.spelling),
-                )));
+                ));
             }
             Dialect::V20240128 { stream: true } => Framing::Chunks(
                 ChunkHeader {
@@ -162,7 +270,7 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
             Dialect::V20240529 | Dialect::ChatUi => Framing::Deltas(input.spelling),
         };
         let content_type = framing.content_type();
-        let (tx, body) = LineBody::channel();
+        let (tx, body) = line_body();
         let first = framing.start(&turn);
         tokio::spawn(
             write_stream(self.service.clone(), caller, turn, framing, first, tx)
@@ -178,20 +286,16 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
     }
 }
 
-impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
+impl<M: ChatModel + 'static, St: SessionStore + 'static> Shared<M, St> {
     /// A multi-agent round as server-sent events, one per agent message, each written the moment that agent has
     /// finished. The first agent answers before the status is sent, so a fault there is an ordinary error.
-    async fn agents(
-        &self,
-        caller: Caller,
-        input: TurnInput,
-    ) -> Result<Response<LineBody>, ApiError> {
+    async fn agents(&self, caller: Caller, input: TurnInput) -> Result<Response, ApiError> {
         let mut round = self.service.agent_round(&caller, &input).await?;
         let first = self
             .service
             .next_agent_message(&self.agents, &input, &mut round)
             .await?;
-        let (tx, body) = LineBody::channel();
+        let (tx, body) = line_body();
         tokio::spawn(
             write_agents(
                 self.service.clone(),
@@ -297,18 +401,6 @@ async fn write_stream<M: ChatModel, St: SessionStore>(
 }
 
 /// Whether the client asked for server-sent events.
-fn wants_events(request: &Request) -> bool {
-    chat_http::accepts(request, "text/event-stream")
-}
-
-/// A whole response (an error, or a non-streamed answer) as a one-frame body.
-fn buffered(response: Response<Body>) -> Response<LineBody> {
-    response.map(|body| {
-        let bytes: Bytes = match body {
-            Body::Text(t) => t.into(),
-            Body::Binary(b) => b.into(),
-            _ => Bytes::new(),
-        };
-        LineBody::Once(Some(bytes))
-    })
+fn wants_events(headers: &HeaderMap) -> bool {
+    chat_http::accepts(headers, "text/event-stream")
 }

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use chat_aws::{BedrockModel, DynamoStore};
 use chat_core::SessionStore;
-use chat_stream::{App, LineBody};
+use chat_stream::App;
 use chat_testing::harness::{self, Backend, OWNER, Streamed};
 use http_body_util::BodyExt;
 use lambda_http::{Body, Request};
@@ -58,7 +58,7 @@ fn request(path: &str, body: &Value) -> Request {
     request
 }
 
-async fn read_all(response: lambda_http::Response<LineBody>) -> Streamed {
+async fn read_all(response: axum::response::Response) -> Streamed {
     Streamed::read(response).await
 }
 

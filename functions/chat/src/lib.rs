@@ -1,68 +1,162 @@
 //! The buffered chat function: `POST /chat` (both protocol versions), `POST /chat-ui/chat` and
 //! `POST /multi-agent-chat/batch` (and the bare `POST /multi-agent-chat`).
 
+use std::convert::Infallible;
 use std::sync::Arc;
 
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::response::Response;
+use axum::routing::post;
+use chat_aws::{BedrockModel, DynamoStore};
 use chat_core::{AgentGroup, Answer, Caller, ChatModel, ChatService, Retriever, SessionStore};
-use chat_http::{ApiError, Auth, Config, Cors, json_response, normalized_path, read_json_body};
+use chat_http::{
+    ApiError, Auth, Backends, Config, ConfigError, Cors, FunctionService, json_response, only,
+    read_json_body,
+};
 use chat_protocol::chat_ui::{ReplyShape, UiReply, round_events, round_reply, sse_event};
 use chat_protocol::{
     ChatInput, Dialect, Endpoint, json_line, parse_chat_request, v2024_01_28, v2024_05_29,
 };
-use lambda_http::http::{Method, StatusCode, header};
-use lambda_http::{Body, Request, Response};
+use tower::ServiceExt;
 
 /// What a warm function keeps between requests: the chat core with its ports, how callers are known, and the
-/// edge limits.
+/// edge limits. Cheap to clone: the routes share it.
 pub struct App<M, St> {
+    shared: Arc<Shared<M, St>>,
+    cors: Cors,
+}
+
+struct Shared<M, St> {
     service: ChatService<M, St>,
     agents: AgentGroup,
     auth: Auth,
     max_body_bytes: usize,
-    cors: Cors,
     ui_reply: ReplyShape,
 }
 
-impl<M: ChatModel, St: SessionStore> App<M, St> {
+/// The state every route of this function holds.
+type AppState<M, St> = State<Arc<Shared<M, St>>>;
+
+impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
     pub fn new(model: M, store: St, auth: Auth, config: Config) -> Self {
         Self {
-            service: ChatService::new(model, store, config.chat),
-            agents: config.agents,
-            auth,
-            max_body_bytes: config.max_body_bytes,
+            shared: Arc::new(Shared {
+                service: ChatService::new(model, store, config.chat),
+                agents: config.agents,
+                auth,
+                max_body_bytes: config.max_body_bytes,
+                ui_reply: config.chat_ui_reply,
+            }),
             cors: config.cors,
-            ui_reply: config.chat_ui_reply,
         }
     }
 
     /// Grounds standard turns in what `retriever` finds (a knowledge base); `None` answers from the model alone.
-    pub fn with_retriever(mut self, retriever: Option<Arc<dyn Retriever>>) -> Self {
-        self.service = self.service.with_retriever(retriever);
-        self
-    }
-
-    /// Answers one request; every failure is already an HTTP response here.
-    pub async fn handle(&self, request: Request) -> Response<Body> {
-        chat_http::respond(&request, &self.cors, "POST", |r| r, self.route(&request)).await
-    }
-
-    async fn route(&self, request: &Request) -> Result<Response<Body>, ApiError> {
-        let (endpoint, multi_agent) = match normalized_path(request) {
-            "/chat" => (Endpoint::Protocol, false),
-            "/chat-ui/chat" => (Endpoint::ChatUi, false),
-            // The Chat UI's documentation configures the bare URL; its current revision posts to it.
-            "/multi-agent-chat/batch" | "/multi-agent-chat" => (Endpoint::ChatUi, true),
-            other => return Err(ApiError::NotFound(other.to_string())),
+    pub fn with_retriever(self, retriever: Option<Arc<dyn Retriever>>) -> Self {
+        let Ok(shared) = Arc::try_unwrap(self.shared) else {
+            unreachable!("the state is shared only once the app serves")
         };
-        if request.method() != Method::POST {
-            return Err(ApiError::MethodNotAllowed { allow: "POST" });
+        Self {
+            shared: Arc::new(Shared {
+                service: shared.service.with_retriever(retriever),
+                ..shared
+            }),
+            cors: self.cors,
         }
-        let caller = self.auth.identify(request).await?;
-        let body = read_json_body(request, self.max_body_bytes)?;
-        let input = parse_chat_request(body, endpoint, &self.service.settings().limits)?;
-        if multi_agent {
-            return self.agents(&caller, &input, wants_events(request)).await;
+    }
+
+    /// The routes only this function answers: `POST /chat` (both protocol versions), `POST /chat-ui/chat` and
+    /// `POST /multi-agent-chat/batch`. (The bare `/multi-agent-chat` is in [`App::routes`]: where all functions
+    /// share one address, the streaming function answers it.)
+    pub fn own_routes(&self) -> Router {
+        Router::new()
+            .route("/chat", only("POST", post(protocol_chat)))
+            .route("/chat-ui/chat", only("POST", post(ui_chat)))
+            .route("/multi-agent-chat/batch", only("POST", post(agents_chat)))
+            .with_state(self.shared.clone())
+    }
+
+    /// Every route of the function, the bare `POST /multi-agent-chat` too (the Chat UI's documentation configures
+    /// that URL; its current revision posts to it).
+    pub fn routes(&self) -> Router {
+        self.own_routes().merge(
+            Router::new()
+                .route("/multi-agent-chat", only("POST", post(agents_chat)))
+                .with_state(self.shared.clone()),
+        )
+    }
+
+    /// The function's whole edge, as Lambda and the plain server run it.
+    pub fn service(&self) -> FunctionService {
+        chat_http::function_service(self.routes(), &self.cors, &[Method::POST])
+    }
+
+    /// Answers one request through the whole edge (what tests call; the runtime serves [`App::service`]).
+    pub async fn handle<B>(&self, request: axum::http::Request<B>) -> Response
+    where
+        B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+        B::Error: Into<axum::BoxError>,
+    {
+        let result: Result<Response, Infallible> = self.service().oneshot(request).await;
+        match result {
+            Ok(response) => response,
         }
+    }
+}
+
+impl App<BedrockModel, DynamoStore> {
+    /// The function as its cold start builds it: configuration, identity and clients from the environment.
+    pub async fn from_env() -> Result<Self, ConfigError> {
+        let config = Config::from_env()?;
+        let auth = Auth::from_env()?;
+        let backends = Backends::load().await;
+        // With a knowledge base configured, every standard turn searches it first.
+        let knowledge_base = backends.knowledge_base(&config);
+        let app = App::new(
+            backends.model(&config),
+            backends.store(&config),
+            auth,
+            config,
+        );
+        Ok(app.with_retriever(knowledge_base))
+    }
+}
+
+async fn protocol_chat<M: ChatModel, St: SessionStore>(
+    State(app): AppState<M, St>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    app.turn(request, Endpoint::Protocol).await
+}
+
+async fn ui_chat<M: ChatModel, St: SessionStore>(
+    State(app): AppState<M, St>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    app.turn(request, Endpoint::ChatUi).await
+}
+
+async fn agents_chat<M: ChatModel, St: SessionStore>(
+    State(app): AppState<M, St>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let (parts, body) = request.into_parts();
+    let caller = app.auth.identify(&parts).await?;
+    let body = read_json_body(&parts.headers, body, app.max_body_bytes).await?;
+    let input = parse_chat_request(&body, Endpoint::ChatUi, &app.service.settings().limits)?;
+    app.agents(&caller, &input, wants_events(&parts.headers))
+        .await
+}
+
+impl<M: ChatModel, St: SessionStore> Shared<M, St> {
+    async fn turn(&self, request: Request, endpoint: Endpoint) -> Result<Response, ApiError> {
+        let (parts, body) = request.into_parts();
+        let caller = self.auth.identify(&parts).await?;
+        let body = read_json_body(&parts.headers, body, self.max_body_bytes).await?;
+        let input = parse_chat_request(&body, endpoint, &self.service.settings().limits)?;
         let answer = self.service.answer(&caller, &input.turn).await?;
         Ok(render(&input, &answer, self.ui_reply))
     }
@@ -75,7 +169,7 @@ impl<M: ChatModel, St: SessionStore> App<M, St> {
         caller: &Caller,
         input: &ChatInput,
         as_events: bool,
-    ) -> Result<Response<Body>, ApiError> {
+    ) -> Result<Response, ApiError> {
         let round = self
             .service
             .whole_round(caller, &self.agents, &input.turn)
@@ -96,12 +190,12 @@ impl<M: ChatModel, St: SessionStore> App<M, St> {
 }
 
 /// Whether the client asked for server-sent events.
-fn wants_events(request: &Request) -> bool {
-    chat_http::accepts(request, "text/event-stream")
+fn wants_events(headers: &HeaderMap) -> bool {
+    chat_http::accepts(headers, "text/event-stream")
 }
 
 /// The answer in the shape the request's dialect expects.
-fn render(input: &ChatInput, answer: &Answer, ui_reply: ReplyShape) -> Response<Body> {
+fn render(input: &ChatInput, answer: &Answer, ui_reply: ReplyShape) -> Response {
     match input.dialect {
         Dialect::V20240529 => json_response(
             StatusCode::OK,

@@ -52,11 +52,7 @@ async fn a_batch_request_accepting_events_gets_events() {
         .unwrap();
     let response = h.app.handle(request).await;
     assert_eq!(response.headers()["content-type"], "text/event-stream");
-    let text = match response.into_body() {
-        lambda_http::Body::Binary(b) => String::from_utf8(b).unwrap(),
-        lambda_http::Body::Text(t) => t,
-        _ => panic!("a body"),
-    };
+    let text = chat_testing::harness::body_text(response.into_body());
     let events: Vec<Value> = text
         .split("\n\n")
         .filter(|e| !e.is_empty())

@@ -1,17 +1,31 @@
 //! The history function: the Chat UI's `/chat-history` API. Every operation is the caller's own: another user's
 //! chat answers 404, exactly like one that does not exist.
 
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, Method, StatusCode};
+use axum::response::Response;
+use axum::routing::{get, put};
+use chat_aws::DynamoStore;
 use chat_core::{
     ChatError, ChatMode, ChatRecord, InvalidRequest, SessionStore, display_time, rfc3339_millis,
 };
-use chat_http::{ApiError, Auth, Config, Cors, json_response, normalized_path, read_json_body};
+use chat_http::{
+    ApiError, Auth, Backends, Config, ConfigError, Cors, FunctionService, Query, json_response,
+    only, read_json_body,
+};
 use chat_protocol::chat_ui::{
     CreateChatRequest, HistoryMessage, history_message, stored_message, summary,
 };
 use chat_protocol::{parse_body, parse_replace_request};
-use lambda_http::http::{Method, StatusCode, header};
-use lambda_http::{Body, Request, Response};
+use serde::Deserialize;
 use time::OffsetDateTime;
+use tower::ServiceExt;
 
 /// The response header that carries the cursor of the next page of `GET /chat-history` and of a chat's messages.
 pub const NEXT_CURSOR_HEADER: &str = "x-next-cursor";
@@ -23,59 +37,32 @@ pub const MAX_MESSAGES_PAGE: usize = 1000;
 /// response is at most 6 MB, so a longer chat is paged.
 pub const MESSAGES_PAGE_BYTES: usize = 5 * 1024 * 1024;
 
+/// What a warm function keeps between requests. Cheap to clone: the routes share it.
 pub struct App<St> {
+    shared: Arc<Shared<St>>,
+    cors: Cors,
+}
+
+struct Shared<St> {
     store: St,
     auth: Auth,
     max_body_bytes: usize,
     max_title_chars: usize,
     max_message_chars: usize,
-    cors: Cors,
 }
 
-/// Which operation a path and method name.
-enum Route<'a> {
-    List,
-    Create,
-    Messages(&'a str),
-    Replace(&'a str),
-    Delete(&'a str),
+type AppState<St> = State<Arc<Shared<St>>>;
+
+/// The query parameters the history API reads; each is checked where it is used.
+#[derive(Debug, Default, Deserialize)]
+struct Params {
+    mode: Option<String>,
+    limit: Option<String>,
+    cursor: Option<String>,
 }
 
-fn route<'a>(method: &Method, path: &'a str) -> Result<Route<'a>, ApiError> {
-    let rest = path
-        .strip_prefix("/chat-history")
-        .ok_or_else(|| ApiError::NotFound(path.into()))?;
-    let segments: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
-    match (segments.as_slice(), method) {
-        ([], &Method::GET) => Ok(Route::List),
-        ([], &Method::POST) => Ok(Route::Create),
-        ([], _) => Err(ApiError::MethodNotAllowed { allow: "GET, POST" }),
-        ([id, "messages"], &Method::GET) => Ok(Route::Messages(id)),
-        ([_, "messages"], _) => Err(ApiError::MethodNotAllowed { allow: "GET" }),
-        ([id], &Method::PUT) => Ok(Route::Replace(id)),
-        ([id], &Method::DELETE) => Ok(Route::Delete(id)),
-        ([_], _) => Err(ApiError::MethodNotAllowed {
-            allow: "PUT, DELETE",
-        }),
-        _ => Err(ApiError::NotFound(path.into())),
-    }
-}
-
-fn query(request: &Request) -> Vec<(String, String)> {
-    form_urlencoded::parse(request.uri().query().unwrap_or("").as_bytes())
-        .map(|(k, v)| (k.into_owned(), v.into_owned()))
-        .collect()
-}
-
-fn param<'a>(query: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    query
-        .iter()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.as_str())
-}
-
-fn mode(query: &[(String, String)]) -> Result<ChatMode, ApiError> {
-    match param(query, "mode") {
+fn mode(params: &Params) -> Result<ChatMode, ApiError> {
+    match params.mode.as_deref() {
         None | Some("standard") => Ok(ChatMode::Standard),
         Some("multiAgent") => Ok(ChatMode::MultiAgent),
         Some(_) => {
@@ -84,12 +71,31 @@ fn mode(query: &[(String, String)]) -> Result<ChatMode, ApiError> {
     }
 }
 
+/// `limit`, a whole number from 1 to `max`, or `default` when absent.
+fn limit(params: &Params, default: usize, max: usize) -> Result<usize, ApiError> {
+    match params.limit.as_deref() {
+        None => Ok(default),
+        Some(v) => v
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=max).contains(n))
+            .ok_or_else(|| {
+                InvalidRequest::new("limit", format!("expected a whole number from 1 to {max}"))
+                    .into()
+            }),
+    }
+}
+
+fn cursor(params: &Params) -> Option<&str> {
+    params.cursor.as_deref().filter(|c| !c.is_empty())
+}
+
 /// `response` with the next page's cursor, when there is one.
-fn with_next_cursor(mut response: Response<Body>, next: Option<String>) -> Response<Body> {
+fn with_next_cursor(mut response: Response, next: Option<String>) -> Response {
     if let Some(next) = next {
         response.headers_mut().insert(
             NEXT_CURSOR_HEADER,
-            header::HeaderValue::from_str(&next).expect("a cursor is URL-safe text"),
+            HeaderValue::from_str(&next).expect("a cursor is URL-safe text"),
         );
     }
     response
@@ -99,123 +105,193 @@ fn now() -> String {
     rfc3339_millis(OffsetDateTime::now_utc())
 }
 
-impl<St: SessionStore> App<St> {
+impl<St: SessionStore + 'static> App<St> {
     pub fn new(store: St, auth: Auth, config: &Config) -> Self {
         Self {
-            store,
-            auth,
-            max_body_bytes: config.max_body_bytes,
-            max_title_chars: config.max_title_chars,
-            max_message_chars: config.chat.limits.max_message_chars,
+            shared: Arc::new(Shared {
+                store,
+                auth,
+                max_body_bytes: config.max_body_bytes,
+                max_title_chars: config.max_title_chars,
+                max_message_chars: config.chat.limits.max_message_chars,
+            }),
             cors: config.cors.clone(),
         }
     }
 
     /// The store behind the API.
     pub fn store(&self) -> &St {
-        &self.store
+        &self.shared.store
     }
 
-    pub async fn handle(&self, request: Request) -> Response<Body> {
-        chat_http::respond(
-            &request,
+    /// The routes: `GET` and `POST /chat-history`, `PUT` and `DELETE /chat-history/{id}`, and
+    /// `GET /chat-history/{id}/messages`.
+    pub fn routes(&self) -> Router {
+        Router::new()
+            .route("/chat-history", only("GET, POST", get(list).post(create)))
+            .route(
+                "/chat-history/{id}",
+                only("PUT, DELETE", put(replace).delete(delete)),
+            )
+            .route("/chat-history/{id}/messages", only("GET", get(messages)))
+            .with_state(self.shared.clone())
+    }
+
+    /// The function's whole edge, as Lambda and the plain server run it.
+    pub fn service(&self) -> FunctionService {
+        chat_http::function_service(
+            self.routes(),
             &self.cors,
-            "GET, POST, PUT, DELETE",
-            |r| r,
-            self.serve(&request),
+            &[Method::GET, Method::POST, Method::PUT, Method::DELETE],
         )
-        .await
     }
 
-    async fn serve(&self, request: &Request) -> Result<Response<Body>, ApiError> {
-        let route = route(request.method(), normalized_path(request))?;
-        let owner = self.auth.caller(request).await?;
-        let query = query(request);
-        match route {
-            Route::List => self.list(&owner, &query).await,
-            Route::Create => self.create(&owner, request).await,
-            Route::Messages(id) => self.messages(&owner, id, &query).await,
-            Route::Replace(id) => self.replace(&owner, id, request).await,
-            Route::Delete(id) => {
-                mode(&query)?;
-                self.store
-                    .delete(&owner, id)
-                    .await
-                    .map_err(ChatError::from)?;
-                Ok(Response::builder()
-                    .status(StatusCode::OK)
-                    .body(Body::Empty)
-                    .expect("a response built from valid parts"))
-            }
+    /// Answers one request through the whole edge (what tests call; the runtime serves [`App::service`]).
+    pub async fn handle<B>(&self, request: axum::http::Request<B>) -> Response
+    where
+        B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+        B::Error: Into<axum::BoxError>,
+    {
+        let result: Result<Response, Infallible> = self.service().oneshot(request).await;
+        match result {
+            Ok(response) => response,
         }
     }
+}
 
-    async fn list(
-        &self,
-        owner: &str,
-        query: &[(String, String)],
-    ) -> Result<Response<Body>, ApiError> {
-        let mode = mode(query)?;
-        let limit = match param(query, "limit") {
-            None => DEFAULT_PAGE,
-            Some(v) => v
-                .parse::<usize>()
-                .ok()
-                .filter(|n| (1..=MAX_PAGE).contains(n))
-                .ok_or_else(|| {
-                    InvalidRequest::new(
-                        "limit",
-                        format!("expected a whole number from 1 to {MAX_PAGE}"),
-                    )
-                })?,
-        };
-        let cursor = param(query, "cursor").filter(|c| !c.is_empty());
-        let page = self
-            .store
-            .list(owner, mode, limit, cursor)
-            .await
-            .map_err(ChatError::from)?;
-        let body: Vec<_> = page.items.iter().map(|c| summary(c, false)).collect();
-        Ok(with_next_cursor(
-            json_response(StatusCode::OK, &body),
-            page.next_cursor,
-        ))
+impl App<DynamoStore> {
+    /// The function as its cold start builds it: configuration, identity and the store from the environment.
+    pub async fn from_env() -> Result<Self, ConfigError> {
+        let config = Config::from_env()?;
+        let auth = Auth::from_env()?;
+        let store = Backends::load().await.store(&config);
+        Ok(App::new(store, auth, &config))
     }
+}
 
-    /// A chat's messages, oldest first: all of them when they fit one answer, else one page and the next page's
-    /// cursor in [`NEXT_CURSOR_HEADER`].
-    async fn messages(
-        &self,
-        owner: &str,
-        id: &str,
-        query: &[(String, String)],
-    ) -> Result<Response<Body>, ApiError> {
-        let limit = match param(query, "limit") {
-            None => usize::MAX,
-            Some(v) => v
-                .parse::<usize>()
-                .ok()
-                .filter(|n| (1..=MAX_MESSAGES_PAGE).contains(n))
-                .ok_or_else(|| {
-                    InvalidRequest::new(
-                        "limit",
-                        format!("expected a whole number from 1 to {MAX_MESSAGES_PAGE}"),
-                    )
-                })?,
-        };
-        let cursor = param(query, "cursor").filter(|c| !c.is_empty());
-        let page = self
-            .store
-            .load_page(owner, id, cursor, limit, MESSAGES_PAGE_BYTES)
-            .await
-            .map_err(ChatError::from)?;
-        let body: Vec<HistoryMessage> = page.items.iter().map(history_message).collect();
-        Ok(with_next_cursor(
-            json_response(StatusCode::OK, &body),
-            page.next_cursor,
-        ))
-    }
+// Each handler names the caller first: a request without credentials is a 401 before anything else of it is read.
 
+async fn list<St: SessionStore>(
+    State(app): AppState<St>,
+    parts: Parts,
+) -> Result<Response, ApiError> {
+    let owner = app.auth.caller(&parts).await?;
+    let Query(params) = query(&parts)?;
+    let mode = mode(&params)?;
+    let limit = limit(&params, DEFAULT_PAGE, MAX_PAGE)?;
+    let page = app
+        .store
+        .list(&owner, mode, limit, cursor(&params))
+        .await
+        .map_err(ChatError::from)?;
+    let body: Vec<_> = page.items.iter().map(|c| summary(c, false)).collect();
+    Ok(with_next_cursor(
+        json_response(StatusCode::OK, &body),
+        page.next_cursor,
+    ))
+}
+
+/// A chat's messages, oldest first: all of them when they fit one answer, else one page and the next page's cursor
+/// in [`NEXT_CURSOR_HEADER`].
+async fn messages<St: SessionStore>(
+    State(app): AppState<St>,
+    Path(id): Path<String>,
+    parts: Parts,
+) -> Result<Response, ApiError> {
+    let owner = app.auth.caller(&parts).await?;
+    let Query(params) = query(&parts)?;
+    let limit = limit(&params, usize::MAX, MAX_MESSAGES_PAGE)?;
+    let page = app
+        .store
+        .load_page(&owner, &id, cursor(&params), limit, MESSAGES_PAGE_BYTES)
+        .await
+        .map_err(ChatError::from)?;
+    let body: Vec<HistoryMessage> = page.items.iter().map(history_message).collect();
+    Ok(with_next_cursor(
+        json_response(StatusCode::OK, &body),
+        page.next_cursor,
+    ))
+}
+
+async fn create<St: SessionStore>(
+    State(app): AppState<St>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let (parts, body) = request.into_parts();
+    let owner = app.auth.caller(&parts).await?;
+    let body: CreateChatRequest =
+        parse_body(&read_json_body(&parts.headers, body, app.max_body_bytes).await?)?;
+    let now = now();
+    let chat = ChatRecord {
+        id: uuid::Uuid::new_v4().simple().to_string(),
+        mode: body.mode,
+        title: app.title(body.title)?,
+        created_at: now.clone(),
+        last_updated: now,
+        last_message: String::new(),
+        message_count: 0,
+    };
+    let created = app
+        .store
+        .create(&owner, &chat, &[])
+        .await
+        .map_err(ChatError::from)?;
+    Ok(json_response(
+        StatusCode::CREATED,
+        &summary(&created, false),
+    ))
+}
+
+async fn replace<St: SessionStore>(
+    State(app): AppState<St>,
+    Path(id): Path<String>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let (parts, body) = request.into_parts();
+    let owner = app.auth.caller(&parts).await?;
+    let body = parse_replace_request(
+        &read_json_body(&parts.headers, body, app.max_body_bytes).await?,
+        app.max_message_chars,
+    )?;
+    // A message saved without a time gets the time as the Chat UI shows one.
+    let shown_at = display_time(OffsetDateTime::now_utc().unix_timestamp());
+    let messages: Vec<_> = body
+        .messages
+        .into_iter()
+        .map(|m| stored_message(m, &shown_at))
+        .collect();
+    let record = app
+        .store
+        .replace(&owner, &id, &messages)
+        .await
+        .map_err(ChatError::from)?;
+    Ok(json_response(StatusCode::OK, &summary(&record, true)))
+}
+
+async fn delete<St: SessionStore>(
+    State(app): AppState<St>,
+    Path(id): Path<String>,
+    parts: Parts,
+) -> Result<Response, ApiError> {
+    let owner = app.auth.caller(&parts).await?;
+    let Query(params) = query(&parts)?;
+    mode(&params)?;
+    app.store
+        .delete(&owner, &id)
+        .await
+        .map_err(ChatError::from)?;
+    Ok(Response::builder()
+        .status(StatusCode::OK)
+        .body(Body::empty())
+        .expect("a response built from valid parts"))
+}
+
+/// The request's query, typed.
+fn query(parts: &Parts) -> Result<Query<Params>, ApiError> {
+    Query::from_uri(&parts.uri)
+}
+
+impl<St: SessionStore> Shared<St> {
     fn title(&self, title: Option<String>) -> Result<String, ApiError> {
         let title = title
             .map(|t| t.trim().to_string())
@@ -223,53 +299,5 @@ impl<St: SessionStore> App<St> {
         let title = title.unwrap_or_else(|| "New chat".to_string());
         InvalidRequest::check_length("title", &title, self.max_title_chars)?;
         Ok(title)
-    }
-
-    async fn create(&self, owner: &str, request: &Request) -> Result<Response<Body>, ApiError> {
-        let body: CreateChatRequest = parse_body(read_json_body(request, self.max_body_bytes)?)?;
-        let now = now();
-        let chat = ChatRecord {
-            id: uuid::Uuid::new_v4().simple().to_string(),
-            mode: body.mode,
-            title: self.title(body.title)?,
-            created_at: now.clone(),
-            last_updated: now,
-            last_message: String::new(),
-            message_count: 0,
-        };
-        let created = self
-            .store
-            .create(owner, &chat, &[])
-            .await
-            .map_err(ChatError::from)?;
-        Ok(json_response(
-            StatusCode::CREATED,
-            &summary(&created, false),
-        ))
-    }
-
-    async fn replace(
-        &self,
-        owner: &str,
-        id: &str,
-        request: &Request,
-    ) -> Result<Response<Body>, ApiError> {
-        let body = parse_replace_request(
-            read_json_body(request, self.max_body_bytes)?,
-            self.max_message_chars,
-        )?;
-        // A message saved without a time gets the time as the Chat UI shows one.
-        let shown_at = display_time(OffsetDateTime::now_utc().unix_timestamp());
-        let messages: Vec<_> = body
-            .messages
-            .into_iter()
-            .map(|m| stored_message(m, &shown_at))
-            .collect();
-        let record = self
-            .store
-            .replace(owner, id, &messages)
-            .await
-            .map_err(ChatError::from)?;
-        Ok(json_response(StatusCode::OK, &summary(&record, true)))
     }
 }

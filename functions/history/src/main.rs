@@ -1,9 +1,9 @@
-//! Cold start of the history function: configuration, identity and the DynamoDB client are built once.
+//! Cold start of the history function: configuration, identity and the DynamoDB client are built once, then
+//! [`history::App`]'s routes are served, under Lambda's runtime or as a plain HTTP server (chat_http::serve says
+//! which).
 
-use chat_aws::DynamoStore;
-use chat_http::{Auth, Config};
-use history::App;
-use lambda_http::{Error, Request, service_fn};
+use chat_http::Responses;
+use lambda_http::Error;
 
 // The tokio runtime is chosen at start: one thread unless the environment hands out several requests at once
 // (chat_http::run_function says why).
@@ -13,20 +13,6 @@ fn main() -> Result<(), Error> {
 
 async fn run() -> Result<(), Error> {
     chat_http::init_logging();
-    let config = Config::from_env()?;
-    let auth = Auth::from_env()?;
-    let aws = chat_aws::load_aws_config().await;
-    let store = DynamoStore::from_config(
-        &aws,
-        &config.table_name,
-        config.history_ttl_days,
-        config.store_timeouts,
-    );
-    let app: &'static App<DynamoStore> = Box::leak(Box::new(App::new(store, auth, &config)));
-    // Each request first makes sure the Runtime API connection has TCP_NODELAY, so that no response waits for a
-    // delayed ACK; `run_concurrent` polls AWS_LAMBDA_MAX_CONCURRENCY requests at once (one when unset).
-    let handler = chat_http::with_runtime_api_nodelay(move |request: Request| async move {
-        Ok::<_, Error>(app.handle(request).await)
-    });
-    chat_http::keep_running(|| lambda_http::run_concurrent(service_fn(handler.clone()))).await
+    let app = history::App::from_env().await?;
+    chat_http::serve(app.service(), Responses::Buffered).await
 }

@@ -6,9 +6,10 @@
 //! plays that part with the same rules, so a browser front end (the Chat UI, whose `Content-Type` on GET causes a
 //! preflight) works against `make run` as it will against the deployment.
 
-use lambda_http::http::header::{self, HeaderMap, HeaderValue};
-use lambda_http::http::{Method, StatusCode};
-use lambda_http::{Body, Request, Response};
+use std::time::Duration;
+
+use axum::http::{HeaderName, HeaderValue, Method};
+use tower_http::cors::{AllowOrigin, CorsLayer};
 
 /// Request headers a browser may send: JSON bodies, JWTs, and the SigV4 headers of a signed request.
 pub const ALLOWED_HEADERS: &str =
@@ -40,85 +41,64 @@ impl Cors {
         !self.origins.is_empty()
     }
 
-    /// The `Access-Control-Allow-Origin` value for a request from `origin`, if it may call.
-    fn allow_origin(&self, origin: &str) -> Option<HeaderValue> {
-        if self.origins.iter().any(|o| o == "*") {
-            Some(HeaderValue::from_static("*"))
-        } else if self.origins.iter().any(|o| o == origin) {
-            HeaderValue::from_str(origin).ok()
-        } else {
-            None
-        }
-    }
-
-    /// The answer to a CORS preflight (`OPTIONS` with `Origin` and `Access-Control-Request-Method`), which
-    /// the caller returns without routing; `None` for every other request. `methods` are the function's own.
-    pub fn preflight(&self, request: &Request, methods: &str) -> Option<Response<Body>> {
-        let headers = request.headers();
-        if !self.is_enabled()
-            || request.method() != Method::OPTIONS
-            || !headers.contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
-        {
+    /// tower-http's CORS for these origins and a function's `methods`, as a function URL configures it: preflights
+    /// answered with the methods, [`ALLOWED_HEADERS`] and [`MAX_AGE_SECONDS`]; actual responses to an allowed
+    /// origin carry `Access-Control-Allow-Origin` and expose [`EXPOSED_HEADERS`]; an origin that may not call gets
+    /// no CORS headers, so the browser refuses it. `None` when no origin may call.
+    pub fn layer(&self, methods: &[Method]) -> Option<CorsLayer> {
+        if !self.is_enabled() {
             return None;
         }
-        let origin = headers.get(header::ORIGIN)?.to_str().ok()?;
-        let mut response = Response::builder().status(StatusCode::NO_CONTENT);
-        let out = response.headers_mut().expect("a fresh builder has headers");
-        out.insert(header::VARY, HeaderValue::from_static("Origin"));
-        // An origin that may not call gets no CORS headers: the browser then refuses the real request.
-        if let Some(allow) = self.allow_origin(origin) {
-            out.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, allow);
-            out.insert(
-                header::ACCESS_CONTROL_ALLOW_METHODS,
-                HeaderValue::from_str(methods).expect("methods are a header value"),
-            );
-            out.insert(
-                header::ACCESS_CONTROL_ALLOW_HEADERS,
-                HeaderValue::from_static(ALLOWED_HEADERS),
-            );
-            out.insert(
-                header::ACCESS_CONTROL_MAX_AGE,
-                HeaderValue::from(MAX_AGE_SECONDS),
-            );
-        }
-        Some(response.body(Body::Empty).expect("a valid response"))
-    }
-
-    /// Adds the CORS headers of an actual (non-preflight) response for a request from an allowed origin.
-    pub fn decorate(&self, request: &Request, response: &mut HeaderMap) {
-        if !self.is_enabled() {
-            return;
-        }
-        let Some(origin) = request
-            .headers()
-            .get(header::ORIGIN)
-            .and_then(|o| o.to_str().ok())
-        else {
-            return;
+        let origin = if self.origins.iter().any(|o| o == "*") {
+            AllowOrigin::any()
+        } else {
+            AllowOrigin::list(
+                self.origins
+                    .iter()
+                    .filter_map(|o| HeaderValue::from_str(o).ok()),
+            )
         };
-        response.append(header::VARY, HeaderValue::from_static("Origin"));
-        if let Some(allow) = self.allow_origin(origin) {
-            response.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, allow);
-            response.insert(
-                header::ACCESS_CONTROL_EXPOSE_HEADERS,
-                HeaderValue::from_static(EXPOSED_HEADERS),
-            );
-        }
+        let names = |list: &str| -> Vec<HeaderName> {
+            list.split(',')
+                .map(|h| HeaderName::from_bytes(h.trim().as_bytes()).expect("a header name"))
+                .collect()
+        };
+        Some(
+            CorsLayer::new()
+                .allow_origin(origin)
+                .allow_methods(methods.to_vec())
+                .allow_headers(names(ALLOWED_HEADERS))
+                .expose_headers(names(EXPOSED_HEADERS))
+                .max_age(Duration::from_secs(u64::from(MAX_AGE_SECONDS))),
+        )
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::Router;
+    use axum::body::Body;
+    use axum::http::{Request, Response};
+    use axum::routing::get;
+    use tower::ServiceExt;
 
-    fn request(method: Method, headers: &[(&str, &str)]) -> Request {
-        let mut builder = lambda_http::http::Request::builder()
-            .method(method)
-            .uri("/chat-history");
+    async fn send(cors: &Cors, method: Method, headers: &[(&str, &str)]) -> Response<Body> {
+        let mut router = Router::new().route(
+            "/chat-history",
+            get(|| async { "listed" }).post(|| async { "made" }),
+        );
+        if let Some(layer) = cors.layer(&[Method::GET, Method::POST]) {
+            router = router.layer(layer);
+        }
+        let mut builder = Request::builder().method(method).uri("/chat-history");
         for (k, v) in headers {
             builder = builder.header(*k, *v);
         }
-        builder.body(Body::Empty).unwrap()
+        router
+            .oneshot(builder.body(Body::empty()).unwrap())
+            .await
+            .unwrap()
     }
 
     const PREFLIGHT: [(&str, &str); 3] = [
@@ -127,56 +107,41 @@ mod tests {
         ("access-control-request-headers", "content-type"),
     ];
 
-    #[test]
-    fn a_preflight_from_an_allowed_origin_is_answered() {
+    #[tokio::test]
+    async fn a_preflight_from_an_allowed_origin_is_answered() {
         let cors = Cors::from_list("https://chat.example.com, http://localhost:5173/");
-        let answer = cors
-            .preflight(&request(Method::OPTIONS, &PREFLIGHT), "GET, POST")
-            .expect("a preflight");
-        assert_eq!(answer.status(), 204);
+        let answer = send(&cors, Method::OPTIONS, &PREFLIGHT).await;
+        assert!(answer.status().is_success());
         let h = answer.headers();
         assert_eq!(h["access-control-allow-origin"], "http://localhost:5173");
-        assert_eq!(h["access-control-allow-methods"], "GET, POST");
+        assert_eq!(h["access-control-allow-methods"], "GET,POST");
         assert!(
             h["access-control-allow-headers"]
                 .to_str()
                 .unwrap()
                 .contains("content-type")
         );
+        assert_eq!(h["access-control-max-age"], "300");
     }
 
-    #[test]
-    fn other_origins_and_other_requests_get_nothing() {
+    #[tokio::test]
+    async fn other_origins_get_nothing() {
         let cors = Cors::from_list("https://chat.example.com");
-        let answer = cors
-            .preflight(&request(Method::OPTIONS, &PREFLIGHT), "GET")
-            .expect("still answered, so it is not routed");
+        let answer = send(&cors, Method::OPTIONS, &PREFLIGHT).await;
         assert!(!answer.headers().contains_key("access-control-allow-origin"));
-        // Not a preflight: routed as usual (and answered 405 there).
-        assert!(
-            cors.preflight(&request(Method::OPTIONS, &[]), "GET")
-                .is_none()
-        );
-        assert!(
-            Cors::default()
-                .preflight(&request(Method::OPTIONS, &PREFLIGHT), "GET")
-                .is_none()
-        );
+        let answer = send(&cors, Method::GET, &[("origin", "http://localhost:5173")]).await;
+        assert!(!answer.headers().contains_key("access-control-allow-origin"));
+        assert!(Cors::default().layer(&[Method::GET]).is_none());
     }
 
-    #[test]
-    fn responses_expose_the_next_cursor_to_allowed_origins() {
+    #[tokio::test]
+    async fn responses_expose_the_next_cursor_to_allowed_origins() {
         let any = Cors::from_list("*");
-        let mut headers = HeaderMap::new();
-        any.decorate(
-            &request(Method::GET, &[("origin", "http://localhost:5173")]),
-            &mut headers,
-        );
+        let answer = send(&any, Method::GET, &[("origin", "http://localhost:5173")]).await;
+        let headers = answer.headers();
         assert_eq!(headers["access-control-allow-origin"], "*");
         assert_eq!(headers["access-control-expose-headers"], "x-next-cursor");
-
-        let mut headers = HeaderMap::new();
-        any.decorate(&request(Method::GET, &[]), &mut headers);
-        assert!(headers.is_empty(), "no Origin, not a browser call");
+        let answer = send(&any, Method::POST, &[]).await;
+        assert_eq!(answer.status(), 200);
     }
 }

@@ -1,38 +1,122 @@
-//! The one path every request of every function takes out: CORS, errors as responses, one log line.
+//! The HTTP edge every function shares, declared once. A function's routes are an axum `Router`; around them go a
+//! JSON 404 for every other path, a JSON 405 with `Allow` for every other method, trailing slashes trimmed
+//! (`/chat/` is `/chat`), CORS from tower-http when `CORS_ALLOWED_ORIGINS` names origins, and one log line per
+//! request. The same service is what Lambda's runtime and the plain HTTP server ([`crate::serve`]) run.
 
+use std::convert::Infallible;
 use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Instant;
 
-use lambda_http::{Body, Request, Response};
+use axum::Router;
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{self, Method, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::MethodRouter;
+use tower::{Service, ServiceExt};
+use tower_http::cors::Cors as CorsService;
+use tower_http::normalize_path::NormalizePath;
 
-use crate::{ApiError, Cors, error_response, normalized_path};
+use crate::{ApiError, Cors};
 
-/// Answers `request`: a CORS preflight without routing; otherwise the outcome of `route` (an error becomes its
-/// JSON response through [`error_response`]), with CORS headers for allowed browser origins. `methods` are the
-/// function's own, for preflights; `from_buffered` turns a buffered response into the function's body type.
-/// Logs one line per request with its status and how long it took to answer (for a stream, until its headers).
-pub async fn respond<B>(
-    request: &Request,
-    cors: &Cors,
-    methods: &str,
-    from_buffered: impl Fn(Response<Body>) -> Response<B>,
-    route: impl Future<Output = Result<Response<B>, ApiError>>,
-) -> Response<B> {
-    if let Some(preflight) = cors.preflight(request, methods) {
-        return from_buffered(preflight);
-    }
-    let started = Instant::now();
-    let mut response = match route.await {
-        Ok(response) => response,
-        Err(err) => from_buffered(error_response(&err)),
+/// A function's whole edge: its routes and everything around them.
+pub type FunctionService = NormalizePath<WithCors>;
+
+/// `routes` (a function's, or several functions' merged) as a complete service: see the module's notes.
+/// `methods` are what a CORS preflight is told the routes answer.
+pub fn function_service(routes: Router, cors: &Cors, methods: &[Method]) -> FunctionService {
+    let router = routes
+        .fallback(not_found)
+        .layer(middleware::from_fn(log_request));
+    let with_cors = cors
+        .layer(methods)
+        .map(|layer| tower::Layer::layer(&layer, router.clone()));
+    NormalizePath::trim_trailing_slash(WithCors {
+        plain: router,
+        with_cors,
+    })
+}
+
+/// `methods` answering a route, and for every other method (`HEAD` too, which axum would otherwise send to a
+/// `GET` handler) the JSON 405 with `Allow: allow`.
+pub fn only<S: Clone + Send + Sync + 'static>(
+    allow: &'static str,
+    methods: MethodRouter<S>,
+) -> MethodRouter<S> {
+    let refuse = move || async move { ApiError::MethodNotAllowed { allow }.into_response() };
+    let methods = if methods_include_get(allow) {
+        methods.head(refuse)
+    } else {
+        methods
     };
-    cors.decorate(request, response.headers_mut());
+    methods.fallback(refuse)
+}
+
+fn methods_include_get(allow: &str) -> bool {
+    allow.split(',').any(|m| m.trim() == "GET")
+}
+
+async fn not_found(uri: http::Uri) -> ApiError {
+    ApiError::NotFound(uri.path().to_string())
+}
+
+/// One line per request: method, path, status and how long it took to answer (for a stream, until its headers).
+async fn log_request(request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = request.method().clone();
+    let path = request.uri().path().to_string();
+    let response = next.run(request).await;
     tracing::info!(
-        method = %request.method(),
-        path = normalized_path(request),
+        method = %method,
+        path = %path,
         status = response.status().as_u16(),
         duration_ms = started.elapsed().as_millis() as u64,
         "request answered"
     );
     response
+}
+
+/// The routes with CORS, except for an `OPTIONS` that is no preflight (no `Access-Control-Request-Method`): that
+/// one reaches the routes and is their 405, as it is without CORS. (tower-http takes every `OPTIONS` for a
+/// preflight.)
+#[derive(Clone)]
+pub struct WithCors {
+    plain: Router,
+    with_cors: Option<CorsService<Router>>,
+}
+
+impl<B> Service<http::Request<B>> for WithCors
+where
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        // A router is always ready; each call below runs on a clone of it.
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let request = request.map(Body::new);
+        let preflight = request.method() == Method::OPTIONS
+            && request
+                .headers()
+                .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
+        match &self.with_cors {
+            Some(with_cors) if preflight || request.method() != Method::OPTIONS => {
+                let service = with_cors.clone();
+                Box::pin(async move {
+                    let response = service.oneshot(request).await?;
+                    Ok(response.map(Body::new))
+                })
+            }
+            _ => Box::pin(self.plain.clone().oneshot(request)),
+        }
+    }
 }

@@ -1,9 +1,10 @@
 //! The one place where errors become HTTP: a status and a message for a person; internals go to the log only.
 
+use axum::body::Body;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use chat_core::{ChatError, ModelError, SearchError, StoreError};
 use chat_protocol::ErrorBody;
-use lambda_http::http::{StatusCode, header};
-use lambda_http::{Body, Response};
 use serde::Serialize;
 
 /// Everything a request can fail with, from the edge (route, method, body) to the model.
@@ -152,8 +153,14 @@ impl ApiError {
     }
 }
 
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        error_response(&self)
+    }
+}
+
 /// A JSON response with `status`.
-pub fn json_response<T: Serialize>(status: StatusCode, body: &T) -> Response<Body> {
+pub fn json_response<T: Serialize>(status: StatusCode, body: &T) -> Response {
     Response::builder()
         .status(status)
         .header(header::CONTENT_TYPE, "application/json")
@@ -164,7 +171,7 @@ pub fn json_response<T: Serialize>(status: StatusCode, body: &T) -> Response<Bod
 }
 
 /// The error as the client sees it, `{"error": "…"}` with its status; the details are logged.
-pub fn error_response(err: &ApiError) -> Response<Body> {
+pub fn error_response(err: &ApiError) -> Response {
     let status = status_and_log(err);
     let mut response = json_response(status, &ErrorBody::new(err.public_message()));
     if let ApiError::MethodNotAllowed { allow } = err {
@@ -206,16 +213,17 @@ fn status_and_log(err: &ApiError) -> StatusCode {
 mod tests {
     use super::*;
 
-    #[test]
-    fn an_unavailable_store_is_a_503_to_retry_after_a_second() {
+    #[tokio::test]
+    async fn an_unavailable_store_is_a_503_to_retry_after_a_second() {
         let err = ApiError::from(ChatError::Store(StoreError::Unavailable("timeout".into())));
         let response = error_response(&err);
         assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(response.headers()[header::RETRY_AFTER], "1");
         assert_eq!(response.headers()[header::CONTENT_TYPE], "application/json");
-        let Body::Text(text) = response.body() else {
-            panic!("a JSON text body")
-        };
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .expect("a JSON text body");
+        let text = std::str::from_utf8(&bytes).expect("a JSON text body");
         let body: serde_json::Value = serde_json::from_str(text).unwrap();
         assert_eq!(
             body["error"],

@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 
 use jsonwebtoken::jwk::{Jwk, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation, decode, decode_header};
+use lambda_http::RequestExt;
 use lambda_http::request::RequestContext;
-use lambda_http::{Request, RequestExt};
+
 use serde::Deserialize;
 
 use chat_core::Caller;
@@ -138,7 +139,7 @@ impl Auth {
 
     /// Who calls, or 401: their owner id, and what documents' access lists name them by (their oid: the local
     /// user's name, the IAM caller's ARN, or the token's `oid`, else `sub`; and, for a token, its groups claim).
-    pub async fn identify(&self, request: &Request) -> Result<Caller, ApiError> {
+    pub async fn identify(&self, request: &impl CallerParts) -> Result<Caller, ApiError> {
         match self {
             Auth::None { user } => Ok(Caller {
                 owner: owner_id("local", user),
@@ -171,8 +172,35 @@ impl Auth {
 
     /// The caller's owner id, or 401. The id says how it was proven (`iam:`, `jwt:{issuer}:`, `local:`), so that
     /// users of different modes or issuers never share a history; see [`owner_id`] for its length.
-    pub async fn caller(&self, request: &Request) -> Result<String, ApiError> {
+    pub async fn caller(&self, request: &impl CallerParts) -> Result<String, ApiError> {
         Ok(self.identify(request).await?.owner)
+    }
+}
+
+/// What identifying a caller reads of a request: its headers, and the Lambda request context (the function URL's
+/// IAM caller) when Lambda's runtime handed it over. A whole request or its parts (as a handler holds them).
+pub trait CallerParts {
+    fn header_map(&self) -> &lambda_http::http::HeaderMap;
+    fn lambda_context(&self) -> Option<&RequestContext>;
+}
+
+impl<B> CallerParts for lambda_http::http::Request<B> {
+    fn header_map(&self) -> &lambda_http::http::HeaderMap {
+        self.headers()
+    }
+
+    fn lambda_context(&self) -> Option<&RequestContext> {
+        self.request_context_ref()
+    }
+}
+
+impl CallerParts for lambda_http::http::request::Parts {
+    fn header_map(&self) -> &lambda_http::http::HeaderMap {
+        &self.headers
+    }
+
+    fn lambda_context(&self) -> Option<&RequestContext> {
+        self.request_context_ref()
     }
 }
 
@@ -202,8 +230,8 @@ fn usable_name<'a>(what: &str, value: &'a str) -> Result<&'a str, String> {
     Ok(value)
 }
 
-fn iam_caller(request: &Request) -> Result<String, String> {
-    let Some(RequestContext::ApiGatewayV2(ctx)) = request.request_context_ref() else {
+fn iam_caller(request: &impl CallerParts) -> Result<String, String> {
+    let Some(RequestContext::ApiGatewayV2(ctx)) = request.lambda_context() else {
         return Err(NO_IAM_CALLER.into());
     };
     let Some(iam) = ctx.authorizer.as_ref().and_then(|a| a.iam.as_ref()) else {
@@ -226,8 +254,8 @@ fn iam_caller(request: &Request) -> Result<String, String> {
     }
 }
 
-fn bearer(request: &Request) -> Option<&str> {
-    let value = request.headers().get("authorization")?.to_str().ok()?;
+fn bearer(request: &impl CallerParts) -> Option<&str> {
+    let value = request.header_map().get("authorization")?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
     scheme
         .eq_ignore_ascii_case("bearer")
@@ -346,6 +374,7 @@ impl JwtVerifier {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lambda_http::Request;
 
     fn event(authorizer: Option<serde_json::Value>) -> Request {
         let mut event = serde_json::json!({

@@ -1,6 +1,7 @@
-//! What the functions share at the HTTP edge: settings from the environment, reading a request body, and the one
-//! place where errors become HTTP responses.
+//! What the functions share at the HTTP edge: settings from the environment, the edge around a function's routes
+//! (errors as responses in one place, CORS, limits), and serving it under Lambda's runtime or as a plain server.
 
+mod backends;
 mod config;
 mod cors;
 mod edge;
@@ -9,15 +10,18 @@ mod identity;
 mod logging;
 mod request;
 mod runtime;
+mod serve;
 
+pub use backends::Backends;
 pub use config::{Config, ConfigError};
 pub use cors::Cors;
-pub use edge::respond;
+pub use edge::{FunctionService, WithCors, function_service, only};
 pub use error::{ApiError, error_body, error_line, error_response, json_response};
-pub use identity::{Auth, JwtVerifier, KeySource};
+pub use identity::{Auth, CallerParts, JwtVerifier, KeySource};
 pub use logging::init_logging;
-pub use request::{accepts, normalized_path, read_json_body};
+pub use request::{Query, accepts, read_json_body};
 pub use runtime::{
     Flavor, RuntimeSettings, keep_running, on_streamed_body_start, run_function,
     with_runtime_api_nodelay,
 };
+pub use serve::{FirstRead, Responses, serve, serve_plain, server_address, shutdown_signal};

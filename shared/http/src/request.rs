@@ -1,32 +1,34 @@
-//! Reading what a request asks: its path, and its JSON body within the configured size.
+//! Reading what a request asks: its JSON body within the configured size, what it accepts, and its query, each
+//! refused with the API's own JSON error.
 
-use lambda_http::http::header;
-use lambda_http::{Body, Request};
+use axum::body::Body;
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, Uri, header};
+use bytes::Bytes;
+use chat_core::InvalidRequest;
+use serde::de::DeserializeOwned;
 
 use crate::ApiError;
 
-/// The request path without a trailing slash (`/chat/` is `/chat`).
-pub fn normalized_path(request: &Request) -> &str {
-    let path = request.uri().path();
-    match path.trim_end_matches('/') {
-        "" => "/",
-        trimmed => trimmed,
-    }
-}
-
 /// Whether the request's `Accept` names `media_type`.
-pub fn accepts(request: &Request, media_type: &str) -> bool {
-    request
-        .headers()
+pub fn accepts(headers: &HeaderMap, media_type: &str) -> bool {
+    headers
         .get_all(header::ACCEPT)
         .iter()
         .any(|v| v.to_str().is_ok_and(|v| v.contains(media_type)))
 }
 
-/// The body, if it is JSON (or says nothing of its type) and no larger than `limit` bytes.
-pub fn read_json_body(request: &Request, limit: usize) -> Result<&[u8], ApiError> {
-    if let Some(value) = request.headers().get(header::CONTENT_TYPE) {
-        let value = value.to_str().unwrap_or("");
+/// The body, if it is JSON (or says nothing of its type) and no larger than `limit` bytes. Only as much as the
+/// limit allows is read: a larger body is refused without being held whole.
+pub async fn read_json_body(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+) -> Result<Bytes, ApiError> {
+    if let Some(value) = headers.get(header::CONTENT_TYPE) {
+        // A value that is not visible ASCII is no JSON media type either, and is named as far as it can be.
+        let value = String::from_utf8_lossy(value.as_bytes());
         let essence = value
             .split(';')
             .next()
@@ -35,17 +37,39 @@ pub fn read_json_body(request: &Request, limit: usize) -> Result<&[u8], ApiError
             .to_ascii_lowercase();
         let is_json = essence == "application/json" || essence.ends_with("+json");
         if !is_json {
-            return Err(ApiError::UnsupportedMediaType(value.to_string()));
+            return Err(ApiError::UnsupportedMediaType(value.into_owned()));
         }
     }
-    let bytes: &[u8] = match request.body() {
-        Body::Empty => &[],
-        Body::Text(t) => t.as_bytes(),
-        Body::Binary(b) => b,
-        _ => &[],
-    };
-    if bytes.len() > limit {
-        return Err(ApiError::PayloadTooLarge { limit });
+    axum::body::to_bytes(body, limit).await.map_err(|e| {
+        // Past the limit, or a connection that broke off mid-body (a plain server's client went away).
+        let source = std::error::Error::source(&e);
+        if source.is_some_and(|s| s.is::<http_body_util::LengthLimitError>()) {
+            ApiError::PayloadTooLarge { limit }
+        } else {
+            ApiError::from(InvalidRequest::body(format!(
+                "the body could not be read: {e}"
+            )))
+        }
+    })
+}
+
+/// A query string as `T` (typed, with each parameter's own checks left to the handler); a query that does not
+/// parse (a parameter given twice) is a 400 naming it.
+pub struct Query<T>(pub T);
+
+impl<T: DeserializeOwned> Query<T> {
+    /// The query of `uri`, typed.
+    pub fn from_uri(uri: &Uri) -> Result<Self, ApiError> {
+        serde_urlencoded::from_str(uri.query().unwrap_or(""))
+            .map(Query)
+            .map_err(|e| InvalidRequest::new("query", e.to_string()).into())
     }
-    Ok(bytes)
+}
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        Self::from_uri(&parts.uri)
+    }
 }

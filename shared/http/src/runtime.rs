@@ -101,7 +101,15 @@ where
     E: From<ConfigError> + From<std::io::Error>,
 {
     let settings = RuntimeSettings::from_env()?;
-    let mut builder = match settings.flavor {
+    // A plain server (no Runtime API) takes requests from many clients at once: threads, unless told otherwise.
+    let plain_server = std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_none()
+        && std::env::var_os("CHAT_RUNTIME_FLAVOR").is_none();
+    let flavor = if plain_server {
+        Flavor::MultiThread
+    } else {
+        settings.flavor
+    };
+    let mut builder = match flavor {
         Flavor::CurrentThread => tokio::runtime::Builder::new_current_thread(),
         Flavor::MultiThread => tokio::runtime::Builder::new_multi_thread(),
     };

@@ -99,6 +99,10 @@ pub fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, InvalidRequest>
 
 /// The body as a JSON object, or why it is not one.
 fn json_object(body: &[u8]) -> Result<Value, InvalidRequest> {
+    // JSON is UTF-8 (RFC 8259); bytes that are not are named as such rather than as a JSON syntax error.
+    if std::str::from_utf8(body).is_err() {
+        return Err(InvalidRequest::body("the body is not valid UTF-8"));
+    }
     let value: Value = serde_json::from_slice(body)
         .map_err(|e| InvalidRequest::body(format!("body is not valid JSON: {e}")))?;
     if !value.is_object() {

@@ -174,14 +174,16 @@ pub fn json_request(method: &str, path: &str, body: Option<&Value>) -> Request {
     }
 }
 
-/// A buffered body's text.
-pub fn body_text(body: Body) -> String {
-    match body {
-        Body::Empty => String::new(),
-        Body::Text(t) => t,
-        Body::Binary(b) => String::from_utf8(b).expect("the body is UTF-8"),
-        _ => panic!("unexpected body kind"),
-    }
+/// A buffered body's text. A buffered body is whole in memory, so it is read without waiting.
+pub fn body_text<B>(body: B) -> String
+where
+    B: http_body::Body,
+    B::Error: std::fmt::Debug,
+{
+    let collected = futures_util::FutureExt::now_or_never(body.collect())
+        .expect("a buffered body is whole in memory")
+        .expect("the body reads");
+    String::from_utf8(collected.to_bytes().to_vec()).expect("the body is UTF-8")
 }
 
 /// A whole reply: status, headers and the body as text.
@@ -194,7 +196,11 @@ pub struct Reply {
 
 impl Reply {
     /// A buffered function's response.
-    pub fn buffered(response: Response<Body>) -> Self {
+    pub fn buffered<B>(response: Response<B>) -> Self
+    where
+        B: http_body::Body,
+        B::Error: std::fmt::Debug,
+    {
         let (parts, body) = response.into_parts();
         Self {
             status: parts.status,

@@ -1,0 +1,46 @@
+//! The AWS clients a function needs, built once per cold start from its configuration: the one place that turns
+//! settings into adapters, for every function's cold start and for the local run that hosts them all.
+
+use std::sync::Arc;
+
+use chat_aws::{BedrockKnowledgeBase, BedrockModel, DynamoStore};
+use chat_core::Retriever;
+
+use crate::Config;
+
+/// The AWS configuration (region, credentials, endpoints from the environment), loaded once.
+pub struct Backends {
+    aws: aws_config::SdkConfig,
+}
+
+impl Backends {
+    pub async fn load() -> Self {
+        Self {
+            aws: chat_aws::load_aws_config().await,
+        }
+    }
+
+    /// Bedrock Converse, each call bounded by `MODEL_TIMEOUT_MS`.
+    pub fn model(&self, config: &Config) -> BedrockModel {
+        BedrockModel::new(&self.aws, config.model_timeout)
+    }
+
+    /// The chats' table, with the store's timeouts and the chats' time to live.
+    pub fn store(&self, config: &Config) -> DynamoStore {
+        DynamoStore::from_config(
+            &self.aws,
+            &config.table_name,
+            config.history_ttl_days,
+            config.store_timeouts,
+        )
+    }
+
+    /// The knowledge base standard turns search, when `KNOWLEDGE_BASE_ID` names one.
+    pub fn knowledge_base(&self, config: &Config) -> Option<Arc<dyn Retriever>> {
+        BedrockKnowledgeBase::configured(
+            &self.aws,
+            config.knowledge_base_id.clone(),
+            config.knowledge_base_timeout,
+        )
+    }
+}
