@@ -15,11 +15,9 @@
 #   SCHEMATHESIS_SEED           the seed (default 20241122, so that CI runs the same cases every time;
 #                               `random` lets schemathesis pick one, and prints it to reproduce a failure)
 #   SCHEMATHESIS_WORKERS        concurrent workers (default 1: two raced inside schemathesis's own generator)
-#   SCHEMATHESIS_NO_WORKAROUNDS 1: send every generated case, including the ones that hit known faults of the
-#                               local run (see the hooks below)
 #   SCHEMATHESIS_REPORTS        report formats, comma-separated (default junit; e.g. junit,ndjson,har)
 #   SCHEMATHESIS_OUT            where reports go (default a new folder under ${TMPDIR:-/tmp}); nothing is written
-#                               inside the work tree, since `cargo lambda watch` would reload on it
+#                               inside the work tree
 #
 # Exits non-zero when any check fails. The reports are kept when a run fails (or SCHEMATHESIS_OUT is set).
 set -euo pipefail
@@ -72,37 +70,14 @@ sensitive-markers = ["token", "key", "secret", "password", "auth", "passwd", "cr
 expected-statuses = ["400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429", "5xx"]
 TOML
 
-# Hooks, loaded by schemathesis from SCHEMATHESIS_HOOKS:
-# * JSON Lines: schemathesis reads JSON and server-sent events by itself; this teaches it JSON Lines, so that the
-#   `application/jsonl` and `application/json-lines` answers are checked against their schemas (the array of their
-#   lines) instead of being skipped. A body whose last line has no `\n`, or with a line that is not JSON, fails.
-# * Known faults of the local run, worked around unless SCHEMATHESIS_NO_WORKAROUNDS=1 (each one is counted and
-#   named at the end of the run, never skipped silently):
-#   - non-UTF-8 bodies: schemathesis sometimes sends random bytes as a JSON body. `cargo lambda watch` answers a
-#     body that is not UTF-8 with a text-like Content-Type with its own 500 `text/plain`, and the function never
-#     sees it (given those bytes, the functions answer 400 JSON). Such bytes are made valid UTF-8 (still not JSON).
-#   - header values that are not ASCII: schemathesis sends bytes such as `Authorization: Bearer \xe9`.
-#     `cargo lambda watch` cannot put such a value into the function URL event and answers its own 500
-#     `text/plain`; the function never sees the request. Such characters are replaced with `?`.
-#   - lost answers: now and then (a few in a thousand answers over ~16 KB, such as long history lists)
-#     `cargo lambda watch` loses a function's answer on its way back: the function logs that it answered, and
-#     the client gets cargo lambda's own 500 `text/plain` problem document, or nothing at all. A GET, HEAD or
-#     OPTIONS that meets either (nothing within 20 s) is sent once more; other methods are not, since the
-#     function did act on them. The functions never answer with that problem document, so no fault of theirs
-#     is retried away.
-#   - long multi-agent input: each agent of the local model echoes the transcript so far, and counts a run of
-#     characters without a space as one token, so maxTokens does not bound a long word: agent messages grow until
-#     one is past DynamoDB's 400 KB item limit, and the round fails with a 500 (batch) or an error event (stream).
-#     Multi-agent requests whose messages hold more than 10,000 characters are not sent.
+# Hooks, loaded by schemathesis from SCHEMATHESIS_HOOKS. JSON Lines: schemathesis reads JSON and server-sent events
+# by itself; this teaches it JSON Lines, so that the `application/jsonl` and `application/json-lines` answers are
+# checked against their schemas (the array of their lines) instead of being skipped. A body whose last line has no
+# `\n`, or with a line that is not JSON, fails. Every generated case is sent as it is: non-UTF-8 bodies, header
+# values that are not ASCII, long lists and long multi-agent inputs all reach the functions' own code.
 cat > "$out/hooks.py" <<'PY'
-import atexit
-import collections
 import json
-import os
-import sys
 
-import requests.adapters
-import requests.exceptions
 import schemathesis
 
 
@@ -116,78 +91,6 @@ def json_lines(ctx, response):
         if not line.strip():
             raise ValueError(f"line {number} is empty")
     return [json.loads(line) for line in lines]
-
-
-if os.environ.get("SCHEMATHESIS_NO_WORKAROUNDS") != "1":
-    MAX_AGENT_INPUT_CHARS = 10_000
-    worked_around = collections.Counter()
-
-    @schemathesis.hook
-    def map_body(ctx, body):
-        if isinstance(body, bytes):
-            try:
-                body.decode("utf-8")
-            except UnicodeDecodeError:
-                worked_around["non-UTF-8 bodies made valid UTF-8 (cargo lambda watch answers them 500)"] += 1
-                return body.decode("utf-8", "replace").encode("utf-8")
-        return body
-
-    def ascii_header(value):
-        return "".join(c if " " <= c <= "~" or c == "\t" else "?" for c in value)
-
-    _send = requests.adapters.HTTPAdapter.send
-    CARGO_LAMBDA_500 = b'{"type":"https://httpstatuses.com/500","status":500,"title":"Internal Server Error"}'
-    LOST = "answers cargo lambda watch lost, sent once more (GET, HEAD, OPTIONS only)"
-
-    def lost(response):
-        return (
-            response.status_code == 500
-            and response.headers.get("content-type", "").startswith("text/plain")
-            and response.content == CARGO_LAMBDA_500
-        )
-
-    # At the last step before the wire, so that every header is seen: generated ones, the security scheme's and
-    # the command line's (a before_call hook sees only the first).
-    def send(adapter, request, *args, **kwargs):
-        for name, value in list(request.headers.items()):
-            text = value.decode("latin-1") if isinstance(value, bytes) else value
-            if isinstance(text, str) and ascii_header(text) != text:
-                worked_around["header values that are not ASCII made ASCII (cargo lambda watch answers them 500)"] += 1
-                request.headers[name] = ascii_header(text)
-        if request.method not in ("GET", "HEAD", "OPTIONS"):
-            return _send(adapter, request, *args, **kwargs)
-        first = dict(kwargs, timeout=20)
-        try:
-            response = _send(adapter, request, *args, **first)
-            if not lost(response):
-                return response
-        except requests.exceptions.ReadTimeout:
-            pass
-        worked_around[LOST] += 1
-        return _send(adapter, request, *args, **kwargs)
-
-    requests.adapters.HTTPAdapter.send = send
-
-    @schemathesis.hook
-    def filter_case(ctx, case):
-        body = case.body
-        messages = body.get("messages") if isinstance(body, dict) else None
-        if not isinstance(messages, list) or not case.operation.path.startswith("/multi-agent-chat/"):
-            return True
-        chars = sum(len(m["content"]) for m in messages if isinstance(m, dict) and isinstance(m.get("content"), str))
-        if chars > MAX_AGENT_INPUT_CHARS:
-            worked_around[
-                f"multi-agent requests over {MAX_AGENT_INPUT_CHARS} characters not sent (agent messages outgrow a DynamoDB item)"
-            ] += 1
-            return False
-        return True
-
-    @atexit.register
-    def tell():
-        if worked_around:
-            print("\nschemathesis.sh: worked around known local-run faults (SCHEMATHESIS_NO_WORKAROUNDS=1 to not):", file=sys.stderr)
-            for what, count in sorted(worked_around.items()):
-                print(f"  {count:6d}  {what}", file=sys.stderr)
 PY
 export SCHEMATHESIS_HOOKS="$out/hooks.py"
 

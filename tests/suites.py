@@ -2,12 +2,14 @@
 """The suites of `make test` that need the running backend: invoke, conformance and schemathesis.
 
 invoke        every file of events/ through `cargo lambda invoke --data-file` against a local run whose functions
-              know IAM callers as a deployment with AuthMode iam does (tests/local-run/tests/invoke.rs starts it);
+              run under `cargo lambda watch` as Lambda runs them (`local-run --cargo-lambda-watch`) and know IAM
+              callers as a deployment with AuthMode iam does (tests/local-run/tests/invoke.rs starts it);
 schemathesis  openapi.yaml against the local run: generated requests for every operation, no 5xx, every answer
               valid against the document (tests/schemathesis.sh);
 conformance   the official @microsoft/ai-chat-protocol client, raw HTTP of both dialects and both spellings, and
               the Chat UI's calls with their CORS preflights (tests/js/), then the Rust end-to-end checks
-              (tests/local-run/tests/e2e.rs: streaming as the model produces, one SSE event per read);
+              (tests/local-run/tests/e2e.rs: streaming as the model produces, one SSE event per read, every one of
+              a thousand requests for a long history list answered);
 browser       a page making ChatUI's calls exactly as its source does, at its documented and its current revision,
               driven in headless Chromium against a local run with CHAT_UI_REPLY=spec and =messages (tests/browser/);
 retrieval     answers grounded in the sample collection (samples/knowledge-base) through the local knowledge base:
@@ -61,7 +63,7 @@ class LocalRun:
         }
 
     def __enter__(self):
-        # The log lives outside the workspace: a file inside it would make cargo lambda watch reload.
+        # The log lives outside the workspace, as nothing a test writes belongs in the work tree.
         self.log_path = os.path.join(tempfile.gettempdir(), f"chat-backend-{self.name}-local-run.log")
         log = open(self.log_path, "w")
         env = {
@@ -104,11 +106,14 @@ def main():
         ok = all([step() for step in steps])  # every step runs, even after a failure
         results.append((name, ok, time.monotonic() - started))
 
-    # Build first, so that no suite's time is compile time and cargo lambda watch finds the functions built.
+    # Build first, so that no suite's time is compile time and cargo lambda watch (the invoke suite's) finds the
+    # functions built.
     section("build: the local run and its end-to-end tests")
+    # The functions apart from the local run: cargo unifies features over the packages of one build, and
+    # cargo lambda watch builds each function on its own, which then finds it built.
     if not run(["cargo", "test", "--quiet", "-p", "local-run", "--no-run"]) or not run(
-        ["cargo", "build", "--quiet", "-p", "local-run", "-p", "chat", "-p", "chat-stream", "-p", "history"]
-    ):
+        ["cargo", "build", "--quiet", "-p", "local-run"]
+    ) or not all(run(["cargo", "build", "--quiet", "-p", function]) for function in ["chat", "chat-stream", "history"]):
         return 1
 
     section("invoke: every events/ file through cargo lambda invoke --data-file (AUTH_MODE=iam, JSON logs)")
@@ -117,9 +122,8 @@ def main():
 
     try:
         with LocalRun():
-            # Conformance first: schemathesis leaves hundreds of chats behind, which makes the history lists the
-            # Chat UI's calls read long, and cargo lambda watch now and then loses a long answer (see
-            # tests/schemathesis.sh); the conformance suite does not retry.
+            # Conformance first: schemathesis leaves hundreds of chats behind, which would make the history lists
+            # the Chat UI's calls read long and slow (moto reads a long list slowly).
             section(f"conformance: official JS client, raw HTTP, Chat UI calls against {BASE}")
             suite("conformance", [
                 lambda: run(["node", "--test"], env={"CHAT_BASE_URL": BASE}, cwd=os.path.join(ROOT, "tests/js")),

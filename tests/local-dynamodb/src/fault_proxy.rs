@@ -58,6 +58,8 @@ struct Shared {
     fault: Mutex<Fault>,
     dropped: AtomicU32,
     forwarded: Mutex<Vec<String>>,
+    /// Each answer passed back to the client: the request's `X-Amz-Target` and the answer's size in bytes.
+    answered: Mutex<Vec<(String, usize)>>,
 }
 
 impl Shared {
@@ -114,6 +116,7 @@ impl FaultProxy {
             fault: Mutex::new(Fault::None),
             dropped: AtomicU32::new(0),
             forwarded: Mutex::new(Vec::new()),
+            answered: Mutex::new(Vec::new()),
         });
         let (changes, watcher) = watch::channel(Fault::None);
         tokio::spawn(accept_loop(listener, addr, shared.clone(), watcher));
@@ -153,6 +156,18 @@ impl FaultProxy {
             .iter()
             .filter(|t| *t == target)
             .count()
+    }
+
+    /// Every answer passed back so far: its operation (as [`FaultProxy::operations`] names them) and its size in
+    /// bytes, head and body, as it came over the wire.
+    pub fn answered(&self) -> Vec<(String, usize)> {
+        self.shared
+            .answered
+            .lock()
+            .expect("the log lock is never poisoned")
+            .iter()
+            .map(|(t, n)| (t.rsplit('.').next().unwrap_or(t).to_string(), *n))
+            .collect()
     }
 
     /// The operations of every request that reached the server so far (their `X-Amz-Target` without the API's
@@ -273,6 +288,13 @@ async fn serve(
         if shared.take_drop(target.as_deref()) {
             // The server answered; the client hears nothing but the connection closing.
             return Ok(());
+        }
+        if let Some(target) = &target {
+            shared
+                .answered
+                .lock()
+                .expect("the log lock is never poisoned")
+                .push((target.clone(), response.bytes.len()));
         }
         client_out.write_all(&response.bytes).await?;
         if response.until_close {

@@ -1,9 +1,12 @@
 //! `make run`: the whole backend on one address, http://127.0.0.1:9000, with nothing installed by hand.
 //!
-//! Starts the local Bedrock-compatible server (in this process) and moto's DynamoDB server, creates the table,
-//! and serves every route through `cargo lambda watch` with one local user (`AUTH_MODE=none`), answering CORS for
-//! any origin (`CORS_ALLOWED_ORIGINS=*`). With `MODEL_ID` and AWS credentials in the environment (`AWS_PROFILE`
-//! or `AWS_ACCESS_KEY_ID`), it uses real Bedrock and DynamoDB instead, and starts neither server.
+//! Starts the local Bedrock-compatible server (in this process) and moto's DynamoDB server, creates the table, and
+//! serves the three functions' routers (chat, chat-stream, history) in this process, through the same edge each
+//! function serves on Lambda or as a plain server (`chat_http::serve_plain`): every request reaches the functions'
+//! own code, whatever its bytes. One local user (`AUTH_MODE=none`) and CORS for any origin
+//! (`CORS_ALLOWED_ORIGINS=*`) unless the environment says otherwise. With `MODEL_ID` and AWS credentials in the
+//! environment (`AWS_PROFILE` or `AWS_ACCESS_KEY_ID`), it uses real Bedrock and DynamoDB instead, and starts neither
+//! server.
 //!
 //! Retrieval: it also starts the local knowledge-base server (in this process, `tests/local-knowledge-base`), which
 //! serves the knowledge base `LOCALKB001` over the sample collection `samples/knowledge-base` (or the folder
@@ -14,12 +17,13 @@
 //! test suites' shared runs do this), any other id is searched wherever `AWS_ENDPOINT_URL_BEDROCK_AGENT_RUNTIME`
 //! (or, with real AWS, the region) points. With real AWS (below) and no `KNOWLEDGE_BASE_ID`, retrieval is off.
 //!
-//! With `--exit-with-stdin`, the functions are not rebuilt and reloaded when files change.
+//! With `--cargo-lambda-watch`, the functions run as Lambda runs them instead, under `cargo lambda watch` (from
+//! `make tools`) on the same port, which `cargo lambda invoke --data-file events/…` then reaches (the invoke suite
+//! does this). With `--exit-with-stdin`, it shuts down when its standard input closes (tests use this so nothing
+//! outlives them), and `cargo lambda watch` does not rebuild and reload on changes.
 //!
 //! Ports: `LOCAL_PORT` (9000), `LOCAL_BEDROCK_PORT` (9100), `LOCAL_DYNAMODB_PORT` (9200), `LOCAL_KB_PORT`
-//! (`LOCAL_PORT` + 300, 9300 by default). The local model waits
-//! `LOCAL_MODEL_PACE_MS` (30) before each word. With
-//! `--exit-with-stdin`, it shuts down when its standard input closes (tests use this so nothing outlives them).
+//! (`LOCAL_PORT` + 300, 9300 by default). The local model waits `LOCAL_MODEL_PACE_MS` (30) before each word.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -27,6 +31,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use chat_http::Method;
 use local_bedrock::LocalBedrock;
 use local_dynamodb::LocalDynamo;
 use local_knowledge_base::LocalKnowledgeBase;
@@ -110,31 +115,39 @@ impl Drop for Children {
     }
 }
 
-#[tokio::main]
-async fn main() {
-    let exit_with_stdin = std::env::args().any(|a| a == "--exit-with-stdin");
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let exit_with_stdin = args.iter().any(|a| a == "--exit-with-stdin");
+    let via_cargo_lambda = args.iter().any(|a| a == "--cargo-lambda-watch");
     let root = workspace_root();
     let tools = root.join(".tools/venv/bin");
-    let run_port = port("LOCAL_PORT", 9000);
-    let bedrock_port = port("LOCAL_BEDROCK_PORT", 9100);
-    let dynamodb_port = port("LOCAL_DYNAMODB_PORT", 9200);
-    let knowledge_base_port = port("LOCAL_KB_PORT", run_port.saturating_add(300));
+    let ports = Ports {
+        run: port("LOCAL_PORT", 9000),
+        bedrock: port("LOCAL_BEDROCK_PORT", 9100),
+        dynamodb: port("LOCAL_DYNAMODB_PORT", 9200),
+        knowledge_base: port(
+            "LOCAL_KB_PORT",
+            port("LOCAL_PORT", 9000).saturating_add(300),
+        ),
+    };
     let real_aws = std::env::var_os("MODEL_ID").is_some()
         && (std::env::var_os("AWS_PROFILE").is_some()
             || std::env::var_os("AWS_ACCESS_KEY_ID").is_some());
-
     // The user's own KNOWLEDGE_BASE_ID (even an empty one, which turns retrieval off) goes to the functions as it
     // is, through the environment they inherit; otherwise the local knowledge base serves the sample collection.
     let local_knowledge_base = !real_aws && std::env::var_os("KNOWLEDGE_BASE_ID").is_none();
 
-    if !tools.join("cargo-lambda").exists() {
+    if via_cargo_lambda && !tools.join("cargo-lambda").exists() {
         fail("the project's tools are missing; run `make tools` (make run does it for you)");
     }
-    let mut ports = vec![run_port, bedrock_port, dynamodb_port];
-    if local_knowledge_base {
-        ports.push(knowledge_base_port);
+    let mut wanted = vec![ports.run];
+    if !real_aws {
+        wanted.extend([ports.bedrock, ports.dynamodb]);
     }
-    for p in ports {
+    if local_knowledge_base {
+        wanted.push(ports.knowledge_base);
+    }
+    for p in wanted {
         if !port_is_free(p) {
             fail(&format!(
                 "port {p} is in use: is another local run going? (ports are set by LOCAL_PORT, LOCAL_BEDROCK_PORT, LOCAL_DYNAMODB_PORT, LOCAL_KB_PORT)"
@@ -142,8 +155,97 @@ async fn main() {
         }
     }
 
+    // What the functions read from their environment, as a deployment's template would set it.
+    let mut env: Vec<(&str, String)> = Vec::new();
+    if !real_aws {
+        env.extend([
+            ("MODEL_ID", LOCAL_MODEL_ID.to_string()),
+            ("TABLE_NAME", TABLE_NAME.to_string()),
+            (
+                "AWS_ENDPOINT_URL_BEDROCK_RUNTIME",
+                format!("http://127.0.0.1:{}", ports.bedrock),
+            ),
+            (
+                "AWS_ENDPOINT_URL_DYNAMODB",
+                format!("http://127.0.0.1:{}", ports.dynamodb),
+            ),
+            ("AWS_ACCESS_KEY_ID", "local".into()),
+            ("AWS_SECRET_ACCESS_KEY", "local".into()),
+            ("AWS_REGION", "us-east-1".into()),
+        ]);
+    }
+    if local_knowledge_base {
+        env.extend([
+            ("KNOWLEDGE_BASE_ID", LOCAL_KNOWLEDGE_BASE_ID.to_string()),
+            (
+                "AWS_ENDPOINT_URL_BEDROCK_AGENT_RUNTIME",
+                format!("http://127.0.0.1:{}", ports.knowledge_base),
+            ),
+        ]);
+    }
+    if std::env::var_os("CORS_ALLOWED_ORIGINS").is_none() {
+        // Browser front ends on any local port; on AWS the function URLs answer CORS instead.
+        env.push(("CORS_ALLOWED_ORIGINS", "*".into()));
+    }
+    if std::env::var_os("AUTH_MODE").is_none() {
+        // One local user, unless the environment asks for IAM or JWT callers.
+        env.push(("AUTH_MODE", "none".into()));
+    }
+    if !via_cargo_lambda {
+        // The functions run in this process and read their configuration from its environment.
+        for (name, value) in &env {
+            // SAFETY: no other thread exists yet: the async runtime and every server start below.
+            unsafe { std::env::set_var(name, value) };
+        }
+    }
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| fail(&format!("cannot start the async runtime: {e}")));
+    runtime.block_on(run(Run {
+        root,
+        tools,
+        ports,
+        real_aws,
+        local_knowledge_base,
+        exit_with_stdin,
+        via_cargo_lambda,
+        env,
+    }));
+}
+
+struct Ports {
+    run: u16,
+    bedrock: u16,
+    dynamodb: u16,
+    knowledge_base: u16,
+}
+
+/// What `main` decided, for the async part.
+struct Run {
+    root: PathBuf,
+    tools: PathBuf,
+    ports: Ports,
+    real_aws: bool,
+    local_knowledge_base: bool,
+    exit_with_stdin: bool,
+    via_cargo_lambda: bool,
+    env: Vec<(&'static str, String)>,
+}
+
+async fn run(run: Run) {
+    let Run {
+        root,
+        tools,
+        ports,
+        real_aws,
+        local_knowledge_base,
+        exit_with_stdin,
+        via_cargo_lambda,
+        env,
+    } = run;
     let mut children = Children(Vec::new());
-    let mut env: Vec<(String, String)> = Vec::new();
     let _bedrock;
     let _dynamodb;
     let _knowledge_base;
@@ -164,36 +266,22 @@ async fn main() {
                 })
                 .unwrap_or(DEFAULT_PACE_MS),
         );
-        _bedrock = LocalBedrock::start_paced(([127, 0, 0, 1], bedrock_port).into(), true, pace)
+        _bedrock = LocalBedrock::start_paced(([127, 0, 0, 1], ports.bedrock).into(), true, pace)
             .await
             .unwrap_or_else(|e| fail(&format!("cannot start the local Bedrock server: {e}")));
         eprintln!(
-            "local-run: local Bedrock server on http://127.0.0.1:{bedrock_port}, {} ms a word",
+            "local-run: local Bedrock server on http://127.0.0.1:{}, {} ms a word",
+            ports.bedrock,
             pace.as_millis()
         );
 
-        let dynamodb = LocalDynamo::start(Some(dynamodb_port)).unwrap_or_else(|e| fail(&e));
+        let dynamodb = LocalDynamo::start(Some(ports.dynamodb)).unwrap_or_else(|e| fail(&e));
         let endpoint = dynamodb.endpoint();
         chat_aws::table::ensure_table(&dynamodb.client().await, TABLE_NAME)
             .await
             .unwrap_or_else(|e| fail(&format!("cannot create the table: {e}")));
         _dynamodb = dynamodb;
         eprintln!("local-run: DynamoDB (moto) on {endpoint}, table {TABLE_NAME}");
-
-        for (k, v) in [
-            ("MODEL_ID", LOCAL_MODEL_ID.to_string()),
-            ("TABLE_NAME", TABLE_NAME.to_string()),
-            (
-                "AWS_ENDPOINT_URL_BEDROCK_RUNTIME",
-                format!("http://127.0.0.1:{bedrock_port}"),
-            ),
-            ("AWS_ENDPOINT_URL_DYNAMODB", endpoint),
-            ("AWS_ACCESS_KEY_ID", "local".into()),
-            ("AWS_SECRET_ACCESS_KEY", "local".into()),
-            ("AWS_REGION", "us-east-1".into()),
-        ] {
-            env.push((k.into(), v));
-        }
     }
 
     if local_knowledge_base {
@@ -203,7 +291,7 @@ async fn main() {
             .unwrap_or_else(|| root.join(SAMPLE_COLLECTION));
         let started = Instant::now();
         let knowledge_base = LocalKnowledgeBase::start_on(
-            ([127, 0, 0, 1], knowledge_base_port).into(),
+            ([127, 0, 0, 1], ports.knowledge_base).into(),
             LOCAL_KNOWLEDGE_BASE_ID,
             &collection,
         )
@@ -221,11 +309,6 @@ async fn main() {
             collection.display(),
             started.elapsed().as_millis()
         );
-        env.push(("KNOWLEDGE_BASE_ID".into(), LOCAL_KNOWLEDGE_BASE_ID.into()));
-        env.push((
-            "AWS_ENDPOINT_URL_BEDROCK_AGENT_RUNTIME".into(),
-            knowledge_base.endpoint(),
-        ));
         _knowledge_base = knowledge_base;
     } else {
         match std::env::var("KNOWLEDGE_BASE_ID") {
@@ -236,19 +319,84 @@ async fn main() {
         }
     }
 
+    let stdin_closed = async move {
+        if exit_with_stdin {
+            let _ = tokio::task::spawn_blocking(|| {
+                let mut sink = Vec::new();
+                let _ = std::io::stdin().read_to_end(&mut sink);
+            })
+            .await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    let stop = async move {
+        tokio::select! {
+            _ = chat_http::shutdown_signal() => {}
+            _ = stdin_closed => {}
+        }
+        eprintln!("local-run: stopping");
+    };
+
+    if via_cargo_lambda {
+        children.0.push(start_cargo_lambda_watch(
+            &root,
+            &tools,
+            ports.run,
+            exit_with_stdin,
+            env,
+        ));
+        eprintln!("local-run: ready on http://127.0.0.1:{}", ports.run);
+        stop.await;
+        drop(children);
+        return;
+    }
+
+    chat_http::init_logging();
+    let service = functions_service()
+        .await
+        .unwrap_or_else(|e| fail(&format!("the functions cannot start: {e}")));
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", ports.run))
+        .await
+        .unwrap_or_else(|e| fail(&format!("cannot listen on port {}: {e}", ports.run)));
+    eprintln!("local-run: ready on http://127.0.0.1:{}", ports.run);
+    if let Err(e) = chat_http::serve_plain(listener, service, stop).await {
+        fail(&format!("the server stopped: {e}"));
+    }
+}
+
+/// The three functions' routes on one address, each built from the environment as its own cold start builds it,
+/// behind the edge every function has. Where two functions answer the same path on AWS (the bare
+/// `/multi-agent-chat`, which each function URL takes), the streaming function answers it here.
+async fn functions_service() -> Result<chat_http::FunctionService, chat_http::ConfigError> {
+    let chat = chat::App::from_env().await?;
+    let stream = chat_stream::App::from_env().await?;
+    let history = history::App::from_env().await?;
+    let config = chat_http::Config::from_env()?;
+    let routes = chat
+        .own_routes()
+        .merge(stream.routes())
+        .merge(history.routes());
+    Ok(chat_http::function_service(
+        routes,
+        &config.cors,
+        &[Method::GET, Method::POST, Method::PUT, Method::DELETE],
+    ))
+}
+
+/// The functions as Lambda runs them, under `cargo lambda watch` on `port`, with `env`; waits until each answers.
+fn start_cargo_lambda_watch(
+    root: &Path,
+    tools: &Path,
+    port: u16,
+    exit_with_stdin: bool,
+    env: Vec<(&'static str, String)>,
+) -> Child {
     let path = format!(
         "{}:{}",
         tools.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    if std::env::var_os("CORS_ALLOWED_ORIGINS").is_none() {
-        // Browser front ends on any local port; on AWS the function URLs answer CORS instead.
-        env.push(("CORS_ALLOWED_ORIGINS".into(), "*".into()));
-    }
-    if std::env::var_os("AUTH_MODE").is_none() {
-        // One local user, unless the environment asks for IAM or JWT callers.
-        env.push(("AUTH_MODE".into(), "none".into()));
-    }
     let watch = Command::new(tools.join("cargo-lambda"))
         .args([
             "lambda",
@@ -260,20 +408,19 @@ async fn main() {
             "--disable-cors",
             "--invoke-port",
         ])
-        .arg(run_port.to_string())
+        .arg(port.to_string())
         // A test's local run (`--exit-with-stdin`) never reloads: a reload kills the request in flight, and files
-        // written during a run (screenshots, a browser unpacking itself) must not restart the functions.
+        // written during a run must not restart the functions.
         .args(exit_with_stdin.then_some("--ignore-changes"))
-        .current_dir(&root)
+        .current_dir(root)
         .env("PATH", path)
         .envs(env)
         .stdin(Stdio::null())
         .spawn()
         .unwrap_or_else(|e| fail(&format!("cannot start cargo lambda watch: {e}")));
-    children.0.push(watch);
-    wait_for_port(run_port, "cargo lambda watch", Duration::from_secs(120));
+    wait_for_port(port, "cargo lambda watch", Duration::from_secs(120));
     // A function's first request waits while cargo lambda compiles it; a 405 is the function itself answering.
-    let addr: SocketAddr = ([127, 0, 0, 1], run_port).into();
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     for (function, path) in [
         ("chat", "/chat"),
         ("chat-stream", "/chat/stream"),
@@ -286,26 +433,5 @@ async fn main() {
             )),
         }
     }
-    eprintln!("local-run: ready on http://127.0.0.1:{run_port}");
-
-    let stdin_closed = async {
-        if exit_with_stdin {
-            let _ = tokio::task::spawn_blocking(|| {
-                let mut sink = Vec::new();
-                let _ = std::io::stdin().read_to_end(&mut sink);
-            })
-            .await;
-        } else {
-            std::future::pending::<()>().await;
-        }
-    };
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("a SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = terminate.recv() => {}
-        _ = stdin_closed => {}
-    }
-    eprintln!("local-run: stopping");
-    drop(children);
+    watch
 }

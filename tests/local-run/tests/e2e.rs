@@ -1,5 +1,5 @@
 //! End to end: these tests talk HTTP to the local run (`local-run`, what `make run` runs: moto, the local Bedrock
-//! server, `cargo lambda watch`), as a client would: the one `make test` started for its conformance section
+//! server, the three functions' routers), as a client would: the one `make test` started for its conformance section
 //! (`LOCAL_RUN_URL`), or one of their own on http://127.0.0.1:9000. They need the project's tools (`make tools`).
 //! The JavaScript clients' side of the conformance suite is in `tests/js/`.
 
@@ -310,4 +310,74 @@ async fn each_agent_message_arrives_as_one_event_per_read() {
             "ProductOwner"
         ]
     );
+}
+
+/// Every answer reaches the client: 1,000 requests (`E2E_LIST_REQUESTS`: moto answers about 17 lists a second, so
+/// 10,000 take ten minutes) for a history list of about 20 KB, eight at a time, each answered 200 with the whole
+/// list. (Under `cargo lambda watch`, a few in a thousand such answers were lost on their way back; the local run
+/// now serves the functions' routers itself.)
+#[tokio::test]
+async fn every_request_for_a_long_history_list_is_answered() {
+    let requests: usize = std::env::var("E2E_LIST_REQUESTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000);
+    let client = reqwest::Client::new();
+    // Fifty chats with long titles and long last messages: the first page of the list is about 20 KB.
+    for n in 0..50 {
+        let (status, created) = {
+            let r = client
+                .post(format!("{}/chat-history", base()))
+                .json(&json!({"title": format!("{n:02} {}", "a long title for a long list ".repeat(3)), "mode": "multiAgent"}))
+                .send()
+                .await
+                .unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        };
+        assert_eq!(status, 201, "{created}");
+        let id = created["id"].as_str().unwrap();
+        let status = client
+            .put(format!("{}/chat-history/{id}?mode=multiAgent", base()))
+            .json(&json!({"messages": [{"id": "m1", "role": "user", "content": "word ".repeat(60), "timestamp": "10:15 AM"}]}))
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(status, 200);
+    }
+    let url = format!("{}/chat-history?mode=multiAgent&limit=50", base());
+    let first = client
+        .get(&url)
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    println!("history list: {} bytes", first.len());
+    assert!(first.len() >= 16_000, "{} bytes", first.len());
+
+    let started = std::time::Instant::now();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let (answered, bytes) = futures_util::future::join_all((0..8).map(|_| async {
+        let (mut answered, mut bytes) = (0usize, 0usize);
+        while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < requests {
+            let response = client.get(&url).send().await.expect("an answer");
+            assert_eq!(response.status(), 200);
+            let body = response.bytes().await.expect("the whole answer");
+            let list: Value = serde_json::from_slice(&body).expect("the whole list, as JSON");
+            assert_eq!(list.as_array().map(Vec::len), Some(50));
+            answered += 1;
+            bytes += body.len();
+        }
+        (answered, bytes)
+    }))
+    .await
+    .into_iter()
+    .fold((0, 0), |(a, b), (x, y)| (a + x, b + y));
+    println!(
+        "{answered} of {requests} requests answered with the whole list ({bytes} bytes) in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(answered, requests);
 }

@@ -28,10 +28,12 @@ const SECRET: &str = "Alfama";
 fn run() -> &'static LocalRun {
     static RUN: OnceLock<LocalRun> = OnceLock::new();
     RUN.get_or_init(|| {
-        LocalRun::start(
+        // The functions as Lambda runs them, under `cargo lambda watch`, which `cargo lambda invoke` reaches.
+        LocalRun::start_with(
             "invoke",
             PORT,
             &[("AUTH_MODE", "iam"), ("AWS_LAMBDA_LOG_FORMAT", "JSON")],
+            &["--cargo-lambda-watch"],
         )
     })
 }

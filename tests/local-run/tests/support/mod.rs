@@ -29,11 +29,17 @@ impl LocalRun {
     /// `env` added to its environment, and waits until every function answers. Retrieval is off
     /// (`KNOWLEDGE_BASE_ID` empty, so no local knowledge base starts) unless `env` sets `KNOWLEDGE_BASE_ID`.
     pub fn start(name: &str, port: u16, env: &[(&str, &str)]) -> LocalRun {
-        // The log lives outside the workspace: a file inside it would make cargo lambda watch reload.
+        Self::start_with(name, port, env, &[])
+    }
+
+    /// [`LocalRun::start`] with more arguments for `local-run` (`--cargo-lambda-watch`).
+    pub fn start_with(name: &str, port: u16, env: &[(&str, &str)], args: &[&str]) -> LocalRun {
+        // The log lives outside the workspace: a file inside it would make `cargo lambda watch` reload.
         let log = std::env::temp_dir().join(format!("chat-backend-{name}-local-run.log"));
         let file = std::fs::File::create(&log).unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_local-run"))
             .arg("--exit-with-stdin")
+            .args(args)
             .current_dir(root())
             .env("LOCAL_PORT", port.to_string())
             .env("LOCAL_BEDROCK_PORT", (port + 100).to_string())
