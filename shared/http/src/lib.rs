@@ -12,6 +12,7 @@ mod request;
 mod runtime;
 mod serve;
 
+pub use axum::http::Method;
 pub use backends::Backends;
 pub use config::{Config, ConfigError};
 pub use cors::Cors;

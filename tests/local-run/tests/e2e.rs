@@ -381,3 +381,63 @@ async fn every_request_for_a_long_history_list_is_answered() {
     );
     assert_eq!(answered, requests);
 }
+
+/// Inputs that `cargo lambda watch` used to answer with its own 500 reach the functions: a body that is not UTF-8
+/// is their 400, and header values that are not ASCII are read like any other.
+#[tokio::test]
+async fn bytes_that_are_not_utf8_or_ascii_reach_the_functions() {
+    let client = reqwest::Client::new();
+    let response = client
+        .post(format!("{}/chat", base()))
+        .header("content-type", "application/json")
+        .body(vec![0xff, 0xfe, b'{', 0x80])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    assert_eq!(
+        response.json::<Value>().await.unwrap(),
+        json!({"error": "the body is not valid UTF-8"})
+    );
+
+    let latin1 = reqwest::header::HeaderValue::from_bytes(b"Bearer \xe9t\xe9").unwrap();
+    let response = client
+        .post(format!("{}/chat", base()))
+        .header("authorization", latin1.clone())
+        .header(
+            "content-type",
+            reqwest::header::HeaderValue::from_bytes(b"application/json; note=\xe9").unwrap(),
+        )
+        .body(json!({"messages": [{"role": "user", "content": "hi"}]}).to_string())
+        .send()
+        .await
+        .unwrap();
+    // The local run has one local user: the token is not read; the JSON body is, its type named by the essence.
+    assert_eq!(response.status(), 200, "{:?}", response.text().await);
+
+    let response = client
+        .get(format!("{}/chat-history?mode=standard", base()))
+        .header(
+            "accept",
+            reqwest::header::HeaderValue::from_bytes(b"application/json, text/\xff").unwrap(),
+        )
+        .header("authorization", latin1)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(response.json::<Value>().await.unwrap().is_array());
+
+    let response = client
+        .post(format!("{}/chat", base()))
+        .header(
+            "content-type",
+            reqwest::header::HeaderValue::from_bytes(b"text/\xe9").unwrap(),
+        )
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 415);
+    assert!(response.json::<Value>().await.unwrap()["error"].is_string());
+}
