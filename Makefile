@@ -38,10 +38,18 @@ unit: tools
 suites: tools
 	$(PYTHON) tests/suites.py
 
-## bench: the release functions under a Runtime API emulator: streamed lines' delay (p50/p99) and first byte, and
-## CPU per request, before (multi-thread, Nagle) and after, in one run (tests/bench; three to four minutes).
+## bench: the release functions measured, printing tables (tests/bench, see README "Benchmarks"; bench/RESULTS.md
+## holds a run's output): bootstrap sizes (arm64 too when its Rust target is installed), init, CPU per request, peak
+## RSS, streamed lines' relay, added latency over a direct model call, DynamoDB calls and bytes per turn.
 bench: $(TOOLS)
-	cargo build --release --quiet -p chat -p chat-stream -p history -p bench
+	cargo build --release --quiet -p chat -p chat-stream -p history
+	@if rustup target list --installed 2>/dev/null | grep -q aarch64-unknown-linux-gnu; then \
+		PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cargo lambda build --release --arm64 --lambda-dir target/bench-lambda/arm64 \
+			-p chat -p chat-stream -p history; \
+	else \
+		echo "bench: the Rust target aarch64-unknown-linux-gnu is not installed: no arm64 sizes (rustup target add it)"; \
+	fi
+	cargo build --release --quiet -p bench
 	cargo run --release --quiet -p bench
 
 ## tools: moto, cargo-lambda (with zig) and cfn-lint (tools/requirements.txt), the official JavaScript client of

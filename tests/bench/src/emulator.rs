@@ -100,6 +100,8 @@ struct Inner {
     connections: AtomicU64,
     most_in_flight: AtomicUsize,
     init_errors: Mutex<Vec<String>>,
+    /// When the function first asked for an event: the end of its initialisation.
+    first_next_at: Mutex<Option<Instant>>,
 }
 
 /// A running emulator; it stops when dropped.
@@ -124,6 +126,7 @@ impl Emulator {
             connections: AtomicU64::new(0),
             most_in_flight: AtomicUsize::new(0),
             init_errors: Mutex::new(Vec::new()),
+            first_next_at: Mutex::new(None),
         });
         let state = inner.clone();
         let task = tokio::spawn(async move {
@@ -166,6 +169,11 @@ impl Emulator {
     /// How many connections the function has opened so far.
     pub fn connections(&self) -> u64 {
         self.inner.connections.load(Ordering::SeqCst)
+    }
+
+    /// When the function's first `GET …/invocation/next` arrived, if it has: its initialisation is over then.
+    pub fn first_next_at(&self) -> Option<Instant> {
+        *self.inner.first_next_at.lock().unwrap()
     }
 
     /// Errors the function reported at initialisation (`…/init/error`).
@@ -267,6 +275,11 @@ async fn serve_connection(inner: Arc<Inner>, stream: TcpStream, connection: u64)
 
 /// `GET …/invocation/next`: waits for a queued event and hands it out.
 async fn next_event(inner: &Inner, conn: &mut Conn, connection: u64) -> io::Result<bool> {
+    inner
+        .first_next_at
+        .lock()
+        .unwrap()
+        .get_or_insert_with(Instant::now);
     let queued = { inner.incoming.lock().await.recv().await };
     let Some(Queued { event, done }) = queued else {
         return Ok(true);

@@ -4,13 +4,15 @@
 use std::io;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::Emulator;
 
 /// A running function process; it is killed when dropped.
 pub struct Function {
     child: Child,
+    /// Just before the process was started.
+    pub spawned_at: Instant,
 }
 
 impl Function {
@@ -23,15 +25,42 @@ impl Function {
         env: &[(&str, &str)],
         quiet: bool,
     ) -> io::Result<Self> {
+        let runtime_api = emulator.runtime_api();
+        Self::start(
+            binary,
+            &[("AWS_LAMBDA_RUNTIME_API", &runtime_api)],
+            env,
+            quiet,
+        )
+    }
+
+    /// Starts `binary` as a plain HTTP server on 127.0.0.1:`port` (no Runtime API), with `env` on top of the
+    /// variables Lambda would set.
+    pub fn spawn_server(binary: &Path, port: u16, env: &[(&str, &str)]) -> io::Result<Self> {
+        let port = port.to_string();
+        Self::start(
+            binary,
+            &[("PORT", &port), ("BIND_ADDRESS", "127.0.0.1")],
+            env,
+            true,
+        )
+    }
+
+    /// `binary` with a clean environment: `mode` (how it is served), Lambda's variables, then `env`.
+    fn start(
+        binary: &Path,
+        mode: &[(&str, &str)],
+        env: &[(&str, &str)],
+        quiet: bool,
+    ) -> io::Result<Self> {
         let name = binary
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "function".into());
         let mut command = Command::new(binary);
         // Nothing of the caller's environment (AWS profiles, RUST_LOG) leaks into the function.
+        command.env_clear().envs(mode.iter().copied());
         command
-            .env_clear()
-            .env("AWS_LAMBDA_RUNTIME_API", emulator.runtime_api())
             .env("AWS_LAMBDA_FUNCTION_NAME", &name)
             .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
             .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
@@ -54,8 +83,10 @@ impl Function {
             } else {
                 Stdio::inherit()
             });
+        let spawned_at = Instant::now();
         Ok(Self {
             child: command.spawn()?,
+            spawned_at,
         })
     }
 
@@ -66,6 +97,16 @@ impl Function {
     /// Whether the process has exited (and how), without waiting.
     pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
         self.child.try_wait().ok().flatten()
+    }
+
+    /// The most memory the process has held resident so far (`VmHWM` of `/proc/<pid>/status`), in KiB.
+    pub fn peak_rss_kib(&self) -> io::Result<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .ok_or_else(|| io::Error::other("no VmHWM in /proc/<pid>/status"))
     }
 
     /// CPU time the process has used so far, all threads, as (user, system), from `/proc/<pid>/stat`.

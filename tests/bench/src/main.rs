@@ -1,17 +1,27 @@
-//! `make bench`: the release functions run as Lambda runs them (the Runtime API emulator of this crate, the local
-//! Bedrock server, moto), each twice in one run: as they were ("before": a multi-threaded tokio runtime, Nagle's
-//! algorithm on the Runtime API connection, through the bench-only switches `CHAT_RUNTIME_FLAVOR` and
-//! `CHAT_TCP_NODELAY`) and as they are. It prints
+//! `make bench`: the release functions measured, printing tables.
+//!
+//! As Lambda runs them (the Runtime API emulator of this crate, the local Bedrock server, moto), each twice in one
+//! run: as they were before the relay work ("before": a multi-threaded tokio runtime, Nagle's algorithm on the
+//! Runtime API connection, through the bench-only switches `CHAT_RUNTIME_FLAVOR` and `CHAT_TCP_NODELAY`) and as
+//! they are:
 //!
 //! - the relay: streamed lines' delay from the local Bedrock server's sending of a delta to the emulator's receipt
 //!   of its line (30 deltas 20 ms apart per stream, 30 streams), p50/p99, and the first byte of an unpaced stream
 //!   (from the event handed to the function to the first body byte after the metadata prelude);
 //! - CPU per request (user + system time of the function's process, from `/proc/<pid>/stat`) over N requests of
 //!   each kind: `/chat` new chat, `/chat` continuing a chat of 20 stored messages, `/chat/stream` of 30 deltas,
-//!   and the history calls that stored those chats. The two variants run side by side, in batches.
+//!   the history calls that stored those chats, and the history list; and each function's peak RSS over them.
+//!
+//! Then, as they are only ([`measures`]): bootstrap sizes, plain and zipped (arm64 when `make bench` could build
+//! it); init (exec → first `GET /runtime/invocation/next`, `BENCH_STARTS` starts, 21); the latency the chat
+//! function adds, as a plain server, to a direct Converse call of the local Bedrock server, at c=1 and c=16
+//! (`BENCH_LATENCY_PAIRS`, 2000); and DynamoDB calls and bytes read per turn for a new chat and chats of 20 and 200
+//! messages.
 //!
 //! `BENCH_REQUESTS` sets N (default 1000), `BENCH_BATCH` the batch (25), `BENCH_STREAMS` the paced streams (30;
 //! 50 unpaced first bytes per 30 streams).
+
+mod measures;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -50,6 +60,7 @@ const VARIANTS: [Variant; 2] = [
 struct World {
     binaries: PathBuf,
     bedrock: LocalBedrock,
+    bedrock_url: String,
 }
 
 /// A function of one variant, under its own emulator.
@@ -59,6 +70,25 @@ struct Running {
 }
 
 impl World {
+    /// What every function is started with besides the variant's switches: the local servers, `table`, one user.
+    fn env<'a>(&'a self, dynamo_url: &'a str, table: &'a str) -> Vec<(&'a str, &'a str)> {
+        vec![
+            ("MODEL_ID", "local.echo-v1:0"),
+            (
+                "AWS_ENDPOINT_URL_BEDROCK_RUNTIME",
+                self.bedrock_url.as_str(),
+            ),
+            ("AWS_ENDPOINT_URL_DYNAMODB", dynamo_url),
+            ("TABLE_NAME", table),
+            ("AUTH_MODE", "none"),
+            ("LOCAL_USER", "bench"),
+            ("KNOWLEDGE_BASE_ID", ""),
+            // As Lambda's default: one JSON line per request, written as on AWS.
+            ("AWS_LAMBDA_LOG_FORMAT", "JSON"),
+            ("AWS_LAMBDA_LOG_LEVEL", "INFO"),
+        ]
+    }
+
     /// `binary` of `variant` under a new emulator, storing in `table` of `dynamo`.
     async fn start(
         &self,
@@ -71,18 +101,7 @@ impl World {
         let emulator = Emulator::start(EmulatorOptions::default())
             .await
             .expect("the emulator starts");
-        let bedrock_url = self.bedrock.endpoint();
-        let mut env = vec![
-            ("MODEL_ID", "local.echo-v1:0"),
-            ("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", bedrock_url.as_str()),
-            ("AWS_ENDPOINT_URL_DYNAMODB", dynamo_url.as_str()),
-            ("TABLE_NAME", table),
-            ("AUTH_MODE", "none"),
-            ("LOCAL_USER", "bench"),
-            // As Lambda's default: one JSON line per request, written as on AWS.
-            ("AWS_LAMBDA_LOG_FORMAT", "JSON"),
-            ("AWS_LAMBDA_LOG_LEVEL", "INFO"),
-        ];
+        let mut env = self.env(&dynamo_url, table);
         env.extend_from_slice(variant.env);
         let function = Function::spawn(&self.binaries.join(binary), &emulator, &env, true)
             .unwrap_or_else(|e| panic!("cannot start {binary}: {e}"));
@@ -260,6 +279,16 @@ struct Cpu {
     continued: CpuSum,
     stream: CpuSum,
     history: CpuSum,
+    list: CpuSum,
+    /// The most resident memory each function's process held (chat, chat-stream, history), in KiB.
+    peak_rss_kib: [u64; 3],
+}
+
+impl Cpu {
+    fn rss(&mut self, function: usize, running: &Running) {
+        let kib = running.function.peak_rss_kib().unwrap_or(0);
+        self.peak_rss_kib[function] = self.peak_rss_kib[function].max(kib);
+    }
 }
 
 /// Calls before measuring, in each new process: its first calls set up connections and caches.
@@ -307,6 +336,16 @@ async fn cpu_batch(
         chats.push(id);
     }
     cpu.history.add(mark, 2 * n);
+    // The history list of those chats (up to 50 a page, as the Chat UI asks).
+    let mark = history.cpu_mark();
+    for _ in 0..n {
+        let list = history
+            .json("GET", "/chat-history?mode=standard&limit=50", &Value::Null)
+            .await;
+        assert_eq!(list.as_array().map(Vec::len), Some(n.min(50)));
+    }
+    cpu.list.add(mark, n);
+    cpu.rss(2, &history);
     drop(history);
 
     let hi = json!({"messages": [{"role": "user", "content": "hi"}]});
@@ -322,6 +361,7 @@ async fn cpu_batch(
         assert_eq!(answer["sessionState"], *id, "the chat was continued");
     }
     cpu.continued.add(mark, n);
+    cpu.rss(0, &chat);
     drop(chat);
 
     let chat = world.start("chat", variant, dynamo, &new_table).await;
@@ -333,6 +373,7 @@ async fn cpu_batch(
         chat.json("POST", "/chat", &hi).await;
     }
     cpu.new_chat.add(mark, n);
+    cpu.rss(0, &chat);
     drop(chat);
 
     let chat_stream = world
@@ -349,6 +390,7 @@ async fn cpu_batch(
         assert_eq!(content_lines(&invocation).len(), DELTAS);
     }
     cpu.stream.add(mark, n);
+    cpu.rss(1, &chat_stream);
 }
 
 fn env_number(name: &str, default: usize) -> usize {
@@ -387,11 +429,13 @@ async fn main() {
     let n = env_number("BENCH_REQUESTS", 1000);
     let streams = env_number("BENCH_STREAMS", 30);
     let binaries = binaries_dir();
+    let bedrock = LocalBedrock::start()
+        .await
+        .expect("the local Bedrock server starts");
     let world = World {
         binaries,
-        bedrock: LocalBedrock::start()
-            .await
-            .expect("the local Bedrock server starts"),
+        bedrock_url: bedrock.endpoint(),
+        bedrock,
     };
     // A moto server for each variant: moto takes one request at a time, and the variants' batches run at once.
     let dynamos: Vec<LocalDynamo> = VARIANTS
@@ -428,6 +472,37 @@ async fn main() {
         );
     }
     let cpus = [before, after];
+
+    // The figures of the functions as deployed ("after"): sizes, init, added latency, DynamoDB per turn.
+    let sizes = measures::sizes(&world.binaries, &measures::workspace_root());
+    let (_, table) = dynamos[1].fresh_table().await;
+    let dynamo_url = dynamos[1].endpoint();
+    let env = world.env(&dynamo_url, &table);
+    let starts = env_number("BENCH_STARTS", 21);
+    let mut inits = Vec::new();
+    for function in measures::FUNCTIONS {
+        inits.push((
+            function,
+            measures::init_ms(&world.binaries.join(function), &env, starts).await,
+        ));
+    }
+    eprintln!("bench: init: {:.1} s", started.elapsed().as_secs_f64());
+    let pairs = env_number("BENCH_LATENCY_PAIRS", 2000);
+    let mut latencies = Vec::new();
+    for concurrency in [1, 16] {
+        latencies.push(
+            measures::added_latency(
+                &world.binaries.join("chat"),
+                &world.bedrock_url,
+                &env,
+                pairs,
+                concurrency,
+            )
+            .await,
+        );
+    }
+    eprintln!("bench: latency: {:.1} s", started.elapsed().as_secs_f64());
+    let costs = measures::dynamodb_per_turn(&world.binaries, &env, &dynamos[1]).await;
 
     println!();
     let build = if cfg!(debug_assertions) {
@@ -488,12 +563,120 @@ async fn main() {
             before.history,
             after.history,
         ),
+        (
+            "history: `GET /chat-history` (list of up to 50)",
+            before.list,
+            after.list,
+        ),
     ];
     for (name, before, after) in rows {
         println!(
             "| {name} | {} | {} |",
             cpu_cell(before.per_call()),
             cpu_cell(after.per_call())
+        );
+    }
+    let verdict_of = |ok: bool| if ok { "met" } else { "NOT MET" };
+    let after_cpu = &cpus[1];
+    println!();
+    println!(
+        "Targets (after): CPU ≤ 0.3 ms per buffered request: new chat {}, continued {}, history list {}; \
+         ≤ 1 ms per 30-delta stream: {}",
+        verdict_of(after_cpu.new_chat.per_call().0 <= 0.3),
+        verdict_of(after_cpu.continued.per_call().0 <= 0.3),
+        verdict_of(after_cpu.list.per_call().0 <= 0.3),
+        verdict_of(after_cpu.stream.per_call().0 <= 1.0),
+    );
+
+    println!();
+    println!("Bootstrap sizes (release, stripped; zipped with deflate as a Lambda package is)");
+    println!();
+    println!("| function | arch | bootstrap | zipped | target ≤ 8 MB |");
+    println!("|---|---|---|---|---|");
+    for size in &sizes {
+        match size.bytes {
+            Some((raw, zipped)) => println!(
+                "| {} | {} | {:.2} MB | {:.2} MB | {} |",
+                size.function,
+                size.arch,
+                raw as f64 / 1e6,
+                zipped as f64 / 1e6,
+                verdict_of(raw <= 8_000_000)
+            ),
+            None => println!(
+                "| {} | {} | - | - | {} |",
+                size.function, size.arch, size.note
+            ),
+        }
+    }
+
+    println!();
+    println!(
+        "Init (exec of the binary → its first GET /runtime/invocation/next under the emulator, {starts} starts) \
+         and peak RSS (VmHWM over the CPU runs above)"
+    );
+    println!();
+    println!("| function | init p50 | init max | init ≤ 30 ms | peak RSS | RSS ≤ 32 MiB |");
+    println!("|---|---|---|---|---|---|");
+    for (i, (function, times)) in inits.iter().enumerate() {
+        let p50 = measures::median(times).unwrap_or(f64::MAX);
+        let rss_mib = after_cpu.peak_rss_kib[i] as f64 / 1024.0;
+        println!(
+            "| {function} | {} | {} | {} | {rss_mib:.1} MiB | {} |",
+            ms(Some(p50)),
+            ms(quantile(times, 1.0)),
+            verdict_of(p50 <= 30.0),
+            verdict_of(rss_mib <= 32.0),
+        );
+    }
+
+    println!();
+    println!(
+        "Added latency: the same question asked of the local Bedrock server directly (Converse) and through the chat \
+         function as a plain server (POST /chat-ui/chat, nothing stored), alternating, {pairs} of each"
+    );
+    println!();
+    println!(
+        "| concurrency | direct p50 | ours p50 | added p50 | direct p99 | ours p99 | added p99 |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for latency in &latencies {
+        let q = |v: &[f64], p| quantile(v, p).unwrap_or(f64::NAN);
+        let (d50, o50) = (q(&latency.direct_ms, 0.5), q(&latency.ours_ms, 0.5));
+        let (d99, o99) = (q(&latency.direct_ms, 0.99), q(&latency.ours_ms, 0.99));
+        println!(
+            "| {} | {d50:.3} ms | {o50:.3} ms | {:.3} ms | {d99:.3} ms | {o99:.3} ms | {:.3} ms |",
+            latency.concurrency,
+            o50 - d50,
+            o99 - d99
+        );
+    }
+    if let Some(one) = latencies.first() {
+        let added = quantile(&one.ours_ms, 0.5).unwrap_or(f64::MAX)
+            - quantile(&one.direct_ms, 0.5).unwrap_or(0.0);
+        println!();
+        println!(
+            "Target: added p50 ≤ 0.3 ms at c=1: {}",
+            verdict_of(added <= 0.3)
+        );
+    }
+
+    println!();
+    println!(
+        "DynamoDB per turn (POST /chat through the chat function, counted by a proxy in front of moto; bytes are \
+         the answers' as they came over the wire). Before this change a continued turn made four calls: GetItem, \
+         Query to load, GetItem, TransactWriteItems to append."
+    );
+    println!();
+    println!("| turn | calls | bytes read |");
+    println!("|---|---|---|");
+    for cost in &costs {
+        println!(
+            "| {} | {} ({}) | {} |",
+            cost.chat,
+            cost.calls.len(),
+            cost.calls.join(", "),
+            cost.bytes_read
         );
     }
     println!();
