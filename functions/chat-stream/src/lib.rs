@@ -17,8 +17,8 @@ use chat_core::{
     SessionStore, StreamingTurn, TurnEnd, TurnEvent, TurnInput,
 };
 use chat_http::{
-    ApiError, Auth, Backends, Config, ConfigError, Cors, FunctionService, error_body, error_line,
-    json_response, only, read_json_body,
+    ApiError, Auth, ChatBackends, Config, ConfigError, Cors, FunctionService, error_body,
+    error_line, json_response, only, read_json_body,
 };
 use chat_protocol::chat_ui::{ReplyShape, agent_event, round_reply, sse_event};
 use chat_protocol::v2024_01_28::{ChatCompletion, ChatCompletionChunk, ChunkHeader};
@@ -27,7 +27,6 @@ use chat_protocol::{
     Dialect, Endpoint, ResponseContext, SessionSpelling, json_line, parse_chat_request,
 };
 use tokio::sync::mpsc;
-use tower::ServiceExt;
 use tracing::Instrument;
 
 /// What a warm function keeps between requests. The core is shared with the tasks that write each stream.
@@ -173,28 +172,22 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<axum::BoxError>,
     {
-        let result: Result<Response, Infallible> = self.service().oneshot(request).await;
-        match result {
-            Ok(response) => response,
-        }
+        chat_http::answer_one(self.service(), request).await
     }
 }
 
 impl App<BedrockModel, DynamoStore> {
     /// The function as its cold start builds it: configuration, identity and clients from the environment.
     pub async fn from_env() -> Result<Self, ConfigError> {
-        let config = Config::from_env()?;
-        let auth = Auth::from_env()?;
-        let backends = Backends::load().await;
+        let backends = ChatBackends::from_env().await?;
         // With a knowledge base configured, every standard turn searches it first.
-        let knowledge_base = backends.knowledge_base(&config);
         let app = App::new(
-            backends.model(&config),
-            backends.store(&config),
-            auth,
-            config,
+            backends.model,
+            backends.store,
+            backends.auth,
+            backends.config,
         );
-        Ok(app.with_retriever(knowledge_base))
+        Ok(app.with_retriever(backends.knowledge_base))
     }
 }
 

@@ -1,7 +1,6 @@
 //! The buffered chat function: `POST /chat` (both protocol versions), `POST /chat-ui/chat` and
 //! `POST /multi-agent-chat/batch` (and the bare `POST /multi-agent-chat`).
 
-use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::Router;
@@ -13,14 +12,13 @@ use axum::routing::post;
 use chat_aws::{BedrockModel, DynamoStore};
 use chat_core::{AgentGroup, Answer, Caller, ChatModel, ChatService, Retriever, SessionStore};
 use chat_http::{
-    ApiError, Auth, Backends, Config, ConfigError, Cors, FunctionService, json_response, only,
+    ApiError, Auth, ChatBackends, Config, ConfigError, Cors, FunctionService, json_response, only,
     read_json_body,
 };
 use chat_protocol::chat_ui::{ReplyShape, UiReply, round_events, round_reply, sse_event};
 use chat_protocol::{
     ChatInput, Dialect, Endpoint, json_line, parse_chat_request, v2024_01_28, v2024_05_29,
 };
-use tower::ServiceExt;
 
 /// What a warm function keeps between requests: the chat core with its ports, how callers are known, and the
 /// edge limits. Cheap to clone: the routes share it.
@@ -100,28 +98,22 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
         B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
         B::Error: Into<axum::BoxError>,
     {
-        let result: Result<Response, Infallible> = self.service().oneshot(request).await;
-        match result {
-            Ok(response) => response,
-        }
+        chat_http::answer_one(self.service(), request).await
     }
 }
 
 impl App<BedrockModel, DynamoStore> {
     /// The function as its cold start builds it: configuration, identity and clients from the environment.
     pub async fn from_env() -> Result<Self, ConfigError> {
-        let config = Config::from_env()?;
-        let auth = Auth::from_env()?;
-        let backends = Backends::load().await;
+        let backends = ChatBackends::from_env().await?;
         // With a knowledge base configured, every standard turn searches it first.
-        let knowledge_base = backends.knowledge_base(&config);
         let app = App::new(
-            backends.model(&config),
-            backends.store(&config),
-            auth,
-            config,
+            backends.model,
+            backends.store,
+            backends.auth,
+            backends.config,
         );
-        Ok(app.with_retriever(knowledge_base))
+        Ok(app.with_retriever(backends.knowledge_base))
     }
 }
 

@@ -1,7 +1,6 @@
 //! The history function: the Chat UI's `/chat-history` API. Every operation is the caller's own: another user's
 //! chat answers 404, exactly like one that does not exist.
 
-use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::Router;
@@ -25,7 +24,6 @@ use chat_protocol::chat_ui::{
 use chat_protocol::{parse_body, parse_replace_request};
 use serde::Deserialize;
 use time::OffsetDateTime;
-use tower::ServiceExt;
 
 /// The response header that carries the cursor of the next page of `GET /chat-history` and of a chat's messages.
 pub const NEXT_CURSOR_HEADER: &str = "x-next-cursor";
@@ -152,10 +150,7 @@ impl<St: SessionStore + 'static> App<St> {
         B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
         B::Error: Into<axum::BoxError>,
     {
-        let result: Result<Response, Infallible> = self.service().oneshot(request).await;
-        match result {
-            Ok(response) => response,
-        }
+        chat_http::answer_one(self.service(), request).await
     }
 }
 

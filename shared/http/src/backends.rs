@@ -6,7 +6,7 @@ use std::sync::Arc;
 use chat_aws::{BedrockKnowledgeBase, BedrockModel, DynamoStore};
 use chat_core::Retriever;
 
-use crate::Config;
+use crate::{Auth, Config, ConfigError};
 
 /// The AWS configuration (region, credentials, endpoints from the environment), loaded once.
 pub struct Backends {
@@ -42,5 +42,30 @@ impl Backends {
             config.knowledge_base_id.clone(),
             config.knowledge_base_timeout,
         )
+    }
+}
+
+/// What a chat function is built from at its cold start: configuration and identity from the environment, and the
+/// model, the store and (when `KNOWLEDGE_BASE_ID` names one) the knowledge base on AWS.
+pub struct ChatBackends {
+    pub config: Config,
+    pub auth: Auth,
+    pub model: BedrockModel,
+    pub store: DynamoStore,
+    pub knowledge_base: Option<Arc<dyn Retriever>>,
+}
+
+impl ChatBackends {
+    pub async fn from_env() -> Result<Self, ConfigError> {
+        let config = Config::from_env()?;
+        let auth = Auth::from_env()?;
+        let backends = Backends::load().await;
+        Ok(Self {
+            model: backends.model(&config),
+            store: backends.store(&config),
+            knowledge_base: backends.knowledge_base(&config),
+            config,
+            auth,
+        })
     }
 }

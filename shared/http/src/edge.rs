@@ -55,6 +55,18 @@ pub fn only<S: Clone + Send + Sync + 'static>(
     methods.fallback(refuse)
 }
 
+/// Answers one request through a function's whole edge: what tests call (the runtime serves the service itself).
+pub async fn answer_one<B>(service: FunctionService, request: http::Request<B>) -> Response
+where
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    let result: Result<Response, Infallible> = service.oneshot(request).await;
+    match result {
+        Ok(response) => response,
+    }
+}
+
 fn methods_include_get(allow: &str) -> bool {
     allow.split(',').any(|m| m.trim() == "GET")
 }

@@ -13,10 +13,10 @@ mod runtime;
 mod serve;
 
 pub use axum::http::Method;
-pub use backends::Backends;
+pub use backends::{Backends, ChatBackends};
 pub use config::{Config, ConfigError};
 pub use cors::Cors;
-pub use edge::{FunctionService, WithCors, function_service, only};
+pub use edge::{FunctionService, WithCors, answer_one, function_service, only};
 pub use error::{ApiError, error_body, error_line, error_response, json_response};
 pub use identity::{Auth, CallerParts, JwtVerifier, KeySource};
 pub use logging::init_logging;
