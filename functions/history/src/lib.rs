@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, Method, StatusCode};
@@ -190,10 +191,11 @@ async fn list<St: SessionStore>(
 /// in [`NEXT_CURSOR_HEADER`].
 async fn messages<St: SessionStore>(
     State(app): AppState<St>,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
     parts: Parts,
 ) -> Result<Response, ApiError> {
     let owner = app.auth.caller(&parts).await?;
+    let id = chat_id(id)?;
     let Query(params) = query(&parts)?;
     let limit = limit(&params, usize::MAX, MAX_MESSAGES_PAGE)?;
     let page = app
@@ -239,7 +241,7 @@ async fn create<St: SessionStore>(
 
 async fn replace<St: SessionStore>(
     State(app): AppState<St>,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
     request: Request,
 ) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
@@ -255,6 +257,7 @@ async fn replace<St: SessionStore>(
         .into_iter()
         .map(|m| stored_message(m, &shown_at))
         .collect();
+    let id = chat_id(id)?;
     let record = app
         .store
         .replace(&owner, &id, &messages)
@@ -265,10 +268,11 @@ async fn replace<St: SessionStore>(
 
 async fn delete<St: SessionStore>(
     State(app): AppState<St>,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
     parts: Parts,
 ) -> Result<Response, ApiError> {
     let owner = app.auth.caller(&parts).await?;
+    let id = chat_id(id)?;
     let Query(params) = query(&parts)?;
     mode(&params)?;
     app.store
@@ -279,6 +283,13 @@ async fn delete<St: SessionStore>(
         .status(StatusCode::OK)
         .body(Body::empty())
         .expect("a response built from valid parts"))
+}
+
+/// The chat id of the path. One that does not decode (`%FF` is no UTF-8) names no chat, as any unknown id: read
+/// after the caller, so that a 401 still comes first.
+fn chat_id(id: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+    id.map(|Path(id)| id)
+        .map_err(|_| ApiError::Chat(ChatError::ChatNotFound))
 }
 
 /// The request's query, typed.

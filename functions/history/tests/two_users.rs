@@ -692,3 +692,28 @@ async fn an_oversized_session_state_is_refused_without_reaching_the_store() {
         (200, "[]".to_string())
     );
 }
+
+/// A chat id in the path that does not decode (`%FF` is no UTF-8) names no chat: the same JSON 404 as any unknown
+/// id, after the caller is known (401 first).
+#[tokio::test]
+async fn an_id_that_does_not_decode_is_a_json_404() {
+    let w = world().await;
+    let alice = Some(w.alice.as_str());
+    let not_found = r#"{"error":"There is no chat with that id."}"#.to_string();
+    for (method, path, body) in [
+        ("GET", "/chat-history/%FF/messages", None),
+        ("DELETE", "/chat-history/%FF%FE", None),
+        ("PUT", "/chat-history/%C3", Some(json!({"messages": []}))),
+    ] {
+        assert_eq!(
+            w.send(method, path, alice, body.clone()).await,
+            (404, not_found.clone()),
+            "{method} {path}"
+        );
+        assert_eq!(
+            w.send(method, path, None, body).await.0,
+            401,
+            "{method} {path}"
+        );
+    }
+}

@@ -2,8 +2,6 @@
 //! refused with the API's own JSON error.
 
 use axum::body::Body;
-use axum::extract::FromRequestParts;
-use axum::http::request::Parts;
 use axum::http::{HeaderMap, Uri, header};
 use bytes::Bytes;
 use chat_core::InvalidRequest;
@@ -53,8 +51,8 @@ pub async fn read_json_body(
     })
 }
 
-/// A query string as `T` (typed, with each parameter's own checks left to the handler); a query that does not
-/// parse (a parameter given twice) is a 400 naming it.
+/// A query string as `T` (typed, with each parameter's own checks left to the handler), read where the handler
+/// says (after the caller is known); a query that does not parse (a parameter given twice) is a 400 naming it.
 pub struct Query<T>(pub T);
 
 impl<T: DeserializeOwned> Query<T> {
@@ -63,13 +61,5 @@ impl<T: DeserializeOwned> Query<T> {
         serde_urlencoded::from_str(uri.query().unwrap_or(""))
             .map(Query)
             .map_err(|e| InvalidRequest::new("query", e.to_string()).into())
-    }
-}
-
-impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
-        Self::from_uri(&parts.uri)
     }
 }
