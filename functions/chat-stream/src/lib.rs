@@ -13,12 +13,12 @@ use axum::routing::post;
 use bytes::Bytes;
 use chat_aws::{BedrockModel, DynamoStore};
 use chat_core::{
-    AgentGroup, AgentMessage, AgentRound, Caller, ChatModel, ChatService, ModelStream, Retriever,
-    SessionStore, StreamingTurn, TurnEnd, TurnEvent, TurnInput,
+    AgentGroup, AgentMessage, AgentRound, AttachmentStore, Caller, ChatModel, ChatService,
+    ModelStream, Retriever, SessionStore, StreamingTurn, TurnEnd, TurnEvent, TurnInput,
 };
 use chat_http::{
     ApiError, Auth, ChatBackends, Config, ConfigError, Cors, FunctionService, error_body,
-    error_line, json_response, only, read_json_body,
+    error_line, json_response, only, read_chat_request, read_json_body,
 };
 use chat_protocol::chat_ui::{ReplyShape, agent_event, round_reply, sse_event};
 use chat_protocol::v2024_01_28::{ChatCompletion, ChatCompletionChunk, ChunkHeader};
@@ -40,6 +40,8 @@ struct Shared<M, St> {
     agents: Arc<AgentGroup>,
     auth: Auth,
     max_body_bytes: usize,
+    /// Largest request with files (`MAX_UPLOAD_BYTES`).
+    max_upload_bytes: usize,
     ui_reply: ReplyShape,
 }
 
@@ -114,6 +116,7 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
                 agents: Arc::new(config.agents),
                 auth,
                 max_body_bytes: config.max_body_bytes,
+                max_upload_bytes: config.max_upload_bytes,
                 ui_reply: config.chat_ui_reply,
             }),
             cors: config.cors,
@@ -122,11 +125,22 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
 
     /// Grounds standard turns in what `retriever` finds (a knowledge base); `None` answers from the model alone.
     pub fn with_retriever(self, retriever: Option<Arc<dyn Retriever>>) -> Self {
+        self.map_service(|service| service.with_retriever(retriever))
+    }
+
+    /// Keeps the files of messages in `attachments`; `None` takes no files.
+    pub fn with_attachments(self, attachments: Option<Arc<dyn AttachmentStore>>) -> Self {
+        self.map_service(|service| service.with_attachments(attachments))
+    }
+
+    /// The app with its chat service changed by `change` (before it serves).
+    fn map_service(self, change: impl FnOnce(ChatService<M, St>) -> ChatService<M, St>) -> Self {
         let Ok(Shared {
             service,
             agents,
             auth,
             max_body_bytes,
+            max_upload_bytes,
             ui_reply,
         }) = Arc::try_unwrap(self.shared)
         else {
@@ -137,10 +151,11 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
         };
         Self {
             shared: Arc::new(Shared {
-                service: Arc::new(service.with_retriever(retriever)),
+                service: Arc::new(change(service)),
                 agents,
                 auth,
                 max_body_bytes,
+                max_upload_bytes,
                 ui_reply,
             }),
             cors: self.cors,
@@ -187,7 +202,9 @@ impl App<BedrockModel, DynamoStore> {
             backends.auth,
             backends.config,
         );
-        Ok(app.with_retriever(backends.knowledge_base))
+        Ok(app
+            .with_retriever(backends.knowledge_base)
+            .with_attachments(backends.attachments))
     }
 }
 
@@ -198,8 +215,15 @@ async fn stream_chat<M: ChatModel + 'static, St: SessionStore + 'static>(
     let (parts, body) = request.into_parts();
     let caller = app.auth.identify(&parts).await?;
     // Any Accept is fine: the official client sends `application/json` even here.
-    let body = read_json_body(&parts.headers, body, app.max_body_bytes).await?;
-    let input = parse_chat_request(&body, Endpoint::Protocol, &app.service.settings().limits)?;
+    let input = read_chat_request(
+        &parts.headers,
+        body,
+        Endpoint::Protocol,
+        &app.service.settings().limits,
+        app.max_body_bytes,
+        app.max_upload_bytes,
+    )
+    .await?;
     app.stream(caller, input).await
 }
 

@@ -10,10 +10,12 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::Response;
 use axum::routing::post;
 use chat_aws::{BedrockModel, DynamoStore};
-use chat_core::{AgentGroup, Answer, Caller, ChatModel, ChatService, Retriever, SessionStore};
+use chat_core::{
+    AgentGroup, Answer, AttachmentStore, Caller, ChatModel, ChatService, Retriever, SessionStore,
+};
 use chat_http::{
     ApiError, Auth, ChatBackends, Config, ConfigError, Cors, FunctionService, json_response, only,
-    read_json_body,
+    read_chat_request, read_json_body,
 };
 use chat_protocol::chat_ui::{ReplyShape, UiReply, round_events, round_reply, sse_event};
 use chat_protocol::{
@@ -32,6 +34,8 @@ struct Shared<M, St> {
     agents: AgentGroup,
     auth: Auth,
     max_body_bytes: usize,
+    /// Largest request with files (`MAX_UPLOAD_BYTES`).
+    max_upload_bytes: usize,
     ui_reply: ReplyShape,
 }
 
@@ -46,6 +50,7 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
                 agents: config.agents,
                 auth,
                 max_body_bytes: config.max_body_bytes,
+                max_upload_bytes: config.max_upload_bytes,
                 ui_reply: config.chat_ui_reply,
             }),
             cors: config.cors,
@@ -54,12 +59,22 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
 
     /// Grounds standard turns in what `retriever` finds (a knowledge base); `None` answers from the model alone.
     pub fn with_retriever(self, retriever: Option<Arc<dyn Retriever>>) -> Self {
+        self.map_service(|service| service.with_retriever(retriever))
+    }
+
+    /// Keeps the files of messages in `attachments`; `None` takes no files.
+    pub fn with_attachments(self, attachments: Option<Arc<dyn AttachmentStore>>) -> Self {
+        self.map_service(|service| service.with_attachments(attachments))
+    }
+
+    /// The app with its chat service changed by `change` (before it serves).
+    fn map_service(self, change: impl FnOnce(ChatService<M, St>) -> ChatService<M, St>) -> Self {
         let Ok(shared) = Arc::try_unwrap(self.shared) else {
             unreachable!("the state is shared only once the app serves")
         };
         Self {
             shared: Arc::new(Shared {
-                service: shared.service.with_retriever(retriever),
+                service: change(shared.service),
                 ..shared
             }),
             cors: self.cors,
@@ -113,7 +128,9 @@ impl App<BedrockModel, DynamoStore> {
             backends.auth,
             backends.config,
         );
-        Ok(app.with_retriever(backends.knowledge_base))
+        Ok(app
+            .with_retriever(backends.knowledge_base)
+            .with_attachments(backends.attachments))
     }
 }
 
@@ -147,8 +164,15 @@ impl<M: ChatModel, St: SessionStore> Shared<M, St> {
     async fn turn(&self, request: Request, endpoint: Endpoint) -> Result<Response, ApiError> {
         let (parts, body) = request.into_parts();
         let caller = self.auth.identify(&parts).await?;
-        let body = read_json_body(&parts.headers, body, self.max_body_bytes).await?;
-        let input = parse_chat_request(&body, endpoint, &self.service.settings().limits)?;
+        let input = read_chat_request(
+            &parts.headers,
+            body,
+            endpoint,
+            &self.service.settings().limits,
+            self.max_body_bytes,
+            self.max_upload_bytes,
+        )
+        .await?;
         let answer = self.service.answer(&caller, &input.turn).await?;
         Ok(render(&input, &answer, self.ui_reply))
     }

@@ -13,14 +13,15 @@ use axum::response::Response;
 use axum::routing::{get, put};
 use chat_aws::DynamoStore;
 use chat_core::{
-    ChatError, ChatMode, ChatRecord, InvalidRequest, SessionStore, display_time, rfc3339_millis,
+    AttachmentStore, ChatError, ChatMode, ChatRecord, InvalidRequest, SessionStore, StoredFile,
+    display_time, rfc3339_millis,
 };
 use chat_http::{
     ApiError, Auth, Backends, Config, ConfigError, Cors, FunctionService, Query, json_response,
     only, read_json_body,
 };
 use chat_protocol::chat_ui::{
-    CreateChatRequest, HistoryMessage, history_message, stored_message, summary,
+    CreateChatRequest, HistoryMessage, ListedFile, history_message, stored_message, summary,
 };
 use chat_protocol::{parse_body, parse_replace_request};
 use serde::Deserialize;
@@ -44,6 +45,8 @@ pub struct App<St> {
 
 struct Shared<St> {
     store: St,
+    /// Where the files of messages are kept, when anywhere.
+    attachments: Option<Arc<dyn AttachmentStore>>,
     auth: Auth,
     max_body_bytes: usize,
     max_title_chars: usize,
@@ -109,12 +112,28 @@ impl<St: SessionStore + 'static> App<St> {
         Self {
             shared: Arc::new(Shared {
                 store,
+                attachments: None,
                 auth,
                 max_body_bytes: config.max_body_bytes,
                 max_title_chars: config.max_title_chars,
                 max_message_chars: config.chat.limits.max_message_chars,
             }),
             cors: config.cors.clone(),
+        }
+    }
+
+    /// Lists the files of messages kept in `attachments` (with URLs to read them), and deletes them with their
+    /// chat; `None` keeps no files.
+    pub fn with_attachments(self, attachments: Option<Arc<dyn AttachmentStore>>) -> Self {
+        let Ok(shared) = Arc::try_unwrap(self.shared) else {
+            unreachable!("the state is shared only once the app serves")
+        };
+        Self {
+            shared: Arc::new(Shared {
+                attachments,
+                ..shared
+            }),
+            cors: self.cors,
         }
     }
 
@@ -160,8 +179,9 @@ impl App<DynamoStore> {
     pub async fn from_env() -> Result<Self, ConfigError> {
         let config = Config::from_env()?;
         let auth = Auth::from_env()?;
-        let store = Backends::load().await.store(&config);
-        Ok(App::new(store, auth, &config))
+        let backends = Backends::load().await;
+        let app = App::new(backends.store(&config), auth, &config);
+        Ok(app.with_attachments(backends.attachments(&config)))
     }
 }
 
@@ -203,7 +223,12 @@ async fn messages<St: SessionStore>(
         .load_page(&owner, &id, cursor(&params), limit, MESSAGES_PAGE_BYTES)
         .await
         .map_err(ChatError::from)?;
-    let body: Vec<HistoryMessage> = page.items.iter().map(history_message).collect();
+    let mut body: Vec<HistoryMessage> = page.items.iter().map(history_message).collect();
+    for (listed, stored) in body.iter_mut().zip(&page.items) {
+        if !stored.files.is_empty() {
+            listed.files = Some(app.listed_files(&owner, &stored.files).await?);
+        }
+    }
     Ok(with_next_cursor(
         json_response(StatusCode::OK, &body),
         page.next_cursor,
@@ -275,10 +300,16 @@ async fn delete<St: SessionStore>(
     let id = chat_id(id)?;
     let Query(params) = query(&parts)?;
     mode(&params)?;
+    // The files first: a delete that fails there can be tried again whole. Then again after the chat, for a file a
+    // turn stored meanwhile.
+    app.delete_files(&owner, &id).await?;
     app.store
         .delete(&owner, &id)
         .await
         .map_err(ChatError::from)?;
+    if let Err(e) = app.delete_files(&owner, &id).await {
+        tracing::warn!(error = %e, "a file stored while its chat was deleted is left to expire");
+    }
     Ok(Response::builder()
         .status(StatusCode::OK)
         .body(Body::empty())
@@ -298,6 +329,43 @@ fn query(parts: &Parts) -> Result<Query<Params>, ApiError> {
 }
 
 impl<St: SessionStore> Shared<St> {
+    /// A message's files as listed, each with a URL that reads it for a few minutes. A message's files are listed
+    /// only where files are kept.
+    async fn listed_files(
+        &self,
+        owner: &str,
+        files: &[StoredFile],
+    ) -> Result<Vec<ListedFile>, ApiError> {
+        let mut listed = Vec::with_capacity(files.len());
+        for file in files {
+            let url = match &self.attachments {
+                Some(store) => store
+                    .url(owner, &file.key)
+                    .await
+                    .map_err(ChatError::Files)?,
+                None => String::new(),
+            };
+            listed.push(ListedFile {
+                name: file.name.clone(),
+                content_type: file.content_type.clone(),
+                size: file.size,
+                url,
+            });
+        }
+        Ok(listed)
+    }
+
+    /// Deletes every file of `owner`'s chat `id`.
+    async fn delete_files(&self, owner: &str, id: &str) -> Result<(), ApiError> {
+        if let Some(store) = &self.attachments {
+            store
+                .delete_chat(owner, id)
+                .await
+                .map_err(ChatError::Files)?;
+        }
+        Ok(())
+    }
+
     fn title(&self, title: Option<String>) -> Result<String, ApiError> {
         let title = title
             .map(|t| t.trim().to_string())

@@ -316,6 +316,7 @@ fn stored_message(i: usize, content: String) -> StoredMessage {
         timestamp: "10:15 AM".into(),
         agent_identifier: None,
         agent_name: None,
+        files: Vec::new(),
     }
 }
 

@@ -452,6 +452,7 @@ async fn a_chat_of_three_megabytes_reads_back_whole_through_the_api() {
             timestamp: "2026-01-01T00:00:00.000Z".into(),
             agent_identifier: None,
             agent_name: None,
+            files: Vec::new(),
         };
         let pair = [
             message(chat_core::Role::User, format!("{turn:02}").repeat(37_500)),

@@ -9,10 +9,12 @@ use aws_sdk_bedrockruntime::primitives::event_stream::EventReceiver;
 use aws_sdk_bedrockruntime::types::error::ConverseStreamOutputError;
 use aws_sdk_bedrockruntime::types::{
     CitationLocation, CitationsConfig, ContentBlock, ContentBlockDelta, ConversationRole,
-    ConverseOutput, ConverseStreamOutput, GuardrailConfiguration, GuardrailStreamConfiguration,
-    InferenceConfiguration, Message, SearchResultBlock, SearchResultContentBlock,
-    StopReason as BedrockStop, SystemContentBlock,
+    ConverseOutput, ConverseStreamOutput, DocumentBlock, DocumentFormat as BedrockDocumentFormat,
+    DocumentSource, GuardrailConfiguration, GuardrailStreamConfiguration, ImageBlock,
+    ImageFormat as BedrockImageFormat, ImageSource, InferenceConfiguration, Message,
+    SearchResultBlock, SearchResultContentBlock, StopReason as BedrockStop, SystemContentBlock,
 };
+use aws_smithy_types::Blob;
 use aws_smithy_types::timeout::TimeoutConfig;
 use chat_core::TokenUsage;
 use chat_core::{
@@ -58,8 +60,61 @@ fn silent(timeout: Duration, waiting_for: &str) -> ModelError {
     ))
 }
 
+/// A file as a Converse image or document block; `name` is the document's name, distinct in the request.
+fn file_block(file: &chat_core::Attachment, name: &str) -> Result<ContentBlock, ModelError> {
+    use chat_core::{DocumentFormat as D, FileKind, ImageFormat as I};
+    let rejected = |e: BuildError| ModelError::Rejected(e.to_string());
+    let bytes = file
+        .bytes
+        .as_ref()
+        .ok_or_else(|| ModelError::Rejected(format!("{} has no bytes", file.name)))?;
+    let blob = Blob::new(bytes.to_vec());
+    Ok(match file.kind {
+        FileKind::Image(format) => ContentBlock::Image(
+            ImageBlock::builder()
+                .format(match format {
+                    I::Png => BedrockImageFormat::Png,
+                    I::Jpeg => BedrockImageFormat::Jpeg,
+                    I::Gif => BedrockImageFormat::Gif,
+                    I::Webp => BedrockImageFormat::Webp,
+                })
+                .source(ImageSource::Bytes(blob))
+                .build()
+                .map_err(rejected)?,
+        ),
+        FileKind::Document(format) => ContentBlock::Document(
+            DocumentBlock::builder()
+                .format(match format {
+                    D::Pdf => BedrockDocumentFormat::Pdf,
+                    D::Csv => BedrockDocumentFormat::Csv,
+                    D::Doc => BedrockDocumentFormat::Doc,
+                    D::Docx => BedrockDocumentFormat::Docx,
+                    D::Xls => BedrockDocumentFormat::Xls,
+                    D::Xlsx => BedrockDocumentFormat::Xlsx,
+                    D::Html => BedrockDocumentFormat::Html,
+                    D::Txt => BedrockDocumentFormat::Txt,
+                    D::Md => BedrockDocumentFormat::Md,
+                })
+                .name(name)
+                .source(DocumentSource::Bytes(blob))
+                .build()
+                .map_err(rejected)?,
+        ),
+    })
+}
+
 fn messages(request: &ModelRequest) -> Result<Vec<Message>, ModelError> {
     let last = request.messages.len().saturating_sub(1);
+    // Converse refuses two documents of one name in a request.
+    let mut document_names = chat_core::distinct_names(
+        request
+            .messages
+            .iter()
+            .flat_map(|m| &m.files)
+            .filter(|f| !f.kind.is_image())
+            .map(|f| f.name.as_str()),
+    )
+    .into_iter();
     request
         .messages
         .iter()
@@ -77,8 +132,22 @@ fn messages(request: &ModelRequest) -> Result<Vec<Message>, ModelError> {
                     message = message.content(ContentBlock::SearchResult(search_result(passage)?));
                 }
             }
+            // Each file after a line naming it (an image block has no name of its own; a document needs a text
+            // beside it), then the message's text; a text left empty beside files is no block (Converse refuses
+            // blank text).
+            for file in &m.files {
+                let name = if file.kind.is_image() {
+                    String::new()
+                } else {
+                    document_names.next().unwrap_or_default()
+                };
+                message = message
+                    .content(ContentBlock::Text(file.label()))
+                    .content(file_block(file, &name)?);
+            }
             m.texts
                 .iter()
+                .filter(|t| m.files.is_empty() || !t.trim().is_empty())
                 .fold(message, |b, t| b.content(ContentBlock::Text(t.clone())))
                 .build()
                 .map_err(|e| ModelError::Rejected(e.to_string()))

@@ -1,11 +1,13 @@
 //! Adapters from the chat core's ports to AWS: Bedrock Converse is the model, DynamoDB the store, a Bedrock
 //! knowledge base the retriever.
 
+mod attachments;
 mod bedrock;
 mod knowledge_base;
 mod store;
 pub mod table;
 
+pub use attachments::S3Attachments;
 pub use bedrock::{BedrockModel, BedrockStream};
 pub use knowledge_base::BedrockKnowledgeBase;
 pub use store::DynamoStore;

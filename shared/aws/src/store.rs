@@ -253,6 +253,10 @@ fn message_of(item: &Item) -> StoredMessage {
         timestamp: get_s(item, "timestamp").unwrap_or_default(),
         agent_identifier: get_s(item, "agentIdentifier"),
         agent_name: get_s(item, "agentName"),
+        // The message's files as JSON: a list of `{name, contentType, size, key}`.
+        files: get_s(item, "files")
+            .and_then(|json| serde_json::from_str(&json).ok())
+            .unwrap_or_default(),
     }
 }
 
@@ -299,6 +303,10 @@ fn message_items(
     }
     if let Some(a) = &m.agent_name {
         item.insert("agentName".into(), s(a));
+    }
+    if !m.files.is_empty() {
+        let files = serde_json::to_string(&m.files).expect("stored files always serialize");
+        item.insert("files".into(), s(files));
     }
     let mut items = vec![item];
     for (k, part) in parts.iter().enumerate().skip(1) {
@@ -1432,6 +1440,7 @@ mod tests {
             timestamp: "10:15 AM".into(),
             agent_identifier: None,
             agent_name: Some("Analyst".into()),
+            files: Vec::new(),
         };
         let items = message_items("pk", "g", 4, &message, Some(9));
         assert_eq!(items.len(), 3);

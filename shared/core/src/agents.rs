@@ -135,10 +135,7 @@ fn agent_view(transcript: &[(Option<String>, Role, String)], agent: &str) -> Vec
         push_text(&mut out, role, text);
     }
     if out.last().is_some_and(|m| m.role == Role::Assistant) {
-        out.push(ModelMessage {
-            role: Role::User,
-            texts: vec!["Continue.".into()],
-        });
+        out.push(ModelMessage::text(Role::User, vec!["Continue.".into()]));
     }
     out
 }
@@ -309,6 +306,7 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
             timestamp: m.finished_at.clone(),
             agent_identifier: Some(m.agent.clone()),
             agent_name: Some(m.agent.clone()),
+            files: Vec::new(),
         }));
         self.store_turn(&caller.owner, &round.session, &messages, &round.started_at)
             .await

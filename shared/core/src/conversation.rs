@@ -4,6 +4,8 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
+use crate::Attachment;
+
 /// Who wrote a message. The protocols know only these two.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Role {
@@ -44,6 +46,8 @@ impl<'de> Deserialize<'de> for Role {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ContentPart {
     Text(String),
+    /// An image or a document the user attached.
+    File(Attachment),
 }
 
 /// One message of a conversation.
@@ -62,10 +66,28 @@ impl Message {
         }
     }
 
+    /// A message of one text part and `files`.
+    pub fn with_files(role: Role, text: impl Into<String>, files: Vec<Attachment>) -> Self {
+        let mut message = Self::new(role, text);
+        message
+            .content
+            .extend(files.into_iter().map(ContentPart::File));
+        message
+    }
+
+    /// The message's files, in order.
+    pub fn files(&self) -> impl Iterator<Item = &Attachment> {
+        self.content.iter().filter_map(|part| match part {
+            ContentPart::File(file) => Some(file),
+            ContentPart::Text(_) => None,
+        })
+    }
+
     /// The message's text: its text parts, in order, joined.
     pub fn text(&self) -> String {
-        let mut texts = self.content.iter().map(|part| match part {
-            ContentPart::Text(text) => text.as_str(),
+        let mut texts = self.content.iter().filter_map(|part| match part {
+            ContentPart::Text(text) => Some(text.as_str()),
+            ContentPart::File(_) => None,
         });
         match (texts.next(), texts.next()) {
             (None, _) => String::new(),

@@ -28,6 +28,9 @@ pub enum ModelError {
 pub enum ChatError {
     #[error("invalid request: {0}")]
     Invalid(#[from] InvalidRequest),
+    /// A file larger than its kind may be.
+    #[error("too large: {0}")]
+    TooLarge(InvalidRequest),
     #[error("a guardrail or content filter blocked the conversation")]
     ContentFiltered,
     /// The session state names a chat that does not exist for this caller.
@@ -40,4 +43,16 @@ pub enum ChatError {
     /// The knowledge base failed the turn's search.
     #[error(transparent)]
     Search(crate::SearchError),
+    /// The store of the owner's files failed the turn.
+    #[error(transparent)]
+    Files(crate::AttachmentError),
+}
+
+impl From<crate::FileRefusal> for ChatError {
+    fn from(refusal: crate::FileRefusal) -> Self {
+        match refusal {
+            crate::FileRefusal::Invalid(e) => ChatError::Invalid(e),
+            crate::FileRefusal::TooLarge(e) => ChatError::TooLarge(e),
+        }
+    }
 }

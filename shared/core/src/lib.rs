@@ -2,6 +2,7 @@
 //! the model through the [`ChatModel`] port; adapters beside it translate to Bedrock.
 
 mod agents;
+mod attachments;
 mod conversation;
 mod error;
 mod followups;
@@ -17,6 +18,10 @@ mod streaming;
 mod turn;
 
 pub use agents::{Agent, AgentGroup, AgentMessage, AgentRound};
+pub use attachments::{
+    Attachment, AttachmentError, AttachmentFuture, AttachmentStore, DocumentFormat, FileKind,
+    FileLimits, FileRefusal, ImageFormat, StoredFile, distinct_names, document_name, identify,
+};
 pub use conversation::{
     Answer, ChatMode, ContentPart, DataPoints, FinishReason, Message, Overrides, RetrievalMode,
     Role, Thought, TokenUsage, TurnInput, display_time,

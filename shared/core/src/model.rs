@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 use std::future::Future;
 
-use crate::{ModelError, Role, TokenUsage};
+use crate::{Attachment, ModelError, Role, TokenUsage};
 
 /// A message as the model gets it: consecutive messages of one role are one message with several text blocks,
 /// because models want the roles to alternate.
@@ -11,6 +11,20 @@ use crate::{ModelError, Role, TokenUsage};
 pub struct ModelMessage {
     pub role: Role,
     pub texts: Vec<String>,
+    /// The files the message carries, their bytes at hand; each goes before the texts, after a line naming it
+    /// ([`Attachment::label`]).
+    pub files: Vec<Attachment>,
+}
+
+impl ModelMessage {
+    /// A message of text blocks only.
+    pub fn text(role: Role, texts: Vec<String>) -> Self {
+        Self {
+            role,
+            texts,
+            files: Vec::new(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Default)]

@@ -73,18 +73,18 @@ pub(crate) fn sources_section(grounding: &Grounding) -> String {
 pub(crate) fn push_text(out: &mut Vec<ModelMessage>, role: Role, text: String) {
     match out.last_mut() {
         Some(last) if last.role == role => last.texts.push(text),
-        _ => out.push(ModelMessage {
-            role,
-            texts: vec![text],
-        }),
+        _ => out.push(ModelMessage::text(role, vec![text])),
     }
 }
 
-/// Consecutive messages of one role become one model message with several text blocks.
+/// Consecutive messages of one role become one model message with several text blocks (and their files).
 pub(crate) fn model_messages(messages: &[Message]) -> Vec<ModelMessage> {
     let mut out: Vec<ModelMessage> = Vec::with_capacity(messages.len());
     for m in messages {
         push_text(&mut out, m.role, m.text());
+        if let Some(last) = out.last_mut() {
+            last.files.extend(m.files().cloned());
+        }
     }
     out
 }
@@ -146,12 +146,13 @@ pub fn prepare_turn(
 
 fn prompt_thought(request: &ModelRequest) -> Thought {
     let mut description = vec![json!({"role": "system", "content": request.system})];
-    description.extend(
-        request
-            .messages
-            .iter()
-            .map(|m| json!({"role": m.role.as_str(), "content": m.texts.join("\n\n")})),
-    );
+    description.extend(request.messages.iter().map(|m| {
+        let mut entry = json!({"role": m.role.as_str(), "content": m.texts.join("\n\n")});
+        if !m.files.is_empty() {
+            entry["files"] = json!(m.files.iter().map(|f| &f.name).collect::<Vec<_>>());
+        }
+        entry
+    }));
     let mut props = Map::new();
     props.insert("model".into(), json!(request.model_id));
     props.insert("max_tokens".into(), json!(request.inference.max_tokens));

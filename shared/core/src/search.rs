@@ -151,6 +151,11 @@ fn query_request(
         .rposition(|m| m.role == Role::User)
         .unwrap_or(conversation.len())];
     let mut messages = model_messages(history);
+    // The query is written from the words of the conversation: its files would cost the call much and tell the
+    // query little.
+    for message in &mut messages {
+        message.files.clear();
+    }
     push_text(
         &mut messages,
         Role::User,

@@ -85,19 +85,35 @@ pub(crate) fn new_session(chat_id: String, mode: ChatMode, messages: &[Message])
 
 /// A stored chat continued: if the stored history is a prefix of the request's messages, the request is the whole
 /// conversation and only what follows the prefix is new; otherwise the request follows the stored history.
+/// A request message that repeats a stored one without its files (clients often keep only the text) still
+/// matches it, and the conversation keeps the stored files, to be read back for the model.
 pub(crate) fn continued_session(
     chat_id: String,
     mode: ChatMode,
     stored: &[StoredMessage],
     messages: &[Message],
 ) -> Session {
-    let history: Vec<Message> = stored
-        .iter()
-        .map(|m| Message::new(m.role, m.content.clone()))
-        .collect();
-    let is_prefix = history.len() <= messages.len() && history[..] == messages[..history.len()];
+    let history: Vec<Message> = stored.iter().map(StoredMessage::message).collect();
+    let is_prefix = history.len() <= messages.len()
+        && history
+            .iter()
+            .zip(messages)
+            .all(|(kept, sent)| repeats(sent, kept));
     let (conversation, new_messages) = if is_prefix {
-        (messages.to_vec(), messages[history.len()..].to_vec())
+        let earlier = history.iter().zip(messages).map(|(kept, sent)| {
+            // What the request sent, when it holds the files' bytes; the stored message otherwise.
+            if sent == kept {
+                sent.clone()
+            } else {
+                kept.clone()
+            }
+        });
+        (
+            earlier
+                .chain(messages[history.len()..].iter().cloned())
+                .collect(),
+            messages[history.len()..].to_vec(),
+        )
     } else {
         ([history, messages.to_vec()].concat(), messages.to_vec())
     };
@@ -110,6 +126,23 @@ pub(crate) fn continued_session(
         new_messages,
         history: stored.to_vec(),
         read_mark: None,
+    }
+}
+
+/// Whether `sent` is the stored message `kept` again: the same role and text, and its files or none.
+fn repeats(sent: &Message, kept: &Message) -> bool {
+    sent == kept
+        || (sent.role == kept.role && sent.files().next().is_none() && sent.text() == kept.text())
+}
+
+impl StoredMessage {
+    /// The message as the conversation knows it, its files to be read back.
+    pub fn message(&self) -> Message {
+        Message::with_files(
+            self.role,
+            self.content.clone(),
+            self.files.iter().filter_map(|f| f.attachment()).collect(),
+        )
     }
 }
 
@@ -150,6 +183,7 @@ mod tests {
             timestamp: "t".into(),
             agent_identifier: None,
             agent_name: None,
+            files: Vec::new(),
         }
     }
 
@@ -197,6 +231,30 @@ mod tests {
         let s = continued_session("id".into(), ChatMode::Standard, &stored, &request);
         assert_eq!(s.conversation.len(), 5);
         assert_eq!(s.new_messages, request);
+    }
+
+    #[test]
+    fn a_request_that_repeats_a_message_without_its_files_keeps_the_stored_files() {
+        let file = crate::StoredFile {
+            name: "a.png".into(),
+            content_type: "image/png".into(),
+            size: 3,
+            key: "k".into(),
+        };
+        let mut with_file = stored(Role::User, "a");
+        with_file.files.push(file.clone());
+        let stored = [with_file, stored(Role::Assistant, "b")];
+        let request = [
+            msg(Role::User, "a"),
+            msg(Role::Assistant, "b"),
+            msg(Role::User, "c"),
+        ];
+        let s = continued_session("id".into(), ChatMode::Standard, &stored, &request);
+        assert_eq!(s.new_messages, [msg(Role::User, "c")]);
+        let files: Vec<_> = s.conversation[0].files().collect();
+        assert_eq!(files.len(), 1);
+        assert_eq!(files[0].key.as_deref(), Some("k"));
+        assert!(files[0].bytes.is_none(), "read back later");
     }
 
     #[test]

@@ -64,6 +64,8 @@ pub struct RequestLimits {
     pub max_output_tokens: u32,
     /// The largest `top` (passages to search for) a request may ask for.
     pub max_top: usize,
+    /// How many files, and how large, a request may carry.
+    pub files: crate::FileLimits,
 }
 
 impl RequestLimits {
@@ -87,6 +89,7 @@ impl Default for RequestLimits {
             max_message_chars: 80_000,
             max_output_tokens: 8192,
             max_top: 20,
+            files: crate::FileLimits::default(),
         }
     }
 }

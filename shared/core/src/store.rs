@@ -27,6 +27,8 @@ pub struct StoredMessage {
     pub timestamp: String,
     pub agent_identifier: Option<String>,
     pub agent_name: Option<String>,
+    /// The files the message carried, kept in the owner's files.
+    pub files: Vec<crate::StoredFile>,
 }
 
 impl StoredMessage {
@@ -48,8 +50,18 @@ impl StoredMessage {
         .map(twice_escaped_size)
         .sum::<usize>()
             + FIELDS
+            + self
+                .files
+                .iter()
+                .map(|f| {
+                    twice_escaped_size(&f.name) + twice_escaped_size(&f.content_type) + FILE_FIELDS
+                })
+                .sum::<usize>()
     }
 }
+
+/// A listed file's field names, its size and its presigned URL (which holds a signature and a session token).
+const FILE_FIELDS: usize = 3072;
 
 /// The length of `text` escaped as a JSON string and then once more: `"` and `\\` become four bytes (`\\\"`),
 /// the short control escapes three (`\\n`), other control characters seven (`\\u0001`), everything else its
@@ -264,6 +276,7 @@ mod tests {
             timestamp: "10:15 AM".into(),
             agent_identifier: Some("Analyst".into()),
             agent_name: None,
+            files: Vec::new(),
         };
         let json = serde_json::json!({
             "id": message.id, "content": message.content, "role": "assistant",

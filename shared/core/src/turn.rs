@@ -15,6 +15,7 @@ use crate::{
     SessionStore, StopReason, StoredMessage, StreamingTurn, Thought, TokenUsage, TurnInput,
     display_time, prepare_turn, title_of,
 };
+use crate::{AttachmentError, AttachmentStore, ContentPart, InvalidRequest, Message, StoredFile};
 
 /// What identifies one answer: its id, when it was made, and by which model.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,6 +59,7 @@ pub struct ChatService<M, St> {
     store: St,
     settings: ChatSettings,
     retriever: Option<Arc<dyn Retriever>>,
+    attachments: Option<Arc<dyn AttachmentStore>>,
 }
 
 impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
@@ -67,7 +69,19 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
             store,
             settings,
             retriever: None,
+            attachments: None,
         }
+    }
+
+    /// Keeps the files of messages in `attachments`, per owner; `None` takes no files.
+    pub fn with_attachments(mut self, attachments: Option<Arc<dyn AttachmentStore>>) -> Self {
+        self.attachments = attachments;
+        self
+    }
+
+    /// Where the owners' files are kept, when anywhere.
+    pub fn attachments(&self) -> Option<&dyn AttachmentStore> {
+        self.attachments.as_deref()
     }
 
     /// Grounds standard turns in what `retriever` finds; `None` answers from the model alone.
@@ -127,8 +141,15 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
 
     /// The steps before the model: the session, the search (when a knowledge base is configured), the prompt.
     async fn prepare(&self, caller: &Caller, input: &TurnInput) -> Result<Turn, ChatError> {
-        let session = self.begin(&caller.owner, input, ChatMode::Standard).await?;
+        self.check_files(input)?;
+        let mut session = self.begin(&caller.owner, input, ChatMode::Standard).await?;
         let mut thoughts = Vec::new();
+        if let Some(thought) = self
+            .read_files(&caller.owner, &mut session.conversation)
+            .await?
+        {
+            thoughts.push(thought);
+        }
         let grounding = match &self.retriever {
             None => None,
             Some(retriever) => {
@@ -206,13 +227,141 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
     }
 
     /// Stores a turn whose answer is complete: the session's new messages and the answer, all or nothing.
+    /// The turn's new files are kept first; a turn whose messages are not stored removes them again.
     async fn save(&self, owner: &str, session: &Session, answer: &str) -> Result<(), ChatError> {
         let now = OffsetDateTime::now_utc();
         let shown_at = display_time(now.unix_timestamp());
+        let files = self.keep_files(owner, session).await?;
         let mut messages = new_stored_messages(session, &shown_at);
+        for (message, files) in messages.iter_mut().zip(&files) {
+            message.files = files.clone();
+        }
         messages.push(stored_message(Role::Assistant, answer, &shown_at));
-        self.store_turn(owner, session, &messages, &rfc3339_millis(now))
-            .await
+        let stored = self
+            .store_turn(owner, session, &messages, &rfc3339_millis(now))
+            .await;
+        if stored.is_err() {
+            let keys: Vec<String> = files.into_iter().flatten().map(|f| f.key).collect();
+            self.remove_files(owner, &keys).await;
+        }
+        stored
+    }
+
+    /// Refuses files this service cannot take: more or larger than the limits, on assistant messages, or any at
+    /// all when it has nowhere to keep them.
+    fn check_files(&self, input: &TurnInput) -> Result<(), ChatError> {
+        self.settings.limits.files.check_messages(&input.messages)?;
+        let has_files = input.messages.iter().any(|m| m.files().next().is_some());
+        if has_files && self.attachments.is_none() {
+            return Err(InvalidRequest::new(
+                "messages",
+                "this backend takes no files: it has nowhere to keep them (ATTACHMENTS_BUCKET is not set)",
+            )
+            .into());
+        }
+        Ok(())
+    }
+
+    /// Reads back the bytes of the conversation's stored files (an earlier turn's), so the model gets them again;
+    /// a file no longer kept (expired) is replaced by a line saying so. The thought lists every file the model
+    /// gets.
+    async fn read_files(
+        &self,
+        owner: &str,
+        conversation: &mut [Message],
+    ) -> Result<Option<Thought>, ChatError> {
+        let mut listed = Vec::new();
+        for message in conversation.iter_mut() {
+            for part in message.content.iter_mut() {
+                let ContentPart::File(file) = part else {
+                    continue;
+                };
+                if file.bytes.is_none() {
+                    let read = match (&self.attachments, &file.key) {
+                        (Some(store), Some(key)) => store.get(owner, key).await,
+                        _ => Err(AttachmentError::NotFound),
+                    };
+                    match read {
+                        Ok(bytes) => file.bytes = Some(bytes),
+                        Err(AttachmentError::NotFound) => {
+                            *part =
+                                ContentPart::Text(format!("[file: {}, no longer kept]", file.name));
+                            continue;
+                        }
+                        Err(e) => return Err(ChatError::Files(e)),
+                    }
+                }
+                listed.push(json!({
+                    "name": file.name,
+                    "contentType": file.kind.content_type(),
+                    "size": file.size,
+                }));
+            }
+        }
+        if listed.is_empty() {
+            return Ok(None);
+        }
+        let names: Vec<String> = listed
+            .iter()
+            .map(|f| {
+                format!(
+                    "{} ({}, {} bytes)",
+                    f["name"].as_str().unwrap_or(""),
+                    f["contentType"].as_str().unwrap_or(""),
+                    f["size"]
+                )
+            })
+            .collect();
+        Ok(Some(Thought {
+            title: "Files sent to the model".into(),
+            description: Value::String(names.join(", ")),
+            props: Some(json!({ "files": listed })),
+        }))
+    }
+
+    /// Stores the files of the turn's new messages in the owner's files: for each new message, its files as
+    /// stored. Nothing is kept for a turn that is not stored; a file that fails removes those stored before it.
+    async fn keep_files(
+        &self,
+        owner: &str,
+        session: &Session,
+    ) -> Result<Vec<Vec<StoredFile>>, ChatError> {
+        let mut kept: Vec<Vec<StoredFile>> = Vec::with_capacity(session.new_messages.len());
+        let Some(store) = self.attachments.as_deref().filter(|_| session.kept) else {
+            return Ok(kept);
+        };
+        for message in &session.new_messages {
+            let mut files = Vec::new();
+            for file in message.files() {
+                match store.put(owner, &session.chat_id, file).await {
+                    Ok(key) => {
+                        let mut stored = file.stored();
+                        stored.key = key;
+                        files.push(stored);
+                    }
+                    Err(e) => {
+                        let keys: Vec<String> = kept
+                            .into_iter()
+                            .chain([files])
+                            .flatten()
+                            .map(|f| f.key)
+                            .collect();
+                        self.remove_files(owner, &keys).await;
+                        return Err(ChatError::Files(e));
+                    }
+                }
+            }
+            kept.push(files);
+        }
+        Ok(kept)
+    }
+
+    /// Removes files a failed turn stored. Best effort: what stays is the owner's, unlisted, and expires with the
+    /// bucket's lifecycle.
+    async fn remove_files(&self, owner: &str, keys: &[String]) {
+        if let (Some(store), false) = (&self.attachments, keys.is_empty()) {
+            let _ = store.delete(owner, keys).await;
+        }
     }
 
     /// Stores `messages` as the turn of `session`: the chat is created by its first turn, continued by the others.
@@ -267,6 +416,7 @@ pub(crate) fn stored_message(role: Role, content: &str, shown_at: &str) -> Store
         timestamp: shown_at.to_string(),
         agent_identifier: None,
         agent_name: None,
+        files: Vec::new(),
     }
 }
 

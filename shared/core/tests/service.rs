@@ -114,10 +114,7 @@ async fn a_buffered_answer_is_the_models_text_and_its_turn_is_stored() {
     assert_eq!(request.inference.max_tokens, 256);
     assert_eq!(
         request.messages,
-        [ModelMessage {
-            role: Role::User,
-            texts: vec!["hi".into()]
-        }]
+        [ModelMessage::text(Role::User, vec!["hi".into()])]
     );
     // A new chat, holding the question and the answer.
     let id = chat_id(&answer);
@@ -178,18 +175,9 @@ async fn a_chat_is_continued_through_its_session_state() {
     assert_eq!(
         model.last_request().unwrap().messages,
         [
-            ModelMessage {
-                role: Role::User,
-                texts: vec!["one".into()]
-            },
-            ModelMessage {
-                role: Role::Assistant,
-                texts: vec!["First answer.".into()]
-            },
-            ModelMessage {
-                role: Role::User,
-                texts: vec!["two".into()]
-            },
+            ModelMessage::text(Role::User, vec!["one".into()]),
+            ModelMessage::text(Role::Assistant, vec!["First answer.".into()]),
+            ModelMessage::text(Role::User, vec!["two".into()]),
         ]
     );
     // A request holding the whole conversation stores only what is new.
@@ -580,26 +568,17 @@ async fn agents_speak_in_turn_until_the_approval_phrase_and_the_round_is_stored_
     assert!(requests[1].system.contains("the agents Analyst"));
     assert_eq!(
         requests[1].messages,
-        [ModelMessage {
-            role: Role::User,
-            texts: vec!["Build it".into(), "Analyst: Requirements.".into()]
-        }]
+        [ModelMessage::text(
+            Role::User,
+            vec!["Build it".into(), "Analyst: Requirements.".into()]
+        )]
     );
     assert_eq!(
         requests[2].messages,
         [
-            ModelMessage {
-                role: Role::User,
-                texts: vec!["Build it".into()]
-            },
-            ModelMessage {
-                role: Role::Assistant,
-                texts: vec!["Requirements.".into()]
-            },
-            ModelMessage {
-                role: Role::User,
-                texts: vec!["Engineer: Design.".into()]
-            },
+            ModelMessage::text(Role::User, vec!["Build it".into()]),
+            ModelMessage::text(Role::Assistant, vec!["Requirements.".into()]),
+            ModelMessage::text(Role::User, vec!["Engineer: Design.".into()]),
         ]
     );
     // Stored once, as one new multi-agent chat: the user's message and every agent's, attributed.
@@ -650,10 +629,7 @@ async fn a_round_without_approval_ends_at_the_turn_limit() {
         .unwrap();
     assert_eq!(
         model.requests()[1].messages.last().unwrap(),
-        &ModelMessage {
-            role: Role::User,
-            texts: vec!["Continue.".into()]
-        }
+        &ModelMessage::text(Role::User, vec!["Continue.".into()])
     );
 }
 

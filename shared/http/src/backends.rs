@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use chat_aws::{BedrockKnowledgeBase, BedrockModel, DynamoStore};
-use chat_core::Retriever;
+use chat_aws::{BedrockKnowledgeBase, BedrockModel, DynamoStore, S3Attachments};
+use chat_core::{AttachmentStore, Retriever};
 
 use crate::{Auth, Config, ConfigError};
 
@@ -35,6 +35,17 @@ impl Backends {
         )
     }
 
+    /// The bucket that keeps the files of messages, when `ATTACHMENTS_BUCKET` names one.
+    pub fn attachments(&self, config: &Config) -> Option<Arc<dyn AttachmentStore>> {
+        let bucket = config.attachments_bucket.as_deref()?;
+        Some(Arc::new(S3Attachments::from_config(
+            &self.aws,
+            bucket,
+            config.attachment_url_lifetime,
+            config.store_timeouts,
+        )))
+    }
+
     /// The knowledge base standard turns search, when `KNOWLEDGE_BASE_ID` names one.
     pub fn knowledge_base(&self, config: &Config) -> Option<Arc<dyn Retriever>> {
         BedrockKnowledgeBase::configured(
@@ -53,6 +64,7 @@ pub struct ChatBackends {
     pub model: BedrockModel,
     pub store: DynamoStore,
     pub knowledge_base: Option<Arc<dyn Retriever>>,
+    pub attachments: Option<Arc<dyn AttachmentStore>>,
 }
 
 impl ChatBackends {
@@ -64,6 +76,7 @@ impl ChatBackends {
             model: backends.model(&config),
             store: backends.store(&config),
             knowledge_base: backends.knowledge_base(&config),
+            attachments: backends.attachments(&config),
             config,
             auth,
         })

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use chat_core::{
-    AgentGroup, ChatSettings, CitationMode, Guardrail, RequestLimits, RetrievalSettings,
-    StoreTimeouts,
+    AgentGroup, ChatSettings, CitationMode, FileLimits, Guardrail, RequestLimits,
+    RetrievalSettings, StoreTimeouts,
 };
 use chat_protocol::chat_ui::ReplyShape;
 
@@ -16,6 +16,12 @@ pub struct Config {
     pub chat: ChatSettings,
     /// Largest request body accepted, in bytes.
     pub max_body_bytes: usize,
+    /// Largest `multipart/form-data` request body (a request with files) accepted, in bytes (`MAX_UPLOAD_BYTES`).
+    pub max_upload_bytes: usize,
+    /// The S3 bucket that keeps the files of messages (`ATTACHMENTS_BUCKET`); `None` takes no files.
+    pub attachments_bucket: Option<String>,
+    /// How long a listed file's presigned URL may be used (`ATTACHMENT_URL_SECONDS`).
+    pub attachment_url_lifetime: Duration,
     /// How long one model call may take to start answering.
     pub model_timeout: Duration,
     /// The DynamoDB table of chats and messages.
@@ -49,6 +55,8 @@ pub struct ConfigError {
 
 impl Config {
     pub const DEFAULT_MODEL_ID: &'static str = "anthropic.claude-3-haiku-20240307-v1:0";
+    /// What fits in a Lambda request: 6 MB of event, in which a function URL carries a binary body in base64.
+    pub const DEFAULT_MAX_UPLOAD_BYTES: usize = 4_500_000;
 
     pub fn from_env() -> Result<Self, ConfigError> {
         Self::from_lookup(|name| std::env::var(name).ok())
@@ -164,6 +172,15 @@ impl Config {
             });
         }
         let default_top = (RetrievalSettings::default().default_top as u64).min(max_top);
+        let files = FileLimits::default();
+        // S3 presigns for at most seven days.
+        let attachment_url_seconds = number("ATTACHMENT_URL_SECONDS", 300)?;
+        if !(1..=604_800).contains(&attachment_url_seconds) {
+            return Err(ConfigError {
+                name: "ATTACHMENT_URL_SECONDS",
+                reason: "must be between 1 and 604800 (seven days)".into(),
+            });
+        }
         Ok(Self {
             chat: ChatSettings {
                 model_id: get("MODEL_ID").unwrap_or_else(|| Self::DEFAULT_MODEL_ID.into()),
@@ -176,6 +193,13 @@ impl Config {
                     max_message_chars: max_message_chars as usize,
                     max_output_tokens: to_u32("MAX_OUTPUT_TOKENS", max_output_tokens)?,
                     max_top: max_top as usize,
+                    files: FileLimits {
+                        max_images: number("MAX_IMAGES", files.max_images as u64)? as usize,
+                        max_image_bytes: number("MAX_IMAGE_BYTES", files.max_image_bytes)?,
+                        max_documents: number("MAX_DOCUMENTS", files.max_documents as u64)?
+                            as usize,
+                        max_document_bytes: number("MAX_DOCUMENT_BYTES", files.max_document_bytes)?,
+                    },
                 },
                 retrieval: RetrievalSettings {
                     default_top: default_top as usize,
@@ -184,6 +208,12 @@ impl Config {
                 },
             },
             max_body_bytes: number("MAX_BODY_BYTES", 1024 * 1024)? as usize,
+            max_upload_bytes: number("MAX_UPLOAD_BYTES", Self::DEFAULT_MAX_UPLOAD_BYTES as u64)?
+                as usize,
+            attachments_bucket: get("ATTACHMENTS_BUCKET")
+                .map(|b| b.trim().to_string())
+                .filter(|b| !b.is_empty()),
+            attachment_url_lifetime: Duration::from_secs(attachment_url_seconds),
             model_timeout: Duration::from_secs(number("MODEL_TIMEOUT_SECONDS", 60)?),
             table_name: get("TABLE_NAME").unwrap_or_else(|| "chat-backend".into()),
             history_ttl_days,

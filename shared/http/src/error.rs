@@ -3,7 +3,7 @@
 use axum::body::Body;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use chat_core::{ChatError, ModelError, SearchError, StoreError};
+use chat_core::{AttachmentError, ChatError, ModelError, SearchError, StoreError};
 use chat_protocol::ErrorBody;
 use serde::Serialize;
 
@@ -16,6 +16,9 @@ pub enum ApiError {
     MethodNotAllowed { allow: &'static str },
     #[error("body larger than {limit} bytes")]
     PayloadTooLarge { limit: usize },
+    /// A request with files larger than `MAX_UPLOAD_BYTES`.
+    #[error("multipart body larger than {limit} bytes")]
+    UploadTooLarge { limit: usize },
     #[error("unauthorized: {0}")]
     Unauthorized(String),
     #[error("invalid cursor")]
@@ -52,7 +55,13 @@ impl ApiError {
             ApiError::Chat(ChatError::Store(StoreError::InvalidCursor)) => StatusCode::BAD_REQUEST,
             ApiError::Chat(ChatError::Store(_)) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-            ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::PayloadTooLarge { .. }
+            | ApiError::UploadTooLarge { .. }
+            | ApiError::Chat(ChatError::TooLarge(_)) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::Chat(ChatError::Files(AttachmentError::Unavailable(_))) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            ApiError::Chat(ChatError::Files(_)) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Chat(ChatError::Invalid(_) | ChatError::ContentFiltered) => {
                 StatusCode::BAD_REQUEST
@@ -111,10 +120,19 @@ impl ApiError {
             ApiError::PayloadTooLarge { limit } => {
                 format!("The request body is larger than the limit of {limit} bytes.")
             }
+            ApiError::UploadTooLarge { limit } => format!(
+                "The request with its files is larger than the limit of {limit} bytes (MAX_UPLOAD_BYTES: a Lambda \
+                 request carries at most 6 MB, files in base64). Send fewer or smaller files, or send them over \
+                 several turns."
+            ),
             ApiError::UnsupportedMediaType(_) => {
                 "The request body must be JSON (Content-Type: application/json).".into()
             }
-            ApiError::Chat(ChatError::Invalid(e)) => e.to_string(),
+            ApiError::Chat(ChatError::Invalid(e) | ChatError::TooLarge(e)) => e.to_string(),
+            ApiError::Chat(ChatError::Files(AttachmentError::Unavailable(_))) => {
+                "The file store is not answering right now. Please try again in a moment.".into()
+            }
+            ApiError::Chat(ChatError::Files(_)) => INTERNAL.into(),
             ApiError::Chat(ChatError::ContentFiltered) => {
                 "Your message contains content that was flagged by the content filter.".into()
             }

@@ -255,6 +255,7 @@ impl MessagesReply {
                 timestamp: display_time(answer.created),
                 agent_identifier: None,
                 agent_name: None,
+                files: None,
                 extra: match answer.data_points {
                     Some(_) => {
                         Map::from_iter([("citations".into(), answer.citations.clone().into())])
@@ -303,8 +304,22 @@ pub struct HistoryMessage {
     pub agent_identifier: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_name: Option<String>,
+    /// The files the message carried, each with a URL to read it for a few minutes; absent when it had none.
+    /// (A replace request's files are not taken: files come only with a chat turn.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<Vec<ListedFile>>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+/// A file of a listed message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListedFile {
+    pub name: String,
+    pub content_type: String,
+    pub size: u64,
+    pub url: String,
 }
 
 /// `POST /chat-history`.
@@ -387,6 +402,7 @@ pub fn agent_ui_message(message: &AgentMessage) -> HistoryMessage {
         timestamp: message.finished_at.clone(),
         agent_identifier: Some(message.agent.clone()),
         agent_name: Some(message.agent.clone()),
+        files: None,
         extra: match &message.citations {
             Some(cited) => Map::from_iter([("citations".into(), cited.clone().into())]),
             None => Map::new(),
@@ -446,6 +462,7 @@ pub fn history_message(m: &StoredMessage) -> HistoryMessage {
         timestamp: m.timestamp.clone(),
         agent_identifier: m.agent_identifier.clone(),
         agent_name: m.agent_name.clone(),
+        files: None,
         extra: Map::new(),
     }
 }
@@ -470,6 +487,7 @@ pub fn stored_message(m: HistoryMessage, shown_at: &str) -> StoredMessage {
         // identifiers are their names here.
         agent_identifier: m.agent_identifier.or_else(|| m.agent_name.clone()),
         agent_name: m.agent_name,
+        files: Vec::new(),
     }
 }
 

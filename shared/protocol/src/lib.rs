@@ -5,6 +5,7 @@ pub mod chat_ui;
 mod error;
 mod field;
 mod model;
+mod multipart;
 mod request;
 pub mod v2024_01_28;
 pub mod v2024_05_29;
@@ -15,6 +16,7 @@ pub use model::{
     ChatInput, Dialect, SessionSpelling, Thought, openai_finish_reason,
     semantic_kernel_finish_reason,
 };
+pub use multipart::{is_multipart, parse_multipart_chat_request};
 pub use request::{Endpoint, parse_body, parse_chat_request, parse_replace_request};
 pub use wire::{
     Delta, ErrorBody, RequestContext, ResponseContext, WireDataPoints, WireMessage, WireOverrides,

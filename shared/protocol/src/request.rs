@@ -3,7 +3,7 @@
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use chat_core::{InvalidRequest, Overrides, RequestLimits, TurnInput};
+use chat_core::{Attachment, InvalidRequest, Overrides, RequestLimits, TurnInput};
 
 use crate::error::{at_original_message, from_path_error};
 use crate::{
@@ -26,6 +26,19 @@ pub fn parse_chat_request(
     endpoint: Endpoint,
     limits: &RequestLimits,
 ) -> Result<ChatInput, InvalidRequest> {
+    parse_with_files(body, endpoint, limits, Files::default())
+}
+
+/// The files of a request's messages, by message index: each message's files in order.
+pub(crate) type Files = std::collections::BTreeMap<usize, Vec<Attachment>>;
+
+/// Parses a chat request body whose messages carry `files` (sent beside it, as multipart parts).
+pub(crate) fn parse_with_files(
+    body: &[u8],
+    endpoint: Endpoint,
+    limits: &RequestLimits,
+    files: Files,
+) -> Result<ChatInput, InvalidRequest> {
     let mut value = json_object(body)?;
     match endpoint {
         Endpoint::ChatUi => {
@@ -33,8 +46,15 @@ pub fn parse_chat_request(
             let r: chat_ui::ChatRequest = typed(value)?;
             let (messages, kept) = chat_ui::drop_ui_notes(r.messages, &notes);
             let session = session_state(r.session_state_camel, r.session_state_snake, false)?;
-            build(Dialect::ChatUi, messages, Field::Missing, session, limits)
-                .map_err(|e| at_original_message(e, &kept))
+            build(
+                Dialect::ChatUi,
+                messages,
+                Field::Missing,
+                session,
+                limits,
+                files,
+            )
+            .map_err(|e| at_original_message(e, &kept))
         }
         Endpoint::Protocol => match value.get("stream") {
             Some(Value::Bool(stream)) => {
@@ -47,12 +67,20 @@ pub fn parse_chat_request(
                     r.context,
                     session,
                     limits,
+                    files,
                 )
             }
             None | Some(Value::Null) => {
                 let r: v2024_05_29::ChatRequest = typed(value)?;
                 let session = session_state(r.session_state_camel, r.session_state_snake, false)?;
-                build(Dialect::V20240529, r.messages, r.context, session, limits)
+                build(
+                    Dialect::V20240529,
+                    r.messages,
+                    r.context,
+                    session,
+                    limits,
+                    files,
+                )
             }
             Some(_) => Err(InvalidRequest::new("stream", "expected a boolean")),
         },
@@ -162,8 +190,9 @@ fn build(
     context: Field<RequestContext>,
     (session_state, spelling): (Option<Value>, SessionSpelling),
     limits: &RequestLimits,
+    files: Files,
 ) -> Result<ChatInput, InvalidRequest> {
-    let messages = messages(wire_messages, limits)?;
+    let messages = messages(wire_messages, limits, files)?;
     let overrides = overrides(context, limits)?;
     Ok(ChatInput {
         dialect,
@@ -178,9 +207,11 @@ fn build(
     })
 }
 
+/// The messages, each with its files. A message that carries files may have no text.
 fn messages(
     wire: Vec<WireMessage>,
     limits: &RequestLimits,
+    mut files: Files,
 ) -> Result<Vec<Message>, InvalidRequest> {
     if wire.is_empty() {
         return Err(InvalidRequest::new(
@@ -200,7 +231,7 @@ fn messages(
     }
     for (i, m) in wire.iter().enumerate() {
         let path = format!("messages[{i}].content");
-        if m.content.trim().is_empty() {
+        if m.content.trim().is_empty() && !files.contains_key(&i) {
             return Err(InvalidRequest::new(path, "must not be empty"));
         }
         InvalidRequest::check_length(&path, &m.content, limits.max_message_chars)?;
@@ -218,9 +249,19 @@ fn messages(
             "the last message must come from the user",
         ));
     }
+    if let Some((&i, _)) = files.range(wire.len()..).next() {
+        return Err(InvalidRequest::new(
+            format!("messages[{i}].files[0]"),
+            format!(
+                "there is no messages[{i}]: the request has {} messages",
+                wire.len()
+            ),
+        ));
+    }
     Ok(wire
         .into_iter()
-        .map(|m| Message::new(m.role, m.content))
+        .enumerate()
+        .map(|(i, m)| Message::with_files(m.role, m.content, files.remove(&i).unwrap_or_default()))
         .collect())
 }
 

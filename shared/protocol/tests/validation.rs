@@ -219,6 +219,7 @@ fn limits_are_enforced() {
         max_message_chars: 5,
         max_output_tokens: 10,
         max_top: 20,
+        files: Default::default(),
     };
     let parse_with = |v: serde_json::Value| {
         parse_chat_request(v.to_string().as_bytes(), Endpoint::Protocol, &limits)

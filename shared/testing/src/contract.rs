@@ -62,6 +62,7 @@ pub fn message(role: Role, content: &str) -> StoredMessage {
         timestamp: "2026-01-01T00:00:00.000Z".into(),
         agent_identifier: None,
         agent_name: None,
+        files: Vec::new(),
     }
 }
 

@@ -62,6 +62,20 @@ pub async fn fresh_store() -> DynamoStore {
     DynamoStore::new(client, table, None)
 }
 
+/// The files of messages in a new, empty bucket of moto's shared server (which serves S3 beside DynamoDB),
+/// through the real S3 client, presigning URLs for five minutes.
+pub async fn fresh_attachments() -> chat_aws::S3Attachments {
+    let bucket = format!("chat-files-{}", uuid::Uuid::new_v4().simple());
+    let files = chat_aws::S3Attachments::from_config(
+        &LocalDynamo::shared().sdk_config().await,
+        &bucket,
+        std::time::Duration::from_secs(300),
+        chat_core::StoreTimeouts::default(),
+    );
+    files.ensure_bucket().await.expect("the bucket is created");
+    files
+}
+
 /// What a function under test talks to: a local Bedrock server of its own, a fresh table, and its configuration.
 pub struct Backend {
     pub bedrock: LocalBedrock,

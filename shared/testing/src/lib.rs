@@ -5,6 +5,7 @@
 //!
 //! It is a dev-dependency only: nothing here is production code.
 
+mod attachments;
 pub mod contract;
 mod memory;
 mod model;
@@ -13,6 +14,7 @@ mod retriever;
 #[cfg(feature = "harness")]
 pub mod harness;
 
+pub use attachments::InMemoryAttachments;
 pub use memory::{InMemoryStore, StoreOp};
 pub use model::{Script, ScriptedModel, ScriptedStream};
 pub use retriever::FakeRetriever;

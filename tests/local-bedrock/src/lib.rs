@@ -45,6 +45,13 @@
 //! | **prompted grounding**: the last user message's text has a `\n\nSources:\n` section (its last occurrence; a text ending in `\n\nSources:` is an empty section) | for each source line `{citation name}: {passage}` in order (the name is everything before the first `": "`; blank lines and lines without `": "` are skipped): the passage's first sentence, then ` [{citation name}]`, the pieces joined by a space, e.g. `Employees may choose between two plans. [Benefit_Options.md#page=2] Travel must be booked through the portal. [Travel_Policy.md]`. With no source lines: `The sources do not hold the answer to this question.` |
 //! | anything else | `Echo: T` |
 //!
+//! When the last user message holds `image` or `document` blocks, the answer (echoed or grounded, not a query
+//! rewrite, `say` or `deltas`) ends with ` Received: ` and one entry per block, in order, joined by `; `:
+//! `NAME: image FORMAT SIZE bytes` or `NAME: document DOCNAME FORMAT SIZE bytes`, where SIZE counts the decoded
+//! bytes, DOCNAME is the document block's own name, and NAME is the file's name from the text block just before it
+//! when that block is `[file: NAME, …]` (the backend's label), else `unnamed`. So tests can assert the model got
+//! each file whole, and by which name.
+//!
 //! A passage's *first sentence* runs up to and including the first `.`, `!` or `?` followed by whitespace or the
 //! end of the passage (the whole passage if none); it is cut after 30 words, and its words are joined by single
 //! spaces. The follow-up `<<…>>` lines end every answer but a query rewrite, as above.
@@ -278,6 +285,61 @@ fn strip_directives_but(text: &str, keep: impl Fn(&str) -> bool) -> String {
     out.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// What the `image` and `document` blocks of a message's content hold: `image png 67 bytes`,
+/// `document report pdf 300 bytes`.
+fn received_files(blocks: Option<&Value>) -> Vec<String> {
+    let size = |block: &Value| {
+        block
+            .pointer("/source/bytes")
+            .and_then(Value::as_str)
+            .and_then(|b64| aws_smithy_types::base64::decode(b64).ok())
+            .map_or(0, |bytes| bytes.len())
+    };
+    let format = |block: &Value| {
+        block
+            .get("format")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    // The file's name, from the label just before its block.
+    let label = |before: Option<&Value>| {
+        before
+            .and_then(|b| b.get("text"))
+            .and_then(Value::as_str)
+            .and_then(|t| t.strip_prefix("[file: "))
+            .and_then(|t| t.split(", ").next())
+            .unwrap_or("unnamed")
+            .to_string()
+    };
+    let Some(blocks) = blocks.and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    blocks
+        .iter()
+        .enumerate()
+        .filter_map(|(i, b)| {
+            let name = label(i.checked_sub(1).and_then(|j| blocks.get(j)));
+            if let Some(image) = b.get("image") {
+                Some(format!(
+                    "{name}: image {} {} bytes",
+                    format(image),
+                    size(image)
+                ))
+            } else {
+                b.get("document").map(|doc| {
+                    let doc_name = doc.get("name").and_then(Value::as_str).unwrap_or("");
+                    format!(
+                        "{name}: document {doc_name} {} {} bytes",
+                        format(doc),
+                        size(doc)
+                    )
+                })
+            }
+        })
+        .collect()
+}
+
 fn texts(blocks: Option<&Value>) -> Vec<String> {
     blocks
         .and_then(Value::as_array)
@@ -473,6 +535,9 @@ fn plan(body: &Value, pace: Duration) -> Plan {
     let results = last_user_message
         .map(|m| search_results(m.get("content")))
         .unwrap_or_default();
+    let files = last_user_message
+        .map(|m| received_files(m.get("content")))
+        .unwrap_or_default();
     let all_text: Vec<String> = std::iter::once(system.clone())
         .chain(messages.iter().flat_map(|m| texts(m.get("content"))))
         .collect();
@@ -506,10 +571,17 @@ fn plan(body: &Value, pace: Duration) -> Plan {
                     .join(" "),
             ),
             (None, None) if !results.is_empty() => None,
-            (None, None) => Some(match sources_section(&last_user) {
-                Some(sources) => bracket_cited_answer(&sources),
-                None => format!("Echo: {}", strip_directives(&last_user)),
-            }),
+            (None, None) => {
+                let mut answer = match sources_section(&last_user) {
+                    Some(sources) => bracket_cited_answer(&sources),
+                    None => format!("Echo: {}", strip_directives(&last_user)),
+                };
+                if !files.is_empty() {
+                    answer.push_str(" Received: ");
+                    answer.push_str(&files.join("; "));
+                }
+                Some(answer)
+            }
         };
         match answer {
             Some(mut answer) => {

@@ -37,6 +37,8 @@ use local_dynamodb::LocalDynamo;
 use local_knowledge_base::LocalKnowledgeBase;
 
 const TABLE_NAME: &str = "chat-local";
+/// The bucket of the files of messages, in moto beside the table.
+const ATTACHMENTS_BUCKET: &str = "chat-local-attachments";
 const LOCAL_MODEL_ID: &str = "local.echo-v1:0";
 /// The id of the knowledge base the local knowledge-base server serves (ten alphanumerics, as Bedrock's are).
 const LOCAL_KNOWLEDGE_BASE_ID: &str = "LOCALKB001";
@@ -169,6 +171,12 @@ fn main() {
                 "AWS_ENDPOINT_URL_DYNAMODB",
                 format!("http://127.0.0.1:{}", ports.dynamodb),
             ),
+            // moto serves S3 on the same port.
+            ("ATTACHMENTS_BUCKET", ATTACHMENTS_BUCKET.to_string()),
+            (
+                "AWS_ENDPOINT_URL_S3",
+                format!("http://127.0.0.1:{}", ports.dynamodb),
+            ),
             ("AWS_ACCESS_KEY_ID", "local".into()),
             ("AWS_SECRET_ACCESS_KEY", "local".into()),
             ("AWS_REGION", "us-east-1".into()),
@@ -280,8 +288,19 @@ async fn run(run: Run) {
         chat_aws::table::ensure_table(&dynamodb.client().await, TABLE_NAME)
             .await
             .unwrap_or_else(|e| fail(&format!("cannot create the table: {e}")));
+        chat_aws::S3Attachments::from_config(
+            &dynamodb.sdk_config().await,
+            ATTACHMENTS_BUCKET,
+            Duration::from_secs(300),
+            chat_core::StoreTimeouts::default(),
+        )
+        .ensure_bucket()
+        .await
+        .unwrap_or_else(|e| fail(&format!("cannot create the bucket: {e}")));
         _dynamodb = dynamodb;
-        eprintln!("local-run: DynamoDB (moto) on {endpoint}, table {TABLE_NAME}");
+        eprintln!(
+            "local-run: DynamoDB and S3 (moto) on {endpoint}, table {TABLE_NAME}, bucket {ATTACHMENTS_BUCKET}"
+        );
     }
 
     if local_knowledge_base {

@@ -51,6 +51,7 @@ async fn seed_alices_chats() {
         timestamp: at.clone(),
         agent_identifier: None,
         agent_name: None,
+        files: Vec::new(),
     };
     for (id, title, messages) in [
         (

@@ -1,0 +1,341 @@
+//! The attachment port on S3: each file an object under its owner's and its chat's prefix
+//! (`{owner, base64url}/{chat id}/{file id}`), so that one owner's key never names another's file and a chat's files
+//! go with the chat.
+
+use std::time::Duration;
+
+use aws_sdk_s3::Client;
+use aws_sdk_s3::config::http::HttpResponse;
+use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::presigning::PresigningConfig;
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::{Delete, ObjectIdentifier};
+use aws_smithy_types::timeout::TimeoutConfig;
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use bytes::Bytes;
+use chat_core::{
+    Attachment, AttachmentError, AttachmentFuture, AttachmentStore, StoreTimeouts, is_chat_id,
+};
+
+/// How long one attempt to move a file may take: a few MB over a slow link take longer than a DynamoDB call.
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a call may take with its retries.
+const OPERATION_TIMEOUT: Duration = Duration::from_secs(25);
+/// How many keys one `DeleteObjects` call takes.
+const DELETE_BATCH: usize = 1000;
+
+/// The owners' files in one S3 bucket.
+#[derive(Clone)]
+pub struct S3Attachments {
+    client: Client,
+    bucket: String,
+    url_lifetime: Duration,
+}
+
+/// The prefix of every key of `owner`'s: their id in base64url, which no `/` or `.` can escape.
+fn owner_prefix(owner: &str) -> String {
+    format!("{}/", URL_SAFE_NO_PAD.encode(owner.as_bytes()))
+}
+
+/// Whether `key` is one of `owner`'s: under their prefix, then a chat id, then a file id, and nothing else.
+fn owns(owner: &str, key: &str) -> bool {
+    let Some(rest) = key.strip_prefix(&owner_prefix(owner)) else {
+        return false;
+    };
+    matches!(rest.split_once('/'), Some((chat, file)) if is_chat_id(chat) && is_chat_id(file))
+}
+
+/// What a failed call means: out of reach (no answer in time, no connection, a server error or throttling past
+/// the retries) is worth trying again later; a missing object is [`AttachmentError::NotFound`]; anything else is
+/// a fault of ours.
+fn failed<E>(e: SdkError<E, HttpResponse>) -> AttachmentError
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    let (unavailable, missing) = match &e {
+        SdkError::TimeoutError(_) | SdkError::ResponseError(_) => (true, false),
+        SdkError::DispatchFailure(f) => (!f.is_user(), false),
+        SdkError::ServiceError(ctx) => {
+            let status = ctx.raw().status();
+            let code = ctx.err().code();
+            (
+                status.is_server_error() || matches!(code, Some("SlowDown" | "Throttling")),
+                status.as_u16() == 404 || matches!(code, Some("NoSuchKey" | "NotFound")),
+            )
+        }
+        _ => (false, false),
+    };
+    let detail = format!("{:?}", aws_sdk_s3::error::DisplayErrorContext(&e));
+    if missing {
+        AttachmentError::NotFound
+    } else if unavailable {
+        AttachmentError::Unavailable(detail)
+    } else {
+        AttachmentError::Failed(detail)
+    }
+}
+
+impl S3Attachments {
+    pub fn new(client: Client, bucket: impl Into<String>, url_lifetime: Duration) -> Self {
+        Self {
+            client,
+            bucket: bucket.into(),
+            url_lifetime,
+        }
+    }
+
+    /// Files in `bucket`, with a client from the shared AWS configuration whose every call is bounded (connecting
+    /// as the store does). An endpoint of its own (`AWS_ENDPOINT_URL_S3`, a local server) is addressed by path, as
+    /// such servers expect.
+    pub fn from_config(
+        config: &aws_config::SdkConfig,
+        bucket: &str,
+        url_lifetime: Duration,
+        timeouts: StoreTimeouts,
+    ) -> Self {
+        let local = config.endpoint_url().is_some()
+            || ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"]
+                .iter()
+                .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()));
+        let client_config = aws_sdk_s3::config::Builder::from(config)
+            .force_path_style(local)
+            .timeout_config(
+                TimeoutConfig::builder()
+                    .connect_timeout(timeouts.connect)
+                    .operation_attempt_timeout(ATTEMPT_TIMEOUT.max(timeouts.attempt))
+                    .operation_timeout(OPERATION_TIMEOUT.max(timeouts.operation))
+                    .build(),
+            )
+            .build();
+        Self::new(Client::from_conf(client_config), bucket, url_lifetime)
+    }
+
+    /// Creates the bucket when it does not exist yet (for local servers and tests; a deployment's template
+    /// creates its own).
+    pub async fn ensure_bucket(&self) -> Result<(), AttachmentError> {
+        if self
+            .client
+            .head_bucket()
+            .bucket(&self.bucket)
+            .send()
+            .await
+            .is_ok()
+        {
+            return Ok(());
+        }
+        match self
+            .client
+            .create_bucket()
+            .bucket(&self.bucket)
+            .send()
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.code() == Some("BucketAlreadyOwnedByYou") => Ok(()),
+            Err(e) => Err(failed(e)),
+        }
+    }
+
+    /// How many objects the bucket holds under `owner`'s prefix (for tests and tools).
+    pub async fn count_owned(&self, owner: &str) -> Result<usize, AttachmentError> {
+        let page = self
+            .client
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .prefix(owner_prefix(owner))
+            .send()
+            .await
+            .map_err(failed)?;
+        Ok(page.contents().len())
+    }
+
+    async fn put_file(
+        &self,
+        owner: &str,
+        chat_id: &str,
+        file: &Attachment,
+    ) -> Result<String, AttachmentError> {
+        if !is_chat_id(chat_id) {
+            return Err(AttachmentError::Failed(format!(
+                "{chat_id:?} is no chat id"
+            )));
+        }
+        let bytes = file
+            .bytes
+            .clone()
+            .ok_or_else(|| AttachmentError::Failed(format!("{} has no bytes", file.name)))?;
+        // The key is chosen before the call: a retry writes the same object again, never a second one.
+        let key = format!(
+            "{}{chat_id}/{}",
+            owner_prefix(owner),
+            uuid::Uuid::new_v4().simple()
+        );
+        self.client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(&key)
+            .content_type(file.kind.content_type())
+            .content_length(bytes.len() as i64)
+            .body(ByteStream::from(bytes))
+            .send()
+            .await
+            .map_err(failed)?;
+        Ok(key)
+    }
+
+    async fn get_file(&self, owner: &str, key: &str) -> Result<Bytes, AttachmentError> {
+        if !owns(owner, key) {
+            return Err(AttachmentError::NotFound);
+        }
+        let object = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+            .map_err(failed)?;
+        let body = object
+            .body
+            .collect()
+            .await
+            .map_err(|e| AttachmentError::Unavailable(format!("reading {key}: {e}")))?;
+        Ok(body.into_bytes())
+    }
+
+    async fn delete_keys(&self, keys: &[String]) -> Result<(), AttachmentError> {
+        for batch in keys.chunks(DELETE_BATCH) {
+            let objects = batch
+                .iter()
+                .map(|key| {
+                    ObjectIdentifier::builder()
+                        .key(key)
+                        .build()
+                        .expect("an object identifier has its key")
+                })
+                .collect();
+            let delete = Delete::builder()
+                .set_objects(Some(objects))
+                .quiet(true)
+                .build()
+                .expect("a delete has its objects");
+            let out = self
+                .client
+                .delete_objects()
+                .bucket(&self.bucket)
+                .delete(delete)
+                .send()
+                .await
+                .map_err(failed)?;
+            if let Some(error) = out.errors().first() {
+                return Err(AttachmentError::Failed(format!(
+                    "deleting {}: {}",
+                    error.key().unwrap_or(""),
+                    error.message().unwrap_or("")
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    async fn delete_owned(&self, owner: &str, keys: &[String]) -> Result<(), AttachmentError> {
+        let owned: Vec<String> = keys.iter().filter(|k| owns(owner, k)).cloned().collect();
+        self.delete_keys(&owned).await
+    }
+
+    async fn delete_prefix(&self, owner: &str, chat_id: &str) -> Result<(), AttachmentError> {
+        if !is_chat_id(chat_id) {
+            return Ok(());
+        }
+        let prefix = format!("{}{chat_id}/", owner_prefix(owner));
+        let mut token = None;
+        loop {
+            let page = self
+                .client
+                .list_objects_v2()
+                .bucket(&self.bucket)
+                .prefix(&prefix)
+                .set_continuation_token(token.take())
+                .send()
+                .await
+                .map_err(failed)?;
+            let keys: Vec<String> = page
+                .contents()
+                .iter()
+                .filter_map(|o| o.key().map(str::to_string))
+                .collect();
+            self.delete_keys(&keys).await?;
+            match page.next_continuation_token() {
+                Some(next) if page.is_truncated() == Some(true) => token = Some(next.to_string()),
+                _ => return Ok(()),
+            }
+        }
+    }
+
+    async fn presigned(&self, owner: &str, key: &str) -> Result<String, AttachmentError> {
+        if !owns(owner, key) {
+            return Err(AttachmentError::NotFound);
+        }
+        let config = PresigningConfig::expires_in(self.url_lifetime)
+            .map_err(|e| AttachmentError::Failed(format!("presigning: {e}")))?;
+        let request = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .presigned(config)
+            .await
+            .map_err(failed)?;
+        Ok(request.uri().to_string())
+    }
+}
+
+impl AttachmentStore for S3Attachments {
+    fn put<'a>(
+        &'a self,
+        owner: &'a str,
+        chat_id: &'a str,
+        file: &'a Attachment,
+    ) -> AttachmentFuture<'a, String> {
+        Box::pin(self.put_file(owner, chat_id, file))
+    }
+
+    fn get<'a>(&'a self, owner: &'a str, key: &'a str) -> AttachmentFuture<'a, Bytes> {
+        Box::pin(self.get_file(owner, key))
+    }
+
+    fn delete<'a>(&'a self, owner: &'a str, keys: &'a [String]) -> AttachmentFuture<'a, ()> {
+        Box::pin(self.delete_owned(owner, keys))
+    }
+
+    fn delete_chat<'a>(&'a self, owner: &'a str, chat_id: &'a str) -> AttachmentFuture<'a, ()> {
+        Box::pin(self.delete_prefix(owner, chat_id))
+    }
+
+    fn url<'a>(&'a self, owner: &'a str, key: &'a str) -> AttachmentFuture<'a, String> {
+        Box::pin(self.presigned(owner, key))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_belong_to_one_owner() {
+        let chat = "0123456789abcdef0123456789abcdef";
+        let key = format!("{}{chat}/{chat}", owner_prefix("alice"));
+        assert!(owns("alice", &key));
+        assert!(!owns("bob", &key));
+        // An owner whose id is another's prefix, and keys that try to climb out.
+        assert!(!owns("alic", &key));
+        assert!(!owns(
+            "alice",
+            &format!("{}../x/{chat}", owner_prefix("alice"))
+        ));
+        assert!(!owns("alice", &format!("{}{chat}", owner_prefix("alice"))));
+        assert_ne!(owner_prefix("a/b"), owner_prefix("a"));
+        assert!(!owner_prefix("a/../b").trim_end_matches('/').contains('/'));
+    }
+}
