@@ -80,7 +80,7 @@ pub async fn read_chat_request(
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
     match content_type {
         Some(content_type) if endpoint == Endpoint::Protocol && is_multipart(&content_type) => {
-            let limit = upload_limit.max(json_limit);
+            let limit = upload_limit;
             let body = read_body(body, limit, ApiError::UploadTooLarge { limit }).await?;
             Ok(parse_multipart_chat_request(&content_type, body, endpoint, limits).await?)
         }

@@ -8,6 +8,9 @@ use chat_core::{Attachment, ChatError, FileRefusal, InvalidRequest, RequestLimit
 use crate::ChatInput;
 use crate::request::{Endpoint, Files, parse_with_files};
 
+/// The longest file name taken (what file systems allow); it is stored and shown with the message.
+const MAX_FILE_NAME_CHARS: usize = 255;
+
 /// Whether a `Content-Type` value is `multipart/form-data`.
 pub fn is_multipart(content_type: &str) -> bool {
     content_type
@@ -115,6 +118,12 @@ pub async fn parse_multipart_chat_request(
                 let file_name = file_name
                     .filter(|n| !n.trim().is_empty())
                     .unwrap_or_else(|| name.clone());
+                if file_name.chars().count() > MAX_FILE_NAME_CHARS {
+                    return Err(invalid(
+                        name.as_str(),
+                        format!("the file name is longer than {MAX_FILE_NAME_CHARS} characters"),
+                    ));
+                }
                 let kind = identify(&file_name, declared.as_deref(), &bytes)
                     .map_err(|reason| invalid(name.as_str(), reason))?;
                 limits

@@ -108,6 +108,7 @@ macro_rules! store_contract {
             ids_that_are_not_chat_ids_name_no_chat,
             a_500000_character_message_is_stored_and_read_back_whole,
             a_chat_is_read_in_pages_that_join_back_whole,
+            a_messages_files_are_kept_with_it,
         );
     };
 }
@@ -668,4 +669,42 @@ pub async fn a_chat_is_read_in_pages_that_join_back_whole<S: SessionStore>(subje
             .unwrap_err(),
         StoreError::NotFound
     );
+}
+
+pub async fn a_messages_files_are_kept_with_it<S: SessionStore>(subject: &Subject<S>) {
+    let store = &subject.store;
+    let file = |name: &str, content_type: &str, size: u64| chat_core::StoredFile {
+        name: name.into(),
+        content_type: content_type.into(),
+        size,
+        key: format!("owner/{}/{name}", id("f1")),
+    };
+    let mut question = message(Role::User, "What are these?");
+    question.files = vec![
+        file("shot.png", "image/png", 67),
+        file("Q3 \"final\" report.pdf", "application/pdf", 4_718_592),
+    ];
+    let answer = message(Role::Assistant, "A screenshot and a report.");
+    store
+        .create(
+            "alice",
+            &chat("f1", "2026-01-01T00:00:00.000Z"),
+            &[question.clone(), answer.clone()],
+        )
+        .await
+        .unwrap();
+    // A long message with files: its files stay with it across its items.
+    let mut long = message(Role::User, &"x".repeat(700_000));
+    long.files = vec![file("big.md", "text/markdown", 10)];
+    store
+        .append("alice", &id("f1"), &[long.clone()])
+        .await
+        .unwrap();
+    let (_, read) = store.load("alice", &id("f1")).await.unwrap();
+    assert_eq!(read, [question.clone(), answer, long]);
+    let page = store
+        .load_page("alice", &id("f1"), None, 1, usize::MAX)
+        .await
+        .unwrap();
+    assert_eq!(page.items[0].files, question.files);
 }
