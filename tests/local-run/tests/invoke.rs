@@ -163,6 +163,16 @@ async fn every_event_invokes_and_is_answered_as_it_should_be() {
         "Echo: What is included in my plan?"
     );
 
+    // A request with files: multipart, which a function URL hands over in base64.
+    let r = invoke("chat", "chat-with-files.json");
+    assert_eq!(r["statusCode"], 200, "{r}");
+    let b = body_of(&r);
+    assert_eq!(
+        b["message"]["content"],
+        "Echo: [file: chart.png, image/png, 33 bytes] [file: plan notes.md, text/markdown, 49 bytes] \
+         What do these show? Received: chart.png: image png 33 bytes; plan notes.md: document plan notes md 49 bytes"
+    );
+
     let r = invoke("chat", "chat-2024-01-28-stream.json");
     assert_eq!(r["headers"]["content-type"], "application/json-lines");
     let lines: Vec<Value> = r["body"]
@@ -291,6 +301,7 @@ async fn every_event_invokes_and_is_answered_as_it_should_be() {
         "chat-2024-05-29-snake-case.json",
         "chat-2024-01-28.json",
         "chat-2024-01-28-stream.json",
+        "chat-with-files.json",
         "chat-stream-2024-05-29.json",
         "chat-stream-2024-01-28.json",
         "chat-ui-chat.json",
