@@ -277,17 +277,23 @@ async fn replace<St: SessionStore>(
     )?;
     // A message saved without a time gets the time as the Chat UI shows one.
     let shown_at = display_time(OffsetDateTime::now_utc().unix_timestamp());
-    let messages: Vec<_> = body
+    let mut messages: Vec<_> = body
         .messages
         .into_iter()
         .map(|m| stored_message(m, &shown_at))
         .collect();
     let id = chat_id(id)?;
+    let dropped = app.carry_files(&owner, &id, &mut messages).await?;
     let record = app
         .store
         .replace(&owner, &id, &messages)
         .await
         .map_err(ChatError::from)?;
+    if let (Some(store), false) = (&app.attachments, dropped.is_empty())
+        && let Err(e) = store.delete(&owner, &dropped).await
+    {
+        tracing::warn!(error = %e, "files of replaced messages are left to expire");
+    }
     Ok(json_response(StatusCode::OK, &summary(&record, true)))
 }
 
@@ -353,6 +359,35 @@ impl<St: SessionStore> Shared<St> {
             });
         }
         Ok(listed)
+    }
+
+    /// A save carries no files (they come only with a chat turn): each message saved again under its id keeps the
+    /// files it had. Returns the keys of the files no saved message keeps, to remove once the save is in.
+    async fn carry_files(
+        &self,
+        owner: &str,
+        id: &str,
+        messages: &mut [chat_core::StoredMessage],
+    ) -> Result<Vec<String>, ApiError> {
+        if self.attachments.is_none() {
+            return Ok(Vec::new());
+        }
+        let (_, before) = self.store.load(owner, id).await.map_err(ChatError::from)?;
+        let mut files: std::collections::HashMap<&str, &Vec<StoredFile>> = before
+            .iter()
+            .filter(|m| !m.files.is_empty())
+            .map(|m| (m.id.as_str(), &m.files))
+            .collect();
+        for message in messages.iter_mut() {
+            if let Some(kept) = files.remove(message.id.as_str()) {
+                message.files = kept.clone();
+            }
+        }
+        Ok(files
+            .into_values()
+            .flatten()
+            .map(|f| f.key.clone())
+            .collect())
     }
 
     /// Deletes every file of `owner`'s chat `id`.

@@ -475,3 +475,52 @@ async fn a_refused_request_with_files_stores_nothing_and_asks_no_model() {
     assert!(error.contains("fewer or smaller files"), "{error}");
     assert_eq!(w.kept().await, 0);
 }
+
+#[tokio::test]
+async fn a_save_keeps_the_files_of_the_messages_it_keeps_and_removes_the_others() {
+    let w = world().await;
+    let first = json!({"messages": [{"role": "user", "content": "one"}]});
+    let reply = Reply::buffered(
+        w.chat
+            .handle(multipart_request("/chat", multipart(&first, &both_files())))
+            .await,
+    );
+    let id = reply.json()["sessionState"].as_str().unwrap().to_string();
+    let second = json!({"messages": [{"role": "user", "content": "two"}], "sessionState": id});
+    let reply = Reply::buffered(
+        w.chat
+            .handle(multipart_request(
+                "/chat",
+                multipart(&second, &both_files()),
+            ))
+            .await,
+    );
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(w.kept().await, 4);
+    let listed = w
+        .get(&w.history, &format!("/chat-history/{id}/messages"))
+        .await
+        .json();
+    // The Chat UI saves the first turn again, as it shows it: without files (and with the URLs' field echoed).
+    let save = json!({"messages": listed.as_array().unwrap()[..2]});
+    let saved = Reply::buffered(
+        w.history
+            .handle(harness::json_request(
+                "PUT",
+                &format!("/chat-history/{id}"),
+                Some(&save),
+            ))
+            .await,
+    );
+    assert_eq!(saved.status, 200, "{}", saved.body);
+    let after = w
+        .get(&w.history, &format!("/chat-history/{id}/messages"))
+        .await
+        .json();
+    assert_eq!(after.as_array().unwrap().len(), 2);
+    assert_eq!(after[0]["files"][1]["name"], "report.pdf");
+    let url = after[0]["files"][1]["url"].as_str().unwrap();
+    assert_eq!(reqwest::get(url).await.unwrap().bytes().await.unwrap(), PDF);
+    // The second turn's files went with its messages.
+    assert_eq!(w.kept().await, 2);
+}
