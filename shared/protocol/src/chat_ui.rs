@@ -305,8 +305,8 @@ pub struct HistoryMessage {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_name: Option<String>,
     /// The files the message carried, each with a URL to read it for a few minutes; absent when it had none.
-    /// (A replace request's files are not taken: files come only with a chat turn.)
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// (A save's `files`, whatever they hold, are not read: files come only with a chat turn.)
+    #[serde(default, skip_serializing_if = "Option::is_none", skip_deserializing)]
     pub files: Option<Vec<ListedFile>>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,

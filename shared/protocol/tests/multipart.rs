@@ -355,3 +355,23 @@ fn file_owned(name: String, content_type: &'static str, body: &'static [u8]) -> 
         body,
     }
 }
+
+#[test]
+fn a_saves_files_are_not_read() {
+    // A client that saves messages as it listed them sends their files back; whatever they hold, they are neither
+    // refused nor taken (a save cannot point a message at a file).
+    let body = serde_json::json!({"messages": [
+        {"id": "m1", "role": "user", "content": "q", "timestamp": "t", "files": "anything"},
+        {"id": "m2", "role": "assistant", "content": "a", "timestamp": "t",
+         "files": [{"name": "x.png", "contentType": "image/png", "size": 1, "url": "http://x", "key": "bob/c/f"}]}
+    ]});
+    let request = chat_protocol::parse_replace_request(body.to_string().as_bytes(), 100).unwrap();
+    for message in request.messages {
+        assert!(message.files.is_none());
+        assert!(
+            chat_protocol::chat_ui::stored_message(message, "t")
+                .files
+                .is_empty()
+        );
+    }
+}
