@@ -10,7 +10,7 @@ PYTHON    ?= python3
 # SAM CLI: no usage reports.
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: run test tools lint unit suites clean-tools
+.PHONY: run test tools lint unit suites clean-tools bench
 
 ## run: the whole backend on http://127.0.0.1:9000 (local Bedrock and DynamoDB), until Ctrl-C.
 run: tools
