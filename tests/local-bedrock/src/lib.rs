@@ -1,5 +1,6 @@
 //! A local Bedrock-compatible server: `POST /model/{id}/converse` and `/converse-stream` in the real wire format
-//! (JSON; AWS event-stream frames), so that tests and the local run exercise the real SDK client.
+//! (JSON; AWS event-stream frames), and `/count-tokens`, so that tests and the local run exercise the real SDK
+//! client.
 //!
 //! Its answers are derived from the prompt so tests can assert them: the answer to a last user message `T` is
 //! `Echo: T`, sent as one delta per word. When the system prompt asks for `<<question>>` lines, three follow
@@ -17,8 +18,8 @@
 //! | `[[fault:model-timeout]]` | `ModelTimeoutException` (408) |
 //! | `[[fault:unavailable]]` | `ServiceUnavailableException` (503) |
 //! | `[[fault:internal]]` | `InternalServerException` (500) |
-//! | `[[fault:guardrail]]` | an answer with `stopReason` `guardrail_intervened` |
-//! | `[[fault:content-filter]]` | an answer with `stopReason` `content_filtered` |
+//! | `[[fault:guardrail]]` | an answer `Sorry, I cannot answer that.` (one piece) with `stopReason` `guardrail_intervened`; with a `guardrailConfig`, its trace shows the input blocked (see Guardrails) |
+//! | `[[fault:content-filter]]` | an answer `Sorry.` with `stopReason` `content_filtered` |
 //! | `[[stream-error-after:N]]` | (stream) N deltas, then a `modelStreamErrorException` frame |
 //! | `[[stream-break-after:N]]` | (stream) N deltas, then the connection breaks (the body is aborted) |
 //! | `[[deltas:N]]` | the answer is N words `w1 … wN` |
@@ -26,6 +27,10 @@
 //! | `[[first-delay-ms:N]]` | silence before the first word of each attempt: N ms before a stream's first delta (its start is sent at once), before a buffered answer, and before a fault's answer (so each throttled attempt takes N ms) |
 //! | `[[stall-after:N]]` | (stream) N deltas, then silence for ten minutes with the connection open (or until the client leaves); (converse) no answer for ten minutes |
 //! | `[[say:TEXT]]` | the answer is TEXT |
+//! | `[[redacted-reasoning]]` | when reasoning is asked for (see Reasoning), a `redactedContent` block follows the reasoning text |
+//!
+//! The counts of `stream-error-after`, `stream-break-after` and `stall-after` are of text deltas: reasoning blocks
+//! (see Reasoning) are sent whole before them.
 //!
 //! Without a `delay-ms` directive the server paces its words as a model does: it waits its pace (0 unless
 //! started with [`LocalBedrock::start_paced`]; the local run's default is 30 ms) before each delta, and a buffered
@@ -33,6 +38,12 @@
 //!
 //! Directives are also read from the system prompt, so that a test can script one agent of a group through its
 //! instructions.
+//!
+//! The *text* of a message (or of the system prompt) is its `text` blocks' and `guardContent` blocks'
+//! (`{"guardContent":{"text":{"text":T,"qualifiers":[…]}}}`) texts, in block order, joined by `\n`: the model
+//! sees guard content as text, so a question and a Sources section sent as guard content answer exactly as the same
+//! texts in text blocks. *Input tokens* are the whitespace words of every `text` block, `guardContent` text and
+//! `searchResult` passage of `system` and all messages (directives included).
 //!
 //! Grounded prompts get deterministic answers too, so tests can assert citations. The first row that applies
 //! decides the answer (faults and pacing directives apply to all of them, as above):
@@ -56,10 +67,96 @@
 //! end of the passage (the whole passage if none); it is cut after 30 words, and its words are joined by single
 //! spaces. The follow-up `<<…>>` lines end every answer but a query rewrite, as above.
 //!
+//! # Reasoning
+//!
+//! `additionalModelRequestFields` may ask for reasoning; the first of `thinking`, `reasoningConfig` and
+//! `reasoning_effort` present decides. A refused request is answered as a fault is (status 400,
+//! `x-amzn-errortype: ValidationException:…`, `{"message": …}`), after its `first-delay-ms`, and is recorded:
+//!
+//! | `additionalModelRequestFields` | effort E | refused (`ValidationException` message), checked in this order |
+//! |---|---|---|
+//! | `{"thinking":{"type":"enabled","budget_tokens":N}}` | `budget N` | N not an integer: `thinking.budget_tokens: must be an integer`; N < 1024: `thinking.budget_tokens: must be at least 1024`; `inferenceConfig.maxTokens` present and N >= it: `max_tokens must be greater than thinking.budget_tokens`; `inferenceConfig.temperature` present and not 1, or `inferenceConfig.topP` present: `temperature and top_p may not be set when thinking is enabled` |
+//! | `{"thinking":{"type":"adaptive"},"output_config":{"effort":X}}` | X; `high` without `output_config.effort` | X not `low`, `medium`, `high`, `max`: `output_config.effort: must be one of low, medium, high, max` |
+//! | `{"thinking":{"type":"disabled"}}` | no reasoning | |
+//! | `thinking` with another `type` | | `thinking.type: must be one of enabled, adaptive, disabled` |
+//! | `{"reasoningConfig":{"type":"enabled","maxReasoningEffort":X}}` | X; `medium` without `maxReasoningEffort` | X not `low`, `medium`, `high`: `reasoningConfig.maxReasoningEffort: must be one of low, medium, high` |
+//! | `{"reasoningConfig":{"type":"disabled"}}` | no reasoning | |
+//! | `reasoningConfig` with another `type` | | `reasoningConfig.type: must be one of enabled, disabled` |
+//! | `{"reasoning_effort":X}` | X | X not `low`, `medium`, `high`: `reasoning_effort: must be one of low, medium, high` |
+//!
+//! With an effort E the answer starts with the reasoning text R = `Reasoning (E): the question is: Q`, where Q is
+//! the last user message's text without its directives (as `Echo: T` has it), split into word pieces as the answer
+//! is. Its signature S is `local-signature-` and the 16 hex digits of the 64-bit FNV-1a hash of R's text. The
+//! answer itself (echo, grounding, `say`, …) is unchanged:
+//!
+//! | | stream | `converse` |
+//! |---|---|---|
+//! | reasoning | one `contentBlockDelta` `{"contentBlockIndex":0,"delta":{"reasoningContent":{"text":piece}}}` per piece of R, then `{"contentBlockIndex":0,"delta":{"reasoningContent":{"signature":S}}}`, then `contentBlockStop` 0 | first content block `{"reasoningContent":{"reasoningText":{"text":R,"signature":S}}}` |
+//! | with `[[redacted-reasoning]]` | then `{"contentBlockIndex":1,"delta":{"reasoningContent":{"redactedContent":B}}}` and `contentBlockStop` 1, where B is the base64 of the bytes `redacted by local-bedrock` | then `{"reasoningContent":{"redactedContent":B}}` |
+//! | the answer | its text (and citation) deltas and its `contentBlockStop` use the next block index (1, or 2 after a redacted block) | its blocks follow, as without reasoning |
+//!
+//! R's pieces count as output tokens and against `inferenceConfig.maxTokens` first (R is cut to `maxTokens`
+//! pieces, and the answer to what is left; either cut makes the `stopReason` `max_tokens`). Pacing applies to them
+//! as to the answer's pieces: the `delay-ms` or the pace before each reasoning delta, and a paced buffered answer
+//! takes as long as both. [`RecordedRequest::deltas_sent_at`] holds the text deltas only. Reasoning stays when a
+//! fault or a guardrail replaces the answer's text.
+//!
+//! # Prompt caching
+//!
+//! `{"cachePoint":{"type":"default"}}` blocks may stand in `system` and in any message's `content`. Each cache
+//! point, in request order (system blocks, then each message's blocks), has a *prefix*: the model id (as decoded
+//! from the path), the system blocks before it and, with their roles, the message blocks before it (cache points
+//! left out, messages with no blocks before it left out), as JSON; and a token count: the input tokens of the
+//! blocks before it. The server remembers every prefix it has answered, for all later requests (whatever their
+//! operation); a request answered with an error (a refusal, a fault directive's error) remembers nothing. For a
+//! request with cache points:
+//!
+//! | usage field | value |
+//! |---|---|
+//! | `cacheReadInputTokens` | the token count of the last cache point whose prefix an earlier request had; 0 if none |
+//! | `cacheWriteInputTokens` | the last cache point's token count minus the read count (0 when the last one was read) |
+//! | `inputTokens` | the input tokens minus read minus write |
+//! | `totalTokens` | input + output + read + write |
+//!
+//! Both cache fields are present (also when 0) in `converse`'s `usage` and the stream's `metadata` `usage`, and
+//! only when the request has a cache point. Two identical requests in a row give a write of W, then a read of W.
+//!
+//! # Guardrails
+//!
+//! A request's `guardrailConfig` `{guardrailIdentifier, guardrailVersion, trace, streamProcessingMode}` (the last
+//! for streams only) turns on:
+//!
+//! | | behaviour |
+//! |---|---|
+//! | **contextual grounding check** | runs when the last user message holds guard content qualified `grounding_source` and guard content qualified `query` (a block may have both; several blocks of a qualifier are joined by `\n`), and no `[[fault:guardrail]]` / `[[fault:content-filter]]` replaced the answer. *Words* of a text: its whitespace words lower-cased, only alphanumeric characters kept, those of at least 3 characters left. The answer's words are those of its text after `maxTokens`, without the `<<…>>` follow-up questions and the `[…]` citation names. **Grounding score**: the share of the answer's words (counted with repeats) found among the grounding source's words. **Relevance score**: the share of the query's words (its directives stripped first) found among the answer's or the grounding source's words. A score of no words is 1. Both are rounded to 2 decimals; both thresholds are 0.5 |
+//! | **intervention** | when either score is below 0.5: `stopReason` `guardrail_intervened` and the answer (text and citations) is replaced by one piece `Sorry, the model cannot answer this question.` (`converse`; a stream in `sync` mode, the default). A stream with `streamProcessingMode` `async` sends the original answer's deltas, then `contentBlockStop` and `messageStop` `guardrail_intervened`. Output tokens count what was sent |
+//! | **trace** | when `trace` is `enabled` or `enabled_full`: `converse`'s response has `"trace":{"guardrail":G}` and the stream's `metadata` event has the same `trace`. Without a guardrail, or with `trace` `disabled` or absent, no trace |
+//!
+//! G is `{"inputAssessment":{ID:{"contentPolicy":{"filters":F}}},"outputAssessments":{ID:[O]},"actionReason":A}`
+//! with ID the `guardrailIdentifier`:
+//!
+//! | part | value |
+//! |---|---|
+//! | F | `[{"type":"VIOLENCE","confidence":"HIGH","filterStrength":"HIGH","action":"BLOCKED","detected":true}]` with `[[fault:guardrail]]`, else `[]` |
+//! | O | `{"contextualGroundingPolicy":{"filters":[{"type":"GROUNDING","threshold":0.5,"score":g,"action":"BLOCKED" or "NONE","detected":g < 0.5},{"type":"RELEVANCE",…the same with the relevance score r}]}}` when the check ran, else `{}` |
+//! | A | `Guardrail blocked.` when the input was blocked (`[[fault:guardrail]]`) or the check intervened, else `No action.` |
+//!
+//! # Echoed fields, model ids, CountTokens
+//!
+//! | request | response |
+//! |---|---|
+//! | `performanceConfig` `{"latency":"standard"\|"optimized"}` | the same `performanceConfig` in `converse`'s response and the stream's `metadata` event; another `latency` (or none) is refused: `ValidationException` `performanceConfig.latency: must be one of standard, optimized` |
+//! | `serviceTier` `{"type":"default"\|"priority"\|"flex"}` | the same `serviceTier`, likewise; another `type`: `ValidationException` `serviceTier.type: must be one of default, priority, flex` |
+//! | a model id that is an inference profile id (`us.…`, `global.…`) or an ARN (`arn:aws:bedrock:…:application-inference-profile/…`), percent-encoded in the path by the SDK | answered as any model id; [`RecordedRequest::model_id`] holds it decoded |
+//! | `POST /model/{id}/count-tokens` `{"input":{"converse":{"system":…,"messages":…}}}` | `{"inputTokens":N}`, N the input tokens a `converse` request of the same `system` and `messages` has (cache points count nothing, no cache is read). With `{"input":{"invokeModel":{"body":B}}}`: the whitespace words of the decoded body. Otherwise a `ValidationException`. Recorded as [`Operation::CountTokens`]; no directives apply |
+//!
+//! Without these fields a request is answered as before (no reasoning, no cache fields, no trace, no echo).
+//! `performanceConfig`/`serviceTier` are checked after reasoning; the first refusal wins.
+//!
 //! [`LocalBedrock::requests`] (and `GET /__local/requests`) keep each request's whole JSON body, so tests can
 //! assert what reached the model: the system prompt, `searchResult` blocks, the Sources section.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -91,12 +188,15 @@ pub struct RecordedRequest {
 pub enum Operation {
     Converse,
     ConverseStream,
+    CountTokens,
 }
 
 #[derive(Default)]
 struct Shared {
     requests: Vec<RecordedRequest>,
     attempts: HashMap<String, u32>,
+    /// Every prompt-cache prefix seen so far.
+    prefixes: HashSet<String>,
 }
 
 #[derive(Clone, Default)]
@@ -196,6 +296,7 @@ fn router(state: AppState) -> Router {
     Router::new()
         .route("/model/{model_id}/converse", post(converse))
         .route("/model/{model_id}/converse-stream", post(converse_stream))
+        .route("/model/{model_id}/count-tokens", post(count_tokens))
         .route("/__local/requests", axum::routing::get(inspect))
         .with_state(state)
 }
@@ -216,7 +317,11 @@ async fn inspect(State(state): State<AppState>) -> Response {
         .iter()
         .map(|r| {
             json!({
-                "operation": match r.operation { Operation::Converse => "converse", Operation::ConverseStream => "converse-stream" },
+                "operation": match r.operation {
+                    Operation::Converse => "converse",
+                    Operation::ConverseStream => "converse-stream",
+                    Operation::CountTokens => "count-tokens",
+                },
                 "modelId": r.model_id,
                 "body": r.body,
                 "deltasSentAtMs": r.deltas_sent_at.iter().map(ms).collect::<Vec<_>>(),
@@ -249,6 +354,41 @@ struct Plan {
     citations: Vec<Cite>,
     stop_reason: &'static str,
     input_tokens: u64,
+    /// A `ValidationException` message: the request is refused before the model runs.
+    invalid: Option<String>,
+    /// The reasoning that starts the answer, when `additionalModelRequestFields` asks for it.
+    reasoning: Option<Reasoning>,
+    /// The request's guardrail and what it found.
+    guard: Option<Guard>,
+    /// The answer the grounding check replaced (an `async` stream still sends it).
+    unguarded: Option<(Vec<String>, Vec<Cite>)>,
+    /// `performanceConfig` and `serviceTier` of the request, echoed in the response.
+    echoes: Vec<(&'static str, Value)>,
+}
+
+/// The reasoning block of an answer.
+#[derive(Debug)]
+struct Reasoning {
+    pieces: Vec<String>,
+    signature: String,
+    /// A `redactedContent` block follows the reasoning text.
+    redacted: bool,
+}
+
+/// A request's `guardrailConfig` and its assessment.
+#[derive(Debug)]
+struct Guard {
+    id: String,
+    /// `trace` is `enabled` or `enabled_full`.
+    trace: bool,
+    /// `streamProcessingMode` is `async`.
+    async_mode: bool,
+    /// `[[fault:guardrail]]`: the content filter blocked the input.
+    input_blocked: bool,
+    /// The contextual grounding check's (grounding, relevance) scores, when it ran.
+    scores: Option<(f64, f64)>,
+    /// The grounding check replaced the answer.
+    grounding_blocked: bool,
 }
 
 fn directive<'a>(text: &'a str, name: &str) -> Option<&'a str> {
@@ -340,15 +480,112 @@ fn received_files(blocks: Option<&Value>) -> Vec<String> {
         .collect()
 }
 
+/// The texts of the `text` and `guardContent` blocks, in block order.
 fn texts(blocks: Option<&Value>) -> Vec<String> {
     blocks
         .and_then(Value::as_array)
         .map(|a| {
             a.iter()
-                .filter_map(|b| b.get("text").and_then(Value::as_str).map(str::to_string))
+                .filter_map(|b| block_text(b).map(str::to_string))
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// The text the model sees in a `text` block or a `guardContent` block (`{"guardContent":{"text":{"text":…}}}`).
+fn block_text(block: &Value) -> Option<&str> {
+    block.get("text").and_then(Value::as_str).or_else(|| {
+        block
+            .pointer("/guardContent/text/text")
+            .and_then(Value::as_str)
+    })
+}
+
+/// The input tokens of a `system` or message content block: the whitespace words of its text, guard content's
+/// text, or search result's passage.
+fn block_words(block: &Value) -> u64 {
+    let count = |t: &str| t.split_whitespace().count() as u64;
+    match block_text(block) {
+        Some(text) => count(text),
+        None => block
+            .get("searchResult")
+            .map_or(0, |result| count(&texts(result.get("content")).join(" "))),
+    }
+}
+
+fn blocks_of(value: Option<&Value>) -> &[Value] {
+    value.and_then(Value::as_array).map_or(&[], Vec::as_slice)
+}
+
+/// The input tokens of a request's `system` and `messages`.
+fn input_tokens(system: Option<&Value>, messages: Option<&Value>) -> u64 {
+    let system: u64 = blocks_of(system).iter().map(block_words).sum();
+    let messages: u64 = blocks_of(messages)
+        .iter()
+        .flat_map(|m| blocks_of(m.get("content")))
+        .map(block_words)
+        .sum();
+    system + messages
+}
+
+/// The request's cache points in order (system first, then each message's content): each one's prefix (the model
+/// id, and the system and message blocks before it with their roles, cache points left out) and the input tokens
+/// before it.
+fn cache_points(model_id: &str, body: &Value) -> Vec<(String, u64)> {
+    let key = |system: &[Value], messages: &[(Value, Vec<Value>)]| {
+        let messages: Vec<Value> = messages
+            .iter()
+            .filter(|(_, content)| !content.is_empty())
+            .map(|(role, content)| json!({"role": role, "content": content}))
+            .collect();
+        json!({"modelId": model_id, "system": system, "messages": messages}).to_string()
+    };
+    let mut points = Vec::new();
+    let mut words = 0;
+    let mut system = Vec::new();
+    for block in blocks_of(body.get("system")) {
+        if block.get("cachePoint").is_some() {
+            points.push((key(&system, &[]), words));
+        } else {
+            words += block_words(block);
+            system.push(block.clone());
+        }
+    }
+    let mut messages: Vec<(Value, Vec<Value>)> = Vec::new();
+    for message in blocks_of(body.get("messages")) {
+        messages.push((
+            message.get("role").cloned().unwrap_or(Value::Null),
+            Vec::new(),
+        ));
+        for block in blocks_of(message.get("content")) {
+            if block.get("cachePoint").is_some() {
+                points.push((key(&system, &messages), words));
+            } else {
+                words += block_words(block);
+                if let Some((_, content)) = messages.last_mut() {
+                    content.push(block.clone());
+                }
+            }
+        }
+    }
+    points
+}
+
+/// A request's prompt-cache usage: `(cacheReadInputTokens, cacheWriteInputTokens)`, `None` without cache points.
+/// Remembers the request's prefixes for the requests that follow.
+fn cache_usage(state: &AppState, model_id: &str, body: &Value) -> Option<(u64, u64)> {
+    let points = cache_points(model_id, body);
+    let (_, last) = points.last()?;
+    let mut shared = state.shared.lock().unwrap();
+    let read = points
+        .iter()
+        .rev()
+        .find(|(prefix, _)| shared.prefixes.contains(prefix))
+        .map_or(0, |(_, words)| *words);
+    shared
+        .prefixes
+        .extend(points.iter().map(|(prefix, _)| prefix.clone()));
+    Some((read, last - read))
 }
 
 /// What the backend's query-rewrite system prompt says.
@@ -541,16 +778,7 @@ fn plan(body: &Value, pace: Duration) -> Plan {
     let all_text: Vec<String> = std::iter::once(system.clone())
         .chain(messages.iter().flat_map(|m| texts(m.get("content"))))
         .collect();
-    let result_texts = messages
-        .iter()
-        .flat_map(|m| search_results(m.get("content")))
-        .map(|r| r.passage);
-    let input_tokens = all_text
-        .iter()
-        .cloned()
-        .chain(result_texts)
-        .map(|t| t.split_whitespace().count() as u64)
-        .sum();
+    let input_tokens = input_tokens(body.get("system"), body.get("messages"));
 
     // Directives of the last user message first, then of the system prompt.
     let directives = format!("{last_user}\n{system}");
@@ -604,12 +832,39 @@ fn plan(body: &Value, pace: Duration) -> Plan {
     let max_tokens = body
         .pointer("/inferenceConfig/maxTokens")
         .and_then(Value::as_u64);
-    if let Some(max) = max_tokens.filter(|max| pieces.len() as u64 > *max) {
+    let (effort, mut invalid) = match reasoning_effort(body) {
+        Ok(effort) => (effort, None),
+        Err(message) => (None, Some(message)),
+    };
+    let mut reasoning_pieces = effort.map(|effort| {
+        self::pieces(&format!(
+            "Reasoning ({effort}): the question is: {}",
+            strip_directives(&last_user)
+        ))
+    });
+    // Reasoning counts against `maxTokens` first.
+    if let (Some(max), Some(reasoning)) = (max_tokens, reasoning_pieces.as_mut())
+        && reasoning.len() as u64 > max
+    {
+        reasoning.truncate(max as usize);
+        stop_reason = "max_tokens";
+    }
+    let reasoned = reasoning_pieces.as_ref().map_or(0, Vec::len) as u64;
+    if let Some(max) = max_tokens
+        .map(|max| max.saturating_sub(reasoned))
+        .filter(|max| pieces.len() as u64 > *max)
+    {
         pieces.truncate(max as usize);
         citations.retain(|c| c.end <= pieces.len());
         stop_reason = "max_tokens";
     }
+    let reasoning = reasoning_pieces.map(|pieces| Reasoning {
+        signature: signature(&pieces.concat()),
+        pieces,
+        redacted: directives.contains(REDACTED_DIRECTIVE),
+    });
     let fault = directive(&directives, "fault").map(str::to_string);
+    let replaced = matches!(fault.as_deref(), Some("guardrail" | "content-filter"));
     match fault.as_deref() {
         Some("guardrail") => {
             pieces = vec!["Sorry, I cannot answer that.".into()];
@@ -623,6 +878,43 @@ fn plan(body: &Value, pace: Duration) -> Plan {
         }
         _ => {}
     }
+    let mut guard = guardrail(body, fault.as_deref() == Some("guardrail"));
+    let mut unguarded = None;
+    if let Some(guard) = guard.as_mut().filter(|_| !replaced)
+        && let Some(scores) = grounding_scores(last_user_message, &pieces.concat())
+    {
+        guard.scores = Some(scores);
+        if scores.0 < GROUNDING_THRESHOLD || scores.1 < GROUNDING_THRESHOLD {
+            guard.grounding_blocked = true;
+            stop_reason = "guardrail_intervened";
+            unguarded = Some((
+                std::mem::replace(&mut pieces, vec![GROUNDING_BLOCKED.to_string()]),
+                std::mem::take(&mut citations),
+            ));
+        }
+    }
+    let mut echoes = Vec::new();
+    for (field, key, allowed) in [
+        (
+            "performanceConfig",
+            "latency",
+            &["standard", "optimized"][..],
+        ),
+        ("serviceTier", "type", &["default", "priority", "flex"][..]),
+    ] {
+        let Some(value) = body.get(field) else {
+            continue;
+        };
+        match value.get(key).and_then(Value::as_str) {
+            Some(v) if allowed.contains(&v) => echoes.push((field, value.clone())),
+            _ => {
+                invalid.get_or_insert_with(|| {
+                    format!("{field}.{key}: must be one of {}", allowed.join(", "))
+                });
+            }
+        }
+    }
+    let words = pieces.len() + reasoning.as_ref().map_or(0, |r| r.pieces.len());
     // Pacing holds for the whole conversation: later turns (another agent's) keep it.
     let directed = directive(
         &format!("{directives}\n{}", all_text.join("\n")),
@@ -632,7 +924,7 @@ fn plan(body: &Value, pace: Duration) -> Plan {
     .map(Duration::from_millis);
     let (delay, converse_delay) = match directed {
         Some(delay) => (delay, delay),
-        None => (pace, pace * pieces.len() as u32),
+        None => (pace, pace * words as u32),
     };
     Plan {
         fault,
@@ -651,11 +943,186 @@ fn plan(body: &Value, pace: Duration) -> Plan {
         citations,
         stop_reason,
         input_tokens,
+        invalid,
+        reasoning,
+        guard,
+        unguarded,
+        echoes,
     }
+}
+
+/// Marks the last user message so that a `redactedContent` block follows the reasoning.
+const REDACTED_DIRECTIVE: &str = "[[redacted-reasoning]]";
+/// The bytes of a redacted reasoning block.
+const REDACTED_BYTES: &[u8] = b"redacted by local-bedrock";
+/// What replaces an answer the contextual grounding check blocks.
+const GROUNDING_BLOCKED: &str = "Sorry, the model cannot answer this question.";
+/// The grounding and relevance thresholds of the contextual grounding check.
+const GROUNDING_THRESHOLD: f64 = 0.5;
+
+/// The reasoning effort `additionalModelRequestFields` asks for (`low`, `medium`, `high`, `max`, `budget N`), or
+/// the `ValidationException` message of a request the service refuses.
+fn reasoning_effort(body: &Value) -> Result<Option<String>, String> {
+    let Some(fields) = body.get("additionalModelRequestFields") else {
+        return Ok(None);
+    };
+    let one_of = |value: Option<&Value>, default: &str, allowed: &[&str], field: &str| match value
+        .map(Value::as_str)
+    {
+        None => Ok(Some(default.to_string())),
+        Some(Some(v)) if allowed.contains(&v) => Ok(Some(v.to_string())),
+        Some(_) => Err(format!("{field}: must be one of {}", allowed.join(", "))),
+    };
+    if let Some(thinking) = fields.get("thinking") {
+        match thinking.get("type").and_then(Value::as_str) {
+            Some("enabled") => {
+                let Some(budget) = thinking.get("budget_tokens").and_then(Value::as_i64) else {
+                    return Err("thinking.budget_tokens: must be an integer".into());
+                };
+                if budget < 1024 {
+                    return Err("thinking.budget_tokens: must be at least 1024".into());
+                }
+                let max_tokens = body
+                    .pointer("/inferenceConfig/maxTokens")
+                    .and_then(Value::as_i64);
+                if max_tokens.is_some_and(|max| budget >= max) {
+                    return Err("max_tokens must be greater than thinking.budget_tokens".into());
+                }
+                let temperature = body
+                    .pointer("/inferenceConfig/temperature")
+                    .map(|t| t.as_f64());
+                if temperature.is_some_and(|t| t != Some(1.0))
+                    || body.pointer("/inferenceConfig/topP").is_some()
+                {
+                    return Err(
+                        "temperature and top_p may not be set when thinking is enabled".into(),
+                    );
+                }
+                Ok(Some(format!("budget {budget}")))
+            }
+            Some("adaptive") => one_of(
+                fields.pointer("/output_config/effort"),
+                "high",
+                &["low", "medium", "high", "max"],
+                "output_config.effort",
+            ),
+            Some("disabled") => Ok(None),
+            _ => Err("thinking.type: must be one of enabled, adaptive, disabled".into()),
+        }
+    } else if let Some(config) = fields.get("reasoningConfig") {
+        match config.get("type").and_then(Value::as_str) {
+            Some("enabled") => one_of(
+                config.get("maxReasoningEffort"),
+                "medium",
+                &["low", "medium", "high"],
+                "reasoningConfig.maxReasoningEffort",
+            ),
+            Some("disabled") => Ok(None),
+            _ => Err("reasoningConfig.type: must be one of enabled, disabled".into()),
+        }
+    } else if let Some(effort) = fields.get("reasoning_effort") {
+        one_of(
+            Some(effort),
+            "",
+            &["low", "medium", "high"],
+            "reasoning_effort",
+        )
+    } else {
+        Ok(None)
+    }
+}
+
+/// A reasoning block's signature: `local-signature-` and the FNV-1a hash of its text in hex.
+fn signature(text: &str) -> String {
+    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    format!("local-signature-{hash:016x}")
+}
+
+/// The request's `guardrailConfig`, if any; `input_blocked` when `[[fault:guardrail]]` asks for a blocked input.
+fn guardrail(body: &Value, input_blocked: bool) -> Option<Guard> {
+    let config = body.get("guardrailConfig")?;
+    let field = |name: &str| config.get(name).and_then(Value::as_str);
+    Some(Guard {
+        id: field("guardrailIdentifier").unwrap_or_default().to_string(),
+        trace: matches!(field("trace"), Some("enabled" | "enabled_full")),
+        async_mode: field("streamProcessingMode") == Some("async"),
+        input_blocked,
+        scores: None,
+        grounding_blocked: false,
+    })
+}
+
+/// The words the grounding check compares: lower-cased, only alphanumeric characters kept, at least 3 characters.
+fn grounding_words(text: &str) -> Vec<String> {
+    text.split_whitespace()
+        .map(|word| {
+            word.chars()
+                .filter(|c| c.is_alphanumeric())
+                .flat_map(char::to_lowercase)
+                .collect::<String>()
+        })
+        .filter(|word| word.chars().count() >= 3)
+        .collect()
+}
+
+/// The text without what lies between `open` and `close` (both removed too; an unclosed `open` ends the text).
+fn without_between(text: &str, open: &str, close: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(start) = rest.find(open) {
+        out.push_str(&rest[..start]);
+        out.push(' ');
+        match rest[start + open.len()..].find(close) {
+            Some(end) => rest = &rest[start + open.len() + end + close.len()..],
+            None => rest = "",
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The contextual grounding check's (grounding, relevance) scores of an answer, rounded to 2 decimals, when the
+/// last user message holds guard content qualified `grounding_source` and guard content qualified `query`.
+fn grounding_scores(last_user_message: Option<&Value>, answer: &str) -> Option<(f64, f64)> {
+    let qualified = |qualifier: &str| {
+        let texts: Vec<&str> = blocks_of(last_user_message?.get("content"))
+            .iter()
+            .filter_map(|b| b.pointer("/guardContent/text"))
+            .filter(|g| {
+                blocks_of(g.get("qualifiers"))
+                    .iter()
+                    .any(|q| q.as_str() == Some(qualifier))
+            })
+            .filter_map(|g| g.get("text").and_then(Value::as_str))
+            .collect();
+        (!texts.is_empty()).then(|| texts.join("\n"))
+    };
+    let sources = grounding_words(&qualified("grounding_source")?);
+    let query = grounding_words(&strip_directives(&qualified("query")?));
+    let answer = grounding_words(&without_between(
+        &without_between(answer, "<<", ">>"),
+        "[",
+        "]",
+    ));
+    let share = |words: &[String], found: &dyn Fn(&String) -> bool| {
+        if words.is_empty() {
+            return 1.0;
+        }
+        let share = words.iter().filter(|w| found(w)).count() as f64 / words.len() as f64;
+        (share * 100.0).round() / 100.0
+    };
+    let grounding = share(&answer, &|w| sources.contains(w));
+    let relevance = share(&query, &|w| answer.contains(w) || sources.contains(w));
+    Some((grounding, relevance))
 }
 
 /// The HTTP error Bedrock answers for a fault, if the fault is one.
 fn fault_response(state: &AppState, plan: &Plan, body: &Value) -> Option<Response> {
+    if let Some(message) = &plan.invalid {
+        return Some(error_response(400, "ValidationException", message));
+    }
     let (status, kind, message) = match plan.fault.as_deref()? {
         "throttle" => (
             429,
@@ -718,6 +1185,11 @@ fn fault_response(state: &AppState, plan: &Plan, body: &Value) -> Option<Respons
         ),
         _ => return None,
     };
+    Some(error_response(status, kind, message))
+}
+
+/// An error answer as Bedrock sends it: the status, the `x-amzn-errortype` header and a JSON message.
+fn error_response(status: u16, kind: &str, message: &str) -> Response {
     let mut response = (
         StatusCode::from_u16(status).unwrap(),
         [
@@ -734,16 +1206,80 @@ fn fault_response(state: &AppState, plan: &Plan, body: &Value) -> Option<Respons
         "x-amzn-requestid",
         header::HeaderValue::from_static("00000000-0000-0000-0000-000000000000"),
     );
-    Some(response)
+    response
 }
 
-fn usage(plan: &Plan) -> Value {
-    let output = plan.pieces.len() as u64;
-    json!({
-        "inputTokens": plan.input_tokens,
+/// The `usage` object: `output` tokens sent; with cache points, `cache` is (read, write).
+fn usage(plan: &Plan, output: usize, cache: Option<(u64, u64)>) -> Value {
+    let output = output as u64;
+    let (read, write) = cache.unwrap_or_default();
+    let input = plan.input_tokens.saturating_sub(read + write);
+    let mut usage = json!({
+        "inputTokens": input,
         "outputTokens": output,
-        "totalTokens": plan.input_tokens + output,
-    })
+        "totalTokens": input + output + read + write,
+    });
+    if cache.is_some() {
+        usage["cacheReadInputTokens"] = json!(read);
+        usage["cacheWriteInputTokens"] = json!(write);
+    }
+    usage
+}
+
+/// The response fields beside `usage` and `metrics` (`converse`: top level; stream: the `metadata` event): the
+/// echoed `performanceConfig` and `serviceTier`, and the guardrail's `trace`.
+fn extra_fields(plan: &Plan, out: &mut Value) {
+    for (field, value) in &plan.echoes {
+        out[*field] = value.clone();
+    }
+    if let Some(guard) = plan.guard.as_ref().filter(|g| g.trace) {
+        out["trace"] = trace(guard);
+    }
+}
+
+/// The guardrail `trace`: the input's content-policy filters, the output's contextual grounding filters.
+fn trace(guard: &Guard) -> Value {
+    let input_filters = if guard.input_blocked {
+        vec![json!({
+            "type": "VIOLENCE",
+            "confidence": "HIGH",
+            "filterStrength": "HIGH",
+            "action": "BLOCKED",
+            "detected": true,
+        })]
+    } else {
+        Vec::new()
+    };
+    let filter = |kind: &str, score: f64| {
+        let detected = score < GROUNDING_THRESHOLD;
+        json!({
+            "type": kind,
+            "threshold": GROUNDING_THRESHOLD,
+            "score": score,
+            "action": if detected { "BLOCKED" } else { "NONE" },
+            "detected": detected,
+        })
+    };
+    let output = match guard.scores {
+        Some((grounding, relevance)) => json!({"contextualGroundingPolicy": {"filters": [
+            filter("GROUNDING", grounding),
+            filter("RELEVANCE", relevance),
+        ]}}),
+        None => json!({}),
+    };
+    let blocked = guard.input_blocked || guard.grounding_blocked;
+    let mut input = serde_json::Map::new();
+    input.insert(
+        guard.id.clone(),
+        json!({"contentPolicy": {"filters": input_filters}}),
+    );
+    let mut outputs = serde_json::Map::new();
+    outputs.insert(guard.id.clone(), json!([output]));
+    json!({"guardrail": {
+        "inputAssessment": input,
+        "outputAssessments": outputs,
+        "actionReason": if blocked { "Guardrail blocked." } else { "No action." },
+    }})
 }
 
 fn record(state: &AppState, operation: Operation, model_id: String, body: Value) -> usize {
@@ -784,26 +1320,51 @@ async fn converse(
         Err(r) => return *r,
     };
     let plan = plan(&body, state.pace);
-    record(&state, Operation::Converse, model_id, body.clone());
+    record(&state, Operation::Converse, model_id.clone(), body.clone());
     tokio::time::sleep(plan.first_delay).await;
     if let Some(r) = fault_response(&state, &plan, &body) {
         return r;
     }
+    let cache = cache_usage(&state, &model_id, &body);
     if plan.stall_after.is_some() {
         tokio::time::sleep(STALL).await;
     }
     tokio::time::sleep(plan.converse_delay).await;
-    let out = json!({
-        "output": {"message": {"role": "assistant", "content": content_blocks(&plan)}},
+    let mut content = reasoning_blocks(&plan);
+    content.extend(content_blocks(&plan));
+    let output = plan.pieces.len() + plan.reasoning.as_ref().map_or(0, |r| r.pieces.len());
+    let mut out = json!({
+        "output": {"message": {"role": "assistant", "content": content}},
         "stopReason": plan.stop_reason,
-        "usage": usage(&plan),
+        "usage": usage(&plan, output, cache),
         "metrics": {"latencyMs": 1},
     });
+    extra_fields(&plan, &mut out);
     (
         [(header::CONTENT_TYPE, "application/json")],
         out.to_string(),
     )
         .into_response()
+}
+
+/// A buffered answer's reasoning blocks: its `reasoningText`, and a `redactedContent` block when asked for.
+fn reasoning_blocks(plan: &Plan) -> Vec<Value> {
+    let Some(reasoning) = &plan.reasoning else {
+        return Vec::new();
+    };
+    let mut blocks = vec![json!({"reasoningContent": {"reasoningText": {
+        "text": reasoning.pieces.concat(),
+        "signature": reasoning.signature,
+    }}})];
+    if reasoning.redacted {
+        blocks.push(json!({"reasoningContent": {"redactedContent": redacted_content()}}));
+    }
+    blocks
+}
+
+/// The base64 of a redacted reasoning block's bytes.
+fn redacted_content() -> String {
+    aws_smithy_types::base64::encode(REDACTED_BYTES)
 }
 
 /// A buffered answer's content blocks: one `text` block, or with native citations a `citationsContent` block per
@@ -888,24 +1449,73 @@ async fn converse_stream(
         Err(r) => return *r,
     };
     let plan = plan(&body, state.pace);
-    let index = record(&state, Operation::ConverseStream, model_id, body.clone());
+    let index = record(
+        &state,
+        Operation::ConverseStream,
+        model_id.clone(),
+        body.clone(),
+    );
     if let Some(r) = fault_response(&state, &plan, &body) {
         tokio::time::sleep(plan.first_delay).await;
         return r;
     }
+    let cache = cache_usage(&state, &model_id, &body);
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(1);
     tokio::spawn(async move {
         let send = |b: Bytes| {
             let tx = tx.clone();
             async move { tx.send(Ok(b)).await.is_ok() }
         };
+        let delta = |index: usize, delta: Value| {
+            event(
+                "contentBlockDelta",
+                json!({"contentBlockIndex": index, "delta": delta}),
+            )
+        };
+        let stop = |index: usize| event("contentBlockStop", json!({"contentBlockIndex": index}));
         if !send(event("messageStart", json!({"role": "assistant"}))).await {
             return;
         }
         if !silence(&tx, plan.first_delay).await {
             return;
         }
-        for (i, piece) in plan.pieces.iter().enumerate() {
+        // The block the answer's text goes to: after the reasoning blocks.
+        let mut block = 0;
+        let mut output = 0;
+        if let Some(reasoning) = &plan.reasoning {
+            for piece in &reasoning.pieces {
+                if !plan.delay.is_zero() {
+                    tokio::time::sleep(plan.delay).await;
+                }
+                if !send(delta(block, json!({"reasoningContent": {"text": piece}}))).await {
+                    return;
+                }
+                output += 1;
+                if state.log_deltas {
+                    eprintln!("local-bedrock: sent reasoning {piece:?}");
+                }
+            }
+            let signature = json!({"reasoningContent": {"signature": reasoning.signature}});
+            if !(send(delta(block, signature)).await && send(stop(block)).await) {
+                return;
+            }
+            block += 1;
+            if reasoning.redacted {
+                let redacted = json!({"reasoningContent": {"redactedContent": redacted_content()}});
+                if !(send(delta(block, redacted)).await && send(stop(block)).await) {
+                    return;
+                }
+                block += 1;
+            }
+        }
+        // An `async` guardrail lets the answer through and intervenes after it.
+        let (pieces, citations) = match &plan.unguarded {
+            Some((pieces, citations)) if plan.guard.as_ref().is_some_and(|g| g.async_mode) => {
+                (pieces, citations)
+            }
+            _ => (&plan.pieces, &plan.citations),
+        };
+        for (i, piece) in pieces.iter().enumerate() {
             if plan.stream_break_after == Some(i) {
                 // An error item makes the server abort the connection mid-body.
                 let _ = tx
@@ -929,10 +1539,10 @@ async fn converse_stream(
             if !plan.delay.is_zero() {
                 tokio::time::sleep(plan.delay).await;
             }
-            let delta = json!({"contentBlockIndex": 0, "delta": {"text": piece}});
-            if !send(event("contentBlockDelta", delta)).await {
+            if !send(delta(block, json!({"text": piece}))).await {
                 return; // the client went away: stop producing
             }
+            output += 1;
             let now = SystemTime::now();
             if let Some(r) = state.shared.lock().unwrap().requests.get_mut(index) {
                 r.deltas_sent_at.push(now);
@@ -944,9 +1554,8 @@ async fn converse_stream(
                     .as_millis();
                 eprintln!("local-bedrock: sent delta {} at {ms} ms {piece:?}", i + 1);
             }
-            for cite in plan.citations.iter().filter(|c| c.end == i + 1) {
-                let delta = json!({"contentBlockIndex": 0, "delta": {"citation": cite.citation}});
-                if !send(event("contentBlockDelta", delta)).await {
+            for cite in citations.iter().filter(|c| c.end == i + 1) {
+                if !send(delta(block, json!({"citation": cite.citation}))).await {
                     return;
                 }
                 if state.log_deltas {
@@ -954,14 +1563,11 @@ async fn converse_stream(
                 }
             }
         }
-        if plan.stall_after.is_some_and(|n| n >= plan.pieces.len()) {
+        if plan.stall_after.is_some_and(|n| n >= pieces.len()) {
             silence(&tx, STALL).await;
             return;
         }
-        if plan
-            .stream_error_after
-            .is_some_and(|n| n >= plan.pieces.len())
-        {
+        if plan.stream_error_after.is_some_and(|n| n >= pieces.len()) {
             send(exception(
                 "modelStreamErrorException",
                 "The model stream failed.",
@@ -969,17 +1575,16 @@ async fn converse_stream(
             .await;
             return;
         }
-        let _ = send(event("contentBlockStop", json!({"contentBlockIndex": 0}))).await
+        let mut metadata =
+            json!({"usage": usage(&plan, output, cache), "metrics": {"latencyMs": 1}});
+        extra_fields(&plan, &mut metadata);
+        let _ = send(stop(block)).await
             && send(event(
                 "messageStop",
                 json!({"stopReason": plan.stop_reason}),
             ))
             .await
-            && send(event(
-                "metadata",
-                json!({"usage": usage(&plan), "metrics": {"latencyMs": 1}}),
-            ))
-            .await;
+            && send(event("metadata", metadata)).await;
     });
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|item| (item, rx))
@@ -988,4 +1593,39 @@ async fn converse_stream(
         .header(header::CONTENT_TYPE, "application/vnd.amazon.eventstream")
         .body(Body::from_stream(stream))
         .unwrap()
+}
+
+/// `POST /model/{id}/count-tokens`: the input tokens a `converse` request of the same `system` and `messages`
+/// would count (`input.converse`), or the whitespace words of an `input.invokeModel` body.
+async fn count_tokens(
+    State(state): State<AppState>,
+    Path(model_id): Path<String>,
+    bytes: Bytes,
+) -> Response {
+    let body = match parse_body(&bytes) {
+        Ok(b) => b,
+        Err(r) => return *r,
+    };
+    record(&state, Operation::CountTokens, model_id, body.clone());
+    let tokens = if let Some(converse) = body.pointer("/input/converse") {
+        input_tokens(converse.get("system"), converse.get("messages"))
+    } else if let Some(invoke) = body.pointer("/input/invokeModel") {
+        let text = invoke
+            .get("body")
+            .and_then(Value::as_str)
+            .and_then(|b64| aws_smithy_types::base64::decode(b64).ok())
+            .unwrap_or_default();
+        String::from_utf8_lossy(&text).split_whitespace().count() as u64
+    } else {
+        return error_response(
+            400,
+            "ValidationException",
+            "input: must hold converse or invokeModel",
+        );
+    };
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        json!({ "inputTokens": tokens }).to_string(),
+    )
+        .into_response()
 }
