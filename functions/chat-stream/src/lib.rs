@@ -94,6 +94,16 @@ impl Framing {
         }
     }
 
+    /// A piece of the model's reasoning (or the note that some is redacted), as a line of its own.
+    fn reasoning(&self, piece: &str, redacted: bool) -> Vec<u8> {
+        match self {
+            Framing::Deltas(_) => json_line(&StreamChunk::reasoning(piece, redacted)),
+            Framing::Chunks(header, _) => {
+                json_line(&ChatCompletionChunk::reasoning(header, piece, redacted))
+            }
+        }
+    }
+
     fn end(&self, end: TurnEnd) -> Vec<u8> {
         let context = ResponseContext::new(&end.result_thoughts, end.followup_questions);
         match self {
@@ -390,6 +400,8 @@ async fn write_stream<M: ChatModel, St: SessionStore>(
     loop {
         let line = match turn.next().await {
             Ok(Some(TurnEvent::Text(text))) => framing.text(text),
+            Ok(Some(TurnEvent::Reasoning(piece))) => framing.reasoning(&piece, false),
+            Ok(Some(TurnEvent::RedactedReasoning)) => framing.reasoning(chat_core::REDACTED, true),
             Ok(Some(TurnEvent::End(end))) => {
                 // Only a client still there gets the turn stored: holding a slot for the last line first makes
                 // the store and the end line go together.

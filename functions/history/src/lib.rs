@@ -252,6 +252,7 @@ async fn create<St: SessionStore>(
         last_updated: now,
         last_message: String::new(),
         message_count: 0,
+        usage: Default::default(),
     };
     let created = app
         .store

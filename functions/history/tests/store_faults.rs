@@ -366,6 +366,7 @@ async fn a_chat_longer_than_a_lambda_response_reads_back_whole_in_pages() {
         last_updated: "2026-01-01T00:00:00.000Z".into(),
         last_message: String::new(),
         message_count: 0,
+        usage: Default::default(),
     };
     w.direct.create(OWNER, &chat, &messages).await.unwrap();
 

@@ -8,19 +8,26 @@ use aws_sdk_bedrockruntime::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_bedrockruntime::primitives::event_stream::EventReceiver;
 use aws_sdk_bedrockruntime::types::error::ConverseStreamOutputError;
 use aws_sdk_bedrockruntime::types::{
-    CitationLocation, CitationsConfig, ContentBlock, ContentBlockDelta, ConversationRole,
-    ConverseOutput, ConverseStreamOutput, DocumentBlock, DocumentFormat as BedrockDocumentFormat,
-    DocumentSource, GuardrailConfiguration, GuardrailStreamConfiguration, ImageBlock,
+    CachePointBlock, CachePointType, CitationLocation, CitationsConfig, ContentBlock,
+    ContentBlockDelta, ConversationRole, ConverseOutput, ConverseStreamOutput, DocumentBlock,
+    DocumentFormat as BedrockDocumentFormat, DocumentSource, GuardrailConfiguration,
+    GuardrailConverseContentBlock, GuardrailConverseContentQualifier, GuardrailConverseTextBlock,
+    GuardrailStreamConfiguration, GuardrailStreamProcessingMode, GuardrailTrace, ImageBlock,
     ImageFormat as BedrockImageFormat, ImageSource, InferenceConfiguration, Message,
-    SearchResultBlock, SearchResultContentBlock, StopReason as BedrockStop, SystemContentBlock,
+    PerformanceConfigLatency, PerformanceConfiguration, ReasoningContentBlock,
+    ReasoningContentBlockDelta, SearchResultBlock, SearchResultContentBlock,
+    ServiceTier as BedrockServiceTier, ServiceTierType, StopReason as BedrockStop,
+    SystemContentBlock,
 };
-use aws_smithy_types::Blob;
 use aws_smithy_types::timeout::TimeoutConfig;
+use aws_smithy_types::{Blob, Document, Number};
 use chat_core::TokenUsage;
 use chat_core::{
     ChatModel, ModelError, ModelEvent, ModelReply, ModelRequest, ModelStream, Passage,
-    ReplyCitation, StopReason,
+    ReplyCitation, Served, StopReason,
 };
+
+use crate::guardrail_trace::guardrail_trace;
 
 /// Bedrock as the chat model; holds one SDK client, built once per cold start.
 #[derive(Clone)]
@@ -145,14 +152,126 @@ fn messages(request: &ModelRequest) -> Result<Vec<Message>, ModelError> {
                     .content(ContentBlock::Text(file.label()))
                     .content(file_block(file, &name)?);
             }
-            m.texts
+            let texts: Vec<&String> = m
+                .texts
                 .iter()
                 .filter(|t| m.files.is_empty() || !t.trim().is_empty())
-                .fold(message, |b, t| b.content(ContentBlock::Text(t.clone())))
+                .collect();
+            let question = i == last && m.role == chat_core::Role::User;
+            for (j, text) in texts.iter().enumerate() {
+                message = match &request.grounding_source {
+                    // The guardrail's grounding check: the question is its query, the passages its source.
+                    Some(source) if question && j + 1 == texts.len() => message
+                        .content(guard_content(
+                            text,
+                            GuardrailConverseContentQualifier::Query,
+                        )?)
+                        .content(guard_content(
+                            source,
+                            GuardrailConverseContentQualifier::GroundingSource,
+                        )?),
+                    _ => message.content(ContentBlock::Text((*text).clone())),
+                };
+            }
+            // The conversation up to the newest question is the next turn's cached prefix.
+            if request.prompt_caching && i + 1 == last && last > 0 {
+                message = message.content(ContentBlock::CachePoint(cache_point()?));
+            }
+            message
                 .build()
                 .map_err(|e| ModelError::Rejected(e.to_string()))
         })
         .collect()
+}
+
+fn cache_point() -> Result<CachePointBlock, ModelError> {
+    CachePointBlock::builder()
+        .r#type(CachePointType::Default)
+        .build()
+        .map_err(|e| ModelError::Rejected(e.to_string()))
+}
+
+fn guard_content(
+    text: &str,
+    qualifier: GuardrailConverseContentQualifier,
+) -> Result<ContentBlock, ModelError> {
+    Ok(ContentBlock::GuardContent(
+        GuardrailConverseContentBlock::Text(
+            GuardrailConverseTextBlock::builder()
+                .text(text)
+                .qualifiers(qualifier)
+                .build()
+                .map_err(|e| ModelError::Rejected(e.to_string()))?,
+        ),
+    ))
+}
+
+/// The system prompt, then a cache point when caching: it is the same on every turn.
+fn system(request: &ModelRequest) -> Result<Vec<SystemContentBlock>, ModelError> {
+    let mut blocks = vec![SystemContentBlock::Text(request.system.clone())];
+    if request.prompt_caching {
+        blocks.push(SystemContentBlock::CachePoint(cache_point()?));
+    }
+    Ok(blocks)
+}
+
+/// A JSON value as a Smithy document (for `additionalModelRequestFields`).
+fn document(value: &serde_json::Value) -> Document {
+    use serde_json::Value;
+    match value {
+        Value::Null => Document::Null,
+        Value::Bool(b) => Document::Bool(*b),
+        Value::Number(n) => match (n.as_u64(), n.as_i64(), n.as_f64()) {
+            (Some(u), _, _) => Document::Number(Number::PosInt(u)),
+            (_, Some(i), _) => Document::Number(Number::NegInt(i)),
+            (_, _, f) => Document::Number(Number::Float(f.unwrap_or_default())),
+        },
+        Value::String(s) => Document::String(s.clone()),
+        Value::Array(a) => Document::Array(a.iter().map(document).collect()),
+        Value::Object(o) => {
+            Document::Object(o.iter().map(|(k, v)| (k.clone(), document(v))).collect())
+        }
+    }
+}
+
+/// The model-specific fields of a call: how to reason.
+fn additional_fields(request: &ModelRequest) -> Option<Document> {
+    request.reasoning.map(|r| document(&r.request_fields()))
+}
+
+fn performance(request: &ModelRequest) -> Option<PerformanceConfiguration> {
+    request.latency.map(|l| {
+        PerformanceConfiguration::builder()
+            .latency(match l {
+                chat_core::Latency::Standard => PerformanceConfigLatency::Standard,
+                chat_core::Latency::Optimized => PerformanceConfigLatency::Optimized,
+            })
+            .build()
+    })
+}
+
+fn service_tier(request: &ModelRequest) -> Option<BedrockServiceTier> {
+    request.service_tier.and_then(|t| {
+        BedrockServiceTier::builder()
+            .r#type(match t {
+                chat_core::ServiceTier::Default => ServiceTierType::Default,
+                chat_core::ServiceTier::Priority => ServiceTierType::Priority,
+                chat_core::ServiceTier::Flex => ServiceTierType::Flex,
+            })
+            .build()
+            .ok()
+    })
+}
+
+/// What Bedrock says it served: the latency setting and the service tier.
+fn served(
+    performance: Option<&PerformanceConfiguration>,
+    tier: Option<&BedrockServiceTier>,
+) -> Served {
+    Served {
+        latency: performance.map(|p| p.latency().as_str().to_string()),
+        service_tier: tier.map(|t| t.r#type().as_str().to_string()),
+    }
 }
 
 /// A passage as a Converse search result, with citations on.
@@ -195,11 +314,13 @@ fn inference(request: &ModelRequest) -> InferenceConfiguration {
         .build()
 }
 
+/// The guardrail, with its trace on: its assessment becomes a thought.
 fn guardrail(request: &ModelRequest) -> Option<GuardrailConfiguration> {
     request.guardrail.as_ref().map(|g| {
         GuardrailConfiguration::builder()
             .guardrail_identifier(&g.id)
             .guardrail_version(&g.version)
+            .trace(GuardrailTrace::Enabled)
             .build()
     })
 }
@@ -272,10 +393,13 @@ where
 }
 
 fn usage(u: &aws_sdk_bedrockruntime::types::TokenUsage) -> TokenUsage {
+    let count = |n: i32| n.max(0) as u64;
     TokenUsage {
-        input_tokens: u.input_tokens().max(0) as u64,
-        output_tokens: u.output_tokens().max(0) as u64,
-        total_tokens: u.total_tokens().max(0) as u64,
+        input_tokens: count(u.input_tokens()),
+        output_tokens: count(u.output_tokens()),
+        total_tokens: count(u.total_tokens()),
+        cache_read_input_tokens: u.cache_read_input_tokens().map_or(0, count),
+        cache_write_input_tokens: u.cache_write_input_tokens().map_or(0, count),
     }
 }
 
@@ -290,6 +414,8 @@ pub struct BedrockStream {
     started: Instant,
     first_text_ms: Option<u64>,
     timeout: Duration,
+    /// Events read and not yet returned: the end's metadata carries several.
+    pending: std::collections::VecDeque<ModelEvent>,
 }
 
 impl BedrockStream {
@@ -327,6 +453,9 @@ impl ModelStream for BedrockStream {
     async fn next_event(&mut self) -> Result<Option<ModelEvent>, ModelError> {
         // One deadline for everything read before the next event this returns: events without text (the message
         // and block starts) do not extend it.
+        if let Some(event) = self.pending.pop_front() {
+            return Ok(Some(event));
+        }
         let deadline = match self.first_text_ms {
             None => self.started + self.timeout,
             Some(_) => Instant::now() + self.timeout,
@@ -347,6 +476,22 @@ impl ModelStream for BedrockStream {
                             return Ok(Some(ModelEvent::Citation(source)));
                         }
                     }
+                    // Reasoning is the model's first output: it counts as the end of its silence too.
+                    Some(ContentBlockDelta::ReasoningContent(reasoning)) => match reasoning {
+                        ReasoningContentBlockDelta::Text(text) if !text.is_empty() => {
+                            self.first_text_ms
+                                .get_or_insert_with(|| millis(self.started));
+                            return Ok(Some(ModelEvent::Reasoning(text.clone())));
+                        }
+                        ReasoningContentBlockDelta::RedactedContent(_) => {
+                            self.first_text_ms
+                                .get_or_insert_with(|| millis(self.started));
+                            return Ok(Some(ModelEvent::RedactedReasoning));
+                        }
+                        // The signature proves the reasoning to the model when sent back; this backend never sends
+                        // reasoning back (it is not stored), so it is not kept.
+                        _ => {}
+                    },
                     _ => {}
                 },
                 ConverseStreamOutput::MessageStop(stop) => {
@@ -362,11 +507,22 @@ impl ModelStream for BedrockStream {
                         model_latency_ms = m.metrics().map(|x| x.latency_ms()),
                         input_tokens = m.usage().map(|u| u.input_tokens()),
                         output_tokens = m.usage().map(|u| u.output_tokens()),
+                        cache_read_input_tokens = m.usage().and_then(|u| u.cache_read_input_tokens()),
+                        cache_write_input_tokens = m.usage().and_then(|u| u.cache_write_input_tokens()),
                         "model answered"
                     );
-                    if let Some(u) = m.usage() {
-                        return Ok(Some(ModelEvent::Usage(usage(u))));
+                    if let Some(trace) = m.trace().and_then(|t| t.guardrail()) {
+                        self.pending
+                            .push_back(ModelEvent::Guardrail(guardrail_trace(trace)));
                     }
+                    self.pending.push_back(ModelEvent::Served(served(
+                        m.performance_config(),
+                        m.service_tier(),
+                    )));
+                    if let Some(u) = m.usage() {
+                        self.pending.push_back(ModelEvent::Usage(usage(u)));
+                    }
+                    return Ok(self.pending.pop_front());
                 }
                 // messageStart, contentBlockStart/Stop, and events this backend does not use.
                 _ => {}
@@ -401,10 +557,13 @@ impl ChatModel for BedrockModel {
             .client
             .converse()
             .model_id(&request.model_id)
-            .system(SystemContentBlock::Text(request.system.clone()))
+            .set_system(Some(system(request)?))
             .set_messages(Some(messages(request)?))
             .inference_config(inference(request))
             .set_guardrail_config(guardrail(request))
+            .set_additional_model_request_fields(additional_fields(request))
+            .set_performance_config(performance(request))
+            .set_service_tier(service_tier(request))
             .send();
         let output = match tokio::time::timeout(self.timeout, call).await {
             Ok(output) => output.map_err(classify),
@@ -413,10 +572,18 @@ impl ChatModel for BedrockModel {
         .map_err(|e| failed("Converse", request, started, e))?;
         let mut text = String::new();
         let mut citations = Vec::new();
+        let mut reasoning = String::new();
+        let mut reasoning_redacted = false;
         if let Some(ConverseOutput::Message(m)) = output.output() {
             for block in m.content() {
                 match block {
                     ContentBlock::Text(t) => text.push_str(t),
+                    ContentBlock::ReasoningContent(ReasoningContentBlock::ReasoningText(r)) => {
+                        reasoning.push_str(r.text());
+                    }
+                    ContentBlock::ReasoningContent(ReasoningContentBlock::RedactedContent(_)) => {
+                        reasoning_redacted = true;
+                    }
                     // Cited text: the citations follow the text they support.
                     ContentBlock::CitationsContent(cited) => {
                         for generated in cited.content() {
@@ -440,6 +607,13 @@ impl ChatModel for BedrockModel {
             stop_reason: stop_reason(output.stop_reason()),
             usage: output.usage().map(usage).unwrap_or_default(),
             citations,
+            reasoning,
+            reasoning_redacted,
+            guardrail: output
+                .trace()
+                .and_then(|t| t.guardrail())
+                .map(guardrail_trace),
+            served: served(output.performance_config(), output.service_tier()),
         };
         tracing::info!(
             operation = "Converse",
@@ -448,6 +622,8 @@ impl ChatModel for BedrockModel {
             model_latency_ms = output.metrics().map(|m| m.latency_ms()),
             input_tokens = reply.usage.input_tokens,
             output_tokens = reply.usage.output_tokens,
+            cache_read_input_tokens = reply.usage.cache_read_input_tokens,
+            cache_write_input_tokens = reply.usage.cache_write_input_tokens,
             stop_reason = ?reply.stop_reason,
             "model answered"
         );
@@ -460,16 +636,25 @@ impl ChatModel for BedrockModel {
             GuardrailStreamConfiguration::builder()
                 .guardrail_identifier(&g.id)
                 .guardrail_version(&g.version)
+                .trace(GuardrailTrace::Enabled)
+                .stream_processing_mode(if g.stream_async {
+                    GuardrailStreamProcessingMode::Async
+                } else {
+                    GuardrailStreamProcessingMode::Sync
+                })
                 .build()
         });
         let call = self
             .client
             .converse_stream()
             .model_id(&request.model_id)
-            .system(SystemContentBlock::Text(request.system.clone()))
+            .set_system(Some(system(request)?))
             .set_messages(Some(messages(request)?))
             .inference_config(inference(request))
             .set_guardrail_config(guardrail)
+            .set_additional_model_request_fields(additional_fields(request))
+            .set_performance_config(performance(request))
+            .set_service_tier(service_tier(request))
             .send();
         // Opening the stream counts towards the wait for the first text.
         let output = match tokio::time::timeout(self.timeout, call).await {
@@ -483,6 +668,7 @@ impl ChatModel for BedrockModel {
             started,
             first_text_ms: None,
             timeout: self.timeout,
+            pending: std::collections::VecDeque::new(),
         })
     }
 }

@@ -3,6 +3,7 @@
 
 mod attachments;
 mod bedrock;
+mod guardrail_trace;
 mod knowledge_base;
 mod store;
 pub mod table;

@@ -19,8 +19,8 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chat_core::ChatMode;
 use chat_core::Role;
 use chat_core::{
-    ChatRecord, LoadedChat, Page, ReadMark, SessionStore, StoreError, StoreTimeouts, StoredMessage,
-    is_chat_id,
+    ChatRecord, HistoryBudget, LoadedChat, Page, ReadMark, SessionStore, StoreError, StoreTimeouts,
+    StoredMessage, TokenUsage, UsageTotals, estimate_stored_tokens, is_chat_id,
 };
 use time::OffsetDateTime;
 
@@ -78,6 +78,8 @@ struct Change<'a> {
     now: &'a str,
     /// The write's token, kept in the chat item's latest writes.
     token: &'a str,
+    /// A turn's tokens and cost, added to the chat's totals (`None` for a save, which spends nothing).
+    spent: Option<&'a UsageTotals>,
 }
 
 /// Why a write did not land, or may not have.
@@ -218,6 +220,7 @@ fn meta_of(item: &Item) -> Result<Meta, StoreError> {
             last_updated: get_s(item, "lastUpdated").unwrap_or_default(),
             last_message: get_s(item, "lastMessage").unwrap_or_default(),
             message_count: get_n(item, "messageCount").unwrap_or(0) as u64,
+            usage: usage_of(item),
         },
         generation: get_s(item, "generation").unwrap_or_default(),
         version: get_n(item, "version").unwrap_or(0) as u64,
@@ -228,6 +231,49 @@ fn meta_of(item: &Item) -> Result<Meta, StoreError> {
             .map(|list| list.iter().filter_map(|v| v.as_s().ok().cloned()).collect())
             .unwrap_or_default(),
     })
+}
+
+/// The chat's running totals of tokens and cost (absent attributes are zero; no cost attribute, no known cost).
+fn usage_of(item: &Item) -> UsageTotals {
+    let count = |name: &str| get_n(item, name).unwrap_or(0).max(0) as u64;
+    UsageTotals {
+        tokens: TokenUsage {
+            input_tokens: count("inputTokens"),
+            output_tokens: count("outputTokens"),
+            total_tokens: count("totalTokens"),
+            cache_read_input_tokens: count("cacheReadInputTokens"),
+            cache_write_input_tokens: count("cacheWriteInputTokens"),
+        },
+        cost_usd: item
+            .get("costUsd")
+            .and_then(|v| v.as_n().ok())
+            .and_then(|v| v.parse().ok()),
+    }
+}
+
+/// The attributes of `usage` (a chat's totals, or what a turn adds to them), named as the chat item keeps them.
+fn usage_attributes(usage: &UsageTotals) -> Vec<(&'static str, AttributeValue)> {
+    let t = &usage.tokens;
+    let mut attributes = vec![
+        ("inputTokens", n(t.input_tokens)),
+        ("outputTokens", n(t.output_tokens)),
+        ("totalTokens", n(t.total_tokens)),
+        ("cacheReadInputTokens", n(t.cache_read_input_tokens)),
+        ("cacheWriteInputTokens", n(t.cache_write_input_tokens)),
+    ];
+    if let Some(cost) = usage.cost_usd.filter(|c| c.is_finite()) {
+        // Decimal, as DynamoDB adds numbers exactly: a chat's total does not drift.
+        attributes.push(("costUsd", n(format!("{cost:.12}"))));
+    }
+    attributes
+}
+
+/// `record` with `spent` added to its totals.
+fn spending(mut record: ChatRecord, spent: Option<&UsageTotals>) -> ChatRecord {
+    if let Some(spent) = spent {
+        record.usage.add(spent);
+    }
+    record
 }
 
 /// The chat's latest write tokens after the write `token`.
@@ -422,6 +468,13 @@ impl Assembly {
         self.open = Some(open);
         None
     }
+}
+
+/// The newest messages of a chat, as a turn reads them.
+struct Newest {
+    /// Oldest first; `None` when one was missing.
+    messages: Option<Vec<StoredMessage>>,
+    items_read: u64,
 }
 
 /// A run of messages read from one generation.
@@ -691,29 +744,46 @@ impl DynamoStore {
             last_message,
             now,
             token,
+            spent,
         } = change;
         let pk = chat_pk(owner, &meta.record.id);
+        let mut expression = String::from(
+            "SET messageCount = :count, generation = :gen, version = :next, \
+             lastUpdated = :now, lastMessage = :last, #lsk = :lsk, #writes = :writes",
+        );
+        let mut update = Update::builder()
+            .table_name(&self.table)
+            .key(PARTITION_KEY, s(&pk))
+            .key(SORT_KEY, s("META"))
+            .condition_expression("version = :v")
+            .expression_attribute_names("#lsk", LIST_SORT_KEY)
+            .expression_attribute_names("#writes", "writes")
+            .expression_attribute_values(":count", n(count))
+            .expression_attribute_values(":gen", s(generation))
+            .expression_attribute_values(":next", n(meta.version + 1))
+            .expression_attribute_values(":v", n(meta.version))
+            .expression_attribute_values(":now", s(now))
+            .expression_attribute_values(":last", s(last_message))
+            .expression_attribute_values(":lsk", s(format!("{now}#{}", meta.record.id)))
+            .expression_attribute_values(":writes", writes_after(meta, token));
+        if let Some(spent) = spent {
+            // Added in the same commit as the turn's messages: a turn counts once, with them, or not at all.
+            let added: Vec<String> = usage_attributes(spent)
+                .into_iter()
+                .map(|(name, value)| {
+                    update = std::mem::take(&mut update)
+                        .expression_attribute_names(format!("#{name}"), name)
+                        .expression_attribute_values(format!(":{name}"), value);
+                    format!("#{name} :{name}")
+                })
+                .collect();
+            expression.push_str(" ADD ");
+            expression.push_str(&added.join(", "));
+        }
         TransactWriteItem::builder()
             .update(
-                Update::builder()
-                    .table_name(&self.table)
-                    .key(PARTITION_KEY, s(&pk))
-                    .key(SORT_KEY, s("META"))
-                    .update_expression(
-                        "SET messageCount = :count, generation = :gen, version = :next, \
-                         lastUpdated = :now, lastMessage = :last, #lsk = :lsk, #writes = :writes",
-                    )
-                    .condition_expression("version = :v")
-                    .expression_attribute_names("#lsk", LIST_SORT_KEY)
-                    .expression_attribute_names("#writes", "writes")
-                    .expression_attribute_values(":count", n(count))
-                    .expression_attribute_values(":gen", s(generation))
-                    .expression_attribute_values(":next", n(meta.version + 1))
-                    .expression_attribute_values(":v", n(meta.version))
-                    .expression_attribute_values(":now", s(now))
-                    .expression_attribute_values(":last", s(last_message))
-                    .expression_attribute_values(":lsk", s(format!("{now}#{}", meta.record.id)))
-                    .expression_attribute_values(":writes", writes_after(meta, token))
+                update
+                    .update_expression(expression)
                     .build()
                     .expect("an update has its parts"),
             )
@@ -819,6 +889,7 @@ impl DynamoStore {
         messages: &[StoredMessage],
         now: &str,
         token: &str,
+        spent: Option<&UsageTotals>,
     ) -> Result<Option<ChatRecord>, StoreError> {
         let pk = chat_pk(owner, &meta.record.id);
         let generation = new_token();
@@ -837,6 +908,7 @@ impl DynamoStore {
                 last_message: &last_message,
                 now,
                 token,
+                spent,
             },
         );
         let old = format!("MSG#{}#", meta.generation);
@@ -847,12 +919,15 @@ impl DynamoStore {
         {
             Ok(()) => {
                 self.delete_messages(&pk, &old).await;
-                return Ok(Some(ChatRecord {
-                    last_updated: now.to_string(),
-                    last_message,
-                    message_count: count,
-                    ..meta.record.clone()
-                }));
+                return Ok(Some(spending(
+                    ChatRecord {
+                        last_updated: now.to_string(),
+                        last_message,
+                        message_count: count,
+                        ..meta.record.clone()
+                    },
+                    spent,
+                )));
             }
             Err(failure) => failure,
         };
@@ -928,18 +1003,13 @@ fn decode_message_cursor(
 }
 
 impl SessionStore for DynamoStore {
+    /// The chat item and its messages in one `Query` (they share the partition key; the chat item, `META`, sorts
+    /// before the messages, `MSG#…`), paged only past DynamoDB's 1 MB a page.
     async fn load(
         &self,
         owner: &str,
         chat_id: &str,
     ) -> Result<(ChatRecord, Vec<StoredMessage>), StoreError> {
-        let loaded = self.load_for_turn(owner, chat_id).await?;
-        Ok((loaded.record, loaded.messages))
-    }
-
-    /// The chat item and its messages in one `Query` (they share the partition key; the chat item, `META`, sorts
-    /// before the messages, `MSG#…`), paged only past DynamoDB's 1 MB a page. The mark is the chat item as read.
-    async fn load_for_turn(&self, owner: &str, chat_id: &str) -> Result<LoadedChat, StoreError> {
         if !is_chat_id(chat_id) {
             return Err(StoreError::NotFound);
         }
@@ -949,10 +1019,35 @@ impl SessionStore for DynamoStore {
         // is read again; messages past its count (a write it does not count yet) are left out.
         for _ in 0..10 {
             if let Some((meta, messages)) = self.read_chat(&pk).await? {
+                return Ok((meta.record, messages));
+            }
+        }
+        Err(StoreError::Contended)
+    }
+
+    /// The chat item (one consistent `GetItem`), then its messages newest first (`Query` backwards, in pages that
+    /// grow) until the budget is full: a turn reads about as many items as it sends messages, however long the
+    /// chat. The mark is the chat item as read.
+    async fn load_for_turn(
+        &self,
+        owner: &str,
+        chat_id: &str,
+        budget: HistoryBudget,
+    ) -> Result<LoadedChat, StoreError> {
+        let pk = chat_pk(owner, chat_id);
+        let mut items_read = 0;
+        for _ in 0..10 {
+            let meta = self.read_meta(owner, chat_id).await?;
+            items_read += 1;
+            let newest = self.read_newest(&pk, &meta, budget).await?;
+            items_read += newest.items_read;
+            // Replaced while being read: the generation's items were being deleted; read the chat again.
+            if let Some(messages) = newest.messages {
                 return Ok(LoadedChat {
                     record: meta.record.clone(),
                     messages,
                     mark: Some(ReadMark::new(meta)),
+                    items_read,
                 });
             }
         }
@@ -965,9 +1060,11 @@ impl SessionStore for DynamoStore {
         chat_id: &str,
         mark: Option<&ReadMark>,
         messages: &[StoredMessage],
+        spent: &UsageTotals,
     ) -> Result<ChatRecord, StoreError> {
         let read = mark.and_then(|m| m.get::<Meta>()).cloned();
-        self.append_as_of(owner, chat_id, read, messages).await
+        self.append_as_of(owner, chat_id, read, messages, Some(spent))
+            .await
     }
 
     async fn load_page(
@@ -1052,6 +1149,11 @@ impl SessionStore for DynamoStore {
         if let Some(t) = expires_at {
             meta.insert(EXPIRES_AT.into(), n(t));
         }
+        meta.extend(
+            usage_attributes(&record.usage)
+                .into_iter()
+                .map(|(name, value)| (name.to_string(), value)),
+        );
         let puts = messages_items(&pk, &generation, 0, messages, expires_at);
         let guard = ConditionCheck::builder()
             .table_name(&self.table)
@@ -1093,7 +1195,8 @@ impl SessionStore for DynamoStore {
         chat_id: &str,
         messages: &[StoredMessage],
     ) -> Result<ChatRecord, StoreError> {
-        self.append_as_of(owner, chat_id, None, messages).await
+        self.append_as_of(owner, chat_id, None, messages, None)
+            .await
     }
 
     async fn replace(
@@ -1109,7 +1212,8 @@ impl SessionStore for DynamoStore {
             if meta.writes.contains(&token) {
                 return Ok(Some(meta.record));
             }
-            self.rewrite(owner, &meta, messages, &now, &token).await
+            self.rewrite(owner, &meta, messages, &now, &token, None)
+                .await
         })
         .await
     }
@@ -1212,6 +1316,7 @@ impl DynamoStore {
         chat_id: &str,
         read: Option<Meta>,
         messages: &[StoredMessage],
+        spent: Option<&UsageTotals>,
     ) -> Result<ChatRecord, StoreError> {
         let pk = chat_pk(owner, chat_id);
         // Messages' times are display text (`10:15 AM`); the chat's own time is RFC 3339, as lists sort by it.
@@ -1242,6 +1347,7 @@ impl DynamoStore {
                         &[old, messages.to_vec()].concat(),
                         &now,
                         &token,
+                        spent,
                     )
                     .await;
             }
@@ -1259,18 +1365,22 @@ impl DynamoStore {
                     last_message: &last_message,
                     now: &now,
                     token: &token,
+                    spent,
                 },
             );
             match self
                 .write(puts, self.version_guard(&pk, meta.version), commit)
                 .await
             {
-                Ok(()) => Ok(Some(ChatRecord {
-                    last_updated: now.clone(),
-                    last_message,
-                    message_count: count,
-                    ..meta.record
-                })),
+                Ok(()) => Ok(Some(spending(
+                    ChatRecord {
+                        last_updated: now.clone(),
+                        last_message,
+                        message_count: count,
+                        ..meta.record
+                    },
+                    spent,
+                ))),
                 // Lost, or this write's own earlier attempt won: the next round's read tells.
                 Err(WriteError::Race { .. }) => Ok(None),
                 Err(WriteError::Failed(e)) => Err(e),
@@ -1333,6 +1443,104 @@ impl DynamoStore {
             return Err(StoreError::NotFound);
         };
         Ok((messages.len() as u64 == meta.record.message_count).then_some((meta, messages)))
+    }
+
+    /// The newest messages of the chat `meta` describes that fit `budget` (always the newest), oldest first, read
+    /// backwards in pages of 16, 32, 64 … items; `None` for the messages when one is missing (its generation is being
+    /// deleted under a replace).
+    async fn read_newest(
+        &self,
+        pk: &str,
+        meta: &Meta,
+        budget: HistoryBudget,
+    ) -> Result<Newest, StoreError> {
+        let count = meta.record.message_count;
+        let generation = &meta.generation;
+        let mut newest = Newest {
+            messages: Some(Vec::new()),
+            items_read: 0,
+        };
+        if count == 0 {
+            return Ok(newest);
+        }
+        let mut messages: Vec<StoredMessage> = Vec::new();
+        let mut spent = 0u64;
+        // A message's continuations come before its own item when read backwards: they wait for it.
+        let mut parts: Vec<Item> = Vec::new();
+        let mut expected = count;
+        let mut done = false;
+        let mut page = 16;
+        let mut start: Option<Item> = None;
+        'pages: loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("#pk = :pk AND #sk BETWEEN :first AND :last")
+                .expression_attribute_names("#pk", PARTITION_KEY)
+                .expression_attribute_names("#sk", SORT_KEY)
+                .expression_attribute_values(":pk", s(pk))
+                .expression_attribute_values(":first", s(message_sk(generation, 0)))
+                .expression_attribute_values(":last", s(message_end_sk(generation, count - 1)))
+                .scan_index_forward(false)
+                .consistent_read(true)
+                .limit(page)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(failed)?;
+            newest.items_read += out.items().len() as u64;
+            for item in out.items() {
+                let Some((seq, part)) =
+                    get_s(item, SORT_KEY).and_then(|sk| position(&sk, generation))
+                else {
+                    continue;
+                };
+                if part > 0 {
+                    parts.push(item.clone());
+                    continue;
+                }
+                let mut assembly = Assembly::default();
+                let whole = std::iter::once(item)
+                    .chain(parts.iter().rev())
+                    .filter_map(|i| assembly.push(i, generation))
+                    .next();
+                parts.clear();
+                match whole {
+                    Some((whole_seq, message)) if whole_seq == seq && seq + 1 == expected => {
+                        let tokens = estimate_stored_tokens(&message);
+                        if !budget.takes(messages.len(), spent, tokens) {
+                            done = true;
+                            break 'pages;
+                        }
+                        spent += tokens;
+                        messages.push(message);
+                        expected = seq;
+                        if seq == 0 {
+                            done = true;
+                            break 'pages;
+                        }
+                    }
+                    _ => {
+                        newest.messages = None;
+                        return Ok(newest);
+                    }
+                }
+            }
+            match out.last_evaluated_key() {
+                Some(key) if !key.is_empty() => start = Some(key.clone()),
+                _ => break,
+            }
+            page = (page * 2).min(256);
+        }
+        // Items that ran out before the budget or the first message did: some were missing.
+        if !done {
+            newest.messages = None;
+            return Ok(newest);
+        }
+        messages.reverse();
+        newest.messages = Some(messages);
+        Ok(newest)
     }
 
     /// Every message of the chat's current generation (for a write that rewrites it whole).
@@ -1485,6 +1693,7 @@ mod tests {
                 last_updated: String::new(),
                 last_message: String::new(),
                 message_count: 0,
+                usage: Default::default(),
             },
             generation: "g".into(),
             version: 0,

@@ -4,9 +4,10 @@
 use serde::Deserialize;
 use time::OffsetDateTime;
 
+use crate::UsageTotals;
 use crate::prompt::{GROUNDING_INSTRUCTIONS, inference_settings, push_text, sources_section};
 use crate::search::search;
-use crate::turn::{finish_reason, new_stored_messages, stored_message};
+use crate::turn::{check_overrides, finish_reason, new_stored_messages, stored_message};
 use crate::{
     Caller, ChatError, ChatMode, ChatModel, ChatService, FinishReason, Grounding, ModelMessage,
     ModelRequest, Role, Session, SessionStore, StoredMessage, TokenUsage, TurnHeader, TurnInput,
@@ -147,8 +148,15 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
         caller: &Caller,
         input: &TurnInput,
     ) -> Result<AgentRound, ChatError> {
+        check_overrides(self.settings(), &input.overrides)?;
+        // The agents' instructions are short beside the history; the budget is the whole prompt's less the question.
         let session = self
-            .begin(&caller.owner, input, ChatMode::MultiAgent)
+            .begin(
+                &caller.owner,
+                input,
+                ChatMode::MultiAgent,
+                self.history_budget(input, ""),
+            )
             .await?;
         // The stored history keeps who said what; the request's new messages follow it.
         let transcript = session
@@ -252,7 +260,10 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
             messages,
             inference: inference_settings(settings, &input.overrides, agent.temperature),
             guardrail: settings.guardrail.clone(),
-            search_results: Vec::new(),
+            prompt_caching: settings.model.prompt_caching,
+            latency: settings.model.latency,
+            service_tier: settings.model.service_tier,
+            ..ModelRequest::default()
         };
         let reply = self.model().converse(&request).await?;
         let finish_reason = finish_reason(&reply.stop_reason)?;
@@ -299,6 +310,11 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
     /// Stores a finished round: the user's new messages and every agent's message, all or nothing.
     pub async fn save_round(&self, caller: &Caller, round: &AgentRound) -> Result<(), ChatError> {
         let mut messages = round.new_messages.clone();
+        let prices = self.settings().model.prices;
+        let mut spent = UsageTotals::default();
+        for m in &round.messages {
+            spent.add(&UsageTotals::of(m.usage, prices.as_ref()));
+        }
         messages.extend(round.messages.iter().map(|m| StoredMessage {
             id: m.header.id.clone(),
             role: Role::Assistant,
@@ -308,7 +324,13 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
             agent_name: Some(m.agent.clone()),
             files: Vec::new(),
         }));
-        self.store_turn(&caller.owner, &round.session, &messages, &round.started_at)
-            .await
+        self.store_turn(
+            &caller.owner,
+            &round.session,
+            &messages,
+            &round.started_at,
+            &spent,
+        )
+        .await
     }
 }

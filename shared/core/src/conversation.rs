@@ -132,6 +132,12 @@ pub struct Overrides {
     pub use_oid_security_filter: bool,
     /// Only passages whose `groups` name one of the caller's groups are used.
     pub use_groups_security_filter: bool,
+    /// How hard the model reasons before it answers; `None` takes the configured default (off unless set).
+    pub reasoning_effort: Option<crate::ReasoningEffort>,
+    /// Converse's latency setting, when the configuration allows the one asked for.
+    pub latency: Option<crate::Latency>,
+    /// Converse's service tier, when the configuration allows the one asked for.
+    pub service_tier: Option<crate::ServiceTier>,
 }
 
 /// How a request asks the knowledge base to search.
@@ -201,9 +207,56 @@ pub enum FinishReason {
 /// Token counts of one model call.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TokenUsage {
+    /// Input tokens read afresh: neither read from nor written to the prompt cache.
     pub input_tokens: u64,
+    /// Output tokens, reasoning included.
     pub output_tokens: u64,
+    /// Every token of the call: input, output, and the cache's reads and writes.
     pub total_tokens: u64,
+    /// Input tokens read from the prompt cache.
+    #[serde(default)]
+    pub cache_read_input_tokens: u64,
+    /// Input tokens written to the prompt cache.
+    #[serde(default)]
+    pub cache_write_input_tokens: u64,
+}
+
+impl TokenUsage {
+    /// Both calls' tokens together.
+    pub fn add(&mut self, other: &TokenUsage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.total_tokens += other.total_tokens;
+        self.cache_read_input_tokens += other.cache_read_input_tokens;
+        self.cache_write_input_tokens += other.cache_write_input_tokens;
+    }
+}
+
+/// Tokens and what they cost: one turn's, or a chat's running total.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct UsageTotals {
+    pub tokens: TokenUsage,
+    /// In US dollars; `None` when no price was known for any of it.
+    pub cost_usd: Option<f64>,
+}
+
+impl UsageTotals {
+    /// `usage`, priced by `prices` when known.
+    pub fn of(usage: TokenUsage, prices: Option<&crate::Prices>) -> Self {
+        Self {
+            tokens: usage,
+            cost_usd: prices.map(|p| p.cost(&usage)),
+        }
+    }
+
+    /// Adds another turn's.
+    pub fn add(&mut self, other: &UsageTotals) {
+        self.tokens.add(&other.tokens);
+        self.cost_usd = match (self.cost_usd, other.cost_usd) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+        };
+    }
 }
 
 /// One step of what the backend did, for `context.thoughts`: a title, a string or list describing it, and
@@ -238,6 +291,12 @@ pub struct Answer {
     pub data_points: Option<DataPoints>,
     /// The passages the answer cites, by citation name, in the order first cited.
     pub citations: Vec<String>,
+    /// What the turn cost, when prices are known.
+    pub cost_usd: Option<f64>,
+    /// What the model reasoned before it answered, whole (`None` when it did not), and whether part of it came
+    /// redacted (encrypted by the model provider, said so in the text).
+    pub reasoning: Option<String>,
+    pub reasoning_redacted: bool,
 }
 
 impl Answer {

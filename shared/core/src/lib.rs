@@ -3,11 +3,13 @@
 
 mod agents;
 mod attachments;
+mod budget;
 mod conversation;
 mod error;
 mod followups;
 mod invalid;
 mod model;
+mod models;
 mod prompt;
 mod retrieval;
 mod search;
@@ -22,17 +24,25 @@ pub use attachments::{
     Attachment, AttachmentError, AttachmentFuture, AttachmentStore, DocumentFormat, FileKind,
     FileLimits, FileRefusal, ImageFormat, StoredFile, distinct_names, document_name, identify,
 };
+pub use budget::{
+    HistoryBudget, estimate_file_tokens, estimate_message_tokens, estimate_stored_tokens,
+    estimate_tokens, fit_conversation,
+};
 pub use conversation::{
     Answer, ChatMode, ContentPart, DataPoints, FinishReason, Message, Overrides, RetrievalMode,
-    Role, Thought, TokenUsage, TurnInput, display_time,
+    Role, Thought, TokenUsage, TurnInput, UsageTotals, display_time,
 };
 pub use error::{ChatError, ModelError};
 pub use followups::FollowupSplitter;
 pub use invalid::InvalidRequest;
 pub(crate) use model::ReplyStream;
 pub use model::{
-    ChatModel, InferenceSettings, ModelEvent, ModelMessage, ModelReply, ModelRequest, ModelStream,
-    ReplyCitation, StopReason,
+    ChatModel, GuardrailFinding, GuardrailTrace, InferenceSettings, ModelEvent, ModelMessage,
+    ModelReply, ModelRequest, ModelStream, ReplyCitation, Served, StopReason,
+};
+pub use models::{
+    Latency, ModelProfile, Prices, Reasoning, ReasoningEffort, ReasoningStyle, ServiceTier,
+    base_model_id,
 };
 pub use prompt::{FOLLOWUP_INSTRUCTIONS, PreparedTurn, prepare_turn};
 pub use retrieval::{
@@ -41,10 +51,12 @@ pub use retrieval::{
 };
 pub use search::{Grounding, QUERY_PROMPT};
 pub use session::{Caller, Session, title_of};
-pub use settings::{ChatSettings, CitationMode, Guardrail, RequestLimits, RetrievalSettings};
+pub use settings::{
+    ChatSettings, CitationMode, Guardrail, ModelOptions, RequestLimits, RetrievalSettings,
+};
 pub use store::{
     ChatRecord, LoadedChat, Page, ReadMark, SessionStore, StoreError, StoreTimeouts, StoredMessage,
     is_chat_id,
 };
 pub use streaming::{StreamingTurn, TurnEnd, TurnEvent};
-pub use turn::{ChatService, TurnHeader, new_message_id, rfc3339_millis};
+pub use turn::{ChatService, REDACTED, TurnHeader, new_message_id, rfc3339_millis};

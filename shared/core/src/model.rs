@@ -35,7 +35,7 @@ pub struct InferenceSettings {
 }
 
 /// One call to the model.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ModelRequest {
     pub model_id: String,
     pub system: String,
@@ -45,11 +45,22 @@ pub struct ModelRequest {
     /// Passages given to the model as search results beside the last user message, with citations on (native
     /// citations): the model cites them by position in this list ([`ModelEvent::Citation`]).
     pub search_results: Vec<crate::Passage>,
+    /// Whether the model reasons first, and how it is asked to.
+    pub reasoning: Option<crate::Reasoning>,
+    /// Cache points after the system prompt and before the newest user message, so that the next turn reads the
+    /// conversation so far from the model's prompt cache.
+    pub prompt_caching: bool,
+    pub latency: Option<crate::Latency>,
+    pub service_tier: Option<crate::ServiceTier>,
+    /// The passages the guardrail's contextual grounding check measures the answer against; with it, the last user
+    /// message's last text is the check's query. `None` when there is no guardrail or no search.
+    pub grounding_source: Option<String>,
 }
 
 /// Why the model stopped.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum StopReason {
+    #[default]
     EndTurn,
     StopSequence,
     MaxTokens,
@@ -61,13 +72,62 @@ pub enum StopReason {
 }
 
 /// The model's whole answer.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ModelReply {
     pub text: String,
     pub stop_reason: StopReason,
     pub usage: TokenUsage,
     /// Citations of the request's search results: after `text[..at]`, the result at `source` is cited. In order.
     pub citations: Vec<ReplyCitation>,
+    /// What the model reasoned before it answered (empty when it did not).
+    pub reasoning: String,
+    /// Whether part of the reasoning came encrypted (redacted by the model provider).
+    pub reasoning_redacted: bool,
+    /// What the guardrail assessed, when one is configured.
+    pub guardrail: Option<GuardrailTrace>,
+    /// How the call was served.
+    pub served: Served,
+}
+
+/// How Bedrock served a call: the latency setting and service tier it used (`None` when it did not say).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Served {
+    pub latency: Option<String>,
+    pub service_tier: Option<String>,
+}
+
+/// What a guardrail assessed in a turn: each finding of its policies, never the text it matched.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GuardrailTrace {
+    /// The guardrail's own summary (`Guardrail blocked.`).
+    pub action_reason: Option<String>,
+    pub findings: Vec<GuardrailFinding>,
+}
+
+impl GuardrailTrace {
+    /// Whether any finding blocked or masked something.
+    pub fn intervened(&self) -> bool {
+        self.findings
+            .iter()
+            .any(|f| !f.action.eq_ignore_ascii_case("none"))
+    }
+}
+
+/// One finding of a guardrail policy: which policy, what it found, what it did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GuardrailFinding {
+    /// `input` (the question) or `output` (the answer).
+    pub stage: &'static str,
+    /// `content`, `topic`, `word`, `sensitive_information`, `contextual_grounding`, `automated_reasoning`.
+    pub policy: &'static str,
+    /// The filter, topic or entity type (`VIOLENCE`, `GROUNDING`, `EMAIL`).
+    pub kind: String,
+    /// `BLOCKED`, `ANONYMIZED`, `NONE` …
+    pub action: String,
+    pub confidence: Option<String>,
+    /// A contextual grounding score and the threshold it was held to.
+    pub score: Option<f64>,
+    pub threshold: Option<f64>,
 }
 
 /// A citation in a whole answer: where in the text, and which search result.
@@ -79,14 +139,23 @@ pub struct ReplyCitation {
     pub source: usize,
 }
 
-/// What a streaming model call produces, in order: text pieces (with citations of the search results after the
-/// text they support), then why it stopped, then the token usage.
+/// What a streaming model call produces, in order: reasoning pieces, text pieces (with citations of the search
+/// results after the text they support), then why it stopped, then the guardrail's assessment, how the call was
+/// served, and the token usage.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ModelEvent {
+    /// A piece of the model's reasoning, which comes before its answer.
+    Reasoning(String),
+    /// Reasoning the model provider sent encrypted: there is nothing of it to show.
+    RedactedReasoning,
     Text(String),
     /// The text so far cites the request's search result at this position.
     Citation(usize),
     Stop(StopReason),
+    /// What the guardrail assessed (with the answer's end).
+    Guardrail(GuardrailTrace),
+    /// How the call was served (with the answer's end).
+    Served(Served),
     Usage(TokenUsage),
 }
 
@@ -122,7 +191,13 @@ pub(crate) struct ReplyStream {
 
 impl ReplyStream {
     pub(crate) fn new(reply: ModelReply) -> Self {
-        let mut events = VecDeque::with_capacity(3 + 2 * reply.citations.len());
+        let mut events = VecDeque::with_capacity(6 + 2 * reply.citations.len());
+        if !reply.reasoning.is_empty() {
+            events.push_back(ModelEvent::Reasoning(reply.reasoning));
+        }
+        if reply.reasoning_redacted {
+            events.push_back(ModelEvent::RedactedReasoning);
+        }
         let mut from = 0;
         for citation in &reply.citations {
             let at = citation.at.clamp(from, reply.text.len());
@@ -136,6 +211,10 @@ impl ReplyStream {
             events.push_back(ModelEvent::Text(rest.to_string()));
         }
         events.push_back(ModelEvent::Stop(reply.stop_reason));
+        if let Some(trace) = reply.guardrail {
+            events.push_back(ModelEvent::Guardrail(trace));
+        }
+        events.push_back(ModelEvent::Served(reply.served));
         events.push_back(ModelEvent::Usage(reply.usage));
         Self { events }
     }

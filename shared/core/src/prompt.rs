@@ -5,7 +5,7 @@ use serde_json::{Map, Value, json};
 use crate::search::one_line;
 use crate::{
     ChatSettings, CitationMode, Grounding, InferenceSettings, Message, ModelMessage, ModelRequest,
-    Overrides, Role, Thought, TurnInput,
+    Overrides, Reasoning, ReasoningStyle, Role, Thought, TurnInput,
 };
 
 /// Appended to the system prompt when a request asks for follow-up questions.
@@ -37,7 +37,7 @@ pub struct PreparedTurn {
 
 /// The system prompt: the configured one, replaced by `prompt_template`, or extended by it when it starts with `>>>`;
 /// then how to use the sources, when the turn is grounded; then how to suggest follow-up questions.
-fn system_prompt(settings: &ChatSettings, input: &TurnInput, grounded: bool) -> String {
+pub(crate) fn system_prompt(settings: &ChatSettings, input: &TurnInput, grounded: bool) -> String {
     let mut system = match input.overrides.prompt_template.as_deref() {
         Some(t) if t.starts_with(">>>") => {
             format!("{}\n\n{}", settings.system_prompt, t[3..].trim_start())
@@ -112,12 +112,17 @@ pub fn prepare_turn(
     grounding: Option<&Grounding>,
 ) -> PreparedTurn {
     let system = system_prompt(settings, input, grounding.is_some());
-    let inference = inference_settings(settings, &input.overrides, None);
+    let mut inference = inference_settings(settings, &input.overrides, None);
     let mut messages = model_messages(conversation);
     let mut search_results = Vec::new();
+    // With a guardrail, the passages are what its contextual grounding check holds the answer to, beside the
+    // question: they go to the model as guard content rather than in the question's text.
+    let grounding_source = grounding
+        .filter(|_| settings.guardrail.is_some())
+        .map(sources_section);
     if let Some(grounding) = grounding {
         match settings.retrieval.citations {
-            CitationMode::Prompted => {
+            CitationMode::Prompted if grounding_source.is_none() => {
                 if let Some(text) = messages
                     .last_mut()
                     .filter(|m| m.role == Role::User)
@@ -126,7 +131,33 @@ pub fn prepare_turn(
                     text.push_str(&sources_section(grounding));
                 }
             }
+            CitationMode::Prompted => {}
             CitationMode::Native => search_results = grounding.passages.clone(),
+        }
+    }
+    let options = &settings.model;
+    let reasoning = input
+        .overrides
+        .reasoning_effort
+        .or(options.reasoning_effort)
+        .filter(|_| options.profile.reasoning != ReasoningStyle::Unsupported)
+        .map(|effort| Reasoning {
+            effort,
+            style: options.profile.reasoning,
+        });
+    if let Some(reasoning) = reasoning {
+        match reasoning.style {
+            // Claude thinks within max_tokens and takes no sampling settings while it thinks.
+            ReasoningStyle::AnthropicBudget => {
+                inference.max_tokens += reasoning.effort.budget_tokens();
+                inference.temperature = None;
+                inference.top_p = None;
+            }
+            ReasoningStyle::AnthropicAdaptive => {
+                inference.temperature = None;
+                inference.top_p = None;
+            }
+            _ => {}
         }
     }
     let request = ModelRequest {
@@ -136,6 +167,11 @@ pub fn prepare_turn(
         inference,
         guardrail: settings.guardrail.clone(),
         search_results,
+        reasoning,
+        prompt_caching: options.prompt_caching,
+        latency: input.overrides.latency.or(options.latency),
+        service_tier: input.overrides.service_tier.or(options.service_tier),
+        grounding_source,
     };
     let prompt_thought = prompt_thought(&request);
     PreparedTurn {
@@ -177,8 +213,28 @@ fn prompt_thought(request: &ModelRequest) -> Thought {
     if let Some(g) = &request.guardrail {
         props.insert(
             "guardrail".into(),
-            json!({"id": g.id, "version": g.version}),
+            json!({
+                "id": g.id,
+                "version": g.version,
+                "grounding_check": request.grounding_source.is_some(),
+            }),
         );
+    }
+    if let Some(r) = &request.reasoning {
+        props.insert("reasoning_effort".into(), json!(r.effort.as_str()));
+        if r.style == ReasoningStyle::AnthropicBudget {
+            props.insert(
+                "reasoning_budget_tokens".into(),
+                json!(r.effort.budget_tokens()),
+            );
+        }
+    }
+    props.insert("prompt_caching".into(), json!(request.prompt_caching));
+    if let Some(l) = request.latency {
+        props.insert("latency".into(), json!(l.as_str()));
+    }
+    if let Some(t) = request.service_tier {
+        props.insert("service_tier".into(), json!(t.as_str()));
     }
     Thought {
         title: "Prompt to generate answer".into(),
@@ -200,6 +256,7 @@ mod tests {
             guardrail: None,
             limits: RequestLimits::default(),
             retrieval: crate::RetrievalSettings::default(),
+            model: crate::ModelOptions::for_model("m", 8192),
         }
     }
 

@@ -169,7 +169,7 @@ fn query_request(
         messages,
         inference,
         guardrail: settings.guardrail.clone(),
-        search_results: Vec::new(),
+        ..ModelRequest::default()
     }
 }
 

@@ -47,6 +47,10 @@ pub struct Session {
     pub history: Vec<StoredMessage>,
     /// The store's mark of that read, handed back when the turn is stored (`None` for a new chat).
     pub read_mark: Option<ReadMark>,
+    /// How many of the chat's older messages the conversation leaves out (not read, or not sent for the budget).
+    pub left_out: usize,
+    /// How many items the store read for the turn.
+    pub items_read: u64,
 }
 
 impl Session {
@@ -80,27 +84,34 @@ pub(crate) fn new_session(chat_id: String, mode: ChatMode, messages: &[Message])
         new_messages: messages.to_vec(),
         history: Vec::new(),
         read_mark: None,
+        left_out: 0,
+        items_read: 0,
     }
 }
 
-/// A stored chat continued: if the stored history is a prefix of the request's messages, the request is the whole
-/// conversation and only what follows the prefix is new; otherwise the request follows the stored history.
+/// A stored chat continued, of which the newest `stored` messages were read (`total` in all): if they are the
+/// request's messages at the same place (the request holding at least `total`), the request is the whole
+/// conversation and only what follows them is new; otherwise the request follows the stored history.
 /// A request message that repeats a stored one without its files (clients often keep only the text) still
 /// matches it, and the conversation keeps the stored files, to be read back for the model.
 pub(crate) fn continued_session(
     chat_id: String,
     mode: ChatMode,
     stored: &[StoredMessage],
+    total: usize,
     messages: &[Message],
 ) -> Session {
     let history: Vec<Message> = stored.iter().map(StoredMessage::message).collect();
-    let is_prefix = history.len() <= messages.len()
+    // Where the messages read begin among all the chat's; the request's messages before that are the older ones.
+    let offset = total.saturating_sub(history.len());
+    let is_prefix = (!history.is_empty() || total == 0)
+        && total <= messages.len()
         && history
             .iter()
-            .zip(messages)
+            .zip(&messages[offset..])
             .all(|(kept, sent)| repeats(sent, kept));
     let (conversation, new_messages) = if is_prefix {
-        let earlier = history.iter().zip(messages).map(|(kept, sent)| {
+        let earlier = history.iter().zip(&messages[offset..]).map(|(kept, sent)| {
             // What the request sent, when it holds the files' bytes; the stored message otherwise.
             if sent == kept {
                 sent.clone()
@@ -109,10 +120,13 @@ pub(crate) fn continued_session(
             }
         });
         (
-            earlier
-                .chain(messages[history.len()..].iter().cloned())
+            messages[..offset]
+                .iter()
+                .cloned()
+                .chain(earlier)
+                .chain(messages[total..].iter().cloned())
                 .collect(),
-            messages[history.len()..].to_vec(),
+            messages[total..].to_vec(),
         )
     } else {
         ([history, messages.to_vec()].concat(), messages.to_vec())
@@ -126,6 +140,8 @@ pub(crate) fn continued_session(
         new_messages,
         history: stored.to_vec(),
         read_mark: None,
+        left_out: offset,
+        items_read: 0,
     }
 }
 
@@ -199,7 +215,13 @@ mod tests {
             msg(Role::Assistant, "b"),
             msg(Role::User, "c"),
         ];
-        let s = continued_session("id".into(), ChatMode::Standard, &stored, &request);
+        let s = continued_session(
+            "id".into(),
+            ChatMode::Standard,
+            &stored,
+            stored.len(),
+            &request,
+        );
         assert_eq!(s.conversation, request);
         assert_eq!(s.new_messages, [msg(Role::User, "c")]);
     }
@@ -208,7 +230,13 @@ mod tests {
     fn a_request_holding_only_the_latest_message_follows_the_history() {
         let stored = [stored(Role::User, "a"), stored(Role::Assistant, "b")];
         let request = [msg(Role::User, "c")];
-        let s = continued_session("id".into(), ChatMode::Standard, &stored, &request);
+        let s = continued_session(
+            "id".into(),
+            ChatMode::Standard,
+            &stored,
+            stored.len(),
+            &request,
+        );
         assert_eq!(
             s.conversation,
             [
@@ -228,7 +256,13 @@ mod tests {
             msg(Role::Assistant, "edited"),
             msg(Role::User, "c"),
         ];
-        let s = continued_session("id".into(), ChatMode::Standard, &stored, &request);
+        let s = continued_session(
+            "id".into(),
+            ChatMode::Standard,
+            &stored,
+            stored.len(),
+            &request,
+        );
         assert_eq!(s.conversation.len(), 5);
         assert_eq!(s.new_messages, request);
     }
@@ -249,12 +283,54 @@ mod tests {
             msg(Role::Assistant, "b"),
             msg(Role::User, "c"),
         ];
-        let s = continued_session("id".into(), ChatMode::Standard, &stored, &request);
+        let s = continued_session(
+            "id".into(),
+            ChatMode::Standard,
+            &stored,
+            stored.len(),
+            &request,
+        );
         assert_eq!(s.new_messages, [msg(Role::User, "c")]);
         let files: Vec<_> = s.conversation[0].files().collect();
         assert_eq!(files.len(), 1);
         assert_eq!(files[0].key.as_deref(), Some("k"));
         assert!(files[0].bytes.is_none(), "read back later");
+    }
+
+    #[test]
+    fn a_request_repeating_the_newest_messages_read_at_their_place_stores_only_what_is_new() {
+        // Six stored, the newest two read; the request repeats all six and asks a seventh.
+        let stored = [stored(Role::User, "e"), stored(Role::Assistant, "f")];
+        let request: Vec<Message> = ["a", "b", "c", "d", "e", "f", "g"]
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                msg(
+                    if i % 2 == 0 {
+                        Role::User
+                    } else {
+                        Role::Assistant
+                    },
+                    t,
+                )
+            })
+            .collect();
+        let s = continued_session("id".into(), ChatMode::Standard, &stored, 6, &request);
+        assert_eq!(s.new_messages, [msg(Role::User, "g")]);
+        assert_eq!(s.conversation, request);
+        assert_eq!(s.left_out, 4);
+        // Only the latest message: it follows the two read.
+        let s = continued_session("id".into(), ChatMode::Standard, &stored, 6, &request[6..]);
+        assert_eq!(s.new_messages, [msg(Role::User, "g")]);
+        assert_eq!(s.conversation.len(), 3);
+        // A request as long as the chat but different where the read messages are: all of it is new.
+        let mut edited = request.clone();
+        edited[5] = msg(Role::Assistant, "edited");
+        let s = continued_session("id".into(), ChatMode::Standard, &stored, 6, &edited);
+        assert_eq!(s.new_messages, edited);
+        // Nothing read of a chat that has messages never matches: the request follows them.
+        let s = continued_session("id".into(), ChatMode::Standard, &[], 6, &request);
+        assert_eq!(s.new_messages, request);
     }
 
     #[test]

@@ -5,6 +5,9 @@
 pub struct Guardrail {
     pub id: String,
     pub version: String,
+    /// Whether a streamed answer is checked as it goes out (`async`: text is shown before the guardrail has seen
+    /// it) rather than held back until checked (`sync`, Bedrock's default).
+    pub stream_async: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -16,6 +19,52 @@ pub struct ChatSettings {
     pub guardrail: Option<Guardrail>,
     pub limits: RequestLimits,
     pub retrieval: RetrievalSettings,
+    pub model: ModelOptions,
+}
+
+/// What the turn asks of the model beyond its words, and what it may spend: configured once, from the model's
+/// profile unless set.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelOptions {
+    /// What the configured model can do (from `BASE_MODEL_ID`, or from `MODEL_ID`).
+    pub profile: crate::ModelProfile,
+    /// The most a prompt may hold (system prompt, passages and messages), estimated: older messages are left out
+    /// to stay within it.
+    pub max_prompt_tokens: u64,
+    /// Whether prompts carry cache points.
+    pub prompt_caching: bool,
+    /// Reasoning when a request does not ask (`None`: off).
+    pub reasoning_effort: Option<crate::ReasoningEffort>,
+    /// What a million tokens cost; `None` shows no cost.
+    pub prices: Option<crate::Prices>,
+    /// The latency setting sent when a request does not ask, and those a request may ask for.
+    pub latency: Option<crate::Latency>,
+    pub allowed_latencies: Vec<crate::Latency>,
+    /// The service tier sent when a request does not ask, and those a request may ask for.
+    pub service_tier: Option<crate::ServiceTier>,
+    pub allowed_service_tiers: Vec<crate::ServiceTier>,
+}
+
+impl ModelOptions {
+    /// The options of `model_id` by its profile: a prompt budget of its context window less the largest answer,
+    /// caching where it is supported, its list prices, no reasoning and no latency or tier setting.
+    pub fn for_model(model_id: &str, max_output_tokens: u32) -> Self {
+        let profile = crate::ModelProfile::of(model_id);
+        Self {
+            profile,
+            max_prompt_tokens: profile
+                .context_window
+                .saturating_sub(u64::from(max_output_tokens))
+                .max(1024),
+            prompt_caching: profile.prompt_caching,
+            reasoning_effort: None,
+            prices: profile.prices,
+            latency: None,
+            allowed_latencies: Vec::new(),
+            service_tier: None,
+            allowed_service_tiers: Vec::new(),
+        }
+    }
 }
 
 /// How turns search the knowledge base, when one is configured.

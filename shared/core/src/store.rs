@@ -97,7 +97,7 @@ impl Default for StoreTimeouts {
 }
 
 /// What the history list shows of a chat.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ChatRecord {
     pub id: String,
     pub mode: ChatMode,
@@ -106,6 +106,8 @@ pub struct ChatRecord {
     pub last_updated: String,
     pub last_message: String,
     pub message_count: u64,
+    /// Every turn's tokens and cost, added up.
+    pub usage: crate::UsageTotals,
 }
 
 /// One page of a list, and the opaque cursor of the next one.
@@ -163,12 +165,16 @@ impl PartialEq for ReadMark {
     }
 }
 
-/// A chat and all its messages as a turn reads them, with the store's mark of that read.
+/// A chat as a turn reads it: its newest messages (all of them, or as many as its budget took), with the store's
+/// mark of that read.
 #[derive(Debug, Clone)]
 pub struct LoadedChat {
     pub record: ChatRecord,
+    /// The newest messages, oldest first: the last `messages.len()` of the chat's `record.message_count`.
     pub messages: Vec<StoredMessage>,
     pub mark: Option<ReadMark>,
+    /// How many items the store read for this: what the read cost, for the turn to show.
+    pub items_read: u64,
 }
 
 /// Where chats live. Every operation is scoped to an owner: another owner's chat is [`StoreError::NotFound`].
@@ -180,37 +186,42 @@ pub trait SessionStore: Send + Sync {
         chat_id: &str,
     ) -> impl Future<Output = Result<(ChatRecord, Vec<StoredMessage>), StoreError>> + Send;
 
-    /// [`SessionStore::load`] for a turn that will append to the chat: with the mark
-    /// [`SessionStore::append_after`] takes. By default the mark is `None` and the append reads the chat itself.
+    /// The chat and its newest messages that fit `budget` (always the newest one), for a turn that will append to
+    /// it, with the mark [`SessionStore::append_after`] takes. A store that can should read newest first and stop
+    /// when the budget is full, so that a turn's reads do not grow with the chat. By default the whole chat is read
+    /// and the mark is `None`.
     fn load_for_turn(
         &self,
         owner: &str,
         chat_id: &str,
+        budget: crate::HistoryBudget,
     ) -> impl Future<Output = Result<LoadedChat, StoreError>> + Send {
         async move {
-            let (record, messages) = self.load(owner, chat_id).await?;
+            let (record, mut messages) = self.load(owner, chat_id).await?;
+            let items_read = 1 + messages.len() as u64;
+            messages.drain(..budget.newest(&messages));
             Ok(LoadedChat {
                 record,
                 messages,
                 mark: None,
+                items_read,
             })
         }
     }
 
-    /// [`SessionStore::append`] after the read that left `mark`: the store may write at once, as of that read, and
-    /// read the chat again only when another write got there first. By default, an append.
+    /// Adds a turn's `messages` at the end of the chat, and its tokens and cost (`spent`) to the chat's totals, all
+    /// or nothing, after the read that left `mark`: the store may write at once, as of that read, and read the
+    /// chat again only when another write got there first.
     fn append_after(
         &self,
         owner: &str,
         chat_id: &str,
         mark: Option<&ReadMark>,
         messages: &[StoredMessage],
-    ) -> impl Future<Output = Result<ChatRecord, StoreError>> + Send {
-        let _ = mark;
-        self.append(owner, chat_id, messages)
-    }
+        spent: &crate::UsageTotals,
+    ) -> impl Future<Output = Result<ChatRecord, StoreError>> + Send;
 
-    /// Creates a chat holding `messages`.
+    /// Creates a chat holding `messages`, with `chat.usage` as its totals so far.
     fn create(
         &self,
         owner: &str,

@@ -3,15 +3,22 @@
 
 use std::collections::VecDeque;
 
-use crate::turn::{Turn, finish_reason, usage_thought};
+use crate::turn::{
+    Turn, finish_reason, guardrail_thought, reasoning_text, reasoning_thought, usage_thought,
+};
 use crate::{
-    Answer, ChatError, DataPoints, FinishReason, FollowupSplitter, Grounding, ModelError,
-    ModelEvent, ModelStream, Session, StopReason, Thought, TokenUsage, TurnHeader,
+    Answer, ChatError, DataPoints, FinishReason, FollowupSplitter, Grounding, GuardrailTrace,
+    ModelError, ModelEvent, ModelStream, Prices, Served, Session, StopReason, Thought, TokenUsage,
+    TurnHeader, UsageTotals,
 };
 
 /// What a streaming turn yields.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TurnEvent {
+    /// A piece of the model's reasoning to show now (never empty), before the answer's text: never part of it.
+    Reasoning(String),
+    /// The model's reasoning goes on, encrypted by its provider: there is nothing to show but that it is redacted.
+    RedactedReasoning,
     /// Text to show now (never empty).
     Text(String),
     /// The answer is complete; this is the last event.
@@ -23,6 +30,8 @@ pub enum TurnEvent {
 pub struct TurnEnd {
     pub finish_reason: FinishReason,
     pub usage: TokenUsage,
+    /// What the turn cost, when prices are known.
+    pub cost_usd: Option<f64>,
     /// `Some` when the request asked for follow-up questions.
     pub followup_questions: Option<Vec<String>>,
     pub result_thoughts: Vec<Thought>,
@@ -48,6 +57,12 @@ pub struct StreamingTurn<S> {
     ready: VecDeque<TurnEvent>,
     stop: Option<StopReason>,
     usage: TokenUsage,
+    /// Everything the model reasoned, and whether some of it was redacted.
+    reasoning: String,
+    reasoning_redacted: bool,
+    guardrail: Option<GuardrailTrace>,
+    served: Served,
+    prices: Option<Prices>,
 }
 
 impl<S: ModelStream> StreamingTurn<S> {
@@ -65,6 +80,11 @@ impl<S: ModelStream> StreamingTurn<S> {
             ready: VecDeque::new(),
             stop: None,
             usage: TokenUsage::default(),
+            reasoning: String::new(),
+            reasoning_redacted: false,
+            guardrail: None,
+            served: Served::default(),
+            prices: turn.prices,
         }
     }
 
@@ -83,9 +103,10 @@ impl<S: ModelStream> StreamingTurn<S> {
         &self.shown
     }
 
-    /// The chat and the answer as shown, once the turn is over.
-    pub(crate) fn into_parts(self) -> (Session, String) {
-        (self.session, self.shown)
+    /// The chat, the answer as shown and what the turn spent, once the turn is over.
+    pub(crate) fn into_parts(self) -> (Session, String, UsageTotals) {
+        let spent = UsageTotals::of(self.usage, self.prices.as_ref());
+        (self.session, self.shown, spent)
     }
 
     /// Reads from the model until there is something to yield.
@@ -107,11 +128,12 @@ impl<S: ModelStream> StreamingTurn<S> {
     }
 
     /// Reads the whole answer; this is the one place an [`Answer`] is made. The caller still stores the turn.
-    pub(crate) async fn into_answer(mut self) -> Result<(Answer, Session), ChatError> {
+    pub(crate) async fn into_answer(mut self) -> Result<(Answer, Session, UsageTotals), ChatError> {
         while let Some(event) = self.next().await? {
             match event {
-                TurnEvent::Text(_) => {}
+                TurnEvent::Text(_) | TurnEvent::Reasoning(_) | TurnEvent::RedactedReasoning => {}
                 TurnEvent::End(end) => {
+                    let spent = UsageTotals::of(end.usage, self.prices.as_ref());
                     let session_state = self.session.state();
                     let answer = Answer {
                         id: self.header.id,
@@ -127,8 +149,12 @@ impl<S: ModelStream> StreamingTurn<S> {
                         session_state,
                         data_points: self.grounding.as_ref().map(Grounding::data_points),
                         citations: end.citations,
+                        cost_usd: end.cost_usd,
+                        reasoning: (!self.reasoning.is_empty() || self.reasoning_redacted)
+                            .then(|| reasoning_text(&self.reasoning, self.reasoning_redacted)),
+                        reasoning_redacted: self.reasoning_redacted,
                     };
-                    return Ok((answer, self.session));
+                    return Ok((answer, self.session, spent));
                 }
             }
         }
@@ -180,14 +206,23 @@ impl<S: ModelStream> StreamingTurn<S> {
                 self.push_text(mark);
             }
             Some(ModelEvent::Text(text)) => self.push_text(text),
-            Some(ModelEvent::Stop(stop)) => {
-                // A guardrail that stops the answer ends the turn as an error, even after text was shown.
-                if let Err(e) = finish_reason(&stop) {
-                    self.model = None;
-                    return Err(e);
+            Some(ModelEvent::Reasoning(text)) => {
+                if !text.is_empty() {
+                    self.reasoning.push_str(&text);
+                    self.ready.push_back(TurnEvent::Reasoning(text));
                 }
-                self.stop = Some(stop);
             }
+            Some(ModelEvent::RedactedReasoning) => {
+                if !self.reasoning_redacted {
+                    self.reasoning_redacted = true;
+                    self.ready.push_back(TurnEvent::RedactedReasoning);
+                }
+            }
+            Some(ModelEvent::Guardrail(trace)) => self.guardrail = Some(trace),
+            Some(ModelEvent::Served(served)) => self.served = served,
+            // A guardrail that stops the answer ends the turn as an error, even after text was shown; the stream is
+            // read to its end first, for the guardrail's assessment that follows the stop.
+            Some(ModelEvent::Stop(stop)) => self.stop = Some(stop),
             Some(ModelEvent::Usage(usage)) => self.usage = usage,
             None => {
                 self.model = None;
@@ -196,6 +231,15 @@ impl<S: ModelStream> StreamingTurn<S> {
                         "the model stream ended before the answer did".into(),
                     ))
                 })?;
+                if let Err(e) = finish_reason(&stop) {
+                    if let Some(trace) = &self.guardrail {
+                        tracing::warn!(
+                            guardrail = %guardrail_thought(trace).description,
+                            "the guardrail intervened"
+                        );
+                    }
+                    return Err(e);
+                }
                 let (rest, followup_questions) = match self.splitter.take() {
                     Some(splitter) => {
                         let (rest, questions) = splitter.finish();
@@ -211,11 +255,22 @@ impl<S: ModelStream> StreamingTurn<S> {
                     .as_ref()
                     .map(|g| g.cited_in(&self.said))
                     .unwrap_or_default();
+                let cost_usd = self.prices.map(|p| p.cost(&self.usage));
+                let mut result_thoughts = Vec::new();
+                if !self.reasoning.is_empty() || self.reasoning_redacted {
+                    result_thoughts
+                        .push(reasoning_thought(&self.reasoning, self.reasoning_redacted));
+                }
+                if let Some(trace) = &self.guardrail {
+                    result_thoughts.push(guardrail_thought(trace));
+                }
+                result_thoughts.push(usage_thought(self.usage, &stop, cost_usd, &self.served));
                 self.ready.push_back(TurnEvent::End(TurnEnd {
                     finish_reason: finish_reason(&stop)?,
                     usage: self.usage,
+                    cost_usd,
                     followup_questions,
-                    result_thoughts: vec![usage_thought(self.usage, &stop)],
+                    result_thoughts,
                     citations,
                 }));
             }

@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::macros::format_description;
 
+use crate::prompt::system_prompt;
 use crate::search::search;
 use crate::session::{continued_session, new_session, requested_chat};
 use crate::{
@@ -16,6 +17,10 @@ use crate::{
     display_time, prepare_turn, title_of,
 };
 use crate::{AttachmentError, AttachmentStore, ContentPart, InvalidRequest, Message, StoredFile};
+use crate::{
+    GuardrailTrace, HistoryBudget, Prices, ReasoningStyle, Served, UsageTotals, estimate_tokens,
+    fit_conversation,
+};
 
 /// What identifies one answer: its id, when it was made, and by which model.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,6 +56,8 @@ pub(crate) struct Turn {
     pub followups: bool,
     /// What the search found, when the turn searched.
     pub grounding: Option<Grounding>,
+    /// What a million tokens cost, to price the turn.
+    pub prices: Option<Prices>,
 }
 
 /// The chat core with its ports plugged in; built once per cold start and shared by every request.
@@ -106,13 +113,14 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
         self.retriever.as_deref()
     }
 
-    /// The chat `owner`'s request continues, or a new one. An unknown or foreign chat is [`ChatError::ChatNotFound`]
-    /// and nothing is written.
+    /// The chat `owner`'s request continues, or a new one, with as much of its newest history as `budget` takes.
+    /// An unknown or foreign chat is [`ChatError::ChatNotFound`] and nothing is written.
     pub async fn begin(
         &self,
         owner: &str,
         input: &TurnInput,
         mode: ChatMode,
+        budget: HistoryBudget,
     ) -> Result<Session, ChatError> {
         match requested_chat(input)? {
             None => {
@@ -125,24 +133,56 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
                 Ok(session)
             }
             Some(chat_id) => {
-                let loaded = self.store.load_for_turn(owner, &chat_id).await?;
+                let loaded = self.store.load_for_turn(owner, &chat_id, budget).await?;
                 let mut session = continued_session(
                     chat_id,
                     loaded.record.mode,
                     &loaded.messages,
+                    loaded.record.message_count as usize,
                     &input.messages,
                 );
                 // The turn's write goes as of this read: the store need not read the chat again first.
                 session.read_mark = loaded.mark;
+                session.items_read = loaded.items_read;
                 Ok(session)
             }
+        }
+    }
+
+    /// The history a turn reads: what the prompt budget leaves beside the system prompt and the question.
+    pub(crate) fn history_budget(&self, input: &TurnInput, system: &str) -> HistoryBudget {
+        let question = input
+            .messages
+            .last()
+            .map(crate::estimate_message_tokens)
+            .unwrap_or(0);
+        HistoryBudget {
+            tokens: self
+                .settings
+                .model
+                .max_prompt_tokens
+                .saturating_sub(estimate_tokens(system) + question),
         }
     }
 
     /// The steps before the model: the session, the search (when a knowledge base is configured), the prompt.
     async fn prepare(&self, caller: &Caller, input: &TurnInput) -> Result<Turn, ChatError> {
         self.check_files(input)?;
-        let mut session = self.begin(&caller.owner, input, ChatMode::Standard).await?;
+        check_overrides(&self.settings, &input.overrides)?;
+        let budget = self.settings.model.max_prompt_tokens;
+        let system = system_prompt(&self.settings, input, self.retriever.is_some());
+        let mut session = self
+            .begin(
+                &caller.owner,
+                input,
+                ChatMode::Standard,
+                self.history_budget(input, &system),
+            )
+            .await?;
+        // Fitted before the files are read and the search runs, so that neither reads what the prompt leaves out.
+        let (left_out, _) =
+            fit_conversation(&mut session.conversation, estimate_tokens(&system), budget);
+        session.left_out += left_out;
         let mut thoughts = Vec::new();
         if let Some(thought) = self
             .read_files(&caller.owner, &mut session.conversation)
@@ -166,6 +206,21 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
                 Some(found.grounding)
             }
         };
+        // The passages take their room too.
+        let passages: u64 = grounding
+            .iter()
+            .flat_map(|g| &g.passages)
+            .map(|p| estimate_tokens(&p.text) + estimate_tokens(&p.citation()) + 2)
+            .sum();
+        let (left_out, estimated) = fit_conversation(
+            &mut session.conversation,
+            estimate_tokens(&system) + passages,
+            budget,
+        );
+        session.left_out += left_out;
+        if let Some(thought) = history_thought(&session, budget, estimated) {
+            thoughts.push(thought);
+        }
         let prepared = prepare_turn(
             &self.settings,
             input,
@@ -180,6 +235,7 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
             thoughts,
             followups: input.overrides.suggest_followup_questions,
             grounding,
+            prices: self.settings.model.prices,
         })
     }
 
@@ -211,8 +267,9 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
         caller: &Caller,
         turn: StreamingTurn<S>,
     ) -> Result<Answer, ChatError> {
-        let (answer, session) = turn.into_answer().await?;
-        self.save(&caller.owner, &session, &answer.content).await?;
+        let (answer, session, spent) = turn.into_answer().await?;
+        self.save(&caller.owner, &session, &answer.content, &spent)
+            .await?;
         Ok(answer)
     }
 
@@ -222,13 +279,20 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
         caller: &Caller,
         turn: StreamingTurn<S>,
     ) -> Result<(), ChatError> {
-        let (session, shown) = turn.into_parts();
-        self.save(&caller.owner, &session, &shown).await
+        let (session, shown, spent) = turn.into_parts();
+        self.save(&caller.owner, &session, &shown, &spent).await
     }
 
     /// Stores a turn whose answer is complete: the session's new messages and the answer, all or nothing.
     /// The turn's new files are kept first; a turn whose messages are not stored removes them again.
-    async fn save(&self, owner: &str, session: &Session, answer: &str) -> Result<(), ChatError> {
+    async fn save(
+        &self,
+        owner: &str,
+        session: &Session,
+        answer: &str,
+        spent: &UsageTotals,
+    ) -> Result<(), ChatError> {
+        log_turn(session, spent);
         let now = OffsetDateTime::now_utc();
         let shown_at = display_time(now.unix_timestamp());
         let files = self.keep_files(owner, session).await?;
@@ -238,7 +302,7 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
         }
         messages.push(stored_message(Role::Assistant, answer, &shown_at));
         let stored = self
-            .store_turn(owner, session, &messages, &rfc3339_millis(now))
+            .store_turn(owner, session, &messages, &rfc3339_millis(now), spent)
             .await;
         if stored.is_err() {
             let keys: Vec<String> = files.into_iter().flatten().map(|f| f.key).collect();
@@ -366,13 +430,14 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
 
     /// Stores `messages` as the turn of `session`: the chat is created by its first turn, continued by the others.
     /// A session that is not kept stores nothing. `now` (RFC 3339) is the chat's new `lastUpdated`. Every turn,
-    /// standard or multi-agent, is stored here.
+    /// standard or multi-agent, is stored here, with what it `spent` added to the chat's totals.
     pub(crate) async fn store_turn(
         &self,
         owner: &str,
         session: &Session,
         messages: &[StoredMessage],
         now: &str,
+        spent: &UsageTotals,
     ) -> Result<(), ChatError> {
         if !session.kept {
             return Ok(());
@@ -386,6 +451,7 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
                 last_updated: now.to_string(),
                 last_message: String::new(),
                 message_count: 0,
+                usage: *spent,
             };
             self.store.create(owner, &chat, messages).await?;
         } else {
@@ -395,6 +461,7 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
                     &session.chat_id,
                     session.read_mark.as_ref(),
                     messages,
+                    spent,
                 )
                 .await?;
         }
@@ -446,7 +513,182 @@ pub(crate) fn finish_reason(stop: &StopReason) -> Result<FinishReason, ChatError
     }
 }
 
-pub(crate) fn usage_thought(usage: TokenUsage, stop: &StopReason) -> Thought {
+/// Logs what a turn spent, once per turn: tokens, cache use and cost, never its words.
+fn log_turn(session: &Session, spent: &UsageTotals) {
+    let t = &spent.tokens;
+    tracing::info!(
+        chat_id = %session.chat_id,
+        input_tokens = t.input_tokens,
+        output_tokens = t.output_tokens,
+        cache_read_input_tokens = t.cache_read_input_tokens,
+        cache_write_input_tokens = t.cache_write_input_tokens,
+        cost_usd = spent.cost_usd,
+        messages_left_out = session.left_out,
+        items_read = session.items_read,
+        "turn cost"
+    );
+}
+
+/// Refuses overrides the configuration does not allow: a latency or service tier not in its allowed list,
+/// reasoning for a model that cannot be asked to reason.
+pub(crate) fn check_overrides(
+    settings: &ChatSettings,
+    overrides: &crate::Overrides,
+) -> Result<(), InvalidRequest> {
+    let options = &settings.model;
+    if let Some(latency) = overrides
+        .latency
+        .filter(|l| !options.allowed_latencies.contains(l))
+    {
+        return Err(InvalidRequest::new(
+            "context.overrides.latency",
+            format!(
+                "{:?} is not allowed here (allowed: {})",
+                latency.as_str(),
+                allowed(options.allowed_latencies.iter().map(|l| l.as_str()))
+            ),
+        ));
+    }
+    if let Some(tier) = overrides
+        .service_tier
+        .filter(|t| !options.allowed_service_tiers.contains(t))
+    {
+        return Err(InvalidRequest::new(
+            "context.overrides.service_tier",
+            format!(
+                "{:?} is not allowed here (allowed: {})",
+                tier.as_str(),
+                allowed(options.allowed_service_tiers.iter().map(|t| t.as_str()))
+            ),
+        ));
+    }
+    if overrides.reasoning_effort.is_some()
+        && options.profile.reasoning == ReasoningStyle::Unsupported
+    {
+        return Err(InvalidRequest::new(
+            "context.overrides.reasoning_effort",
+            format!("the model {} cannot be asked to reason", settings.model_id),
+        ));
+    }
+    Ok(())
+}
+
+fn allowed<'a>(values: impl Iterator<Item = &'a str>) -> String {
+    let list: Vec<&str> = values.collect();
+    if list.is_empty() {
+        "none".into()
+    } else {
+        list.join(", ")
+    }
+}
+
+/// What the turn sends of the chat's history, when it leaves something out or continues a chat.
+fn history_thought(session: &Session, budget: u64, estimated: u64) -> Option<Thought> {
+    if session.is_new && session.left_out == 0 {
+        return None;
+    }
+    let sent = session.conversation.len();
+    let description = if session.left_out == 0 {
+        format!("all {sent} messages sent, about {estimated} of {budget} prompt tokens")
+    } else {
+        format!(
+            "{sent} newest messages sent; {} earlier messages left out to stay within {budget} prompt tokens \
+             (about {estimated} used)",
+            session.left_out
+        )
+    };
+    Some(Thought {
+        title: "Conversation history".into(),
+        description: Value::String(description),
+        props: Some(json!({
+            "messages_sent": sent,
+            "messages_left_out": session.left_out,
+            "max_prompt_tokens": budget,
+            "estimated_prompt_tokens": estimated,
+            "store_items_read": session.items_read,
+        })),
+    })
+}
+
+/// The reasoning as shown: redacted reasoning is said to be there, never shown.
+pub(crate) fn reasoning_text(reasoning: &str, redacted: bool) -> String {
+    let mut text = reasoning.to_string();
+    if redacted {
+        if !text.is_empty() {
+            text.push_str("\n\n");
+        }
+        text.push_str(REDACTED);
+    }
+    text
+}
+
+/// What stands for reasoning the model provider sent encrypted.
+pub const REDACTED: &str =
+    "[Part of the reasoning is redacted: the model provider sent it encrypted.]";
+
+/// What the model reasoned, whole; redacted reasoning is said to be there, never shown.
+pub(crate) fn reasoning_thought(reasoning: &str, redacted: bool) -> Thought {
+    Thought {
+        title: "Reasoning".into(),
+        description: Value::String(reasoning_text(reasoning, redacted)),
+        props: Some(json!({ "redacted": redacted })),
+    }
+}
+
+/// What the guardrail assessed: each policy's finding and action, never the text it matched.
+pub(crate) fn guardrail_thought(trace: &GuardrailTrace) -> Thought {
+    let findings: Vec<Value> = trace
+        .findings
+        .iter()
+        .map(|f| {
+            let mut finding = json!({
+                "stage": f.stage, "policy": f.policy, "type": f.kind, "action": f.action,
+            });
+            if let Some(c) = &f.confidence {
+                finding["confidence"] = json!(c);
+            }
+            if let Some(s) = f.score {
+                finding["score"] = json!(s);
+            }
+            if let Some(t) = f.threshold {
+                finding["threshold"] = json!(t);
+            }
+            finding
+        })
+        .collect();
+    let described: Vec<String> = trace
+        .findings
+        .iter()
+        .map(|f| {
+            let mut line = format!("{} {} {}: {}", f.stage, f.policy, f.kind, f.action);
+            if let (Some(score), Some(threshold)) = (f.score, f.threshold) {
+                line.push_str(&format!(" (score {score}, threshold {threshold})"));
+            }
+            line
+        })
+        .collect();
+    let description = if described.is_empty() {
+        "nothing found".to_string()
+    } else {
+        described.join("; ")
+    };
+    Thought {
+        title: "Guardrail assessment".into(),
+        description: Value::String(description),
+        props: Some(json!({
+            "intervened": trace.intervened(),
+            "action_reason": trace.action_reason,
+            "findings": findings,
+        })),
+    }
+}
+
+pub(crate) fn usage_thought(
+    usage: TokenUsage,
+    stop: &StopReason,
+    cost_usd: Option<f64>,
+    served: &Served,
+) -> Thought {
     let stop = match stop {
         StopReason::EndTurn => "end_turn",
         StopReason::StopSequence => "stop_sequence",
@@ -456,18 +698,43 @@ pub(crate) fn usage_thought(usage: TokenUsage, stop: &StopReason) -> Thought {
         StopReason::ContextWindowExceeded => "model_context_window_exceeded",
         StopReason::Other(s) => s.as_str(),
     };
+    let mut description = format!(
+        "{} input tokens, {} output tokens, {} in all",
+        usage.input_tokens, usage.output_tokens, usage.total_tokens
+    );
+    if usage.cache_read_input_tokens > 0 || usage.cache_write_input_tokens > 0 {
+        description.push_str(&format!(
+            "; {} read from the prompt cache, {} written to it",
+            usage.cache_read_input_tokens, usage.cache_write_input_tokens
+        ));
+    }
+    if let Some(cost) = cost_usd {
+        description.push_str(&format!("; cost ${cost:.6}"));
+    }
+    let mut props = json!({
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "total_tokens": usage.total_tokens,
+    });
+    // The cache's counts when the prompt cache was used at all.
+    if usage.cache_read_input_tokens > 0 || usage.cache_write_input_tokens > 0 {
+        props["cache_read_input_tokens"] = json!(usage.cache_read_input_tokens);
+        props["cache_write_input_tokens"] = json!(usage.cache_write_input_tokens);
+    }
+    props["stop_reason"] = json!(stop);
+    if let Some(cost) = cost_usd {
+        props["cost_usd"] = json!(cost);
+    }
+    if let Some(latency) = &served.latency {
+        props["latency"] = json!(latency);
+    }
+    if let Some(tier) = &served.service_tier {
+        props["service_tier"] = json!(tier);
+    }
     Thought {
         title: "Token usage".into(),
-        description: Value::String(format!(
-            "{} input tokens, {} output tokens, {} in all",
-            usage.input_tokens, usage.output_tokens, usage.total_tokens
-        )),
-        props: Some(json!({
-            "input_tokens": usage.input_tokens,
-            "output_tokens": usage.output_tokens,
-            "total_tokens": usage.total_tokens,
-            "stop_reason": stop,
-        })),
+        description: Value::String(description),
+        props: Some(props),
     }
 }
 

@@ -24,6 +24,7 @@ fn settings() -> ChatSettings {
         guardrail: None,
         limits: RequestLimits::default(),
         retrieval: RetrievalSettings::default(),
+        model: chat_core::ModelOptions::for_model("test.model-v1", 8192),
     }
 }
 

@@ -23,6 +23,7 @@ fn settings() -> ChatSettings {
         guardrail: None,
         limits: RequestLimits::default(),
         retrieval: RetrievalSettings::default(),
+        model: chat_core::ModelOptions::for_model("test.model-v1", 8192),
     }
 }
 
@@ -83,6 +84,7 @@ fn usage(input: u64, output: u64) -> TokenUsage {
         input_tokens: input,
         output_tokens: output,
         total_tokens: input + output,
+        ..TokenUsage::default()
     }
 }
 

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use chat_core::{
-    AgentGroup, ChatSettings, CitationMode, FileLimits, Guardrail, RequestLimits,
-    RetrievalSettings, StoreTimeouts,
+    AgentGroup, ChatSettings, CitationMode, FileLimits, Guardrail, Latency, ModelOptions,
+    ReasoningStyle, RequestLimits, RetrievalSettings, ServiceTier, StoreTimeouts,
 };
 use chat_protocol::chat_ui::ReplyShape;
 
@@ -132,9 +132,20 @@ impl Config {
         if let Some(phrase) = get("APPROVAL_PHRASE") {
             agents.approval_phrase = phrase;
         }
+        let stream_async = match get("GUARDRAIL_STREAM_MODE").as_deref().map(str::trim) {
+            None | Some("sync") => false,
+            Some("async") => true,
+            Some(other) => {
+                return Err(ConfigError {
+                    name: "GUARDRAIL_STREAM_MODE",
+                    reason: format!(r#"expected "sync" or "async", got {other:?}"#),
+                });
+            }
+        };
         let guardrail = get("GUARDRAIL_ID").map(|id| Guardrail {
             id,
             version: get("GUARDRAIL_VERSION").unwrap_or_else(|| "DRAFT".into()),
+            stream_async,
         });
         let chat_ui_reply = match get("CHAT_UI_REPLY") {
             None => ReplyShape::default(),
@@ -181,9 +192,13 @@ impl Config {
                 reason: "must be between 1 and 604800 (seven days)".into(),
             });
         }
+        let model_id = get("MODEL_ID").unwrap_or_else(|| Self::DEFAULT_MODEL_ID.into());
+        let max_output = to_u32("MAX_OUTPUT_TOKENS", max_output_tokens)?;
+        let model = model_options(&get, &model_id, max_output, &flag)?;
         Ok(Self {
             chat: ChatSettings {
-                model_id: get("MODEL_ID").unwrap_or_else(|| Self::DEFAULT_MODEL_ID.into()),
+                model,
+                model_id,
                 system_prompt: get("SYSTEM_PROMPT")
                     .unwrap_or_else(|| ChatSettings::DEFAULT_SYSTEM_PROMPT.into()),
                 default_max_tokens: to_u32("MAX_TOKENS", default_max_tokens)?,
@@ -191,7 +206,7 @@ impl Config {
                 limits: RequestLimits {
                     max_messages: number("MAX_MESSAGES", defaults.max_messages as u64)? as usize,
                     max_message_chars: max_message_chars as usize,
-                    max_output_tokens: to_u32("MAX_OUTPUT_TOKENS", max_output_tokens)?,
+                    max_output_tokens: max_output,
                     max_top: max_top as usize,
                     files: FileLimits {
                         max_images: number("MAX_IMAGES", files.max_images as u64)? as usize,
@@ -246,6 +261,81 @@ impl Config {
     }
 }
 
+/// A list of choices (`standard,optimized`), each parsed.
+fn choices<T: std::str::FromStr<Err = String>>(
+    name: &'static str,
+    value: Option<String>,
+) -> Result<Vec<T>, ConfigError> {
+    value
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(|v| {
+            v.parse().map_err(|reason: String| ConfigError {
+                name,
+                reason: format!("{v:?} {reason}"),
+            })
+        })
+        .collect()
+}
+
+/// What the turn asks of the model and may spend: from the model's profile (by `BASE_MODEL_ID`, for an application
+/// inference profile whose ARN names no model, else by `MODEL_ID`), each overridden by its variable.
+fn model_options(
+    get: &impl Fn(&str) -> Option<String>,
+    model_id: &str,
+    max_output_tokens: u32,
+    flag: &impl Fn(&'static str, bool) -> Result<bool, ConfigError>,
+) -> Result<ModelOptions, ConfigError> {
+    let base = get("BASE_MODEL_ID").filter(|b| !b.trim().is_empty());
+    let mut options =
+        ModelOptions::for_model(base.as_deref().unwrap_or(model_id), max_output_tokens);
+    if let Some(tokens) = get("MAX_PROMPT_TOKENS") {
+        options.max_prompt_tokens = tokens
+            .trim()
+            .parse()
+            .ok()
+            .filter(|n: &u64| *n >= 100)
+            .ok_or_else(|| ConfigError {
+                name: "MAX_PROMPT_TOKENS",
+                reason: "expected a number of tokens, at least 100".into(),
+            })?;
+    }
+    options.prompt_caching = flag("PROMPT_CACHING", options.prompt_caching)?;
+    options.reasoning_effort = match get("REASONING_EFFORT").as_deref().map(str::trim) {
+        None | Some("" | "off") => None,
+        Some(effort) => Some(effort.parse().map_err(|reason: String| ConfigError {
+            name: "REASONING_EFFORT",
+            reason: format!("{reason}, or \"off\""),
+        })?),
+    };
+    if options.reasoning_effort.is_some()
+        && options.profile.reasoning == ReasoningStyle::Unsupported
+    {
+        return Err(ConfigError {
+            name: "REASONING_EFFORT",
+            reason: format!(
+                "the model {model_id} cannot be asked to reason (set BASE_MODEL_ID when MODEL_ID is an \
+                 application inference profile)"
+            ),
+        });
+    }
+    if let Some(prices) = get("MODEL_PRICES").filter(|p| !p.trim().is_empty()) {
+        options.prices = Some(prices.parse().map_err(|reason| ConfigError {
+            name: "MODEL_PRICES",
+            reason,
+        })?);
+    }
+    options.latency = choices::<Latency>("LATENCY", get("LATENCY"))?.pop();
+    options.allowed_latencies = choices("ALLOWED_LATENCIES", get("ALLOWED_LATENCIES"))?;
+    options.allowed_latencies.extend(options.latency);
+    options.service_tier = choices::<ServiceTier>("SERVICE_TIER", get("SERVICE_TIER"))?.pop();
+    options.allowed_service_tiers = choices("ALLOWED_SERVICE_TIERS", get("ALLOWED_SERVICE_TIERS"))?;
+    options.allowed_service_tiers.extend(options.service_tier);
+    Ok(options)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -282,7 +372,8 @@ mod tests {
             c.chat.guardrail,
             Some(Guardrail {
                 id: "g".into(),
-                version: "DRAFT".into()
+                version: "DRAFT".into(),
+                stream_async: false,
             })
         );
         assert_eq!(c.max_body_bytes, 10);
@@ -301,6 +392,64 @@ mod tests {
         let bad = config(&[("MAX_BODY_BYTES", "lots")]).unwrap_err();
         assert_eq!(bad.name, "MAX_BODY_BYTES");
         assert!(config(&[("MAX_TOKENS", "9000"), ("MAX_OUTPUT_TOKENS", "100")]).is_err());
+    }
+
+    #[test]
+    fn model_options_come_from_the_profile_unless_set() {
+        let c = config(&[("MODEL_ID", "us.anthropic.claude-sonnet-4-5-20250929-v1:0")]).unwrap();
+        let m = &c.chat.model;
+        assert_eq!(m.max_prompt_tokens, 200_000 - 8192);
+        assert!(m.prompt_caching);
+        assert_eq!(m.reasoning_effort, None);
+        assert_eq!(m.prices.unwrap().input, 3.0);
+        assert!(m.allowed_latencies.is_empty());
+        let c = config(&[
+            (
+                "MODEL_ID",
+                "arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/x1",
+            ),
+            ("BASE_MODEL_ID", "anthropic.claude-sonnet-4-6"),
+            ("MAX_PROMPT_TOKENS", "5000"),
+            ("PROMPT_CACHING", "off"),
+            ("REASONING_EFFORT", "high"),
+            ("MODEL_PRICES", "input=1,output=2"),
+            ("LATENCY", "optimized"),
+            ("ALLOWED_LATENCIES", "standard"),
+            ("SERVICE_TIER", "flex"),
+            ("GUARDRAIL_ID", "g"),
+            ("GUARDRAIL_STREAM_MODE", "async"),
+        ])
+        .unwrap();
+        let m = &c.chat.model;
+        assert_eq!(m.max_prompt_tokens, 5000);
+        assert!(!m.prompt_caching);
+        assert_eq!(m.reasoning_effort, Some(chat_core::ReasoningEffort::High));
+        assert_eq!(m.profile.reasoning, ReasoningStyle::AnthropicAdaptive);
+        assert_eq!(m.prices.unwrap().output, 2.0);
+        assert_eq!(m.latency, Some(Latency::Optimized));
+        assert_eq!(m.allowed_latencies, [Latency::Standard, Latency::Optimized]);
+        assert_eq!(m.allowed_service_tiers, [ServiceTier::Flex]);
+        assert!(c.chat.guardrail.unwrap().stream_async);
+        for (name, value) in [
+            ("MAX_PROMPT_TOKENS", "lots"),
+            ("REASONING_EFFORT", "extreme"),
+            ("MODEL_PRICES", "output=2"),
+            ("LATENCY", "fast"),
+            ("ALLOWED_SERVICE_TIERS", "default,gold"),
+            ("GUARDRAIL_STREAM_MODE", "later"),
+        ] {
+            assert_eq!(config(&[(name, value)]).unwrap_err().name, name);
+        }
+        // A model that cannot be asked to reason is refused a default effort.
+        assert_eq!(
+            config(&[
+                ("MODEL_ID", "amazon.nova-lite-v1:0"),
+                ("REASONING_EFFORT", "low")
+            ])
+            .unwrap_err()
+            .name,
+            "REASONING_EFFORT"
+        );
     }
 
     #[test]

@@ -91,6 +91,12 @@ pub struct UiUsage {
     pub output_token_count: u64,
     pub input_token_count: u64,
     pub total_token_count: u64,
+    /// Input tokens read from the model's prompt cache (not in `InputTokenCount`).
+    #[serde(default, skip_serializing_if = "crate::field::is_zero")]
+    pub cache_read_input_token_count: u64,
+    /// Input tokens written to it (not in `InputTokenCount`).
+    #[serde(default, skip_serializing_if = "crate::field::is_zero")]
+    pub cache_write_input_token_count: u64,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -107,6 +113,13 @@ impl ChatMessageContent {
         if answer.data_points.is_some() {
             extra.insert("Citations".into(), answer.citations.clone().into());
         }
+        // Nor thoughts: the model's reasoning, and what the turn cost, travel there too.
+        if let Some(reasoning) = &answer.reasoning {
+            extra.insert("Reasoning".into(), reasoning.clone().into());
+        }
+        if let Some(cost) = answer.cost_usd {
+            extra.insert("CostUsd".into(), cost.into());
+        }
         Self {
             author_name: None,
             role: RoleLabel {
@@ -117,12 +130,7 @@ impl ChatMessageContent {
             metadata: Some(MessageMetadata {
                 id: Some(answer.id.clone()),
                 created_at: Some(answer.created_at.clone()),
-                usage: Some(UiUsage {
-                    output_token_count: answer.usage.output_tokens,
-                    input_token_count: answer.usage.input_tokens,
-                    total_token_count: answer.usage.total_tokens,
-                    extra: Map::new(),
-                }),
+                usage: Some(answer.usage.into()),
                 finish_reason: Field::Value(
                     semantic_kernel_finish_reason(answer.finish_reason).to_string(),
                 ),
@@ -163,12 +171,7 @@ impl ChatMessageContent {
             metadata: Some(MessageMetadata {
                 id: Some(reply.id.to_string()),
                 created_at: Some(reply.created_at.to_string()),
-                usage: Some(UiUsage {
-                    output_token_count: reply.usage.output_tokens,
-                    input_token_count: reply.usage.input_tokens,
-                    total_token_count: reply.usage.total_tokens,
-                    extra: Map::new(),
-                }),
+                usage: Some(reply.usage.into()),
                 finish_reason: Field::Value(
                     semantic_kernel_finish_reason(reply.finish_reason).to_string(),
                 ),
@@ -286,8 +289,51 @@ pub struct ChatSummary {
     pub message_count: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<ChatMode>,
+    /// Every turn's tokens and cost so far (not part of a create or replace request).
+    #[serde(default, skip_serializing_if = "Option::is_none", skip_deserializing)]
+    pub usage: Option<ChatUsage>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+/// A chat's running totals, as its history list item shows them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChatUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_input_tokens: u64,
+    pub cache_write_input_tokens: u64,
+    pub total_tokens: u64,
+    /// In US dollars; absent when no price was configured or known for the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+impl From<&chat_core::UsageTotals> for ChatUsage {
+    fn from(u: &chat_core::UsageTotals) -> Self {
+        Self {
+            input_tokens: u.tokens.input_tokens,
+            output_tokens: u.tokens.output_tokens,
+            cache_read_input_tokens: u.tokens.cache_read_input_tokens,
+            cache_write_input_tokens: u.tokens.cache_write_input_tokens,
+            total_tokens: u.tokens.total_tokens,
+            cost_usd: u.cost_usd,
+        }
+    }
+}
+
+impl From<chat_core::TokenUsage> for UiUsage {
+    fn from(u: chat_core::TokenUsage) -> Self {
+        Self {
+            output_token_count: u.output_tokens,
+            input_token_count: u.input_tokens,
+            total_token_count: u.total_tokens,
+            cache_read_input_token_count: u.cache_read_input_tokens,
+            cache_write_input_token_count: u.cache_write_input_tokens,
+            extra: Map::new(),
+        }
+    }
 }
 
 /// One message of `GET /chat-history/{id}/messages` and of a replace request.
@@ -449,6 +495,7 @@ pub fn summary(record: &ChatRecord, with_mode: bool) -> ChatSummary {
         last_updated: record.last_updated.clone(),
         message_count: record.message_count,
         mode: with_mode.then_some(record.mode),
+        usage: Some((&record.usage).into()),
         extra: Map::new(),
     }
 }

@@ -53,3 +53,8 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Field<T> {
         Ok(Option::<T>::deserialize(deserializer)?.into())
     }
 }
+
+/// Whether a count is zero: counts that only some answers have are left out when zero.
+pub(crate) fn is_zero(n: &u64) -> bool {
+    *n == 0
+}

@@ -314,6 +314,21 @@ fn overrides(
         "minimum_search_score",
         wire.minimum_search_score.into_option(),
     )?;
+    fn choice<T: std::str::FromStr<Err = String>>(
+        name: &str,
+        value: Option<String>,
+    ) -> Result<Option<T>, InvalidRequest> {
+        value
+            .map(|v| {
+                v.parse().map_err(|reason| {
+                    InvalidRequest::new(format!("context.overrides.{name}"), reason)
+                })
+            })
+            .transpose()
+    }
+    let reasoning_effort = choice("reasoning_effort", wire.reasoning_effort.into_option())?;
+    let latency = choice("latency", wire.latency.into_option())?;
+    let service_tier = choice("service_tier", wire.service_tier.into_option())?;
     Ok(Overrides {
         temperature,
         top_p,
@@ -333,5 +348,8 @@ fn overrides(
             .filter(|c| !c.trim().is_empty()),
         use_oid_security_filter: wire.use_oid_security_filter.into_option() == Some(true),
         use_groups_security_filter: wire.use_groups_security_filter.into_option() == Some(true),
+        reasoning_effort,
+        latency,
+        service_tier,
     })
 }

@@ -36,8 +36,15 @@ pub struct ChatRequest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompletionUsage {
     pub completion_tokens: u64,
+    /// Every token of the prompt, those read from and written to the prompt cache included (as OpenAI counts).
     pub prompt_tokens: u64,
     pub total_tokens: u64,
+    /// Prompt tokens read from the model's prompt cache.
+    #[serde(default, skip_serializing_if = "crate::field::is_zero")]
+    pub cache_read_input_tokens: u64,
+    /// Prompt tokens written to it.
+    #[serde(default, skip_serializing_if = "crate::field::is_zero")]
+    pub cache_write_input_tokens: u64,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -46,8 +53,10 @@ impl From<TokenUsage> for CompletionUsage {
     fn from(u: TokenUsage) -> Self {
         Self {
             completion_tokens: u.output_tokens,
-            prompt_tokens: u.input_tokens,
+            prompt_tokens: u.input_tokens + u.cache_read_input_tokens + u.cache_write_input_tokens,
             total_tokens: u.total_tokens,
+            cache_read_input_tokens: u.cache_read_input_tokens,
+            cache_write_input_tokens: u.cache_write_input_tokens,
             extra: Map::new(),
         }
     }
@@ -221,6 +230,13 @@ impl ChatCompletionChunk {
         Self::with_choice(header, Self::choice(Delta::content(text)))
     }
 
+    /// A piece of the model's reasoning, in the choice's context (never in its delta: it is not the answer).
+    pub fn reasoning(header: &ChunkHeader, piece: &str, redacted: bool) -> Self {
+        let mut choice = Self::choice(Delta::default());
+        choice.context = Field::Value(ResponseContext::reasoning(piece, redacted));
+        Self::with_choice(header, choice)
+    }
+
     /// The last chunk: why the model stopped, the token usage, and context learned at the end.
     pub fn finish(
         header: &ChunkHeader,
@@ -251,6 +267,13 @@ pub fn chunks_of(answer: &Answer, spelling: SessionSpelling) -> Vec<ChatCompleti
         answer.session_state.clone(),
         spelling,
     )];
+    if let Some(reasoning) = &answer.reasoning {
+        chunks.push(ChatCompletionChunk::reasoning(
+            &header,
+            reasoning,
+            answer.reasoning_redacted,
+        ));
+    }
     if !answer.content.is_empty() {
         chunks.push(ChatCompletionChunk::content(
             &header,

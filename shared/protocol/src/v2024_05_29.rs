@@ -123,6 +123,17 @@ impl StreamChunk {
         }
     }
 
+    /// A piece of the model's reasoning, before the answer's text: in `context`, never in `delta.content`.
+    pub fn reasoning(piece: &str, redacted: bool) -> Self {
+        Self {
+            delta: Delta::default(),
+            context: Field::Value(ResponseContext::reasoning(piece, redacted)),
+            session_state_camel: Field::Missing,
+            session_state_snake: Field::Missing,
+            extra: Map::new(),
+        }
+    }
+
     /// A last line carrying context learned at the end (follow-up questions, token usage).
     pub fn end(context: ResponseContext) -> Self {
         Self {

@@ -85,6 +85,12 @@ pub struct WireOverrides {
     pub use_oid_security_filter: Field<bool>,
     #[serde(default, skip_serializing_if = "Field::is_missing")]
     pub use_groups_security_filter: Field<bool>,
+    #[serde(default, skip_serializing_if = "Field::is_missing")]
+    pub reasoning_effort: Field<String>,
+    #[serde(default, skip_serializing_if = "Field::is_missing")]
+    pub latency: Field<String>,
+    #[serde(default, skip_serializing_if = "Field::is_missing")]
+    pub service_tier: Field<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -137,6 +143,18 @@ impl ResponseContext {
 }
 
 impl ResponseContext {
+    /// A streamed line's context carrying the next piece of the model's reasoning: a `Reasoning` thought whose
+    /// `props.delta` says its description continues the reasoning of the lines before (concatenated, they are the
+    /// whole reasoning, which the last line's thoughts hold again). `redacted` says a part came encrypted.
+    pub fn reasoning(piece: &str, redacted: bool) -> Self {
+        let thought = chat_core::Thought {
+            title: "Reasoning".into(),
+            description: Value::String(piece.to_string()),
+            props: Some(serde_json::json!({ "delta": true, "redacted": redacted })),
+        };
+        Self::new(&[thought], None)
+    }
+
     /// With what the answer was grounded in, when the turn searched.
     pub fn with_data_points(mut self, data_points: Option<&chat_core::DataPoints>) -> Self {
         self.data_points = data_points.map_or(Field::Missing, |d| Field::Value(d.into()));

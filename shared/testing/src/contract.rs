@@ -11,7 +11,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use chat_core::{ChatMode, ChatRecord, Role, SessionStore, StoreError, StoredMessage};
+use chat_core::{
+    ChatMode, ChatRecord, HistoryBudget, Role, SessionStore, StoreError, StoredMessage, TokenUsage,
+    UsageTotals,
+};
 
 /// Counts the records a store keeps under one chat: `(owner, chat_id)` to a count.
 pub type ItemCount =
@@ -76,6 +79,21 @@ pub fn chat(name: &str, updated: &str) -> ChatRecord {
         last_updated: updated.into(),
         last_message: String::new(),
         message_count: 0,
+        usage: UsageTotals::default(),
+    }
+}
+
+/// What one scripted turn spends: 10 input tokens, 5 output, 20 read from the cache, 2 written, $0.001.
+pub fn spent() -> UsageTotals {
+    UsageTotals {
+        tokens: TokenUsage {
+            input_tokens: 10,
+            output_tokens: 5,
+            total_tokens: 37,
+            cache_read_input_tokens: 20,
+            cache_write_input_tokens: 2,
+        },
+        cost_usd: Some(0.001),
     }
 }
 
@@ -109,6 +127,7 @@ macro_rules! store_contract {
             a_500000_character_message_is_stored_and_read_back_whole,
             a_chat_is_read_in_pages_that_join_back_whole,
             a_messages_files_are_kept_with_it,
+            a_turn_reads_only_the_newest_messages_its_budget_takes,
         );
     };
 }
@@ -199,7 +218,12 @@ pub async fn turns_written_as_of_their_own_read_all_land_once<S: SessionStore>(
     // Every turn reads before any writes: all but the first write find the chat changed since their read.
     let mut reads = Vec::new();
     for _ in 0..8 {
-        reads.push(store.load_for_turn("alice", &id("marks")).await.unwrap());
+        reads.push(
+            store
+                .load_for_turn("alice", &id("marks"), HistoryBudget::UNLIMITED)
+                .await
+                .unwrap(),
+        );
     }
     assert!(
         reads
@@ -212,7 +236,7 @@ pub async fn turns_written_as_of_their_own_read_all_land_once<S: SessionStore>(
             message(Role::Assistant, &format!("a{i}")),
         ];
         store
-            .append_after("alice", &id("marks"), read.mark.as_ref(), &pair)
+            .append_after("alice", &id("marks"), read.mark.as_ref(), &pair, &spent())
             .await
     });
     let mut counts = Vec::new();
@@ -221,8 +245,27 @@ pub async fn turns_written_as_of_their_own_read_all_land_once<S: SessionStore>(
     }
     counts.sort();
     assert_eq!(counts, (1..=8).map(|n| 1 + 2 * n).collect::<Vec<u64>>());
-    let loaded = store.load_for_turn("alice", &id("marks")).await.unwrap();
+    let loaded = store
+        .load_for_turn("alice", &id("marks"), HistoryBudget::UNLIMITED)
+        .await
+        .unwrap();
     assert_eq!(loaded.record.message_count, 17);
+    // Each turn's spending is added once, with its messages.
+    let totals = loaded.record.usage;
+    assert_eq!(totals.tokens.input_tokens, 80);
+    assert_eq!(totals.tokens.output_tokens, 40);
+    assert_eq!(totals.tokens.total_tokens, 8 * 37);
+    assert_eq!(totals.tokens.cache_read_input_tokens, 160);
+    assert_eq!(totals.tokens.cache_write_input_tokens, 16);
+    assert!(
+        (totals.cost_usd.unwrap() - 0.008).abs() < 1e-12,
+        "{totals:?}"
+    );
+    let listed = store
+        .list("alice", ChatMode::Standard, 10, None)
+        .await
+        .unwrap();
+    assert_eq!(listed.items[0].usage, totals);
     assert_eq!(loaded.messages[0].content, "first");
     let mut seen = HashSet::new();
     for pair in loaded.messages[1..].chunks(2) {
@@ -233,7 +276,10 @@ pub async fn turns_written_as_of_their_own_read_all_land_once<S: SessionStore>(
     assert_eq!(seen.len(), 8);
     // Another owner's read names no chat.
     assert_eq!(
-        store.load_for_turn("bob", &id("marks")).await.unwrap_err(),
+        store
+            .load_for_turn("bob", &id("marks"), HistoryBudget::UNLIMITED)
+            .await
+            .unwrap_err(),
         StoreError::NotFound
     );
 }
@@ -707,4 +753,76 @@ pub async fn a_messages_files_are_kept_with_it<S: SessionStore>(subject: &Subjec
         .await
         .unwrap();
     assert_eq!(page.items[0].files, question.files);
+}
+
+/// A turn reads the chat's newest messages its budget takes, newest first, and no more: with the same messages
+/// as the whole chat's tail, its long messages whole, and items read that grow with what it takes, not with the
+/// chat.
+pub async fn a_turn_reads_only_the_newest_messages_its_budget_takes<S: SessionStore>(
+    subject: &Subject<S>,
+) {
+    let store = &subject.store;
+    // 300 messages; the 290th is 700,000 characters (several items in DynamoDB).
+    let messages: Vec<StoredMessage> = (0..300)
+        .map(|i| {
+            let role = if i % 2 == 0 {
+                Role::User
+            } else {
+                Role::Assistant
+            };
+            let text = if i == 290 {
+                format!("long {i} {}", "é".repeat(350_000))
+            } else {
+                format!("message {i} {}", "words ".repeat(i % 7))
+            };
+            message(role, &text)
+        })
+        .collect();
+    store
+        .create(
+            "alice",
+            &chat("budget", "2026-01-01T00:00:00.000Z"),
+            &messages,
+        )
+        .await
+        .unwrap();
+    for tokens in [0, 50, 200, 1_000, 240_000, 400_000] {
+        let budget = HistoryBudget { tokens };
+        let loaded = store
+            .load_for_turn("alice", &id("budget"), budget)
+            .await
+            .unwrap();
+        let start = budget.newest(&messages);
+        assert_eq!(loaded.record.message_count, 300);
+        assert_eq!(loaded.messages.len(), 300 - start, "budget {tokens}");
+        assert_eq!(loaded.messages, messages[start..], "budget {tokens}");
+        assert!(
+            !loaded.messages.is_empty(),
+            "the newest message is always read"
+        );
+        // What was read: the chat item, the messages' items (the long one's several), and less than a page more.
+        let parts = if start <= 290 { 3 } else { 0 };
+        assert!(
+            loaded.items_read <= 1 + (300 - start) as u64 + parts + 256,
+            "budget {tokens}: {} items read for {} messages",
+            loaded.items_read,
+            loaded.messages.len()
+        );
+        if start > 200 {
+            assert!(
+                loaded.items_read <= 2 * (300 - start) as u64 + 20,
+                "budget {tokens}: {} items read for {} messages",
+                loaded.items_read,
+                loaded.messages.len()
+            );
+        }
+    }
+    assert_eq!(
+        store
+            .load_for_turn("alice", &id("budget"), HistoryBudget::UNLIMITED)
+            .await
+            .unwrap()
+            .messages,
+        messages
+    );
 }

@@ -126,6 +126,7 @@ pub async fn new_chat<S: SessionStore>(store: &S, mode: ChatMode) -> String {
         last_updated: "2026-11-23T10:00:00.000Z".into(),
         last_message: String::new(),
         message_count: 0,
+        usage: Default::default(),
     };
     store.create(OWNER, &chat, &[]).await.unwrap();
     id

@@ -5,7 +5,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use chat_core::{
-    ChatMode, ChatRecord, Page, SessionStore, StoreError, StoredMessage, is_chat_id, rfc3339_millis,
+    ChatMode, ChatRecord, HistoryBudget, LoadedChat, Page, ReadMark, SessionStore, StoreError,
+    StoredMessage, UsageTotals, is_chat_id, rfc3339_millis,
 };
 use serde_json::{Value, json};
 
@@ -246,6 +247,45 @@ impl SessionStore for InMemoryStore {
             },
         );
         Ok(record)
+    }
+
+    /// The newest messages the budget takes; "items read" counts the chat and each message looked at, as a store
+    /// reading newest first would.
+    async fn load_for_turn(
+        &self,
+        owner: &str,
+        chat_id: &str,
+        budget: HistoryBudget,
+    ) -> Result<LoadedChat, StoreError> {
+        let mut state = self.begin(StoreOp::Load)?;
+        let chat = state.chat_mut(owner, chat_id)?;
+        let start = budget.newest(&chat.messages);
+        Ok(LoadedChat {
+            record: chat.record.clone(),
+            messages: chat.messages[start..].to_vec(),
+            mark: None,
+            items_read: 1 + (chat.messages.len() - start) as u64 + u64::from(start > 0),
+        })
+    }
+
+    async fn append_after(
+        &self,
+        owner: &str,
+        chat_id: &str,
+        _mark: Option<&ReadMark>,
+        messages: &[StoredMessage],
+        spent: &UsageTotals,
+    ) -> Result<ChatRecord, StoreError> {
+        let mut state = self.begin(StoreOp::Append)?;
+        let chat = state.chat_mut(owner, chat_id)?;
+        chat.messages.extend_from_slice(messages);
+        if let Some(last) = messages.last() {
+            chat.record.last_message = preview(&last.content);
+        }
+        chat.record.message_count = chat.messages.len() as u64;
+        chat.record.last_updated = now_millis();
+        chat.record.usage.add(spent);
+        Ok(chat.record.clone())
     }
 
     async fn append(

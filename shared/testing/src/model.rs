@@ -21,6 +21,9 @@ pub struct Script {
     pub fail_after: Option<(usize, ModelError)>,
     /// Native citations: after piece `.0`, the request's search result `.1` is cited.
     pub citations: Vec<(usize, usize)>,
+    /// Reasoning pieces before the answer, and whether a redacted block follows them.
+    pub reasoning: Vec<String>,
+    pub redacted: bool,
 }
 
 impl Script {
@@ -37,7 +40,25 @@ impl Script {
             fail_at_start: None,
             fail_after: None,
             citations: Vec::new(),
+            reasoning: Vec::new(),
+            redacted: false,
         }
+    }
+
+    /// The model reasons in these pieces before it answers.
+    pub fn reasoning<I, S>(mut self, pieces: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.reasoning = pieces.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Part of the model's reasoning comes redacted.
+    pub fn redacted(mut self) -> Self {
+        self.redacted = true;
+        self
     }
 
     /// An answer of one piece.
@@ -63,6 +84,19 @@ impl Script {
             input_tokens,
             output_tokens,
             total_tokens: input_tokens + output_tokens,
+            ..TokenUsage::default()
+        });
+        self
+    }
+
+    /// Usage with prompt cache reads and writes.
+    pub fn cached_usage(mut self, input: u64, output: u64, read: u64, write: u64) -> Self {
+        self.usage = Some(TokenUsage {
+            input_tokens: input,
+            output_tokens: output,
+            total_tokens: input + output + read + write,
+            cache_read_input_tokens: read,
+            cache_write_input_tokens: write,
         });
         self
     }
@@ -107,6 +141,7 @@ impl Script {
                 input_tokens: input,
                 output_tokens: output,
                 total_tokens: input + output,
+                ..TokenUsage::default()
             }
         })
     }
@@ -217,6 +252,9 @@ impl ChatModel for ScriptedModel {
             stop_reason: script.stop.clone(),
             usage: script.usage_for(request),
             citations,
+            reasoning: script.reasoning.concat(),
+            reasoning_redacted: script.redacted,
+            ..ModelReply::default()
         })
     }
 
@@ -226,6 +264,12 @@ impl ChatModel for ScriptedModel {
             return Err(e);
         }
         let mut events = VecDeque::new();
+        for piece in &script.reasoning {
+            events.push_back(Ok(ModelEvent::Reasoning(piece.clone())));
+        }
+        if script.redacted {
+            events.push_back(Ok(ModelEvent::RedactedReasoning));
+        }
         for (i, piece) in script.pieces.iter().enumerate() {
             if let Some((after, e)) = &script.fail_after
                 && *after == i

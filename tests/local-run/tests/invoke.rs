@@ -81,6 +81,7 @@ async fn seed_alices_chats() {
             last_updated: at.clone(),
             last_message: String::new(),
             message_count: 0,
+            usage: Default::default(),
         };
         store.create(ALICE, &chat, &messages).await.expect("seeded");
     }

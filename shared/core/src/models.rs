@@ -1,0 +1,537 @@
+//! What each Bedrock model can do and what it costs, so that a capability (reasoning, prompt caching, a context
+//! window, a price) is decided in one table rather than by checks spread over the turn.
+
+use std::str::FromStr;
+
+use serde_json::{Value, json};
+
+/// How hard a reasoning model thinks before it answers (`reasoning_effort`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReasoningEffort {
+    Low,
+    Medium,
+    High,
+}
+
+impl ReasoningEffort {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReasoningEffort::Low => "low",
+            ReasoningEffort::Medium => "medium",
+            ReasoningEffort::High => "high",
+        }
+    }
+
+    /// The thinking budget of models that take one in tokens instead of an effort.
+    pub fn budget_tokens(self) -> u32 {
+        match self {
+            ReasoningEffort::Low => 1024,
+            ReasoningEffort::Medium => 4096,
+            ReasoningEffort::High => 16_384,
+        }
+    }
+}
+
+impl FromStr for ReasoningEffort {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "low" => Ok(ReasoningEffort::Low),
+            "medium" => Ok(ReasoningEffort::Medium),
+            "high" => Ok(ReasoningEffort::High),
+            _ => Err(r#"must be "low", "medium" or "high""#.into()),
+        }
+    }
+}
+
+/// How a model family is asked to reason, in Converse's `additionalModelRequestFields`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReasoningStyle {
+    /// The model cannot be asked to reason (it may reason on its own, as DeepSeek-R1 does).
+    Unsupported,
+    /// `thinking: {type: enabled, budget_tokens}` (Claude 3.7 to 4.5).
+    AnthropicBudget,
+    /// `thinking: {type: adaptive}` with `output_config.effort` (Claude 4.6 and later).
+    AnthropicAdaptive,
+    /// `reasoningConfig: {type: enabled, maxReasoningEffort}` (Amazon Nova 2).
+    NovaEffort,
+    /// `reasoning_effort` (OpenAI's open-weight models).
+    OpenAiEffort,
+}
+
+/// Reasoning as one model call asks for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reasoning {
+    pub effort: ReasoningEffort,
+    pub style: ReasoningStyle,
+}
+
+impl Reasoning {
+    /// The request fields that ask the model to reason, in the model provider's own shape.
+    pub fn request_fields(&self) -> Value {
+        let effort = self.effort.as_str();
+        match self.style {
+            ReasoningStyle::Unsupported => json!({}),
+            ReasoningStyle::AnthropicBudget => {
+                json!({"thinking": {"type": "enabled", "budget_tokens": self.effort.budget_tokens()}})
+            }
+            ReasoningStyle::AnthropicAdaptive => {
+                json!({"thinking": {"type": "adaptive"}, "output_config": {"effort": effort}})
+            }
+            ReasoningStyle::NovaEffort => {
+                json!({"reasoningConfig": {"type": "enabled", "maxReasoningEffort": effort}})
+            }
+            ReasoningStyle::OpenAiEffort => json!({"reasoning_effort": effort}),
+        }
+    }
+}
+
+/// Prices in US dollars per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Prices {
+    pub input: f64,
+    pub output: f64,
+    pub cache_read: f64,
+    pub cache_write: f64,
+}
+
+impl Prices {
+    const fn new(input: f64, output: f64, cache_read: f64, cache_write: f64) -> Self {
+        Self {
+            input,
+            output,
+            cache_read,
+            cache_write,
+        }
+    }
+
+    /// What `usage` costs, in US dollars.
+    pub fn cost(&self, usage: &crate::TokenUsage) -> f64 {
+        (usage.input_tokens as f64 * self.input
+            + usage.output_tokens as f64 * self.output
+            + usage.cache_read_input_tokens as f64 * self.cache_read
+            + usage.cache_write_input_tokens as f64 * self.cache_write)
+            / 1_000_000.0
+    }
+}
+
+impl FromStr for Prices {
+    type Err = String;
+
+    /// `input=3,output=15,cache_read=0.3,cache_write=3.75` (dollars per million tokens; the cache prices default to
+    /// the input price when left out).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (mut input, mut output, mut read, mut write) = (None, None, None, None);
+        for pair in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (name, value) = pair
+                .split_once('=')
+                .ok_or_else(|| format!("{pair:?} is not name=price"))?;
+            let value: f64 = value
+                .trim()
+                .parse()
+                .ok()
+                .filter(|v: &f64| v.is_finite() && *v >= 0.0)
+                .ok_or_else(|| format!("{pair:?}: the price is not a number of dollars"))?;
+            match name.trim() {
+                "input" => input = Some(value),
+                "output" => output = Some(value),
+                "cache_read" => read = Some(value),
+                "cache_write" => write = Some(value),
+                other => {
+                    return Err(format!(
+                        "{other:?} is not input, output, cache_read or cache_write"
+                    ));
+                }
+            }
+        }
+        let input = input.ok_or("input= is required")?;
+        let output = output.ok_or("output= is required")?;
+        Ok(Prices::new(
+            input,
+            output,
+            read.unwrap_or(input),
+            write.unwrap_or(input),
+        ))
+    }
+}
+
+/// What a model can do and costs, as far as this backend uses it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ModelProfile {
+    /// The start of the base model ids this profile is for (`anthropic.claude-sonnet-4-5`); empty for the default.
+    pub family: &'static str,
+    /// Input and output tokens together.
+    pub context_window: u64,
+    pub reasoning: ReasoningStyle,
+    /// Whether Converse takes `cachePoint` blocks for it.
+    pub prompt_caching: bool,
+    /// On-demand prices in us-east-1 when this was written; `None` when unknown here.
+    pub prices: Option<Prices>,
+}
+
+const fn profile(
+    family: &'static str,
+    context_window: u64,
+    reasoning: ReasoningStyle,
+    prompt_caching: bool,
+    prices: Option<Prices>,
+) -> ModelProfile {
+    ModelProfile {
+        family,
+        context_window,
+        reasoning,
+        prompt_caching,
+        prices,
+    }
+}
+
+use ReasoningStyle::{AnthropicAdaptive, AnthropicBudget, NovaEffort, OpenAiEffort, Unsupported};
+
+const SONNET: Option<Prices> = Some(Prices::new(3.0, 15.0, 0.30, 3.75));
+const OPUS_4_5: Option<Prices> = Some(Prices::new(5.0, 25.0, 0.50, 6.25));
+
+/// The known families, a longer id start before a shorter one it begins with.
+const PROFILES: &[ModelProfile] = &[
+    profile(
+        "anthropic.claude-opus-4-6",
+        200_000,
+        AnthropicAdaptive,
+        true,
+        OPUS_4_5,
+    ),
+    profile(
+        "anthropic.claude-opus-4-7",
+        200_000,
+        AnthropicAdaptive,
+        true,
+        OPUS_4_5,
+    ),
+    profile(
+        "anthropic.claude-sonnet-4-6",
+        200_000,
+        AnthropicAdaptive,
+        true,
+        SONNET,
+    ),
+    profile(
+        "anthropic.claude-opus-5",
+        200_000,
+        AnthropicAdaptive,
+        true,
+        None,
+    ),
+    profile(
+        "anthropic.claude-sonnet-5",
+        200_000,
+        AnthropicAdaptive,
+        true,
+        None,
+    ),
+    profile(
+        "anthropic.claude-opus-4-5",
+        200_000,
+        AnthropicBudget,
+        true,
+        OPUS_4_5,
+    ),
+    profile(
+        "anthropic.claude-sonnet-4-5",
+        200_000,
+        AnthropicBudget,
+        true,
+        SONNET,
+    ),
+    profile(
+        "anthropic.claude-haiku-4-5",
+        200_000,
+        AnthropicBudget,
+        true,
+        Some(Prices::new(1.0, 5.0, 0.10, 1.25)),
+    ),
+    profile(
+        "anthropic.claude-opus-4",
+        200_000,
+        AnthropicBudget,
+        true,
+        Some(Prices::new(15.0, 75.0, 1.50, 18.75)),
+    ),
+    profile(
+        "anthropic.claude-sonnet-4",
+        200_000,
+        AnthropicBudget,
+        true,
+        SONNET,
+    ),
+    profile(
+        "anthropic.claude-3-7-sonnet",
+        200_000,
+        AnthropicBudget,
+        true,
+        SONNET,
+    ),
+    profile(
+        "anthropic.claude-3-5-haiku",
+        200_000,
+        Unsupported,
+        true,
+        Some(Prices::new(0.80, 4.0, 0.08, 1.0)),
+    ),
+    profile(
+        "anthropic.claude-3-5-sonnet",
+        200_000,
+        Unsupported,
+        false,
+        Some(Prices::new(3.0, 15.0, 3.0, 3.0)),
+    ),
+    profile(
+        "anthropic.claude-3-haiku",
+        200_000,
+        Unsupported,
+        false,
+        Some(Prices::new(0.25, 1.25, 0.25, 0.25)),
+    ),
+    profile("anthropic.claude", 200_000, Unsupported, false, None),
+    profile("amazon.nova-2-lite", 1_000_000, NovaEffort, true, None),
+    profile("amazon.nova-premier", 1_000_000, Unsupported, true, None),
+    profile(
+        "amazon.nova-pro",
+        300_000,
+        Unsupported,
+        true,
+        Some(Prices::new(0.80, 3.20, 0.20, 0.80)),
+    ),
+    profile(
+        "amazon.nova-lite",
+        300_000,
+        Unsupported,
+        true,
+        Some(Prices::new(0.06, 0.24, 0.015, 0.06)),
+    ),
+    profile(
+        "amazon.nova-micro",
+        128_000,
+        Unsupported,
+        true,
+        Some(Prices::new(0.035, 0.14, 0.00875, 0.035)),
+    ),
+    profile(
+        "meta.llama3-3-70b",
+        128_000,
+        Unsupported,
+        false,
+        Some(Prices::new(0.72, 0.72, 0.72, 0.72)),
+    ),
+    profile("meta.llama", 128_000, Unsupported, false, None),
+    profile(
+        "openai.gpt-oss-120b",
+        128_000,
+        OpenAiEffort,
+        false,
+        Some(Prices::new(0.15, 0.60, 0.15, 0.15)),
+    ),
+    profile(
+        "openai.gpt-oss-20b",
+        128_000,
+        OpenAiEffort,
+        false,
+        Some(Prices::new(0.07, 0.30, 0.07, 0.07)),
+    ),
+    profile(
+        "deepseek.r1",
+        128_000,
+        Unsupported,
+        false,
+        Some(Prices::new(1.35, 5.40, 1.35, 1.35)),
+    ),
+    profile("mistral.mistral-large", 128_000, Unsupported, false, None),
+];
+
+/// A model this table does not know: a modest window, nothing asked of it that it might refuse.
+const UNKNOWN: ModelProfile = profile("", 32_000, Unsupported, false, None);
+
+/// The foundation model a model id names: an inference profile's id (`us.`, `eu.`, `apac.`, `global.` …) or ARN
+/// (`…:inference-profile/us.anthropic…`, `…:foundation-model/anthropic…`) without its prefix. An application
+/// inference profile's ARN names no model: it is returned whole (set `BASE_MODEL_ID` for it).
+pub fn base_model_id(model_id: &str) -> &str {
+    let id = model_id.rsplit_once('/').map_or(model_id, |(_, id)| id);
+    match id.split_once('.') {
+        // A geography prefix is short and has no `-`-free vendor after it, e.g. `us.` or `us-gov.`.
+        Some((prefix, rest))
+            if rest.contains('.')
+                && matches!(
+                    prefix,
+                    "us" | "eu" | "apac" | "global" | "jp" | "au" | "ca" | "us-gov" | "ap"
+                ) =>
+        {
+            rest
+        }
+        _ => id,
+    }
+}
+
+impl ModelProfile {
+    /// The profile of the model `model_id` names.
+    pub fn of(model_id: &str) -> ModelProfile {
+        let base = base_model_id(model_id);
+        PROFILES
+            .iter()
+            .find(|p| base.starts_with(p.family))
+            .copied()
+            .unwrap_or(UNKNOWN)
+    }
+
+    /// Whether this profile is the fallback for a model the table does not know.
+    pub fn is_known(&self) -> bool {
+        !self.family.is_empty()
+    }
+}
+
+/// Converse's latency setting (`performanceConfig.latency`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Latency {
+    Standard,
+    Optimized,
+}
+
+impl Latency {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Latency::Standard => "standard",
+            Latency::Optimized => "optimized",
+        }
+    }
+}
+
+impl FromStr for Latency {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "standard" => Ok(Latency::Standard),
+            "optimized" => Ok(Latency::Optimized),
+            _ => Err(r#"must be "standard" or "optimized""#.into()),
+        }
+    }
+}
+
+/// Converse's service tier (`serviceTier.type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServiceTier {
+    Default,
+    Priority,
+    Flex,
+}
+
+impl ServiceTier {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServiceTier::Default => "default",
+            ServiceTier::Priority => "priority",
+            ServiceTier::Flex => "flex",
+        }
+    }
+}
+
+impl FromStr for ServiceTier {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "default" => Ok(ServiceTier::Default),
+            "priority" => Ok(ServiceTier::Priority),
+            "flex" => Ok(ServiceTier::Flex),
+            _ => Err(r#"must be "default", "priority" or "flex""#.into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inference_profiles_and_arns_name_their_base_model() {
+        for id in [
+            "anthropic.claude-sonnet-4-5-20250929-v1:0",
+            "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+            "global.anthropic.claude-sonnet-4-5-20250929-v1:0",
+            "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+            "arn:aws:bedrock:us-east-1::foundation-model/anthropic.claude-sonnet-4-5-20250929-v1:0",
+        ] {
+            assert_eq!(
+                base_model_id(id),
+                "anthropic.claude-sonnet-4-5-20250929-v1:0",
+                "{id}"
+            );
+            assert_eq!(ModelProfile::of(id).reasoning, AnthropicBudget, "{id}");
+        }
+        let app = "arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/a1b2c3";
+        assert!(!ModelProfile::of(app).is_known());
+    }
+
+    #[test]
+    fn a_longer_family_wins_over_the_shorter_it_begins_with() {
+        assert_eq!(
+            ModelProfile::of("anthropic.claude-sonnet-4-6").reasoning,
+            AnthropicAdaptive
+        );
+        assert_eq!(
+            ModelProfile::of("anthropic.claude-sonnet-4-20250514-v1:0").family,
+            "anthropic.claude-sonnet-4"
+        );
+        assert_eq!(
+            ModelProfile::of("anthropic.claude-opus-4-1-20250805-v1:0").prices,
+            Some(Prices::new(15.0, 75.0, 1.5, 18.75))
+        );
+        assert_eq!(
+            ModelProfile::of("amazon.nova-lite-v1:0").context_window,
+            300_000
+        );
+    }
+
+    #[test]
+    fn prices_read_from_configuration_and_cost_a_turn() {
+        let p: Prices = "input=3, output=15, cache_read=0.3, cache_write=3.75"
+            .parse()
+            .unwrap();
+        let usage = crate::TokenUsage {
+            input_tokens: 1_000,
+            output_tokens: 100,
+            cache_read_input_tokens: 10_000,
+            cache_write_input_tokens: 2_000,
+            ..Default::default()
+        };
+        // 1000×3 + 100×15 + 10000×0.3 + 2000×3.75 = 15000 per million.
+        assert!((p.cost(&usage) - 0.015).abs() < 1e-12);
+        let plain: Prices = "input=1,output=2".parse().unwrap();
+        assert_eq!(plain.cache_read, 1.0);
+        assert!("output=2".parse::<Prices>().is_err());
+        assert!("input=-1,output=2".parse::<Prices>().is_err());
+        assert!("input=1,output=2,other=3".parse::<Prices>().is_err());
+    }
+
+    #[test]
+    fn reasoning_fields_follow_the_models_style() {
+        let r = |style| Reasoning {
+            effort: ReasoningEffort::Medium,
+            style,
+        };
+        assert_eq!(
+            r(AnthropicBudget).request_fields(),
+            json!({"thinking": {"type": "enabled", "budget_tokens": 4096}})
+        );
+        assert_eq!(
+            r(AnthropicAdaptive).request_fields(),
+            json!({"thinking": {"type": "adaptive"}, "output_config": {"effort": "medium"}})
+        );
+        assert_eq!(
+            r(NovaEffort).request_fields(),
+            json!({"reasoningConfig": {"type": "enabled", "maxReasoningEffort": "medium"}})
+        );
+        assert_eq!(
+            r(OpenAiEffort).request_fields(),
+            json!({"reasoning_effort": "medium"})
+        );
+    }
+}

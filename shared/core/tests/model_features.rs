@@ -1,0 +1,285 @@
+//! What a turn asks of today's models and shows of their answers, against the fakes of its ports: the context
+//! budget, reasoning, prompt caching and cost, guardrail grounding, latency and tier. No network.
+
+use chat_core::{
+    Caller, ChatError, ChatService, ChatSettings, Guardrail, Latency, Message, ModelOptions,
+    Overrides, Prices, ReasoningEffort, ReasoningStyle, RequestLimits, RetrievalSettings, Role,
+    ServiceTier, SessionStore, TurnEvent, TurnInput,
+};
+use chat_testing::{InMemoryStore, Script, ScriptedModel};
+use serde_json::{Value, json};
+
+type Service = ChatService<ScriptedModel, InMemoryStore>;
+
+fn settings(model_id: &str) -> ChatSettings {
+    ChatSettings {
+        model_id: model_id.into(),
+        system_prompt: "Be brief.".into(),
+        default_max_tokens: 256,
+        guardrail: None,
+        limits: RequestLimits::default(),
+        retrieval: RetrievalSettings::default(),
+        model: ModelOptions::for_model(model_id, 8192),
+    }
+}
+
+fn service(
+    settings: ChatSettings,
+    scripts: Vec<Script>,
+) -> (Service, ScriptedModel, InMemoryStore) {
+    let model = ScriptedModel::with(scripts);
+    let store = InMemoryStore::new();
+    (
+        ChatService::new(model.clone(), store.clone(), settings),
+        model,
+        store,
+    )
+}
+
+fn ask(text: &str, chat: Option<&str>) -> TurnInput {
+    TurnInput {
+        messages: vec![Message::new(Role::User, text)],
+        overrides: Overrides::default(),
+        session_state: chat.map(|c| Value::String(c.into())),
+        session_field: "sessionState",
+        store_new_chat: true,
+    }
+}
+
+fn alice() -> Caller {
+    Caller::owner("alice")
+}
+
+fn thought<'a>(thoughts: &'a [chat_core::Thought], title: &str) -> Option<&'a chat_core::Thought> {
+    thoughts.iter().find(|t| t.title == title)
+}
+
+#[tokio::test]
+async fn a_long_chat_sends_its_newest_messages_within_the_budget_and_says_how_many_were_left_out() {
+    let mut s = settings("test.model-v1");
+    s.model.max_prompt_tokens = 300;
+    let (service, model, store) = service(s, vec![]);
+    let first = service
+        .answer(&alice(), &ask("question 0 about the budget", None))
+        .await
+        .unwrap();
+    let chat = first.session_state.clone().unwrap();
+    let chat = chat.as_str().unwrap();
+    let mut sent = Vec::new();
+    for turn in 1..60 {
+        let answer = service
+            .answer(
+                &alice(),
+                &ask(&format!("question {turn} about the budget"), Some(chat)),
+            )
+            .await
+            .unwrap();
+        let request = model.last_request().unwrap();
+        let words: usize = request
+            .messages
+            .iter()
+            .flat_map(|m| &m.texts)
+            .map(|t| t.len())
+            .sum();
+        // Bytes of the messages and the system prompt stay within three bytes a token of the budget.
+        assert!(
+            words + request.system.len() <= 3 * 300,
+            "turn {turn}: {words} bytes"
+        );
+        // The newest question is always sent, and the first message sent is a question.
+        assert_eq!(
+            request.messages.last().unwrap().texts.last().unwrap(),
+            &format!("question {turn} about the budget")
+        );
+        assert_eq!(request.messages[0].role, Role::User);
+        let history = thought(&answer.prompt_thoughts, "Conversation history").unwrap();
+        let props = history.props.as_ref().unwrap();
+        sent.push((
+            props["messages_sent"].as_u64().unwrap(),
+            props["messages_left_out"].as_u64().unwrap(),
+            props["store_items_read"].as_u64().unwrap(),
+        ));
+    }
+    // Early turns send everything; later ones leave the oldest out, and read about as much as they send.
+    assert_eq!(sent[0].1, 0);
+    let (last_sent, last_left_out, last_read) = *sent.last().unwrap();
+    assert!(last_left_out > 0);
+    assert_eq!(last_sent + last_left_out, 2 * 59 + 1);
+    assert!(last_read <= last_sent + 3, "{sent:?}");
+    // Items read do not grow with the chat once the budget is full.
+    let full: Vec<u64> = sent.iter().filter(|s| s.1 > 0).map(|s| s.2).collect();
+    assert!(
+        full.iter().max().unwrap() - full.iter().min().unwrap() <= 2,
+        "{full:?}"
+    );
+    // The whole history stays stored.
+    let (record, messages) = store.load("alice", chat).await.unwrap();
+    assert_eq!(record.message_count, 120);
+    assert_eq!(messages.len(), 120);
+}
+
+#[tokio::test]
+async fn reasoning_streams_before_the_answer_and_is_not_stored() {
+    let mut s = settings("anthropic.claude-sonnet-4-5-20250929-v1:0");
+    s.model.prompt_caching = false;
+    let script = Script::pieces(["The ", "answer."])
+        .reasoning(["Let me ", "think."])
+        .redacted();
+    let (service, model, store) = service(s, vec![script]);
+    let mut input = ask("Why?", None);
+    input.overrides.reasoning_effort = Some(ReasoningEffort::Medium);
+    input.overrides.temperature = Some(0.3);
+    let mut turn = service.stream(&alice(), &input).await.unwrap();
+    let mut events = Vec::new();
+    while let Some(event) = turn.next().await.unwrap() {
+        events.push(event);
+    }
+    assert_eq!(
+        events[..5],
+        [
+            TurnEvent::Reasoning("Let me ".into()),
+            TurnEvent::Reasoning("think.".into()),
+            TurnEvent::RedactedReasoning,
+            TurnEvent::Text("The ".into()),
+            TurnEvent::Text("answer.".into()),
+        ]
+    );
+    let TurnEvent::End(end) = &events[5] else {
+        panic!("{events:?}")
+    };
+    let reasoning = thought(&end.result_thoughts, "Reasoning").unwrap();
+    assert_eq!(
+        reasoning.description,
+        json!(format!("Let me think.\n\n{}", chat_core::REDACTED))
+    );
+    let chat = turn.session().chat_id.clone();
+    service.save_streamed(&alice(), turn).await.unwrap();
+    let (_, stored) = store.load("alice", &chat).await.unwrap();
+    assert_eq!(stored[1].content, "The answer.");
+    // Claude's budget style: thinking within max_tokens, and no temperature while it thinks.
+    let request = model.last_request().unwrap();
+    let reasoning = request.reasoning.unwrap();
+    assert_eq!(reasoning.style, ReasoningStyle::AnthropicBudget);
+    assert_eq!(
+        reasoning.request_fields(),
+        json!({"thinking": {"type": "enabled", "budget_tokens": 4096}})
+    );
+    assert_eq!(request.inference.max_tokens, 256 + 4096);
+    assert_eq!(request.inference.temperature, None);
+}
+
+#[tokio::test]
+async fn reasoning_is_refused_for_a_model_that_cannot_be_asked_and_tiers_the_configuration_does_not_allow()
+ {
+    let mut s = settings("amazon.nova-lite-v1:0");
+    s.model.allowed_latencies = vec![Latency::Standard];
+    let (service, model, _) = service(s, vec![]);
+    type Change = fn(&mut Overrides);
+    let cases: [(Change, &str); 3] = [
+        (
+            |o| o.reasoning_effort = Some(ReasoningEffort::High),
+            "context.overrides.reasoning_effort",
+        ),
+        (
+            |o| o.latency = Some(Latency::Optimized),
+            "context.overrides.latency",
+        ),
+        (
+            |o| o.service_tier = Some(ServiceTier::Priority),
+            "context.overrides.service_tier",
+        ),
+    ];
+    for (change, field) in cases {
+        let mut input = ask("q", None);
+        change(&mut input.overrides);
+        match service.answer(&alice(), &input).await {
+            Err(ChatError::Invalid(e)) => assert_eq!(e.path, field),
+            other => panic!("{field}: {other:?}"),
+        }
+    }
+    assert!(model.last_request().is_none(), "nothing reached the model");
+    // An allowed latency reaches the model.
+    let mut input = ask("q", None);
+    input.overrides.latency = Some(Latency::Standard);
+    service.answer(&alice(), &input).await.unwrap();
+    assert_eq!(
+        model.last_request().unwrap().latency,
+        Some(Latency::Standard)
+    );
+}
+
+#[tokio::test]
+async fn cache_tokens_and_cost_are_shown_and_added_to_the_chats_totals() {
+    let mut s = settings("anthropic.claude-sonnet-4-5-20250929-v1:0");
+    s.model.prices = Some(
+        "input=3,output=15,cache_read=0.3,cache_write=3.75"
+            .parse::<Prices>()
+            .unwrap(),
+    );
+    let (service, model, store) = service(
+        s,
+        vec![
+            Script::text("first").cached_usage(100, 10, 0, 1000),
+            Script::text("second").cached_usage(20, 10, 1000, 30),
+        ],
+    );
+    let first = service.answer(&alice(), &ask("one", None)).await.unwrap();
+    let chat = first.session_state.clone().unwrap();
+    let second = service
+        .answer(&alice(), &ask("two", chat.as_str()))
+        .await
+        .unwrap();
+    let usage = thought(&second.result_thoughts, "Token usage").unwrap();
+    let props = usage.props.as_ref().unwrap();
+    assert_eq!(props["cache_read_input_tokens"], 1000);
+    assert_eq!(props["cache_write_input_tokens"], 30);
+    // 20×3 + 10×15 + 1000×0.3 + 30×3.75 = 622.5 per million.
+    let cost = props["cost_usd"].as_f64().unwrap();
+    assert!((cost - 0.0006225).abs() < 1e-12, "{cost}");
+    assert_eq!(second.cost_usd, Some(cost));
+    // Cache points were asked for (the model's profile supports them).
+    assert!(model.last_request().unwrap().prompt_caching);
+    let record = &store
+        .list("alice", chat_core::ChatMode::Standard, 10, None)
+        .await
+        .unwrap()
+        .items[0];
+    assert_eq!(record.usage.tokens.cache_read_input_tokens, 1000);
+    assert_eq!(record.usage.tokens.cache_write_input_tokens, 1030);
+    assert_eq!(record.usage.tokens.input_tokens, 120);
+    // 100×3 + 10×15 + 1000×3.75 = 4200 per million, and the second turn's.
+    assert!((record.usage.cost_usd.unwrap() - (0.0042 + 0.0006225)).abs() < 1e-12);
+}
+
+#[tokio::test]
+async fn with_a_guardrail_the_passages_are_the_grounding_source_of_the_question() {
+    let mut s = settings("test.model-v1");
+    s.guardrail = Some(Guardrail {
+        id: "g1".into(),
+        version: "1".into(),
+        stream_async: false,
+    });
+    let retriever = chat_testing::FakeRetriever::new();
+    retriever.push(vec![chat_testing::FakeRetriever::passage(
+        "Employees may choose between two plans.",
+        "Benefit_Options.md",
+        0.9,
+    )]);
+    s.retrieval.query_rewrite = false;
+    let (service, model, _) = service(s, vec![]);
+    let service = service.with_retriever(Some(std::sync::Arc::new(retriever)));
+    service
+        .answer(&alice(), &ask("Which plans may employees choose?", None))
+        .await
+        .unwrap();
+    let request = model.last_request().unwrap();
+    assert_eq!(
+        request.grounding_source.as_deref(),
+        Some("\n\nSources:\nBenefit_Options.md: Employees may choose between two plans.")
+    );
+    // The question's text is the query alone: the sources are not appended to it.
+    assert_eq!(
+        request.messages.last().unwrap().texts.last().unwrap(),
+        "Which plans may employees choose?"
+    );
+}
