@@ -221,12 +221,20 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
         if let Some(thought) = history_thought(&session, budget, estimated) {
             thoughts.push(thought);
         }
-        let prepared = prepare_turn(
+        let mut prepared = prepare_turn(
             &self.settings,
             input,
             &session.conversation,
             grounding.as_ref(),
         );
+        if let Some(Value::Object(props)) = prepared.prompt_thought.props.as_mut() {
+            props.insert("max_prompt_tokens".into(), json!(budget));
+            props.insert("estimated_prompt_tokens".into(), json!(estimated));
+            props.insert("messages_left_out".into(), json!(session.left_out));
+            if !session.is_new {
+                props.insert("store_items_read".into(), json!(session.items_read));
+            }
+        }
         thoughts.push(prepared.prompt_thought);
         Ok(Turn {
             session,
@@ -582,24 +590,19 @@ fn allowed<'a>(values: impl Iterator<Item = &'a str>) -> String {
     }
 }
 
-/// What the turn sends of the chat's history, when it leaves something out or continues a chat.
+/// What the turn leaves out of the chat's history, when it leaves something out.
 fn history_thought(session: &Session, budget: u64, estimated: u64) -> Option<Thought> {
-    if session.is_new && session.left_out == 0 {
+    if session.left_out == 0 {
         return None;
     }
     let sent = session.conversation.len();
-    let description = if session.left_out == 0 {
-        format!("all {sent} messages sent, about {estimated} of {budget} prompt tokens")
-    } else {
-        format!(
+    Some(Thought {
+        title: "Conversation history".into(),
+        description: Value::String(format!(
             "{sent} newest messages sent; {} earlier messages left out to stay within {budget} prompt tokens \
              (about {estimated} used)",
             session.left_out
-        )
-    };
-    Some(Thought {
-        title: "Conversation history".into(),
-        description: Value::String(description),
+        )),
         props: Some(json!({
             "messages_sent": sent,
             "messages_left_out": session.left_out,

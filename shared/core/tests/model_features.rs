@@ -92,11 +92,19 @@ async fn a_long_chat_sends_its_newest_messages_within_the_budget_and_says_how_ma
             &format!("question {turn} about the budget")
         );
         assert_eq!(request.messages[0].role, Role::User);
-        let history = thought(&answer.prompt_thoughts, "Conversation history").unwrap();
-        let props = history.props.as_ref().unwrap();
+        let prompt = thought(&answer.prompt_thoughts, "Prompt to generate answer").unwrap();
+        let props = prompt.props.as_ref().unwrap();
+        let left_out = props["messages_left_out"].as_u64().unwrap();
+        // A thought of its own says so when messages are left out.
+        let history = thought(&answer.prompt_thoughts, "Conversation history");
+        assert_eq!(history.is_some(), left_out > 0);
         sent.push((
-            props["messages_sent"].as_u64().unwrap(),
-            props["messages_left_out"].as_u64().unwrap(),
+            request
+                .messages
+                .iter()
+                .map(|m| m.texts.len() as u64)
+                .sum::<u64>(),
+            left_out,
             props["store_items_read"].as_u64().unwrap(),
         ));
     }

@@ -40,6 +40,8 @@ const TABLE_NAME: &str = "chat-local";
 /// The bucket of the files of messages, in moto beside the table.
 const ATTACHMENTS_BUCKET: &str = "chat-local-attachments";
 const LOCAL_MODEL_ID: &str = "local.echo-v1:0";
+/// The model whose features and prices the local model takes.
+const LOCAL_BASE_MODEL_ID: &str = "anthropic.claude-sonnet-4-5-20250929-v1:0";
 /// The id of the knowledge base the local knowledge-base server serves (ten alphanumerics, as Bedrock's are).
 const LOCAL_KNOWLEDGE_BASE_ID: &str = "LOCALKB001";
 /// The sample collection it serves, relative to the workspace root, unless `LOCAL_KB_COLLECTION` names another.
@@ -162,6 +164,12 @@ fn main() {
     if !real_aws {
         env.extend([
             ("MODEL_ID", LOCAL_MODEL_ID.to_string()),
+            // The local model stands for Claude Sonnet 4.5: it reasons on request, takes cache points and is priced,
+            // as the local Bedrock server plays along on the wire.
+            (
+                "BASE_MODEL_ID",
+                std::env::var("BASE_MODEL_ID").unwrap_or_else(|_| LOCAL_BASE_MODEL_ID.to_string()),
+            ),
             ("TABLE_NAME", TABLE_NAME.to_string()),
             (
                 "AWS_ENDPOINT_URL_BEDROCK_RUNTIME",
