@@ -262,11 +262,18 @@ function assertAssistantMetadata(metadata) {
   assert.equal(metadata.FinishReason, "Stop");
 }
 
-const SUMMARY_KEYS = ["id", "lastMessage", "lastUpdated", "messageCount", "title"];
+const SUMMARY_KEYS = ["id", "lastMessage", "lastUpdated", "messageCount", "title", "usage"];
 
-/** A chat as the history API shows it: {id, title, lastMessage, lastUpdated, messageCount} (+ mode on PUT). */
+/** A chat as the history API shows it: {id, title, lastMessage, lastUpdated, messageCount} (+ mode on PUT), and its
+ * running totals of tokens and cost (`usage`, this backend's addition). */
 function assertSummary(chat, { withMode = false } = {}) {
-  assert.deepEqual(Object.keys(chat).sort(), withMode ? [...SUMMARY_KEYS.slice(0, 4), "mode", "title"] : SUMMARY_KEYS);
+  assert.deepEqual(
+    Object.keys(chat).sort(),
+    withMode ? [...SUMMARY_KEYS.slice(0, 4), "mode", "title", "usage"] : SUMMARY_KEYS,
+  );
+  for (const key of ["inputTokens", "outputTokens", "cacheReadInputTokens", "cacheWriteInputTokens", "totalTokens"]) {
+    assert.ok(Number.isInteger(chat.usage[key]) && chat.usage[key] >= 0, `usage.${key}: ${JSON.stringify(chat.usage)}`);
+  }
   assert.equal(typeof chat.id, "string");
   assert.ok(chat.id.length > 0);
   assert.equal(typeof chat.title, "string");
@@ -615,7 +622,7 @@ test("history replace: PUT /chat-history/{id} replaces the messages and answers 
   assert.deepEqual(stored.body, messages);
   // The list shows the new state.
   const listed = await findChat("standard", (c) => c.id === id);
-  assert.deepEqual(listed, { id, title: created.body.title, lastMessage: "Response to the new message", lastUpdated: r.body.lastUpdated, messageCount: 2 });
+  assert.deepEqual(listed, { id, title: created.body.title, lastMessage: "Response to the new message", lastUpdated: r.body.lastUpdated, messageCount: 2, usage: created.body.usage });
 
   // Replacing again replaces (does not append).
   const shorter = [{ id: uiId(), content: "Only this", role: "user", timestamp: "10:00 AM" }];

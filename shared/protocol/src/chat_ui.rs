@@ -91,10 +91,10 @@ pub struct UiUsage {
     pub output_token_count: u64,
     pub input_token_count: u64,
     pub total_token_count: u64,
-    /// Input tokens read from the model's prompt cache (not in `InputTokenCount`).
+    /// Of `InputTokenCount`, those read from the model's prompt cache.
     #[serde(default, skip_serializing_if = "crate::field::is_zero")]
     pub cache_read_input_token_count: u64,
-    /// Input tokens written to it (not in `InputTokenCount`).
+    /// Of `InputTokenCount`, those written to it.
     #[serde(default, skip_serializing_if = "crate::field::is_zero")]
     pub cache_write_input_token_count: u64,
     #[serde(flatten)]
@@ -327,7 +327,10 @@ impl From<chat_core::TokenUsage> for UiUsage {
     fn from(u: chat_core::TokenUsage) -> Self {
         Self {
             output_token_count: u.output_tokens,
-            input_token_count: u.input_tokens,
+            // Every prompt token, those of the cache included, as Semantic Kernel's usage (OpenAI's) counts them.
+            input_token_count: u.input_tokens
+                + u.cache_read_input_tokens
+                + u.cache_write_input_tokens,
             total_token_count: u.total_tokens,
             cache_read_input_token_count: u.cache_read_input_tokens,
             cache_write_input_token_count: u.cache_write_input_tokens,
@@ -486,7 +489,8 @@ pub fn round_reply(round: &AgentRound, shape: ReplyShape) -> UiReply {
     }
 }
 
-/// A chat as `GET /chat-history` lists it; `with_mode` adds its mode (as the replace answer shows it).
+/// A chat as `GET /chat-history` lists it (and create answers it), with its running totals of tokens and cost;
+/// `with_mode` adds its mode (as the replace answer shows it).
 pub fn summary(record: &ChatRecord, with_mode: bool) -> ChatSummary {
     ChatSummary {
         id: record.id.clone(),
