@@ -401,7 +401,7 @@ async fn write_stream<M: ChatModel, St: SessionStore>(
         let line = match turn.next().await {
             Ok(Some(TurnEvent::Text(text))) => framing.text(text),
             Ok(Some(TurnEvent::Reasoning(piece))) => framing.reasoning(&piece, false),
-            Ok(Some(TurnEvent::RedactedReasoning)) => framing.reasoning(chat_core::REDACTED, true),
+            Ok(Some(TurnEvent::RedactedReasoning(note))) => framing.reasoning(&note, true),
             Ok(Some(TurnEvent::End(end))) => {
                 // Only a client still there gets the turn stored: holding a slot for the last line first makes
                 // the store and the end line go together.

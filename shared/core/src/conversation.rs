@@ -254,7 +254,7 @@ impl UsageTotals {
         self.tokens.add(&other.tokens);
         self.cost_usd = match (self.cost_usd, other.cost_usd) {
             (None, None) => None,
-            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+            (a, b) => Some(((a.unwrap_or(0.0) + b.unwrap_or(0.0)) * 1e10).round() / 1e10),
         };
     }
 }

@@ -106,13 +106,13 @@ impl Prices {
         }
     }
 
-    /// What `usage` costs, in US dollars.
+    /// What `usage` costs, in US dollars, to a ten-billionth of a dollar (so that sums show no binary noise).
     pub fn cost(&self, usage: &crate::TokenUsage) -> f64 {
-        (usage.input_tokens as f64 * self.input
+        let micro_dollars = usage.input_tokens as f64 * self.input
             + usage.output_tokens as f64 * self.output
             + usage.cache_read_input_tokens as f64 * self.cache_read
-            + usage.cache_write_input_tokens as f64 * self.cache_write)
-            / 1_000_000.0
+            + usage.cache_write_input_tokens as f64 * self.cache_write;
+        (micro_dollars * 10_000.0).round() / 10_000_000_000.0
     }
 }
 
@@ -503,7 +503,7 @@ mod tests {
             ..Default::default()
         };
         // 1000×3 + 100×15 + 10000×0.3 + 2000×3.75 = 15000 per million.
-        assert!((p.cost(&usage) - 0.015).abs() < 1e-12);
+        assert!((p.cost(&usage) - 0.015).abs() < 1e-9);
         let plain: Prices = "input=1,output=2".parse().unwrap();
         assert_eq!(plain.cache_read, 1.0);
         assert!("output=2".parse::<Prices>().is_err());

@@ -17,8 +17,9 @@ use crate::{
 pub enum TurnEvent {
     /// A piece of the model's reasoning to show now (never empty), before the answer's text: never part of it.
     Reasoning(String),
-    /// The model's reasoning goes on, encrypted by its provider: there is nothing to show but that it is redacted.
-    RedactedReasoning,
+    /// The model's reasoning goes on, encrypted by its provider: there is nothing to show but the note that it is
+    /// redacted (this text; after reasoning shown, it starts on a paragraph of its own, as the whole reasoning has it).
+    RedactedReasoning(String),
     /// Text to show now (never empty).
     Text(String),
     /// The answer is complete; this is the last event.
@@ -131,7 +132,7 @@ impl<S: ModelStream> StreamingTurn<S> {
     pub(crate) async fn into_answer(mut self) -> Result<(Answer, Session, UsageTotals), ChatError> {
         while let Some(event) = self.next().await? {
             match event {
-                TurnEvent::Text(_) | TurnEvent::Reasoning(_) | TurnEvent::RedactedReasoning => {}
+                TurnEvent::Text(_) | TurnEvent::Reasoning(_) | TurnEvent::RedactedReasoning(_) => {}
                 TurnEvent::End(end) => {
                     let spent = UsageTotals::of(end.usage, self.prices.as_ref());
                     let session_state = self.session.state();
@@ -215,7 +216,9 @@ impl<S: ModelStream> StreamingTurn<S> {
             Some(ModelEvent::RedactedReasoning) => {
                 if !self.reasoning_redacted {
                     self.reasoning_redacted = true;
-                    self.ready.push_back(TurnEvent::RedactedReasoning);
+                    let note =
+                        reasoning_text(&self.reasoning, true)[self.reasoning.len()..].to_string();
+                    self.ready.push_back(TurnEvent::RedactedReasoning(note));
                 }
             }
             Some(ModelEvent::Guardrail(trace)) => self.guardrail = Some(trace),
