@@ -378,3 +378,43 @@ async fn a_conversation_reaches_the_model_with_alternating_roles() {
     );
     assert_eq!(r.json()["message"]["content"], "Echo: third");
 }
+
+/// The Chat UI's answer carries what its `ChatMessageContent` has no context for in `Metadata`: the reasoning (with
+/// `REASONING_EFFORT` configured: the Chat UI sends no overrides), the cost, and the cache counts in `Usage`.
+#[tokio::test]
+async fn chat_ui_metadata_carries_reasoning_cost_and_cache_counts() {
+    let h = harness_with(&[
+        ("MODEL_ID", "us.anthropic.claude-sonnet-4-5-20250929-v1:0"),
+        ("REASONING_EFFORT", "low"),
+    ])
+    .await;
+    let chat = h.new_chat(ChatMode::Standard).await;
+    let mut answers = Vec::new();
+    for question in ["What is a cache?", "And a prompt cache?"] {
+        let r = h
+            .post(
+                "/chat-ui/chat",
+                &json!({"messages": [{"role": "user", "content": question}], "sessionState": chat}),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        answers.push(r.json()[0].clone());
+    }
+    let metadata = &answers[1]["Metadata"];
+    assert_eq!(
+        metadata["Reasoning"],
+        "Reasoning (budget 1024): the question is: And a prompt cache?"
+    );
+    assert_eq!(answers[1]["Items"][0]["Text"], "Echo: And a prompt cache?");
+    let usage = &metadata["Usage"];
+    let read = usage["CacheReadInputTokenCount"].as_u64().unwrap();
+    assert!(read > 0, "{usage}");
+    // Every prompt token is an input token, those of the cache too.
+    assert_eq!(
+        usage["TotalTokenCount"].as_u64().unwrap(),
+        usage["InputTokenCount"].as_u64().unwrap() + usage["OutputTokenCount"].as_u64().unwrap()
+    );
+    assert!(metadata["CostUsd"].as_f64().unwrap() > 0.0, "{metadata}");
+    // The stored answer holds no reasoning.
+    assert_eq!(h.history(&chat).await[3].1, "Echo: And a prompt cache?");
+}
