@@ -117,8 +117,9 @@ pub fn prepare_turn(
     let mut search_results = Vec::new();
     // With a guardrail, the passages are what its contextual grounding check holds the answer to, beside the
     // question: they go to the model as guard content rather than in the question's text.
+    // Passages found, that is: a grounding check against nothing would block every answer.
     let grounding_source = grounding
-        .filter(|_| settings.guardrail.is_some())
+        .filter(|g| settings.guardrail.is_some() && !g.passages.is_empty())
         .map(sources_section);
     if let Some(grounding) = grounding {
         match settings.retrieval.citations {

@@ -140,7 +140,9 @@ pub(crate) fn continued_session(
         new_messages,
         history: stored.to_vec(),
         read_mark: None,
-        left_out: offset,
+        // A request that holds the whole conversation brings the older messages itself (the budget leaves out
+        // what does not fit, and counts it); one that follows the history leaves the unread ones out.
+        left_out: if is_prefix { 0 } else { offset },
         items_read: 0,
     }
 }
@@ -318,11 +320,15 @@ mod tests {
         let s = continued_session("id".into(), ChatMode::Standard, &stored, 6, &request);
         assert_eq!(s.new_messages, [msg(Role::User, "g")]);
         assert_eq!(s.conversation, request);
-        assert_eq!(s.left_out, 4);
+        assert_eq!(
+            s.left_out, 0,
+            "the request brought the four older ones itself"
+        );
         // Only the latest message: it follows the two read.
         let s = continued_session("id".into(), ChatMode::Standard, &stored, 6, &request[6..]);
         assert_eq!(s.new_messages, [msg(Role::User, "g")]);
         assert_eq!(s.conversation.len(), 3);
+        assert_eq!(s.left_out, 4);
         // A request as long as the chat but different where the read messages are: all of it is new.
         let mut edited = request.clone();
         edited[5] = msg(Role::Assistant, "edited");

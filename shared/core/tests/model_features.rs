@@ -291,3 +291,53 @@ async fn with_a_guardrail_the_passages_are_the_grounding_source_of_the_question(
         "Which plans may employees choose?"
     );
 }
+
+#[tokio::test]
+async fn a_client_sending_the_whole_conversation_gets_the_same_budget_and_counts() {
+    let mut s = settings("test.model-v1");
+    s.model.max_prompt_tokens = 300;
+    let (service, model, store) = service(s, vec![]);
+    let mut conversation: Vec<Message> = Vec::new();
+    let mut chat: Option<String> = None;
+    for turn in 0..40 {
+        conversation.push(Message::new(
+            Role::User,
+            format!("question {turn} about the budget"),
+        ));
+        let input = TurnInput {
+            messages: conversation.clone(),
+            overrides: Overrides::default(),
+            session_state: chat.clone().map(Value::String),
+            session_field: "sessionState",
+            store_new_chat: true,
+        };
+        let answer = service.answer(&alice(), &input).await.unwrap();
+        chat = answer
+            .session_state
+            .as_ref()
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let props = thought(&answer.prompt_thoughts, "Prompt to generate answer")
+            .unwrap()
+            .props
+            .clone()
+            .unwrap();
+        let sent: usize = model
+            .last_request()
+            .unwrap()
+            .messages
+            .iter()
+            .map(|m| m.texts.len())
+            .sum();
+        // Every message of the conversation is sent or counted as left out, once.
+        assert_eq!(
+            sent as u64 + props["messages_left_out"].as_u64().unwrap(),
+            conversation.len() as u64,
+            "turn {turn}"
+        );
+        conversation.push(Message::new(Role::Assistant, answer.content.clone()));
+    }
+    // Nothing was stored twice: the request's repeated messages matched the stored ones.
+    let (record, _) = store.load("alice", chat.as_deref().unwrap()).await.unwrap();
+    assert_eq!(record.message_count, 80);
+}
