@@ -46,6 +46,7 @@ async fn a_300_turn_chat_stays_within_its_prompt_budget_and_reads_flat() {
     let (app, backend) = function(&[("MAX_PROMPT_TOKENS", "300")]).await;
     let mut chat: Option<String> = None;
     let mut figures = Vec::new();
+    let mut reads = Vec::new();
     for turn in 1..=300u64 {
         let mut body = json!({"messages": [{"role": "user", "content": format!("Question number {turn}: what comes next in the series?")}]});
         if let Some(id) = &chat {
@@ -93,6 +94,7 @@ async fn a_300_turn_chat_stays_within_its_prompt_budget_and_reads_flat() {
                 history["store_items_read"].as_u64().unwrap(),
                 prompt,
             ));
+            reads.push(usage["cache_read_input_tokens"].as_u64().unwrap_or(0));
         }
     }
     for (turn, sent, left_out, items, prompt) in &figures {
@@ -111,6 +113,14 @@ async fn a_300_turn_chat_stays_within_its_prompt_budget_and_reads_flat() {
         "items read per turn at turns 10, 100, 300: {items:?}"
     );
     assert!(at(300).3 <= 2 * at(300).1 + 20, "{:?}", at(300));
+    // The cut moves in steps, so most turns read the conversation so far from the prompt cache, not only the system
+    // prompt (9 tokens).
+    let history_hits = reads[20..].iter().filter(|r| **r > 9).count();
+    println!(
+        "turns 22 to 300: {history_hits} of {} read earlier messages from the prompt cache",
+        reads.len() - 20
+    );
+    assert!(history_hits * 2 > reads.len() - 20, "{reads:?}");
     // The whole history stays stored, and listed.
     let (record, messages) = backend
         .store

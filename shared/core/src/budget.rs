@@ -98,6 +98,36 @@ pub fn fit_conversation(conversation: &mut Vec<Message>, fixed: u64, budget: u64
     (start, total)
 }
 
+/// How many messages a cut of the history moves at a time when prompts are cached: a turn that must leave more out
+/// drops the oldest up to the next multiple of this, so the conversation's start stays put for several turns and
+/// their prompts share a cached prefix.
+pub const CACHE_FRIENDLY_STEP: usize = 8;
+
+/// With `left_out` of the chat's messages already left out before `conversation`, leaves out more of its oldest so
+/// that the first one kept is at a multiple of `step` in the whole chat (never the last message, and never an answer
+/// first). Returns how many more were left out and their estimated tokens.
+pub fn align_conversation(
+    conversation: &mut Vec<Message>,
+    left_out: usize,
+    step: usize,
+) -> (usize, u64) {
+    if left_out == 0 || step < 2 {
+        return (0, 0);
+    }
+    let last = conversation.len().saturating_sub(1);
+    let mut extra = (step - left_out % step) % step;
+    extra = extra.min(last);
+    while extra < last && conversation[extra].role == Role::Assistant {
+        extra += 1;
+    }
+    let tokens = conversation[..extra]
+        .iter()
+        .map(estimate_message_tokens)
+        .sum();
+    conversation.drain(..extra);
+    (extra, tokens)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -144,6 +174,32 @@ mod tests {
         assert_eq!(HistoryBudget { tokens: 41 }.newest(&messages), 8);
         assert_eq!(HistoryBudget { tokens: 1 }.newest(&messages), 9);
         assert_eq!(HistoryBudget::UNLIMITED.newest(&messages), 0);
+    }
+
+    #[test]
+    fn a_cut_moves_in_steps_so_the_start_stays_put() {
+        let m = |i: usize| {
+            Message::new(
+                if i % 2 == 0 {
+                    Role::User
+                } else {
+                    Role::Assistant
+                },
+                format!("m{i}"),
+            )
+        };
+        // 13 left out already: 3 more make 16, a multiple of 8.
+        let mut conversation: Vec<Message> = (13..30).map(m).collect();
+        let (extra, _) = align_conversation(&mut conversation, 13, 8);
+        assert_eq!(extra, 3);
+        assert_eq!(conversation[0].text(), "m16");
+        // Already aligned, or nothing left out: nothing more.
+        assert_eq!(align_conversation(&mut conversation, 16, 8).0, 0);
+        let mut short: Vec<Message> = (0..5).map(m).collect();
+        assert_eq!(align_conversation(&mut short, 0, 8).0, 0);
+        // Never the question.
+        let mut one = vec![m(14)];
+        assert_eq!(align_conversation(&mut one, 13, 8).0, 0);
     }
 
     #[test]

@@ -25,8 +25,8 @@ pub use attachments::{
     FileLimits, FileRefusal, ImageFormat, StoredFile, distinct_names, document_name, identify,
 };
 pub use budget::{
-    HistoryBudget, estimate_file_tokens, estimate_message_tokens, estimate_stored_tokens,
-    estimate_tokens, fit_conversation,
+    CACHE_FRIENDLY_STEP, HistoryBudget, align_conversation, estimate_file_tokens,
+    estimate_message_tokens, estimate_stored_tokens, estimate_tokens, fit_conversation,
 };
 pub use conversation::{
     Answer, ChatMode, ContentPart, DataPoints, FinishReason, Message, Overrides, RetrievalMode,

@@ -212,12 +212,22 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
             .flat_map(|g| &g.passages)
             .map(|p| estimate_tokens(&p.text) + estimate_tokens(&p.citation()) + 2)
             .sum();
-        let (left_out, estimated) = fit_conversation(
+        let (left_out, mut estimated) = fit_conversation(
             &mut session.conversation,
             estimate_tokens(&system) + passages,
             budget,
         );
         session.left_out += left_out;
+        // Cached prompts share a prefix only while the conversation starts at the same message: a cut moves in steps.
+        if self.settings.model.prompt_caching {
+            let (more, tokens) = crate::align_conversation(
+                &mut session.conversation,
+                session.left_out,
+                crate::CACHE_FRIENDLY_STEP,
+            );
+            session.left_out += more;
+            estimated -= tokens;
+        }
         if let Some(thought) = history_thought(&session, budget, estimated) {
             thoughts.push(thought);
         }

@@ -113,7 +113,7 @@
 //!
 //! | usage field | value |
 //! |---|---|
-//! | `cacheReadInputTokens` | the token count of the last cache point whose prefix an earlier request had; 0 if none |
+//! | `cacheReadInputTokens` | the token count of the longest prefix an earlier request wrote that this request has at a cache point or at the end of a message before its last cache point (Claude's cache looks back from a cache point that way); 0 if none |
 //! | `cacheWriteInputTokens` | the last cache point's token count minus the read count (0 when the last one was read) |
 //! | `inputTokens` | the input tokens minus read minus write |
 //! | `totalTokens` | input + output + read + write |
@@ -529,9 +529,9 @@ fn input_tokens(system: Option<&Value>, messages: Option<&Value>) -> u64 {
 }
 
 /// The request's cache points in order (system first, then each message's content): each one's prefix (the model
-/// id, and the system and message blocks before it with their roles, cache points left out) and the input tokens
-/// before it.
-fn cache_points(model_id: &str, body: &Value) -> Vec<(String, u64)> {
+/// id, and the system and message blocks before it with their roles, cache points left out), the input tokens
+/// before it, and `true`; and, as `false`, the same at the end of every message (where a lookup may also hit).
+fn cache_points(model_id: &str, body: &Value) -> Vec<(String, u64, bool)> {
     let key = |system: &[Value], messages: &[(Value, Vec<Value>)]| {
         let messages: Vec<Value> = messages
             .iter()
@@ -545,7 +545,7 @@ fn cache_points(model_id: &str, body: &Value) -> Vec<(String, u64)> {
     let mut system = Vec::new();
     for block in blocks_of(body.get("system")) {
         if block.get("cachePoint").is_some() {
-            points.push((key(&system, &[]), words));
+            points.push((key(&system, &[]), words, true));
         } else {
             words += block_words(block);
             system.push(block.clone());
@@ -559,7 +559,7 @@ fn cache_points(model_id: &str, body: &Value) -> Vec<(String, u64)> {
         ));
         for block in blocks_of(message.get("content")) {
             if block.get("cachePoint").is_some() {
-                points.push((key(&system, &messages), words));
+                points.push((key(&system, &messages), words, true));
             } else {
                 words += block_words(block);
                 if let Some((_, content)) = messages.last_mut() {
@@ -567,6 +567,7 @@ fn cache_points(model_id: &str, body: &Value) -> Vec<(String, u64)> {
                 }
             }
         }
+        points.push((key(&system, &messages), words, false));
     }
     points
 }
@@ -575,16 +576,21 @@ fn cache_points(model_id: &str, body: &Value) -> Vec<(String, u64)> {
 /// Remembers the request's prefixes for the requests that follow.
 fn cache_usage(state: &AppState, model_id: &str, body: &Value) -> Option<(u64, u64)> {
     let points = cache_points(model_id, body);
-    let (_, last) = points.last()?;
+    let last_at = points.iter().rposition(|(_, _, is_point)| *is_point)?;
+    let last = points[last_at].1;
     let mut shared = state.shared.lock().unwrap();
-    let read = points
+    let read = points[..=last_at]
         .iter()
-        .rev()
-        .find(|(prefix, _)| shared.prefixes.contains(prefix))
-        .map_or(0, |(_, words)| *words);
-    shared
-        .prefixes
-        .extend(points.iter().map(|(prefix, _)| prefix.clone()));
+        .filter(|(prefix, _, _)| shared.prefixes.contains(prefix))
+        .map(|(_, words, _)| *words)
+        .max()
+        .unwrap_or(0);
+    shared.prefixes.extend(
+        points
+            .iter()
+            .filter(|(_, _, is_point)| *is_point)
+            .map(|(prefix, _, _)| prefix.clone()),
+    );
     Some((read, last - read))
 }
 
