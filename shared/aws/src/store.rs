@@ -67,6 +67,9 @@ struct Meta {
     expires_at: Option<i64>,
     /// The tokens of the latest writes that landed, oldest first.
     writes: Vec<String>,
+    /// The estimated prompt tokens of all the messages ([`estimate_stored_tokens`]), which sizes a turn's read;
+    /// `None` for a chat written before it was kept.
+    history_tokens: Option<u64>,
 }
 
 /// What a write makes visible when it commits.
@@ -80,6 +83,8 @@ struct Change<'a> {
     token: &'a str,
     /// A turn's tokens and cost, added to the chat's totals (`None` for a save, which spends nothing).
     spent: Option<&'a UsageTotals>,
+    /// The messages' estimated prompt tokens after the write, when known.
+    history_tokens: Option<u64>,
 }
 
 /// Why a write did not land, or may not have.
@@ -225,6 +230,7 @@ fn meta_of(item: &Item) -> Result<Meta, StoreError> {
         generation: get_s(item, "generation").unwrap_or_default(),
         version: get_n(item, "version").unwrap_or(0) as u64,
         expires_at: get_n(item, EXPIRES_AT),
+        history_tokens: get_n(item, HISTORY_TOKENS).map(|n| n.max(0) as u64),
         writes: item
             .get("writes")
             .and_then(|v| v.as_l().ok())
@@ -266,6 +272,14 @@ fn usage_attributes(usage: &UsageTotals) -> Vec<(&'static str, AttributeValue)> 
         attributes.push(("costUsd", n(format!("{cost:.12}"))));
     }
     attributes
+}
+
+/// The attribute that keeps a chat's estimated prompt tokens.
+const HISTORY_TOKENS: &str = "historyTokens";
+
+/// The estimated prompt tokens of `messages`.
+fn tokens_of(messages: &[StoredMessage]) -> u64 {
+    messages.iter().map(estimate_stored_tokens).sum()
 }
 
 /// `record` with `spent` added to its totals.
@@ -745,6 +759,7 @@ impl DynamoStore {
             now,
             token,
             spent,
+            history_tokens,
         } = change;
         let pk = chat_pk(owner, &meta.record.id);
         let mut expression = String::from(
@@ -766,6 +781,13 @@ impl DynamoStore {
             .expression_attribute_values(":last", s(last_message))
             .expression_attribute_values(":lsk", s(format!("{now}#{}", meta.record.id)))
             .expression_attribute_values(":writes", writes_after(meta, token));
+        if let Some(tokens) = history_tokens {
+            // Set, not added: the commit holds only at the version it was computed from.
+            expression.push_str(", #historyTokens = :historyTokens");
+            update = update
+                .expression_attribute_names("#historyTokens", HISTORY_TOKENS)
+                .expression_attribute_values(":historyTokens", n(tokens));
+        }
         if let Some(spent) = spent {
             // Added in the same commit as the turn's messages: a turn counts once, with them, or not at all.
             let added: Vec<String> = usage_attributes(spent)
@@ -909,6 +931,7 @@ impl DynamoStore {
                 now,
                 token,
                 spent,
+                history_tokens: Some(tokens_of(messages)),
             },
         );
         let old = format!("MSG#{}#", meta.generation);
@@ -1149,6 +1172,7 @@ impl SessionStore for DynamoStore {
         if let Some(t) = expires_at {
             meta.insert(EXPIRES_AT.into(), n(t));
         }
+        meta.insert(HISTORY_TOKENS.into(), n(tokens_of(messages)));
         meta.extend(
             usage_attributes(&record.usage)
                 .into_iter()
@@ -1366,6 +1390,7 @@ impl DynamoStore {
                     now: &now,
                     token: &token,
                     spent,
+                    history_tokens: meta.history_tokens.map(|t| t + tokens_of(messages)),
                 },
             );
             match self
@@ -1446,7 +1471,7 @@ impl DynamoStore {
     }
 
     /// The newest messages of the chat `meta` describes that fit `budget` (always the newest), oldest first, read
-    /// backwards in pages of 16, 32, 64 … items; `None` for the messages when one is missing (its generation is being
+    /// backwards in pages sized by the chat's estimated tokens (then doubling); `None` for the messages when one is missing (its generation is being
     /// deleted under a replace).
     async fn read_newest(
         &self,
@@ -1469,7 +1494,18 @@ impl DynamoStore {
         let mut parts: Vec<Item> = Vec::new();
         let mut expected = count;
         let mut done = false;
-        let mut page = 16;
+        // The first page: as many items as the budget should take, from the chat's estimated tokens (all of them when
+        // the whole chat fits), and a few more for long messages' continuations; 16 when the chat's size is unknown.
+        let mut page = match meta.history_tokens {
+            Some(tokens) if tokens <= budget.tokens => count.saturating_add(8),
+            Some(tokens) => {
+                let share =
+                    u128::from(count) * u128::from(budget.tokens) / u128::from(tokens.max(1));
+                (share as u64).saturating_add(8)
+            }
+            None => 16,
+        }
+        .clamp(8, 1000) as i32;
         let mut start: Option<Item> = None;
         'pages: loop {
             let out = self
@@ -1531,7 +1567,7 @@ impl DynamoStore {
                 Some(key) if !key.is_empty() => start = Some(key.clone()),
                 _ => break,
             }
-            page = (page * 2).min(256);
+            page = (page * 2).min(1000);
         }
         // Items that ran out before the budget or the first message did: some were missing.
         if !done {
@@ -1699,6 +1735,7 @@ mod tests {
             version: 0,
             expires_at: None,
             writes: Vec::new(),
+            history_tokens: None,
         };
         for i in 0..100 {
             let token = format!("t{i}");
