@@ -180,7 +180,7 @@ mod tests {
     fn a_cut_moves_in_steps_so_the_start_stays_put() {
         let m = |i: usize| {
             Message::new(
-                if i % 2 == 0 {
+                if i.is_multiple_of(2) {
                     Role::User
                 } else {
                     Role::Assistant
