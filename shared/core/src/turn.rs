@@ -179,6 +179,16 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
                 self.history_budget(input, &system),
             )
             .await?;
+        // Whether the budget cut the history: the store stopped before the oldest message, or a fit had to cut.
+        let over = |conversation: &[Message], fixed: u64| {
+            fixed
+                + conversation
+                    .iter()
+                    .map(crate::estimate_message_tokens)
+                    .sum::<u64>()
+                > budget
+        };
+        let mut cut = session.left_out > 0 || over(&session.conversation, estimate_tokens(&system));
         // Fitted before the files are read and the search runs, so that neither reads what the prompt leaves out.
         let (left_out, _) =
             fit_conversation(&mut session.conversation, estimate_tokens(&system), budget);
@@ -212,6 +222,7 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
             .flat_map(|g| &g.passages)
             .map(|p| estimate_tokens(&p.text) + estimate_tokens(&p.citation()) + 2)
             .sum();
+        cut |= over(&session.conversation, estimate_tokens(&system) + passages);
         let (left_out, mut estimated) = fit_conversation(
             &mut session.conversation,
             estimate_tokens(&system) + passages,
@@ -219,7 +230,8 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
         );
         session.left_out += left_out;
         // Cached prompts share a prefix only while the conversation starts at the same message: a cut moves in steps.
-        if self.settings.model.prompt_caching {
+        // (Only a cut: a chat that fits, but starts with an answer left out, keeps the rest.)
+        if self.settings.model.prompt_caching && cut {
             let (more, tokens) = crate::align_conversation(
                 &mut session.conversation,
                 session.left_out,

@@ -341,3 +341,61 @@ async fn a_client_sending_the_whole_conversation_gets_the_same_budget_and_counts
     let (record, _) = store.load("alice", chat.as_deref().unwrap()).await.unwrap();
     assert_eq!(record.message_count, 80);
 }
+
+#[tokio::test]
+async fn a_chat_that_fits_loses_nothing_to_the_cache_friendly_cut() {
+    // A saved chat that starts with the assistant's greeting: the greeting is left out (models take a conversation
+    // that starts with the user), and nothing else, though caching is on.
+    let s = settings("anthropic.claude-sonnet-4-5-20250929-v1:0");
+    assert!(s.model.prompt_caching);
+    let (service, model, store) = service(s, vec![]);
+    let chat = chat_core::ChatRecord {
+        id: "0123456789abcdef0123456789abcdef".into(),
+        mode: chat_core::ChatMode::Standard,
+        title: "t".into(),
+        created_at: "2026-01-01T00:00:00.000Z".into(),
+        last_updated: "2026-01-01T00:00:00.000Z".into(),
+        last_message: String::new(),
+        message_count: 0,
+        usage: Default::default(),
+    };
+    let stored = |role, text: &str| chat_core::StoredMessage {
+        id: chat_core::new_message_id(),
+        role,
+        content: text.into(),
+        timestamp: "10:00 AM".into(),
+        agent_identifier: None,
+        agent_name: None,
+        files: Vec::new(),
+    };
+    store
+        .create(
+            "alice",
+            &chat,
+            &[
+                stored(Role::Assistant, "Hello! How can I help?"),
+                stored(Role::User, "one"),
+                stored(Role::Assistant, "Echo: one"),
+            ],
+        )
+        .await
+        .unwrap();
+    let answer = service
+        .answer(&alice(), &ask("two", Some(&chat.id)))
+        .await
+        .unwrap();
+    let texts: Vec<String> = model
+        .last_request()
+        .unwrap()
+        .messages
+        .iter()
+        .flat_map(|m| m.texts.clone())
+        .collect();
+    assert_eq!(texts, ["one", "Echo: one", "two"]);
+    let props = thought(&answer.prompt_thoughts, "Prompt to generate answer")
+        .unwrap()
+        .props
+        .clone()
+        .unwrap();
+    assert_eq!(props["messages_left_out"], 1);
+}
