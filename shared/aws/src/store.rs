@@ -638,16 +638,7 @@ impl DynamoStore {
         'pages: loop {
             let wanted = limit.saturating_sub(run.messages.len()).clamp(1, 1000);
             let out = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("#pk = :pk AND #sk BETWEEN :first AND :last")
-                .expression_attribute_names("#pk", PARTITION_KEY)
-                .expression_attribute_names("#sk", SORT_KEY)
-                .expression_attribute_values(":pk", s(pk))
-                .expression_attribute_values(":first", s(message_sk(generation, from)))
-                .expression_attribute_values(":last", s(message_end_sk(generation, to - 1)))
-                .consistent_read(true)
+                .messages_query(pk, generation, (from, to))
                 .limit(wanted as i32)
                 .set_exclusive_start_key(start.take())
                 .send()
@@ -684,6 +675,25 @@ impl DynamoStore {
             run.whole = false;
         }
         Ok(run)
+    }
+
+    /// A consistent query of the items of messages `from..to` of one generation, their continuations included.
+    fn messages_query(
+        &self,
+        pk: &str,
+        generation: &str,
+        (from, to): (u64, u64),
+    ) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
+        self.client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("#pk = :pk AND #sk BETWEEN :first AND :last")
+            .expression_attribute_names("#pk", PARTITION_KEY)
+            .expression_attribute_names("#sk", SORT_KEY)
+            .expression_attribute_values(":pk", s(pk))
+            .expression_attribute_values(":first", s(message_sk(generation, from)))
+            .expression_attribute_values(":last", s(message_end_sk(generation, to - 1)))
+            .consistent_read(true)
     }
 
     /// Writes `puts` and then `commit`, atomically when they fit one transaction. Larger writes go in transactions
@@ -1509,17 +1519,8 @@ impl DynamoStore {
         let mut start: Option<Item> = None;
         'pages: loop {
             let out = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("#pk = :pk AND #sk BETWEEN :first AND :last")
-                .expression_attribute_names("#pk", PARTITION_KEY)
-                .expression_attribute_names("#sk", SORT_KEY)
-                .expression_attribute_values(":pk", s(pk))
-                .expression_attribute_values(":first", s(message_sk(generation, 0)))
-                .expression_attribute_values(":last", s(message_end_sk(generation, count - 1)))
+                .messages_query(pk, generation, (0, count))
                 .scan_index_forward(false)
-                .consistent_read(true)
                 .limit(page)
                 .set_exclusive_start_key(start.take())
                 .send()

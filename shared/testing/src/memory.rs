@@ -188,6 +188,26 @@ impl InMemoryStore {
         state.generations += 1;
         state.generations
     }
+
+    /// Adds `messages` at the end of the chat and `spent` to its totals (an append, or a turn's).
+    fn appended(
+        &self,
+        owner: &str,
+        chat_id: &str,
+        messages: &[StoredMessage],
+        spent: &UsageTotals,
+    ) -> Result<ChatRecord, StoreError> {
+        let mut state = self.begin(StoreOp::Append)?;
+        let chat = state.chat_mut(owner, chat_id)?;
+        chat.messages.extend_from_slice(messages);
+        if let Some(last) = messages.last() {
+            chat.record.last_message = preview(&last.content);
+        }
+        chat.record.message_count = chat.messages.len() as u64;
+        chat.record.last_updated = now_millis();
+        chat.record.usage.add(spent);
+        Ok(chat.record.clone())
+    }
 }
 
 impl State {
@@ -276,16 +296,7 @@ impl SessionStore for InMemoryStore {
         messages: &[StoredMessage],
         spent: &UsageTotals,
     ) -> Result<ChatRecord, StoreError> {
-        let mut state = self.begin(StoreOp::Append)?;
-        let chat = state.chat_mut(owner, chat_id)?;
-        chat.messages.extend_from_slice(messages);
-        if let Some(last) = messages.last() {
-            chat.record.last_message = preview(&last.content);
-        }
-        chat.record.message_count = chat.messages.len() as u64;
-        chat.record.last_updated = now_millis();
-        chat.record.usage.add(spent);
-        Ok(chat.record.clone())
+        self.appended(owner, chat_id, messages, spent)
     }
 
     async fn append(
@@ -294,15 +305,7 @@ impl SessionStore for InMemoryStore {
         chat_id: &str,
         messages: &[StoredMessage],
     ) -> Result<ChatRecord, StoreError> {
-        let mut state = self.begin(StoreOp::Append)?;
-        let chat = state.chat_mut(owner, chat_id)?;
-        chat.messages.extend_from_slice(messages);
-        if let Some(last) = messages.last() {
-            chat.record.last_message = preview(&last.content);
-        }
-        chat.record.message_count = chat.messages.len() as u64;
-        chat.record.last_updated = now_millis();
-        Ok(chat.record.clone())
+        self.appended(owner, chat_id, messages, &UsageTotals::default())
     }
 
     async fn replace(
@@ -325,7 +328,6 @@ impl SessionStore for InMemoryStore {
         chat.record.last_updated = now_millis();
         Ok(chat.record.clone())
     }
-
     async fn load_page(
         &self,
         owner: &str,
