@@ -187,27 +187,14 @@ pub trait SessionStore: Send + Sync {
     ) -> impl Future<Output = Result<(ChatRecord, Vec<StoredMessage>), StoreError>> + Send;
 
     /// The chat and its newest messages that fit `budget` (always the newest one), for a turn that will append to
-    /// it, with the mark [`SessionStore::append_after`] takes. A store that can should read newest first and stop
-    /// when the budget is full, so that a turn's reads do not grow with the chat. By default the whole chat is read
-    /// and the mark is `None`.
+    /// it, with the mark [`SessionStore::append_after`] takes. The store reads newest first and stops when the
+    /// budget is full, so that a turn's reads do not grow with the chat.
     fn load_for_turn(
         &self,
         owner: &str,
         chat_id: &str,
         budget: crate::HistoryBudget,
-    ) -> impl Future<Output = Result<LoadedChat, StoreError>> + Send {
-        async move {
-            let (record, mut messages) = self.load(owner, chat_id).await?;
-            let items_read = 1 + messages.len() as u64;
-            messages.drain(..budget.newest(&messages));
-            Ok(LoadedChat {
-                record,
-                messages,
-                mark: None,
-                items_read,
-            })
-        }
-    }
+    ) -> impl Future<Output = Result<LoadedChat, StoreError>> + Send;
 
     /// Adds a turn's `messages` at the end of the chat, and its tokens and cost (`spent`) to the chat's totals, all
     /// or nothing, after the read that left `mark`: the store may write at once, as of that read, and read the

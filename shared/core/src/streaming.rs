@@ -106,8 +106,13 @@ impl<S: ModelStream> StreamingTurn<S> {
 
     /// The chat, the answer as shown and what the turn spent, once the turn is over.
     pub(crate) fn into_parts(self) -> (Session, String, UsageTotals) {
-        let spent = UsageTotals::of(self.usage, self.prices.as_ref());
+        let spent = self.spent();
         (self.session, self.shown, spent)
+    }
+
+    /// The turn's tokens and, when prices are known, their cost: priced here only.
+    fn spent(&self) -> UsageTotals {
+        UsageTotals::of(self.usage, self.prices.as_ref())
     }
 
     /// Reads from the model until there is something to yield.
@@ -134,7 +139,7 @@ impl<S: ModelStream> StreamingTurn<S> {
             match event {
                 TurnEvent::Text(_) | TurnEvent::Reasoning(_) | TurnEvent::RedactedReasoning(_) => {}
                 TurnEvent::End(end) => {
-                    let spent = UsageTotals::of(end.usage, self.prices.as_ref());
+                    let spent = self.spent();
                     let session_state = self.session.state();
                     let answer = Answer {
                         id: self.header.id,
@@ -258,7 +263,7 @@ impl<S: ModelStream> StreamingTurn<S> {
                     .as_ref()
                     .map(|g| g.cited_in(&self.said))
                     .unwrap_or_default();
-                let cost_usd = self.prices.map(|p| p.cost(&self.usage));
+                let cost_usd = self.spent().cost_usd;
                 let mut result_thoughts = Vec::new();
                 if !self.reasoning.is_empty() || self.reasoning_redacted {
                     result_thoughts
