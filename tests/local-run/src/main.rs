@@ -411,6 +411,23 @@ async fn functions_service() -> Result<chat_http::FunctionService, chat_http::Co
     ))
 }
 
+/// Whether `name` is one of the variables cargo sets for the package it runs or tests, not the user's own
+/// configuration (`CARGO_HOME`, `CARGO_TARGET_DIR` and the like stay).
+fn is_cargo_package_variable(name: &str) -> bool {
+    [
+        "CARGO_PKG_",
+        "CARGO_MANIFEST_",
+        "CARGO_CRATE_",
+        "CARGO_BIN_",
+    ]
+    .iter()
+    .any(|prefix| name.starts_with(prefix))
+        || matches!(
+            name,
+            "CARGO_PRIMARY_PACKAGE" | "CARGO_TARGET_TMPDIR" | "CARGO_RUSTC_CURRENT_DIR" | "OUT_DIR"
+        )
+}
+
 /// The functions as Lambda runs them, under `cargo lambda watch` on `port`, with `env`; waits until each answers.
 fn start_cargo_lambda_watch(
     root: &Path,
@@ -424,7 +441,16 @@ fn start_cargo_lambda_watch(
         tools.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let watch = Command::new(tools.join("cargo-lambda"))
+    let mut watch = Command::new(tools.join("cargo-lambda"));
+    // `cargo run` and `cargo test` hand their package's variables (CARGO_PKG_NAME, CARGO_MANIFEST_DIR, …) to what
+    // they run. Passed on to cargo lambda's own `cargo run`, they change the fingerprint of build scripts that watch
+    // them (ring's does): the functions' TLS and SDK crates were compiled again here, and again by the next build.
+    for (name, _) in std::env::vars_os() {
+        if is_cargo_package_variable(&name.to_string_lossy()) {
+            watch.env_remove(name);
+        }
+    }
+    let watch = watch
         .args([
             "lambda",
             "watch",
