@@ -17,7 +17,7 @@ run: tools
 	cargo run --quiet -p local-run
 
 ## test: every test, in sections: lint, unit (with the integration tests against moto and the local Bedrock
-## server), then invoke, conformance, schemathesis and browser against local runs (tests/suites.py).
+## server), then invoke, conformance, schemathesis, browser and retrieval against local runs (tests/suites.py).
 test: tools
 	@echo "==== lint: rustfmt, clippy, cfn-lint 1.51, sam validate --lint ===="
 	@$(MAKE) --no-print-directory lint
