@@ -148,7 +148,7 @@
 //! | `performanceConfig` `{"latency":"standard"\|"optimized"}` | the same `performanceConfig` in `converse`'s response and the stream's `metadata` event; another `latency` (or none) is refused: `ValidationException` `performanceConfig.latency: must be one of standard, optimized` |
 //! | `serviceTier` `{"type":"default"\|"priority"\|"flex"}` | the same `serviceTier`, likewise; another `type`: `ValidationException` `serviceTier.type: must be one of default, priority, flex` |
 //! | a model id that is an inference profile id (`us.…`, `global.…`) or an ARN (`arn:aws:bedrock:…:application-inference-profile/…`), percent-encoded in the path by the SDK | answered as any model id; [`RecordedRequest::model_id`] holds it decoded |
-//! | `POST /model/{id}/count-tokens` `{"input":{"converse":{"system":…,"messages":…}}}` | `{"inputTokens":N}`, N the input tokens a `converse` request of the same `system` and `messages` has (cache points count nothing, no cache is read). With `{"input":{"invokeModel":{"body":B}}}`: the whitespace words of the decoded body. Otherwise a `ValidationException`. Recorded as [`Operation::CountTokens`]; no directives apply |
+//! | `POST /model/{id}/count-tokens` `{"input":{"converse":{"system":…,"messages":…}}}` | `{"inputTokens":N}`, N the input tokens a `converse` request of the same `system` and `messages` has (cache points count nothing, no cache is read). With `{"input":{"invokeModel":{"body":B}}}`: the whitespace words of the decoded body. Otherwise a `ValidationException`. Only a foundation model of Anthropic's counts (its id, or its `…:foundation-model/…` ARN): any other id, an inference profile's included, is refused as Bedrock refuses it, `ValidationException` "The provided model doesn't support counting tokens." Recorded as [`Operation::CountTokens`]; no directives apply |
 //!
 //! Without these fields a request is answered as before (no reasoning, no cache fields, no trace, no echo).
 //! `performanceConfig`/`serviceTier` are checked after reasoning; the first refusal wins.
@@ -1601,6 +1601,15 @@ async fn converse_stream(
         .unwrap()
 }
 
+/// Whether `CountTokens` counts for `model_id`, as Bedrock answers: only a foundation model (by id or ARN) of a
+/// family that counts (Anthropic's); inference profiles and other families are refused.
+fn counts_tokens(model_id: &str) -> bool {
+    let id = model_id
+        .split_once(":foundation-model/")
+        .map_or(model_id, |(_, id)| id);
+    id.starts_with("anthropic.")
+}
+
 /// `POST /model/{id}/count-tokens`: the input tokens a `converse` request of the same `system` and `messages`
 /// would count (`input.converse`), or the whitespace words of an `input.invokeModel` body.
 async fn count_tokens(
@@ -1612,7 +1621,19 @@ async fn count_tokens(
         Ok(b) => b,
         Err(r) => return *r,
     };
-    record(&state, Operation::CountTokens, model_id, body.clone());
+    record(
+        &state,
+        Operation::CountTokens,
+        model_id.clone(),
+        body.clone(),
+    );
+    if !counts_tokens(&model_id) {
+        return error_response(
+            400,
+            "ValidationException",
+            "The provided model doesn't support counting tokens.",
+        );
+    }
     let tokens = if let Some(converse) = body.pointer("/input/converse") {
         input_tokens(converse.get("system"), converse.get("messages"))
     } else if let Some(invoke) = body.pointer("/input/invokeModel") {

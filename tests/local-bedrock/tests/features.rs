@@ -996,7 +996,7 @@ async fn count_tokens_counts_as_converse_does() {
         ]),
     ];
     // 4 + 3 + 2 + 4 + 3 words; the cache points count nothing.
-    let model = "arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/abc123";
+    let model = "anthropic.claude-sonnet-4-5-20250929-v1:0";
     let counted = client
         .count_tokens()
         .model_id(model)
@@ -1028,4 +1028,34 @@ async fn count_tokens_counts_as_converse_does() {
         requests[0].body["input"]["converse"]["messages"][1]["content"][0]["text"],
         "An answer"
     );
+
+    // As Bedrock: a foundation model's ARN counts; inference profiles and models of other families are refused.
+    let count = |model: &'static str| {
+        client
+            .count_tokens()
+            .model_id(model)
+            .input(CountTokensInput::Converse(
+                ConverseTokensRequest::builder()
+                    .set_messages(Some(vec![user(vec![text("Two words")])]))
+                    .build(),
+            ))
+            .send()
+    };
+    let arn =
+        "arn:aws:bedrock:us-east-1::foundation-model/anthropic.claude-sonnet-4-5-20250929-v1:0";
+    assert_eq!(count(arn).await.unwrap().input_tokens(), 2);
+    for refused in [
+        "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+        "arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/abc123",
+        "amazon.nova-pro-v1:0",
+    ] {
+        let err = count(refused).await.expect_err(refused);
+        let err = err.into_service_error();
+        assert_eq!(err.code(), Some("ValidationException"), "{refused}");
+        assert_eq!(
+            err.message(),
+            Some("The provided model doesn't support counting tokens."),
+            "{refused}"
+        );
+    }
 }
