@@ -483,3 +483,100 @@ async fn latency_and_tier_are_sent_when_allowed_and_the_served_values_are_shown(
         "arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/abc123"
     );
 }
+
+/// A question of 30 one-letter words: 59 bytes, which the estimate takes for 24 tokens, and 30 to the model.
+fn short_words(turn: usize) -> String {
+    let letters: Vec<String> = (0..30)
+        .map(|i| char::from(b'a' + ((turn + i) % 26) as u8).to_string())
+        .collect();
+    letters.join(" ")
+}
+
+/// What each turn of a 25-turn chat of [`short_words`] sent the model (its input tokens, cache reads and writes
+/// included, as the usage thought says) and what the prompt thought says was counted.
+async fn short_word_chat(app: &Function) -> Vec<(u64, Option<u64>)> {
+    let mut chat: Option<String> = None;
+    let mut turns = Vec::new();
+    for turn in 0..25 {
+        let mut body = json!({"messages": [{"role": "user", "content": short_words(turn)}]});
+        if let Some(id) = &chat {
+            body["sessionState"] = json!(id);
+        }
+        let s = stream(app, body).await;
+        assert_eq!(s.status, 200, "turn {turn}: {}", s.text());
+        let lines = s.lines();
+        let end = lines.last().unwrap();
+        assert!(end.get("error").is_none(), "turn {turn}: {end}");
+        chat = lines[0]["sessionState"].as_str().map(str::to_string);
+        let usage = &thought(&end["context"], "Token usage").unwrap()["props"];
+        let prompt = usage["input_tokens"].as_u64().unwrap()
+            + usage["cache_read_input_tokens"].as_u64().unwrap_or(0)
+            + usage["cache_write_input_tokens"].as_u64().unwrap_or(0);
+        let counted = thought(&lines[0]["context"], "Prompt to generate answer").unwrap()["props"]
+            ["counted_prompt_tokens"]
+            .as_u64();
+        turns.push((prompt, counted));
+    }
+    turns
+}
+
+fn counts(backend: &Backend) -> Vec<String> {
+    backend
+        .bedrock
+        .requests()
+        .into_iter()
+        .filter(|r| r.operation == local_bedrock::Operation::CountTokens)
+        .map(|r| r.model_id)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_prompt_the_estimate_under_counts_is_counted_by_bedrock_and_kept_within_the_budget() {
+    const BUDGET: u64 = 300;
+    // Without the count, the estimate lets the prompt grow past the budget: the case is real.
+    let (app, backend) = function(&[("MAX_PROMPT_TOKENS", "300"), ("COUNT_TOKENS", "off")]).await;
+    let uncounted = short_word_chat(&app).await;
+    let over = uncounted.iter().filter(|(p, _)| *p > BUDGET).count();
+    assert!(over >= 3, "{uncounted:?}");
+    assert!(counts(backend).is_empty());
+
+    // Counted (the default for Claude), every prompt stays within the budget, and the count is what the model took.
+    let (app, backend) = function(&[("MAX_PROMPT_TOKENS", "300")]).await;
+    let counted = short_word_chat(&app).await;
+    for (turn, (prompt, count)) in counted.iter().enumerate() {
+        assert!(*prompt <= BUDGET, "turn {turn}: {prompt} prompt tokens");
+        if let Some(count) = count {
+            assert_eq!(count, prompt, "turn {turn}");
+        }
+    }
+    assert!(
+        counted.iter().filter(|(_, c)| c.is_some()).count() > 15,
+        "{counted:?}"
+    );
+    // Counted by the profile's foundation model: CountTokens takes no inference profile.
+    let models = counts(backend);
+    assert!(
+        models
+            .iter()
+            .all(|m| m == "anthropic.claude-sonnet-4-5-20250929-v1:0"),
+        "{models:?}"
+    );
+    println!(
+        "25 turns of short words, budget {BUDGET}: estimated only, {over} prompts over it (largest {}); counted, \
+         largest {} in {} counts",
+        uncounted.iter().map(|t| t.0).max().unwrap(),
+        counted.iter().map(|t| t.0).max().unwrap(),
+        models.len()
+    );
+
+    // A model Bedrock cannot count for is asked once; then the estimate decides, and every turn still answers.
+    let (app, backend) = function(&[
+        ("MODEL_ID", "us.amazon.nova-pro-v1:0"),
+        ("MAX_PROMPT_TOKENS", "300"),
+        ("COUNT_TOKENS", "on"),
+    ])
+    .await;
+    let nova = short_word_chat(&app).await;
+    assert!(nova.iter().all(|(_, c)| c.is_none()), "{nova:?}");
+    assert_eq!(counts(backend), ["amazon.nova-pro-v1:0"]);
+}

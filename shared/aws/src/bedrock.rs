@@ -1,5 +1,7 @@
 //! The model port on Amazon Bedrock's Converse API.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use aws_sdk_bedrockruntime::Client;
@@ -9,7 +11,8 @@ use aws_sdk_bedrockruntime::primitives::event_stream::EventReceiver;
 use aws_sdk_bedrockruntime::types::error::ConverseStreamOutputError;
 use aws_sdk_bedrockruntime::types::{
     CachePointBlock, CachePointType, CitationLocation, CitationsConfig, ContentBlock,
-    ContentBlockDelta, ConversationRole, ConverseOutput, ConverseStreamOutput, DocumentBlock,
+    ContentBlockDelta, ConversationRole, ConverseOutput, ConverseStreamOutput,
+    ConverseTokensRequest, CountTokensInput, DocumentBlock,
     DocumentFormat as BedrockDocumentFormat, DocumentSource, GuardrailConfiguration,
     GuardrailConverseContentBlock, GuardrailConverseContentQualifier, GuardrailConverseTextBlock,
     GuardrailStreamConfiguration, GuardrailStreamProcessingMode, GuardrailTrace, ImageBlock,
@@ -35,6 +38,9 @@ pub struct BedrockModel {
     client: Client,
     /// `MODEL_TIMEOUT_SECONDS`: the longest the model may be silent (see [`BedrockModel::new`]).
     timeout: Duration,
+    /// Whether `CountTokens` still counts: once Bedrock says the model cannot, it is not asked again while this
+    /// process lives (and clones share that).
+    counting: Arc<AtomicBool>,
 }
 
 impl BedrockModel {
@@ -55,7 +61,22 @@ impl BedrockModel {
         Self {
             client: Client::from_conf(conf),
             timeout,
+            counting: Arc::new(AtomicBool::new(true)),
         }
+    }
+}
+
+/// Whether a count failed for every request to come, rather than for this one: the model cannot count tokens (as
+/// Bedrock says of Nova, and of some Claude models in some Regions), or the role may not ask (a stack deployed
+/// without `bedrock:CountTokens`).
+fn cannot_count(err: &ModelError) -> bool {
+    match err {
+        ModelError::AccessDenied(_) => true,
+        ModelError::Rejected(message) => {
+            let message = message.to_ascii_lowercase();
+            message.contains("support") && message.contains("count")
+        }
+        _ => false,
     }
 }
 
@@ -550,6 +571,54 @@ fn failed(
 
 impl ChatModel for BedrockModel {
     type Stream = BedrockStream;
+
+    async fn count_tokens(
+        &self,
+        counter: &str,
+        request: &ModelRequest,
+    ) -> Result<Option<u64>, ModelError> {
+        if !self.counting.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        let started = Instant::now();
+        let input = ConverseTokensRequest::builder()
+            .set_system(Some(system(request)?))
+            .set_messages(Some(messages(request)?))
+            .build();
+        let call = self
+            .client
+            .count_tokens()
+            .model_id(counter)
+            .input(CountTokensInput::Converse(input))
+            .send();
+        let output = match tokio::time::timeout(self.timeout, call).await {
+            Ok(output) => output.map_err(classify),
+            Err(_) => Err(silent(self.timeout, "token count")),
+        };
+        match output {
+            Ok(output) => {
+                let tokens = output.input_tokens().max(0) as u64;
+                tracing::debug!(
+                    operation = "CountTokens",
+                    model_id = %counter,
+                    latency_ms = millis(started),
+                    input_tokens = tokens,
+                    "prompt counted"
+                );
+                Ok(Some(tokens))
+            }
+            Err(e) if cannot_count(&e) => {
+                self.counting.store(false, Ordering::Relaxed);
+                tracing::warn!(
+                    model_id = %counter,
+                    error = %e,
+                    "the model cannot count tokens here: the estimate decides from now on"
+                );
+                Ok(None)
+            }
+            Err(e) => Err(failed("CountTokens", request, started, e)),
+        }
+    }
 
     async fn converse(&self, request: &ModelRequest) -> Result<ModelReply, ModelError> {
         let started = Instant::now();

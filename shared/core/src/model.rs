@@ -182,6 +182,15 @@ pub trait ChatModel: Send + Sync {
         &self,
         request: &ModelRequest,
     ) -> impl Future<Output = Result<Self::Stream, ModelError>> + Send;
+
+    /// The input tokens `request` holds, counted exactly by the foundation model `counter` (its system prompt and
+    /// messages, as [`ChatModel::converse`] would send them); `None` when that model cannot count. Bounded by the
+    /// configured timeout, like every model call.
+    fn count_tokens(
+        &self,
+        counter: &str,
+        request: &ModelRequest,
+    ) -> impl Future<Output = Result<Option<u64>, ModelError>> + Send;
 }
 
 /// A whole reply read as a stream, so that a buffered answer takes the streamed answer's steps.

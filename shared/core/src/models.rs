@@ -168,6 +168,9 @@ pub struct ModelProfile {
     pub prompt_caching: bool,
     /// On-demand prices in us-east-1 when this was written; `None` when unknown here.
     pub prices: Option<Prices>,
+    /// Whether Bedrock's `CountTokens` counts its prompts exactly (Claude from 3.5 on; not Nova, Llama or the
+    /// open-weight models, and not every newer Claude in every Region: a refusal turns counting off at run time).
+    pub token_counting: bool,
 }
 
 const fn profile(
@@ -183,6 +186,15 @@ const fn profile(
         reasoning,
         prompt_caching,
         prices,
+        token_counting: false,
+    }
+}
+
+impl ModelProfile {
+    /// The same profile, for a model whose prompts `CountTokens` counts.
+    const fn counted(mut self) -> Self {
+        self.token_counting = true;
+        self
     }
 }
 
@@ -199,91 +211,104 @@ const PROFILES: &[ModelProfile] = &[
         AnthropicAdaptive,
         true,
         OPUS_4_5,
-    ),
+    )
+    .counted(),
     profile(
         "anthropic.claude-opus-4-7",
         200_000,
         AnthropicAdaptive,
         true,
         OPUS_4_5,
-    ),
+    )
+    .counted(),
     profile(
         "anthropic.claude-sonnet-4-6",
         200_000,
         AnthropicAdaptive,
         true,
         SONNET,
-    ),
+    )
+    .counted(),
     profile(
         "anthropic.claude-opus-5",
         200_000,
         AnthropicAdaptive,
         true,
         None,
-    ),
+    )
+    .counted(),
     profile(
         "anthropic.claude-sonnet-5",
         200_000,
         AnthropicAdaptive,
         true,
         None,
-    ),
+    )
+    .counted(),
     profile(
         "anthropic.claude-opus-4-5",
         200_000,
         AnthropicBudget,
         true,
         OPUS_4_5,
-    ),
+    )
+    .counted(),
     profile(
         "anthropic.claude-sonnet-4-5",
         200_000,
         AnthropicBudget,
         true,
         SONNET,
-    ),
+    )
+    .counted(),
     profile(
         "anthropic.claude-haiku-4-5",
         200_000,
         AnthropicBudget,
         true,
         Some(Prices::new(1.0, 5.0, 0.10, 1.25)),
-    ),
+    )
+    .counted(),
     profile(
         "anthropic.claude-opus-4",
         200_000,
         AnthropicBudget,
         true,
         Some(Prices::new(15.0, 75.0, 1.50, 18.75)),
-    ),
+    )
+    .counted(),
     profile(
         "anthropic.claude-sonnet-4",
         200_000,
         AnthropicBudget,
         true,
         SONNET,
-    ),
+    )
+    .counted(),
     profile(
         "anthropic.claude-3-7-sonnet",
         200_000,
         AnthropicBudget,
         true,
         SONNET,
-    ),
+    )
+    .counted(),
     profile(
         "anthropic.claude-3-5-haiku",
         200_000,
         Unsupported,
         true,
         Some(Prices::new(0.80, 4.0, 0.08, 1.0)),
-    ),
+    )
+    .counted(),
     profile(
         "anthropic.claude-3-5-sonnet",
         200_000,
         Unsupported,
         false,
         Some(Prices::new(3.0, 15.0, 3.0, 3.0)),
-    ),
+    )
+    .counted(),
     profile(
         "anthropic.claude-3-haiku",
         200_000,
@@ -488,6 +513,25 @@ mod tests {
             ModelProfile::of("amazon.nova-lite-v1:0").context_window,
             300_000
         );
+    }
+
+    #[test]
+    fn claude_from_3_5_counts_its_prompts_and_other_families_do_not() {
+        for id in [
+            "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+            "anthropic.claude-3-5-haiku-20241022-v1:0",
+            "global.anthropic.claude-opus-4-6-v1",
+        ] {
+            assert!(ModelProfile::of(id).token_counting, "{id}");
+        }
+        for id in [
+            "anthropic.claude-3-haiku-20240307-v1:0",
+            "amazon.nova-pro-v1:0",
+            "meta.llama3-3-70b-instruct-v1:0",
+            "an.unknown-model",
+        ] {
+            assert!(!ModelProfile::of(id).token_counting, "{id}");
+        }
     }
 
     #[test]

@@ -33,6 +33,10 @@ pub struct ModelOptions {
     pub max_prompt_tokens: u64,
     /// Whether prompts carry cache points.
     pub prompt_caching: bool,
+    /// The foundation model whose `CountTokens` counts a prompt exactly where the estimate could be wrong about the
+    /// budget (`None`: the estimate alone decides). An inference profile's base model: `CountTokens` takes no
+    /// profile ids.
+    pub token_counter: Option<String>,
     /// Reasoning when a request does not ask (`None`: off).
     pub reasoning_effort: Option<crate::ReasoningEffort>,
     /// What a million tokens cost; `None` shows no cost.
@@ -47,7 +51,8 @@ pub struct ModelOptions {
 
 impl ModelOptions {
     /// The options of `model_id` by its profile: a prompt budget of its context window less the largest answer,
-    /// caching where it is supported, its list prices, no reasoning and no latency or tier setting.
+    /// caching and exact counting where they are supported, its list prices, no reasoning and no latency or tier
+    /// setting.
     pub fn for_model(model_id: &str, max_output_tokens: u32) -> Self {
         let profile = crate::ModelProfile::of(model_id);
         Self {
@@ -57,6 +62,9 @@ impl ModelOptions {
                 .saturating_sub(u64::from(max_output_tokens))
                 .max(1024),
             prompt_caching: profile.prompt_caching,
+            token_counter: profile
+                .token_counting
+                .then(|| crate::base_model_id(model_id).to_string()),
             reasoning_effort: None,
             prices: profile.prices,
             latency: None,

@@ -240,18 +240,31 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
             session.left_out += more;
             estimated -= tokens;
         }
-        if let Some(thought) = history_thought(&session, budget, estimated) {
-            thoughts.push(thought);
-        }
         let mut prepared = prepare_turn(
             &self.settings,
             input,
             &session.conversation,
             grounding.as_ref(),
         );
+        let counted = self
+            .count_within_budget(
+                input,
+                grounding.as_ref(),
+                estimate_tokens(&system) + passages,
+                &mut session,
+                &mut prepared,
+                &mut estimated,
+            )
+            .await;
+        if let Some(thought) = history_thought(&session, budget, estimated, counted) {
+            thoughts.push(thought);
+        }
         if let Some(Value::Object(props)) = prepared.prompt_thought.props.as_mut() {
             props.insert("max_prompt_tokens".into(), json!(budget));
             props.insert("estimated_prompt_tokens".into(), json!(estimated));
+            if let Some(counted) = counted {
+                props.insert("counted_prompt_tokens".into(), json!(counted));
+            }
             props.insert("messages_left_out".into(), json!(session.left_out));
             if !session.is_new {
                 props.insert("store_items_read".into(), json!(session.items_read));
@@ -267,6 +280,67 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
             grounding,
             prices: self.settings.model.prices,
         })
+    }
+
+    /// Counts the prepared prompt exactly where exactness matters, and leaves out more of its oldest messages while
+    /// the count is over the budget. The estimate over-counts most text, but not every script (some take a token
+    /// per character), an image past its usual size, or a document: once it is past half the budget, such an
+    /// error could carry the prompt over, so the model that answers counts it (`CountTokens` costs nothing, and
+    /// takes a round trip). A cut scales the estimate by how far off it was, then the prompt is counted again, a
+    /// few times at most. A count that fails leaves the estimate to decide, as without a counter. Returns the last
+    /// count.
+    async fn count_within_budget(
+        &self,
+        input: &TurnInput,
+        grounding: Option<&Grounding>,
+        fixed: u64,
+        session: &mut Session,
+        prepared: &mut crate::PreparedTurn,
+        estimated: &mut u64,
+    ) -> Option<u64> {
+        /// At most this many counts a turn: a cut sized by one count is close, and the last one is checked.
+        const MAX_COUNTS: usize = 3;
+        let counter = self.settings.model.token_counter.as_deref()?;
+        let budget = self.settings.model.max_prompt_tokens;
+        if estimated.saturating_mul(2) <= budget {
+            return None;
+        }
+        let mut counted = None;
+        for _ in 0..MAX_COUNTS {
+            let exact = match self.model.count_tokens(counter, &prepared.request).await {
+                Ok(Some(exact)) => exact,
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(error = %e, "counting the prompt failed: the estimate decides");
+                    break;
+                }
+            };
+            counted = Some(exact);
+            if exact <= budget || session.conversation.len() <= 1 {
+                break;
+            }
+            // The estimate under-counted: hold it to the budget shrunk by as much, and leave out one message at least.
+            let scaled = (u128::from(budget) * u128::from(*estimated) / u128::from(exact)) as u64;
+            let (left_out, kept) = fit_conversation(
+                &mut session.conversation,
+                fixed,
+                scaled.min(estimated.saturating_sub(1)),
+            );
+            session.left_out += left_out;
+            *estimated = kept;
+            if self.settings.model.prompt_caching {
+                let (more, tokens) = crate::align_conversation(
+                    &mut session.conversation,
+                    session.left_out,
+                    crate::CACHE_FRIENDLY_STEP,
+                );
+                session.left_out += more;
+                *estimated -= tokens;
+            }
+            *prepared = prepare_turn(&self.settings, input, &session.conversation, grounding);
+            counted = None;
+        }
+        counted
     }
 
     /// Starts a streamed answer. The model is read until its first text (or its end), so that a fault before
@@ -613,25 +687,37 @@ fn allowed<'a>(values: impl Iterator<Item = &'a str>) -> String {
 }
 
 /// What the turn leaves out of the chat's history, when it leaves something out.
-fn history_thought(session: &Session, budget: u64, estimated: u64) -> Option<Thought> {
+fn history_thought(
+    session: &Session,
+    budget: u64,
+    estimated: u64,
+    counted: Option<u64>,
+) -> Option<Thought> {
     if session.left_out == 0 {
         return None;
     }
     let sent = session.conversation.len();
+    let used = match counted {
+        Some(counted) => format!("{counted} used, counted"),
+        None => format!("about {estimated} used"),
+    };
+    let mut props = json!({
+        "messages_sent": sent,
+        "messages_left_out": session.left_out,
+        "max_prompt_tokens": budget,
+        "estimated_prompt_tokens": estimated,
+        "store_items_read": session.items_read,
+    });
+    if let Some(counted) = counted {
+        props["counted_prompt_tokens"] = json!(counted);
+    }
     Some(Thought {
         title: "Conversation history".into(),
         description: Value::String(format!(
-            "{sent} newest messages sent; {} earlier messages left out to stay within {budget} prompt tokens \
-             (about {estimated} used)",
+            "{sent} newest messages sent; {} earlier messages left out to stay within {budget} prompt tokens ({used})",
             session.left_out
         )),
-        props: Some(json!({
-            "messages_sent": sent,
-            "messages_left_out": session.left_out,
-            "max_prompt_tokens": budget,
-            "estimated_prompt_tokens": estimated,
-            "store_items_read": session.items_read,
-        })),
+        props: Some(props),
     })
 }
 

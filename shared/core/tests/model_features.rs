@@ -399,3 +399,123 @@ async fn a_chat_that_fits_loses_nothing_to_the_cache_friendly_cut() {
         .unwrap();
     assert_eq!(props["messages_left_out"], 1);
 }
+
+/// A question of 30 one-letter words: 59 bytes, which the estimate takes for 24 tokens, and 30 to the model.
+fn short_words(turn: usize) -> String {
+    let letters: Vec<String> = (0..30)
+        .map(|i| char::from(b'a' + ((turn + i) % 26) as u8).to_string())
+        .collect();
+    letters.join(" ")
+}
+
+#[tokio::test]
+async fn a_prompt_the_estimate_under_counts_is_counted_exactly_and_cut_to_the_budget() {
+    let mut s = settings("test.model-v1");
+    s.model.max_prompt_tokens = 300;
+    s.model.token_counter = Some("test.counter-v1".into());
+    let (service, model, _) = service(s, vec![]);
+    let first = service
+        .answer(&alice(), &ask(&short_words(0), None))
+        .await
+        .unwrap();
+    let chat = first.session_state.clone().unwrap();
+    let chat = chat.as_str().unwrap();
+    // Short chats are far from the budget: nothing is counted.
+    assert!(model.counts().is_empty(), "{:?}", model.counts());
+    let mut cut_by_count = 0;
+    for turn in 1..30 {
+        let counts_before = model.counts().len();
+        let answer = service
+            .answer(&alice(), &ask(&short_words(turn), Some(chat)))
+            .await
+            .unwrap();
+        let request = model.last_request().unwrap();
+        let sent: u64 = request
+            .messages
+            .iter()
+            .flat_map(|m| &m.texts)
+            .chain([&request.system])
+            .map(|t| t.split_whitespace().count() as u64)
+            .sum();
+        // What the model got, in its own tokens, is within the budget.
+        assert!(sent <= 300, "turn {turn}: {sent} tokens sent");
+        let props = thought(&answer.prompt_thoughts, "Prompt to generate answer")
+            .unwrap()
+            .props
+            .clone()
+            .unwrap();
+        let estimated = props["estimated_prompt_tokens"].as_u64().unwrap();
+        let counts = &model.counts()[counts_before..];
+        if estimated * 2 > 300 {
+            // The prompt sent was counted, by the counter, and the thoughts say so.
+            assert_eq!(
+                props["counted_prompt_tokens"].as_u64(),
+                Some(sent),
+                "turn {turn}: {props}"
+            );
+            assert_eq!(
+                counts.last().unwrap(),
+                &("test.counter-v1".to_string(), sent)
+            );
+            if counts.iter().any(|(_, n)| *n > 300) {
+                cut_by_count += 1;
+                let history = thought(&answer.prompt_thoughts, "Conversation history").unwrap();
+                assert_eq!(
+                    history.props.as_ref().unwrap()["counted_prompt_tokens"],
+                    sent
+                );
+            }
+        } else {
+            assert!(counts.is_empty(), "turn {turn}: {counts:?}");
+            assert!(props.get("counted_prompt_tokens").is_none());
+        }
+    }
+    // The estimate alone would have sent too much on most turns: the count cut them.
+    assert!(cut_by_count > 10, "{cut_by_count} turns cut by the count");
+}
+
+#[tokio::test]
+async fn a_count_that_fails_leaves_the_estimate_to_decide() {
+    let mut s = settings("test.model-v1");
+    s.model.max_prompt_tokens = 300;
+    s.model.token_counter = Some("test.counter-v1".into());
+    let (counted_service, model, _) = service(s, vec![]);
+    model.fail_counts(Some(chat_core::ModelError::Timeout("no count".into())));
+    let first = counted_service
+        .answer(&alice(), &ask(&short_words(0), None))
+        .await
+        .unwrap();
+    let chat = first.session_state.clone().unwrap();
+    let mut counted = 0;
+    for turn in 1..20 {
+        let answer = counted_service
+            .answer(&alice(), &ask(&short_words(turn), chat.as_str()))
+            .await
+            .unwrap();
+        let props = thought(&answer.prompt_thoughts, "Prompt to generate answer")
+            .unwrap()
+            .props
+            .clone()
+            .unwrap();
+        assert!(props.get("counted_prompt_tokens").is_none(), "{props}");
+        assert!(props["estimated_prompt_tokens"].as_u64().unwrap() <= 300);
+        counted += usize::from(props["messages_left_out"].as_u64().unwrap() > 0);
+    }
+    // The estimate still cut the history.
+    assert!(counted > 0);
+    // Without a counter, nothing is counted at all.
+    let (uncounted, model, _) = service(settings("test.model-v1"), vec![]);
+    let mut chat = None;
+    for turn in 0..20 {
+        let answer = uncounted
+            .answer(&alice(), &ask(&short_words(turn), chat.as_deref()))
+            .await
+            .unwrap();
+        chat = answer
+            .session_state
+            .as_ref()
+            .and_then(Value::as_str)
+            .map(str::to_string);
+    }
+    assert!(model.counts().is_empty());
+}

@@ -303,6 +303,9 @@ fn model_options(
             })?;
     }
     options.prompt_caching = flag("PROMPT_CACHING", options.prompt_caching)?;
+    let counter = chat_core::base_model_id(base.as_deref().unwrap_or(model_id)).to_string();
+    options.token_counter =
+        flag("COUNT_TOKENS", options.token_counter.is_some())?.then_some(counter);
     options.reasoning_effort = match get("REASONING_EFFORT").as_deref().map(str::trim) {
         None | Some("" | "off") => None,
         Some(effort) => Some(effort.parse().map_err(|reason: String| ConfigError {
@@ -402,7 +405,19 @@ mod tests {
         assert!(m.prompt_caching);
         assert_eq!(m.reasoning_effort, None);
         assert_eq!(m.prices.unwrap().input, 3.0);
+        assert_eq!(
+            m.token_counter.as_deref(),
+            Some("anthropic.claude-sonnet-4-5-20250929-v1:0")
+        );
         assert!(m.allowed_latencies.is_empty());
+        let nova = config(&[("MODEL_ID", "us.amazon.nova-pro-v1:0")]).unwrap();
+        assert_eq!(nova.chat.model.token_counter, None);
+        let off = config(&[
+            ("MODEL_ID", "us.anthropic.claude-sonnet-4-5-20250929-v1:0"),
+            ("COUNT_TOKENS", "off"),
+        ])
+        .unwrap();
+        assert_eq!(off.chat.model.token_counter, None);
         let c = config(&[
             (
                 "MODEL_ID",
@@ -423,6 +438,10 @@ mod tests {
         let m = &c.chat.model;
         assert_eq!(m.max_prompt_tokens, 5000);
         assert!(!m.prompt_caching);
+        assert_eq!(
+            m.token_counter.as_deref(),
+            Some("anthropic.claude-sonnet-4-6")
+        );
         assert_eq!(m.reasoning_effort, Some(chat_core::ReasoningEffort::High));
         assert_eq!(m.profile.reasoning, ReasoningStyle::AnthropicAdaptive);
         assert_eq!(m.prices.unwrap().output, 2.0);

@@ -129,13 +129,7 @@ impl Script {
 
     fn usage_for(&self, request: &ModelRequest) -> TokenUsage {
         self.usage.unwrap_or_else(|| {
-            let input = request
-                .messages
-                .iter()
-                .flat_map(|m| &m.texts)
-                .chain([&request.system])
-                .map(|t| t.split_whitespace().count() as u64)
-                .sum();
+            let input = words(request);
             let output = self.pieces.len() as u64;
             TokenUsage {
                 input_tokens: input,
@@ -147,10 +141,26 @@ impl Script {
     }
 }
 
+/// The input tokens of `request` as this model counts them: a token a whitespace word of its texts, as the local
+/// Bedrock server counts them.
+fn words(request: &ModelRequest) -> u64 {
+    request
+        .messages
+        .iter()
+        .flat_map(|m| &m.texts)
+        .chain([&request.system])
+        .map(|t| t.split_whitespace().count() as u64)
+        .sum()
+}
+
 #[derive(Default)]
 struct Inner {
     scripts: VecDeque<Script>,
     requests: Vec<ModelRequest>,
+    /// The prompts counted, as (counting model, input tokens).
+    counts: Vec<(String, u64)>,
+    /// Whether counting fails (`Some`) rather than counts.
+    count_error: Option<ModelError>,
 }
 
 /// A chat model that answers from a queue of [`Script`]s, one per call, and echoes the last user message once the
@@ -192,6 +202,17 @@ impl ScriptedModel {
     /// The last request received.
     pub fn last_request(&self) -> Option<ModelRequest> {
         self.lock().requests.last().cloned()
+    }
+
+    /// Every count asked for, in order: the counting model and the tokens it answered.
+    pub fn counts(&self) -> Vec<(String, u64)> {
+        self.lock().counts.clone()
+    }
+
+    /// Counting fails with `error` from now on (`None`: it counts again).
+    pub fn fail_counts(&self, error: Option<ModelError>) -> &Self {
+        self.lock().count_error = error;
+        self
     }
 
     /// Scripts not used yet.
@@ -289,5 +310,19 @@ impl ChatModel for ScriptedModel {
         events.push_back(Ok(ModelEvent::Stop(script.stop.clone())));
         events.push_back(Ok(ModelEvent::Usage(script.usage_for(request))));
         Ok(ScriptedStream { events })
+    }
+
+    async fn count_tokens(
+        &self,
+        counter: &str,
+        request: &ModelRequest,
+    ) -> Result<Option<u64>, ModelError> {
+        let mut inner = self.lock();
+        if let Some(e) = inner.count_error.clone() {
+            return Err(e);
+        }
+        let tokens = words(request);
+        inner.counts.push((counter.to_string(), tokens));
+        Ok(Some(tokens))
     }
 }
