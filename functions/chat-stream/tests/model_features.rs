@@ -5,6 +5,7 @@
 use chat_core::{ChatMode, SessionStore};
 use chat_stream::App;
 use chat_testing::harness::{self, Backend, Streamed};
+use chat_testing::short_words;
 use serde_json::{Value, json};
 
 type Function = App<chat_aws::BedrockModel, chat_aws::DynamoStore>;
@@ -482,14 +483,6 @@ async fn latency_and_tier_are_sent_when_allowed_and_the_served_values_are_shown(
         recorded.last().unwrap().model_id,
         "arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/abc123"
     );
-}
-
-/// A question of 30 one-letter words: 59 bytes, which the estimate takes for 24 tokens, and 30 to the model.
-fn short_words(turn: usize) -> String {
-    let letters: Vec<String> = (0..30)
-        .map(|i| char::from(b'a' + ((turn + i) % 26) as u8).to_string())
-        .collect();
-    letters.join(" ")
 }
 
 /// What each turn of a 25-turn chat of [`short_words`] sent the model (its input tokens, cache reads and writes

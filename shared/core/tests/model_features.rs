@@ -6,7 +6,7 @@ use chat_core::{
     Overrides, Prices, ReasoningEffort, ReasoningStyle, RequestLimits, RetrievalSettings, Role,
     ServiceTier, SessionStore, TurnEvent, TurnInput,
 };
-use chat_testing::{InMemoryStore, Script, ScriptedModel};
+use chat_testing::{InMemoryStore, Script, ScriptedModel, short_words};
 use serde_json::{Value, json};
 
 type Service = ChatService<ScriptedModel, InMemoryStore>;
@@ -398,14 +398,6 @@ async fn a_chat_that_fits_loses_nothing_to_the_cache_friendly_cut() {
         .clone()
         .unwrap();
     assert_eq!(props["messages_left_out"], 1);
-}
-
-/// A question of 30 one-letter words: 59 bytes, which the estimate takes for 24 tokens, and 30 to the model.
-fn short_words(turn: usize) -> String {
-    let letters: Vec<String> = (0..30)
-        .map(|i| char::from(b'a' + ((turn + i) % 26) as u8).to_string())
-        .collect();
-    letters.join(" ")
 }
 
 #[tokio::test]

@@ -16,5 +16,5 @@ pub mod harness;
 
 pub use attachments::InMemoryAttachments;
 pub use memory::{InMemoryStore, StoreOp};
-pub use model::{Script, ScriptedModel, ScriptedStream};
+pub use model::{Script, ScriptedModel, ScriptedStream, short_words};
 pub use retriever::FakeRetriever;

@@ -141,6 +141,15 @@ impl Script {
     }
 }
 
+/// Text the budget's estimate under-counts: 30 one-letter words (59 bytes, which the estimate takes for 24 tokens),
+/// 30 tokens to this model and to the local Bedrock server; `turn` varies the letters.
+pub fn short_words(turn: usize) -> String {
+    let letters: Vec<String> = (0..30)
+        .map(|i| char::from(b'a' + ((turn + i) % 26) as u8).to_string())
+        .collect();
+    letters.join(" ")
+}
+
 /// The input tokens of `request` as this model counts them: a token a whitespace word of its texts, as the local
 /// Bedrock server counts them.
 fn words(request: &ModelRequest) -> u64 {
