@@ -616,7 +616,8 @@ impl ChatModel for BedrockModel {
                 );
                 Ok(None)
             }
-            Err(e) => Err(failed("CountTokens", request, started, e)),
+            // The core logs it, with what follows from it.
+            Err(e) => Err(e),
         }
     }
 
@@ -739,5 +740,31 @@ impl ChatModel for BedrockModel {
             timeout: self.timeout,
             pending: std::collections::VecDeque::new(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_model_that_cannot_count_or_a_role_that_may_not_stops_counting_and_nothing_else_does() {
+        let refused = classify_code(
+            Some("ValidationException"),
+            "The provided model doesn't support counting tokens.",
+        );
+        assert!(cannot_count(&refused));
+        assert!(cannot_count(&classify_code(
+            Some("AccessDeniedException"),
+            "not authorized to perform: bedrock:CountTokens"
+        )));
+        for passing in [
+            classify_code(Some("ThrottlingException"), "slow down"),
+            classify_code(Some("ValidationException"), "messages: malformed"),
+            classify_code(Some("ServiceUnavailableException"), "try again"),
+            silent(Duration::from_secs(1), "token count"),
+        ] {
+            assert!(!cannot_count(&passing), "{passing:?}");
+        }
     }
 }

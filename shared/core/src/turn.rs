@@ -311,7 +311,12 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
                 Ok(Some(exact)) => exact,
                 Ok(None) => break,
                 Err(e) => {
-                    tracing::warn!(error = %e, "counting the prompt failed: the estimate decides");
+                    tracing::warn!(
+                        operation = "CountTokens",
+                        model_id = %counter,
+                        error = %e,
+                        "counting the prompt failed: the estimate decides"
+                    );
                     break;
                 }
             };
