@@ -55,23 +55,29 @@ impl ModelOptions {
     /// setting.
     pub fn for_model(model_id: &str, max_output_tokens: u32) -> Self {
         let profile = crate::ModelProfile::of(model_id);
-        Self {
+        let mut options = Self {
             profile,
             max_prompt_tokens: profile
                 .context_window
                 .saturating_sub(u64::from(max_output_tokens))
                 .max(1024),
             prompt_caching: profile.prompt_caching,
-            token_counter: profile
-                .token_counting
-                .then(|| crate::base_model_id(model_id).to_string()),
+            token_counter: None,
             reasoning_effort: None,
             prices: profile.prices,
             latency: None,
             allowed_latencies: Vec::new(),
             service_tier: None,
             allowed_service_tiers: Vec::new(),
-        }
+        };
+        options.count_tokens(profile.token_counting, model_id);
+        options
+    }
+
+    /// Counts prompts exactly (`on`) with the foundation model `model_id` names, or not at all. `model_id` is the id
+    /// the profile comes from: an inference profile's base model counts, as `CountTokens` takes no profile ids.
+    pub fn count_tokens(&mut self, on: bool, model_id: &str) {
+        self.token_counter = on.then(|| crate::base_model_id(model_id).to_string());
     }
 }
 

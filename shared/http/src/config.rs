@@ -303,9 +303,10 @@ fn model_options(
             })?;
     }
     options.prompt_caching = flag("PROMPT_CACHING", options.prompt_caching)?;
-    let counter = chat_core::base_model_id(base.as_deref().unwrap_or(model_id)).to_string();
-    options.token_counter =
-        flag("COUNT_TOKENS", options.token_counter.is_some())?.then_some(counter);
+    options.count_tokens(
+        flag("COUNT_TOKENS", options.profile.token_counting)?,
+        base.as_deref().unwrap_or(model_id),
+    );
     options.reasoning_effort = match get("REASONING_EFFORT").as_deref().map(str::trim) {
         None | Some("" | "off") => None,
         Some(effort) => Some(effort.parse().map_err(|reason: String| ConfigError {
