@@ -19,7 +19,7 @@ run: tools
 ## test: every test, in sections: lint, unit (with the integration tests against moto and the local Bedrock
 ## server), then invoke, conformance, schemathesis, browser and retrieval against local runs (tests/suites.py).
 test: tools
-	@echo "==== lint: rustfmt, clippy, cfn-lint 1.51, sam validate --lint ===="
+	@echo "==== lint: rustfmt, clippy, cfn-lint 1.51, sam validate --lint, the template's URL permissions ===="
 	@$(MAKE) --no-print-directory lint
 	@echo "==== unit: the workspace's unit and integration tests ===="
 	@$(MAKE) --no-print-directory unit
@@ -30,6 +30,7 @@ lint: tools
 	cargo clippy --workspace --all-targets -- -D warnings
 	$(VENV)/bin/cfn-lint template.yaml
 	$(VENV)/bin/sam validate --lint --template template.yaml
+	$(VENV)/bin/python tests/template_permissions.py
 
 # The local-run crate's tests are the suites' own: they run there, against the running backend.
 unit: tools
