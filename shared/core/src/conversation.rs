@@ -140,6 +140,38 @@ pub struct Overrides {
     pub service_tier: Option<crate::ServiceTier>,
 }
 
+impl Overrides {
+    /// The overrides this request uses, by their names in `context.overrides`: those that change a setting (a
+    /// `false` flag, or a blank template or category, asks for nothing).
+    pub fn used(&self) -> Vec<&'static str> {
+        [
+            ("temperature", self.temperature.is_some()),
+            ("top_p", self.top_p.is_some()),
+            ("max_tokens", self.max_tokens.is_some()),
+            (
+                "suggest_followup_questions",
+                self.suggest_followup_questions,
+            ),
+            ("prompt_template", self.prompt_template.is_some()),
+            ("top", self.top.is_some()),
+            ("retrieval_mode", self.retrieval_mode.is_some()),
+            ("minimum_search_score", self.minimum_search_score.is_some()),
+            ("exclude_category", self.exclude_category.is_some()),
+            ("use_oid_security_filter", self.use_oid_security_filter),
+            (
+                "use_groups_security_filter",
+                self.use_groups_security_filter,
+            ),
+            ("reasoning_effort", self.reasoning_effort.is_some()),
+            ("latency", self.latency.is_some()),
+            ("service_tier", self.service_tier.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(name, used)| used.then_some(name))
+        .collect()
+    }
+}
+
 /// How a request asks the knowledge base to search.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RetrievalMode {

@@ -52,7 +52,8 @@ pub use retrieval::{
 pub use search::{Grounding, QUERY_PROMPT};
 pub use session::{Caller, Session, title_of};
 pub use settings::{
-    ChatSettings, CitationMode, Guardrail, ModelOptions, RequestLimits, RetrievalSettings,
+    AllowedOverrides, ChatSettings, CitationMode, DocumentAccess, Guardrail, ModelOptions,
+    RequestLimits, RetrievalSettings,
 };
 pub use store::{
     ChatRecord, LoadedChat, Page, ReadMark, SessionStore, StoreError, StoreTimeouts, StoredMessage,

@@ -5,8 +5,8 @@ use std::str::FromStr;
 
 use serde_json::{Value, json};
 
-/// How hard a reasoning model thinks before it answers (`reasoning_effort`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How hard a reasoning model thinks before it answers (`reasoning_effort`), least first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ReasoningEffort {
     Low,
     Medium,

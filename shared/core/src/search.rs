@@ -5,8 +5,9 @@ use serde_json::{Map, Value, json};
 
 use crate::prompt::{inference_settings, model_messages, push_text};
 use crate::{
-    Caller, ChatError, ChatModel, ChatSettings, DataPoints, Message, MetadataFilter, ModelRequest,
-    Passage, RetrievalMode, Retriever, Role, SearchMode, SearchRequest, Thought, TurnInput,
+    Caller, ChatError, ChatModel, ChatSettings, DataPoints, DocumentAccess, Message,
+    MetadataFilter, ModelRequest, Passage, RetrievalMode, Retriever, Role, SearchMode,
+    SearchRequest, Thought, TurnInput,
 };
 
 /// The system prompt of the query the model writes; the conversation follows it.
@@ -111,7 +112,7 @@ pub(crate) async fn search<M: ChatModel>(
             RetrievalMode::Vectors => SearchMode::Semantic,
             RetrievalMode::Hybrid | RetrievalMode::Text => SearchMode::Hybrid,
         },
-        filter: filter(input, caller),
+        filter: filter(&settings.retrieval.access, overrides, caller),
     };
     // A security filter that can name nobody (a caller with no groups) matches nothing: no search is needed.
     let found = if search.filter.as_ref().is_some_and(matches_nothing) {
@@ -131,7 +132,13 @@ pub(crate) async fn search<M: ChatModel>(
         })
         .take(search.top)
         .collect();
-    thoughts.push(search_thought(input, &search, mode, generated));
+    thoughts.push(search_thought(
+        input,
+        &settings.retrieval.access,
+        &search,
+        mode,
+        generated,
+    ));
     thoughts.push(results_thought(&passages));
     Ok(SearchOutcome {
         grounding: Grounding { passages },
@@ -173,10 +180,18 @@ fn query_request(
     }
 }
 
-/// The metadata filter of the request's overrides and the caller's access: every condition must hold, and with
-/// both security filters on, a passage naming the caller or one of their groups passes.
-fn filter(input: &TurnInput, caller: &Caller) -> Option<MetadataFilter> {
-    let overrides = &input.overrides;
+/// The metadata filter of a search: the request's `exclude_category`, and the documents the caller may read.
+///
+/// Access is the server's. Unless the operator opened the collection (`DOCUMENT_ACCESS=open`), a passage is found
+/// only when its `oids` list the caller's id, or its `groups` list one of the caller's groups or the everyone group,
+/// which every caller belongs to. The security overrides may only narrow that: `use_oid_security_filter` alone
+/// keeps the documents naming the caller, `use_groups_security_filter` alone those naming one of their groups
+/// (the everyone group among them); both, neither, or `false` keep the whole of what the caller may read.
+fn filter(
+    access: &DocumentAccess,
+    overrides: &crate::Overrides,
+    caller: &Caller,
+) -> Option<MetadataFilter> {
     let mut all = Vec::new();
     if let Some(category) = &overrides.exclude_category {
         all.push(MetadataFilter::NotEquals {
@@ -184,29 +199,44 @@ fn filter(input: &TurnInput, caller: &Caller) -> Option<MetadataFilter> {
             value: Value::String(category.clone()),
         });
     }
-    let mut access = Vec::new();
-    if overrides.use_oid_security_filter
-        && let Some(oid) = &caller.oid
-    {
-        access.push(MetadataFilter::ListContains {
-            key: "oids".into(),
-            value: Value::String(oid.clone()),
-        });
-    }
-    if overrides.use_groups_security_filter {
-        access.extend(
-            caller
-                .groups
-                .iter()
-                .map(|group| MetadataFilter::ListContains {
-                    key: "groups".into(),
-                    value: Value::String(group.clone()),
-                }),
-        );
-    }
-    if overrides.use_oid_security_filter || overrides.use_groups_security_filter {
+    let (by_oid, by_groups) = match (
+        overrides.use_oid_security_filter,
+        overrides.use_groups_security_filter,
+    ) {
+        (true, false) => (true, false),
+        (false, true) => (false, true),
+        _ => (true, true),
+    };
+    let everyone = match access {
+        DocumentAccess::Enforced { everyone_group } => Some(everyone_group.as_str()),
+        // An open collection is narrowed only when the request asks, as the overrides always did.
+        DocumentAccess::Open => None,
+    };
+    let narrowed = overrides.use_oid_security_filter || overrides.use_groups_security_filter;
+    if everyone.is_some() || narrowed {
+        let mut any = Vec::new();
+        if by_oid && let Some(oid) = &caller.oid {
+            any.push(MetadataFilter::ListContains {
+                key: "oids".into(),
+                value: Value::String(oid.clone()),
+            });
+        }
+        if by_groups {
+            let mut groups: Vec<&str> = caller.groups.iter().map(String::as_str).collect();
+            groups.extend(everyone);
+            let mut seen = Vec::new();
+            for group in groups {
+                if !seen.contains(&group) {
+                    seen.push(group);
+                    any.push(MetadataFilter::ListContains {
+                        key: "groups".into(),
+                        value: Value::String(group.to_string()),
+                    });
+                }
+            }
+        }
         // Nothing to name the caller by leaves an empty OrAll: nothing matches.
-        all.push(MetadataFilter::OrAll(access));
+        all.push(MetadataFilter::OrAll(any));
     }
     match all.len() {
         0 => None,
@@ -242,6 +272,7 @@ fn query_thought(request: &ModelRequest, query: &str) -> Thought {
 
 fn search_thought(
     input: &TurnInput,
+    access: &DocumentAccess,
     search: &SearchRequest,
     mode: RetrievalMode,
     generated: bool,
@@ -277,6 +308,13 @@ fn search_thought(
         "use_groups_security_filter".into(),
         json!(overrides.use_groups_security_filter),
     );
+    props.insert("document_access".into(), json!(access.as_str()));
+    if *access == DocumentAccess::Open {
+        props.insert(
+            "document_access_note".into(),
+            json!("DOCUMENT_ACCESS=open: the operator opened the collection; every document is searched, whoever asks"),
+        );
+    }
     props.insert(
         "filters".into(),
         search.filter.as_ref().map_or(Value::Null, filter_json),
@@ -328,16 +366,6 @@ mod tests {
     use super::*;
     use crate::Overrides;
 
-    fn input(overrides: Overrides) -> TurnInput {
-        TurnInput {
-            messages: vec![Message::new(Role::User, "q")],
-            overrides,
-            session_state: None,
-            session_field: "sessionState",
-            store_new_chat: true,
-        }
-    }
-
     fn caller(oid: Option<&str>, groups: &[&str]) -> Caller {
         Caller {
             owner: "o".into(),
@@ -346,34 +374,101 @@ mod tests {
         }
     }
 
+    fn flags(oid: bool, groups: bool) -> Overrides {
+        Overrides {
+            use_oid_security_filter: oid,
+            use_groups_security_filter: groups,
+            ..Overrides::default()
+        }
+    }
+
+    fn shown(filter: Option<MetadataFilter>) -> Value {
+        filter.as_ref().map_or(Value::Null, filter_json)
+    }
+
+    fn contains(key: &str, value: &str) -> Value {
+        json!({"listContains": {"key": key, "value": value}})
+    }
+
     #[test]
-    fn security_filters_name_the_caller_and_their_groups() {
-        let both = Overrides {
-            use_oid_security_filter: true,
-            use_groups_security_filter: true,
+    fn every_search_is_limited_to_what_the_caller_may_read() {
+        let access = DocumentAccess::default();
+        let alice = caller(Some("alice"), &["eng", "everyone", "eng"]);
+        let whole = json!({"orAll": [
+            contains("oids", "alice"), contains("groups", "eng"), contains("groups", "everyone")
+        ]});
+        // No override, both off, and both on: the whole of what alice may read (no group twice).
+        for overrides in [Overrides::default(), flags(false, false), flags(true, true)] {
+            assert_eq!(shown(filter(&access, &overrides, &alice)), whole);
+        }
+        // Each alone narrows.
+        assert_eq!(
+            shown(filter(&access, &flags(true, false), &alice)),
+            json!({"orAll": [contains("oids", "alice")]})
+        );
+        assert_eq!(
+            shown(filter(&access, &flags(false, true), &alice)),
+            json!({"orAll": [contains("groups", "eng"), contains("groups", "everyone")]})
+        );
+        // A caller with no id still reads what is for everyone; under the oid filter alone, nothing.
+        let nobody = caller(None, &[]);
+        let only_everyone = filter(&access, &Overrides::default(), &nobody).unwrap();
+        assert_eq!(
+            shown(Some(only_everyone.clone())),
+            json!({"orAll": [contains("groups", "everyone")]})
+        );
+        assert!(!matches_nothing(&only_everyone));
+        assert!(matches_nothing(
+            &filter(&access, &flags(true, false), &nobody).unwrap()
+        ));
+        // The configured everyone group is the one named.
+        let staff = DocumentAccess::Enforced {
+            everyone_group: "all-staff".into(),
+        };
+        assert_eq!(
+            shown(filter(&staff, &Overrides::default(), &nobody)),
+            json!({"orAll": [contains("groups", "all-staff")]})
+        );
+    }
+
+    #[test]
+    fn the_category_filter_joins_the_access_filter() {
+        let overrides = Overrides {
             exclude_category: Some("hr".into()),
             ..Overrides::default()
         };
-        let f = filter(&input(both), &caller(Some("alice"), &["eng"])).unwrap();
-        let MetadataFilter::AndAll(all) = &f else {
-            panic!("{f:?}")
-        };
-        assert!(matches!(&all[0], MetadataFilter::NotEquals { key, .. } if key == "category"));
-        let MetadataFilter::OrAll(access) = &all[1] else {
-            panic!("{all:?}")
-        };
-        assert_eq!(access.len(), 2);
-        assert!(!matches_nothing(&f));
-        // A caller with no groups, under the groups filter alone, can match nothing.
-        let groups = Overrides {
-            use_groups_security_filter: true,
-            ..Overrides::default()
-        };
-        let f = filter(&input(groups), &caller(Some("alice"), &[])).unwrap();
-        assert!(matches_nothing(&f));
+        let f = filter(
+            &DocumentAccess::default(),
+            &overrides,
+            &caller(Some("bob"), &[]),
+        );
         assert_eq!(
-            filter(&input(Overrides::default()), &caller(None, &[])),
+            shown(f),
+            json!({"andAll": [
+                {"notEquals": {"key": "category", "value": "hr"}},
+                {"orAll": [contains("oids", "bob"), contains("groups", "everyone")]}
+            ]})
+        );
+    }
+
+    #[test]
+    fn an_open_collection_is_narrowed_only_when_asked() {
+        let alice = caller(Some("alice"), &["eng"]);
+        assert_eq!(
+            filter(&DocumentAccess::Open, &Overrides::default(), &alice),
             None
+        );
+        assert_eq!(
+            filter(&DocumentAccess::Open, &flags(false, false), &alice),
+            None
+        );
+        assert_eq!(
+            shown(filter(&DocumentAccess::Open, &flags(true, false), &alice)),
+            json!({"orAll": [contains("oids", "alice")]})
+        );
+        assert_eq!(
+            shown(filter(&DocumentAccess::Open, &flags(true, true), &alice)),
+            json!({"orAll": [contains("oids", "alice"), contains("groups", "eng")]})
         );
     }
 }

@@ -39,6 +39,8 @@ pub struct ModelOptions {
     pub token_counter: Option<String>,
     /// Reasoning when a request does not ask (`None`: off).
     pub reasoning_effort: Option<crate::ReasoningEffort>,
+    /// The most reasoning a request may ask for (`MAX_REASONING_EFFORT`; `None`: any).
+    pub max_reasoning_effort: Option<crate::ReasoningEffort>,
     /// What a million tokens cost; `None` shows no cost.
     pub prices: Option<crate::Prices>,
     /// The latency setting sent when a request does not ask, and those a request may ask for.
@@ -64,6 +66,7 @@ impl ModelOptions {
             prompt_caching: profile.prompt_caching,
             token_counter: None,
             reasoning_effort: None,
+            max_reasoning_effort: None,
             prices: profile.prices,
             latency: None,
             allowed_latencies: Vec::new(),
@@ -82,7 +85,7 @@ impl ModelOptions {
 }
 
 /// How turns search the knowledge base, when one is configured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RetrievalSettings {
     /// `top` when a request does not say.
     pub default_top: usize,
@@ -90,6 +93,8 @@ pub struct RetrievalSettings {
     /// user message is the query.
     pub query_rewrite: bool,
     pub citations: CitationMode,
+    /// Which documents a caller may be given (`DOCUMENT_ACCESS`, `DOCUMENT_EVERYONE_GROUP`).
+    pub access: DocumentAccess,
 }
 
 impl Default for RetrievalSettings {
@@ -98,6 +103,39 @@ impl Default for RetrievalSettings {
             default_top: 3,
             query_rewrite: true,
             citations: CitationMode::Prompted,
+            access: DocumentAccess::default(),
+        }
+    }
+}
+
+/// Who may read a document: the server decides, from the document's metadata and the caller's identity, never from
+/// what a request asks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DocumentAccess {
+    /// A search finds only documents whose `oids` list the caller's id, or whose `groups` list one of the caller's
+    /// groups or `everyone_group`, to which every caller belongs. (A knowledge base's filters cannot test for a
+    /// missing attribute, so a document for everyone says so in its `groups`.)
+    Enforced { everyone_group: String },
+    /// Every document is searched, whatever its metadata (`DOCUMENT_ACCESS=open`): the operator's explicit choice
+    /// for a collection with nothing restricted.
+    Open,
+}
+
+impl DocumentAccess {
+    pub const DEFAULT_EVERYONE_GROUP: &'static str = "everyone";
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            DocumentAccess::Enforced { .. } => "enforced",
+            DocumentAccess::Open => "open",
+        }
+    }
+}
+
+impl Default for DocumentAccess {
+    fn default() -> Self {
+        DocumentAccess::Enforced {
+            everyone_group: Self::DEFAULT_EVERYONE_GROUP.into(),
         }
     }
 }
@@ -129,6 +167,8 @@ pub struct RequestLimits {
     pub max_top: usize,
     /// How many files, and how large, a request may carry.
     pub files: crate::FileLimits,
+    /// Which of `context.overrides` a request may use (`ALLOWED_OVERRIDES`).
+    pub allowed_overrides: AllowedOverrides,
 }
 
 impl RequestLimits {
@@ -153,6 +193,82 @@ impl Default for RequestLimits {
             max_output_tokens: 8192,
             max_top: 20,
             files: crate::FileLimits::default(),
+            allowed_overrides: AllowedOverrides::default(),
         }
+    }
+}
+
+/// The overrides (`context.overrides`) a deployment lets requests use: a set of their names. By default every one
+/// but `prompt_template`, which replaces the operator's system prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AllowedOverrides(u32);
+
+impl AllowedOverrides {
+    /// Every override this backend reads, by its name in `context.overrides`.
+    pub const NAMES: [&'static str; 14] = [
+        "temperature",
+        "top_p",
+        "max_tokens",
+        "suggest_followup_questions",
+        "prompt_template",
+        "top",
+        "retrieval_mode",
+        "minimum_search_score",
+        "exclude_category",
+        "use_oid_security_filter",
+        "use_groups_security_filter",
+        "reasoning_effort",
+        "latency",
+        "service_tier",
+    ];
+
+    pub fn all() -> Self {
+        Self((1 << Self::NAMES.len()) - 1)
+    }
+
+    pub fn none() -> Self {
+        Self(0)
+    }
+
+    fn bit(name: &str) -> Option<u32> {
+        Self::NAMES.iter().position(|n| *n == name).map(|i| 1 << i)
+    }
+
+    /// Whether a request may use the override `name`.
+    pub fn allows(self, name: &str) -> bool {
+        Self::bit(name).is_some_and(|bit| self.0 & bit != 0)
+    }
+
+    /// The names allowed, in [`Self::NAMES`] order.
+    pub fn names(self) -> impl Iterator<Item = &'static str> {
+        Self::NAMES.into_iter().filter(move |n| self.allows(n))
+    }
+
+    /// From a comma-separated list of names, `all`, or `none`; an unknown name is an error naming it.
+    pub fn parse_list(list: &str) -> Result<Self, String> {
+        let names: Vec<&str> = list
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .collect();
+        match names.as_slice() {
+            ["all"] => return Ok(Self::all()),
+            ["none"] | [] => return Ok(Self::none()),
+            _ => {}
+        }
+        names.into_iter().try_fold(Self::none(), |set, name| {
+            Self::bit(name).map(|bit| Self(set.0 | bit)).ok_or_else(|| {
+                format!(
+                    "{name:?} is no override (the overrides are all, none, or a list of: {})",
+                    Self::NAMES.join(", ")
+                )
+            })
+        })
+    }
+}
+
+impl Default for AllowedOverrides {
+    fn default() -> Self {
+        Self(Self::all().0 & !Self::bit("prompt_template").unwrap_or(0))
     }
 }

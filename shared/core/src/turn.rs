@@ -639,7 +639,7 @@ fn log_turn(session: &Session, spent: &UsageTotals) {
 }
 
 /// Refuses overrides the configuration does not allow: a latency or service tier not in its allowed list,
-/// reasoning for a model that cannot be asked to reason.
+/// reasoning for a model that cannot be asked to reason, or more reasoning than `MAX_REASONING_EFFORT`.
 pub(crate) fn check_overrides(
     settings: &ChatSettings,
     overrides: &crate::Overrides,
@@ -677,6 +677,18 @@ pub(crate) fn check_overrides(
         return Err(InvalidRequest::new(
             "context.overrides.reasoning_effort",
             format!("the model {} cannot be asked to reason", settings.model_id),
+        ));
+    }
+    if let (Some(asked), Some(most)) = (overrides.reasoning_effort, options.max_reasoning_effort)
+        && asked > most
+    {
+        return Err(InvalidRequest::new(
+            "context.overrides.reasoning_effort",
+            format!(
+                "{:?} is more than this deployment allows (at most {:?})",
+                asked.as_str(),
+                most.as_str()
+            ),
         ));
     }
     Ok(())
