@@ -12,6 +12,8 @@ mod model;
 mod retriever;
 
 #[cfg(feature = "harness")]
+pub mod access;
+#[cfg(feature = "harness")]
 pub mod harness;
 
 pub use attachments::InMemoryAttachments;

@@ -1,0 +1,97 @@
+//! Document access on every route of the streaming function (`/chat/stream` in both protocol versions,
+//! `/multi-agent-chat/stream`): whatever the overrides say, a restricted sample document reaches only those its
+//! metadata names, and the documents for everyone reach everyone.
+
+use chat_aws::{BedrockModel, DynamoStore};
+use chat_stream::App;
+use chat_testing::access::{AIMS, Fixture, Person, Seen, override_cases};
+use chat_testing::harness::{self, Streamed};
+use serde_json::{Value, json};
+
+struct World {
+    fixture: Fixture,
+    with_tokens: App<BedrockModel, DynamoStore>,
+    local: App<BedrockModel, DynamoStore>,
+}
+
+async fn world() -> World {
+    let fixture = Fixture::start(&[]).await;
+    let app = |auth| async {
+        let b = &fixture.backend;
+        App::new(b.model().await, b.store.clone(), auth, b.config.clone())
+            .with_retriever(Some(fixture.retriever.clone()))
+    };
+    let with_tokens = app(fixture.auth()).await;
+    let local = app(harness::auth()).await;
+    World {
+        fixture,
+        with_tokens,
+        local,
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Route {
+    Stream,
+    StreamFirstVersion,
+    MultiAgent,
+}
+
+impl World {
+    async fn ask(
+        &self,
+        person: Person,
+        route: Route,
+        question: &str,
+        overrides: Option<&Value>,
+    ) -> Seen {
+        let mut body = json!({"messages": [{"role": "user", "content": question}]});
+        if let Some(overrides) = overrides {
+            body["context"] = json!({"overrides": overrides});
+        }
+        let path = match route {
+            Route::Stream => "/chat/stream",
+            Route::StreamFirstVersion => {
+                body["stream"] = json!(true);
+                "/chat/stream"
+            }
+            Route::MultiAgent => "/multi-agent-chat/stream",
+        };
+        let mut request = self.fixture.request(person, path, &body);
+        if matches!(route, Route::MultiAgent) {
+            request
+                .headers_mut()
+                .insert("accept", "text/event-stream".parse().unwrap());
+        }
+        let app = match person {
+            Person::Local => &self.local,
+            _ => &self.with_tokens,
+        };
+        let before = self.fixture.model_calls();
+        let streamed = Streamed::read(app.handle(request).await).await;
+        assert_eq!(streamed.status, 200, "{route:?}: {}", streamed.text());
+        self.fixture.seen(person, before, streamed.text()).await
+    }
+}
+
+#[tokio::test]
+async fn every_streamed_route_gives_each_caller_only_the_documents_they_may_read() {
+    let w = world().await;
+    for route in [Route::Stream, Route::StreamFirstVersion] {
+        for (case, overrides) in override_cases() {
+            for aim in &AIMS {
+                for person in Person::ALL {
+                    let seen = w.ask(person, route, aim.question, overrides.as_ref()).await;
+                    seen.check(person, aim, &format!("{route:?}, {case}"));
+                }
+            }
+        }
+    }
+    // The Chat UI's multi-agent route takes no overrides.
+    for aim in &AIMS {
+        for person in Person::ALL {
+            let seen = w.ask(person, Route::MultiAgent, aim.question, None).await;
+            seen.check(person, aim, "multi-agent stream");
+        }
+    }
+}
