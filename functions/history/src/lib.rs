@@ -346,10 +346,7 @@ impl<St: SessionStore> Shared<St> {
         let mut listed = Vec::with_capacity(files.len());
         for file in files {
             let url = match &self.attachments {
-                Some(store) => store
-                    .url(owner, &file.key)
-                    .await
-                    .map_err(ChatError::Files)?,
+                Some(store) => store.url(owner, file).await.map_err(ChatError::Files)?,
                 None => String::new(),
             };
             listed.push(ListedFile {

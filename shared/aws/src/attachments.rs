@@ -1,6 +1,6 @@
 //! The attachment port on S3: each file an object under its owner's and its chat's prefix
 //! (`{owner, base64url}/{chat id}/{file id}`), so that one owner's key never names another's file and a chat's files
-//! go with the chat.
+//! go with the chat. Its URLs let a browser show only images and PDFs; anything else is downloaded.
 
 use std::time::Duration;
 
@@ -15,7 +15,8 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use bytes::Bytes;
 use chat_core::{
-    Attachment, AttachmentError, AttachmentFuture, AttachmentStore, StoreTimeouts, is_chat_id,
+    Attachment, AttachmentError, AttachmentFuture, AttachmentStore, DocumentFormat, FileKind,
+    StoreTimeouts, StoredFile, is_chat_id,
 };
 
 /// How long one attempt to move a file may take: a few MB over a slow link take longer than a DynamoDB call.
@@ -33,9 +34,65 @@ pub struct S3Attachments {
     url_lifetime: Duration,
 }
 
-/// The prefix of every key of `owner`'s: their id in base64url, which no `/` or `.` can escape.
+/// S3's bound on a key, in bytes.
+const MAX_KEY_BYTES: usize = 1024;
+/// What follows the owner's prefix in a key: `{chat id}/{file id}`, 32 hex digits each.
+const KEY_TAIL_BYTES: usize = 32 + 1 + 32;
+/// The longest owner part that leaves room for the rest of the key.
+const MAX_OWNER_PART_BYTES: usize = MAX_KEY_BYTES - KEY_TAIL_BYTES - 1;
+/// What begins the digest form of an owner part; `.` is not in base64url's alphabet, so it never begins a plain one.
+const DIGEST_MARK: &str = "sha256.";
+
+/// The prefix of every key of `owner`'s: their id in base64url, which no `/` or `.` can escape. An id too long for
+/// that to fit in a key (over 718 bytes) is named by the hex SHA-256 of its bytes instead, as the table names a
+/// long caller: keys of every owner that fits stay as they always were, and a longer one never had a file (S3
+/// refused its keys), so no stored file is left behind.
 fn owner_prefix(owner: &str) -> String {
-    format!("{}/", URL_SAFE_NO_PAD.encode(owner.as_bytes()))
+    let plain = URL_SAFE_NO_PAD.encode(owner.as_bytes());
+    if plain.len() <= MAX_OWNER_PART_BYTES {
+        return format!("{plain}/");
+    }
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, owner.as_bytes());
+    let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    format!("{DIGEST_MARK}{hex}/")
+}
+
+/// The media type a URL serves `file` as, and whether a browser may show it in place: only images and PDFs are
+/// shown; a kind that could run as a page (HTML; SVG, were it ever taken) or one not known is downloaded. The
+/// type is always given, so S3 never answers with whatever the object happens to say.
+fn served_as(file: &StoredFile) -> (&'static str, bool) {
+    match FileKind::from_content_type(&file.content_type) {
+        Some(kind @ FileKind::Image(_)) => (kind.content_type(), true),
+        Some(kind @ FileKind::Document(DocumentFormat::Pdf)) => (kind.content_type(), true),
+        Some(kind) => (kind.content_type(), false),
+        None => ("application/octet-stream", false),
+    }
+}
+
+/// `attachment` with the file's name, as RFC 6266 says: a plain `filename` any browser reads (ASCII, no quote,
+/// backslash, percent sign or control character) and `filename*` with the whole name in UTF-8, percent-encoded.
+fn attachment_disposition(name: &str) -> String {
+    let fallback: String = name
+        .chars()
+        .map(|c| {
+            // `%` too: some browsers decode it in a plain `filename`.
+            if c == ' ' || (c.is_ascii_graphic() && !matches!(c, '"' | '\\' | '%')) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let mut encoded = String::with_capacity(name.len());
+    for b in name.bytes() {
+        // RFC 5987's attr-char: what may stand for itself in `filename*`.
+        if b.is_ascii_alphanumeric() || b"!#$&+-.^_`|~".contains(&b) {
+            encoded.push(b as char);
+        } else {
+            encoded.push_str(&format!("%{b:02X}"));
+        }
+    }
+    format!("attachment; filename=\"{fallback}\"; filename*=UTF-8''{encoded}")
 }
 
 /// Whether `key` is one of `owner`'s: under their prefix, then a chat id, then a file id, and nothing else.
@@ -273,17 +330,20 @@ impl S3Attachments {
         }
     }
 
-    async fn presigned(&self, owner: &str, key: &str) -> Result<String, AttachmentError> {
-        if !owns(owner, key) {
+    async fn presigned(&self, owner: &str, file: &StoredFile) -> Result<String, AttachmentError> {
+        if !owns(owner, &file.key) {
             return Err(AttachmentError::NotFound);
         }
         let config = PresigningConfig::expires_in(self.url_lifetime)
             .map_err(|e| AttachmentError::Failed(format!("presigning: {e}")))?;
+        let (content_type, shown) = served_as(file);
         let request = self
             .client
             .get_object()
             .bucket(&self.bucket)
-            .key(key)
+            .key(&file.key)
+            .response_content_type(content_type)
+            .set_response_content_disposition((!shown).then(|| attachment_disposition(&file.name)))
             .presigned(config)
             .await
             .map_err(failed)?;
@@ -313,8 +373,8 @@ impl AttachmentStore for S3Attachments {
         Box::pin(self.delete_prefix(owner, chat_id))
     }
 
-    fn url<'a>(&'a self, owner: &'a str, key: &'a str) -> AttachmentFuture<'a, String> {
-        Box::pin(self.presigned(owner, key))
+    fn url<'a>(&'a self, owner: &'a str, file: &'a StoredFile) -> AttachmentFuture<'a, String> {
+        Box::pin(self.presigned(owner, file))
     }
 }
 
@@ -337,5 +397,73 @@ mod tests {
         assert!(!owns("alice", &format!("{}{chat}", owner_prefix("alice"))));
         assert_ne!(owner_prefix("a/b"), owner_prefix("a"));
         assert!(!owner_prefix("a/../b").trim_end_matches('/').contains('/'));
+    }
+
+    #[test]
+    fn no_owner_makes_a_key_too_long_and_short_ones_keep_their_keys() {
+        let chat = "0123456789abcdef0123456789abcdef";
+        let key = |owner: &str| format!("{}{chat}/{chat}", owner_prefix(owner));
+        // The keys files were always stored under.
+        assert_eq!(owner_prefix("jwt:alice"), "and0OmFsaWNl/");
+        // The longest owner kept plain fills the key exactly; one byte more takes the digest form.
+        let longest = "a".repeat(MAX_OWNER_PART_BYTES / 4 * 3 + 1);
+        assert_eq!(URL_SAFE_NO_PAD.encode(&longest).len(), MAX_OWNER_PART_BYTES);
+        assert_eq!(key(&longest).len(), MAX_KEY_BYTES);
+        let over = format!("{longest}a");
+        assert!(owner_prefix(&over).starts_with(DIGEST_MARK));
+        for owner in [over.clone(), "x".repeat(2000), "é".repeat(5000)] {
+            assert!(key(&owner).len() <= MAX_KEY_BYTES);
+            assert!(owns(&owner, &key(&owner)));
+        }
+        // Distinct long owners keep distinct files.
+        let other = format!("{longest}b");
+        assert_ne!(owner_prefix(&over), owner_prefix(&other));
+        assert!(!owns(&other, &key(&over)));
+    }
+
+    fn stored(name: &str, content_type: &str) -> StoredFile {
+        StoredFile {
+            name: name.into(),
+            content_type: content_type.into(),
+            size: 1,
+            key: String::new(),
+        }
+    }
+
+    #[test]
+    fn only_images_and_pdfs_are_shown_in_place() {
+        assert_eq!(
+            served_as(&stored("a.png", "image/png")),
+            ("image/png", true)
+        );
+        assert_eq!(
+            served_as(&stored("a.pdf", "application/pdf")),
+            ("application/pdf", true)
+        );
+        assert_eq!(
+            served_as(&stored("a.html", "text/html")),
+            ("text/html", false)
+        );
+        assert_eq!(
+            served_as(&stored("a.md", "text/markdown")),
+            ("text/markdown", false)
+        );
+        assert_eq!(
+            served_as(&stored("a.svg", "image/svg+xml")),
+            ("application/octet-stream", false)
+        );
+    }
+
+    #[test]
+    fn a_name_cannot_break_out_of_its_disposition() {
+        assert_eq!(
+            attachment_disposition("notes.txt"),
+            "attachment; filename=\"notes.txt\"; filename*=UTF-8''notes.txt"
+        );
+        assert_eq!(
+            attachment_disposition("a\"; filename=evil.html\r\nX: y\\%é.txt"),
+            "attachment; filename=\"a_; filename=evil.html__X: y___.txt\"; \
+             filename*=UTF-8''a%22%3B%20filename%3Devil.html%0D%0AX%3A%20y%5C%25%C3%A9.txt"
+        );
     }
 }

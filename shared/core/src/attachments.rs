@@ -534,8 +534,10 @@ pub trait AttachmentStore: Send + Sync {
     /// Removes every file of `owner`'s chat `chat_id`.
     fn delete_chat<'a>(&'a self, owner: &'a str, chat_id: &'a str) -> AttachmentFuture<'a, ()>;
 
-    /// A URL that reads `owner`'s file `key` for a few minutes, without credentials.
-    fn url<'a>(&'a self, owner: &'a str, key: &'a str) -> AttachmentFuture<'a, String>;
+    /// A URL that reads `owner`'s stored `file` for a few minutes, without credentials. What a browser does with
+    /// it is the store's to pin: an image or a PDF may be shown, anything else is downloaded as `file.name`, so a
+    /// file a user sent (HTML, say) never runs as a page of the store's origin.
+    fn url<'a>(&'a self, owner: &'a str, file: &'a StoredFile) -> AttachmentFuture<'a, String>;
 }
 
 #[cfg(test)]

@@ -282,11 +282,10 @@ async fn another_owners_file_is_never_read() {
         .await
         .unwrap();
     let chat_id = answer.session_state.unwrap().as_str().unwrap().to_string();
-    let key = store.load(ALICE, &chat_id).await.unwrap().1[0].files[0]
-        .key
-        .clone();
+    let stored = store.load(ALICE, &chat_id).await.unwrap().1[0].files[0].clone();
+    let key = stored.key.clone();
     assert!(files.get("mallory", &key).await.is_err());
-    assert!(files.url("mallory", &key).await.is_err());
+    assert!(files.url("mallory", &stored).await.is_err());
     files
         .delete("mallory", std::slice::from_ref(&key))
         .await

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use chat_core::{Attachment, AttachmentError, AttachmentFuture, AttachmentStore};
+use chat_core::{Attachment, AttachmentError, AttachmentFuture, AttachmentStore, StoredFile};
 
 /// Files keyed `{owner}/{chat}/{n}`; a key is found only by its owner.
 #[derive(Clone, Default)]
@@ -95,8 +95,9 @@ impl AttachmentStore for InMemoryAttachments {
         })
     }
 
-    fn url<'a>(&'a self, owner: &'a str, key: &'a str) -> AttachmentFuture<'a, String> {
+    fn url<'a>(&'a self, owner: &'a str, file: &'a StoredFile) -> AttachmentFuture<'a, String> {
         Box::pin(async move {
+            let key = file.key.as_str();
             if !Self::owns(owner, key) || !self.files.lock().unwrap().contains_key(key) {
                 return Err(AttachmentError::NotFound);
             }
