@@ -309,8 +309,83 @@ async fn overrides_reach_the_model() {
     );
 }
 
+/// A deployment that lets requests use every override, `prompt_template` too.
 async fn harness_with_prompt() -> support::Harness {
-    support::harness_with(&[("SYSTEM_PROMPT", "Be kind.")]).await
+    support::harness_with(&[("SYSTEM_PROMPT", "Be kind."), ("ALLOWED_OVERRIDES", "all")]).await
+}
+
+#[tokio::test]
+async fn an_override_the_operator_does_not_allow_is_refused_by_name() {
+    // By default every override but prompt_template is allowed: the system prompt is the operator's.
+    let h = support::harness_with(&[("SYSTEM_PROMPT", "Be kind.")]).await;
+    for stream in [None, Some(false)] {
+        let mut body = json!({"messages": user("x"), "context": {"overrides": {"prompt_template": "Only this."}}});
+        if let Some(stream) = stream {
+            body["stream"] = json!(stream);
+        }
+        let refused = h.post("/chat", &body).await;
+        assert_eq!(refused.status, 400, "{}", refused.body);
+        let error = refused.json()["error"].as_str().unwrap().to_string();
+        assert!(
+            error.contains("context.overrides.prompt_template")
+                && error.contains("ALLOWED_OVERRIDES"),
+            "{error}"
+        );
+    }
+    assert!(h.bedrock.requests().is_empty(), "no model call was made");
+    // A blank template asks for nothing, and is no use of the override.
+    let blank = h
+        .post(
+            "/chat",
+            &json!({"messages": user("x"), "context": {"overrides": {"prompt_template": ""}}}),
+        )
+        .await;
+    assert_eq!(blank.status, 200, "{}", blank.body);
+    assert_eq!(
+        h.last_model_request()["system"],
+        json!([{"text": "Be kind."}])
+    );
+    // An operator who allows only some refuses the rest.
+    let h = support::harness_with(&[("ALLOWED_OVERRIDES", "top,temperature")]).await;
+    let ok = h
+        .post("/chat", &json!({"messages": user("x"), "context": {"overrides": {"temperature": 0.5, "use_oid_security_filter": false}}}))
+        .await;
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    let refused = h
+        .post(
+            "/chat",
+            &json!({"messages": user("x"), "context": {"overrides": {"max_tokens": 5}}}),
+        )
+        .await;
+    assert_eq!(refused.status, 400);
+    let error = refused.json()["error"].as_str().unwrap().to_string();
+    assert!(
+        error.contains("context.overrides.max_tokens")
+            && error.contains("allows: temperature, top"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn reasoning_beyond_the_operators_cap_is_refused() {
+    let h = support::harness_with(&[
+        ("MODEL_ID", "us.anthropic.claude-sonnet-4-5-20250929-v1:0"),
+        ("MAX_REASONING_EFFORT", "low"),
+    ])
+    .await;
+    let refused = h
+        .post(
+            "/chat",
+            &json!({"messages": user("x"), "context": {"overrides": {"reasoning_effort": "high"}}}),
+        )
+        .await;
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    let error = refused.json()["error"].as_str().unwrap().to_string();
+    assert!(
+        error.contains("context.overrides.reasoning_effort") && error.contains(r#"at most "low""#),
+        "{error}"
+    );
+    assert!(h.bedrock.requests().is_empty());
 }
 
 #[tokio::test]

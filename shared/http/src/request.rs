@@ -6,8 +6,10 @@ use axum::http::{HeaderMap, Uri, header};
 use bytes::Bytes;
 use chat_core::{InvalidRequest, RequestLimits};
 use chat_protocol::{
-    ChatInput, Endpoint, is_multipart, parse_chat_request, parse_multipart_chat_request,
+    ChatInput, Endpoint, carries_files, is_multipart, parse_chat_request,
+    parse_multipart_chat_request,
 };
+use http_body_util::BodyExt;
 use serde::de::DeserializeOwned;
 
 use crate::ApiError;
@@ -20,15 +22,21 @@ pub fn accepts(headers: &HeaderMap, media_type: &str) -> bool {
         .any(|v| v.to_str().is_ok_and(|v| v.contains(media_type)))
 }
 
+/// How much of a body past its limit is read and thrown away before the 413 is sent. A client that writes its
+/// whole body before reading the answer (most do) otherwise finds the connection closed under it and sees a broken
+/// pipe, never the 413: the server closes with unread bytes, and its TCP resets the connection. Beyond this much
+/// the connection is closed anyway; what is read is never held.
+pub const DRAIN_LIMIT_BYTES: u64 = 32 * 1024 * 1024;
+
 /// The body, if it is JSON (or says nothing of its type) and no larger than `limit` bytes. Only as much as the
-/// limit allows is read: a larger body is refused without being held whole.
+/// limit allows is held: a larger body is refused (its rest read and thrown away, see [`DRAIN_LIMIT_BYTES`]).
 pub async fn read_json_body(
     headers: &HeaderMap,
     body: Body,
     limit: usize,
 ) -> Result<Bytes, ApiError> {
     check_json_type(headers)?;
-    read_body(body, limit, ApiError::PayloadTooLarge { limit }).await
+    read_body(headers, body, limit, ApiError::PayloadTooLarge { limit }).await
 }
 
 /// Refuses a body that says it is something other than JSON.
@@ -50,23 +58,53 @@ fn check_json_type(headers: &HeaderMap) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// The body, up to `limit` bytes; past it, `too_large`.
-async fn read_body(body: Body, limit: usize, too_large: ApiError) -> Result<Bytes, ApiError> {
-    axum::body::to_bytes(body, limit).await.map_err(|e| {
-        // Past the limit, or a connection that broke off mid-body (a plain server's client went away).
-        let source = std::error::Error::source(&e);
-        if source.is_some_and(|s| s.is::<http_body_util::LengthLimitError>()) {
-            too_large
-        } else {
-            ApiError::from(InvalidRequest::body(format!(
-                "the body could not be read: {e}"
-            )))
+/// The body, up to `limit` bytes; past it, `too_large`, once the rest is read and thrown away (up to
+/// [`DRAIN_LIMIT_BYTES`] in all), so that the client, done writing, reads the answer. A client that asked to be
+/// told before it sends (`Expect: 100-continue`) a body whose length is over the limit is answered at once: it has
+/// sent nothing, and will not.
+async fn read_body(
+    headers: &HeaderMap,
+    mut body: Body,
+    limit: usize,
+    too_large: ApiError,
+) -> Result<Bytes, ApiError> {
+    let declared = http_body::Body::size_hint(&body).lower();
+    let waits_to_send = headers
+        .get(header::EXPECT)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    if declared > limit as u64 && (waits_to_send || declared > DRAIN_LIMIT_BYTES) {
+        return Err(too_large);
+    }
+    let broken = |e: axum::Error| {
+        // A connection that broke off mid-body (a plain server's client went away), or a body that is not one.
+        ApiError::from(InvalidRequest::body(format!(
+            "the body could not be read: {e}"
+        )))
+    };
+    let mut held = bytes::BytesMut::with_capacity(declared.min(limit as u64) as usize);
+    let mut read: u64 = 0;
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame.map_err(broken)?.into_data() else {
+            continue; // trailers
+        };
+        read += data.len() as u64;
+        if read > limit as u64 {
+            if read > DRAIN_LIMIT_BYTES {
+                return Err(too_large);
+            }
+            held = bytes::BytesMut::new();
+            continue;
         }
-    })
+        held.extend_from_slice(&data);
+    }
+    if read > limit as u64 {
+        return Err(too_large);
+    }
+    Ok(held.freeze())
 }
 
-/// A chat request sent to `endpoint`: JSON within `json_limit` bytes, or (to the protocol's routes) a
-/// `multipart/form-data` request with files within `upload_limit` bytes; parsed and checked.
+/// A chat request sent to `endpoint`: JSON within `json_limit` bytes, or (to the protocol's routes) a request with
+/// files, `multipart/form-data` or JSON, within `upload_limit` bytes; parsed and checked.
 pub async fn read_chat_request(
     headers: &HeaderMap,
     body: Body,
@@ -81,8 +119,17 @@ pub async fn read_chat_request(
     match content_type {
         Some(content_type) if endpoint == Endpoint::Protocol && is_multipart(&content_type) => {
             let limit = upload_limit;
-            let body = read_body(body, limit, ApiError::UploadTooLarge { limit }).await?;
+            let body = read_body(headers, body, limit, ApiError::UploadTooLarge { limit }).await?;
             Ok(parse_multipart_chat_request(&content_type, body, endpoint, limits).await?)
+        }
+        // JSON may carry files too (`messages[i].files`, in base64 or as byte arrays): such a body, and only such
+        // a body, may be as large as a multipart one.
+        _ if endpoint == Endpoint::Protocol && upload_limit > json_limit => {
+            let body = read_json_body(headers, body, upload_limit).await?;
+            if body.len() > json_limit && !carries_files(&body) {
+                return Err(ApiError::PayloadTooLarge { limit: json_limit });
+            }
+            Ok(parse_chat_request(&body, endpoint, limits)?)
         }
         _ => {
             let body = read_json_body(headers, body, json_limit).await?;

@@ -3,13 +3,11 @@
 //! the messages' file parts; kinds and limits are checked here, before anything is sent or stored.
 
 use bytes::Bytes;
-use chat_core::{Attachment, ChatError, FileRefusal, InvalidRequest, RequestLimits, identify};
+use chat_core::{ChatError, InvalidRequest, RequestLimits};
 
 use crate::ChatInput;
+use crate::files::take;
 use crate::request::{Endpoint, Files, parse_with_files};
-
-/// The longest file name taken (what file systems allow); it is stored and shown with the message.
-const MAX_FILE_NAME_CHARS: usize = 255;
 
 /// Whether a `Content-Type` value is `multipart/form-data`.
 pub fn is_multipart(content_type: &str) -> bool {
@@ -115,25 +113,7 @@ pub async fn parse_multipart_chat_request(
                         ),
                     ));
                 }
-                let file_name = file_name
-                    .filter(|n| !n.trim().is_empty())
-                    .unwrap_or_else(|| name.clone());
-                if file_name.chars().count() > MAX_FILE_NAME_CHARS {
-                    return Err(invalid(
-                        name.as_str(),
-                        format!("the file name is longer than {MAX_FILE_NAME_CHARS} characters"),
-                    ));
-                }
-                let kind = identify(&file_name, declared.as_deref(), &bytes)
-                    .map_err(|reason| invalid(name.as_str(), reason))?;
-                limits
-                    .files
-                    .check_size(&name, kind, bytes.len() as u64)
-                    .map_err(ChatError::from)?;
-                if bytes.is_empty() {
-                    return Err(invalid(name.as_str(), "the file is empty"));
-                }
-                list.push(Attachment::new(file_name, kind, bytes));
+                list.push(take(&name, file_name, declared.as_deref(), bytes, limits)?);
             }
             None => {
                 return Err(invalid(
@@ -150,21 +130,14 @@ pub async fn parse_multipart_chat_request(
             "is required: the request itself, as an application/json part named json",
         ));
     };
-    let input = parse_with_files(&json, endpoint, limits, files).map_err(|mut e| {
+    parse_with_files(&json, endpoint, limits, files).map_err(|e| match e {
         // A fault of the request as a whole is the json part's; a field's path names it already.
-        if e.path.is_empty() {
+        ChatError::Invalid(mut e) if e.path.is_empty() => {
             e.path = "json".into();
+            ChatError::Invalid(e)
         }
-        ChatError::from(e)
-    })?;
-    limits
-        .files
-        .check_messages(&input.turn.messages)
-        .map_err(|refusal| match refusal {
-            FileRefusal::Invalid(e) => ChatError::Invalid(e),
-            FileRefusal::TooLarge(e) => ChatError::TooLarge(e),
-        })?;
-    Ok(input)
+        other => other,
+    })
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use chat_core::{Attachment, InvalidRequest, Overrides, RequestLimits, TurnInput};
+use chat_core::{Attachment, ChatError, InvalidRequest, Overrides, RequestLimits, TurnInput};
 
 use crate::error::{at_original_message, from_path_error};
 use crate::{
@@ -20,26 +20,92 @@ pub enum Endpoint {
     ChatUi,
 }
 
-/// Parses and validates a chat request body sent to `endpoint`.
+/// Parses and validates a chat request body sent to `endpoint`, its messages' `files` included (see
+/// [`crate::files`]). A fault is a 400 naming the field, a file larger than its kind may be a 413.
 pub fn parse_chat_request(
     body: &[u8],
     endpoint: Endpoint,
     limits: &RequestLimits,
-) -> Result<ChatInput, InvalidRequest> {
+) -> Result<ChatInput, ChatError> {
     parse_with_files(body, endpoint, limits, Files::default())
 }
 
 /// The files of a request's messages, by message index: each message's files in order.
 pub(crate) type Files = std::collections::BTreeMap<usize, Vec<Attachment>>;
 
-/// Parses a chat request body whose messages carry `files` (sent beside it, as multipart parts).
+/// Parses a chat request body whose messages may carry files: `parts` sent beside it (as multipart parts), or
+/// `files` inside it; a message's files come one way or the other. Files are held to the request's limits (how
+/// many, on which messages) as well as each to its own.
 pub(crate) fn parse_with_files(
     body: &[u8],
     endpoint: Endpoint,
     limits: &RequestLimits,
+    mut parts: Files,
+) -> Result<ChatInput, ChatError> {
+    let mut value = json_object(body)?;
+    for (i, sent) in crate::files::from_json(&mut value, endpoint, limits)? {
+        if parts.contains_key(&i) {
+            return Err(InvalidRequest::new(
+                format!("messages[{i}].files"),
+                "this message's files came both as multipart parts and in the JSON; send each file once",
+            )
+            .into());
+        }
+        parts.insert(i, sent);
+    }
+    if endpoint == Endpoint::Protocol {
+        protocol_message_fields(&value)?;
+    }
+    let input = typed_request(value, endpoint, limits, parts)?;
+    limits.files.check_messages(&input.turn.messages)?;
+    Ok(input)
+}
+
+/// The fields a protocol message may carry besides `role`, `content` and `files`, which are not read but must
+/// not be mistaken for read: `context` (the official client's `AIChatMessage.context`) is the application's own,
+/// kept like a request context's unknown members, so it must be an object; `function_call` and `tool_calls`
+/// (the protocol's examples of an answer's message) are taken only as `null` (or no calls), since this backend
+/// sends no tool calls and replays none. Messages that are not objects are left for the typed parse to refuse.
+fn protocol_message_fields(body: &Value) -> Result<(), InvalidRequest> {
+    let Some(Value::Array(messages)) = body.get("messages") else {
+        return Ok(());
+    };
+    for (i, message) in messages.iter().enumerate() {
+        let Some(message) = message.as_object() else {
+            continue;
+        };
+        match message.get("context") {
+            None | Some(Value::Null | Value::Object(_)) => {}
+            Some(_) => {
+                return Err(InvalidRequest::new(
+                    format!("messages[{i}].context"),
+                    "expected an object",
+                ));
+            }
+        }
+        for calls in ["function_call", "tool_calls"] {
+            match message.get(calls) {
+                None | Some(Value::Null) => {}
+                Some(Value::Array(list)) if list.is_empty() => {}
+                Some(_) => {
+                    return Err(InvalidRequest::new(
+                        format!("messages[{i}].{calls}"),
+                        "this backend takes no tool calls in messages: send null or leave it out",
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The request as its dialect's types read it, with each message's files.
+fn typed_request(
+    mut value: Value,
+    endpoint: Endpoint,
+    limits: &RequestLimits,
     files: Files,
 ) -> Result<ChatInput, InvalidRequest> {
-    let mut value = json_object(body)?;
     match endpoint {
         Endpoint::ChatUi => {
             let notes = chat_ui::mark_ui_notes(&mut value);
@@ -88,16 +154,28 @@ pub(crate) fn parse_with_files(
 }
 
 /// Parses a `PUT /chat-history/{id}` body. Every message, the Chat UI's notes included (see
-/// [`chat_ui::mark_ui_notes`]), must be well-formed, its content at most `max_message_chars` long and every other
-/// field it stores within its bound ([`RequestLimits::MAX_MESSAGE_ID_CHARS`] and the others); the notes are not
-/// stored.
+/// [`chat_ui::mark_ui_notes`]), must be well-formed, its content at most `limits.max_message_chars` long and every
+/// other field it stores within its bound ([`RequestLimits::MAX_MESSAGE_ID_CHARS`] and the others); the notes are
+/// not stored. A chat saved holds at most `limits.max_messages` messages besides its notes, as a chat request does:
+/// a chat saved is one the next turn may send whole.
 pub fn parse_replace_request(
     body: &[u8],
-    max_message_chars: usize,
+    limits: &RequestLimits,
 ) -> Result<chat_ui::ReplaceMessagesRequest, InvalidRequest> {
     let mut value = json_object(body)?;
     let notes = chat_ui::mark_ui_notes(&mut value);
     let mut request: chat_ui::ReplaceMessagesRequest = typed(value)?;
+    let kept = request.messages.len() - notes.len();
+    if kept > limits.max_messages {
+        return Err(InvalidRequest::new(
+            "messages",
+            format!(
+                "holds {kept} messages, more than the limit of {}",
+                limits.max_messages
+            ),
+        ));
+    }
+    let max_message_chars = limits.max_message_chars;
     for (i, m) in request.messages.iter().enumerate() {
         let check = |field: &str, text: &str, limit: usize| {
             InvalidRequest::check_length(&format!("messages[{i}].{field}"), text, limit)
@@ -329,7 +407,7 @@ fn overrides(
     let reasoning_effort = choice("reasoning_effort", wire.reasoning_effort.into_option())?;
     let latency = choice("latency", wire.latency.into_option())?;
     let service_tier = choice("service_tier", wire.service_tier.into_option())?;
-    Ok(Overrides {
+    let overrides = Overrides {
         temperature,
         top_p,
         max_tokens,
@@ -351,5 +429,26 @@ fn overrides(
         reasoning_effort,
         latency,
         service_tier,
-    })
+    };
+    // The operator's list decides what a request may change; one it does not allow is refused, not ignored, so
+    // the client learns its setting was not applied.
+    if let Some(name) = overrides
+        .used()
+        .into_iter()
+        .find(|name| !limits.allowed_overrides.allows(name))
+    {
+        let allowed: Vec<&str> = limits.allowed_overrides.names().collect();
+        return Err(InvalidRequest::new(
+            format!("context.overrides.{name}"),
+            format!(
+                "is not allowed by this deployment (ALLOWED_OVERRIDES allows: {})",
+                if allowed.is_empty() {
+                    "none".to_string()
+                } else {
+                    allowed.join(", ")
+                }
+            ),
+        ));
+    }
+    Ok(overrides)
 }

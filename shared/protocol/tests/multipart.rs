@@ -365,7 +365,11 @@ fn a_saves_files_are_not_read() {
         {"id": "m2", "role": "assistant", "content": "a", "timestamp": "t",
          "files": [{"name": "x.png", "contentType": "image/png", "size": 1, "url": "http://x", "key": "bob/c/f"}]}
     ]});
-    let request = chat_protocol::parse_replace_request(body.to_string().as_bytes(), 100).unwrap();
+    let request = chat_protocol::parse_replace_request(
+        body.to_string().as_bytes(),
+        &chat_core::RequestLimits::default(),
+    )
+    .unwrap();
     for message in request.messages {
         assert!(message.files.is_none());
         assert!(
@@ -374,4 +378,40 @@ fn a_saves_files_are_not_read() {
                 .is_empty()
         );
     }
+}
+
+#[tokio::test]
+async fn a_messages_files_come_as_parts_or_in_its_json_not_both() {
+    // In the json part, a message's files in JSON are taken as in a JSON body…
+    let in_json = r#"{"messages":[{"role":"user","content":"a","files":[{"data":"JVBERi0xLjQK","contentType":"application/pdf"}]},
+        {"role":"assistant","content":"b"},{"role":"user","content":"c"}]}"#;
+    let input = parse(&[
+        json(in_json),
+        file("messages[2].files[0]", Some("shot.png"), "image/png", PNG),
+    ])
+    .await
+    .unwrap();
+    let names: Vec<Vec<String>> = input
+        .turn
+        .messages
+        .iter()
+        .map(|m| m.files().map(|f| f.name.clone()).collect())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            vec!["messages[0].files[0]".to_string()],
+            vec![],
+            vec!["shot.png".to_string()]
+        ]
+    );
+    // …but one message's files come one way.
+    assert_eq!(
+        refused(&[
+            json(in_json),
+            file("messages[0].files[0]", Some("shot.png"), "image/png", PNG),
+        ])
+        .await,
+        "messages[0].files: this message's files came both as multipart parts and in the JSON; send each file once"
+    );
 }

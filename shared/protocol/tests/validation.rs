@@ -10,7 +10,15 @@ fn parse(body: serde_json::Value) -> Result<chat_protocol::ChatInput, String> {
         Endpoint::Protocol,
         &RequestLimits::default(),
     )
-    .map_err(|e| e.to_string())
+    .map_err(reason)
+}
+
+/// What a refusal says, as its `{"error"}` does: the field and why.
+fn reason(e: chat_core::ChatError) -> String {
+    match e {
+        chat_core::ChatError::Invalid(e) | chat_core::ChatError::TooLarge(e) => e.to_string(),
+        other => panic!("a parse fails only for the request: {other}"),
+    }
 }
 
 fn error(body: serde_json::Value) -> String {
@@ -107,8 +115,8 @@ fn errors_name_the_field_and_the_reason() {
         Endpoint::Protocol,
         &RequestLimits::default(),
     )
-    .unwrap_err()
-    .to_string();
+    .map_err(reason)
+    .unwrap_err();
     assert!(
         not_json.starts_with("body is not valid JSON: "),
         "{not_json}"
@@ -222,8 +230,7 @@ fn limits_are_enforced() {
         files: Default::default(),
     };
     let parse_with = |v: serde_json::Value| {
-        parse_chat_request(v.to_string().as_bytes(), Endpoint::Protocol, &limits)
-            .map_err(|e| e.to_string())
+        parse_chat_request(v.to_string().as_bytes(), Endpoint::Protocol, &limits).map_err(reason)
     };
     let three = json!({"messages": [
         {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}
@@ -258,7 +265,7 @@ fn the_chat_uis_own_notes_are_no_part_of_the_conversation() {
             Endpoint::ChatUi,
             &RequestLimits::default(),
         )
-        .map_err(|e| e.to_string())
+        .map_err(reason)
     };
     // After an error, the Chat UI resends what it showed as a system message with the next turn.
     let input = ui(json!({"messages": [
@@ -316,10 +323,46 @@ fn the_chat_uis_own_notes_are_no_part_of_the_conversation() {
     );
 }
 
+/// The default limits, but messages of at most `max_message_chars`.
+fn chars(max_message_chars: usize) -> chat_core::RequestLimits {
+    chat_core::RequestLimits {
+        max_message_chars,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_saved_chat_holds_at_most_max_messages_besides_its_notes() {
+    let limits = chat_core::RequestLimits {
+        max_messages: 3,
+        ..Default::default()
+    };
+    let replace = |count: usize, notes: usize| {
+        let mut messages = vec![json!({"content": "note", "role": "system"}); notes];
+        messages.extend((0..count).map(|i| json!({"content": format!("m{i}"), "role": "user"})));
+        chat_protocol::parse_replace_request(
+            json!({ "messages": messages }).to_string().as_bytes(),
+            &limits,
+        )
+        .map_err(|e| e.to_string())
+    };
+    assert_eq!(replace(3, 0).unwrap().messages.len(), 3);
+    // The Chat UI's notes are not stored, and not counted.
+    assert_eq!(replace(3, 2).unwrap().messages.len(), 3);
+    assert_eq!(
+        replace(4, 0).unwrap_err(),
+        "messages: holds 4 messages, more than the limit of 3"
+    );
+    assert_eq!(
+        replace(4, 1).unwrap_err(),
+        "messages: holds 4 messages, more than the limit of 3"
+    );
+}
+
 #[test]
 fn a_saved_chat_keeps_its_messages_but_not_the_chat_uis_notes() {
     let replace = |body: serde_json::Value| {
-        chat_protocol::parse_replace_request(body.to_string().as_bytes(), 20)
+        chat_protocol::parse_replace_request(body.to_string().as_bytes(), &chars(20))
             .map_err(|e| e.to_string())
     };
     let saved = replace(json!({"messages": [
@@ -372,7 +415,7 @@ fn every_field_a_save_stores_is_bounded() {
         messages.push(message);
         chat_protocol::parse_replace_request(
             json!({ "messages": messages }).to_string().as_bytes(),
-            20,
+            &chars(20),
         )
         .map_err(|e| e.to_string())
     };

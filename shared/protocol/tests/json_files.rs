@@ -1,0 +1,358 @@
+//! Files inside a JSON chat request (`messages[i].files: [{data, contentType, filename?}]`), as protocol clients sent
+//! them before multipart: `data` as base64 or as the JSON form of a byte array. They are taken as multipart parts
+//! are, in both protocol versions, and any other shape is a 400 naming the field. The fields a protocol message
+//! defines besides are read or refused.
+
+use bytes::Bytes;
+use chat_core::{ChatError, FileKind, FileLimits, ImageFormat, RequestLimits, Role};
+use chat_protocol::{ChatInput, Dialect, Endpoint, carries_files, parse_chat_request};
+use serde_json::{Value, json};
+
+/// A PNG's signature and header start: what the sniffing looks at.
+const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01";
+
+/// Standard base64, padded.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// What `JSON.stringify` makes of a `Uint8Array`: `{"0": 137, "1": 80, …}`.
+fn uint8array(bytes: &[u8]) -> Value {
+    bytes
+        .iter()
+        .enumerate()
+        .map(|(i, b)| (i.to_string(), json!(b)))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
+fn question_with(files: Value) -> Value {
+    json!({"messages": [{"role": "user", "content": "What is this?", "files": files}]})
+}
+
+fn parse_at(
+    body: &Value,
+    endpoint: Endpoint,
+    limits: &RequestLimits,
+) -> Result<ChatInput, ChatError> {
+    parse_chat_request(body.to_string().as_bytes(), endpoint, limits)
+}
+
+fn parse(body: &Value) -> Result<ChatInput, ChatError> {
+    parse_at(body, Endpoint::Protocol, &RequestLimits::default())
+}
+
+/// The 400's message, as the client reads it.
+fn refused(body: &Value) -> String {
+    match parse(body) {
+        Err(ChatError::Invalid(e)) => e.to_string(),
+        other => panic!("expected a 400, got {other:?}"),
+    }
+}
+
+/// The one file of the request's first message: its name, kind and bytes.
+fn only_file(input: &ChatInput) -> (String, FileKind, Bytes) {
+    let files: Vec<_> = input.turn.messages[0].files().collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    (
+        files[0].name.clone(),
+        files[0].kind,
+        files[0].bytes.clone().unwrap(),
+    )
+}
+
+#[test]
+fn every_form_of_data_is_the_same_png_in_both_protocol_versions() {
+    let padded = base64(PNG);
+    let forms = [
+        json!(padded),
+        // Unpadded, URL-safe, and in MIME lines: what other encoders write.
+        json!(padded.trim_end_matches('=')),
+        json!(padded.replace('+', "-").replace('/', "_")),
+        json!(format!("{}\r\n{}", &padded[..8], &padded[8..])),
+        uint8array(PNG),
+        json!(PNG),
+        json!({"type": "Buffer", "data": PNG}),
+    ];
+    for data in forms {
+        for (extra, dialect) in [
+            (None, Dialect::V20240529),
+            (Some(false), Dialect::V20240128 { stream: false }),
+            (Some(true), Dialect::V20240128 { stream: true }),
+        ] {
+            let mut body = question_with(
+                json!([{"data": data, "contentType": "image/png", "filename": "shot.png"}]),
+            );
+            if let Some(stream) = extra {
+                body["stream"] = json!(stream);
+            }
+            let input = parse(&body).unwrap_or_else(|e| panic!("{data}: {e}"));
+            assert_eq!(input.dialect, dialect);
+            assert_eq!(input.turn.messages[0].text(), "What is this?");
+            assert_eq!(
+                only_file(&input),
+                (
+                    "shot.png".to_string(),
+                    FileKind::Image(ImageFormat::Png),
+                    Bytes::from_static(PNG)
+                ),
+                "{data}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_file_without_a_name_is_named_by_its_place_and_its_message_may_have_no_text() {
+    let body = json!({"messages": [
+        {"role": "user", "content": "first"},
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": "", "files": [{"data": base64(PNG), "contentType": "image/png"}]}
+    ]});
+    let input = parse(&body).unwrap();
+    let file = input.turn.messages[2].files().next().unwrap();
+    assert_eq!(file.name, "messages[2].files[0]");
+    assert_eq!(input.turn.messages[2].text(), "");
+    assert_eq!(input.turn.messages[0].files().count(), 0);
+}
+
+#[test]
+fn no_files_is_null_or_an_empty_list() {
+    for none in [json!(null), json!([])] {
+        let input = parse(&question_with(none)).unwrap();
+        assert_eq!(input.turn.messages[0].files().count(), 0);
+    }
+    // Without files, a message needs its text.
+    assert_eq!(
+        refused(&json!({"messages": [{"role": "user", "content": " ", "files": []}]})),
+        "messages[0].content: must not be empty"
+    );
+}
+
+#[test]
+fn files_of_another_shape_are_a_400_naming_the_field() {
+    let png = base64(PNG);
+    let cases = [
+        (
+            json!("garbage"),
+            "messages[0].files: expected an array of files, not a string",
+        ),
+        (
+            json!({"data": png, "contentType": "image/png"}),
+            "messages[0].files: expected an array of files, not an object",
+        ),
+        (
+            json!(["shot.png"]),
+            "messages[0].files[0]: expected a file, not a string",
+        ),
+        (
+            json!([{"data": png, "contentType": "image/png"}, {"data": png}]),
+            "messages[0].files[1].contentType: is required",
+        ),
+        (
+            json!([{"data": png, "contentType": 7}]),
+            "messages[0].files[0].contentType: expected a media type such as image/png, not a number",
+        ),
+        (
+            json!([{"contentType": "image/png"}]),
+            "messages[0].files[0].data: is required",
+        ),
+        (
+            json!([{"data": "not base64!", "contentType": "image/png"}]),
+            "messages[0].files[0].data: is not base64",
+        ),
+        (
+            json!([{"data": format!("data:image/png;base64,{png}"), "contentType": "image/png"}]),
+            "messages[0].files[0].data: is a data: URL",
+        ),
+        (
+            json!([{"data": true, "contentType": "image/png"}]),
+            "messages[0].files[0].data: expected base64 text or a byte array, not a boolean",
+        ),
+        (
+            json!([{"data": [137, 256], "contentType": "image/png"}]),
+            "messages[0].files[0].data[1]: expected a byte (an integer from 0 to 255), not 256",
+        ),
+        (
+            json!([{"data": {"0": 137, "1": -1}, "contentType": "image/png"}]),
+            "messages[0].files[0].data[\"1\"]: expected a byte (an integer from 0 to 255), not -1",
+        ),
+        // An index missing (two keys, one of them past the end), or a key that is no index.
+        (
+            json!([{"data": {"0": 137, "2": 80}, "contentType": "image/png"}]),
+            "messages[0].files[0].data: expected base64 text or a byte array; as an object, its keys are the \
+             indexes 0 to 1 (what JSON.stringify makes of a Uint8Array), not \"2\"",
+        ),
+        (
+            json!([{"data": {"0": 137, "01": 80}, "contentType": "image/png"}]),
+            "messages[0].files[0].data: expected base64 text or a byte array; as an object, its keys are the \
+             indexes 0 to 1 (what JSON.stringify makes of a Uint8Array), not \"01\"",
+        ),
+        (
+            json!([{"data": {"type": "Buffer", "data": "x"}, "contentType": "image/png"}]),
+            "messages[0].files[0].data.data: expected the Buffer's bytes, an array of numbers",
+        ),
+        (
+            json!([{"data": png, "contentType": "image/png", "filename": 1}]),
+            "messages[0].files[0].filename: expected a string, not a number",
+        ),
+        (
+            json!([{"data": png, "contentType": "image/png", "name": "shot.png"}]),
+            "messages[0].files[0].name: is not a field of a file",
+        ),
+        // The checks of a multipart part: the kind, the bytes against it, the name, emptiness.
+        (
+            json!([{"data": png, "contentType": "application/zip"}]),
+            "messages[0].files[0]: application/zip is not a kind this backend takes",
+        ),
+        (
+            json!([{"data": png, "contentType": "application/pdf"}]),
+            "messages[0].files[0]: declared application/pdf (by its content type), but its bytes are a PNG image",
+        ),
+        (
+            json!([{"data": png, "contentType": "image/png", "filename": "x".repeat(256)}]),
+            "messages[0].files[0]: the file name is longer than 255 characters",
+        ),
+        (
+            json!([{"data": "", "contentType": "text/plain"}]),
+            "messages[0].files[0]: the file is empty",
+        ),
+    ];
+    for (files, expected) in cases {
+        let error = refused(&question_with(files.clone()));
+        assert!(
+            error.starts_with(expected),
+            "{files}: {error:?} should start with {expected:?}"
+        );
+    }
+}
+
+#[test]
+fn files_are_held_to_the_limits_of_a_request() {
+    let limits = RequestLimits {
+        files: FileLimits {
+            max_images: 1,
+            max_image_bytes: PNG.len() as u64 - 1,
+            ..FileLimits::default()
+        },
+        ..RequestLimits::default()
+    };
+    let png = json!({"data": base64(PNG), "contentType": "image/png"});
+    // Larger than an image may be: a 413 naming the file.
+    match parse_at(&question_with(json!([png])), Endpoint::Protocol, &limits) {
+        Err(ChatError::TooLarge(e)) => assert_eq!(
+            e.to_string(),
+            format!(
+                "messages[0].files[0]: is {} bytes, more than the {} bytes an image may be",
+                PNG.len(),
+                PNG.len() - 1
+            )
+        ),
+        other => panic!("expected a 413, got {other:?}"),
+    }
+    // More images than allowed.
+    let limits = RequestLimits {
+        files: FileLimits {
+            max_images: 1,
+            ..FileLimits::default()
+        },
+        ..RequestLimits::default()
+    };
+    match parse_at(
+        &question_with(json!([png, png])),
+        Endpoint::Protocol,
+        &limits,
+    ) {
+        Err(ChatError::Invalid(e)) => assert_eq!(
+            e.to_string(),
+            "messages: carry 2 images, more than the limit of 1 per request"
+        ),
+        other => panic!("expected a 400, got {other:?}"),
+    }
+    // Files on an assistant's message.
+    assert_eq!(
+        refused(&json!({"messages": [
+            {"role": "user", "content": "a"},
+            {"role": "assistant", "content": "b", "files": [png]},
+            {"role": "user", "content": "c"}
+        ]})),
+        "messages[1].files[0]: files may only be sent on user messages"
+    );
+}
+
+#[test]
+fn the_chat_ui_route_takes_no_files() {
+    let body = question_with(json!([{"data": base64(PNG), "contentType": "image/png"}]));
+    match parse_at(&body, Endpoint::ChatUi, &RequestLimits::default()) {
+        Err(ChatError::Invalid(e)) => assert_eq!(
+            e.to_string(),
+            "messages[0].files: this route takes no files; send them to /chat or /chat/stream"
+        ),
+        other => panic!("expected a 400, got {other:?}"),
+    }
+    let none = question_with(json!([]));
+    let input = parse_at(&none, Endpoint::ChatUi, &RequestLimits::default()).unwrap();
+    assert_eq!(input.turn.messages[0].role, Role::User);
+}
+
+#[test]
+fn a_messages_other_defined_fields_are_read_or_refused() {
+    let with = |field: &str, value: Value| {
+        let mut body = json!({"messages": [{"role": "user", "content": "hi"}]});
+        body["messages"][0][field] = value;
+        body
+    };
+    // `context` is the application's own (AIChatMessage.context): an object, kept and not read.
+    assert!(parse(&with("context", json!({"note": 1}))).is_ok());
+    assert!(parse(&with("context", json!(null))).is_ok());
+    assert_eq!(
+        refused(&with("context", json!("x"))),
+        "messages[0].context: expected an object"
+    );
+    // Tool calls, as an answer's message shows them in the protocol's examples: none is fine, any is refused.
+    for calls in ["function_call", "tool_calls"] {
+        assert!(parse(&with(calls, json!(null))).is_ok());
+        assert_eq!(
+            refused(&with(calls, json!([{"id": "1"}]))),
+            format!(
+                "messages[0].{calls}: this backend takes no tool calls in messages: send null or leave it out"
+            )
+        );
+    }
+    assert!(parse(&with("tool_calls", json!([]))).is_ok());
+    // A role the backend does not take (the official client's AIChatRole has "system").
+    assert_eq!(
+        refused(&with("role", json!("system"))),
+        r#"messages[0].role: expected "user" or "assistant""#
+    );
+}
+
+#[test]
+fn only_a_body_with_files_is_said_to_carry_them() {
+    let png = json!([{"data": "x", "contentType": "image/png"}]);
+    assert!(carries_files(question_with(png).to_string().as_bytes()));
+    for none in [json!(null), json!([]), json!("garbage")] {
+        assert!(!carries_files(question_with(none).to_string().as_bytes()));
+    }
+    assert!(!carries_files(
+        br#"{"messages": [{"role": "user", "content": "hi"}]}"#
+    ));
+    assert!(!carries_files(b"not json"));
+}
