@@ -3,8 +3,9 @@
 use std::time::Duration;
 
 use chat_core::{
-    AgentGroup, ChatSettings, CitationMode, FileLimits, Guardrail, Latency, ModelOptions,
-    ReasoningStyle, RequestLimits, RetrievalSettings, ServiceTier, StoreTimeouts,
+    AgentGroup, AllowedOverrides, ChatSettings, CitationMode, DocumentAccess, FileLimits,
+    Guardrail, Latency, ModelOptions, ReasoningStyle, RequestLimits, RetrievalSettings,
+    ServiceTier, StoreTimeouts,
 };
 use chat_protocol::chat_ui::ReplyShape;
 
@@ -16,6 +17,9 @@ pub struct Config {
     pub chat: ChatSettings,
     /// Largest request body accepted, in bytes.
     pub max_body_bytes: usize,
+    /// Largest body the history routes accept, in bytes (`MAX_HISTORY_BODY_BYTES`): a Chat UI save carries the
+    /// whole chat.
+    pub max_history_body_bytes: usize,
     /// Largest `multipart/form-data` request body (a request with files) accepted, in bytes (`MAX_UPLOAD_BYTES`).
     pub max_upload_bytes: usize,
     /// The S3 bucket that keeps the files of messages (`ATTACHMENTS_BUCKET`); `None` takes no files.
@@ -57,6 +61,10 @@ impl Config {
     pub const DEFAULT_MODEL_ID: &'static str = "anthropic.claude-3-haiku-20240307-v1:0";
     /// What fits in a Lambda request: 6 MB of event, in which a function URL carries a binary body in base64.
     pub const DEFAULT_MAX_UPLOAD_BYTES: usize = 4_500_000;
+    /// Lambda's limit on a synchronous invocation's request, 6 MB as Lambda counts it (6,291,456 bytes): no body a
+    /// function URL hands over is larger (it travels inside the event, beside the headers), so the history
+    /// function never refuses a save that reached it, and a plain server takes what Lambda would.
+    pub const DEFAULT_MAX_HISTORY_BODY_BYTES: usize = 6 * 1024 * 1024;
 
     pub fn from_env() -> Result<Self, ConfigError> {
         Self::from_lookup(|name| std::env::var(name).ok())
@@ -215,14 +223,28 @@ impl Config {
                             as usize,
                         max_document_bytes: number("MAX_DOCUMENT_BYTES", files.max_document_bytes)?,
                     },
+                    allowed_overrides: match get("ALLOWED_OVERRIDES") {
+                        None => AllowedOverrides::default(),
+                        Some(list) => {
+                            AllowedOverrides::parse_list(&list).map_err(|reason| ConfigError {
+                                name: "ALLOWED_OVERRIDES",
+                                reason,
+                            })?
+                        }
+                    },
                 },
                 retrieval: RetrievalSettings {
                     default_top: default_top as usize,
                     query_rewrite: flag("QUERY_REWRITE", true)?,
                     citations,
+                    access: document_access(&get)?,
                 },
             },
             max_body_bytes: number("MAX_BODY_BYTES", 1024 * 1024)? as usize,
+            max_history_body_bytes: number(
+                "MAX_HISTORY_BODY_BYTES",
+                Self::DEFAULT_MAX_HISTORY_BODY_BYTES as u64,
+            )? as usize,
             max_upload_bytes: number("MAX_UPLOAD_BYTES", Self::DEFAULT_MAX_UPLOAD_BYTES as u64)?
                 as usize,
             attachments_bucket: get("ATTACHMENTS_BUCKET")
@@ -259,6 +281,34 @@ impl Config {
             )?),
         })
     }
+}
+
+/// Which documents callers may be given: `DOCUMENT_ACCESS` (`enforced`, the default, or `open`) and, when enforced,
+/// the group every caller belongs to (`DOCUMENT_EVERYONE_GROUP`, default `everyone`).
+fn document_access(get: &impl Fn(&str) -> Option<String>) -> Result<DocumentAccess, ConfigError> {
+    match get("DOCUMENT_ACCESS")
+        .map(|v| v.trim().to_ascii_lowercase())
+        .as_deref()
+    {
+        None | Some("enforced") => {}
+        Some("open") => return Ok(DocumentAccess::Open),
+        Some(other) => {
+            return Err(ConfigError {
+                name: "DOCUMENT_ACCESS",
+                reason: format!(r#"expected "enforced" or "open", got {other:?}"#),
+            });
+        }
+    }
+    let everyone_group = get("DOCUMENT_EVERYONE_GROUP")
+        .map(|g| g.trim().to_string())
+        .unwrap_or_else(|| DocumentAccess::DEFAULT_EVERYONE_GROUP.into());
+    if everyone_group.chars().any(char::is_control) {
+        return Err(ConfigError {
+            name: "DOCUMENT_EVERYONE_GROUP",
+            reason: "must not hold control characters".into(),
+        });
+    }
+    Ok(DocumentAccess::Enforced { everyone_group })
 }
 
 /// A list of choices (`standard,optimized`), each parsed.
@@ -325,6 +375,25 @@ fn model_options(
             ),
         });
     }
+    options.max_reasoning_effort = match get("MAX_REASONING_EFFORT").as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(effort) => Some(effort.parse().map_err(|reason: String| ConfigError {
+            name: "MAX_REASONING_EFFORT",
+            reason,
+        })?),
+    };
+    if let (Some(default), Some(most)) = (options.reasoning_effort, options.max_reasoning_effort)
+        && default > most
+    {
+        return Err(ConfigError {
+            name: "REASONING_EFFORT",
+            reason: format!(
+                "{:?} is more than MAX_REASONING_EFFORT ({:?})",
+                default.as_str(),
+                most.as_str()
+            ),
+        });
+    }
     if let Some(prices) = get("MODEL_PRICES").filter(|p| !p.trim().is_empty()) {
         options.prices = Some(prices.parse().map_err(|reason| ConfigError {
             name: "MODEL_PRICES",
@@ -354,11 +423,76 @@ mod tests {
     }
 
     #[test]
+    fn document_access_is_enforced_unless_the_operator_opens_it() {
+        let c = config(&[]).unwrap();
+        assert_eq!(
+            c.chat.retrieval.access,
+            DocumentAccess::Enforced {
+                everyone_group: "everyone".into()
+            }
+        );
+        let c = config(&[("DOCUMENT_EVERYONE_GROUP", " all-staff ")]).unwrap();
+        assert_eq!(
+            c.chat.retrieval.access,
+            DocumentAccess::Enforced {
+                everyone_group: "all-staff".into()
+            }
+        );
+        let c = config(&[("DOCUMENT_ACCESS", "open")]).unwrap();
+        assert_eq!(c.chat.retrieval.access, DocumentAccess::Open);
+        let bad = config(&[("DOCUMENT_ACCESS", "none")]).unwrap_err();
+        assert_eq!(bad.name, "DOCUMENT_ACCESS");
+    }
+
+    #[test]
+    fn allowed_overrides_default_to_all_but_the_prompt_template() {
+        let allowed = config(&[]).unwrap().chat.limits.allowed_overrides;
+        assert!(!allowed.allows("prompt_template"));
+        assert!(allowed.allows("temperature") && allowed.allows("use_oid_security_filter"));
+        let allowed = config(&[("ALLOWED_OVERRIDES", "top, prompt_template")])
+            .unwrap()
+            .chat
+            .limits
+            .allowed_overrides;
+        assert_eq!(
+            allowed.names().collect::<Vec<_>>(),
+            ["prompt_template", "top"]
+        );
+        let all = config(&[("ALLOWED_OVERRIDES", "all")]).unwrap();
+        assert!(all.chat.limits.allowed_overrides.allows("prompt_template"));
+        let none = config(&[("ALLOWED_OVERRIDES", "none")]).unwrap();
+        assert_eq!(none.chat.limits.allowed_overrides.names().count(), 0);
+        let bad = config(&[("ALLOWED_OVERRIDES", "top,seed")]).unwrap_err();
+        assert_eq!(bad.name, "ALLOWED_OVERRIDES");
+        assert!(bad.reason.contains("\"seed\""), "{}", bad.reason);
+    }
+
+    #[test]
+    fn reasoning_effort_is_capped_by_the_operator() {
+        let model = "us.anthropic.claude-sonnet-4-5-20250929-v1:0";
+        let c = config(&[("MODEL_ID", model), ("MAX_REASONING_EFFORT", "medium")]).unwrap();
+        assert_eq!(
+            c.chat.model.max_reasoning_effort,
+            Some(chat_core::ReasoningEffort::Medium)
+        );
+        let bad = config(&[
+            ("MODEL_ID", model),
+            ("MAX_REASONING_EFFORT", "low"),
+            ("REASONING_EFFORT", "high"),
+        ])
+        .unwrap_err();
+        assert_eq!(bad.name, "REASONING_EFFORT");
+        let bad = config(&[("MAX_REASONING_EFFORT", "max")]).unwrap_err();
+        assert_eq!(bad.name, "MAX_REASONING_EFFORT");
+    }
+
+    #[test]
     fn defaults_apply_when_nothing_is_set() {
         let c = config(&[]).unwrap();
         assert_eq!(c.chat.model_id, Config::DEFAULT_MODEL_ID);
         assert_eq!(c.chat.default_max_tokens, 1024);
         assert_eq!(c.max_body_bytes, 1024 * 1024);
+        assert_eq!(c.max_history_body_bytes, 6_291_456);
         assert_eq!(c.chat.guardrail, None);
     }
 
@@ -368,6 +502,7 @@ mod tests {
             ("MODEL_ID", "m"),
             ("GUARDRAIL_ID", "g"),
             ("MAX_BODY_BYTES", "10"),
+            ("MAX_HISTORY_BODY_BYTES", "20"),
             ("MAX_MESSAGES", "3"),
         ])
         .unwrap();
@@ -381,6 +516,7 @@ mod tests {
             })
         );
         assert_eq!(c.max_body_bytes, 10);
+        assert_eq!(c.max_history_body_bytes, 20);
         assert_eq!(c.chat.limits.max_messages, 3);
         assert_eq!(c.chat_ui_reply, ReplyShape::Spec);
         assert_eq!(
