@@ -5,6 +5,12 @@
 //! invocation; the formatter lifts those onto every line written inside it, spawned stream writers included
 //! (they run inside the request's span). Nothing here logs message text: turns log sizes, token counts and
 //! latencies only.
+//!
+//! Other crates are held at INFO whatever the level asked, because below it they write what passes through them:
+//! the Lambda runtime the whole raw event (headers with the `Authorization` token and cookies, the body with the
+//! conversation), lambda_http the request, the AWS SDKs each request and response (the prompt sent to Bedrock, the
+//! session token in the signed headers), hyper, h2 and rustls the bytes on the wire. Only this workspace's crates,
+//! which log no text of a conversation and no credential at any level, go lower.
 
 use std::fmt;
 
@@ -12,18 +18,44 @@ use chat_core::rfc3339_millis;
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 use tracing::field::{Field, Visit};
-use tracing::{Event, Subscriber};
-use tracing_subscriber::EnvFilter;
-use tracing_subscriber::filter::LevelFilter;
+use tracing::{Event, Level, Metadata, Subscriber};
+use tracing_subscriber::filter::{LevelFilter, filter_fn};
 use tracing_subscriber::fmt::format::{JsonFields, Writer};
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormattedFields};
+use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
 
 /// Span fields lifted onto every line.
 const LIFTED: [&str; 2] = ["requestId", "xrayTraceId"];
 
+/// The crates of this workspace (as targets name them): the only ones whose lines below INFO are written.
+const OUR_CRATES: &[&str] = &[
+    "chat",
+    "chat_stream",
+    "history",
+    "chat_core",
+    "chat_protocol",
+    "chat_aws",
+    "chat_http",
+    "chat_testing",
+    "local_run",
+    "local_bedrock",
+    "local_dynamodb",
+    "local_knowledge_base",
+    "bench",
+];
+
+/// Whether a line (or span) may be written whatever its level: ours may; another crate's only at INFO or above
+/// (see the module's doc for why). Matched on the target's crate, so no directive of `RUST_LOG` lifts it.
+fn may_write(metadata: &Metadata<'_>) -> bool {
+    *metadata.level() <= Level::INFO
+        || OUR_CRATES.contains(&metadata.target().split("::").next().unwrap_or_default())
+}
+
 /// Installs the process's logger: JSON lines when `AWS_LAMBDA_LOG_FORMAT` is `JSON`, plain text otherwise; the
-/// level from `AWS_LAMBDA_LOG_LEVEL`, else `RUST_LOG`, else INFO.
+/// level from `AWS_LAMBDA_LOG_LEVEL`, else `RUST_LOG`, else INFO, other crates never below INFO.
 pub fn init_logging() {
     let json = std::env::var("AWS_LAMBDA_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json"));
     let level = std::env::var("AWS_LAMBDA_LOG_LEVEL")
@@ -32,17 +64,24 @@ pub fn init_logging() {
     let filter = EnvFilter::builder()
         .with_default_directive(lambda_level(level.as_deref()).into())
         .parse_lossy(level.filter(|l| l.contains('=')).unwrap_or_default());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stdout);
-    if json {
-        builder
+    let layer = tracing_subscriber::fmt::layer().with_writer(std::io::stdout);
+    let layer = if json {
+        layer
             .fmt_fields(JsonFields::new())
             .event_format(LambdaJson)
-            .init();
+            .boxed()
     } else {
-        builder.with_target(false).without_time().init();
-    }
+        layer.with_target(false).without_time().boxed()
+    };
+    tracing_subscriber::registry()
+        .with(filter)
+        // After the level asked, every line passes `may_write` (decided once per call site).
+        .with(layer.with_filter(filter_fn(may_write)))
+        .init();
+    tracing::trace!(
+        "logging at TRACE for this workspace's crates; other crates' lines at INFO and above only, as theirs \
+         below hold requests, events and credentials"
+    );
 }
 
 /// Lambda's level names (`FATAL` included) as a filter; anything else is INFO.
@@ -124,7 +163,6 @@ impl Visit for Fields<'_> {
 mod tests {
     use super::*;
     use std::sync::{Arc, Mutex};
-    use tracing_subscriber::layer::SubscriberExt;
 
     #[derive(Clone, Default)]
     struct Lines(Arc<Mutex<Vec<u8>>>);
@@ -177,6 +215,67 @@ mod tests {
         assert_eq!(line["latency_ms"], 340);
         assert_eq!(line["stop"], "\"EndTurn\"");
         assert!(line["timestamp"].as_str().unwrap().ends_with('Z'));
+    }
+
+    #[test]
+    fn other_crates_write_nothing_below_info_whatever_the_level_asked() {
+        let lines = Lines::default();
+        let writer = lines.clone();
+        // The level a user asks for, wide open (as `RUST_LOG=trace,hyper=trace`), composed as init_logging does.
+        let asked = EnvFilter::builder().parse_lossy("trace,hyper=trace,aws_smithy_runtime=trace");
+        let subscriber = tracing_subscriber::registry().with(asked).with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(move || writer.clone())
+                .with_filter(filter_fn(may_write)),
+        );
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::trace!(target: "lambda_runtime::layers::api_response", body = "SECRET", "raw event");
+            tracing::debug!(target: "aws_smithy_runtime::client::orchestrator", "SECRET request");
+            tracing::trace!(target: "hyper", "SECRET bytes");
+            tracing::debug!(target: "h2::codec", "SECRET frame");
+            // A crate whose name begins like one of ours is not ours.
+            tracing::debug!(target: "chat_corex::x", "SECRET lookalike");
+            tracing::info!(target: "aws_config::x", "an info line of another crate");
+            tracing::warn!(target: "hyper::proto", "a warning of another crate");
+            tracing::trace!(target: "chat_core::turn", "a trace line of ours");
+            tracing::debug!("a debug line of this crate");
+        });
+        let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+        assert!(!text.contains("SECRET"), "{text}");
+        for written in [
+            "an info line of another crate",
+            "a warning of another crate",
+            "a trace line of ours",
+            "a debug line of this crate",
+        ] {
+            assert!(text.contains(written), "{written}: {text}");
+        }
+    }
+
+    #[test]
+    fn every_crate_of_the_workspace_is_ours() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+        let workspace = std::fs::read_to_string(format!("{root}/Cargo.toml")).unwrap();
+        let members = workspace
+            .split("members = [")
+            .nth(1)
+            .and_then(|rest| rest.split(']').next())
+            .expect("the workspace lists its members");
+        let mut seen = 0;
+        for member in members.split(',').map(|m| m.trim().trim_matches('"')) {
+            if member.is_empty() {
+                continue;
+            }
+            let manifest = std::fs::read_to_string(format!("{root}/{member}/Cargo.toml")).unwrap();
+            let name = manifest
+                .lines()
+                .find_map(|l| l.strip_prefix("name = "))
+                .map(|n| n.trim().trim_matches('"').replace('-', "_"))
+                .expect("a package has a name");
+            assert!(OUR_CRATES.contains(&name.as_str()), "{name} is missing");
+            seen += 1;
+        }
+        assert!(seen >= 10, "{members}");
     }
 
     #[test]
