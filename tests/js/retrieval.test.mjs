@@ -331,21 +331,43 @@ describe("with retrieval on", { skip: !retrieval && "set CHAT_RETRIEVAL=on again
     assert.ok(!/\[[^\]]+\.md(#page=\d+)?\]/.test(none.message.content), `nothing to cite: ${none.message.content}`);
   });
 
-  test("the security filters: only the caller's documents (oids), none of a group the caller is not in", async () => {
+  test("document access is the server's: the local user (alice) reads her review and what is for everyone, never another's", async () => {
     const question = "What did the salary review decide about the merit increase?";
-    // Without the filter the search is over everything (access lists are data for the filter, nothing more).
-    const open = await chat(question);
-    checkDataPoints(open.context.data_points, "no filter");
-    // The oid filter: the local user (LOCAL_USER=alice) sees Alice's review, and nothing without her in `oids`.
+    const restrictedToOthers = ["Payroll_Bob", "Engineering_Roadmap", "Board_Minutes"];
+    const noneOfOthers = (cites, what) =>
+      assert.ok(!cites.some((c) => restrictedToOthers.some((r) => c.startsWith(r))), `${what}: ${JSON.stringify(cites)}`);
+    // No overrides, or both false: everything alice may read (her review, the documents for everyone), nothing else.
+    for (const [what, overrides] of [
+      ["no overrides", undefined],
+      ["both false", { use_oid_security_filter: false, use_groups_security_filter: false }],
+      ["both true", { use_oid_security_filter: true, use_groups_security_filter: true }],
+    ]) {
+      const r = await chat(question, overrides);
+      const cites = checkDataPoints(r.context.data_points, what).citations;
+      assert.ok(cites.includes("Salary_Review_Alice.md"), `${what}: alice's own review is found: ${JSON.stringify(cites)}`);
+      noneOfOthers(cites, what);
+      const search = r.context.thoughts.find((t) => SEARCH_TITLES.includes(t.title));
+      assert.equal(search.props.document_access, "enforced");
+      assert.deepEqual(search.props.filters, {
+        orAll: [
+          { listContains: { key: "oids", value: localUser } },
+          { listContains: { key: "groups", value: "everyone" } },
+        ],
+      }, `${what}: the filter the server built`);
+    }
+    const payroll = await chat("What is Bob's monthly salary on the payroll?", { top: maxTop });
+    noneOfOthers(payroll.context.data_points?.citations ?? [], "Bob's payroll asked for");
+    // The oid filter alone narrows to what names her: her review only.
     const mine = await chat(question, { use_oid_security_filter: true });
     const cites = checkDataPoints(mine.context.data_points, "use_oid_security_filter").citations;
     assert.ok(cites.length >= 1, `Alice's own review is found (LOCAL_USER=${localUser})`);
     assert.ok(cites.every((c) => c === "Salary_Review_Alice.md"), JSON.stringify(cites));
-    // The groups filter: AUTH_MODE=none has no groups, so no group-restricted document (nor any other) is used.
+    // The groups filter alone: AUTH_MODE=none gives no groups but the everyone group, so no group-restricted
+    // document, and not her review either.
     const groups = await chat("What is on the engineering roadmap?", { use_groups_security_filter: true });
     const g = groups.context.data_points?.citations ?? [];
-    assert.ok(!g.some((c) => c.startsWith("Engineering_Roadmap") || c.startsWith("Board_Minutes")), JSON.stringify(g));
-    assert.ok(!g.some((c) => c.startsWith("Payroll_Bob")), JSON.stringify(g));
+    noneOfOthers(g, "use_groups_security_filter");
+    assert.ok(!g.includes("Salary_Review_Alice.md"), JSON.stringify(g));
   });
 
   test("invalid retrieval overrides are a 400 naming the field", async () => {
