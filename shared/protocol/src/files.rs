@@ -114,7 +114,7 @@ fn one(path: &str, file: Value, limits: &RequestLimits) -> Result<Attachment, Ch
     };
     let declared = match file.remove("contentType") {
         Some(Value::String(t)) if !t.trim().is_empty() => t,
-        None | Some(Value::Null) => {
+        None | Some(Value::Null | Value::String(_)) => {
             return Err(invalid(
                 format!("{path}.contentType"),
                 "is required: the file's media type, such as image/png or application/pdf",

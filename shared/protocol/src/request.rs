@@ -53,20 +53,19 @@ pub(crate) fn parse_with_files(
         }
         parts.insert(i, sent);
     }
-    if endpoint == Endpoint::Protocol {
-        protocol_message_fields(&value)?;
-    }
+    message_fields(&value)?;
     let input = typed_request(value, endpoint, limits, parts)?;
     limits.files.check_messages(&input.turn.messages)?;
     Ok(input)
 }
 
-/// The fields a protocol message may carry besides `role`, `content` and `files`, which are not read but must
-/// not be mistaken for read: `context` (the official client's `AIChatMessage.context`) is the application's own,
+/// The fields a message may carry besides `role`, `content` and `files`, which are not read but must not be
+/// mistaken for read (on every route: one schema for a message): `context` (the official client's
+/// `AIChatMessage.context`) is the application's own,
 /// kept like a request context's unknown members, so it must be an object; `function_call` and `tool_calls`
-/// (the protocol's examples of an answer's message) are taken only as `null` (or no calls), since this backend
-/// sends no tool calls and replays none. Messages that are not objects are left for the typed parse to refuse.
-fn protocol_message_fields(body: &Value) -> Result<(), InvalidRequest> {
+/// (the protocol's examples of an answer's message) are taken only as `null` (`tool_calls` also as `[]`), since
+/// this backend sends no tool calls and replays none. Messages that are not objects are left for the typed parse to refuse.
+fn message_fields(body: &Value) -> Result<(), InvalidRequest> {
     let Some(Value::Array(messages)) = body.get("messages") else {
         return Ok(());
     };
@@ -86,7 +85,7 @@ fn protocol_message_fields(body: &Value) -> Result<(), InvalidRequest> {
         for calls in ["function_call", "tool_calls"] {
             match message.get(calls) {
                 None | Some(Value::Null) => {}
-                Some(Value::Array(list)) if list.is_empty() => {}
+                Some(Value::Array(list)) if calls == "tool_calls" && list.is_empty() => {}
                 Some(_) => {
                     return Err(InvalidRequest::new(
                         format!("messages[{i}].{calls}"),

@@ -167,6 +167,10 @@ fn files_of_another_shape_are_a_400_naming_the_field() {
             "messages[0].files[1].contentType: is required",
         ),
         (
+            json!([{"data": png, "contentType": " "}]),
+            "messages[0].files[0].contentType: is required",
+        ),
+        (
             json!([{"data": png, "contentType": 7}]),
             "messages[0].files[0].contentType: expected a media type such as image/png, not a number",
         ),
@@ -337,6 +341,7 @@ fn a_messages_other_defined_fields_are_read_or_refused() {
         );
     }
     assert!(parse(&with("tool_calls", json!([]))).is_ok());
+    assert!(parse(&with("function_call", json!([]))).is_err());
     // A role the backend does not take (the official client's AIChatRole has "system").
     assert_eq!(
         refused(&with("role", json!("system"))),
