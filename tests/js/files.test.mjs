@@ -1,6 +1,7 @@
 // Files in messages, sent by the official client (@microsoft/ai-chat-protocol) unmodified, against the local run at
 // CHAT_BASE_URL: a PNG and a PDF with getCompletion and with getStreamedCompletion, the answers naming both, the
-// history listing them with URLs that read back the same bytes, a continued chat, and a type lie refused.
+// history listing them with URLs that read back the same bytes, a continued chat, and a type lie refused; then files
+// inside a JSON body, posted with fetch.
 //
 // With `files`, the client posts multipart/form-data: a `json` part, then `messages[i].files[j]` parts. Given a
 // File as a file's data, it sends the File's name as the part's filename.
@@ -115,4 +116,36 @@ test("a .png whose bytes are a PDF is refused, naming its part", async () => {
       return true;
     },
   );
+});
+
+// The official client has no JSON form of files (with files it always posts multipart), but clients of the protocol
+// sent them inside the JSON before: `files: [{data, contentType}]`, `data` as base64 or as whatever JSON.stringify
+// makes of a Uint8Array. Both are taken as the parts are; a `files` of another shape is a 400 naming it.
+test("files inside the JSON, as base64 and as a stringified Uint8Array, are taken and listed", async () => {
+  for (const data of [Buffer.from(png).toString("base64"), png]) {
+    const response = await fetch(`${base}/chat`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        messages: [{ role: "user", content: "What is this?", files: [{ data, contentType: "image/png", filename: "shot.png" }] }],
+      }),
+    });
+    const body = await response.json();
+    assert.equal(response.status, 200, JSON.stringify(body));
+    assert.ok(body.message.content.endsWith(`Received: shot.png: image png ${png.length} bytes`), body.message.content);
+    const [question] = await historyOf(body.sessionState);
+    assert.deepEqual(
+      question.files.map(({ name, contentType, size }) => ({ name, contentType, size })),
+      [{ name: "shot.png", contentType: "image/png", size: png.length }],
+    );
+    const stored = await fetch(question.files[0].url);
+    assert.deepEqual(new Uint8Array(await stored.arrayBuffer()), png);
+  }
+  const garbage = await fetch(`${base}/chat`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ messages: [{ role: "user", content: "hi", files: "garbage" }] }),
+  });
+  assert.equal(garbage.status, 400);
+  assert.match((await garbage.json()).error, /^messages\[0\]\.files: expected an array of files/);
 });
