@@ -248,6 +248,29 @@ async fn a_plain_server_at_trace_level_logs_no_secret() {
     assert_eq!(second.status(), 200);
     let model_saw = backends.bedrock.requests().last().unwrap().body.to_string();
     assert!(model_saw.contains(SECRET_WORD), "{model_saw}");
+    // Requests refused for their shape: the refusal is logged, never what the client wrote.
+    for refused in [
+        json!({"messages": SECRET_WORD}),
+        json!({"messages": [{"role": SECRET_WORD, "content": "x"}]}),
+        json!({"messages": [{"role": "user", "content": [SECRET_WORD]}]}),
+        json!({"messages": [{"role": "user", "content": "x", "files": SECRET_WORD}]}),
+        json!({"messages": [{"role": "user", "content": "x"}], "context": {"overrides": {"top": SECRET_WORD}}}),
+        json!({"messages": [{"role": "user", "content": "x"}], "sessionState": SECRET_WORD}),
+    ] {
+        let status = send(refused.clone()).await.unwrap().status();
+        assert!(status.is_client_error(), "{refused}: {status}");
+    }
+    let raw = client
+        .post(format!("{base}/chat"))
+        .bearer_auth(&token)
+        .header("content-type", "application/json")
+        .body(format!(
+            "{{\"messages\": [{{\"role\": \"user\", \"content\": \"{SECRET_WORD}"
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(raw.status(), 400);
 
     let lines = function.stop().await;
     let mut secrets = token_parts(&token);

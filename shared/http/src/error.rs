@@ -219,17 +219,67 @@ pub fn error_line(err: &ApiError) -> Vec<u8> {
 
 fn status_and_log(err: &ApiError) -> StatusCode {
     let status = err.status();
+    let error = without_quotes(&err.to_string());
     if status.is_server_error() {
-        tracing::error!(status = status.as_u16(), error = %err, "request failed");
+        tracing::error!(status = status.as_u16(), %error, "request failed");
     } else {
-        tracing::info!(status = status.as_u16(), error = %err, "request refused");
+        tracing::info!(status = status.as_u16(), %error, "request refused");
     }
     status
+}
+
+/// `text` with every quoted span (`"…"`, as Debug and serde quote a string, and `` `…` ``, as serde quotes a
+/// value or a key) made `…`: an error about a request's shape quotes what the client wrote (`invalid type: string
+/// "…", expected a sequence`), and the log holds no word of a request. What the error says of it stays.
+fn without_quotes(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c != '"' && c != '`' {
+            out.push(c);
+            continue;
+        }
+        out.push(c);
+        out.push('…');
+        // To the closing quote (a `"` escaped inside a Debug string does not close it); an unclosed one hides the
+        // rest.
+        while let Some(inner) = chars.next() {
+            if inner == '\\' && c == '"' {
+                chars.next();
+            } else if inner == c {
+                out.push(c);
+                break;
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_a_client_wrote_is_not_logged_with_its_refusal() {
+        assert_eq!(
+            without_quotes(
+                r#"messages: invalid type: string "secret \"words\"", expected a sequence"#
+            ),
+            r#"messages: invalid type: string "…", expected a sequence"#
+        );
+        assert_eq!(
+            without_quotes("unknown variant `secret`, expected `user` or `assistant`"),
+            "unknown variant `…`, expected `…` or `…`"
+        );
+        assert_eq!(
+            without_quotes(r#"an unclosed "secret"#),
+            r#"an unclosed "…"#
+        );
+        assert_eq!(
+            without_quotes("body larger than 10 bytes"),
+            "body larger than 10 bytes"
+        );
+    }
 
     #[tokio::test]
     async fn an_unavailable_store_is_a_503_to_retry_after_a_second() {
