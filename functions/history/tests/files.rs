@@ -524,3 +524,57 @@ async fn a_save_keeps_the_files_of_the_messages_it_keeps_and_removes_the_others(
     // The second turn's files went with its messages.
     assert_eq!(w.kept().await, 2);
 }
+
+#[tokio::test]
+async fn a_listed_page_is_downloaded_and_a_listed_image_is_shown() {
+    let w = world().await;
+    let page: &[u8] = b"<!DOCTYPE html><html><body><script>fetch('/steal')</script></body></html>";
+    let request = json!({"messages": [{"role": "user", "content": "What are these?"}]});
+    let files = [
+        ("messages[0].files[0]", Some("shot.png"), "image/png", PNG),
+        (
+            "messages[0].files[1]",
+            Some("inbox.html"),
+            "text/html",
+            page,
+        ),
+    ];
+    let reply = Reply::buffered(
+        w.chat
+            .handle(multipart_request("/chat", multipart(&request, &files)))
+            .await,
+    );
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let id = reply.json()["sessionState"].as_str().unwrap().to_string();
+    let messages = w
+        .get(&w.history, &format!("/chat-history/{id}/messages"))
+        .await
+        .json();
+    let listed = messages[0]["files"].as_array().unwrap();
+    assert_eq!(listed.len(), 2);
+    for (file, (content_type, disposition)) in listed.iter().zip([
+        ("image/png", None),
+        (
+            "text/html",
+            Some("attachment; filename=\"inbox.html\"; filename*=UTF-8''inbox.html"),
+        ),
+    ]) {
+        let fetched = reqwest::get(file["url"].as_str().unwrap()).await.unwrap();
+        assert_eq!(fetched.status(), 200);
+        let header = |name| {
+            fetched
+                .headers()
+                .get(name)
+                .map(|v| v.to_str().unwrap().to_string())
+        };
+        assert_eq!(
+            header(reqwest::header::CONTENT_TYPE).as_deref(),
+            Some(content_type)
+        );
+        assert_eq!(
+            header(reqwest::header::CONTENT_DISPOSITION).as_deref(),
+            disposition,
+            "{file}"
+        );
+    }
+}
