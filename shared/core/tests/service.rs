@@ -701,6 +701,7 @@ mod retrieval {
             default_top: 3,
             query_rewrite,
             citations,
+            ..RetrievalSettings::default()
         };
         let service = ChatService::new(model.clone(), store.clone(), s)
             .with_retriever(Some(Arc::new(retriever.clone()) as Arc<dyn Retriever>));
@@ -725,12 +726,19 @@ mod retrieval {
             .answer(&alice(), &ask("What does dental cover?"))
             .await
             .unwrap();
-        // The search: the model's query, the default top, hybrid, no filter.
+        // The search: the model's query, the default top, hybrid, and only what the caller may read (this caller
+        // has no id or groups of their own: what is for everyone).
         let searched = retriever.requests();
         assert_eq!(searched.len(), 1);
         assert_eq!(searched[0].query, "dental coverage");
         assert_eq!((searched[0].top, searched[0].mode), (3, SearchMode::Hybrid));
-        assert_eq!(searched[0].filter, None);
+        assert_eq!(
+            searched[0].filter,
+            Some(MetadataFilter::OrAll(vec![MetadataFilter::ListContains {
+                key: "groups".into(),
+                value: Value::String("everyone".into())
+            }]))
+        );
         // The query's prompt, then the answer's: the sources under their names after the question.
         let requests = model.requests();
         assert!(requests[0].system.contains("Generate a search query"));
@@ -805,13 +813,17 @@ mod retrieval {
                         key: "groups".into(),
                         value: text("eng")
                     },
+                    MetadataFilter::ListContains {
+                        key: "groups".into(),
+                        value: text("everyone")
+                    },
                 ]),
             ]))
         );
-        // A caller with no groups, under the groups filter only, can see nothing: no search is made.
-        let mut groups_only = ask("salary");
-        groups_only.overrides.use_groups_security_filter = true;
-        let answer = service.answer(&alice(), &groups_only).await.unwrap();
+        // A caller with no id, under the oid filter only, can see nothing: no search is made.
+        let mut oid_only = ask("salary");
+        oid_only.overrides.use_oid_security_filter = true;
+        let answer = service.answer(&alice(), &oid_only).await.unwrap();
         assert_eq!(retriever.requests().len(), 1);
         assert_eq!(answer.data_points.unwrap().citations, Vec::<String>::new());
     }
