@@ -13,8 +13,8 @@ use axum::response::Response;
 use axum::routing::{get, put};
 use chat_aws::DynamoStore;
 use chat_core::{
-    AttachmentStore, ChatError, ChatMode, ChatRecord, InvalidRequest, SessionStore, StoredFile,
-    display_time, rfc3339_millis,
+    AttachmentStore, ChatError, ChatMode, ChatRecord, InvalidRequest, RequestLimits, SessionStore,
+    StoredFile, display_time, rfc3339_millis,
 };
 use chat_http::{
     ApiError, Auth, Backends, Config, ConfigError, Cors, FunctionService, Query, json_response,
@@ -48,9 +48,11 @@ struct Shared<St> {
     /// Where the files of messages are kept, when anywhere.
     attachments: Option<Arc<dyn AttachmentStore>>,
     auth: Auth,
+    /// `MAX_HISTORY_BODY_BYTES`: a save carries the whole chat, so up to what a Lambda request holds.
     max_body_bytes: usize,
     max_title_chars: usize,
-    max_message_chars: usize,
+    /// The bounds of a chat request, which a saved chat keeps to: the next turn may send it whole.
+    limits: RequestLimits,
 }
 
 type AppState<St> = State<Arc<Shared<St>>>;
@@ -114,9 +116,9 @@ impl<St: SessionStore + 'static> App<St> {
                 store,
                 attachments: None,
                 auth,
-                max_body_bytes: config.max_body_bytes,
+                max_body_bytes: config.max_history_body_bytes,
                 max_title_chars: config.max_title_chars,
-                max_message_chars: config.chat.limits.max_message_chars,
+                limits: config.chat.limits,
             }),
             cors: config.cors.clone(),
         }
@@ -274,7 +276,7 @@ async fn replace<St: SessionStore>(
     let owner = app.auth.caller(&parts).await?;
     let body = parse_replace_request(
         &read_json_body(&parts.headers, body, app.max_body_bytes).await?,
-        app.max_message_chars,
+        &app.limits,
     )?;
     // A message saved without a time gets the time as the Chat UI shows one.
     let shown_at = display_time(OffsetDateTime::now_utc().unix_timestamp());

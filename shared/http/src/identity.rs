@@ -1,10 +1,11 @@
 //! Who is calling, in one place for every function: the IAM caller of a function URL, the `sub` of a verified
 //! Bearer JWT, or one local user when authentication is off for local runs.
 
-use std::sync::RwLock;
+use std::io::Read;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use jsonwebtoken::jwk::{Jwk, JwkSet};
+use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, KeyOperations, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation, decode, decode_header};
 use lambda_http::RequestExt;
 use lambda_http::request::RequestContext;
@@ -20,7 +21,7 @@ pub enum Auth {
     /// The function URL's `AWS_IAM` auth: the caller's ARN from the request context.
     Iam,
     /// `Authorization: Bearer <JWT>` verified against configured keys.
-    Jwt(JwtVerifier),
+    Jwt(Box<JwtVerifier>),
     /// Everyone is the one configured user (local runs only).
     None { user: String },
 }
@@ -32,19 +33,96 @@ pub enum KeySource {
 }
 
 /// Verifies tokens: signature by a key of the JWKS, `iss`, `aud`, `exp`, and a `sub`.
+///
+/// The JWKS is fetched so that no caller can turn it against the service or its issuer: one fetch at a time (the
+/// verifications that need it wait for it and use what it found), bounded in time ([`JWKS_TIMEOUT`]) and size
+/// ([`MAX_JWKS_BYTES`]), and a failed fetch is remembered ([`KeyTiming::failure_remembered_for`]), so that tokens
+/// sent while the issuer is down (or with key ids it never made) do not make a fetch each.
 pub struct JwtVerifier {
     issuer: String,
     audience: String,
     /// The claim holding the caller's groups (`JWT_GROUPS_CLAIM`, default `groups`).
     groups_claim: String,
     source: KeySource,
-    keys: RwLock<Option<(JwkSet, Instant)>>,
+    /// The keys last fetched and the last failure, read by every verification.
+    cache: Mutex<KeyCache>,
+    /// Held by the one verification that fetches; the others queue here and then read what it found.
+    fetching: tokio::sync::Mutex<()>,
+    timing: KeyTiming,
     http: reqwest::Client,
 }
 
-/// How long fetched keys are trusted before they are fetched again; an unknown key id refetches sooner.
-const KEYS_FRESH_FOR: Duration = Duration::from_secs(600);
-const REFETCH_AFTER: Duration = Duration::from_secs(30);
+/// How long what a fetch found is used.
+#[derive(Clone, Copy)]
+struct KeyTiming {
+    /// Fetched keys are used this long before they are fetched again.
+    fresh_for: Duration,
+    /// A token naming a key the set does not hold fetches the set again, at most this often.
+    refetch_after: Duration,
+    /// A failed fetch answers for this long (no fetch meanwhile).
+    failure_remembered_for: Duration,
+    /// While fetches fail, the keys fetched last go on verifying until they are this old: a short outage of the
+    /// issuer is not an outage of the service.
+    usable_for: Duration,
+}
+
+impl Default for KeyTiming {
+    fn default() -> Self {
+        Self {
+            fresh_for: Duration::from_secs(600),
+            refetch_after: Duration::from_secs(30),
+            failure_remembered_for: Duration::from_secs(30),
+            usable_for: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// How long fetching the JWKS may take, connecting and reading it whole.
+const JWKS_TIMEOUT: Duration = Duration::from_secs(5);
+/// The largest JWKS read: an issuer's has a few keys (a few KiB); a larger answer is refused unread.
+pub const MAX_JWKS_BYTES: usize = 256 * 1024;
+
+/// A key of the JWKS that verifies signatures, with the one algorithm it verifies.
+#[derive(Clone)]
+struct Key {
+    kid: Option<String>,
+    alg: Algorithm,
+    decoding: DecodingKey,
+}
+
+#[derive(Default)]
+struct KeyCache {
+    keys: Option<(Arc<[Key]>, Instant)>,
+    /// Why the last fetch failed, and when, if it failed after the keys were fetched.
+    failure: Option<(String, Instant)>,
+}
+
+/// A JWKS, its keys unread.
+#[derive(Deserialize)]
+struct RawJwks {
+    keys: Vec<serde_json::Value>,
+}
+
+/// What the cache answers for a key id.
+enum Lookup {
+    Found(Key),
+    Refused(String),
+    Fetch,
+}
+
+/// The signature algorithms accepted: public-key ones only, since with a shared-secret algorithm anyone holding
+/// the JWKS could sign tokens.
+const ACCEPTED_ALGORITHMS: [Algorithm; 9] = [
+    Algorithm::RS256,
+    Algorithm::RS384,
+    Algorithm::RS512,
+    Algorithm::PS256,
+    Algorithm::PS384,
+    Algorithm::PS512,
+    Algorithm::ES256,
+    Algorithm::ES384,
+    Algorithm::EdDSA,
+];
 /// How far the issuer's clock may be from ours when `exp` and `nbf` are checked.
 const CLOCK_SKEW_SECONDS: u64 = 60;
 
@@ -93,9 +171,34 @@ impl Auth {
             .as_deref()
         {
             None | Some("iam") => Ok(Auth::Iam),
-            Some("none") => Ok(Auth::None {
-                user: get("LOCAL_USER").unwrap_or_else(|| "local-user".into()),
-            }),
+            Some("none") => {
+                // On Lambda, `none` would make every caller of a URL one user, able to read every chat: only when
+                // the operator says so as well.
+                let on_lambda = get("AWS_LAMBDA_FUNCTION_NAME").is_some()
+                    || get("AWS_LAMBDA_RUNTIME_API").is_some();
+                let allowed = match get("ALLOW_ANONYMOUS").map(|v| v.trim().to_ascii_lowercase()) {
+                    None => false,
+                    Some(v) if v == "true" => true,
+                    Some(v) if v == "false" => false,
+                    Some(other) => {
+                        return Err(ConfigError {
+                            name: "ALLOW_ANONYMOUS",
+                            reason: format!("expected true or false, got {other:?}"),
+                        });
+                    }
+                };
+                if on_lambda && !allowed {
+                    return Err(ConfigError {
+                        name: "AUTH_MODE",
+                        reason: "none makes every caller one user; on Lambda it also needs \
+                                 ALLOW_ANONYMOUS=true (use iam or jwt for a deployment)"
+                            .into(),
+                    });
+                }
+                Ok(Auth::None {
+                    user: get("LOCAL_USER").unwrap_or_else(|| "local-user".into()),
+                })
+            }
             Some("jwt") => {
                 let source = match (get("JWKS_URL"), get("JWKS_FILE")) {
                     (Some(url), _) => KeySource::Url(url),
@@ -115,20 +218,12 @@ impl Auth {
                         reason: "must not hold control characters".into(),
                     });
                 }
-                Ok(Auth::Jwt(JwtVerifier {
+                Ok(Auth::Jwt(Box::new(JwtVerifier::new(
                     issuer,
-                    audience: required("JWT_AUDIENCE")?,
-                    groups_claim: get("JWT_GROUPS_CLAIM").unwrap_or_else(|| "groups".into()),
+                    required("JWT_AUDIENCE")?,
+                    get("JWT_GROUPS_CLAIM").unwrap_or_else(|| "groups".into()),
                     source,
-                    keys: RwLock::new(None),
-                    http: reqwest::Client::builder()
-                        .timeout(Duration::from_secs(5))
-                        .build()
-                        .map_err(|e| ConfigError {
-                            name: "JWKS_URL",
-                            reason: format!("no HTTP client: {e}"),
-                        })?,
-                }))
+                )?)))
             }
             Some(other) => Err(ConfigError {
                 name: "AUTH_MODE",
@@ -264,6 +359,30 @@ fn bearer(request: &impl CallerParts) -> Option<&str> {
 }
 
 impl JwtVerifier {
+    fn new(
+        issuer: String,
+        audience: String,
+        groups_claim: String,
+        source: KeySource,
+    ) -> Result<Self, ConfigError> {
+        Ok(Self {
+            issuer,
+            audience,
+            groups_claim,
+            source,
+            cache: Mutex::new(KeyCache::default()),
+            fetching: tokio::sync::Mutex::new(()),
+            timing: KeyTiming::default(),
+            http: reqwest::Client::builder()
+                .timeout(JWKS_TIMEOUT)
+                .build()
+                .map_err(|e| ConfigError {
+                    name: "JWKS_URL",
+                    reason: format!("no HTTP client: {e}"),
+                })?,
+        })
+    }
+
     /// The token's `sub`, when the token is one to accept.
     async fn verify(&self, token: &str) -> Result<Verified, String> {
         let header = decode_header(token).map_err(|e| format!("malformed token: {e}"))?;
@@ -274,31 +393,27 @@ impl JwtVerifier {
                 "the token's header marks {crit:?} critical, and no extension is understood here"
             ));
         }
-        // Only public-key signatures: a shared-secret algorithm would let anyone holding the JWKS sign tokens.
-        if !matches!(
-            header.alg,
-            Algorithm::RS256
-                | Algorithm::RS384
-                | Algorithm::RS512
-                | Algorithm::PS256
-                | Algorithm::PS384
-                | Algorithm::PS512
-                | Algorithm::ES256
-                | Algorithm::ES384
-                | Algorithm::EdDSA
-        ) {
+        // Refused before any key is looked for, so that such tokens never make a fetch.
+        if !ACCEPTED_ALGORITHMS.contains(&header.alg) {
             return Err(format!("algorithm {:?} is not accepted", header.alg));
         }
-        let jwk = self.key(header.kid.as_deref()).await?;
-        let key = DecodingKey::from_jwk(&jwk).map_err(|e| format!("unusable key: {e}"))?;
-        let mut validation = Validation::new(header.alg);
+        let key = self.key(header.kid.as_deref()).await?;
+        // The key says how it verifies, never the token: a token may not pick another algorithm for the key
+        // (RSASSA-PSS for a PKCS #1 key, or the other way round).
+        if header.alg != key.alg {
+            return Err(format!(
+                "the token is signed with {:?}, and its key verifies {:?} only",
+                header.alg, key.alg
+            ));
+        }
+        let mut validation = Validation::new(key.alg);
         validation.set_issuer(&[&self.issuer]);
         validation.set_audience(&[&self.audience]);
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
         // A token is good from `nbf` (when it has one) until `exp`, give or take the clocks' skew.
         validation.validate_nbf = true;
         validation.leeway = CLOCK_SKEW_SECONDS;
-        let data = decode::<Claims>(token, &key, &validation)
+        let data = decode::<Claims>(token, &key.decoding, &validation)
             .map_err(|e| format!("invalid token: {e}"))?;
         usable_name("the token's sub", &data.claims.sub)?;
         let claims = data.claims;
@@ -326,49 +441,189 @@ impl JwtVerifier {
         })
     }
 
-    /// The key `kid` names (or the only key, when the token names none), fetching the set when needed.
-    async fn key(&self, kid: Option<&str>) -> Result<Jwk, String> {
-        let find = |set: &JwkSet| match kid {
-            Some(kid) => set.find(kid).cloned(),
-            None if set.keys.len() == 1 => set.keys.first().cloned(),
-            None => None,
-        };
-        let cached = self.keys.read().unwrap().clone();
-        if let Some((set, fetched)) = &cached {
-            let age = fetched.elapsed();
-            if age < KEYS_FRESH_FOR {
-                if let Some(k) = find(set) {
-                    return Ok(k);
-                }
-                if age < REFETCH_AFTER {
-                    return Err("no key matches the token".into());
-                }
+    /// The key `kid` names (or the only key, when the token names none), fetching the set when needed: one fetch at
+    /// a time, which the others wait for and then use.
+    async fn key(&self, kid: Option<&str>) -> Result<Key, String> {
+        if let Some(answer) = self.cached(kid) {
+            return answer;
+        }
+        let _turn = self.fetching.lock().await;
+        // The fetch this waited for may have found the key, or failed: its answer stands.
+        if let Some(answer) = self.cached(kid) {
+            return answer;
+        }
+        match self.fetch().await {
+            Ok(keys) => {
+                let keys: Arc<[Key]> = keys.into();
+                let found = find(&keys, kid).cloned();
+                let mut cache = self.cache.lock().unwrap();
+                cache.keys = Some((keys, Instant::now()));
+                cache.failure = None;
+                found.ok_or_else(|| NO_MATCHING_KEY.into())
+            }
+            Err(why) => {
+                tracing::warn!(error = %why, "cannot fetch the JWT signing keys; tokens are checked against the last keys fetched, if any");
+                self.cache.lock().unwrap().failure = Some((why.clone(), Instant::now()));
+                self.cached(kid).unwrap_or(Err(why))
             }
         }
-        let set = self.fetch().await?;
-        let found = find(&set);
-        *self.keys.write().unwrap() = Some((set, Instant::now()));
-        found.ok_or_else(|| "no key matches the token".into())
     }
 
-    async fn fetch(&self) -> Result<JwkSet, String> {
-        let text = match &self.source {
+    /// What the cache answers for `kid`, or None when a fetch should answer.
+    fn cached(&self, kid: Option<&str>) -> Option<Result<Key, String>> {
+        match self.lookup(kid) {
+            Lookup::Found(key) => Some(Ok(key)),
+            Lookup::Refused(why) => Some(Err(why)),
+            Lookup::Fetch => None,
+        }
+    }
+
+    fn lookup(&self, kid: Option<&str>) -> Lookup {
+        let cache = self.cache.lock().unwrap();
+        let timing = &self.timing;
+        let failed = cache
+            .failure
+            .as_ref()
+            .filter(|(_, at)| at.elapsed() < timing.failure_remembered_for);
+        if let Some((keys, fetched)) = &cache.keys {
+            let age = fetched.elapsed();
+            match find(keys, kid) {
+                Some(key) if age < timing.fresh_for => return Lookup::Found(key.clone()),
+                Some(key) if failed.is_some() && age < timing.usable_for => {
+                    return Lookup::Found(key.clone());
+                }
+                Some(_) => {}
+                None if age < timing.refetch_after => {
+                    return Lookup::Refused(NO_MATCHING_KEY.into());
+                }
+                None => {}
+            }
+        }
+        match failed {
+            Some((why, _)) => Lookup::Refused(why.clone()),
+            None => Lookup::Fetch,
+        }
+    }
+
+    /// The keys of the JWKS that verify signatures (see [`signing_key`]); a set without any is a failed fetch.
+    async fn fetch(&self) -> Result<Vec<Key>, String> {
+        let bytes = match &self.source {
             KeySource::File(path) => {
-                std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?
+                let mut bytes = Vec::new();
+                std::fs::File::open(path)
+                    .and_then(|f| f.take(MAX_JWKS_BYTES as u64 + 1).read_to_end(&mut bytes))
+                    .map_err(|e| format!("cannot read {path}: {e}"))?;
+                bytes
             }
             KeySource::Url(url) => self
-                .http
-                .get(url)
-                .send()
+                .download(url)
                 .await
-                .and_then(|r| r.error_for_status())
-                .map_err(|e| format!("cannot fetch the signing keys: {e}"))?
-                .text()
-                .await
-                .map_err(|e| format!("cannot fetch the signing keys: {e}"))?,
+                .map_err(|e| format!("cannot fetch the signing keys from {url}: {e}"))?,
         };
-        serde_json::from_str(&text).map_err(|e| format!("the signing keys are not a JWKS: {e}"))
+        if bytes.len() > MAX_JWKS_BYTES {
+            return Err(format!(
+                "the signing keys are over {MAX_JWKS_BYTES} bytes: refused"
+            ));
+        }
+        // Each key on its own: one this library cannot read (a new key type) leaves the others usable.
+        let set: RawJwks = serde_json::from_slice(&bytes)
+            .map_err(|e| format!("the signing keys are not a JWKS: {e}"))?;
+        let keys: Vec<Key> = set
+            .keys
+            .into_iter()
+            .filter_map(|k| serde_json::from_value::<Jwk>(k).ok())
+            .filter_map(|jwk| signing_key(&jwk))
+            .collect();
+        if keys.is_empty() {
+            return Err("the JWKS holds no key for the signatures accepted here".into());
+        }
+        Ok(keys)
     }
+
+    /// The body at `url`, read in chunks and given up past [`MAX_JWKS_BYTES`] (the client's timeout bounds the
+    /// whole exchange).
+    async fn download(&self, url: &str) -> Result<Vec<u8>, String> {
+        let too_large = || format!("the answer is over {MAX_JWKS_BYTES} bytes: refused");
+        let mut response = self
+            .http
+            .get(url)
+            .send()
+            .await
+            .and_then(|r| r.error_for_status())
+            .map_err(|e| e.to_string())?;
+        if response
+            .content_length()
+            .is_some_and(|n| n > MAX_JWKS_BYTES as u64)
+        {
+            return Err(too_large());
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
+            if body.len() + chunk.len() > MAX_JWKS_BYTES {
+                return Err(too_large());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
+    }
+}
+
+const NO_MATCHING_KEY: &str = "no key of the issuer matches the token";
+
+/// The key `kid` names, or the only key when the token names none.
+fn find<'a>(keys: &'a [Key], kid: Option<&str>) -> Option<&'a Key> {
+    match kid {
+        Some(kid) => keys.iter().find(|k| k.kid.as_deref() == Some(kid)),
+        None if keys.len() == 1 => keys.first(),
+        None => None,
+    }
+}
+
+/// `jwk` as a key that verifies signatures, or None when it is not one: its `use` is not `sig` (or its `key_ops`
+/// lack `verify`), or it verifies no algorithm accepted here. Its algorithm is its `alg`, else the one its type
+/// implies: ES256 or ES384 by its curve, EdDSA for Ed25519, RS256 for RSA (what issuers that leave `alg` out of
+/// their keys, such as Microsoft Entra ID, sign with).
+fn signing_key(jwk: &Jwk) -> Option<Key> {
+    if jwk
+        .common
+        .public_key_use
+        .as_ref()
+        .is_some_and(|u| *u != PublicKeyUse::Signature)
+    {
+        return None;
+    }
+    if jwk
+        .common
+        .key_operations
+        .as_ref()
+        .is_some_and(|ops| !ops.contains(&KeyOperations::Verify))
+    {
+        return None;
+    }
+    let alg = match jwk.common.key_algorithm {
+        Some(alg) => Algorithm::try_from(alg).ok()?,
+        None => match &jwk.algorithm {
+            AlgorithmParameters::EllipticCurve(p) => match p.curve {
+                EllipticCurve::P256 => Algorithm::ES256,
+                EllipticCurve::P384 => Algorithm::ES384,
+                _ => return None,
+            },
+            AlgorithmParameters::OctetKeyPair(p) if p.curve == EllipticCurve::Ed25519 => {
+                Algorithm::EdDSA
+            }
+            AlgorithmParameters::RSA(_) => Algorithm::RS256,
+            _ => return None,
+        },
+    };
+    if !ACCEPTED_ALGORITHMS.contains(&alg) {
+        return None;
+    }
+    let decoding = DecodingKey::from_jwk(jwk).ok()?;
+    Some(Key {
+        kid: jwk.common.key_id.clone(),
+        alg,
+        decoding,
+    })
 }
 
 #[cfg(test)]
@@ -449,6 +704,52 @@ mod tests {
             with(&[("AUTH_MODE", "magic")]).err().unwrap().name,
             "AUTH_MODE"
         );
+        // On Lambda, no anonymous callers unless the operator says so too.
+        for lambda in ["AWS_LAMBDA_FUNCTION_NAME", "AWS_LAMBDA_RUNTIME_API"] {
+            let refused = Auth::from_lookup(&|k: &str| match k {
+                "AUTH_MODE" => Some("none".into()),
+                k if k == lambda => Some("chat".into()),
+                _ => None,
+            })
+            .err()
+            .unwrap();
+            assert_eq!(refused.name, "AUTH_MODE", "{lambda}");
+            assert!(refused.reason.contains("ALLOW_ANONYMOUS=true"), "{refused}");
+        }
+        assert_eq!(
+            with(&[
+                ("AUTH_MODE", "none"),
+                ("AWS_LAMBDA_FUNCTION_NAME", "chat"),
+                ("ALLOW_ANONYMOUS", "false"),
+            ])
+            .err()
+            .unwrap()
+            .name,
+            "AUTH_MODE"
+        );
+        assert!(matches!(
+            with(&[
+                ("AUTH_MODE", "none"),
+                ("AWS_LAMBDA_FUNCTION_NAME", "chat"),
+                ("ALLOW_ANONYMOUS", "TRUE"),
+            ]),
+            Ok(Auth::None { .. })
+        ));
+        assert_eq!(
+            with(&[("AUTH_MODE", "none"), ("ALLOW_ANONYMOUS", "yes")])
+                .err()
+                .unwrap()
+                .name,
+            "ALLOW_ANONYMOUS"
+        );
+        // Lambda's variables do not matter to the other modes.
+        assert!(matches!(
+            with(&[
+                ("AUTH_MODE", "iam"),
+                ("AWS_LAMBDA_RUNTIME_API", "127.0.0.1:9001")
+            ]),
+            Ok(Auth::Iam)
+        ));
         let request = event(None);
         let local = with(&[("AUTH_MODE", "none"), ("LOCAL_USER", "dev")]).unwrap();
         assert_eq!(local.caller(&request).await.unwrap(), "local:dev");
@@ -560,15 +861,16 @@ mod tests {
             .unwrap();
             let key = EncodingKey::from_ec_der(pkcs8.as_ref());
             let jwk = Jwk::from_encoding_key(&key, Algorithm::ES256).unwrap();
-            let auth = Auth::Jwt(JwtVerifier {
-                issuer: ISSUER.into(),
-                audience: AUDIENCE.into(),
-                groups_claim: "groups".into(),
-                source: KeySource::File("/nonexistent/jwks.json".into()),
-                keys: RwLock::new(Some((JwkSet { keys: vec![jwk] }, Instant::now()))),
-                http: reqwest::Client::new(),
-            });
-            (auth, key)
+            let verifier = JwtVerifier::new(
+                ISSUER.into(),
+                AUDIENCE.into(),
+                "groups".into(),
+                KeySource::File("/nonexistent/jwks.json".into()),
+            )
+            .unwrap();
+            verifier.cache.lock().unwrap().keys =
+                Some((vec![signing_key(&jwk).unwrap()].into(), Instant::now()));
+            (Auth::Jwt(Box::new(verifier)), key)
         }
 
         fn now() -> i64 {
@@ -726,6 +1028,440 @@ mod tests {
                     "{what}"
                 );
             }
+        }
+
+        /// What the test issuer answers for its JWKS.
+        #[derive(Clone)]
+        enum Answer {
+            /// This body with its length, after a pause.
+            Json { body: String, pause: Duration },
+            /// This body without a length: read until the connection closes.
+            Unframed(String),
+            /// This status and no body.
+            Status(u16),
+        }
+
+        /// A JWKS server on a loopback port that counts the requests it is sent.
+        struct Issuer {
+            url: String,
+            requests: Arc<std::sync::atomic::AtomicUsize>,
+            answer: Arc<Mutex<Answer>>,
+        }
+
+        impl Issuer {
+            async fn start(answer: Answer) -> Self {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let url = format!(
+                    "http://{}/.well-known/jwks.json",
+                    listener.local_addr().unwrap()
+                );
+                let requests = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+                let answer = Arc::new(Mutex::new(answer));
+                let (counted, answers) = (requests.clone(), answer.clone());
+                tokio::spawn(async move {
+                    while let Ok((socket, _)) = listener.accept().await {
+                        tokio::spawn(Self::serve(socket, counted.clone(), answers.clone()));
+                    }
+                });
+                Self {
+                    url,
+                    requests,
+                    answer,
+                }
+            }
+
+            async fn serve(
+                mut socket: tokio::net::TcpStream,
+                requests: Arc<std::sync::atomic::AtomicUsize>,
+                answer: Arc<Mutex<Answer>>,
+            ) {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let mut head = Vec::new();
+                let mut buffer = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match socket.read(&mut buffer).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buffer[..n]),
+                    }
+                }
+                requests.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let answer = answer.lock().unwrap().clone();
+                let response = match answer {
+                    Answer::Json { body, pause } => {
+                        tokio::time::sleep(pause).await;
+                        format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                            body.len()
+                        )
+                    }
+                    Answer::Unframed(body) => format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n{body}"
+                    ),
+                    Answer::Status(code) => format!(
+                        "HTTP/1.1 {code} Not Now\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                    ),
+                };
+                // The verifier may hang up before reading all of it (a JWKS too large): nothing to do then.
+                let _ = socket.write_all(response.as_bytes()).await;
+                let _ = socket.shutdown().await;
+            }
+
+            fn requests(&self) -> usize {
+                self.requests.load(std::sync::atomic::Ordering::SeqCst)
+            }
+
+            fn answer(&self, answer: Answer) {
+                *self.answer.lock().unwrap() = answer;
+            }
+        }
+
+        /// A key made for a test, its JWK (with `kid`, `use` and `alg` set or removed by the test) and its signing
+        /// half.
+        struct Signer {
+            key: EncodingKey,
+            jwk: serde_json::Value,
+        }
+
+        impl Signer {
+            fn ec(kid: &str) -> Self {
+                let pkcs8 = EcdsaKeyPair::generate_pkcs8(
+                    &ECDSA_P256_SHA256_FIXED_SIGNING,
+                    &SystemRandom::new(),
+                )
+                .unwrap();
+                Self::with_jwk(
+                    EncodingKey::from_ec_der(pkcs8.as_ref()),
+                    Algorithm::ES256,
+                    kid,
+                )
+            }
+
+            fn rsa(kid: &str) -> Self {
+                use aws_lc_rs::encoding::AsDer;
+                use base64::Engine;
+                let pair =
+                    aws_lc_rs::rsa::KeyPair::generate(aws_lc_rs::rsa::KeySize::Rsa2048).unwrap();
+                let der = AsDer::<aws_lc_rs::encoding::Pkcs8V1Der>::as_der(&pair).unwrap();
+                let text = base64::engine::general_purpose::STANDARD.encode(der.as_ref());
+                let lines: Vec<&str> = text
+                    .as_bytes()
+                    .chunks(64)
+                    .map(|c| std::str::from_utf8(c).unwrap())
+                    .collect();
+                let pem = format!(
+                    "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
+                    lines.join("\n")
+                );
+                Self::with_jwk(
+                    EncodingKey::from_rsa_pem(pem.as_bytes()).unwrap(),
+                    Algorithm::RS256,
+                    kid,
+                )
+            }
+
+            fn with_jwk(key: EncodingKey, alg: Algorithm, kid: &str) -> Self {
+                let mut jwk =
+                    serde_json::to_value(Jwk::from_encoding_key(&key, alg).unwrap()).unwrap();
+                jwk["kid"] = kid.into();
+                jwk["use"] = "sig".into();
+                Self { key, jwk }
+            }
+
+            /// The JWK with `field` set to `value`, or removed when `value` is null.
+            fn jwk_with(&self, field: &str, value: serde_json::Value) -> serde_json::Value {
+                let mut jwk = self.jwk.clone();
+                match value {
+                    serde_json::Value::Null => {
+                        jwk.as_object_mut().unwrap().remove(field);
+                    }
+                    value => jwk[field] = value,
+                }
+                jwk
+            }
+
+            /// A good token for `sub`, signed with `alg`, its header naming `kid`.
+            fn token(&self, alg: Algorithm, kid: Option<&str>, sub: &str) -> String {
+                let mut header = Header::new(alg);
+                header.kid = kid.map(str::to_string);
+                token(&self.key, &header, serde_json::json!({ "sub": sub }))
+            }
+        }
+
+        fn jwks(keys: &[&serde_json::Value]) -> String {
+            serde_json::json!({ "keys": keys }).to_string()
+        }
+
+        fn keys(body: String) -> Answer {
+            Answer::Json {
+                body,
+                pause: Duration::ZERO,
+            }
+        }
+
+        fn from_url(url: &str, timing: KeyTiming) -> Auth {
+            let mut verifier = JwtVerifier::new(
+                ISSUER.into(),
+                AUDIENCE.into(),
+                "groups".into(),
+                KeySource::Url(url.into()),
+            )
+            .unwrap();
+            verifier.timing = timing;
+            Auth::Jwt(Box::new(verifier))
+        }
+
+        fn refused(answer: Result<String, ApiError>) -> String {
+            match answer {
+                Err(ApiError::Unauthorized(why)) => why,
+                other => panic!("expected a 401, got {other:?}"),
+            }
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn concurrent_verifications_with_a_cold_cache_fetch_the_keys_once() {
+            let signer = Signer::ec("k1");
+            // The issuer answers slowly, so that every verification starts while the fetch is under way.
+            let issuer = Issuer::start(Answer::Json {
+                body: jwks(&[&signer.jwk]),
+                pause: Duration::from_millis(300),
+            })
+            .await;
+            let auth = Arc::new(from_url(&issuer.url, KeyTiming::default()));
+            let tasks: Vec<_> = (0..24)
+                .map(|i| {
+                    let (auth, token) = (
+                        auth.clone(),
+                        signer.token(Algorithm::ES256, Some("k1"), &format!("user-{i}")),
+                    );
+                    tokio::spawn(async move { caller(&auth, &token).await })
+                })
+                .collect();
+            for (i, task) in tasks.into_iter().enumerate() {
+                assert_eq!(
+                    task.await.unwrap().unwrap(),
+                    format!("jwt:{ISSUER}:user-{i}")
+                );
+            }
+            assert_eq!(issuer.requests(), 1, "one fetch for all of them");
+            // Later verifications use the keys fetched.
+            let later = signer.token(Algorithm::ES256, Some("k1"), "later");
+            caller(&auth, &later).await.unwrap();
+            assert_eq!(issuer.requests(), 1);
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn a_down_issuer_is_asked_once_while_its_failure_is_remembered() {
+            let signer = Signer::ec("k1");
+            let issuer = Issuer::start(Answer::Status(503)).await;
+            let auth = Arc::new(from_url(&issuer.url, KeyTiming::default()));
+            let token = signer.token(Algorithm::ES256, Some("k1"), "alice");
+            for _ in 0..20 {
+                let why = refused(caller(&auth, &token).await);
+                assert!(why.contains("503"), "{why}");
+            }
+            // Concurrent ones, and tokens naming keys never seen, are answered from the failure as well.
+            let tasks: Vec<_> = (0..10)
+                .map(|i| {
+                    let auth = auth.clone();
+                    let token =
+                        signer.token(Algorithm::ES256, Some(&format!("other-{i}")), "mallory");
+                    tokio::spawn(async move { caller(&auth, &token).await })
+                })
+                .collect();
+            for task in tasks {
+                refused(task.await.unwrap());
+            }
+            assert_eq!(
+                issuer.requests(),
+                1,
+                "one fetch while the failure is remembered"
+            );
+        }
+
+        #[tokio::test]
+        async fn a_failed_fetch_is_tried_again_once_its_window_passed() {
+            let signer = Signer::ec("k1");
+            let issuer = Issuer::start(Answer::Status(500)).await;
+            let auth = from_url(
+                &issuer.url,
+                KeyTiming {
+                    failure_remembered_for: Duration::from_millis(200),
+                    ..KeyTiming::default()
+                },
+            );
+            let token = signer.token(Algorithm::ES256, Some("k1"), "alice");
+            refused(caller(&auth, &token).await);
+            assert_eq!(issuer.requests(), 1);
+            issuer.answer(keys(jwks(&[&signer.jwk])));
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            assert_eq!(
+                caller(&auth, &token).await.unwrap(),
+                format!("jwt:{ISSUER}:alice")
+            );
+            assert_eq!(issuer.requests(), 2);
+        }
+
+        #[tokio::test]
+        async fn while_the_issuer_is_down_the_keys_fetched_last_verify_for_a_while() {
+            let signer = Signer::ec("k1");
+            let token = signer.token(Algorithm::ES256, Some("k1"), "alice");
+            // Keys are never fresh here: every verification would fetch, were it not for the remembered failure.
+            let stale = KeyTiming {
+                fresh_for: Duration::ZERO,
+                ..KeyTiming::default()
+            };
+            let issuer = Issuer::start(keys(jwks(&[&signer.jwk]))).await;
+            let auth = from_url(&issuer.url, stale);
+            caller(&auth, &token).await.unwrap();
+            issuer.answer(Answer::Status(503));
+            for _ in 0..5 {
+                caller(&auth, &token).await.unwrap();
+            }
+            assert_eq!(issuer.requests(), 2, "one failed refresh, remembered");
+
+            // Past `usable_for`, they no longer do.
+            let issuer = Issuer::start(keys(jwks(&[&signer.jwk]))).await;
+            let auth = from_url(
+                &issuer.url,
+                KeyTiming {
+                    usable_for: Duration::ZERO,
+                    ..stale
+                },
+            );
+            caller(&auth, &token).await.unwrap();
+            issuer.answer(Answer::Status(503));
+            refused(caller(&auth, &token).await);
+            assert_eq!(issuer.requests(), 2);
+        }
+
+        #[tokio::test]
+        async fn an_oversized_jwks_is_refused() {
+            let signer = Signer::ec("k1");
+            let token = signer.token(Algorithm::ES256, Some("k1"), "alice");
+            let padded = |bytes: usize| {
+                serde_json::json!({"keys": [signer.jwk], "padding": "x".repeat(bytes)}).to_string()
+            };
+            // Under the limit, a large JWKS is read.
+            let issuer = Issuer::start(keys(padded(200 * 1024))).await;
+            caller(&from_url(&issuer.url, KeyTiming::default()), &token)
+                .await
+                .unwrap();
+            // Over it, with its length announced or not, it is refused, and the refusal remembered.
+            for answer in [
+                keys(padded(MAX_JWKS_BYTES)),
+                Answer::Unframed(padded(MAX_JWKS_BYTES)),
+                Answer::Unframed(padded(20 * MAX_JWKS_BYTES)),
+            ] {
+                let issuer = Issuer::start(answer).await;
+                let auth = from_url(&issuer.url, KeyTiming::default());
+                for _ in 0..3 {
+                    let why = refused(caller(&auth, &token).await);
+                    assert!(why.contains("over 262144 bytes"), "{why}");
+                }
+                assert_eq!(issuer.requests(), 1);
+            }
+        }
+
+        #[tokio::test]
+        async fn keys_not_for_signatures_are_not_used() {
+            let encryption = Signer::ec("enc");
+            let signing = Signer::ec("sig");
+            let issuer = Issuer::start(keys(jwks(&[
+                &encryption.jwk_with("use", "enc".into()),
+                &signing.jwk,
+            ])))
+            .await;
+            let auth = from_url(&issuer.url, KeyTiming::default());
+            refused(
+                caller(
+                    &auth,
+                    &encryption.token(Algorithm::ES256, Some("enc"), "mallory"),
+                )
+                .await,
+            );
+            assert_eq!(
+                caller(
+                    &auth,
+                    &signing.token(Algorithm::ES256, Some("sig"), "alice")
+                )
+                .await
+                .unwrap(),
+                format!("jwt:{ISSUER}:alice")
+            );
+            // A token naming no key is checked against the only key for signatures.
+            assert_eq!(
+                caller(&auth, &signing.token(Algorithm::ES256, None, "bob"))
+                    .await
+                    .unwrap(),
+                format!("jwt:{ISSUER}:bob")
+            );
+            refused(caller(&auth, &encryption.token(Algorithm::ES256, None, "mallory")).await);
+
+            // Nor is a key whose key_ops lack verify; a set with no key for signatures is a failed fetch.
+            let mut only_encrypts = signing.jwk_with("use", serde_json::Value::Null);
+            only_encrypts["key_ops"] = serde_json::json!(["encrypt"]);
+            let issuer = Issuer::start(keys(jwks(&[&only_encrypts]))).await;
+            let auth = from_url(&issuer.url, KeyTiming::default());
+            let why = refused(
+                caller(
+                    &auth,
+                    &signing.token(Algorithm::ES256, Some("sig"), "alice"),
+                )
+                .await,
+            );
+            assert!(why.contains("no key for the signatures"), "{why}");
+        }
+
+        #[tokio::test]
+        async fn the_algorithm_is_the_keys_never_the_tokens() {
+            let rsa = Signer::rsa("rsa");
+            // An RSA key without alg verifies RS256 only: the same key's valid PSS signature is refused.
+            let issuer =
+                Issuer::start(keys(jwks(&[&rsa.jwk_with("alg", serde_json::Value::Null)]))).await;
+            let auth = from_url(&issuer.url, KeyTiming::default());
+            assert_eq!(
+                caller(&auth, &rsa.token(Algorithm::RS256, Some("rsa"), "alice"))
+                    .await
+                    .unwrap(),
+                format!("jwt:{ISSUER}:alice")
+            );
+            let why =
+                refused(caller(&auth, &rsa.token(Algorithm::PS256, Some("rsa"), "alice")).await);
+            assert!(why.contains("verifies RS256 only"), "{why}");
+
+            // A key that says PS256 verifies PS256, and not RS256.
+            let issuer = Issuer::start(keys(jwks(&[&rsa.jwk_with("alg", "PS256".into())]))).await;
+            let auth = from_url(&issuer.url, KeyTiming::default());
+            caller(&auth, &rsa.token(Algorithm::PS256, Some("rsa"), "alice"))
+                .await
+                .unwrap();
+            refused(caller(&auth, &rsa.token(Algorithm::RS256, Some("rsa"), "alice")).await);
+
+            // An EC key without alg verifies what its curve makes; a header naming another is refused.
+            let ec = Signer::ec("ec");
+            let issuer =
+                Issuer::start(keys(jwks(&[&ec.jwk_with("alg", serde_json::Value::Null)]))).await;
+            let auth = from_url(&issuer.url, KeyTiming::default());
+            let good = ec.token(Algorithm::ES256, Some("ec"), "alice");
+            caller(&auth, &good).await.unwrap();
+            use base64::Engine;
+            let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+            let (_, rest) = good.split_once('.').unwrap();
+            let relabelled = format!(
+                "{}.{rest}",
+                b64.encode(r#"{"alg":"ES384","typ":"JWT","kid":"ec"}"#)
+            );
+            let why = refused(caller(&auth, &relabelled).await);
+            assert!(why.contains("verifies ES256 only"), "{why}");
+            // A shared-secret algorithm is refused before any key is fetched.
+            let hs = token(
+                &EncodingKey::from_secret(b"the JWKS is public"),
+                &Header::new(Algorithm::HS256),
+                serde_json::json!({"sub": "mallory"}),
+            );
+            let issuer = Issuer::start(keys(jwks(&[&ec.jwk]))).await;
+            refused(caller(&from_url(&issuer.url, KeyTiming::default()), &hs).await);
+            assert_eq!(issuer.requests(), 0);
         }
     }
 }

@@ -203,9 +203,17 @@ fn main() {
         // Browser front ends on any local port; on AWS the function URLs answer CORS instead.
         env.push(("CORS_ALLOWED_ORIGINS", "*".into()));
     }
-    if std::env::var_os("AUTH_MODE").is_none() {
+    let auth_mode = std::env::var("AUTH_MODE").ok();
+    if auth_mode.is_none() {
         // One local user, unless the environment asks for IAM or JWT callers.
         env.push(("AUTH_MODE", "none".into()));
+    }
+    if auth_mode.is_none_or(|m| m.trim().eq_ignore_ascii_case("none"))
+        && std::env::var_os("ALLOW_ANONYMOUS").is_none()
+    {
+        // Under `cargo lambda watch` the functions see Lambda's variables, and refuse `none` there unless told that
+        // anonymous callers are meant: here they are, this is a local run.
+        env.push(("ALLOW_ANONYMOUS", "true".into()));
     }
     if !via_cargo_lambda {
         // The functions run in this process and read their configuration from its environment.

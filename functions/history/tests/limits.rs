@@ -1,0 +1,192 @@
+//! The history's bounds, through its whole edge and moto's DynamoDB: a save holds at most `MAX_MESSAGES` messages
+//! and each field within its bound (a 400 naming the field, the chat left as it was), and a save of a long chat
+//! (4 MB, far over `MAX_BODY_BYTES`) is taken whole up to `MAX_HISTORY_BODY_BYTES` and reads back whole.
+
+use chat_aws::DynamoStore;
+use chat_core::RequestLimits;
+use chat_testing::harness::{self, Reply};
+use serde_json::{Value, json};
+
+struct World {
+    history: history::App<DynamoStore>,
+}
+
+const MAX_MESSAGES: usize = 60;
+
+async fn world(env: &[(&str, &str)]) -> World {
+    let max_messages = MAX_MESSAGES.to_string();
+    let config = harness::config(&[&[("MAX_MESSAGES", max_messages.as_str())], env].concat());
+    World {
+        history: history::App::new(harness::fresh_store().await, harness::auth(), &config),
+    }
+}
+
+impl World {
+    async fn send(&self, method: &str, path: &str, body: &[u8]) -> Reply {
+        let request = lambda_http::http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("content-type", "application/json")
+            .body(lambda_http::Body::from(body.to_vec()))
+            .unwrap();
+        Reply::buffered(self.history.handle(request).await)
+    }
+
+    async fn new_chat(&self) -> String {
+        let reply = self
+            .send("POST", "/chat-history", br#"{"mode":"standard"}"#)
+            .await;
+        assert_eq!(reply.status, 201, "{}", reply.body);
+        reply.json()["id"].as_str().unwrap().to_string()
+    }
+
+    async fn save(&self, id: &str, messages: &[Value]) -> Reply {
+        let body = json!({ "messages": messages }).to_string();
+        self.send("PUT", &format!("/chat-history/{id}"), body.as_bytes())
+            .await
+    }
+
+    /// A chat's messages, page after page.
+    async fn messages(&self, id: &str) -> Vec<Value> {
+        let mut messages = Vec::new();
+        let mut path = format!("/chat-history/{id}/messages");
+        loop {
+            let reply = self.send("GET", &path, b"").await;
+            assert_eq!(reply.status, 200, "{}", reply.body);
+            messages.extend(reply.json().as_array().unwrap().iter().cloned());
+            match reply.headers.get(history::NEXT_CURSOR_HEADER) {
+                Some(next) => {
+                    path = format!(
+                        "/chat-history/{id}/messages?cursor={}",
+                        next.to_str().unwrap()
+                    )
+                }
+                None => return messages,
+            }
+        }
+    }
+}
+
+fn message(i: usize, content: String) -> Value {
+    let role = if i.is_multiple_of(2) {
+        "user"
+    } else {
+        "assistant"
+    };
+    json!({"id": format!("m{i}"), "role": role, "content": content, "timestamp": "10:15 AM"})
+}
+
+fn refused(reply: &Reply, status: u16, error: &str) {
+    assert_eq!(reply.status, status, "{}", reply.body);
+    assert_eq!(reply.json(), json!({ "error": error }));
+}
+
+#[tokio::test]
+async fn a_save_of_a_4_mb_chat_is_taken_and_reads_back_whole() {
+    let w = world(&[]).await;
+    let id = w.new_chat().await;
+    // 52 messages of 78 000 characters (some of two bytes): over 4 MB, four times MAX_BODY_BYTES.
+    let messages: Vec<Value> = (0..52usize)
+        .map(|i| {
+            let mut content = format!("message {i}: ");
+            while content.chars().count() < 78_000 {
+                content.push_str(if i.is_multiple_of(3) { "é" } else { "word " });
+            }
+            message(i, content.chars().take(78_000).collect())
+        })
+        .collect();
+    let body = json!({ "messages": messages }).to_string();
+    assert!(body.len() > 4_000_000, "{}", body.len());
+    assert!(body.len() > harness::config(&[]).max_body_bytes);
+    let reply = w
+        .send("PUT", &format!("/chat-history/{id}"), body.as_bytes())
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.json()["messageCount"], 52);
+
+    let read = w.messages(&id).await;
+    assert_eq!(read.len(), 52);
+    for (read, sent) in read.iter().zip(&messages) {
+        assert_eq!(read["id"], sent["id"]);
+        assert_eq!(read["role"], sent["role"]);
+        assert_eq!(read["content"], sent["content"]);
+    }
+}
+
+#[tokio::test]
+async fn a_body_over_max_history_body_bytes_is_a_413() {
+    let w = world(&[("MAX_HISTORY_BODY_BYTES", "2000000")]).await;
+    let id = w.new_chat().await;
+    let content = |chars: usize| "x".repeat(chars);
+    let messages: Vec<Value> = (0..30).map(|i| message(i, content(70_000))).collect();
+    let reply = w.save(&id, &messages).await;
+    refused(
+        &reply,
+        413,
+        "The request body is larger than the limit of 2000000 bytes.",
+    );
+    assert!(w.messages(&id).await.is_empty());
+    // The chat functions' own limit does not apply here: a body over it is taken.
+    let messages: Vec<Value> = (0..20).map(|i| message(i, content(70_000))).collect();
+    assert_eq!(w.save(&id, &messages).await.status, 200);
+    assert_eq!(w.messages(&id).await.len(), 20);
+}
+
+#[tokio::test]
+async fn a_save_holds_at_most_max_messages() {
+    let w = world(&[]).await;
+    let id = w.new_chat().await;
+    let two = [message(0, "hi".into()), message(1, "Echo: hi".into())];
+    assert_eq!(w.save(&id, &two).await.status, 200);
+
+    let many: Vec<Value> = (0..=MAX_MESSAGES)
+        .map(|i| message(i, format!("m{i}")))
+        .collect();
+    refused(
+        &w.save(&id, &many).await,
+        400,
+        &format!(
+            "messages: holds {} messages, more than the limit of {MAX_MESSAGES}",
+            MAX_MESSAGES + 1
+        ),
+    );
+    // The chat is as it was.
+    let read = w.messages(&id).await;
+    assert_eq!(read.len(), 2);
+    assert_eq!(read[1]["content"], "Echo: hi");
+    // At the limit, and with the Chat UI's notes beside (not stored, not counted), a save is taken.
+    let mut at_limit = many[..MAX_MESSAGES].to_vec();
+    at_limit.insert(1, json!({"role": "system", "content": "API Error"}));
+    let reply = w.save(&id, &at_limit).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(w.messages(&id).await.len(), MAX_MESSAGES);
+}
+
+#[tokio::test]
+async fn every_field_of_a_save_is_bounded() {
+    let w = world(&[("MAX_MESSAGE_CHARS", "1000")]).await;
+    let id = w.new_chat().await;
+    let kept = [message(0, "hi".into()), message(1, "Echo: hi".into())];
+    assert_eq!(w.save(&id, &kept).await.status, 200);
+    for (field, limit) in [
+        ("content", 1000),
+        ("id", RequestLimits::MAX_MESSAGE_ID_CHARS),
+        ("timestamp", RequestLimits::MAX_TIMESTAMP_CHARS),
+        ("agentIdentifier", RequestLimits::MAX_AGENT_CHARS),
+        ("agentName", RequestLimits::MAX_AGENT_CHARS),
+    ] {
+        let mut messages = kept.to_vec();
+        messages[1][field] = json!("x".repeat(limit + 1));
+        refused(
+            &w.save(&id, &messages).await,
+            400,
+            &format!(
+                "messages[1].{field}: is {} characters long, more than the limit of {limit}",
+                limit + 1
+            ),
+        );
+    }
+    let read = w.messages(&id).await;
+    assert_eq!(read.len(), 2);
+    assert_eq!(read[1]["id"], "m1");
+}
