@@ -79,7 +79,7 @@ impl Default for KeyTiming {
 
 /// How long fetching the JWKS may take, connecting and reading it whole.
 const JWKS_TIMEOUT: Duration = Duration::from_secs(5);
-/// The largest JWKS read: an issuer's has a few keys (a few KiB); a larger answer is refused unread.
+/// The largest JWKS read: an issuer's has a few keys (a few KiB); a larger answer is refused, read no further.
 pub const MAX_JWKS_BYTES: usize = 256 * 1024;
 
 /// A key of the JWKS that verifies signatures, with the one algorithm it verifies.
