@@ -5,6 +5,10 @@
 //! to every response; `CORS_ALLOWED_ORIGINS` is then left unset so the function adds nothing. Here the function
 //! plays that part with the same rules, so a browser front end (the Chat UI, whose `Content-Type` on GET causes a
 //! preflight) works against `make run` as it will against the deployment.
+//!
+//! An origin may name any port of its host, `http://localhost:*`: a developer's front end runs on whatever port its
+//! dev server picked. The local run allows only such loopback origins ([`LOOPBACK_ORIGINS`]) unless told otherwise:
+//! with no sign-in there, an origin allowed is a web page that can read the developer's chats.
 
 use std::time::Duration;
 
@@ -18,6 +22,8 @@ pub const ALLOWED_HEADERS: &str =
 pub const EXPOSED_HEADERS: &str = "x-next-cursor";
 /// How long a browser may reuse a preflight answer, in seconds.
 pub const MAX_AGE_SECONDS: u32 = 300;
+/// Pages served from this machine, on any port: what the local run allows when `CORS_ALLOWED_ORIGINS` is unset.
+pub const LOOPBACK_ORIGINS: &str = "http://localhost:*,http://127.0.0.1:*";
 
 /// Which origins may call from a browser; none when `CORS_ALLOWED_ORIGINS` is unset.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -26,7 +32,8 @@ pub struct Cors {
 }
 
 impl Cors {
-    /// From a comma-separated list of origins (`https://chat.example.com,http://localhost:5173`), or `*` for any.
+    /// From a comma-separated list of origins (`https://chat.example.com,http://localhost:5173`), each exact or
+    /// with `:*` for any port of its host (`http://localhost:*`), or `*` for any origin.
     pub fn from_list(list: &str) -> Self {
         Self {
             origins: list
@@ -52,11 +59,12 @@ impl Cors {
         let origin = if self.origins.iter().any(|o| o == "*") {
             AllowOrigin::any()
         } else {
-            AllowOrigin::list(
-                self.origins
-                    .iter()
-                    .filter_map(|o| HeaderValue::from_str(o).ok()),
-            )
+            let origins = self.origins.clone();
+            AllowOrigin::predicate(move |origin: &HeaderValue, _| {
+                origin
+                    .to_str()
+                    .is_ok_and(|origin| origins.iter().any(|o| matches(o, origin)))
+            })
         };
         let names = |list: &str| -> Vec<HeaderName> {
             list.split(',')
@@ -71,6 +79,20 @@ impl Cors {
                 .expose_headers(names(EXPOSED_HEADERS))
                 .max_age(Duration::from_secs(u64::from(MAX_AGE_SECONDS))),
         )
+    }
+}
+
+/// Whether `origin` (as a browser sends it: scheme, host and a port unless it is the scheme's default) is the
+/// `allowed` one, or one of its host's ports when `allowed` ends with `:*`.
+fn matches(allowed: &str, origin: &str) -> bool {
+    match allowed.strip_suffix(":*") {
+        None => allowed == origin,
+        Some(host) => origin.strip_prefix(host).is_some_and(|rest| {
+            rest.is_empty()
+                || rest.strip_prefix(':').is_some_and(|port| {
+                    !port.is_empty() && port.len() <= 5 && port.bytes().all(|b| b.is_ascii_digit())
+                })
+        }),
     }
 }
 
@@ -132,6 +154,62 @@ mod tests {
         let answer = send(&cors, Method::GET, &[("origin", "http://localhost:5173")]).await;
         assert!(!answer.headers().contains_key("access-control-allow-origin"));
         assert!(Cors::default().layer(&[Method::GET]).is_none());
+    }
+
+    #[tokio::test]
+    async fn the_local_runs_default_lets_in_pages_of_this_machine_only() {
+        let cors = Cors::from_list(LOOPBACK_ORIGINS);
+        for origin in [
+            "http://localhost:5173",
+            "http://127.0.0.1:41873",
+            "http://localhost",
+        ] {
+            let answer = send(&cors, Method::GET, &[("origin", origin)]).await;
+            assert_eq!(answer.headers()["access-control-allow-origin"], origin);
+            assert_eq!(
+                answer.headers()["access-control-expose-headers"],
+                "x-next-cursor"
+            );
+            let mut preflight = PREFLIGHT;
+            preflight[0].1 = origin;
+            let answer = send(&cors, Method::OPTIONS, &preflight).await;
+            assert_eq!(answer.headers()["access-control-allow-origin"], origin);
+        }
+        for origin in [
+            "https://evil.example",
+            "https://localhost:5173",
+            "http://localhost.evil.example",
+            "http://localhost:5173.evil.example",
+            "http://127.0.0.1.nip.io:80",
+            "http://localhost:",
+            "http://localhost:5173/",
+            "null",
+        ] {
+            let answer = send(&cors, Method::GET, &[("origin", origin)]).await;
+            assert!(
+                !answer.headers().contains_key("access-control-allow-origin"),
+                "{origin}"
+            );
+            let mut preflight = PREFLIGHT;
+            preflight[0].1 = origin;
+            let answer = send(&cors, Method::OPTIONS, &preflight).await;
+            assert!(
+                !answer.headers().contains_key("access-control-allow-origin"),
+                "{origin}"
+            );
+        }
+        // A port wildcard is for any host an operator names.
+        let cors = Cors::from_list("https://chat.example.com:*");
+        let answer = send(
+            &cors,
+            Method::GET,
+            &[("origin", "https://chat.example.com:8443")],
+        )
+        .await;
+        assert_eq!(
+            answer.headers()["access-control-allow-origin"],
+            "https://chat.example.com:8443"
+        );
     }
 
     #[tokio::test]

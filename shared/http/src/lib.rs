@@ -15,7 +15,7 @@ mod serve;
 pub use axum::http::Method;
 pub use backends::{Backends, ChatBackends};
 pub use config::{Config, ConfigError};
-pub use cors::Cors;
+pub use cors::{Cors, LOOPBACK_ORIGINS};
 pub use edge::{FunctionService, WithCors, answer_one, function_service, only};
 pub use error::{ApiError, error_body, error_line, error_response, json_response};
 pub use identity::{Auth, CallerParts, JwtVerifier, KeySource};

@@ -3,8 +3,10 @@
 //! Starts the local Bedrock-compatible server (in this process) and moto's DynamoDB server, creates the table, and
 //! serves the three functions' routers (chat, chat-stream, history) in this process, through the same edge each
 //! function serves on Lambda or as a plain server (`chat_http::serve_plain`): every request reaches the functions'
-//! own code, whatever its bytes. One local user (`AUTH_MODE=none`) and CORS for any origin
-//! (`CORS_ALLOWED_ORIGINS=*`) unless the environment says otherwise. With `MODEL_ID` and AWS credentials in the
+//! own code, whatever its bytes. One local user (`AUTH_MODE=none`) and CORS for pages of this machine only
+//! (`CORS_ALLOWED_ORIGINS=http://localhost:*,http://127.0.0.1:*`: with no sign-in, any other page a developer
+//! opens could read their chats and spend their Bedrock budget) unless the environment says otherwise. Every
+//! server it starts listens on 127.0.0.1 only, for the same reason. With `MODEL_ID` and AWS credentials in the
 //! environment (`AWS_PROFILE` or `AWS_ACCESS_KEY_ID`), it uses real Bedrock and DynamoDB instead, and starts neither
 //! server.
 //!
@@ -200,8 +202,8 @@ fn main() {
         ]);
     }
     if std::env::var_os("CORS_ALLOWED_ORIGINS").is_none() {
-        // Browser front ends on any local port; on AWS the function URLs answer CORS instead.
-        env.push(("CORS_ALLOWED_ORIGINS", "*".into()));
+        // Browser front ends served from this machine, on any port; on AWS the function URLs answer CORS instead.
+        env.push(("CORS_ALLOWED_ORIGINS", chat_http::LOOPBACK_ORIGINS.into()));
     }
     let auth_mode = std::env::var("AUTH_MODE").ok();
     if auth_mode.is_none() {

@@ -134,6 +134,64 @@ async fn errors_are_json_on_the_local_run() {
     );
 }
 
+#[tokio::test]
+async fn cors_answers_pages_of_this_machine_only() {
+    let client = reqwest::Client::new();
+    let preflight = |origin: &'static str| {
+        client
+            .request(
+                reqwest::Method::OPTIONS,
+                format!("{}/chat-history?mode=standard", base()),
+            )
+            .header("origin", origin)
+            .header("access-control-request-method", "GET")
+            .header("access-control-request-headers", "content-type")
+            .send()
+    };
+    let allowed = |response: &reqwest::Response| {
+        response
+            .headers()
+            .get("access-control-allow-origin")
+            .map(|v| v.to_str().unwrap().to_string())
+    };
+    // A front end's dev server on any local port, by name or by address.
+    for origin in ["http://localhost:5173", "http://127.0.0.1:41000"] {
+        let answer = preflight(origin).await.unwrap();
+        assert!(answer.status().is_success(), "{origin}");
+        assert_eq!(allowed(&answer).as_deref(), Some(origin));
+    }
+    // Any other page the developer opens is refused what it would read.
+    let answer = preflight("https://evil.example").await.unwrap();
+    assert_eq!(allowed(&answer), None);
+    let answer = client
+        .get(format!("{}/chat-history?mode=standard", base()))
+        .header("origin", "https://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    assert_eq!(allowed(&answer), None);
+}
+
+#[tokio::test]
+async fn a_client_sending_8_mib_whole_reads_its_413() {
+    // reqwest writes the whole body before it reads the answer: a server that answered and closed mid-body would
+    // break the pipe under it.
+    let mut body = r#"{"messages":[{"role":"user","content":""#.to_string();
+    body.push_str(&"x".repeat(8 * 1024 * 1024));
+    body.push_str(r#""}]}"#);
+    let (status, ct, text) = post("/chat", "application/json", body).await;
+    assert_eq!((status, ct.as_str()), (413, "application/json"), "{text}");
+    let error: Value = serde_json::from_str(&text).unwrap();
+    assert!(
+        error["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("The request body is larger than the limit of "),
+        "{text}"
+    );
+}
+
 /// Milliseconds since the Unix epoch.
 fn unix_ms(t: SystemTime) -> u64 {
     t.duration_since(SystemTime::UNIX_EPOCH)
