@@ -367,6 +367,32 @@ async fn an_override_the_operator_does_not_allow_is_refused_by_name() {
 }
 
 #[tokio::test]
+async fn overrides_this_backend_does_not_define_are_named_in_the_prompt_thought() {
+    let h = harness().await;
+    let r = h
+        .post(
+            "/chat",
+            &json!({"messages": user("x"), "context": {"overrides": {
+                "semantic_ranker": true, "use_gpt4v": false, "top": 2
+            }}}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let thoughts = r.json()["context"]["thoughts"].clone();
+    let prompt = thoughts
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["title"] == "Prompt to generate answer")
+        .unwrap();
+    assert_eq!(
+        prompt["props"]["overrides_not_used"],
+        json!(["semantic_ranker", "use_gpt4v"]),
+        "{prompt}"
+    );
+}
+
+#[tokio::test]
 async fn reasoning_beyond_the_operators_cap_is_refused() {
     let h = support::harness_with(&[
         ("MODEL_ID", "us.anthropic.claude-sonnet-4-5-20250929-v1:0"),

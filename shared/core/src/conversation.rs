@@ -138,6 +138,9 @@ pub struct Overrides {
     pub latency: Option<crate::Latency>,
     /// Converse's service tier, when the configuration allows the one asked for.
     pub service_tier: Option<crate::ServiceTier>,
+    /// The names of overrides this backend does not define (other backends' settings, such as `semantic_ranker`):
+    /// they change nothing, and the prompt thought names them so that nobody takes them for applied.
+    pub not_used: Vec<String>,
 }
 
 impl Overrides {

@@ -174,7 +174,12 @@ pub fn prepare_turn(
         service_tier: input.overrides.service_tier.or(options.service_tier),
         grounding_source,
     };
-    let prompt_thought = prompt_thought(&request);
+    let mut prompt_thought = prompt_thought(&request);
+    if !input.overrides.not_used.is_empty()
+        && let Some(Value::Object(props)) = &mut prompt_thought.props
+    {
+        props.insert("overrides_not_used".into(), json!(input.overrides.not_used));
+    }
     PreparedTurn {
         request,
         prompt_thought,

@@ -342,6 +342,9 @@ fn messages(
         .collect())
 }
 
+/// The most names of unknown overrides a prompt thought lists.
+const MAX_NOT_USED: usize = 20;
+
 fn overrides(
     context: Field<RequestContext>,
     limits: &RequestLimits,
@@ -403,6 +406,14 @@ fn overrides(
             })
             .transpose()
     }
+    // Other backends' settings change nothing here; their names (a bounded few, each cut short) are said in the
+    // prompt thought rather than dropped in silence.
+    let not_used: Vec<String> = wire
+        .extra
+        .keys()
+        .take(MAX_NOT_USED)
+        .map(|name| name.chars().take(64).collect())
+        .collect();
     let reasoning_effort = choice("reasoning_effort", wire.reasoning_effort.into_option())?;
     let latency = choice("latency", wire.latency.into_option())?;
     let service_tier = choice("service_tier", wire.service_tier.into_option())?;
@@ -428,6 +439,7 @@ fn overrides(
         reasoning_effort,
         latency,
         service_tier,
+        not_used,
     };
     // The operator's list decides what a request may change; one it does not allow is refused, not ignored, so
     // the client learns its setting was not applied.
