@@ -69,8 +69,7 @@ impl World {
             _ => &self.with_tokens,
         };
         let before = self.fixture.model_calls();
-        let reply =
-            Reply::buffered(app.handle(self.fixture.request(person, path, &body)).await);
+        let reply = Reply::buffered(app.handle(self.fixture.request(person, path, &body)).await);
         assert_eq!(reply.status, StatusCode::OK, "{route:?}: {}", reply.body);
         self.fixture.seen(person, before, reply.body).await
     }
@@ -115,7 +114,12 @@ async fn no_combination_of_the_security_overrides_gives_the_local_user_alices_re
                 overrides["use_groups_security_filter"] = groups.clone();
             }
             let seen = w
-                .ask(Person::Local, Route::Chat, review.question, Some(&overrides))
+                .ask(
+                    Person::Local,
+                    Route::Chat,
+                    review.question,
+                    Some(&overrides),
+                )
                 .await;
             seen.check(Person::Local, review, &overrides.to_string());
         }
@@ -134,22 +138,46 @@ async fn each_security_override_alone_narrows_what_the_caller_may_read() {
         .await;
     seen.check(Person::Alice, review, "oid only");
     let seen = w
-        .ask(Person::Alice, Route::Chat, handbook.question, Some(&oid_only))
+        .ask(
+            Person::Alice,
+            Route::Chat,
+            handbook.question,
+            Some(&oid_only),
+        )
         .await;
     assert!(!seen.model.contains("Parental_Leave"), "{}", seen.model);
     // By groups alone: the board minutes and the handbook for Dana; not Alice's review for Alice.
     let seen = w
-        .ask(Person::Dana, Route::Chat, minutes.question, Some(&groups_only))
+        .ask(
+            Person::Dana,
+            Route::Chat,
+            minutes.question,
+            Some(&groups_only),
+        )
         .await;
     seen.check(Person::Dana, minutes, "groups only");
     let seen = w
-        .ask(Person::Dana, Route::Chat, handbook.question, Some(&groups_only))
+        .ask(
+            Person::Dana,
+            Route::Chat,
+            handbook.question,
+            Some(&groups_only),
+        )
         .await;
     seen.check(Person::Dana, handbook, "groups only");
     let seen = w
-        .ask(Person::Alice, Route::Chat, review.question, Some(&groups_only))
+        .ask(
+            Person::Alice,
+            Route::Chat,
+            review.question,
+            Some(&groups_only),
+        )
         .await;
-    assert!(!seen.model.contains("Salary_Review_Alice"), "{}", seen.model);
+    assert!(
+        !seen.model.contains("Salary_Review_Alice"),
+        "{}",
+        seen.model
+    );
 }
 
 #[tokio::test]
@@ -190,5 +218,8 @@ async fn an_open_collection_is_the_operators_choice_and_says_so() {
     let body: Value = serde_json::from_str(&seen.response).unwrap();
     let thoughts = body["context"]["thoughts"].to_string();
     assert!(thoughts.contains("DOCUMENT_ACCESS=open"), "{thoughts}");
-    assert!(thoughts.contains(r#""document_access":"open""#), "{thoughts}");
+    assert!(
+        thoughts.contains(r#""document_access":"open""#),
+        "{thoughts}"
+    );
 }

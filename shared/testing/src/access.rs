@@ -34,7 +34,9 @@ impl Person {
     /// The token's claims (`None` for the local user, who sends none).
     fn claims(self) -> Option<Value> {
         match self {
-            Person::Alice => Some(json!({"sub": "alice-sub", "oid": "alice", "groups": ["engineering"]})),
+            Person::Alice => {
+                Some(json!({"sub": "alice-sub", "oid": "alice", "groups": ["engineering"]}))
+            }
             Person::Bob => Some(json!({"sub": "bob"})),
             Person::Dana => Some(json!({"sub": "dana", "groups": ["leadership"]})),
             Person::Local => None,
@@ -54,7 +56,10 @@ impl Person {
     /// The owner id of this person's history.
     pub fn owner(self) -> String {
         match self.claims() {
-            Some(claims) => format!("jwt:{ISSUER}:{}", claims["sub"].as_str().unwrap_or_default()),
+            Some(claims) => format!(
+                "jwt:{ISSUER}:{}",
+                claims["sub"].as_str().unwrap_or_default()
+            ),
             None => crate::harness::OWNER.to_string(),
         }
     }
@@ -170,7 +175,10 @@ impl Fixture {
             ("AUTH_MODE", "jwt".into()),
             ("JWT_ISSUER", ISSUER.into()),
             ("JWT_AUDIENCE", AUDIENCE.into()),
-            ("JWKS_FILE", signer.jwks_file().to_string_lossy().to_string()),
+            (
+                "JWKS_FILE",
+                signer.jwks_file().to_string_lossy().to_string(),
+            ),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
@@ -253,8 +261,12 @@ fn session_state(response: &str) -> Option<String> {
             .collect(),
     };
     values.iter().find_map(|v| {
-        [&v["sessionState"], &v["session_state"], &v["choices"][0]["session_state"]]
-            .into_iter()
-            .find_map(|s| s.as_str().map(str::to_string))
+        [
+            &v["sessionState"],
+            &v["session_state"],
+            &v["choices"][0]["session_state"],
+        ]
+        .into_iter()
+        .find_map(|s| s.as_str().map(str::to_string))
     })
 }
