@@ -4,7 +4,9 @@
 
 use chat_aws::{BedrockModel, DynamoStore};
 use chat_stream::App;
-use chat_testing::access::{AIMS, Fixture, Person, Seen, override_cases};
+use chat_testing::access::{
+    AIMS, Fixture, Person, Seen, every_override_combination, override_cases,
+};
 use chat_testing::harness::{self, Streamed};
 use serde_json::{Value, json};
 
@@ -92,6 +94,20 @@ async fn every_streamed_route_gives_each_caller_only_the_documents_they_may_read
         for person in Person::ALL {
             let seen = w.ask(person, Route::MultiAgent, aim.question, None).await;
             seen.check(person, aim, "multi-agent stream");
+        }
+    }
+}
+
+#[tokio::test]
+async fn no_combination_of_the_security_overrides_streams_the_local_user_alices_review() {
+    let w = world().await;
+    let review = &AIMS[0];
+    for overrides in every_override_combination() {
+        for route in [Route::Stream, Route::StreamFirstVersion] {
+            let seen = w
+                .ask(Person::Local, route, review.question, Some(&overrides))
+                .await;
+            seen.check(Person::Local, review, &format!("{route:?} {overrides}"));
         }
     }
 }

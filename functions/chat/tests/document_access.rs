@@ -4,7 +4,9 @@
 
 use chat::App;
 use chat_aws::{BedrockModel, DynamoStore};
-use chat_testing::access::{AIMS, Aim, Fixture, Person, Seen, override_cases};
+use chat_testing::access::{
+    AIMS, Aim, Fixture, Person, Seen, every_override_combination, override_cases,
+};
 use chat_testing::harness::{self, Reply};
 use lambda_http::http::StatusCode;
 use serde_json::{Value, json};
@@ -103,25 +105,12 @@ async fn every_route_gives_each_caller_only_the_documents_they_may_read_whatever
 async fn no_combination_of_the_security_overrides_gives_the_local_user_alices_review() {
     let w = world(&[]).await;
     let review: &Aim = &AIMS[0];
-    let values = [None, Some(json!(false)), Some(json!(true))];
-    for oid in &values {
-        for groups in &values {
-            let mut overrides = json!({"top": 20});
-            if let Some(oid) = oid {
-                overrides["use_oid_security_filter"] = oid.clone();
-            }
-            if let Some(groups) = groups {
-                overrides["use_groups_security_filter"] = groups.clone();
-            }
+    for overrides in every_override_combination() {
+        for route in [Route::Chat, Route::ChatFirstVersion] {
             let seen = w
-                .ask(
-                    Person::Local,
-                    Route::Chat,
-                    review.question,
-                    Some(&overrides),
-                )
+                .ask(Person::Local, route, review.question, Some(&overrides))
                 .await;
-            seen.check(Person::Local, review, &overrides.to_string());
+            seen.check(Person::Local, review, &format!("{route:?} {overrides}"));
         }
     }
 }

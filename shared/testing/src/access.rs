@@ -119,6 +119,25 @@ pub fn override_cases() -> [(&'static str, Option<Value>); 3] {
     ]
 }
 
+/// Every combination of the two security overrides, each absent, `false` or `true` (with room for every passage).
+pub fn every_override_combination() -> Vec<Value> {
+    let values = [None, Some(false), Some(true)];
+    let mut all = Vec::new();
+    for oid in values {
+        for groups in values {
+            let mut overrides = json!({"top": 20});
+            if let Some(oid) = oid {
+                overrides["use_oid_security_filter"] = json!(oid);
+            }
+            if let Some(groups) = groups {
+                overrides["use_groups_security_filter"] = json!(groups);
+            }
+            all.push(overrides);
+        }
+    }
+    all
+}
+
 /// Everything one request left behind, as text: the response body, the model requests it made, the stored chat.
 #[derive(Debug, Default)]
 pub struct Seen {
