@@ -5,31 +5,25 @@
 use chat_aws::{BedrockModel, DynamoStore};
 use chat_stream::App;
 use chat_testing::access::{
-    AIMS, Fixture, Person, Seen, every_override_combination, override_cases,
+    AIMS, Apps, Fixture, Person, Seen, every_override_combination, override_cases,
 };
-use chat_testing::harness::{self, Streamed};
+use chat_testing::harness::Streamed;
 use serde_json::{Value, json};
 
+/// The function twice over one fixture: for callers with tokens, and for the local run's one user.
 struct World {
     fixture: Fixture,
-    with_tokens: App<BedrockModel, DynamoStore>,
-    local: App<BedrockModel, DynamoStore>,
+    apps: Apps<App<BedrockModel, DynamoStore>>,
 }
 
 async fn world() -> World {
     let fixture = Fixture::start(&[]).await;
-    let app = |auth| async {
-        let b = &fixture.backend;
-        App::new(b.model().await, b.store.clone(), auth, b.config.clone())
-            .with_retriever(Some(fixture.retriever.clone()))
-    };
-    let with_tokens = app(fixture.auth()).await;
-    let local = app(harness::auth()).await;
-    World {
-        fixture,
-        with_tokens,
-        local,
-    }
+    let apps = fixture
+        .apps(|model, store, auth, config, retriever| {
+            App::new(model, store, auth, config).with_retriever(Some(retriever))
+        })
+        .await;
+    World { fixture, apps }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -65,10 +59,7 @@ impl World {
                 .headers_mut()
                 .insert("accept", "text/event-stream".parse().unwrap());
         }
-        let app = match person {
-            Person::Local => &self.local,
-            _ => &self.with_tokens,
-        };
+        let app = self.apps.of(person);
         let before = self.fixture.model_calls();
         let streamed = Streamed::read(app.handle(request).await).await;
         assert_eq!(streamed.status, 200, "{route:?}: {}", streamed.text());

@@ -6,11 +6,9 @@ use std::sync::Arc;
 
 use chat_core::{AttachmentStore, SessionStore};
 use chat_stream::App;
+use chat_testing::bytes::{PNG, uint8array_json};
 use chat_testing::harness::{self, Backend, OWNER, Streamed};
 use serde_json::{Value, json};
-
-/// A PNG signature and header.
-const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x02\0\0\0\x90wS\xde";
 
 #[tokio::test]
 async fn a_png_in_the_json_is_streamed_about_and_stored_and_garbage_is_a_400() {
@@ -25,12 +23,7 @@ async fn a_png_in_the_json_is_streamed_about_and_stored_and_garbage_is_a_400() {
     .with_attachments(Some(files.clone() as Arc<dyn AttachmentStore>));
     let post = |body: Value| harness::json_request("POST", "/chat/stream", Some(&body));
 
-    // What `JSON.stringify(new Uint8Array(png))` writes.
-    let data: serde_json::Map<String, Value> = PNG
-        .iter()
-        .enumerate()
-        .map(|(i, b)| (i.to_string(), json!(b)))
-        .collect();
+    let data = uint8array_json(PNG);
     let reply = Streamed::read(
         app.handle(post(
             json!({"messages": [{"role": "user", "content": "What is this?", "files": [

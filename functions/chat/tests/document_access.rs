@@ -5,33 +5,27 @@
 use chat::App;
 use chat_aws::{BedrockModel, DynamoStore};
 use chat_testing::access::{
-    AIMS, Aim, Fixture, Person, Seen, every_override_combination, override_cases,
+    AIMS, Aim, Apps, Fixture, Person, Seen, every_override_combination, override_cases,
 };
-use chat_testing::harness::{self, Reply};
+use chat_testing::harness::Reply;
 use lambda_http::http::StatusCode;
 use serde_json::{Value, json};
 
 /// The chat function twice over one fixture: for callers with tokens, and for the local run's one user.
+/// The function twice over one fixture: for callers with tokens, and for the local run's one user.
 struct World {
     fixture: Fixture,
-    with_tokens: App<BedrockModel, DynamoStore>,
-    local: App<BedrockModel, DynamoStore>,
+    apps: Apps<App<BedrockModel, DynamoStore>>,
 }
 
 async fn world(extra: &[(&str, &str)]) -> World {
     let fixture = Fixture::start(extra).await;
-    let app = |auth| async {
-        let b = &fixture.backend;
-        App::new(b.model().await, b.store.clone(), auth, b.config.clone())
-            .with_retriever(Some(fixture.retriever.clone()))
-    };
-    let with_tokens = app(fixture.auth()).await;
-    let local = app(harness::auth()).await;
-    World {
-        fixture,
-        with_tokens,
-        local,
-    }
+    let apps = fixture
+        .apps(|model, store, auth, config, retriever| {
+            App::new(model, store, auth, config).with_retriever(Some(retriever))
+        })
+        .await;
+    World { fixture, apps }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -66,10 +60,7 @@ impl World {
             Route::ChatUi => ("/chat-ui/chat", json!({"messages": messages})),
             Route::MultiAgent => ("/multi-agent-chat/batch", json!({"messages": messages})),
         };
-        let app = match person {
-            Person::Local => &self.local,
-            _ => &self.with_tokens,
-        };
+        let app = self.apps.of(person);
         let before = self.fixture.model_calls();
         let reply = Reply::buffered(app.handle(self.fixture.request(person, path, &body)).await);
         assert_eq!(reply.status, StatusCode::OK, "{route:?}: {}", reply.body);

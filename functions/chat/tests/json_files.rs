@@ -11,11 +11,9 @@ use base64::Engine;
 use chat::App;
 use chat_aws::{BedrockModel, DynamoStore, S3Attachments};
 use chat_core::{AttachmentStore, ChatMode, SessionStore};
+use chat_testing::bytes::{PNG, uint8array_json};
 use chat_testing::harness::{self, Backend, OWNER, Reply};
 use serde_json::{Value, json};
-
-/// A PNG signature and header.
-const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x02\0\0\0\x90wS\xde";
 
 struct World {
     backend: Backend,
@@ -51,16 +49,6 @@ fn base64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
-/// What `JSON.stringify(new Uint8Array(bytes))` writes.
-fn uint8array(bytes: &[u8]) -> Value {
-    bytes
-        .iter()
-        .enumerate()
-        .map(|(i, b)| (i.to_string(), json!(b)))
-        .collect::<serde_json::Map<_, _>>()
-        .into()
-}
-
 /// The image blocks of a Converse message, decoded.
 fn images(message: &Value) -> Vec<Vec<u8>> {
     message["content"]
@@ -77,11 +65,11 @@ async fn a_png_sent_in_the_json_as_base64_or_as_a_uint8array_reaches_the_model_a
     let w = world_with(&[]).await;
     let cases = [
         ("base64", json!(base64(PNG)), None),
-        ("Uint8Array", uint8array(PNG), None),
+        ("Uint8Array", uint8array_json(PNG), None),
         ("base64, 2024-01-28", json!(base64(PNG)), Some(false)),
         (
             "Uint8Array, 2024-01-28 streamed",
-            uint8array(PNG),
+            uint8array_json(PNG),
             Some(true),
         ),
     ];

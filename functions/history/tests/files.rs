@@ -8,13 +8,13 @@ use std::sync::Arc;
 use chat_aws::{BedrockModel, DynamoStore, S3Attachments};
 use chat_core::{AttachmentStore, ChatMode};
 use chat_http::Auth;
+use chat_testing::bytes::PNG;
 use chat_testing::harness::{self, Backend, OWNER, Reply, Streamed};
 use lambda_http::{Body, Request};
 use serde_json::{Value, json};
 
 const BOUNDARY: &str = "---Part-files-test";
-/// A PNG signature and header, and a minimal PDF.
-const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x02\0\0\0\x90wS\xde";
+/// A minimal PDF.
 const PDF: &[u8] = b"%PDF-1.4\n1 0 obj<</Type/Catalog>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n";
 
 struct World {

@@ -4,8 +4,9 @@
 
 use std::sync::Arc;
 
+use chat_aws::{BedrockModel, DynamoStore};
 use chat_core::{Retriever, SessionStore};
-use chat_http::Auth;
+use chat_http::{Auth, Config};
 use lambda_http::Request;
 use local_knowledge_base::LocalKnowledgeBase;
 use serde_json::{Value, json};
@@ -215,6 +216,28 @@ impl Fixture {
         }
     }
 
+    /// A function's `App` twice, made by `make` from this fixture's backends: for the people with tokens, and for
+    /// the local user ([`crate::harness::auth`]); each searches the local knowledge base.
+    pub async fn apps<A>(
+        &self,
+        make: impl Fn(BedrockModel, DynamoStore, Auth, Config, Arc<dyn Retriever>) -> A,
+    ) -> Apps<A> {
+        let b = &self.backend;
+        let mut pair = Vec::with_capacity(2);
+        for auth in [self.auth(), crate::harness::auth()] {
+            pair.push(make(
+                b.model().await,
+                b.store.clone(),
+                auth,
+                b.config.clone(),
+                self.retriever.clone(),
+            ));
+        }
+        let local = pair.pop().expect("two apps");
+        let with_tokens = pair.pop().expect("two apps");
+        Apps { with_tokens, local }
+    }
+
     /// The JWT verification of the matrix's issuer.
     pub fn auth(&self) -> Auth {
         Auth::from_lookup(&|name: &str| {
@@ -266,6 +289,22 @@ impl Fixture {
             response,
             model,
             stored,
+        }
+    }
+}
+
+/// A function's `App` for callers with tokens, and for the local user.
+pub struct Apps<A> {
+    pub with_tokens: A,
+    pub local: A,
+}
+
+impl<A> Apps<A> {
+    /// The app `person` calls.
+    pub fn of(&self, person: Person) -> &A {
+        match person {
+            Person::Local => &self.local,
+            _ => &self.with_tokens,
         }
     }
 }

@@ -6,6 +6,7 @@
 //! It is a dev-dependency only: nothing here is production code.
 
 mod attachments;
+pub mod bytes;
 pub mod contract;
 mod memory;
 mod model;
