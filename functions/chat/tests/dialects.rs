@@ -332,6 +332,21 @@ async fn an_override_the_operator_does_not_allow_is_refused_by_name() {
             "{error}"
         );
     }
+    // The Chat UI's routes read the same context, and refuse the same.
+    for path in ["/chat-ui/chat", "/multi-agent-chat/batch"] {
+        let refused = h
+            .post(path, &json!({"messages": user("x"), "context": {"overrides": {"prompt_template": "Only this."}}}))
+            .await;
+        assert_eq!(refused.status, 400, "{path}: {}", refused.body);
+        assert!(
+            refused.json()["error"]
+                .as_str()
+                .unwrap()
+                .starts_with("context.overrides.prompt_template: is not allowed"),
+            "{path}: {}",
+            refused.body
+        );
+    }
     assert!(h.bedrock.requests().is_empty(), "no model call was made");
     // A blank template asks for nothing, and is no use of the override.
     let blank = h

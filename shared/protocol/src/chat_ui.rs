@@ -23,6 +23,10 @@ pub struct ChatRequest {
         skip_serializing_if = "Field::is_missing"
     )]
     pub session_state_snake: Field<Value>,
+    /// The protocol's `context` (its `overrides`): read as the protocol's routes read it, so that an override is
+    /// applied or refused here too, never ignored.
+    #[serde(default, skip_serializing_if = "Field::is_missing")]
+    pub context: Field<crate::RequestContext>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }

@@ -111,15 +111,8 @@ fn typed_request(
             let r: chat_ui::ChatRequest = typed(value)?;
             let (messages, kept) = chat_ui::drop_ui_notes(r.messages, &notes);
             let session = session_state(r.session_state_camel, r.session_state_snake, false)?;
-            build(
-                Dialect::ChatUi,
-                messages,
-                Field::Missing,
-                session,
-                limits,
-                files,
-            )
-            .map_err(|e| at_original_message(e, &kept))
+            build(Dialect::ChatUi, messages, r.context, session, limits, files)
+                .map_err(|e| at_original_message(e, &kept))
         }
         Endpoint::Protocol => match value.get("stream") {
             Some(Value::Bool(stream)) => {
