@@ -413,12 +413,61 @@ async fn functions_service() -> Result<chat_http::FunctionService, chat_http::Co
     let routes = chat
         .own_routes()
         .merge(stream.routes())
-        .merge(history.routes());
+        .merge(history.routes())
+        .layer(axum::middleware::from_fn(loopback_host_only));
     Ok(chat_http::function_service(
         routes,
         &config.cors,
         &[Method::GET, Method::POST, Method::PUT, Method::DELETE],
     ))
+}
+
+/// Answers only requests addressed to this machine by a loopback name (`localhost`, `127.0.0.1`, `[::1]`, any port).
+/// Binding to 127.0.0.1 and the loopback-only CORS keep other machines and other pages out, but not DNS rebinding: a
+/// page whose own name is made to resolve to 127.0.0.1 is same-origin with its requests here, so the browser asks no
+/// CORS question. Its requests still carry its name in `Host`, and are refused.
+async fn loopback_host_only(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let host = request
+        .headers()
+        .get(axum::http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or_default();
+    if is_loopback_host(host) {
+        return next.run(request).await;
+    }
+    (
+        axum::http::StatusCode::MISDIRECTED_REQUEST,
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        r#"{"error":"The local run answers only requests to localhost, 127.0.0.1 or [::1]."}"#,
+    )
+        .into_response()
+}
+
+/// Whether a `Host` value names this machine by a loopback name, with or without a port.
+fn is_loopback_host(host: &str) -> bool {
+    let (name, port) = match host.strip_prefix('[') {
+        Some(rest) => match rest.split_once(']') {
+            Some((name, after)) => (name, after),
+            None => return false,
+        },
+        None => match host.find(':') {
+            Some(at) => (&host[..at], &host[at..]),
+            None => (host, ""),
+        },
+    };
+    let port_ok = port.is_empty()
+        || port
+            .strip_prefix(':')
+            .is_some_and(|p| p.parse::<u16>().is_ok());
+    port_ok
+        && matches!(
+            name.to_ascii_lowercase().as_str(),
+            "localhost" | "127.0.0.1" | "::1"
+        )
 }
 
 /// Whether `name` is one of the variables cargo sets for the package it runs or tests, not the user's own
@@ -497,4 +546,35 @@ fn start_cargo_lambda_watch(
         }
     }
     watch
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_loopback_host;
+
+    #[test]
+    fn only_loopback_names_are_this_machine() {
+        for host in [
+            "localhost",
+            "localhost:9000",
+            "127.0.0.1:9000",
+            "[::1]:9000",
+            "[::1]",
+            "LOCALHOST:1",
+        ] {
+            assert!(is_loopback_host(host), "{host}");
+        }
+        for host in [
+            "",
+            "evil.example",
+            "evil.example:9000",
+            "localhost.evil.example:9000",
+            "127.0.0.1.nip.io:9000",
+            "localhost:9000:1",
+            "localhost:x",
+            "[::2]:9000",
+        ] {
+            assert!(!is_loopback_host(host), "{host}");
+        }
+    }
 }

@@ -174,6 +174,30 @@ async fn cors_answers_pages_of_this_machine_only() {
 }
 
 #[tokio::test]
+async fn a_page_whose_name_was_rebound_to_this_machine_is_refused() {
+    // DNS rebinding: the page's own name resolves to 127.0.0.1, so its requests are same-origin (no CORS question),
+    // but they carry its name in Host.
+    let client = reqwest::Client::new();
+    let list = format!("{}/chat-history?mode=standard", base());
+    let answer = client
+        .get(&list)
+        .header("host", "evil.example:9000")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 421);
+    let error: Value = answer.json().await.unwrap();
+    assert!(
+        error["error"].as_str().unwrap().contains("localhost"),
+        "{error}"
+    );
+    for host in ["localhost:9000", "127.0.0.1:9000"] {
+        let answer = client.get(&list).header("host", host).send().await.unwrap();
+        assert_eq!(answer.status(), 200, "{host}");
+    }
+}
+
+#[tokio::test]
 async fn a_client_sending_8_mib_whole_reads_its_413() {
     // reqwest writes the whole body before it reads the answer: a server that answered and closed mid-body would
     // break the pipe under it.
