@@ -334,6 +334,11 @@ async fn deleting_a_chat_removes_its_files_and_another_user_reaches_none_of_them
         .await
         .json();
     let url = listed[0]["files"][0]["url"].as_str().unwrap().to_string();
+    // The URL works while the file is kept: what follows sees it refused because the file is gone, not because the
+    // URL never worked.
+    let kept = reqwest::get(&url).await.unwrap();
+    assert_eq!(kept.status(), 200);
+    assert!(kept.bytes().await.unwrap().starts_with(PNG));
 
     // Another user: neither the listing nor the delete reaches the chat or its files.
     let theirs = w

@@ -262,7 +262,7 @@ pub fn identify(name: &str, declared: Option<&str>, bytes: &[u8]) -> Result<File
     let claimed = match declared {
         Some(media) => Some(FileKind::from_content_type(media).ok_or_else(|| {
             format!(
-                "{media} is not a kind this backend takes: images png, jpeg, gif or webp; documents pdf, csv, doc, \
+                "{media:?} is not a kind this backend takes: images png, jpeg, gif or webp; documents pdf, csv, doc, \
                  docx, xls, xlsx, html, txt or md"
             )
         })?),

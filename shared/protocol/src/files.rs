@@ -144,7 +144,8 @@ fn one(path: &str, file: Value, limits: &RequestLimits) -> Result<Attachment, Ch
     // A file's other fields would be dropped: say so rather than keep a name or a size that means nothing here.
     if let Some(field) = file.keys().next() {
         return Err(invalid(
-            format!("{path}.{field}"),
+            // The name is the client's text: quoted, so the log line of the refusal leaves it out.
+            format!("{path}[{field:?}]"),
             format!("is not a field of a file; {SHAPE}"),
         ));
     }

@@ -219,12 +219,12 @@ fn files_of_another_shape_are_a_400_naming_the_field() {
         ),
         (
             json!([{"data": png, "contentType": "image/png", "name": "shot.png"}]),
-            "messages[0].files[0].name: is not a field of a file",
+            "messages[0].files[0][\"name\"]: is not a field of a file",
         ),
         // The checks of a multipart part: the kind, the bytes against it, the name, emptiness.
         (
             json!([{"data": png, "contentType": "application/zip"}]),
-            "messages[0].files[0]: application/zip is not a kind this backend takes",
+            "messages[0].files[0]: \"application/zip\" is not a kind this backend takes",
         ),
         (
             json!([{"data": png, "contentType": "application/pdf"}]),

@@ -210,7 +210,7 @@ async fn every_malformed_request_is_a_400_naming_its_part() {
                     b"PK\x03\x04",
                 ),
             ],
-            "messages[0].files[0]: application/zip is not a kind this backend takes",
+            "messages[0].files[0]: \"application/zip\" is not a kind this backend takes",
         ),
         (
             vec![
