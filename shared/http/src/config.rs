@@ -20,7 +20,8 @@ pub struct Config {
     /// Largest body the history routes accept, in bytes (`MAX_HISTORY_BODY_BYTES`): a Chat UI save carries the
     /// whole chat.
     pub max_history_body_bytes: usize,
-    /// Largest `multipart/form-data` request body (a request with files) accepted, in bytes (`MAX_UPLOAD_BYTES`).
+    /// Largest request body with files accepted, in bytes (`MAX_UPLOAD_BYTES`): a `multipart/form-data` one, or a JSON
+    /// one whose messages carry `files`.
     pub max_upload_bytes: usize,
     /// The S3 bucket that keeps the files of messages (`ATTACHMENTS_BUCKET`); `None` takes no files.
     pub attachments_bucket: Option<String>,
