@@ -27,6 +27,7 @@ pub enum Auth {
 }
 
 /// Where the JWT signing keys come from.
+#[derive(Clone)]
 pub enum KeySource {
     Url(String),
     File(String),
@@ -37,17 +38,21 @@ pub enum KeySource {
 /// The JWKS is fetched so that no caller can turn it against the service or its issuer: one fetch at a time (the
 /// verifications that need it wait for it and use what it found), bounded in time ([`JWKS_TIMEOUT`]) and size
 /// ([`MAX_JWKS_BYTES`]), and a failed fetch is remembered ([`KeyTiming::failure_remembered_for`]), so that tokens
-/// sent while the issuer is down (or with key ids it never made) do not make a fetch each.
+/// sent while the issuer is down (or with key ids it never made) do not make a fetch each. A fetch runs in a task of
+/// its own, which records what it found even when the verification that started it is gone (its client hung up, or
+/// Lambda's timeout struck): otherwise a client that connects and hangs up again and again would make a fetch each
+/// time while the issuer hangs.
 pub struct JwtVerifier {
     issuer: String,
     audience: String,
     /// The claim holding the caller's groups (`JWT_GROUPS_CLAIM`, default `groups`).
     groups_claim: String,
     source: KeySource,
-    /// The keys last fetched and the last failure, read by every verification.
-    cache: Mutex<KeyCache>,
-    /// Held by the one verification that fetches; the others queue here and then read what it found.
-    fetching: tokio::sync::Mutex<()>,
+    /// The keys last fetched and the last failure, read by every verification and written by the fetching task.
+    cache: Arc<Mutex<KeyCache>>,
+    /// Held by the task that fetches, from before it starts until it has recorded what it found; the verifications
+    /// that need a fetch meanwhile queue here and then read what it found.
+    fetching: Arc<tokio::sync::Mutex<()>>,
     timing: KeyTiming,
     http: reqwest::Client,
 }
@@ -64,6 +69,8 @@ struct KeyTiming {
     /// While fetches fail, the keys fetched last go on verifying until they are this old: a short outage of the
     /// issuer is not an outage of the service.
     usable_for: Duration,
+    /// How long a fetch may take, connecting and reading the JWKS whole ([`JWKS_TIMEOUT`]).
+    fetch_timeout: Duration,
 }
 
 impl Default for KeyTiming {
@@ -73,6 +80,7 @@ impl Default for KeyTiming {
             refetch_after: Duration::from_secs(30),
             failure_remembered_for: Duration::from_secs(30),
             usable_for: Duration::from_secs(3600),
+            fetch_timeout: JWKS_TIMEOUT,
         }
     }
 }
@@ -370,11 +378,11 @@ impl JwtVerifier {
             audience,
             groups_claim,
             source,
-            cache: Mutex::new(KeyCache::default()),
-            fetching: tokio::sync::Mutex::new(()),
+            cache: Arc::new(Mutex::new(KeyCache::default())),
+            fetching: Arc::new(tokio::sync::Mutex::new(())),
             timing: KeyTiming::default(),
+            // The fetch's time is bounded where it runs (see `fetch_and_record`), by `KeyTiming::fetch_timeout`.
             http: reqwest::Client::builder()
-                .timeout(JWKS_TIMEOUT)
                 .build()
                 .map_err(|e| ConfigError {
                     name: "JWKS_URL",
@@ -447,26 +455,54 @@ impl JwtVerifier {
         if let Some(answer) = self.cached(kid) {
             return answer;
         }
-        let _turn = self.fetching.lock().await;
+        let turn = self.fetching.clone().lock_owned().await;
         // The fetch this waited for may have found the key, or failed: its answer stands.
         if let Some(answer) = self.cached(kid) {
             return answer;
         }
-        match self.fetch().await {
+        // The fetch runs in a task that holds the turn and records its outcome: were this verification dropped
+        // while it waits, the fetch goes on, and the verifications queued behind it read what it found.
+        let fetch = tokio::spawn(Self::fetch_and_record(
+            self.source.clone(),
+            self.http.clone(),
+            self.timing.fetch_timeout,
+            self.cache.clone(),
+            turn,
+        ));
+        match fetch.await {
+            Ok(Ok(keys)) => find(&keys, kid)
+                .cloned()
+                .ok_or_else(|| NO_MATCHING_KEY.into()),
+            Ok(Err(why)) => self.cached(kid).unwrap_or(Err(why)),
+            // Only a panic in the fetch (or a runtime shutting down) ends up here; the turn is released either way.
+            Err(e) => Err(format!("the fetch of the signing keys did not finish: {e}")),
+        }
+    }
+
+    /// Fetches the keys and records them, or the failure, in `cache`, then gives `turn` back (by dropping it) so
+    /// that the verifications waiting for this fetch read what it recorded.
+    async fn fetch_and_record(
+        source: KeySource,
+        http: reqwest::Client,
+        timeout: Duration,
+        cache: Arc<Mutex<KeyCache>>,
+        turn: tokio::sync::OwnedMutexGuard<()>,
+    ) -> Result<Arc<[Key]>, String> {
+        let outcome = Self::fetch(&source, &http, timeout).await;
+        let mut recorded = cache.lock().unwrap();
+        match &outcome {
             Ok(keys) => {
-                let keys: Arc<[Key]> = keys.into();
-                let found = find(&keys, kid).cloned();
-                let mut cache = self.cache.lock().unwrap();
-                cache.keys = Some((keys, Instant::now()));
-                cache.failure = None;
-                found.ok_or_else(|| NO_MATCHING_KEY.into())
+                recorded.keys = Some((keys.clone(), Instant::now()));
+                recorded.failure = None;
             }
             Err(why) => {
                 tracing::warn!(error = %why, "cannot fetch the JWT signing keys; tokens are checked against the last keys fetched, if any");
-                self.cache.lock().unwrap().failure = Some((why.clone(), Instant::now()));
-                self.cached(kid).unwrap_or(Err(why))
+                recorded.failure = Some((why.clone(), Instant::now()));
             }
         }
+        drop(recorded);
+        drop(turn);
+        outcome
     }
 
     /// What the cache answers for `kid`, or None when a fetch should answer.
@@ -505,9 +541,14 @@ impl JwtVerifier {
         }
     }
 
-    /// The keys of the JWKS that verify signatures (see [`signing_key`]); a set without any is a failed fetch.
-    async fn fetch(&self) -> Result<Vec<Key>, String> {
-        let bytes = match &self.source {
+    /// The keys of the JWKS that verify signatures (see [`signing_key`]); a set without any is a failed fetch. A
+    /// download that takes longer than `timeout` is a failed fetch.
+    async fn fetch(
+        source: &KeySource,
+        http: &reqwest::Client,
+        timeout: Duration,
+    ) -> Result<Arc<[Key]>, String> {
+        let bytes = match source {
             KeySource::File(path) => {
                 let mut bytes = Vec::new();
                 std::fs::File::open(path)
@@ -515,9 +556,9 @@ impl JwtVerifier {
                     .map_err(|e| format!("cannot read {path}: {e}"))?;
                 bytes
             }
-            KeySource::Url(url) => self
-                .download(url)
+            KeySource::Url(url) => tokio::time::timeout(timeout, Self::download(http, url))
                 .await
+                .unwrap_or_else(|_| Err(format!("no answer within {timeout:?}")))
                 .map_err(|e| format!("cannot fetch the signing keys from {url}: {e}"))?,
         };
         if bytes.len() > MAX_JWKS_BYTES {
@@ -537,15 +578,14 @@ impl JwtVerifier {
         if keys.is_empty() {
             return Err("the JWKS holds no key for the signatures accepted here".into());
         }
-        Ok(keys)
+        Ok(keys.into())
     }
 
-    /// The body at `url`, read in chunks and given up past [`MAX_JWKS_BYTES`] (the client's timeout bounds the
+    /// The body at `url`, read in chunks and given up past [`MAX_JWKS_BYTES`] (the caller's timeout bounds the
     /// whole exchange).
-    async fn download(&self, url: &str) -> Result<Vec<u8>, String> {
+    async fn download(http: &reqwest::Client, url: &str) -> Result<Vec<u8>, String> {
         let too_large = || format!("the answer is over {MAX_JWKS_BYTES} bytes: refused");
-        let mut response = self
-            .http
+        let mut response = http
             .get(url)
             .send()
             .await
@@ -1299,6 +1339,59 @@ mod tests {
                 format!("jwt:{ISSUER}:alice")
             );
             assert_eq!(issuer.requests(), 2);
+        }
+
+        #[tokio::test]
+        async fn a_fetch_whose_verification_went_away_still_answers_for_the_others() {
+            let signer = Signer::ec("k1");
+            let token = signer.token(Algorithm::ES256, Some("k1"), "alice");
+            // The issuer hangs: it answers long after the verifier gives up on it.
+            let hangs = Answer::Json {
+                body: jwks(&[&signer.jwk]),
+                pause: Duration::from_secs(60),
+            };
+            let timing = KeyTiming {
+                fetch_timeout: Duration::from_millis(500),
+                ..KeyTiming::default()
+            };
+            // A verification that starts the fetch is dropped (its client hung up), as are those of clients that
+            // come and go while the fetch runs.
+            async fn abandon(auth: &Auth, token: &str) {
+                let gone =
+                    tokio::time::timeout(Duration::from_millis(50), caller(auth, token)).await;
+                assert!(gone.is_err(), "the issuer answered: {gone:?}");
+            }
+
+            // Verifications that come while that fetch runs wait for it and take its answer: no second fetch.
+            let issuer = Issuer::start(hangs.clone()).await;
+            let auth = from_url(&issuer.url, timing);
+            abandon(&auth, &token).await;
+            while issuer.requests() == 0 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            for _ in 0..3 {
+                abandon(&auth, &token).await;
+            }
+            let why = refused(caller(&auth, &token).await);
+            assert!(why.contains("no answer within 500ms"), "{why}");
+            // And its failure is remembered.
+            for _ in 0..3 {
+                assert_eq!(refused(caller(&auth, &token).await), why);
+            }
+            assert_eq!(
+                issuer.requests(),
+                1,
+                "one fetch, though its starter went away"
+            );
+
+            // A verification that comes after the abandoned fetch failed finds its failure recorded.
+            let issuer = Issuer::start(hangs).await;
+            let auth = from_url(&issuer.url, timing);
+            abandon(&auth, &token).await;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let why = refused(caller(&auth, &token).await);
+            assert!(why.contains("no answer within 500ms"), "{why}");
+            assert_eq!(issuer.requests(), 1);
         }
 
         #[tokio::test]
