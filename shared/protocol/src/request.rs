@@ -42,8 +42,8 @@ pub(crate) fn parse_with_files(
     limits: &RequestLimits,
     mut parts: Files,
 ) -> Result<ChatInput, ChatError> {
-    let mut value = json_object(body)?;
-    for (i, sent) in crate::files::from_json(&mut value, endpoint, limits)? {
+    let (value, sent) = crate::files::split_json(body)?;
+    for (i, sent) in crate::files::from_json(sent, endpoint, limits)? {
         if parts.contains_key(&i) {
             return Err(InvalidRequest::new(
                 format!("messages[{i}].files"),
@@ -197,16 +197,28 @@ pub fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, InvalidRequest>
 
 /// The body as a JSON object, or why it is not one.
 fn json_object(body: &[u8]) -> Result<Value, InvalidRequest> {
-    // JSON is UTF-8 (RFC 8259); bytes that are not are named as such rather than as a JSON syntax error.
-    if std::str::from_utf8(body).is_err() {
-        return Err(InvalidRequest::body("the body is not valid UTF-8"));
-    }
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| InvalidRequest::body(format!("body is not valid JSON: {e}")))?;
+    utf8(body)?;
+    let value: Value = serde_json::from_slice(body).map_err(not_json)?;
     if !value.is_object() {
-        return Err(InvalidRequest::body("body must be a JSON object"));
+        return Err(not_an_object());
     }
     Ok(value)
+}
+
+/// JSON is UTF-8 (RFC 8259); bytes that are not are named as such rather than as a JSON syntax error.
+pub(crate) fn utf8(body: &[u8]) -> Result<(), InvalidRequest> {
+    match std::str::from_utf8(body) {
+        Ok(_) => Ok(()),
+        Err(_) => Err(InvalidRequest::body("the body is not valid UTF-8")),
+    }
+}
+
+pub(crate) fn not_json(e: serde_json::Error) -> InvalidRequest {
+    InvalidRequest::body(format!("body is not valid JSON: {e}"))
+}
+
+pub(crate) fn not_an_object() -> InvalidRequest {
+    InvalidRequest::body("body must be a JSON object")
 }
 
 fn typed<T: DeserializeOwned>(value: Value) -> Result<T, InvalidRequest> {

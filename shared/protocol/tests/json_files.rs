@@ -361,3 +361,173 @@ fn only_a_body_with_files_is_said_to_carry_them() {
     ));
     assert!(!carries_files(b"not json"));
 }
+
+/// A byte array's object is read as a JSON value's map would hold it: in any order, a repeated key with its last
+/// value in the place of its first, its number of keys counting each once.
+#[test]
+fn a_byte_objects_keys_are_read_as_a_json_map_holds_them() {
+    // The body as text: `json!` would hold a repeated key once.
+    let parse_data = |data: &str| {
+        let body = format!(
+            r#"{{"messages": [{{"role": "user", "content": "What is this?", "files": [{{"data": {data}, "contentType": "text/plain"}}]}}]}}"#
+        );
+        parse_chat_request(
+            body.as_bytes(),
+            Endpoint::Protocol,
+            &RequestLimits::default(),
+        )
+    };
+    for data in [
+        r#"{"1": 105, "0": 104}"#,
+        r#"{"0": 999, "1": 105, "0": 104}"#,
+        r#"{"0": 104, "1": -1, "1": 105}"#,
+        r#"{"1": 105, "0": 104, "1": 105}"#,
+        r#"{"type": "Buffer", "data": [104, 105], "type": "Buffer"}"#,
+        r#"{"data": [104, 105], "type": "Buffer"}"#,
+        r#"{"t\u0079pe": "Buf\u0066er", "data": [104, 105]}"#,
+    ] {
+        let input = parse_data(data).unwrap_or_else(|e| panic!("{data}: {e}"));
+        assert_eq!(only_file(&input).2, Bytes::from_static(b"hi"), "{data}");
+    }
+    let indexes = |last: usize, key: &str| {
+        format!(
+            "messages[0].files[0].data: expected base64 text or a byte array; as an object, its keys are the \
+             indexes 0 to {last} (what JSON.stringify makes of a Uint8Array), not {key:?}"
+        )
+    };
+    for (data, expected) in [
+        (r#"{"0": 104, "x": 1, "x": 2}"#, indexes(1, "x")),
+        (r#"{"5": 1, "0": 104}"#, indexes(1, "5")),
+        (r#"{"0": 104, "1": 300, "5": 1}"#, "messages[0].files[0].data[\"1\"]: expected a byte (an integer from 0 to 255), not 300".into()),
+        (r#"{"0": 104, "5": 1, "1": 300}"#, indexes(2, "5")),
+        (r#"{"1": 300, "0": 104, "1": 301, "2": 1}"#, "messages[0].files[0].data[\"1\"]: expected a byte (an integer from 0 to 255), not 301".into()),
+        (r#"{"0": 104, "1": [1, 2]}"#, "messages[0].files[0].data[\"1\"]: expected a byte (an integer from 0 to 255), not an array".into()),
+        (r#"{"0": 104, "1": 1.5}"#, "messages[0].files[0].data[\"1\"]: expected a byte (an integer from 0 to 255), not 1.5".into()),
+        (r#"{"type": "Buffer", "x": [104, 105]}"#, "messages[0].files[0].data.data: expected the Buffer's bytes, an array of numbers".into()),
+        (r#"{"type": "Buffer", "data": [104, "i"]}"#, "messages[0].files[0].data.data[1]: expected a byte (an integer from 0 to 255), not a string".into()),
+        (r#"{"type": "Buffer", "data": [104, 105], "x": 1}"#, indexes(2, "type")),
+        (r#"[104, {"a": 1}]"#, "messages[0].files[0].data[1]: expected a byte (an integer from 0 to 255), not an object".into()),
+        (r#"[104, null]"#, "messages[0].files[0].data[1]: expected a byte (an integer from 0 to 255), not null".into()),
+    ] {
+        match parse_data(data) {
+            Err(ChatError::Invalid(e)) => assert_eq!(e.to_string(), expected, "{data}"),
+            other => panic!("{data}: expected a 400, got {other:?}"),
+        }
+    }
+}
+
+/// A file's fields are read from its text: a repeated one has its last value, and of several fields a file does
+/// not have, the first sent is named.
+#[test]
+fn a_files_fields_are_read_in_the_order_sent() {
+    let parse_file = |file: &str| {
+        let body = format!(
+            r#"{{"messages": [{{"role": "user", "content": "What is this?", "files": [{file}]}}]}}"#
+        );
+        parse_chat_request(
+            body.as_bytes(),
+            Endpoint::Protocol,
+            &RequestLimits::default(),
+        )
+    };
+    let input = parse_file(
+        r#"{"contentType": 7, "data": [1], "filename": "a.txt", "contentType": "text/plain", "data": "aGk=", "filename": null}"#,
+    )
+    .unwrap();
+    let (name, kind, bytes) = only_file(&input);
+    assert_eq!(
+        (name.as_str(), kind.content_type(), &bytes[..]),
+        ("messages[0].files[0]", "text/plain", &b"hi"[..])
+    );
+    match parse_file(r#"{"contentType": "text/plain", "x": 1, "data": "aGk=", "y": {"z": [1]}}"#) {
+        Err(ChatError::Invalid(e)) => assert!(
+            e.to_string()
+                .starts_with("messages[0].files[0][\"x\"]: is not a field of a file"),
+            "{e}"
+        ),
+        other => panic!("expected a 400, got {other:?}"),
+    }
+}
+
+/// A body is refused as a JSON value refuses it, whatever its files hold: its syntax, its numbers, its depth.
+#[test]
+fn files_are_held_to_the_json_a_body_is_held_to() {
+    let refused = |files: &str| {
+        let body =
+            format!(r#"{{"messages": [{{"role": "user", "content": "hi", "files": {files}}}]}}"#);
+        match parse_chat_request(
+            body.as_bytes(),
+            Endpoint::Protocol,
+            &RequestLimits::default(),
+        ) {
+            Err(ChatError::Invalid(e)) => e.to_string(),
+            other => panic!("{files}: expected a 400, got {other:?}"),
+        }
+    };
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    for (files, expected) in [
+        (
+            deep.as_str(),
+            "body is not valid JSON: recursion limit exceeded",
+        ),
+        (
+            r#"[{"data": [1e400], "contentType": "text/plain"}]"#,
+            "body is not valid JSON: number out of range",
+        ),
+        (
+            r#"[{"data": [01], "contentType": "text/plain"}]"#,
+            "body is not valid JSON: invalid number",
+        ),
+        (
+            r#"[{"data": "\x", "contentType": "text/plain"}]"#,
+            "body is not valid JSON: invalid escape",
+        ),
+    ] {
+        let error = refused(files);
+        assert!(
+            error.starts_with(expected),
+            "{files}: {error:?} should start with {expected:?}"
+        );
+    }
+}
+
+/// Files are counted before any is decoded: more than a request may carry of both kinds is refused without reading
+/// them; within that, each is read in order and the first fault is the one named.
+#[test]
+fn files_are_counted_before_they_are_read() {
+    let limits = RequestLimits {
+        files: FileLimits {
+            max_images: 2,
+            max_documents: 1,
+            ..FileLimits::default()
+        },
+        ..RequestLimits::default()
+    };
+    let broken = json!({"data": "not base64!", "contentType": "image/png"});
+    let png = json!({"data": base64(PNG), "contentType": "image/png"});
+    let body = json!({"messages": [
+        {"role": "user", "content": "a", "files": [broken, png]},
+        {"role": "assistant", "content": "b"},
+        {"role": "user", "content": "c", "files": [png, png]}
+    ]});
+    match parse_at(&body, Endpoint::Protocol, &limits) {
+        Err(ChatError::Invalid(e)) => assert_eq!(
+            e.to_string(),
+            "messages: carry 4 files, more than the limit of 2 images and 1 documents per request"
+        ),
+        other => panic!("expected a 400, got {other:?}"),
+    }
+    let body = json!({"messages": [
+        {"role": "user", "content": "a", "files": [png, broken]},
+        {"role": "assistant", "content": "b"},
+        {"role": "user", "content": "c", "files": "garbage"}
+    ]});
+    match parse_at(&body, Endpoint::Protocol, &limits) {
+        Err(ChatError::Invalid(e)) => assert!(
+            e.to_string()
+                .starts_with("messages[0].files[1].data: is not base64"),
+            "{e}"
+        ),
+        other => panic!("expected a 400, got {other:?}"),
+    }
+}
