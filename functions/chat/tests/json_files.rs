@@ -194,6 +194,17 @@ async fn a_json_body_with_files_may_be_as_large_as_an_upload_and_one_without_may
         reply.json()["error"],
         "The request body is larger than the limit of 1000 bytes."
     );
+    // A small file does not let the rest of the body pass the JSON limit: only the files may take it past.
+    let mut padded = json!({"messages": [{"role": "user", "content": "Summarize", "files": [
+        {"data": base64(b"hello"), "contentType": "text/plain", "filename": "hi.txt"}
+    ]}]});
+    padded["context"] = json!({"padding": vec![0; 3000]});
+    let reply = w.post("/chat", &padded).await;
+    assert_eq!(reply.status, 413, "{}", reply.body);
+    assert_eq!(
+        reply.json()["error"],
+        "The request body is larger than the limit of 1000 bytes."
+    );
     // Past the upload limit, even with files.
     let huge = json!({"messages": [{"role": "user", "content": "Summarize", "files": [
         {"data": base64(&vec![b'a'; 20000]), "contentType": "text/plain"}

@@ -6,8 +6,8 @@ use axum::http::{HeaderMap, Uri, header};
 use bytes::Bytes;
 use chat_core::{InvalidRequest, RequestLimits};
 use chat_protocol::{
-    ChatInput, Endpoint, carries_files, is_multipart, parse_chat_request,
-    parse_multipart_chat_request,
+    ChatInput, Endpoint, is_multipart, parse_chat_request, parse_multipart_chat_request,
+    text_outside_files,
 };
 use http_body_util::BodyExt;
 use serde::de::DeserializeOwned;
@@ -122,11 +122,12 @@ pub async fn read_chat_request(
             let body = read_body(headers, body, limit, ApiError::UploadTooLarge { limit }).await?;
             Ok(parse_multipart_chat_request(&content_type, body, endpoint, limits).await?)
         }
-        // JSON may carry files too (`messages[i].files`, in base64 or as byte arrays): such a body, and only such
-        // a body, may be as large as a multipart one.
+        // JSON may carry files too (`messages[i].files`, in base64 or as byte arrays): such a body may be as large
+        // as a multipart one, by its files alone.
         _ if endpoint == Endpoint::Protocol && upload_limit > json_limit => {
             let body = read_json_body(headers, body, upload_limit).await?;
-            if body.len() > json_limit && !carries_files(&body) {
+            // Only the files may take a body past the JSON limit: the rest of it is parsed into JSON values.
+            if body.len() > json_limit && text_outside_files(&body) > json_limit {
                 return Err(ApiError::PayloadTooLarge { limit: json_limit });
             }
             Ok(parse_chat_request(&body, endpoint, limits)?)

@@ -773,6 +773,48 @@ impl<'de> Visitor<'de> for At {
     }
 }
 
+/// How much of a JSON body is not its messages' files (each non-empty `files` array's text left out), read without
+/// holding anything: a body may pass the JSON limit by its files only, so that nothing else in it (a long
+/// `context`, a number array elsewhere) is parsed into values at the upload limit's size. A body that does not read
+/// as a chat request counts whole.
+pub fn text_outside_files(body: &[u8]) -> usize {
+    #[derive(Deserialize)]
+    struct Probe {
+        #[serde(deserialize_with = "files_text")]
+        messages: usize,
+    }
+    #[derive(Deserialize)]
+    struct ProbeMessage<'a> {
+        #[serde(borrow, default)]
+        files: Option<&'a RawValue>,
+    }
+    /// The length of the messages' non-empty `files` arrays' text, one message at a time.
+    fn files_text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<usize, D::Error> {
+        struct Sum;
+        impl<'de> Visitor<'de> for Sum {
+            type Value = usize;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an array of messages")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<usize, A::Error> {
+                let mut sum = 0;
+                while let Some(message) = seq.next_element::<ProbeMessage<'de>>()? {
+                    let Some(files) = message.files else { continue };
+                    let non_empty = serde_json::from_str::<Vec<IgnoredAny>>(files.get())
+                        .is_ok_and(|f| !f.is_empty());
+                    if non_empty {
+                        sum += files.get().len();
+                    }
+                }
+                Ok(sum)
+            }
+        }
+        deserializer.deserialize_seq(Sum)
+    }
+    let files = serde_json::from_slice::<Probe>(body).map_or(0, |probe| probe.messages);
+    body.len().saturating_sub(files)
+}
+
 /// Whether a JSON body's messages carry files (any `files` array that is not empty), read without holding the
 /// rest: a body larger than the JSON limit is taken only if it does.
 pub fn carries_files(body: &[u8]) -> bool {

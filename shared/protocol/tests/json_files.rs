@@ -5,7 +5,9 @@
 
 use bytes::Bytes;
 use chat_core::{ChatError, FileKind, FileLimits, ImageFormat, RequestLimits, Role};
-use chat_protocol::{ChatInput, Dialect, Endpoint, carries_files, parse_chat_request};
+use chat_protocol::{
+    ChatInput, Dialect, Endpoint, carries_files, parse_chat_request, text_outside_files,
+};
 use serde_json::{Value, json};
 
 /// A PNG's signature and header start: what the sniffing looks at.
@@ -360,6 +362,22 @@ fn only_a_body_with_files_is_said_to_carry_them() {
         br#"{"messages": [{"role": "user", "content": "hi"}]}"#
     ));
     assert!(!carries_files(b"not json"));
+}
+
+#[test]
+fn only_the_files_are_left_out_of_what_the_json_limit_counts() {
+    let files = json!([{"data": "aGVsbG8=", "contentType": "text/plain"}]);
+    let body = question_with(files.clone()).to_string();
+    assert_eq!(
+        text_outside_files(body.as_bytes()),
+        body.len() - files.to_string().len()
+    );
+    // Files of no use, or of another shape, count with the rest; so does a body that is no chat request.
+    for none in [json!(null), json!([]), json!("garbage")] {
+        let body = question_with(none).to_string();
+        assert_eq!(text_outside_files(body.as_bytes()), body.len());
+    }
+    assert_eq!(text_outside_files(b"not json"), 8);
 }
 
 /// A byte array's object is read as a JSON value's map would hold it: in any order, a repeated key with its last
