@@ -192,6 +192,19 @@ fn main() {
             ("AWS_REGION", "us-east-1".into()),
         ]);
     }
+    if !real_aws {
+        // moto answers one request at a time, each list of fifty chats in about 0.2 s here: eight clients at once
+        // wait their turns, and a deployment's store timeouts (2 s an attempt, 5 s a call) made some of them 503s,
+        // with retries adding to the queue. Against moto the bounds are the queue's, unless set.
+        for (name, value) in [
+            ("STORE_ATTEMPT_TIMEOUT_MS", "15000"),
+            ("STORE_TIMEOUT_MS", "30000"),
+        ] {
+            if std::env::var_os(name).is_none() {
+                env.push((name, value.into()));
+            }
+        }
+    }
     if local_knowledge_base {
         env.extend([
             ("KNOWLEDGE_BASE_ID", LOCAL_KNOWLEDGE_BASE_ID.to_string()),

@@ -394,8 +394,8 @@ async fn each_agent_message_arrives_as_one_event_per_read() {
     );
 }
 
-/// Every answer reaches the client: 1,000 requests (`E2E_LIST_REQUESTS`: moto answers about 17 lists a second, so
-/// 10,000 take ten minutes) for a history list of about 20 KB, eight at a time, each answered 200 with the whole
+/// Every answer reaches the client: 1,000 requests (`E2E_LIST_REQUESTS`: moto answers one request at a time, 4 to
+/// 17 lists a second depending on the machine, so 1,000 take one to four minutes) for a history list of about 20 KB, eight at a time, each answered 200 with the whole
 /// list. (Under `cargo lambda watch`, a few in a thousand such answers were lost on their way back; the local run
 /// now serves the functions' routers itself.)
 #[tokio::test]
