@@ -20,7 +20,9 @@ pub use edge::{FunctionService, WithCors, answer_one, function_service, only};
 pub use error::{ApiError, error_body, error_line, error_response, json_response};
 pub use identity::{Auth, CallerParts, JwtVerifier, KeySource};
 pub use logging::init_logging;
-pub use request::{DRAIN_LIMIT_BYTES, Query, accepts, read_chat_request, read_json_body};
+pub use request::{
+    DRAIN_FOR, DRAIN_LIMIT_BYTES, Query, accepts, read_chat_request, read_json_body,
+};
 pub use runtime::{
     Flavor, RuntimeSettings, keep_running, on_streamed_body_start, run_function,
     with_runtime_api_nodelay,

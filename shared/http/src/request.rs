@@ -28,6 +28,10 @@ pub fn accepts(headers: &HeaderMap, media_type: &str) -> bool {
 /// the connection is closed anyway; what is read is never held.
 pub const DRAIN_LIMIT_BYTES: u64 = 32 * 1024 * 1024;
 
+/// How long the rest of a body past its limit is read before the 413 is sent anyway: a client trickling it would
+/// otherwise hold the connection and its task for as long as it liked.
+pub const DRAIN_FOR: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The body, if it is JSON (or says nothing of its type) and no larger than `limit` bytes. Only as much as the
 /// limit allows is held: a larger body is refused (its rest read and thrown away, see [`DRAIN_LIMIT_BYTES`]).
 pub async fn read_json_body(
@@ -59,7 +63,7 @@ fn check_json_type(headers: &HeaderMap) -> Result<(), ApiError> {
 }
 
 /// The body, up to `limit` bytes; past it, `too_large`, once the rest is read and thrown away (up to
-/// [`DRAIN_LIMIT_BYTES`] in all), so that the client, done writing, reads the answer. A client that asked to be
+/// [`DRAIN_LIMIT_BYTES`] in all, for at most [`DRAIN_FOR`]), so that the client, done writing, reads the answer. A client that asked to be
 /// told before it sends (`Expect: 100-continue`) a body whose length is over the limit is answered at once: it has
 /// sent nothing, and will not.
 async fn read_body(
@@ -83,7 +87,17 @@ async fn read_body(
     };
     let mut held = bytes::BytesMut::with_capacity(declared.min(limit as u64) as usize);
     let mut read: u64 = 0;
-    while let Some(frame) = body.frame().await {
+    // Set once the body is past its limit: the rest is read until then, no longer.
+    let mut drain_until: Option<tokio::time::Instant> = None;
+    loop {
+        let frame = match drain_until {
+            None => body.frame().await,
+            Some(deadline) => match tokio::time::timeout_at(deadline, body.frame()).await {
+                Ok(frame) => frame,
+                Err(_) => return Err(too_large),
+            },
+        };
+        let Some(frame) = frame else { break };
         let Ok(data) = frame.map_err(broken)?.into_data() else {
             continue; // trailers
         };
@@ -92,6 +106,7 @@ async fn read_body(
             if read > DRAIN_LIMIT_BYTES {
                 return Err(too_large);
             }
+            drain_until.get_or_insert_with(|| tokio::time::Instant::now() + DRAIN_FOR);
             held = bytes::BytesMut::new();
             continue;
         }

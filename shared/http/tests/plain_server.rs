@@ -174,3 +174,18 @@ async fn a_body_at_its_limit_is_read_whole() {
     stream.write_all(&body).await.unwrap();
     is_too_large(&response(&mut stream).await);
 }
+
+#[tokio::test]
+async fn a_body_trickled_past_its_limit_is_not_waited_for_past_the_drain_time() {
+    let address = server().await;
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    // Says 8 MiB, sends a little past the limit, then nothing more: the server answers when its drain time is up,
+    // instead of holding the connection for as long as the client likes.
+    let request = head(&format!("Content-Length: {}\r\n", 8 * MIB));
+    stream.write_all(request.as_bytes()).await.unwrap();
+    stream.write_all(&body_of(LIMIT + MIB)).await.unwrap();
+    let answer = tokio::time::timeout(chat_http::DRAIN_FOR * 6, response(&mut stream))
+        .await
+        .expect("the 413 comes once the drain time is up");
+    is_too_large(&answer);
+}
