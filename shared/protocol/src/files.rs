@@ -814,37 +814,3 @@ pub fn text_outside_files(body: &[u8]) -> usize {
     let files = serde_json::from_slice::<Probe>(body).map_or(0, |probe| probe.messages);
     body.len().saturating_sub(files)
 }
-
-/// Whether a JSON body's messages carry files (any `files` array that is not empty), read without holding the
-/// rest: a body larger than the JSON limit is taken only if it does.
-pub fn carries_files(body: &[u8]) -> bool {
-    #[derive(Deserialize)]
-    struct Probe {
-        #[serde(deserialize_with = "any_with_files")]
-        messages: bool,
-    }
-    #[derive(Deserialize)]
-    struct ProbeMessage {
-        #[serde(default)]
-        files: Option<Vec<IgnoredAny>>,
-    }
-    /// Whether any message has files, one message at a time.
-    fn any_with_files<'de, D: Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
-        struct Any;
-        impl<'de> Visitor<'de> for Any {
-            type Value = bool;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("an array of messages")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
-                let mut any = false;
-                while let Some(message) = seq.next_element::<ProbeMessage>()? {
-                    any |= message.files.is_some_and(|f| !f.is_empty());
-                }
-                Ok(any)
-            }
-        }
-        deserializer.deserialize_seq(Any)
-    }
-    serde_json::from_slice::<Probe>(body).is_ok_and(|probe| probe.messages)
-}

@@ -13,7 +13,7 @@ pub mod v2024_05_29;
 mod wire;
 
 pub use field::Field;
-pub use files::{carries_files, text_outside_files};
+pub use files::text_outside_files;
 pub use model::{
     ChatInput, Dialect, SessionSpelling, Thought, openai_finish_reason,
     semantic_kernel_finish_reason,

@@ -5,9 +5,7 @@
 
 use bytes::Bytes;
 use chat_core::{ChatError, FileKind, FileLimits, ImageFormat, RequestLimits, Role};
-use chat_protocol::{
-    ChatInput, Dialect, Endpoint, carries_files, parse_chat_request, text_outside_files,
-};
+use chat_protocol::{ChatInput, Dialect, Endpoint, parse_chat_request, text_outside_files};
 use serde_json::{Value, json};
 
 /// A PNG's signature and header start: what the sniffing looks at.
@@ -349,19 +347,6 @@ fn a_messages_other_defined_fields_are_read_or_refused() {
         refused(&with("role", json!("system"))),
         r#"messages[0].role: expected "user" or "assistant""#
     );
-}
-
-#[test]
-fn only_a_body_with_files_is_said_to_carry_them() {
-    let png = json!([{"data": "x", "contentType": "image/png"}]);
-    assert!(carries_files(question_with(png).to_string().as_bytes()));
-    for none in [json!(null), json!([]), json!("garbage")] {
-        assert!(!carries_files(question_with(none).to_string().as_bytes()));
-    }
-    assert!(!carries_files(
-        br#"{"messages": [{"role": "user", "content": "hi"}]}"#
-    ));
-    assert!(!carries_files(b"not json"));
 }
 
 #[test]
