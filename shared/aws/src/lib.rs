@@ -7,11 +7,13 @@ mod guardrail_trace;
 mod knowledge_base;
 mod store;
 pub mod table;
+mod usage;
 
 pub use attachments::S3Attachments;
 pub use bedrock::{BedrockModel, BedrockStream};
 pub use knowledge_base::BedrockKnowledgeBase;
 pub use store::DynamoStore;
+pub use usage::DynamoUsage;
 
 /// Now, as the history API writes times: RFC 3339 with milliseconds, UTC.
 pub(crate) fn now_millis() -> String {

@@ -163,7 +163,7 @@ fn preview(content: &str) -> String {
 /// What a failed call means for the caller: the store out of reach (no answer in time, no connection, a response
 /// cut off, a server error or throttling past the SDK's retries) is [`StoreError::Unavailable`], worth trying again
 /// later; anything else (a request the store refuses) is a fault of ours.
-fn failed<E>(e: SdkError<E, HttpResponse>) -> StoreError
+pub(crate) fn failed<E>(e: SdkError<E, HttpResponse>) -> StoreError
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
 {
@@ -577,6 +577,11 @@ impl DynamoStore {
             )
             .build();
         Self::new(Client::from_conf(client_config), table, ttl_days)
+    }
+
+    /// The per-user usage counters, in this store's table (through the same client).
+    pub fn usage_ledger(&self) -> crate::DynamoUsage {
+        crate::DynamoUsage::new(self.client.clone(), &self.table)
     }
 
     async fn read_meta(&self, owner: &str, chat_id: &str) -> Result<Meta, StoreError> {

@@ -114,12 +114,25 @@ pub struct AgentRound {
     done: bool,
     /// What the round's one search found, when a knowledge base is configured: every agent sees these sources.
     grounding: Option<Grounding>,
+    /// What the round spent before its agents spoke (writing the search query).
+    spent_before: crate::TurnSpent,
+    /// What a million tokens cost, to price the round.
+    prices: Option<crate::Prices>,
 }
 
 impl AgentRound {
     /// The agents' messages so far.
     pub fn messages(&self) -> &[AgentMessage] {
         &self.messages
+    }
+
+    /// Every model call of the round so far: the search query's and each agent's message.
+    pub fn spent(&self) -> crate::TurnSpent {
+        let mut spent = self.spent_before;
+        for m in &self.messages {
+            spent.add_call(m.usage, self.prices.as_ref());
+        }
+        spent
     }
 }
 
@@ -149,6 +162,7 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
         input: &TurnInput,
     ) -> Result<AgentRound, ChatError> {
         check_overrides(self.settings(), &input.overrides)?;
+        self.admit(caller).await?;
         // The agents' instructions are short beside the history; the budget is the whole prompt's less the question.
         let session = self
             .begin(
@@ -183,10 +197,10 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
             ),
         };
         // One search per round, for the user's message; the agents answer from the same sources.
-        let grounding = match self.retriever() {
-            None => None,
-            Some(retriever) => Some(
-                search(
+        let (grounding, spent_before) = match self.retriever() {
+            None => (None, crate::TurnSpent::default()),
+            Some(retriever) => {
+                let found = search(
                     self.model(),
                     retriever,
                     self.settings(),
@@ -194,9 +208,9 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
                     input,
                     &session.conversation,
                 )
-                .await?
-                .grounding,
-            ),
+                .await?;
+                (Some(found.grounding), found.spent)
+            }
         };
         Ok(AgentRound {
             user_message,
@@ -207,6 +221,8 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
             messages: Vec::new(),
             done: false,
             grounding,
+            spent_before,
+            prices: self.settings().model.prices,
         })
     }
 
@@ -307,14 +323,21 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
         Ok(round)
     }
 
-    /// Stores a finished round: the user's new messages and every agent's message, all or nothing.
-    pub async fn save_round(&self, caller: &Caller, round: &AgentRound) -> Result<(), ChatError> {
+    /// Stores a finished round: the user's new messages and every agent's message, all or nothing; returns what
+    /// the round spent (every model call of it), which its caller's counters hold whether or not it is stored.
+    pub async fn save_round(
+        &self,
+        caller: &Caller,
+        round: &AgentRound,
+    ) -> Result<crate::TurnSpent, ChatError> {
         let mut messages = round.new_messages.clone();
         let prices = self.settings().model.prices;
         let mut spent = UsageTotals::default();
         for m in &round.messages {
             spent.add(&UsageTotals::of(m.usage, prices.as_ref()));
         }
+        let turn_spent = round.spent();
+        self.count_spent(&caller.owner, &turn_spent).await;
         messages.extend(round.messages.iter().map(|m| StoredMessage {
             id: m.header.id.clone(),
             role: Role::Assistant,
@@ -331,6 +354,7 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
             &round.started_at,
             &spent,
         )
-        .await
+        .await?;
+        Ok(turn_spent)
     }
 }

@@ -328,6 +328,8 @@ pub struct Answer {
     pub citations: Vec<String>,
     /// What the turn cost, when prices are known.
     pub cost_usd: Option<f64>,
+    /// Every model call of the turn, counted (the answer's `usage` and `cost_usd` are its last call's).
+    pub spent: crate::TurnSpent,
     /// What the model reasoned before it answered, whole (`None` when it did not), and whether part of it came
     /// redacted (encrypted by the model provider, said so in the text).
     pub reasoning: Option<String>,

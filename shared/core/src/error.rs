@@ -46,6 +46,9 @@ pub enum ChatError {
     /// The store of the owner's files failed the turn.
     #[error(transparent)]
     Files(crate::AttachmentError),
+    /// The caller is over a quota or the rate limit: nothing was asked of the model.
+    #[error(transparent)]
+    OverLimit(crate::OverLimit),
 }
 
 impl From<crate::FileRefusal> for ChatError {

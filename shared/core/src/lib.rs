@@ -18,6 +18,7 @@ mod settings;
 mod store;
 mod streaming;
 mod turn;
+mod usage;
 
 pub use agents::{Agent, AgentGroup, AgentMessage, AgentRound};
 pub use attachments::{
@@ -51,6 +52,10 @@ pub use retrieval::{
 };
 pub use search::{Grounding, QUERY_PROMPT};
 pub use session::{Caller, Session, title_of};
+pub use usage::{
+    LimitKind, LimitOverrides, Limits, MinuteReport, OverLimit, PeriodReport, PeriodUsage,
+    Periods, TurnSpent, UsageFuture, UsageLedger, UsageReport, UsageSnapshot, check, report,
+};
 pub use settings::{
     AllowedOverrides, ChatSettings, CitationMode, DocumentAccess, Guardrail, ModelOptions,
     RequestLimits, RetrievalSettings,

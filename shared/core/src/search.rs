@@ -71,6 +71,8 @@ pub(crate) fn one_line(text: &str) -> String {
 pub(crate) struct SearchOutcome {
     pub grounding: Grounding,
     pub thoughts: Vec<Thought>,
+    /// What writing the query spent (nothing when the user's words were the query).
+    pub spent: crate::TurnSpent,
 }
 
 /// Searches `retriever` for the turn: writes the query (or takes the user's), builds the filters, and keeps the
@@ -91,9 +93,11 @@ pub(crate) async fn search<M: ChatModel>(
         .map(Message::text)
         .unwrap_or_default();
     let mut thoughts = Vec::new();
+    let mut spent = crate::TurnSpent::default();
     let (query, generated) = if settings.retrieval.query_rewrite {
         let request = query_request(settings, input, conversation, &question);
         let reply = model.converse(&request).await?;
+        spent.add_call(reply.usage, settings.model.prices.as_ref());
         let written = reply.text.trim().trim_matches('"').trim().to_string();
         thoughts.push(query_thought(&request, &written));
         if written.is_empty() || written == "0" {
@@ -143,6 +147,7 @@ pub(crate) async fn search<M: ChatModel>(
     Ok(SearchOutcome {
         grounding: Grounding { passages },
         thoughts,
+        spent,
     })
 }
 

@@ -64,6 +64,8 @@ pub struct StreamingTurn<S> {
     guardrail: Option<GuardrailTrace>,
     served: Served,
     prices: Option<Prices>,
+    /// What the turn spent before the answer (writing the search query).
+    spent_before: crate::TurnSpent,
 }
 
 impl<S: ModelStream> StreamingTurn<S> {
@@ -86,6 +88,7 @@ impl<S: ModelStream> StreamingTurn<S> {
             guardrail: None,
             served: Served::default(),
             prices: turn.prices,
+            spent_before: turn.spent_before,
         }
     }
 
@@ -104,10 +107,18 @@ impl<S: ModelStream> StreamingTurn<S> {
         &self.shown
     }
 
-    /// The chat, the answer as shown and what the turn spent, once the turn is over.
-    pub(crate) fn into_parts(self) -> (Session, String, UsageTotals) {
+    /// The chat, the answer as shown, what its answer spent and what the whole turn spent, once the turn is over.
+    pub(crate) fn into_parts(self) -> (Session, String, UsageTotals, crate::TurnSpent) {
         let spent = self.spent();
-        (self.session, self.shown, spent)
+        let turn_spent = self.turn_spent();
+        (self.session, self.shown, spent, turn_spent)
+    }
+
+    /// Every model call of the turn: the answer's and those before it.
+    fn turn_spent(&self) -> crate::TurnSpent {
+        let mut answer = crate::TurnSpent::default();
+        answer.add_call(self.usage, self.prices.as_ref());
+        self.spent_before.plus(&answer)
     }
 
     /// The turn's tokens and, when prices are known, their cost: priced here only.
@@ -140,6 +151,7 @@ impl<S: ModelStream> StreamingTurn<S> {
                 TurnEvent::Text(_) | TurnEvent::Reasoning(_) | TurnEvent::RedactedReasoning(_) => {}
                 TurnEvent::End(end) => {
                     let spent = self.spent();
+                    let turn_spent = self.turn_spent();
                     let session_state = self.session.state();
                     let answer = Answer {
                         id: self.header.id,
@@ -156,6 +168,7 @@ impl<S: ModelStream> StreamingTurn<S> {
                         data_points: self.grounding.as_ref().map(Grounding::data_points),
                         citations: end.citations,
                         cost_usd: end.cost_usd,
+                        spent: turn_spent,
                         reasoning: (!self.reasoning.is_empty() || self.reasoning_redacted)
                             .then(|| reasoning_text(&self.reasoning, self.reasoning_redacted)),
                         reasoning_redacted: self.reasoning_redacted,

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
+use crate::{Limits, Periods, UsageLedger};
 use time::OffsetDateTime;
 use time::macros::format_description;
 
@@ -58,6 +59,8 @@ pub(crate) struct Turn {
     pub grounding: Option<Grounding>,
     /// What a million tokens cost, to price the turn.
     pub prices: Option<Prices>,
+    /// What the turn spent before the answer (writing the search query).
+    pub spent_before: crate::TurnSpent,
 }
 
 /// The chat core with its ports plugged in; built once per cold start and shared by every request.
@@ -67,6 +70,9 @@ pub struct ChatService<M, St> {
     settings: ChatSettings,
     retriever: Option<Arc<dyn Retriever>>,
     attachments: Option<Arc<dyn AttachmentStore>>,
+    /// Where what each user spends is counted, and the limits it is held to.
+    ledger: Option<Arc<dyn UsageLedger>>,
+    usage_limits: Limits,
 }
 
 impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
@@ -77,6 +83,65 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
             settings,
             retriever: None,
             attachments: None,
+            ledger: None,
+            usage_limits: Limits::default(),
+        }
+    }
+
+    /// Counts what each user spends in `ledger`, and holds them to `limits` (checked before every turn when any
+    /// is set). `None` counts nothing and limits nothing.
+    pub fn with_usage(mut self, ledger: Option<Arc<dyn UsageLedger>>, limits: Limits) -> Self {
+        self.ledger = ledger;
+        self.usage_limits = if self.ledger.is_some() {
+            limits
+        } else {
+            Limits::default()
+        };
+        self
+    }
+
+    /// The limits users are held to (before an operator's item raises one user's).
+    pub fn usage_limits(&self) -> &Limits {
+        &self.usage_limits
+    }
+
+    /// Refuses a turn whose caller is over a quota or the rate limit, before anything is asked of the model: one
+    /// read of their counters, and, when a rate is limited, the request counted. Nothing when no limit is set.
+    pub async fn admit(&self, caller: &Caller) -> Result<(), ChatError> {
+        let Some(ledger) = self.ledger.as_deref() else {
+            return Ok(());
+        };
+        if !self.usage_limits.any() {
+            return Ok(());
+        }
+        let periods = Periods::at(OffsetDateTime::now_utc());
+        let usage = ledger
+            .read(&caller.owner, &periods)
+            .await
+            .map_err(ChatError::Store)?;
+        let limits = self.usage_limits.for_user(&usage.overrides);
+        if let Err(refused) = crate::check(&limits, &usage, &periods) {
+            tracing::info!(limit = ?refused.kind, retry_after = refused.retry_after, "over a limit: turn refused");
+            return Err(ChatError::OverLimit(refused));
+        }
+        if limits.requests_per_minute.is_some() {
+            ledger
+                .count_request(&caller.owner, &periods)
+                .await
+                .map_err(ChatError::Store)?;
+        }
+        Ok(())
+    }
+
+    /// Adds what a turn spent to its caller's counters. A failure is logged, not the turn's: its answer stands,
+    /// and the counter is short by this turn rather than counted twice by a blind retry.
+    pub(crate) async fn count_spent(&self, owner: &str, spent: &crate::TurnSpent) {
+        let Some(ledger) = self.ledger.as_deref() else {
+            return;
+        };
+        let periods = Periods::at(OffsetDateTime::now_utc());
+        if let Err(e) = ledger.record(owner, &periods, &spent.totals).await {
+            tracing::warn!(error = %e, "the turn's usage was not counted");
         }
     }
 
@@ -169,6 +234,7 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
     async fn prepare(&self, caller: &Caller, input: &TurnInput) -> Result<Turn, ChatError> {
         self.check_files(input)?;
         check_overrides(&self.settings, &input.overrides)?;
+        self.admit(caller).await?;
         let budget = self.settings.model.max_prompt_tokens;
         let system = system_prompt(&self.settings, input, self.retriever.is_some());
         let mut session = self
@@ -200,6 +266,7 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
         {
             thoughts.push(thought);
         }
+        let mut spent_before = crate::TurnSpent::default();
         let grounding = match &self.retriever {
             None => None,
             Some(retriever) => {
@@ -213,6 +280,7 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
                 )
                 .await?;
                 thoughts.extend(found.thoughts);
+                spent_before = found.spent;
                 Some(found.grounding)
             }
         };
@@ -279,6 +347,7 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
             followups: input.overrides.suggest_followup_questions,
             grounding,
             prices: self.settings.model.prices,
+            spent_before,
         })
     }
 
@@ -377,19 +446,21 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
         turn: StreamingTurn<S>,
     ) -> Result<Answer, ChatError> {
         let (answer, session, spent) = turn.into_answer().await?;
-        self.save(&caller.owner, &session, &answer.content, &spent)
+        self.save(&caller.owner, &session, &answer.content, &spent, &answer.spent)
             .await?;
         Ok(answer)
     }
 
-    /// Stores a streamed turn whose answer has been shown whole.
+    /// Stores a streamed turn whose answer has been shown whole; returns what the turn spent.
     pub async fn save_streamed<S: ModelStream>(
         &self,
         caller: &Caller,
         turn: StreamingTurn<S>,
-    ) -> Result<(), ChatError> {
-        let (session, shown, spent) = turn.into_parts();
-        self.save(&caller.owner, &session, &shown, &spent).await
+    ) -> Result<crate::TurnSpent, ChatError> {
+        let (session, shown, spent, turn_spent) = turn.into_parts();
+        self.save(&caller.owner, &session, &shown, &spent, &turn_spent)
+            .await?;
+        Ok(turn_spent)
     }
 
     /// Stores a turn whose answer is complete: the session's new messages and the answer, all or nothing.
@@ -400,8 +471,10 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
         session: &Session,
         answer: &str,
         spent: &UsageTotals,
+        turn_spent: &crate::TurnSpent,
     ) -> Result<(), ChatError> {
         log_turn(session, spent);
+        self.count_spent(owner, turn_spent).await;
         let now = OffsetDateTime::now_utc();
         let shown_at = display_time(now.unix_timestamp());
         let files = self.keep_files(owner, session).await?;

@@ -11,6 +11,7 @@ pub mod contract;
 mod memory;
 mod model;
 mod retriever;
+mod usage;
 
 #[cfg(feature = "harness")]
 pub mod access;
@@ -21,3 +22,4 @@ pub use attachments::InMemoryAttachments;
 pub use memory::{InMemoryStore, StoreOp};
 pub use model::{Script, ScriptedModel, ScriptedStream, short_words};
 pub use retriever::FakeRetriever;
+pub use usage::{InMemoryUsage, usage_contract};

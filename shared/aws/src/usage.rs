@@ -1,0 +1,281 @@
+//! The per-user usage counters in the chats' DynamoDB table, so that quotas hold across every instance of the
+//! functions: one item per user and period, added to atomically (`ADD`), each expiring after its period.
+//!
+//! | item | `pk` | `sk` | attributes |
+//! |---|---|---|---|
+//! | a day's spending | `USAGE#{owner}` | `DAY#2026-11-25` | the token counts, `costUsd`, `turns`, `expiresAt` |
+//! | a month's spending | `USAGE#{owner}` | `MONTH#2026-11` | the same |
+//! | a minute's requests | `USAGE#{owner}` | `MINUTE#2026-11-25T14:51` | `requests`, `expiresAt` |
+//! | the operator's limits for the user | `USAGE#{owner}` | `LIMITS` | `tokensPerDay`, `tokensPerMonth`, `costPerDay`, `costPerMonth`, `ratePerMinute` |
+//!
+//! The adds are sent once, never retried: an add whose answer was lost may have landed, and adding it again would
+//! count a turn twice. A lost add leaves the counter short by one turn (logged), which a quota can bear.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::retry::RetryConfig;
+use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
+use chat_core::{
+    LimitOverrides, PeriodUsage, Periods, StoreError, TokenUsage, UsageFuture, UsageLedger,
+    UsageSnapshot, UsageTotals,
+};
+use serde::Deserialize;
+
+use crate::store::failed;
+use crate::table::{EXPIRES_AT, PARTITION_KEY, SORT_KEY};
+
+type Item = HashMap<String, AttributeValue>;
+
+/// How long each counter is kept past its period's start: a day's two days, a month's about thirteen months (an
+/// operator can still read last year's same month), a minute's an hour.
+const DAY_KEPT_SECONDS: i64 = 2 * 86_400;
+const MONTH_KEPT_SECONDS: i64 = 400 * 86_400;
+const MINUTE_KEPT_SECONDS: i64 = 3_600;
+
+/// A user's counters in one DynamoDB table.
+#[derive(Clone)]
+pub struct DynamoUsage {
+    client: Client,
+    table: String,
+}
+
+/// A period's counters as stored (absent attributes are zero).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct PeriodItem {
+    input_tokens: u64,
+    output_tokens: u64,
+    total_tokens: u64,
+    cache_read_input_tokens: u64,
+    cache_write_input_tokens: u64,
+    cost_usd: Option<f64>,
+    turns: u64,
+    requests: u64,
+}
+
+/// The operator's item.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct LimitsItem {
+    tokens_per_day: Option<u64>,
+    tokens_per_month: Option<u64>,
+    cost_per_day: Option<f64>,
+    cost_per_month: Option<f64>,
+    rate_per_minute: Option<u64>,
+}
+
+impl PeriodItem {
+    fn usage(&self) -> PeriodUsage {
+        PeriodUsage {
+            spent: UsageTotals {
+                tokens: TokenUsage {
+                    input_tokens: self.input_tokens,
+                    output_tokens: self.output_tokens,
+                    total_tokens: self.total_tokens,
+                    cache_read_input_tokens: self.cache_read_input_tokens,
+                    cache_write_input_tokens: self.cache_write_input_tokens,
+                },
+                cost_usd: self.cost_usd,
+            },
+            turns: self.turns,
+        }
+    }
+}
+
+fn usage_pk(owner: &str) -> String {
+    format!("USAGE#{owner}")
+}
+
+fn day_sk(periods: &Periods) -> String {
+    format!("DAY#{}", periods.day)
+}
+
+fn month_sk(periods: &Periods) -> String {
+    format!("MONTH#{}", periods.month)
+}
+
+fn minute_sk(periods: &Periods) -> String {
+    format!("MINUTE#{}", periods.minute)
+}
+
+const LIMITS_SK: &str = "LIMITS";
+
+fn key(owner: &str, sk: &str) -> Item {
+    HashMap::from([
+        (PARTITION_KEY.to_string(), AttributeValue::S(usage_pk(owner))),
+        (SORT_KEY.to_string(), AttributeValue::S(sk.to_string())),
+    ])
+}
+
+fn n(v: impl ToString) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+/// Reads an item as `T`; an item that does not read (an operator's typo) counts as empty, said in the log.
+fn read_item<T: Default + for<'de> Deserialize<'de>>(item: Option<&Item>, what: &str) -> T {
+    let Some(item) = item else {
+        return T::default();
+    };
+    match serde_dynamo::from_item(item.clone()) {
+        Ok(value) => value,
+        Err(e) => {
+            tracing::warn!(item = what, error = %e, "a usage item does not read; taken as empty");
+            T::default()
+        }
+    }
+}
+
+impl DynamoUsage {
+    pub fn new(client: Client, table: &str) -> Self {
+        Self {
+            client,
+            table: table.to_string(),
+        }
+    }
+
+    async fn read_counters(
+        &self,
+        owner: &str,
+        periods: &Periods,
+    ) -> Result<UsageSnapshot, StoreError> {
+        let wanted = [
+            day_sk(periods),
+            month_sk(periods),
+            minute_sk(periods),
+            LIMITS_SK.to_string(),
+        ];
+        let mut keys = KeysAndAttributes::builder().consistent_read(true);
+        for sk in &wanted {
+            keys = keys.keys(key(owner, sk));
+        }
+        let mut request = HashMap::from([(
+            self.table.clone(),
+            keys.build().expect("keys are set"),
+        )]);
+        let mut found: HashMap<String, Item> = HashMap::new();
+        // BatchGetItem may leave keys unprocessed under load: they are asked again (a read, safe to repeat).
+        for _ in 0..5 {
+            let out = self
+                .client
+                .batch_get_item()
+                .set_request_items(Some(request))
+                .send()
+                .await
+                .map_err(failed)?;
+            for item in out
+                .responses
+                .unwrap_or_default()
+                .remove(&self.table)
+                .unwrap_or_default()
+            {
+                if let Some(AttributeValue::S(sk)) = item.get(SORT_KEY) {
+                    found.insert(sk.clone(), item);
+                }
+            }
+            match out.unprocessed_keys {
+                Some(left) if !left.is_empty() => request = left,
+                _ => {
+                    let period = |sk: &str| read_item::<PeriodItem>(found.get(sk), "period");
+                    let limits: LimitsItem = read_item(found.get(LIMITS_SK), "limits");
+                    return Ok(UsageSnapshot {
+                        day: period(&wanted[0]).usage(),
+                        month: period(&wanted[1]).usage(),
+                        minute_requests: period(&wanted[2]).requests,
+                        overrides: LimitOverrides {
+                            tokens_per_day: limits.tokens_per_day,
+                            tokens_per_month: limits.tokens_per_month,
+                            cost_per_day: limits.cost_per_day,
+                            cost_per_month: limits.cost_per_month,
+                            requests_per_minute: limits.rate_per_minute,
+                        },
+                    });
+                }
+            }
+        }
+        Err(StoreError::Unavailable(
+            "the usage counters stayed unprocessed".into(),
+        ))
+    }
+
+    /// One atomic add to a counter item, sent once (see the module's notes).
+    async fn add(
+        &self,
+        owner: &str,
+        sk: String,
+        adds: &[(&str, AttributeValue)],
+        expires_at: i64,
+    ) -> Result<(), StoreError> {
+        let mut expression = String::from("ADD ");
+        let mut update = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(owner, &sk)));
+        for (i, (name, value)) in adds.iter().enumerate() {
+            if i > 0 {
+                expression.push_str(", ");
+            }
+            expression.push_str(&format!("#a{i} :a{i}"));
+            update = update
+                .expression_attribute_names(format!("#a{i}"), *name)
+                .expression_attribute_values(format!(":a{i}"), value.clone());
+        }
+        expression.push_str(" SET #exp = if_not_exists(#exp, :exp)");
+        update
+            .update_expression(expression)
+            .expression_attribute_names("#exp", EXPIRES_AT)
+            .expression_attribute_values(":exp", n(expires_at))
+            .customize()
+            .config_override(
+                aws_sdk_dynamodb::config::Builder::default().retry_config(RetryConfig::disabled()),
+            )
+            .send()
+            .await
+            .map_err(failed)?;
+        Ok(())
+    }
+}
+
+impl UsageLedger for DynamoUsage {
+    fn read<'a>(&'a self, owner: &'a str, periods: &'a Periods) -> UsageFuture<'a, UsageSnapshot> {
+        Box::pin(self.read_counters(owner, periods))
+    }
+
+    fn count_request<'a>(&'a self, owner: &'a str, periods: &'a Periods) -> UsageFuture<'a, ()> {
+        Box::pin(async move {
+            let expires = periods.minute_ends.unix_timestamp() + MINUTE_KEPT_SECONDS;
+            self.add(owner, minute_sk(periods), &[("requests", n(1))], expires)
+                .await
+        })
+    }
+
+    fn record<'a>(
+        &'a self,
+        owner: &'a str,
+        periods: &'a Periods,
+        spent: &'a UsageTotals,
+    ) -> UsageFuture<'a, ()> {
+        Box::pin(async move {
+            let t = &spent.tokens;
+            let mut adds = vec![
+                ("inputTokens", n(t.input_tokens)),
+                ("outputTokens", n(t.output_tokens)),
+                ("totalTokens", n(t.total_tokens)),
+                ("cacheReadInputTokens", n(t.cache_read_input_tokens)),
+                ("cacheWriteInputTokens", n(t.cache_write_input_tokens)),
+                ("turns", n(1)),
+            ];
+            if let Some(cost) = spent.cost_usd {
+                adds.push(("costUsd", n(cost)));
+            }
+            let now = periods.now.unix_timestamp();
+            let (day, month) = futures_util::future::join(
+                self.add(owner, day_sk(periods), &adds, now + DAY_KEPT_SECONDS),
+                self.add(owner, month_sk(periods), &adds, now + MONTH_KEPT_SECONDS),
+            )
+            .await;
+            day.and(month)
+        })
+    }
+}
