@@ -13,6 +13,7 @@ fn main() -> Result<(), Error> {
 
 async fn run() -> Result<(), Error> {
     chat_http::init_logging();
-    let app = history::App::from_env().await?;
-    chat_http::serve(app.service(), Responses::Buffered).await
+    // A configuration error is reported, not returned (chat_http::start says how).
+    let service = async { history::App::from_env().await.map(|app| app.service()) };
+    chat_http::start(service, Responses::Buffered).await
 }

@@ -7,6 +7,7 @@ mod cors;
 mod edge;
 mod error;
 mod identity;
+mod init;
 mod logging;
 mod request;
 mod runtime;
@@ -19,6 +20,7 @@ pub use cors::{Cors, LOOPBACK_ORIGINS};
 pub use edge::{FunctionService, WithCors, answer_one, function_service, only};
 pub use error::{ApiError, error_body, error_line, error_response, json_response};
 pub use identity::{Auth, CallerParts, JwtVerifier, KeySource};
+pub use init::{MISCONFIGURED, start};
 pub use logging::init_logging;
 pub use request::{
     DRAIN_FOR, DRAIN_LIMIT_BYTES, Query, accepts, read_chat_request, read_json_body,

@@ -95,12 +95,18 @@ impl RuntimeSettings {
 }
 
 /// Runs a function's `main` future on the tokio runtime its environment calls for (see the module's notes).
+///
+/// A bad switch does not end the process here, before logging is set up and with nothing told to Lambda: the
+/// defaults run `main`, and [`crate::start`] reports the error as it reports every configuration error.
 pub fn run_function<F, E>(main: F) -> Result<(), E>
 where
     F: Future<Output = Result<(), E>>,
-    E: From<ConfigError> + From<std::io::Error>,
+    E: From<std::io::Error>,
 {
-    let settings = RuntimeSettings::from_env()?;
+    let settings = RuntimeSettings::from_env().unwrap_or_else(|error| {
+        crate::init::defer(error);
+        RuntimeSettings::from_lookup(|_| None).expect("the defaults are valid")
+    });
     // A plain server (no Runtime API) takes requests from many clients at once: threads, unless told otherwise.
     let plain_server = std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_none()
         && std::env::var_os("CHAT_RUNTIME_FLAVOR").is_none();
