@@ -13,12 +13,14 @@ use axum::routing::post;
 use bytes::Bytes;
 use chat_aws::{BedrockModel, DynamoStore};
 use chat_core::{
-    AgentGroup, AgentMessage, AgentRound, AttachmentStore, Caller, ChatModel, ChatService,
+    AgentGroup, AgentMessage, AgentRound, AttachmentStore, Caller, ChatModel, ChatService, Limits,
     ModelStream, Retriever, SessionStore, StreamingTurn, TurnEnd, TurnEvent, TurnInput,
+    UsageLedger,
 };
 use chat_http::{
-    ApiError, Auth, ChatBackends, Config, ConfigError, Cors, FunctionService, error_body,
-    error_line, json_response, only, read_chat_request, read_json_body,
+    ApiError, Auth, ChatBackends, Config, ConfigError, Cors, FailureClass, FunctionService,
+    TurnMeter, TurnOutcome, error_body, error_line, json_response, only, read_chat_request,
+    read_json_body,
 };
 use chat_protocol::chat_ui::{ReplyShape, agent_event, round_reply, sse_event};
 use chat_protocol::v2024_01_28::{ChatCompletion, ChatCompletionChunk, ChunkHeader};
@@ -28,6 +30,20 @@ use chat_protocol::{
 };
 use tokio::sync::mpsc;
 use tracing::Instrument;
+
+/// How a multi-agent request goes on once its first agent has spoken: answered whole, or as events.
+enum AgentStart {
+    Whole(Box<AgentRound>),
+    Events(Box<RoundInProgress>),
+}
+
+/// A round whose first message is ready, to be written as events.
+struct RoundInProgress {
+    caller: Caller,
+    input: TurnInput,
+    round: AgentRound,
+    first: Option<AgentMessage>,
+}
 
 /// What a warm function keeps between requests. The core is shared with the tasks that write each stream.
 pub struct App<M, St> {
@@ -43,7 +59,12 @@ struct Shared<M, St> {
     /// Largest request with files (`MAX_UPLOAD_BYTES`).
     max_upload_bytes: usize,
     ui_reply: ReplyShape,
+    /// The limits users are held to once a ledger counts what they spend ([`App::with_usage`]).
+    usage_limits: Limits,
 }
+
+/// This function's name in its metrics.
+const FUNCTION: &str = "chat-stream";
 
 /// The state every route of this function holds.
 type AppState<M, St> = State<Arc<Shared<M, St>>>;
@@ -128,6 +149,7 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
                 max_body_bytes: config.max_body_bytes,
                 max_upload_bytes: config.max_upload_bytes,
                 ui_reply: config.chat_ui_reply,
+                usage_limits: config.usage_limits,
             }),
             cors: config.cors,
         }
@@ -143,6 +165,12 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
         self.map_service(|service| service.with_attachments(attachments))
     }
 
+    /// Counts what each user spends in `ledger` and holds them to the configured limits; `None` counts nothing.
+    pub fn with_usage(self, ledger: Option<Arc<dyn UsageLedger>>) -> Self {
+        let limits = self.shared.usage_limits;
+        self.map_service(|service| service.with_usage(ledger, limits))
+    }
+
     /// The app with its chat service changed by `change` (before it serves).
     fn map_service(self, change: impl FnOnce(ChatService<M, St>) -> ChatService<M, St>) -> Self {
         let Ok(Shared {
@@ -152,6 +180,7 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
             max_body_bytes,
             max_upload_bytes,
             ui_reply,
+            usage_limits,
         }) = Arc::try_unwrap(self.shared)
         else {
             unreachable!("the state is shared only once the app serves")
@@ -167,6 +196,7 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
                 max_body_bytes,
                 max_upload_bytes,
                 ui_reply,
+                usage_limits,
             }),
             cors: self.cors,
         }
@@ -205,6 +235,7 @@ impl App<BedrockModel, DynamoStore> {
     /// The function as its cold start builds it: configuration, identity and clients from the environment.
     pub async fn from_env() -> Result<Self, ConfigError> {
         let backends = ChatBackends::from_env().await?;
+        let ledger: Arc<dyn UsageLedger> = Arc::new(backends.store.usage_ledger());
         // With a knowledge base configured, every standard turn searches it first.
         let app = App::new(
             backends.model,
@@ -214,7 +245,8 @@ impl App<BedrockModel, DynamoStore> {
         );
         Ok(app
             .with_retriever(backends.knowledge_base)
-            .with_attachments(backends.attachments))
+            .with_attachments(backends.attachments)
+            .with_usage(Some(ledger)))
     }
 }
 
@@ -222,26 +254,39 @@ async fn stream_chat<M: ChatModel + 'static, St: SessionStore + 'static>(
     State(app): AppState<M, St>,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let (parts, body) = request.into_parts();
-    let caller = app.auth.identify(&parts).await?;
-    // Any Accept is fine: the official client sends `application/json` even here.
-    let input = read_chat_request(
-        &parts.headers,
-        body,
-        Endpoint::Protocol,
-        &app.service.settings().limits,
-        app.max_body_bytes,
-        app.max_upload_bytes,
-    )
-    .await?;
-    app.stream(caller, input).await
+    let meter = app.meter("/chat/stream");
+    let started = async {
+        let (parts, body) = request.into_parts();
+        let caller = app.auth.identify(&parts).await?;
+        // Any Accept is fine: the official client sends `application/json` even here.
+        let input = read_chat_request(
+            &parts.headers,
+            body,
+            Endpoint::Protocol,
+            &app.service.settings().limits,
+            app.max_body_bytes,
+            app.max_upload_bytes,
+        )
+        .await?;
+        let turn = app.service.stream(&caller, &input.turn).await?;
+        Ok((caller, input, turn))
+    }
+    .await;
+    match started {
+        Ok((caller, input, turn)) => app.stream(caller, input, turn, meter).await,
+        Err(e) => {
+            meter.fail(&e);
+            Err(e)
+        }
+    }
 }
 
 async fn agents_stream<M: ChatModel + 'static, St: SessionStore + 'static>(
     State(app): AppState<M, St>,
     request: Request,
 ) -> Result<Response, ApiError> {
-    app.multi_agent(request, true).await
+    app.multi_agent(request, true, app.meter("/multi-agent-chat/stream"))
+        .await
 }
 
 async fn agents_bare<M: ChatModel + 'static, St: SessionStore + 'static>(
@@ -249,42 +294,90 @@ async fn agents_bare<M: ChatModel + 'static, St: SessionStore + 'static>(
     request: Request,
 ) -> Result<Response, ApiError> {
     let as_events = wants_events(request.headers());
-    app.multi_agent(request, as_events).await
+    app.multi_agent(request, as_events, app.meter("/multi-agent-chat/stream"))
+        .await
 }
 
 impl<M: ChatModel + 'static, St: SessionStore + 'static> Shared<M, St> {
+    /// A meter for a turn on `route`, started now.
+    fn meter(&self, route: &'static str) -> TurnMeter {
+        TurnMeter::start(FUNCTION, route, &self.service.settings().model_id)
+    }
+
     /// A multi-agent round: as events, one per agent message, or answered whole.
-    async fn multi_agent(&self, request: Request, as_events: bool) -> Result<Response, ApiError> {
-        let (parts, body) = request.into_parts();
-        let caller = self.auth.identify(&parts).await?;
-        let body = read_json_body(&parts.headers, body, self.max_body_bytes).await?;
-        let input = parse_chat_request(&body, Endpoint::ChatUi, &self.service.settings().limits)?;
-        if !as_events {
-            let round = self
+    async fn multi_agent(
+        &self,
+        request: Request,
+        as_events: bool,
+        mut meter: TurnMeter,
+    ) -> Result<Response, ApiError> {
+        let started = async {
+            let (parts, body) = request.into_parts();
+            let caller = self.auth.identify(&parts).await?;
+            let body = read_json_body(&parts.headers, body, self.max_body_bytes).await?;
+            let input =
+                parse_chat_request(&body, Endpoint::ChatUi, &self.service.settings().limits)?;
+            if !as_events {
+                let round = self
+                    .service
+                    .whole_round(&caller, &self.agents, &input.turn)
+                    .await?;
+                return Ok(AgentStart::Whole(Box::new(round)));
+            }
+            let mut round = self.service.agent_round(&caller, &input.turn).await?;
+            let first = self
                 .service
-                .whole_round(&caller, &self.agents, &input.turn)
+                .next_agent_message(&self.agents, &input.turn, &mut round)
                 .await?;
-            return Ok(json_response(
-                StatusCode::OK,
-                &round_reply(&round, self.ui_reply),
-            ));
+            Ok(AgentStart::Events(Box::new(RoundInProgress {
+                caller,
+                input: input.turn,
+                round,
+                first,
+            })))
         }
-        self.agents(caller, input.turn).await
+        .await;
+        match started {
+            Ok(AgentStart::Events(started)) => Ok(self.agents(*started, meter)),
+            Ok(AgentStart::Whole(round)) => {
+                meter.first_token();
+                meter.finish(TurnOutcome::Answered(&round.spent()));
+                Ok(json_response(
+                    StatusCode::OK,
+                    &round_reply(&round, self.ui_reply),
+                ))
+            }
+            Err(e) => {
+                meter.fail(&e);
+                Err(e)
+            }
+        }
     }
 
     async fn stream(
         &self,
         caller: Caller,
         input: chat_protocol::ChatInput,
+        turn: StreamingTurn<M::Stream>,
+        mut meter: TurnMeter,
     ) -> Result<Response, ApiError> {
-        let turn = self.service.stream(&caller, &input.turn).await?;
         let framing = match input.dialect {
             Dialect::V20240128 { stream: false } => {
-                let answer = self.service.collect(&caller, turn).await?;
-                return Ok(json_response(
-                    StatusCode::OK,
-                    &ChatCompletion::from_answer(&answer, input.spelling),
-                ));
+                return match self.service.collect(&caller, turn).await {
+                    Ok(answer) => {
+                        meter.first_token();
+                        meter.finish(TurnOutcome::Answered(&answer.spent));
+                        Ok(json_response(
+                            StatusCode::OK,
+                            &ChatCompletion::from_answer(&answer, input.spelling),
+                        ))
+                    }
+                    Err(e) => {
+                        let e = ApiError::from(e);
+                        meter.fail(&e);
+                        Err(e)
+                    }
+                };
             }
             Dialect::V20240128 { stream: true } => Framing::Chunks(
                 ChunkHeader {
@@ -300,9 +393,17 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> Shared<M, St> {
         let (tx, body) = line_body();
         let first = framing.start(&turn);
         tokio::spawn(
-            write_stream(self.service.clone(), caller, turn, framing, first, tx)
-                // The writer outlives the handler; it logs under the request's id all the same.
-                .instrument(tracing::Span::current()),
+            write_stream(
+                self.service.clone(),
+                caller,
+                turn,
+                framing,
+                first,
+                tx,
+                meter,
+            )
+            // The writer outlives the handler; it logs under the request's id all the same.
+            .instrument(tracing::Span::current()),
         );
         Ok(Response::builder()
             .status(StatusCode::OK)
@@ -316,31 +417,24 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> Shared<M, St> {
 impl<M: ChatModel + 'static, St: SessionStore + 'static> Shared<M, St> {
     /// A multi-agent round as server-sent events, one per agent message, each written the moment that agent has
     /// finished. The first agent answers before the status is sent, so a fault there is an ordinary error.
-    async fn agents(&self, caller: Caller, input: TurnInput) -> Result<Response, ApiError> {
-        let mut round = self.service.agent_round(&caller, &input).await?;
-        let first = self
-            .service
-            .next_agent_message(&self.agents, &input, &mut round)
-            .await?;
+    fn agents(&self, started: RoundInProgress, meter: TurnMeter) -> Response {
         let (tx, body) = line_body();
         tokio::spawn(
             write_agents(
                 self.service.clone(),
                 self.agents.clone(),
-                caller,
-                input,
-                round,
-                first,
+                started,
                 tx,
+                meter,
             )
             .instrument(tracing::Span::current()),
         );
-        Ok(Response::builder()
+        Response::builder()
             .status(StatusCode::OK)
             .header(header::CONTENT_TYPE, "text/event-stream")
             .header(header::CACHE_CONTROL, "no-cache")
             .body(body)
-            .expect("a response built from valid parts"))
+            .expect("a response built from valid parts")
     }
 }
 
@@ -349,12 +443,16 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> Shared<M, St> {
 async fn write_agents<M: ChatModel, St: SessionStore>(
     service: Arc<ChatService<M, St>>,
     group: Arc<AgentGroup>,
-    caller: Caller,
-    input: TurnInput,
-    mut round: AgentRound,
-    first: Option<AgentMessage>,
+    started: RoundInProgress,
     tx: mpsc::Sender<Bytes>,
+    mut meter: TurnMeter,
 ) {
+    let RoundInProgress {
+        caller,
+        input,
+        mut round,
+        first,
+    } = started;
     let state = round.session.state();
     let mut next = first;
     while let Some(message) = next {
@@ -364,23 +462,37 @@ async fn write_agents<M: ChatModel, St: SessionStore>(
             .is_err()
         {
             tracing::info!("the client went away; the round stops and is not stored");
+            meter.finish(TurnOutcome::Abandoned);
             return;
         }
+        meter.first_token();
         next = match service.next_agent_message(&group, &input, &mut round).await {
             Ok(message) => message,
             Err(err) => {
-                let _ = tx
-                    .send(sse_event(&error_body(&ApiError::from(err))).into())
-                    .await;
+                let err = ApiError::from(err);
+                let _ = tx.send(sse_event(&error_body(&err)).into()).await;
+                meter.finish(TurnOutcome::Failed(
+                    FailureClass::of(&err),
+                    Some(&round.spent()),
+                ));
                 return;
             }
         };
     }
     let Ok(slot) = tx.reserve().await else {
+        meter.finish(TurnOutcome::Abandoned);
         return;
     };
-    if let Err(err) = service.save_round(&caller, &round).await {
-        slot.send(sse_event(&error_body(&ApiError::from(err))).into());
+    match service.save_round(&caller, &round).await {
+        Ok(spent) => meter.finish(TurnOutcome::Answered(&spent)),
+        Err(err) => {
+            let err = ApiError::from(err);
+            slot.send(sse_event(&error_body(&err)).into());
+            meter.finish(TurnOutcome::Failed(
+                FailureClass::of(&err),
+                Some(&round.spent()),
+            ));
+        }
     }
 }
 
@@ -393,13 +505,18 @@ async fn write_stream<M: ChatModel, St: SessionStore>(
     framing: Framing,
     first: Vec<u8>,
     tx: mpsc::Sender<Bytes>,
+    mut meter: TurnMeter,
 ) {
     if tx.send(first.into()).await.is_err() {
+        meter.finish(TurnOutcome::Abandoned);
         return;
     }
     loop {
         let line = match turn.next().await {
-            Ok(Some(TurnEvent::Text(text))) => framing.text(text),
+            Ok(Some(TurnEvent::Text(text))) => {
+                meter.first_token();
+                framing.text(text)
+            }
             Ok(Some(TurnEvent::Reasoning(piece))) => framing.reasoning(&piece, false),
             Ok(Some(TurnEvent::RedactedReasoning(note))) => framing.reasoning(&note, true),
             Ok(Some(TurnEvent::End(end))) => {
@@ -407,23 +524,37 @@ async fn write_stream<M: ChatModel, St: SessionStore>(
                 // the store and the end line go together.
                 let Ok(slot) = tx.reserve().await else {
                     tracing::info!("the client went away before the end; the turn is not stored");
+                    meter.finish(TurnOutcome::Abandoned);
                     return;
                 };
                 let last = match service.save_streamed(&caller, turn).await {
-                    Ok(()) => framing.end(end),
-                    Err(err) => error_line(&ApiError::from(err)),
+                    Ok(spent) => {
+                        meter.finish(TurnOutcome::Answered(&spent));
+                        framing.end(end)
+                    }
+                    Err(err) => {
+                        let err = ApiError::from(err);
+                        meter.fail(&err);
+                        error_line(&err)
+                    }
                 };
                 slot.send(last.into());
                 return;
             }
-            Ok(None) => return,
+            Ok(None) => {
+                meter.finish(TurnOutcome::Abandoned);
+                return;
+            }
             Err(err) => {
-                let _ = tx.send(error_line(&ApiError::from(err)).into()).await;
+                let err = ApiError::from(err);
+                let _ = tx.send(error_line(&err).into()).await;
+                meter.fail(&err);
                 return;
             }
         };
         if tx.send(line.into()).await.is_err() {
             tracing::info!("the client went away; stopped reading from the model");
+            meter.finish(TurnOutcome::Abandoned);
             return;
         }
     }

@@ -1,6 +1,7 @@
 //! The buffered chat function: `POST /chat` (both protocol versions), `POST /chat-ui/chat` and
 //! `POST /multi-agent-chat/batch` (and the bare `POST /multi-agent-chat`).
 
+use std::future::Future;
 use std::sync::Arc;
 
 use axum::Router;
@@ -11,11 +12,12 @@ use axum::response::Response;
 use axum::routing::post;
 use chat_aws::{BedrockModel, DynamoStore};
 use chat_core::{
-    AgentGroup, Answer, AttachmentStore, Caller, ChatModel, ChatService, Retriever, SessionStore,
+    AgentGroup, Answer, AttachmentStore, Caller, ChatModel, ChatService, Limits, Retriever,
+    SessionStore, TurnSpent, UsageLedger,
 };
 use chat_http::{
-    ApiError, Auth, ChatBackends, Config, ConfigError, Cors, FunctionService, json_response, only,
-    read_chat_request, read_json_body,
+    ApiError, Auth, ChatBackends, Config, ConfigError, Cors, FunctionService, TurnMeter,
+    TurnOutcome, json_response, only, read_chat_request, read_json_body,
 };
 use chat_protocol::chat_ui::{ReplyShape, UiReply, round_events, round_reply, sse_event};
 use chat_protocol::{
@@ -37,7 +39,12 @@ struct Shared<M, St> {
     /// Largest request with files (`MAX_UPLOAD_BYTES`).
     max_upload_bytes: usize,
     ui_reply: ReplyShape,
+    /// The limits users are held to once a ledger counts what they spend ([`App::with_usage`]).
+    usage_limits: Limits,
 }
+
+/// This function's name in its metrics.
+const FUNCTION: &str = "chat";
 
 /// The state every route of this function holds.
 type AppState<M, St> = State<Arc<Shared<M, St>>>;
@@ -52,6 +59,7 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
                 max_body_bytes: config.max_body_bytes,
                 max_upload_bytes: config.max_upload_bytes,
                 ui_reply: config.chat_ui_reply,
+                usage_limits: config.usage_limits,
             }),
             cors: config.cors,
         }
@@ -65,6 +73,12 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
     /// Keeps the files of messages in `attachments`; `None` takes no files.
     pub fn with_attachments(self, attachments: Option<Arc<dyn AttachmentStore>>) -> Self {
         self.map_service(|service| service.with_attachments(attachments))
+    }
+
+    /// Counts what each user spends in `ledger` and holds them to the configured limits; `None` counts nothing.
+    pub fn with_usage(self, ledger: Option<Arc<dyn UsageLedger>>) -> Self {
+        let limits = self.shared.usage_limits;
+        self.map_service(|service| service.with_usage(ledger, limits))
     }
 
     /// The app with its chat service changed by `change` (before it serves).
@@ -121,6 +135,7 @@ impl App<BedrockModel, DynamoStore> {
     /// The function as its cold start builds it: configuration, identity and clients from the environment.
     pub async fn from_env() -> Result<Self, ConfigError> {
         let backends = ChatBackends::from_env().await?;
+        let ledger: Arc<dyn UsageLedger> = Arc::new(backends.store.usage_ledger());
         // With a knowledge base configured, every standard turn searches it first.
         let app = App::new(
             backends.model,
@@ -130,7 +145,27 @@ impl App<BedrockModel, DynamoStore> {
         );
         Ok(app
             .with_retriever(backends.knowledge_base)
-            .with_attachments(backends.attachments))
+            .with_attachments(backends.attachments)
+            .with_usage(Some(ledger)))
+    }
+}
+
+/// Runs a turn under its meter: the record says how it ended and what it spent.
+async fn metered(
+    mut meter: TurnMeter,
+    turn: impl Future<Output = Result<(Response, TurnSpent), ApiError>>,
+) -> Result<Response, ApiError> {
+    match turn.await {
+        Ok((response, spent)) => {
+            // A buffered answer's first token reaches the client with its last.
+            meter.first_token();
+            meter.finish(TurnOutcome::Answered(&spent));
+            Ok(response)
+        }
+        Err(e) => {
+            meter.fail(&e);
+            Err(e)
+        }
     }
 }
 
@@ -138,30 +173,46 @@ async fn protocol_chat<M: ChatModel, St: SessionStore>(
     State(app): AppState<M, St>,
     request: Request,
 ) -> Result<Response, ApiError> {
-    app.turn(request, Endpoint::Protocol).await
+    metered(app.meter("/chat"), app.turn(request, Endpoint::Protocol)).await
 }
 
 async fn ui_chat<M: ChatModel, St: SessionStore>(
     State(app): AppState<M, St>,
     request: Request,
 ) -> Result<Response, ApiError> {
-    app.turn(request, Endpoint::ChatUi).await
+    metered(
+        app.meter("/chat-ui/chat"),
+        app.turn(request, Endpoint::ChatUi),
+    )
+    .await
 }
 
 async fn agents_chat<M: ChatModel, St: SessionStore>(
     State(app): AppState<M, St>,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let (parts, body) = request.into_parts();
-    let caller = app.auth.identify(&parts).await?;
-    let body = read_json_body(&parts.headers, body, app.max_body_bytes).await?;
-    let input = parse_chat_request(&body, Endpoint::ChatUi, &app.service.settings().limits)?;
-    app.agents(&caller, &input, wants_events(&parts.headers))
-        .await
+    metered(app.meter("/multi-agent-chat/batch"), async {
+        let (parts, body) = request.into_parts();
+        let caller = app.auth.identify(&parts).await?;
+        let body = read_json_body(&parts.headers, body, app.max_body_bytes).await?;
+        let input = parse_chat_request(&body, Endpoint::ChatUi, &app.service.settings().limits)?;
+        app.agents(&caller, &input, wants_events(&parts.headers))
+            .await
+    })
+    .await
 }
 
 impl<M: ChatModel, St: SessionStore> Shared<M, St> {
-    async fn turn(&self, request: Request, endpoint: Endpoint) -> Result<Response, ApiError> {
+    /// A meter for a turn on `route`, started now.
+    fn meter(&self, route: &'static str) -> TurnMeter {
+        TurnMeter::start(FUNCTION, route, &self.service.settings().model_id)
+    }
+
+    async fn turn(
+        &self,
+        request: Request,
+        endpoint: Endpoint,
+    ) -> Result<(Response, TurnSpent), ApiError> {
         let (parts, body) = request.into_parts();
         let caller = self.auth.identify(&parts).await?;
         let input = read_chat_request(
@@ -174,7 +225,7 @@ impl<M: ChatModel, St: SessionStore> Shared<M, St> {
         )
         .await?;
         let answer = self.service.answer(&caller, &input.turn).await?;
-        Ok(render(&input, &answer, self.ui_reply))
+        Ok((render(&input, &answer, self.ui_reply), answer.spent))
     }
 
     /// A multi-agent round, answered whole: the user's message echoed, then each agent's message (or the
@@ -185,22 +236,25 @@ impl<M: ChatModel, St: SessionStore> Shared<M, St> {
         caller: &Caller,
         input: &ChatInput,
         as_events: bool,
-    ) -> Result<Response, ApiError> {
+    ) -> Result<(Response, TurnSpent), ApiError> {
         let round = self
             .service
             .whole_round(caller, &self.agents, &input.turn)
             .await?;
         if as_events {
             let body: Vec<u8> = round_events(&round).iter().flat_map(sse_event).collect();
-            return Ok(Response::builder()
-                .status(StatusCode::OK)
-                .header(header::CONTENT_TYPE, "text/event-stream")
-                .body(Body::from(body))
-                .expect("a response built from valid parts"));
+            return Ok((
+                Response::builder()
+                    .status(StatusCode::OK)
+                    .header(header::CONTENT_TYPE, "text/event-stream")
+                    .body(Body::from(body))
+                    .expect("a response built from valid parts"),
+                round.spent(),
+            ));
         }
-        Ok(json_response(
-            StatusCode::OK,
-            &round_reply(&round, self.ui_reply),
+        Ok((
+            json_response(StatusCode::OK, &round_reply(&round, self.ui_reply)),
+            round.spent(),
         ))
     }
 }

@@ -1,5 +1,5 @@
-//! The history function: the Chat UI's `/chat-history` API. Every operation is the caller's own: another user's
-//! chat answers 404, exactly like one that does not exist.
+//! The history function: the Chat UI's `/chat-history` API, and `GET /usage`. Every operation is the caller's own:
+//! another user's chat answers 404, exactly like one that does not exist.
 
 use std::sync::Arc;
 
@@ -13,8 +13,8 @@ use axum::response::Response;
 use axum::routing::{get, put};
 use chat_aws::DynamoStore;
 use chat_core::{
-    AttachmentStore, ChatError, ChatMode, ChatRecord, InvalidRequest, RequestLimits, SessionStore,
-    StoredFile, display_time, rfc3339_millis,
+    AttachmentStore, ChatError, ChatMode, ChatRecord, InvalidRequest, Limits, Periods,
+    RequestLimits, SessionStore, StoredFile, UsageLedger, display_time, rfc3339_millis,
 };
 use chat_http::{
     ApiError, Auth, Backends, Config, ConfigError, Cors, FunctionService, Query, json_response,
@@ -53,6 +53,9 @@ struct Shared<St> {
     max_title_chars: usize,
     /// The bounds of a chat request, which a saved chat keeps to: the next turn may send it whole.
     limits: RequestLimits,
+    /// Where what each user spends is counted (`GET /usage` reads it), and the configured limits.
+    ledger: Option<Arc<dyn UsageLedger>>,
+    usage_limits: Limits,
 }
 
 type AppState<St> = State<Arc<Shared<St>>>;
@@ -119,6 +122,8 @@ impl<St: SessionStore + 'static> App<St> {
                 max_body_bytes: config.max_history_body_bytes,
                 max_title_chars: config.max_title_chars,
                 limits: config.chat.limits,
+                ledger: None,
+                usage_limits: config.usage_limits,
             }),
             cors: config.cors.clone(),
         }
@@ -139,6 +144,17 @@ impl<St: SessionStore + 'static> App<St> {
         }
     }
 
+    /// Answers `GET /usage` from the counters in `ledger`; `None` answers it with nothing counted.
+    pub fn with_usage(self, ledger: Option<Arc<dyn UsageLedger>>) -> Self {
+        let Ok(shared) = Arc::try_unwrap(self.shared) else {
+            unreachable!("the state is shared only once the app serves")
+        };
+        Self {
+            shared: Arc::new(Shared { ledger, ..shared }),
+            cors: self.cors,
+        }
+    }
+
     /// The store behind the API.
     pub fn store(&self) -> &St {
         &self.shared.store
@@ -154,6 +170,7 @@ impl<St: SessionStore + 'static> App<St> {
                 only("PUT, DELETE", put(replace).delete(delete)),
             )
             .route("/chat-history/{id}/messages", only("GET", get(messages)))
+            .route("/usage", only("GET", get(usage)))
             .with_state(self.shared.clone())
     }
 
@@ -182,8 +199,12 @@ impl App<DynamoStore> {
         let config = Config::from_env()?;
         let auth = Auth::from_env()?;
         let backends = Backends::load().await;
-        let app = App::new(backends.store(&config), auth, &config);
-        Ok(app.with_attachments(backends.attachments(&config)))
+        let store = backends.store(&config);
+        let ledger: Arc<dyn UsageLedger> = Arc::new(store.usage_ledger());
+        let app = App::new(store, auth, &config);
+        Ok(app
+            .with_attachments(backends.attachments(&config))
+            .with_usage(Some(ledger)))
     }
 }
 
@@ -206,6 +227,33 @@ async fn list<St: SessionStore>(
     Ok(with_next_cursor(
         json_response(StatusCode::OK, &body),
         page.next_cursor,
+    ))
+}
+
+/// The caller's own usage: tokens, cost and turns today and this month (UTC), the limits that apply to them (an
+/// operator's item for them included) and when each period resets.
+async fn usage<St: SessionStore>(
+    State(app): AppState<St>,
+    parts: Parts,
+) -> Result<Response, ApiError> {
+    let owner = app.auth.caller(&parts).await?;
+    let periods = Periods::at(OffsetDateTime::now_utc());
+    let snapshot = match &app.ledger {
+        Some(ledger) => ledger
+            .read(&owner, &periods)
+            .await
+            .map_err(ChatError::Store)?,
+        None => Default::default(),
+    };
+    // An operator's item changes nothing where no limit is configured (nothing is checked there).
+    let limits = if app.usage_limits.any() {
+        app.usage_limits.for_user(&snapshot.overrides)
+    } else {
+        Limits::default()
+    };
+    Ok(json_response(
+        StatusCode::OK,
+        &chat_core::report(&limits, &snapshot, &periods),
     ))
 }
 

@@ -71,6 +71,8 @@ impl ChatBackends {
     pub async fn from_env() -> Result<Self, ConfigError> {
         let config = Config::from_env()?;
         let auth = Auth::from_env()?;
+        // A chat function writes a metrics record per turn (the local run, hosting both, once).
+        crate::init_metrics(&config.metrics_namespace);
         let backends = Backends::load().await;
         Ok(Self {
             model: backends.model(&config),

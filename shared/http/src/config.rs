@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use chat_core::{
     AgentGroup, AllowedOverrides, ChatSettings, CitationMode, DocumentAccess, FileLimits,
-    Guardrail, Latency, ModelOptions, ReasoningStyle, RequestLimits, RetrievalSettings,
+    Guardrail, Latency, Limits, ModelOptions, ReasoningStyle, RequestLimits, RetrievalSettings,
     ServiceTier, StoreTimeouts,
 };
 use chat_protocol::chat_ui::ReplyShape;
@@ -49,6 +49,11 @@ pub struct Config {
     pub knowledge_base_id: Option<String>,
     /// How long one search may take, retries included (`KNOWLEDGE_BASE_TIMEOUT_MS`).
     pub knowledge_base_timeout: Duration,
+    /// What each user may spend (`QUOTA_TOKENS_PER_DAY`, `QUOTA_TOKENS_PER_MONTH`, `QUOTA_COST_PER_DAY`,
+    /// `QUOTA_COST_PER_MONTH`, `RATE_LIMIT_PER_MINUTE`); all off unless set.
+    pub usage_limits: Limits,
+    /// The CloudWatch namespace of the per-turn metrics (`METRICS_NAMESPACE`, default `ChatBackend`).
+    pub metrics_namespace: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -204,6 +209,7 @@ impl Config {
         let model_id = get("MODEL_ID").unwrap_or_else(|| Self::DEFAULT_MODEL_ID.into());
         let max_output = to_u32("MAX_OUTPUT_TOKENS", max_output_tokens)?;
         let model = model_options(&get, &model_id, max_output, &flag)?;
+        let usage_limits = usage_limits(&get, model.prices.is_some())?;
         Ok(Self {
             chat: ChatSettings {
                 model,
@@ -280,8 +286,62 @@ impl Config {
                 "KNOWLEDGE_BASE_TIMEOUT_MS",
                 10_000,
             )?),
+            usage_limits,
+            metrics_namespace: get("METRICS_NAMESPACE")
+                .map(|n| n.trim().to_string())
+                .unwrap_or_else(|| "ChatBackend".into()),
         })
     }
+}
+
+/// The per-user limits: each variable unset, empty or 0 is no limit. A cost quota needs the model's prices
+/// (`MODEL_PRICES` when the model's own are not known), or nothing could be counted against it.
+fn usage_limits(
+    get: &impl Fn(&str) -> Option<String>,
+    prices_known: bool,
+) -> Result<Limits, ConfigError> {
+    let whole = |name: &'static str| -> Result<Option<u64>, ConfigError> {
+        match get(name) {
+            None => Ok(None),
+            Some(v) => match v.trim().parse::<u64>() {
+                Ok(0) => Ok(None),
+                Ok(n) => Ok(Some(n)),
+                Err(_) => Err(ConfigError {
+                    name,
+                    reason: format!("expected a whole number (0: no limit), got {v:?}"),
+                }),
+            },
+        }
+    };
+    let dollars = |name: &'static str| -> Result<Option<f64>, ConfigError> {
+        let Some(v) = get(name) else {
+            return Ok(None);
+        };
+        match v.trim().parse::<f64>() {
+            Ok(0.0) => Ok(None),
+            Ok(d) if d.is_finite() && d > 0.0 => {
+                if prices_known {
+                    Ok(Some(d))
+                } else {
+                    Err(ConfigError {
+                        name,
+                        reason: "a cost quota needs the model's prices: set MODEL_PRICES".into(),
+                    })
+                }
+            }
+            _ => Err(ConfigError {
+                name,
+                reason: format!("expected US dollars such as 2.50 (0: no limit), got {v:?}"),
+            }),
+        }
+    };
+    Ok(Limits {
+        tokens_per_day: whole("QUOTA_TOKENS_PER_DAY")?,
+        tokens_per_month: whole("QUOTA_TOKENS_PER_MONTH")?,
+        cost_per_day: dollars("QUOTA_COST_PER_DAY")?,
+        cost_per_month: dollars("QUOTA_COST_PER_MONTH")?,
+        requests_per_minute: whole("RATE_LIMIT_PER_MINUTE")?,
+    })
 }
 
 /// Which documents callers may be given: `DOCUMENT_ACCESS` (`enforced`, the default, or `open`) and, when enforced,

@@ -66,6 +66,7 @@ impl ApiError {
             ApiError::Chat(ChatError::Invalid(_) | ChatError::ContentFiltered) => {
                 StatusCode::BAD_REQUEST
             }
+            ApiError::Chat(ChatError::OverLimit(_)) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Chat(ChatError::Model(m)) => match m {
                 ModelError::Throttled => StatusCode::TOO_MANY_REQUESTS,
                 ModelError::InputTooLong(_) => StatusCode::BAD_REQUEST,
@@ -94,6 +95,9 @@ impl ApiError {
             ApiError::Chat(ChatError::Store(StoreError::Unavailable(_))) => {
                 Some(STORE_RETRY_AFTER_SECONDS)
             }
+            ApiError::Chat(ChatError::OverLimit(over)) => {
+                Some(u32::try_from(over.retry_after).unwrap_or(u32::MAX))
+            }
             _ => None,
         }
     }
@@ -114,6 +118,7 @@ impl ApiError {
                 "The chat store is not answering right now. Please try again in a moment.".into()
             }
             ApiError::Chat(ChatError::Store(_)) => INTERNAL.into(),
+            ApiError::Chat(ChatError::OverLimit(over)) => over.message.clone(),
             ApiError::MethodNotAllowed { allow } => {
                 format!("This route does not answer that method; use {allow}.")
             }

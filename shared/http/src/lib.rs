@@ -9,6 +9,7 @@ mod error;
 mod identity;
 mod init;
 mod logging;
+mod metrics;
 mod request;
 mod runtime;
 mod serve;
@@ -22,6 +23,7 @@ pub use error::{ApiError, error_body, error_line, error_response, json_response}
 pub use identity::{Auth, CallerParts, JwtVerifier, KeySource};
 pub use init::{MISCONFIGURED, start};
 pub use logging::init_logging;
+pub use metrics::{FailureClass, TurnMeter, TurnOutcome, init_metrics};
 pub use request::{
     DRAIN_FOR, DRAIN_LIMIT_BYTES, Query, accepts, read_chat_request, read_json_body,
 };

@@ -1,0 +1,203 @@
+//! Quotas and the rate limit against the fakes (scripted model, in-memory store and counters): a user over a limit
+//! is refused before any model call, on standard turns and multi-agent rounds alike; every model call of a turn is
+//! counted (the query it wrote, each agent's message); another user is not affected.
+
+use std::sync::Arc;
+
+use chat_core::{
+    AgentGroup, Caller, ChatError, ChatService, ChatSettings, LimitKind, LimitOverrides, Limits,
+    Message, Overrides, Periods, RequestLimits, RetrievalSettings, Retriever, Role, TurnInput,
+    UsageLedger,
+};
+use chat_testing::{FakeRetriever, InMemoryStore, InMemoryUsage, Script, ScriptedModel};
+
+type Service = ChatService<ScriptedModel, InMemoryStore>;
+
+fn settings() -> ChatSettings {
+    ChatSettings {
+        model_id: "test.model-v1".into(),
+        system_prompt: "Be brief.".into(),
+        default_max_tokens: 256,
+        guardrail: None,
+        limits: RequestLimits::default(),
+        retrieval: RetrievalSettings::default(),
+        model: chat_core::ModelOptions::for_model("test.model-v1", 8192),
+    }
+}
+
+fn ask(text: &str) -> TurnInput {
+    TurnInput {
+        messages: vec![Message::new(Role::User, text)],
+        overrides: Overrides::default(),
+        session_state: None,
+        session_field: "sessionState",
+        store_new_chat: true,
+    }
+}
+
+fn service(model: &ScriptedModel, usage: &InMemoryUsage, limits: Limits) -> Service {
+    ChatService::new(model.clone(), InMemoryStore::new(), settings()).with_usage(
+        Some(Arc::new(usage.clone()) as Arc<dyn UsageLedger>),
+        limits,
+    )
+}
+
+async fn day_tokens(usage: &InMemoryUsage, owner: &str) -> (u64, u64) {
+    let now = Periods::at(time::OffsetDateTime::now_utc());
+    let read = usage.read(owner, &now).await.unwrap();
+    (read.day.spent.tokens.total_tokens, read.day.turns)
+}
+
+#[tokio::test]
+async fn turns_answer_until_the_daily_tokens_are_spent_then_none_reaches_the_model() {
+    let model = ScriptedModel::with([]);
+    let usage = InMemoryUsage::new();
+    for _ in 0..3 {
+        model.push(Script::text("fine").usage(150, 50));
+    }
+    let limits = Limits {
+        tokens_per_day: Some(400),
+        ..Limits::default()
+    };
+    let svc = service(&model, &usage, limits);
+    let alice = Caller::owner("alice");
+    svc.answer(&alice, &ask("one")).await.unwrap();
+    svc.answer(&alice, &ask("two")).await.unwrap();
+    // 400 tokens spent: the third turn is refused, and the model is not asked.
+    assert_eq!(day_tokens(&usage, "alice").await, (400, 2));
+    let calls = model.requests().len();
+    let refused = svc.answer(&alice, &ask("three")).await.unwrap_err();
+    let ChatError::OverLimit(over) = &refused else {
+        panic!("{refused:?}")
+    };
+    assert_eq!(over.kind, LimitKind::TokensPerDay);
+    assert!((1..=86_400).contains(&over.retry_after));
+    assert!(svc.stream(&alice, &ask("three")).await.is_err());
+    assert!(
+        svc.agent_round(&alice, &ask("three")).await.is_err(),
+        "a multi-agent round is refused too"
+    );
+    assert_eq!(model.requests().len(), calls);
+    // Another user is not affected.
+    svc.answer(&Caller::owner("bob"), &ask("hello"))
+        .await
+        .unwrap();
+    assert_eq!(day_tokens(&usage, "bob").await, (200, 1));
+}
+
+#[tokio::test]
+async fn the_rate_limit_refuses_the_sixth_request_of_a_minute() {
+    let model = ScriptedModel::with([]);
+    let usage = InMemoryUsage::new();
+    let svc = service(
+        &model,
+        &usage,
+        Limits {
+            requests_per_minute: Some(5),
+            ..Limits::default()
+        },
+    );
+    let alice = Caller::owner("alice");
+    let mut answered = 0;
+    let mut refused = None;
+    for i in 0..6 {
+        match svc.answer(&alice, &ask(&format!("q{i}"))).await {
+            Ok(_) => answered += 1,
+            Err(e) => refused = Some(e),
+        }
+    }
+    // All six in one minute, unless the minute turned in between: then at most one more is answered.
+    if answered == 5 {
+        let Some(ChatError::OverLimit(over)) = refused else {
+            panic!("the sixth is refused")
+        };
+        assert!(over.is_rate());
+        assert!((1..=60).contains(&over.retry_after));
+    } else {
+        assert_eq!(answered, 6, "the minute turned");
+    }
+}
+
+#[tokio::test]
+async fn an_operators_item_raises_one_users_limit() {
+    let model = ScriptedModel::with([]);
+    let usage = InMemoryUsage::new();
+    let svc = service(
+        &model,
+        &usage,
+        Limits {
+            tokens_per_day: Some(10),
+            ..Limits::default()
+        },
+    );
+    model.push(Script::text("a").usage(20, 5));
+    svc.answer(&Caller::owner("carol"), &ask("q"))
+        .await
+        .unwrap();
+    assert!(
+        svc.answer(&Caller::owner("carol"), &ask("q"))
+            .await
+            .is_err()
+    );
+    usage.set_limits(
+        "carol",
+        LimitOverrides {
+            tokens_per_day: Some(1_000),
+            ..LimitOverrides::default()
+        },
+    );
+    svc.answer(&Caller::owner("carol"), &ask("q"))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn every_model_call_counts_the_query_it_wrote_and_each_agents_message() {
+    let model = ScriptedModel::with([
+        Script::text("dental coverage").usage(30, 3),
+        Script::text("Two cleanings.").usage(100, 10),
+    ]);
+    let usage = InMemoryUsage::new();
+    let mut s = settings();
+    s.retrieval.query_rewrite = true;
+    let retriever = FakeRetriever::new();
+    retriever.push(vec![FakeRetriever::passage(
+        "Dental: two cleanings.",
+        "s3://docs/Benefits.pdf",
+        0.9,
+    )]);
+    let svc = ChatService::new(model.clone(), InMemoryStore::new(), s)
+        .with_retriever(Some(Arc::new(retriever) as Arc<dyn Retriever>))
+        .with_usage(
+            Some(Arc::new(usage.clone()) as Arc<dyn UsageLedger>),
+            Limits::default(),
+        );
+    let answer = svc
+        .answer(&Caller::owner("dana"), &ask("What does dental cover?"))
+        .await
+        .unwrap();
+    assert_eq!(answer.spent.model_calls, 2);
+    assert_eq!(answer.spent.totals.tokens.total_tokens, 143);
+    // The answer's own usage is its last call's, as the protocol reports it.
+    assert_eq!(answer.usage.total_tokens, 110);
+    assert_eq!(day_tokens(&usage, "dana").await, (143, 1));
+
+    // A multi-agent round: each agent's message is a model call.
+    let group = AgentGroup {
+        max_turns: 3,
+        ..AgentGroup::default_group()
+    };
+    for _ in 0..3 {
+        model.push(Script::text("noted").usage(40, 2));
+    }
+    let plain = ChatService::new(model.clone(), InMemoryStore::new(), settings()).with_usage(
+        Some(Arc::new(usage.clone()) as Arc<dyn UsageLedger>),
+        Limits::default(),
+    );
+    let round = plain
+        .whole_round(&Caller::owner("erin"), &group, &ask("Plan it"))
+        .await
+        .unwrap();
+    assert_eq!(round.spent().model_calls, 3);
+    assert_eq!(day_tokens(&usage, "erin").await, (126, 1));
+}

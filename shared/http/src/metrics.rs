@@ -1,0 +1,249 @@
+//! One CloudWatch Embedded Metric Format record per turn, written to standard output with the log lines, so that
+//! CloudWatch turns each into metrics with no agent and no API call: tokens, cost, latency, time to first token,
+//! model and tool calls, errors and throttles by class; dimensions `function`, `route` and `model`, never a user.
+//!
+//! The `metrics` crate records and `metrics_cloudwatch_embedded` writes the record. Every value is a histogram's,
+//! so a record holds only what its turn recorded, and `Errors` and `Throttles` are 0 or 1 in every record: their
+//! average is the error (throttle) rate, their sample count the number of turns. The names are the template's
+//! alarms' and dashboard's (docs/operations.md lists them).
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use chat_core::{ChatError, ModelError, SearchError, StoreError, TurnSpent};
+use metrics::Unit;
+use metrics_cloudwatch_embedded::Collector;
+
+use crate::ApiError;
+
+/// The collector, once metrics are on (a function's cold start, or the local run, calls [`init_metrics`]).
+static COLLECTOR: OnceLock<Option<&'static Collector>> = OnceLock::new();
+
+/// Every metric of a record, with its unit.
+const METRICS: &[(&str, Option<Unit>)] = &[
+    ("Turns", Some(Unit::Count)),
+    ("InputTokens", Some(Unit::Count)),
+    ("OutputTokens", Some(Unit::Count)),
+    ("CacheReadInputTokens", Some(Unit::Count)),
+    ("CacheWriteInputTokens", Some(Unit::Count)),
+    ("CostUSD", None),
+    ("Latency", Some(Unit::Milliseconds)),
+    ("TimeToFirstToken", Some(Unit::Milliseconds)),
+    ("ModelRounds", Some(Unit::Count)),
+    ("ToolCalls", Some(Unit::Count)),
+    ("Errors", Some(Unit::Count)),
+    ("Throttles", Some(Unit::Count)),
+    ("ErrorsModel", Some(Unit::Count)),
+    ("ErrorsStore", Some(Unit::Count)),
+    ("ErrorsTimeout", Some(Unit::Count)),
+    ("ErrorsInternal", Some(Unit::Count)),
+    ("ClientErrors", Some(Unit::Count)),
+    ("ThrottlesQuota", Some(Unit::Count)),
+    ("ThrottlesRate", Some(Unit::Count)),
+    ("ThrottlesModel", Some(Unit::Count)),
+];
+
+/// Turns per-turn metrics on for this process, in `namespace`: once; later calls change nothing. A process that
+/// never calls it (a test) records nothing.
+pub fn init_metrics(namespace: &str) {
+    COLLECTOR.get_or_init(|| {
+        match metrics_cloudwatch_embedded::Builder::new()
+            .cloudwatch_namespace(namespace.to_string())
+            .init()
+        {
+            Ok(collector) => {
+                for (name, unit) in METRICS {
+                    match unit {
+                        Some(unit) => metrics::describe_histogram!(*name, *unit, ""),
+                        None => metrics::describe_histogram!(*name, ""),
+                    }
+                }
+                Some(collector)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "metrics are off: another recorder is installed");
+                None
+            }
+        }
+    });
+}
+
+/// Which class a failed turn falls in, as its metric names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureClass {
+    Model,
+    Store,
+    Timeout,
+    Internal,
+    Client,
+    Quota,
+    Rate,
+    ModelThrottled,
+}
+
+impl FailureClass {
+    /// The class of the answer `error` gets.
+    pub fn of(error: &ApiError) -> Self {
+        match error {
+            ApiError::Chat(ChatError::OverLimit(over)) if over.is_rate() => FailureClass::Rate,
+            ApiError::Chat(ChatError::OverLimit(_)) => FailureClass::Quota,
+            ApiError::Chat(ChatError::Model(ModelError::Throttled))
+            | ApiError::Chat(ChatError::Search(SearchError::Throttled)) => {
+                FailureClass::ModelThrottled
+            }
+            ApiError::Chat(ChatError::Model(ModelError::Timeout(_)))
+            | ApiError::Chat(ChatError::Search(SearchError::Timeout(_))) => FailureClass::Timeout,
+            ApiError::Chat(ChatError::Store(
+                StoreError::Unavailable(_) | StoreError::Failed(_),
+            ))
+            | ApiError::Chat(ChatError::Files(_)) => FailureClass::Store,
+            ApiError::Chat(ChatError::Model(_) | ChatError::Search(_))
+                if error.status().is_server_error() =>
+            {
+                FailureClass::Model
+            }
+            e if e.status().is_server_error() => FailureClass::Internal,
+            _ => FailureClass::Client,
+        }
+    }
+
+    fn metric(self) -> &'static str {
+        match self {
+            FailureClass::Model => "ErrorsModel",
+            FailureClass::Store => "ErrorsStore",
+            FailureClass::Timeout => "ErrorsTimeout",
+            FailureClass::Internal => "ErrorsInternal",
+            FailureClass::Client => "ClientErrors",
+            FailureClass::Quota => "ThrottlesQuota",
+            FailureClass::Rate => "ThrottlesRate",
+            FailureClass::ModelThrottled => "ThrottlesModel",
+        }
+    }
+
+    fn is_error(self) -> bool {
+        matches!(
+            self,
+            FailureClass::Model
+                | FailureClass::Store
+                | FailureClass::Timeout
+                | FailureClass::Internal
+        )
+    }
+
+    fn is_throttle(self) -> bool {
+        matches!(
+            self,
+            FailureClass::Quota | FailureClass::Rate | FailureClass::ModelThrottled
+        )
+    }
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, Copy)]
+pub enum TurnOutcome<'a> {
+    /// Answered whole; what every model call of it spent.
+    Answered(&'a TurnSpent),
+    /// Failed with this class (before or during its answer); what it spent when known.
+    Failed(FailureClass, Option<&'a TurnSpent>),
+    /// The client went away before the end: neither an error of ours nor an answer.
+    Abandoned,
+}
+
+/// One turn's measures, from the moment its request arrived; [`TurnMeter::finish`] writes its record.
+#[derive(Debug)]
+pub struct TurnMeter {
+    function: &'static str,
+    route: &'static str,
+    model: String,
+    started: Instant,
+    first_token: Option<Duration>,
+}
+
+impl TurnMeter {
+    pub fn start(function: &'static str, route: &'static str, model: &str) -> Self {
+        Self {
+            function,
+            route,
+            model: model.to_string(),
+            started: Instant::now(),
+            first_token: None,
+        }
+    }
+
+    /// Marks the first text of the answer sent (only the first call counts).
+    pub fn first_token(&mut self) {
+        if self.first_token.is_none() {
+            self.first_token = Some(self.started.elapsed());
+        }
+    }
+
+    /// Ends a turn that failed with `error`.
+    pub fn fail(self, error: &ApiError) {
+        self.finish(TurnOutcome::Failed(FailureClass::of(error), None));
+    }
+
+    /// Records the turn and writes its record (nothing when metrics are off).
+    pub fn finish(mut self, outcome: TurnOutcome<'_>) {
+        let Some(Some(collector)) = COLLECTOR.get() else {
+            return;
+        };
+        let labels = [
+            ("function", self.function.to_string()),
+            ("route", self.route.to_string()),
+            ("model", std::mem::take(&mut self.model)),
+        ];
+        let record = |name: &'static str, value: f64| {
+            metrics::histogram!(name, &labels).record(value);
+        };
+        let millis = |d: Duration| d.as_secs_f64() * 1000.0;
+        record("Turns", 1.0);
+        record("Latency", millis(self.started.elapsed()));
+        let (spent, class) = match outcome {
+            TurnOutcome::Answered(spent) => (Some(spent), None),
+            TurnOutcome::Failed(class, spent) => (spent, Some(class)),
+            TurnOutcome::Abandoned => (None, None),
+        };
+        if let (Some(first), None) = (self.first_token, class) {
+            record("TimeToFirstToken", millis(first));
+        }
+        if let Some(spent) = spent {
+            let t = &spent.totals.tokens;
+            record("InputTokens", t.input_tokens as f64);
+            record("OutputTokens", t.output_tokens as f64);
+            record("CacheReadInputTokens", t.cache_read_input_tokens as f64);
+            record("CacheWriteInputTokens", t.cache_write_input_tokens as f64);
+            if let Some(cost) = spent.totals.cost_usd {
+                record("CostUSD", cost);
+            }
+            record("ModelRounds", spent.model_calls as f64);
+            record("ToolCalls", spent.tool_calls as f64);
+        }
+        record(
+            "Errors",
+            if class.is_some_and(FailureClass::is_error) {
+                1.0
+            } else {
+                0.0
+            },
+        );
+        record(
+            "Throttles",
+            if class.is_some_and(FailureClass::is_throttle) {
+                1.0
+            } else {
+                0.0
+            },
+        );
+        if let Some(class) = class {
+            record(class.metric(), 1.0);
+        }
+        // One write of whole lines, under the lock the log lines take too, so the two never interleave.
+        let mut out = Vec::with_capacity(1024);
+        if let Err(e) = collector.flush(&mut out) {
+            tracing::warn!(error = %e, "the turn's metrics record was not written");
+            return;
+        }
+        use std::io::Write;
+        let _ = std::io::stdout().lock().write_all(&out);
+    }
+}
