@@ -120,6 +120,12 @@ def main():
     suite("invoke", [lambda: run(["cargo", "test", "--quiet", "-p", "local-run", "--test", "invoke",
                                   "--", "--nocapture"])])
 
+    # Operations: a local run of its own (port 9050, started by the test) with per-user limits, JWT callers and JSON
+    # logs at TRACE: quotas, the rate limit, GET /usage, the EMF records and the logs' silence about conversations.
+    section("operations: quotas, rate limit, GET /usage, EMF records, TRACE logs (tests/local-run/tests/operations.rs)")
+    suite("operations", [lambda: run(["cargo", "test", "--quiet", "-p", "local-run", "--test", "operations",
+                                      "--", "--nocapture"])])
+
     try:
         with LocalRun():
             # Conformance first: schemathesis leaves hundreds of chats behind, which would make the history lists

@@ -103,7 +103,10 @@ const LIMITS_SK: &str = "LIMITS";
 
 fn key(owner: &str, sk: &str) -> Item {
     HashMap::from([
-        (PARTITION_KEY.to_string(), AttributeValue::S(usage_pk(owner))),
+        (
+            PARTITION_KEY.to_string(),
+            AttributeValue::S(usage_pk(owner)),
+        ),
         (SORT_KEY.to_string(), AttributeValue::S(sk.to_string())),
     ])
 }
@@ -149,10 +152,8 @@ impl DynamoUsage {
         for sk in &wanted {
             keys = keys.keys(key(owner, sk));
         }
-        let mut request = HashMap::from([(
-            self.table.clone(),
-            keys.build().expect("keys are set"),
-        )]);
+        let mut request =
+            HashMap::from([(self.table.clone(), keys.build().expect("keys are set"))]);
         let mut found: HashMap<String, Item> = HashMap::new();
         // BatchGetItem may leave keys unprocessed under load: they are asked again (a read, safe to repeat).
         for _ in 0..5 {

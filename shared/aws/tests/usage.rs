@@ -40,10 +40,16 @@ async fn an_operators_limits_are_read_back() {
             .item("sk", AttributeValue::S("LIMITS".into()));
         let numbers = [
             ("tokensPerDay", limits.tokens_per_day.map(|v| v.to_string())),
-            ("tokensPerMonth", limits.tokens_per_month.map(|v| v.to_string())),
+            (
+                "tokensPerMonth",
+                limits.tokens_per_month.map(|v| v.to_string()),
+            ),
             ("costPerDay", limits.cost_per_day.map(|v| v.to_string())),
             ("costPerMonth", limits.cost_per_month.map(|v| v.to_string())),
-            ("ratePerMinute", limits.requests_per_minute.map(|v| v.to_string())),
+            (
+                "ratePerMinute",
+                limits.requests_per_minute.map(|v| v.to_string()),
+            ),
         ];
         for (name, value) in numbers {
             if let Some(value) = value {
@@ -90,6 +96,9 @@ async fn counters_expire_after_their_period() {
     let month = expires(format!("MONTH#{}", now.month)).await;
     let minute = expires(format!("MINUTE#{}", now.minute)).await;
     assert!((86_400..=3 * 86_400).contains(&day), "day kept {day} s");
-    assert!((31 * 86_400..=500 * 86_400).contains(&month), "month kept {month} s");
+    assert!(
+        (31 * 86_400..=500 * 86_400).contains(&month),
+        "month kept {month} s"
+    );
     assert!((60..=2 * 3_600).contains(&minute), "minute kept {minute} s");
 }

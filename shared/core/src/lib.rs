@@ -52,10 +52,6 @@ pub use retrieval::{
 };
 pub use search::{Grounding, QUERY_PROMPT};
 pub use session::{Caller, Session, title_of};
-pub use usage::{
-    LimitKind, LimitOverrides, Limits, MinuteReport, OverLimit, PeriodReport, PeriodUsage,
-    Periods, TurnSpent, UsageFuture, UsageLedger, UsageReport, UsageSnapshot, check, report,
-};
 pub use settings::{
     AllowedOverrides, ChatSettings, CitationMode, DocumentAccess, Guardrail, ModelOptions,
     RequestLimits, RetrievalSettings,
@@ -66,3 +62,7 @@ pub use store::{
 };
 pub use streaming::{StreamingTurn, TurnEnd, TurnEvent};
 pub use turn::{ChatService, REDACTED, TurnHeader, new_message_id, rfc3339_millis};
+pub use usage::{
+    LimitKind, LimitOverrides, Limits, MinuteReport, OverLimit, PeriodReport, PeriodUsage, Periods,
+    TurnSpent, UsageFuture, UsageLedger, UsageReport, UsageSnapshot, check, report,
+};

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use serde_json::{Value, json};
 use crate::{Limits, Periods, UsageLedger};
+use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::macros::format_description;
 
@@ -446,8 +446,14 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
         turn: StreamingTurn<S>,
     ) -> Result<Answer, ChatError> {
         let (answer, session, spent) = turn.into_answer().await?;
-        self.save(&caller.owner, &session, &answer.content, &spent, &answer.spent)
-            .await?;
+        self.save(
+            &caller.owner,
+            &session,
+            &answer.content,
+            &spent,
+            &answer.spent,
+        )
+        .await?;
         Ok(answer)
     }
 

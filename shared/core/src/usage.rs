@@ -420,7 +420,11 @@ mod tests {
         let refused = check(&limits, &usage, &periods).unwrap_err();
         assert_eq!(refused.kind, LimitKind::TokensPerDay);
         assert_eq!(refused.retry_after, 2 * 3600);
-        assert!(refused.message.contains("400 tokens"), "{}", refused.message);
+        assert!(
+            refused.message.contains("400 tokens"),
+            "{}",
+            refused.message
+        );
     }
 
     #[test]

@@ -120,10 +120,22 @@ pub mod usage_contract {
         let today = Periods::at(datetime!(2026-11-25 10:00 UTC));
         let tomorrow = Periods::at(datetime!(2026-11-26 10:00 UTC));
         let next_month = Periods::at(datetime!(2026-12-01 10:00 UTC));
-        ledger.record("alice", &today, &spent(100, 0.25)).await.unwrap();
-        ledger.record("alice", &today, &spent(40, 0.5)).await.unwrap();
-        ledger.record("alice", &tomorrow, &spent(8, 0.125)).await.unwrap();
-        ledger.record("bob", &today, &spent(1000, 2.0)).await.unwrap();
+        ledger
+            .record("alice", &today, &spent(100, 0.25))
+            .await
+            .unwrap();
+        ledger
+            .record("alice", &today, &spent(40, 0.5))
+            .await
+            .unwrap();
+        ledger
+            .record("alice", &tomorrow, &spent(8, 0.125))
+            .await
+            .unwrap();
+        ledger
+            .record("bob", &today, &spent(1000, 2.0))
+            .await
+            .unwrap();
         let alice = ledger.read("alice", &today).await.unwrap();
         assert_eq!(alice.day.spent.tokens.total_tokens, 140);
         assert_eq!(alice.day.spent.tokens.output_tokens, 25 + 10);
@@ -145,13 +157,21 @@ pub mod usage_contract {
     pub async fn requests_count_per_minute_even_at_once(ledger: &dyn UsageLedger) {
         let now = Periods::at(datetime!(2026-11-25 10:00:10 UTC));
         let next = Periods::at(datetime!(2026-11-25 10:01:10 UTC));
-        let all: Vec<_> = (0..20).map(|_| ledger.count_request("alice", &now)).collect();
+        let all: Vec<_> = (0..20)
+            .map(|_| ledger.count_request("alice", &now))
+            .collect();
         for result in futures_util::future::join_all(all).await {
             result.unwrap();
         }
         ledger.count_request("alice", &next).await.unwrap();
-        assert_eq!(ledger.read("alice", &now).await.unwrap().minute_requests, 20);
-        assert_eq!(ledger.read("alice", &next).await.unwrap().minute_requests, 1);
+        assert_eq!(
+            ledger.read("alice", &now).await.unwrap().minute_requests,
+            20
+        );
+        assert_eq!(
+            ledger.read("alice", &next).await.unwrap().minute_requests,
+            1
+        );
         assert_eq!(ledger.read("bob", &now).await.unwrap().minute_requests, 0);
     }
 

@@ -272,6 +272,22 @@ async fn every_event_invokes_and_is_answered_as_it_should_be() {
     // Deleted means gone: the same delete again finds nothing.
     no_such_chat(&invoke("history", "history-delete.json"));
 
+    // Alice's own usage: her turns above are counted; this run sets no limits, so each is null.
+    let r = invoke("history", "history-usage.json");
+    assert_eq!(r["statusCode"], 200, "{r}");
+    let usage = body_of(&r);
+    assert!(usage["today"]["turns"].as_u64() >= Some(1), "{usage}");
+    assert!(
+        usage["this_month"]["total_tokens"].as_u64() > Some(0),
+        "{usage}"
+    );
+    assert_eq!(usage["today"]["token_limit"], Value::Null, "{usage}");
+    assert_eq!(
+        usage["this_minute"]["request_limit"],
+        Value::Null,
+        "{usage}"
+    );
+
     // The main error cases.
     let r = invoke("chat", "chat-bad-json.json");
     assert_eq!(r["statusCode"], 400);
@@ -314,6 +330,7 @@ async fn every_event_invokes_and_is_answered_as_it_should_be() {
         "history-messages.json",
         "history-replace.json",
         "history-delete.json",
+        "history-usage.json",
         "chat-bad-json.json",
         "chat-unknown-chat.json",
         "history-messages-unknown-chat.json",
