@@ -23,6 +23,7 @@ use chat_core::{
     StoredMessage, TokenUsage, UsageTotals, estimate_stored_tokens, is_chat_id,
 };
 use time::OffsetDateTime;
+use tracing::Instrument;
 
 use crate::table::{
     EXPIRES_AT, LIST_INDEX, LIST_PARTITION_KEY, LIST_SORT_KEY, PARTITION_KEY, SORT_KEY,
@@ -596,6 +597,7 @@ impl DynamoStore {
             .key(SORT_KEY, s("META"))
             .consistent_read(true)
             .send()
+            .instrument(tracing::info_span!("store.get_item"))
             .await
             .map_err(failed)?;
         match out.item() {
@@ -647,6 +649,7 @@ impl DynamoStore {
                 .limit(wanted as i32)
                 .set_exclusive_start_key(start.take())
                 .send()
+                .instrument(tracing::info_span!("store.query"))
                 .await
                 .map_err(failed)?;
             for item in out.items() {
@@ -739,6 +742,7 @@ impl DynamoStore {
                 .transact_write_items()
                 .set_transact_items(Some(items))
                 .send()
+                .instrument(tracing::info_span!("store.transact_write_items"))
                 .await
             {
                 return Err(if lost_race(&e) {
@@ -861,6 +865,7 @@ impl DynamoStore {
                 .projection_expression("#pk, #sk")
                 .set_exclusive_start_key(start.take())
                 .send()
+                .instrument(tracing::info_span!("store.query"))
                 .await;
             let page = match page {
                 Ok(page) => page,
@@ -891,6 +896,7 @@ impl DynamoStore {
                         .batch_write_item()
                         .request_items(&self.table, pending.clone())
                         .send()
+                        .instrument(tracing::info_span!("store.batch_write_item"))
                         .await
                     {
                         Ok(out) => {
@@ -1278,6 +1284,7 @@ impl SessionStore for DynamoStore {
                     .build(),
             )
             .send()
+            .instrument(tracing::info_span!("store.transact_write_items"))
             .await;
         match deleted {
             Ok(_) => {}
@@ -1321,6 +1328,7 @@ impl SessionStore for DynamoStore {
                 .limit((limit + 1 - items.len()) as i32)
                 .set_exclusive_start_key(from.take())
                 .send()
+                .instrument(tracing::info_span!("store.query"))
                 .await
                 .map_err(failed)?;
             items.extend(out.items().iter().filter(|i| !expired(i)).cloned());
@@ -1451,6 +1459,7 @@ impl DynamoStore {
                 .consistent_read(true)
                 .set_exclusive_start_key(start.take())
                 .send()
+                .instrument(tracing::info_span!("store.query"))
                 .await
                 .map_err(failed)?;
             for item in out.items() {
@@ -1529,6 +1538,7 @@ impl DynamoStore {
                 .limit(page)
                 .set_exclusive_start_key(start.take())
                 .send()
+                .instrument(tracing::info_span!("store.query"))
                 .await
                 .map_err(failed)?;
             newest.items_read += out.items().len() as u64;
