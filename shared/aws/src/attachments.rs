@@ -18,6 +18,7 @@ use chat_core::{
     Attachment, AttachmentError, AttachmentFuture, AttachmentStore, DocumentFormat, FileKind,
     StoreTimeouts, StoredFile, is_chat_id,
 };
+use tracing::Instrument;
 
 /// How long one attempt to move a file may take: a few MB over a slow link take longer than a DynamoDB call.
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -176,6 +177,7 @@ impl S3Attachments {
             .head_bucket()
             .bucket(&self.bucket)
             .send()
+            .instrument(tracing::info_span!("attachments.head_bucket"))
             .await
             .is_ok()
         {
@@ -186,6 +188,7 @@ impl S3Attachments {
             .create_bucket()
             .bucket(&self.bucket)
             .send()
+            .instrument(tracing::info_span!("attachments.create_bucket"))
             .await
         {
             Ok(_) => Ok(()),
@@ -202,6 +205,7 @@ impl S3Attachments {
             .bucket(&self.bucket)
             .prefix(owner_prefix(owner))
             .send()
+            .instrument(tracing::info_span!("attachments.list_objects_v2"))
             .await
             .map_err(failed)?;
         Ok(page.contents().len())
@@ -236,6 +240,7 @@ impl S3Attachments {
             .content_length(bytes.len() as i64)
             .body(ByteStream::from(bytes))
             .send()
+            .instrument(tracing::info_span!("attachments.put_object"))
             .await
             .map_err(failed)?;
         Ok(key)
@@ -245,20 +250,26 @@ impl S3Attachments {
         if !owns(owner, key) {
             return Err(AttachmentError::NotFound);
         }
+        // The span covers the body's download too: for a file of a few MB that is most of the call.
+        let span = tracing::info_span!("attachments.get_object", bytes = tracing::field::Empty);
         let object = self
             .client
             .get_object()
             .bucket(&self.bucket)
             .key(key)
             .send()
+            .instrument(span.clone())
             .await
             .map_err(failed)?;
         let body = object
             .body
             .collect()
+            .instrument(span.clone())
             .await
-            .map_err(|e| AttachmentError::Unavailable(format!("reading {key}: {e}")))?;
-        Ok(body.into_bytes())
+            .map_err(|e| AttachmentError::Unavailable(format!("reading {key}: {e}")))?
+            .into_bytes();
+        span.record("bytes", body.len());
+        Ok(body)
     }
 
     async fn delete_keys(&self, keys: &[String]) -> Result<(), AttachmentError> {
@@ -283,6 +294,7 @@ impl S3Attachments {
                 .bucket(&self.bucket)
                 .delete(delete)
                 .send()
+                .instrument(tracing::info_span!("attachments.delete_objects"))
                 .await
                 .map_err(failed)?;
             if let Some(error) = out.errors().first() {
@@ -315,6 +327,7 @@ impl S3Attachments {
                 .prefix(&prefix)
                 .set_continuation_token(token.take())
                 .send()
+                .instrument(tracing::info_span!("attachments.list_objects_v2"))
                 .await
                 .map_err(failed)?;
             let keys: Vec<String> = page

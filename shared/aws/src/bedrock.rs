@@ -29,6 +29,8 @@ use chat_core::{
     ChatModel, ModelError, ModelEvent, ModelReply, ModelRequest, ModelStream, Passage,
     ReplyCitation, Served, StopReason,
 };
+use tracing::field::Empty;
+use tracing::{Instrument, Span};
 
 use crate::guardrail_trace::guardrail_trace;
 
@@ -431,6 +433,8 @@ fn millis(since: Instant) -> u64 {
 /// A streamed answer from ConverseStream.
 pub struct BedrockStream {
     receiver: EventReceiver<ConverseStreamOutput, ConverseStreamOutputError>,
+    /// `model.converse_stream`, from the call until the stream is dropped: its close line is the whole answer's time.
+    span: Span,
     model_id: String,
     started: Instant,
     first_text_ms: Option<u64>,
@@ -452,7 +456,19 @@ impl BedrockStream {
         } else {
             "first text"
         };
-        match tokio::time::timeout_at(deadline.into(), self.receiver.recv()).await {
+        let received = tokio::time::timeout_at(deadline.into(), self.receiver.recv())
+            .instrument(self.span.clone())
+            .await;
+        match &received {
+            Ok(Ok(Some(_))) => {}
+            Ok(Ok(None)) => {
+                self.span.record("outcome", "ok");
+            }
+            _ => {
+                self.span.record("outcome", "error");
+            }
+        }
+        match received {
             Ok(event) => event.map_err(classify),
             Err(_) => {
                 let err = silent(self.timeout, waiting_for);
@@ -519,6 +535,11 @@ impl ModelStream for BedrockStream {
                     return Ok(Some(ModelEvent::Stop(stop_reason(stop.stop_reason()))));
                 }
                 ConverseStreamOutput::Metadata(m) => {
+                    self.span.record("outcome", "ok");
+                    if let Some(u) = m.usage() {
+                        self.span.record("input_tokens", u.input_tokens());
+                        self.span.record("output_tokens", u.output_tokens());
+                    }
                     // The last event of an answer: its cost and timing, never its text.
                     tracing::info!(
                         operation = "ConverseStream",
@@ -581,6 +602,12 @@ impl ChatModel for BedrockModel {
             return Ok(None);
         }
         let started = Instant::now();
+        let span = tracing::info_span!(
+            "model.count_tokens",
+            model_id = %counter,
+            outcome = Empty,
+            input_tokens = Empty
+        );
         let input = ConverseTokensRequest::builder()
             .set_system(Some(system(request)?))
             .set_messages(Some(messages(request)?))
@@ -591,13 +618,18 @@ impl ChatModel for BedrockModel {
             .model_id(counter)
             .input(CountTokensInput::Converse(input))
             .send();
-        let output = match tokio::time::timeout(self.timeout, call).await {
+        let output = match tokio::time::timeout(self.timeout, call)
+            .instrument(span.clone())
+            .await
+        {
             Ok(output) => output.map_err(classify),
             Err(_) => Err(silent(self.timeout, "token count")),
         };
+        span.record("outcome", if output.is_ok() { "ok" } else { "error" });
         match output {
             Ok(output) => {
                 let tokens = output.input_tokens().max(0) as u64;
+                span.record("input_tokens", tokens);
                 tracing::debug!(
                     operation = "CountTokens",
                     model_id = %counter,
@@ -623,6 +655,14 @@ impl ChatModel for BedrockModel {
 
     async fn converse(&self, request: &ModelRequest) -> Result<ModelReply, ModelError> {
         let started = Instant::now();
+        // The model and, once known, the outcome (`ok` or `error`) and the tokens; never text.
+        let span = tracing::info_span!(
+            "model.converse",
+            model_id = %request.model_id,
+            outcome = Empty,
+            input_tokens = Empty,
+            output_tokens = Empty
+        );
         let call = self
             .client
             .converse()
@@ -635,11 +675,15 @@ impl ChatModel for BedrockModel {
             .set_performance_config(performance(request))
             .set_service_tier(service_tier(request))
             .send();
-        let output = match tokio::time::timeout(self.timeout, call).await {
+        let output = match tokio::time::timeout(self.timeout, call)
+            .instrument(span.clone())
+            .await
+        {
             Ok(output) => output.map_err(classify),
             Err(_) => Err(silent(self.timeout, "answer")),
-        }
-        .map_err(|e| failed("Converse", request, started, e))?;
+        };
+        span.record("outcome", if output.is_ok() { "ok" } else { "error" });
+        let output = output.map_err(|e| failed("Converse", request, started, e))?;
         let mut text = String::new();
         let mut citations = Vec::new();
         let mut reasoning = String::new();
@@ -685,6 +729,8 @@ impl ChatModel for BedrockModel {
                 .map(guardrail_trace),
             served: served(output.performance_config(), output.service_tier()),
         };
+        span.record("input_tokens", reply.usage.input_tokens);
+        span.record("output_tokens", reply.usage.output_tokens);
         tracing::info!(
             operation = "Converse",
             model_id = %request.model_id,
@@ -702,6 +748,14 @@ impl ChatModel for BedrockModel {
 
     async fn converse_stream(&self, request: &ModelRequest) -> Result<BedrockStream, ModelError> {
         let started = Instant::now();
+        // The model and, once known, the outcome (`ok` or `error`) and the tokens; never text.
+        let span = tracing::info_span!(
+            "model.converse_stream",
+            model_id = %request.model_id,
+            outcome = Empty,
+            input_tokens = Empty,
+            output_tokens = Empty
+        );
         let guardrail = request.guardrail.as_ref().map(|g| {
             GuardrailStreamConfiguration::builder()
                 .guardrail_identifier(&g.id)
@@ -727,13 +781,20 @@ impl ChatModel for BedrockModel {
             .set_service_tier(service_tier(request))
             .send();
         // Opening the stream counts towards the wait for the first text.
-        let output = match tokio::time::timeout(self.timeout, call).await {
+        let output = match tokio::time::timeout(self.timeout, call)
+            .instrument(span.clone())
+            .await
+        {
             Ok(output) => output.map_err(classify),
             Err(_) => Err(silent(self.timeout, "first text")),
         }
-        .map_err(|e| failed("ConverseStream", request, started, e))?;
+        .map_err(|e| {
+            span.record("outcome", "error");
+            failed("ConverseStream", request, started, e)
+        })?;
         Ok(BedrockStream {
             receiver: output.stream,
+            span,
             model_id: request.model_id.clone(),
             started,
             first_text_ms: None,

@@ -30,6 +30,7 @@ use chat_core::{
     MetadataFilter, Passage, Retriever, SearchError, SearchFuture, SearchMode, SearchRequest,
 };
 use serde_json::{Map, Value};
+use tracing::Instrument;
 
 /// The most members Bedrock accepts in one `andAll` / `orAll` (and the fewest is two).
 pub const MAX_GROUP_MEMBERS: usize = 5;
@@ -103,6 +104,14 @@ impl BedrockKnowledgeBase {
             .set_filter(filter)
             .build();
         let started = Instant::now();
+        // The knowledge base (configuration), how many passages were asked and found: never the query.
+        let span = tracing::info_span!(
+            "kb.retrieve",
+            knowledge_base_id = %self.knowledge_base_id,
+            top = request.top,
+            outcome = tracing::field::Empty,
+            passages = tracing::field::Empty
+        );
         let call = self
             .client
             .retrieve()
@@ -114,7 +123,10 @@ impl BedrockKnowledgeBase {
                     .build(),
             )
             .send();
-        let output = match tokio::time::timeout(self.timeout, call).await {
+        let output = match tokio::time::timeout(self.timeout, call)
+            .instrument(span.clone())
+            .await
+        {
             Ok(output) => output.map_err(classify),
             Err(_) => Err(SearchError::Timeout(format!(
                 "no answer within {} ms",
@@ -122,6 +134,7 @@ impl BedrockKnowledgeBase {
             ))),
         }
         .map_err(|err| {
+            span.record("outcome", "error");
             tracing::warn!(
                 operation = "Retrieve",
                 knowledge_base_id = %self.knowledge_base_id,
@@ -132,6 +145,8 @@ impl BedrockKnowledgeBase {
             err
         })?;
         let passages = passages(&output, request.top);
+        span.record("outcome", "ok");
+        span.record("passages", passages.len());
         tracing::info!(
             operation = "Retrieve",
             knowledge_base_id = %self.knowledge_base_id,

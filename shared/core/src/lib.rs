@@ -15,6 +15,7 @@ mod retrieval;
 mod search;
 mod session;
 mod settings;
+mod spans;
 mod store;
 mod streaming;
 mod turn;
@@ -56,6 +57,7 @@ pub use settings::{
     AllowedOverrides, ChatSettings, CitationMode, DocumentAccess, Guardrail, ModelOptions,
     RequestLimits, RetrievalSettings,
 };
+pub use spans::tool_call_span;
 pub use store::{
     ChatRecord, LoadedChat, Page, ReadMark, SessionStore, StoreError, StoreTimeouts, StoredMessage,
     is_chat_id,
