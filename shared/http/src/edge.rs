@@ -19,6 +19,7 @@ use axum::routing::MethodRouter;
 use tower::{Service, ServiceExt};
 use tower_http::cors::Cors as CorsService;
 use tower_http::normalize_path::NormalizePath;
+use tracing::Instrument;
 
 use crate::{ApiError, Cors};
 
@@ -67,19 +68,26 @@ async fn not_found(uri: http::Uri) -> ApiError {
     ApiError::NotFound(uri.path().to_string())
 }
 
-/// One line per request: method, path, status and how long it took to answer (for a stream, until its headers).
+/// One line per request: method, path, status and how long it took to answer (for a stream, until its headers);
+/// and around all the request's work and lines its span, with the request's ids ([`crate::traces`]).
 async fn log_request(request: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let method = request.method().clone();
-    let path = request.uri().path().to_string();
-    let response = next.run(request).await;
-    tracing::info!(
-        method = %method,
-        path = %path,
-        status = response.status().as_u16(),
-        duration_ms = started.elapsed().as_millis() as u64,
-        "request answered"
-    );
+    let span = crate::traces::request_span(&request);
+    let answering = async {
+        let started = Instant::now();
+        let method = request.method().clone();
+        let path = request.uri().path().to_string();
+        let response = next.run(request).await;
+        tracing::info!(
+            method = %method,
+            path = %path,
+            status = response.status().as_u16(),
+            duration_ms = started.elapsed().as_millis() as u64,
+            "request answered"
+        );
+        response
+    };
+    let response = answering.instrument(span.clone()).await;
+    span.record("status", response.status().as_u16());
     response
 }
 

@@ -13,6 +13,7 @@ mod metrics;
 mod request;
 mod runtime;
 mod serve;
+mod traces;
 
 pub use axum::http::Method;
 pub use backends::{Backends, ChatBackends};

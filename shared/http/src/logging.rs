@@ -1,28 +1,33 @@
 //! Log lines CloudWatch can query: one JSON object per line with the Lambda request id at the top level.
 //!
 //! Lambda's advanced logging controls set `AWS_LAMBDA_LOG_FORMAT` (`JSON` or `Text`) and `AWS_LAMBDA_LOG_LEVEL`;
-//! the template asks for JSON. The runtime opens a span carrying `requestId` (and `xrayTraceId`) around each
-//! invocation; the formatter lifts those onto every line written inside it, spawned stream writers included
-//! (they run inside the request's span). Nothing here logs message text: turns log sizes, token counts and
-//! latencies only.
+//! the template asks for JSON. The runtime opens a span carrying `requestId` and `xrayTraceId` around each
+//! invocation, and the edge a `request` span with the same ids (new ones as a plain server: [`crate::traces`]); the
+//! formatter lifts those onto every line written inside them, spawned stream writers included (they run inside
+//! the request's span), with the trace header's `Root` as `xrayTraceId`. A span's close is one line too: its name
+//! (`span`), its fields and `duration_ms`, from its creation to its end. Nothing here logs message text: turns log
+//! sizes, token counts and latencies only, and spans hold ids, counts and outcomes.
 //!
 //! Other crates are held at INFO whatever the level asked, because below it they write what passes through them:
 //! the Lambda runtime the whole raw event (headers with the `Authorization` token and cookies, the body with the
 //! conversation), lambda_http the request, the AWS SDKs each request and response (the prompt sent to Bedrock, the
 //! session token in the signed headers), hyper, h2 and rustls the bytes on the wire. Only this workspace's crates,
-//! which log no text of a conversation and no credential at any level, go lower.
+//! which log no text of a conversation and no credential at any level, go lower. The same filter decides which spans
+//! reach an OpenTelemetry collector, when one is configured ([`crate::traces`]).
 
 use std::fmt;
+use std::time::Instant;
 
 use chat_core::rfc3339_millis;
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id};
 use tracing::{Event, Level, Metadata, Subscriber};
 use tracing_subscriber::filter::{LevelFilter, filter_fn};
-use tracing_subscriber::fmt::format::{JsonFields, Writer};
+use tracing_subscriber::fmt::format::{FmtSpan, JsonFields, Writer};
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormattedFields};
-use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
@@ -54,6 +59,16 @@ fn may_write(metadata: &Metadata<'_>) -> bool {
         || OUR_CRATES.contains(&metadata.target().split("::").next().unwrap_or_default())
 }
 
+/// Whether a span (or an event inside one) goes to the collector: what may be written, but for the runtime's
+/// `worker` span, which with `AWS_LAMBDA_MAX_CONCURRENCY` above 1 holds every invocation its worker polls and would
+/// make them all one trace that never ends.
+fn may_export(metadata: &Metadata<'_>) -> bool {
+    may_write(metadata)
+        && !(metadata.is_span()
+            && metadata.name() == "worker"
+            && metadata.target().starts_with("lambda_runtime"))
+}
+
 /// Installs the process's logger: JSON lines when `AWS_LAMBDA_LOG_FORMAT` is `JSON`, plain text otherwise; the
 /// level from `AWS_LAMBDA_LOG_LEVEL`, else `RUST_LOG`, else INFO, other crates never below INFO.
 pub fn init_logging() {
@@ -64,7 +79,9 @@ pub fn init_logging() {
     let filter = EnvFilter::builder()
         .with_default_directive(lambda_level(level.as_deref()).into())
         .parse_lossy(level.filter(|l| l.contains('=')).unwrap_or_default());
-    let layer = tracing_subscriber::fmt::layer().with_writer(std::io::stdout);
+    let layer = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stdout)
+        .with_span_events(FmtSpan::CLOSE);
     let layer = if json {
         layer
             .fmt_fields(JsonFields::new())
@@ -73,11 +90,26 @@ pub fn init_logging() {
     } else {
         layer.with_target(false).without_time().boxed()
     };
+    // Nothing of OpenTelemetry is built unless a collector is configured.
+    let (tracer, trace_setup) = match crate::traces::exporting_tracer() {
+        Ok(tracer) => (tracer, None),
+        Err(e) => (None, Some(e)),
+    };
+    let export = tracer.map(|tracer| {
+        tracing_opentelemetry::layer()
+            .with_tracer(tracer)
+            .with_filter(filter_fn(may_export))
+    });
     tracing_subscriber::registry()
         .with(filter)
+        .with(SpanStart)
         // After the level asked, every line passes `may_write` (decided once per call site).
         .with(layer.with_filter(filter_fn(may_write)))
+        .with(export)
         .init();
+    if let Some(e) = trace_setup {
+        tracing::warn!(error = %e, "spans are not exported");
+    }
     tracing::trace!(
         "logging at TRACE for this workspace's crates; other crates' lines at INFO and above only, as theirs \
          below hold requests, events and credentials"
@@ -114,6 +146,9 @@ where
             rfc3339_millis(OffsetDateTime::now_utc()).into(),
         );
         line.insert("level".into(), event.metadata().level().as_str().into());
+        // tracing-subscriber writes a span's close as an event with the span's own metadata, inside the span.
+        let closing = event.metadata().is_span();
+        let mut closed = None;
         if let Some(scope) = ctx.event_scope() {
             for span in scope.from_root() {
                 let extensions = span.extensions();
@@ -123,15 +158,63 @@ where
                 if let Ok(Value::Object(map)) = serde_json::from_str::<Value>(fields) {
                     for key in LIFTED {
                         if let Some(v) = map.get(key) {
-                            line.insert(key.into(), v.clone());
+                            line.insert(key.into(), lifted(key, v));
                         }
+                    }
+                    if closing && event.parent() == Some(&span.id()) {
+                        let duration = extensions.get::<Started>().map(|s| s.0.elapsed());
+                        closed = Some((map, duration));
                     }
                 }
             }
         }
-        event.record(&mut Fields(&mut line));
+        match closed {
+            Some((fields, duration)) => {
+                line.insert("message".into(), "close".into());
+                line.insert("span".into(), event.metadata().name().into());
+                for (key, value) in fields {
+                    if !LIFTED.contains(&key.as_str()) {
+                        line.insert(key, value);
+                    }
+                }
+                if let Some(duration) = duration {
+                    // Milliseconds with microseconds: a store call to a local server takes less than one.
+                    let ms = (duration.as_secs_f64() * 1_000_000.0).round() / 1000.0;
+                    line.insert("duration_ms".into(), ms.into());
+                }
+            }
+            None => event.record(&mut Fields(&mut line)),
+        }
         line.insert("target".into(), event.metadata().target().into());
         writeln!(writer, "{}", Value::Object(line))
+    }
+}
+
+/// A lifted field as the line shows it: the trace header's `Root` for `xrayTraceId` (the runtime records Lambda's
+/// whole header), every other value as it is.
+fn lifted(key: &str, value: &Value) -> Value {
+    match (key, value.as_str()) {
+        ("xrayTraceId", Some(header)) => {
+            crate::traces::xray_root(header).map_or_else(|| value.clone(), |root| root.into())
+        }
+        _ => value.clone(),
+    }
+}
+
+/// When a span was created, for its close line's `duration_ms`.
+struct Started(Instant);
+
+/// Notes each span's creation ([`Started`]).
+struct SpanStart;
+
+impl<S> Layer<S> for SpanStart
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn on_new_span(&self, _attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        if let Some(span) = ctx.span(id) {
+            span.extensions_mut().insert(Started(Instant::now()));
+        }
     }
 }
 
@@ -215,6 +298,66 @@ mod tests {
         assert_eq!(line["latency_ms"], 340);
         assert_eq!(line["stop"], "\"EndTurn\"");
         assert!(line["timestamp"].as_str().unwrap().ends_with('Z'));
+    }
+
+    #[test]
+    fn a_span_closes_in_one_line_with_its_fields_and_duration() {
+        let lines = Lines::default();
+        let writer = lines.clone();
+        let subscriber = tracing_subscriber::registry().with(SpanStart).with(
+            tracing_subscriber::fmt::layer()
+                .with_span_events(FmtSpan::CLOSE)
+                .fmt_fields(JsonFields::new())
+                .event_format(LambdaJson)
+                .with_writer(move || writer.clone()),
+        );
+        tracing::subscriber::with_default(subscriber, || {
+            // As the runtime records it: Lambda's whole trace header.
+            let invocation = tracing::info_span!(
+                "Lambda runtime invoke",
+                requestId = "req-1",
+                xrayTraceId =
+                    "Root=1-6740a000-0123456789abcdef01234567;Parent=53995c3f42cd8ad8;Sampled=1"
+            );
+            let _inside = invocation.enter();
+            let call = tracing::info_span!(
+                "model.converse",
+                model_id = "m1",
+                outcome = tracing::field::Empty
+            );
+            {
+                let _call = call.enter();
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                tracing::info!("model answered");
+            }
+            call.record("outcome", "ok");
+            drop(call);
+        });
+        let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+        let parsed: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        // The line inside, the call's close, the invocation's close.
+        assert_eq!(parsed.len(), 3, "{text}");
+        for line in &parsed {
+            assert_eq!(line["requestId"], "req-1", "{line}");
+            assert_eq!(
+                line["xrayTraceId"], "1-6740a000-0123456789abcdef01234567",
+                "{line}"
+            );
+        }
+        let close = &parsed[1];
+        assert_eq!(close["message"], "close");
+        assert_eq!(close["span"], "model.converse");
+        assert_eq!(close["model_id"], "m1");
+        assert_eq!(close["outcome"], "ok");
+        assert_eq!(close["level"], "INFO");
+        let duration = close["duration_ms"].as_f64().expect("a duration");
+        assert!((20.0..5_000.0).contains(&duration), "{close}");
+        assert!(close.get("time.busy").is_none(), "{close}");
+        assert_eq!(parsed[2]["span"], "Lambda runtime invoke");
+        assert!(parsed[2]["duration_ms"].as_f64().unwrap() >= duration);
     }
 
     #[test]

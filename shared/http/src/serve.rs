@@ -54,7 +54,8 @@ where
 }
 
 /// Serves `service` as a plain HTTP/1.1 server on `listener`, TCP_NODELAY on every connection, until `shutdown`
-/// completes; then waits for the requests in flight.
+/// completes; then waits for the requests in flight, and sends their spans to the collector when one is configured
+/// ([`crate::traces`]).
 pub async fn serve_plain<S>(
     listener: TcpListener,
     service: S,
@@ -71,7 +72,10 @@ where
     });
     axum::serve(listener, axum::ServiceExt::into_make_service(service))
         .with_graceful_shutdown(shutdown)
-        .await
+        .await?;
+    // The spans of the last requests, when a collector is configured (crate::traces).
+    crate::traces::flush().await;
+    Ok(())
 }
 
 /// SIGTERM (a container's stop) or Ctrl-C.
@@ -112,7 +116,8 @@ pub fn server_address(lookup: impl Fn(&str) -> Option<String>) -> Result<SocketA
 
 /// Under Lambda's runtime: each request first makes sure the Runtime API connection has TCP_NODELAY (see
 /// [`crate::runtime`]); AWS_LAMBDA_MAX_CONCURRENCY requests are polled at once (one when unset); a failed exchange
-/// with the Runtime API starts the loop again ([`crate::keep_running`]).
+/// with the Runtime API starts the loop again ([`crate::keep_running`]); spans are flushed to a configured collector
+/// after each invocation ([`crate::traces`]).
 async fn on_lambda<S>(service: S, responses: Responses) -> Result<(), lambda_http::Error>
 where
     S: Service<lambda_http::Request, Response = Response, Error = Infallible>
@@ -140,7 +145,12 @@ where
                     Ok::<_, Infallible>(Response::from_parts(parts, Full::new(bytes)))
                 }
             });
-            crate::keep_running(|| lambda_http::run_concurrent(service_fn(handler.clone()))).await
+            crate::keep_running(|| {
+                crate::traces::run_concurrent(lambda_http::runtime_concurrent(service_fn(
+                    handler.clone(),
+                )))
+            })
+            .await
         }
         Responses::Streamed => {
             // Boxed: the handler's future is deep enough to overflow the compiler's layout query depth when
@@ -156,7 +166,9 @@ where
                     as Pin<Box<dyn Future<Output = Result<Response<FirstRead>, Infallible>> + Send>>
             });
             crate::keep_running(|| {
-                lambda_http::run_with_streaming_response_concurrent(service_fn(handler.clone()))
+                crate::traces::run_concurrent(lambda_http::streaming_runtime_concurrent(
+                    service_fn(handler.clone()),
+                ))
             })
             .await
         }
