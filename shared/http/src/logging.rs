@@ -88,7 +88,15 @@ pub fn init_logging() {
             .event_format(LambdaJson)
             .boxed()
     } else {
-        layer.with_target(false).without_time().boxed()
+        // No time on the line (Lambda, or the terminal, adds its own), but the layer keeps its span timings: its
+        // own `without_time` would drop the `time.busy`/`time.idle` of a span's close line too.
+        layer
+            .event_format(
+                tracing_subscriber::fmt::format()
+                    .without_time()
+                    .with_target(false),
+            )
+            .boxed()
     };
     // Nothing of OpenTelemetry is built unless a collector is configured.
     let (tracer, trace_setup) = match crate::traces::exporting_tracer() {
