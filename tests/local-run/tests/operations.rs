@@ -138,7 +138,10 @@ fn every_model_route(text: &str) -> Vec<(&'static str, Value)> {
         ("/chat", json!({"messages": messages, "stream": false})),
         ("/chat", json!({"messages": messages, "stream": true})),
         ("/chat/stream", json!({"messages": messages})),
-        ("/chat/stream", json!({"messages": messages, "stream": true})),
+        (
+            "/chat/stream",
+            json!({"messages": messages, "stream": true}),
+        ),
         ("/chat-ui/chat", json!({"messages": messages})),
         ("/multi-agent-chat/batch", json!({"messages": messages})),
         ("/multi-agent-chat/stream", json!({"messages": messages})),
@@ -147,7 +150,8 @@ fn every_model_route(text: &str) -> Vec<(&'static str, Value)> {
 }
 
 #[tokio::test]
-async fn turns_answer_until_the_quota_is_spent_then_every_model_route_is_a_429_for_that_user_only() {
+async fn turns_answer_until_the_quota_is_spent_then_every_model_route_is_a_429_for_that_user_only()
+{
     let mut spent = 0u64;
     let mut answered = 0u64;
     let refused = loop {
@@ -163,7 +167,10 @@ async fn turns_answer_until_the_quota_is_spent_then_every_model_route_is_a_429_f
         }
         assert_eq!(reply.status, 200, "{}", reply.body);
         // Nothing is refused while the quota is not spent.
-        assert!(spent < QUOTA, "answered past the quota: {spent} tokens spent");
+        assert!(
+            spent < QUOTA,
+            "answered past the quota: {spent} tokens spent"
+        );
         spent += answered_tokens(&reply.json());
         answered += 1;
         assert!(answered < 20, "never refused");
@@ -189,7 +196,10 @@ async fn turns_answer_until_the_quota_is_spent_then_every_model_route_is_a_429_f
         let reply = send("POST", path, Some("alice"), Some(body.clone())).await;
         assert_eq!(reply.status, 429, "{path} {body}: {}", reply.body);
         let retry: i64 = reply.retry_after.as_deref().unwrap().parse().unwrap();
-        assert!((retry - seconds_to_midnight()).abs() <= 5, "{path}: {retry}");
+        assert!(
+            (retry - seconds_to_midnight()).abs() <= 5,
+            "{path}: {retry}"
+        );
         assert!(reply.json()["error"].is_string(), "{path}: {}", reply.body);
     }
 
@@ -301,7 +311,12 @@ const METRICS: &[&str] = &[
 #[tokio::test]
 async fn each_turn_leaves_an_emf_record_and_no_log_line_holds_a_word_of_the_conversation() {
     // Turns of this test's own, on a buffered and a streamed route, answered and refused.
-    for path in ["/chat", "/chat/stream", "/chat-ui/chat", "/multi-agent-chat/batch"] {
+    for path in [
+        "/chat",
+        "/chat/stream",
+        "/chat-ui/chat",
+        "/multi-agent-chat/batch",
+    ] {
         let reply = send(
             "POST",
             path,
@@ -327,7 +342,10 @@ async fn each_turn_leaves_an_emf_record_and_no_log_line_holds_a_word_of_the_conv
     let mut routes = std::collections::BTreeSet::new();
     for record in &records {
         let aws = &record["_aws"];
-        assert!(aws["Timestamp"].as_u64().unwrap() > 1_700_000_000_000, "{record}");
+        assert!(
+            aws["Timestamp"].as_u64().unwrap() > 1_700_000_000_000,
+            "{record}"
+        );
         let directive = &aws["CloudWatchMetrics"][0];
         assert_eq!(directive["Namespace"], "ChatBackend", "{record}");
         let dimensions: Vec<&str> = directive["Dimensions"][0]
@@ -340,7 +358,10 @@ async fn each_turn_leaves_an_emf_record_and_no_log_line_holds_a_word_of_the_conv
         sorted.sort();
         assert_eq!(sorted, ["function", "model", "route"], "{record}");
         for d in &dimensions {
-            assert!(record[*d].is_string(), "dimension {d} has no value: {record}");
+            assert!(
+                record[*d].is_string(),
+                "dimension {d} has no value: {record}"
+            );
         }
         assert!(record.get("user").is_none() && !record.to_string().contains("erin"));
         let named: Vec<&str> = directive["Metrics"]
@@ -354,17 +375,28 @@ async fn each_turn_leaves_an_emf_record_and_no_log_line_holds_a_word_of_the_conv
             if key == "_aws" || dimensions.contains(&key.as_str()) {
                 continue;
             }
-            assert!(named.contains(&key.as_str()), "{key} is not named: {record}");
             assert!(
-                value.is_number() || value.as_array().is_some_and(|a| a.iter().all(Value::is_number)),
+                named.contains(&key.as_str()),
+                "{key} is not named: {record}"
+            );
+            assert!(
+                value.is_number()
+                    || value
+                        .as_array()
+                        .is_some_and(|a| a.iter().all(Value::is_number)),
                 "{key}: {record}"
             );
         }
         for name in &named {
             assert!(METRICS.contains(name), "unknown metric {name}");
-            assert!(record.get(*name).is_some(), "{name} named but absent: {record}");
+            assert!(
+                record.get(*name).is_some(),
+                "{name} named but absent: {record}"
+            );
         }
-        assert!(named.contains(&"Turns") && named.contains(&"Latency") && named.contains(&"Errors"));
+        assert!(
+            named.contains(&"Turns") && named.contains(&"Latency") && named.contains(&"Errors")
+        );
         routes.insert(format!(
             "{} {}",
             record["function"].as_str().unwrap(),
@@ -377,7 +409,10 @@ async fn each_turn_leaves_an_emf_record_and_no_log_line_holds_a_word_of_the_conv
         "chat /chat-ui/chat",
         "chat /multi-agent-chat/batch",
     ] {
-        assert!(routes.contains(expected), "no record for {expected}: {routes:?}");
+        assert!(
+            routes.contains(expected),
+            "no record for {expected}: {routes:?}"
+        );
     }
     // An answered turn's record holds its tokens and time to first token.
     assert!(records.iter().any(|r| {
@@ -388,7 +423,10 @@ async fn each_turn_leaves_an_emf_record_and_no_log_line_holds_a_word_of_the_conv
     }));
 
     // At TRACE, nothing of the conversation reaches the log: not the questions, not the answers.
-    let lines_with_trace = log.lines().filter(|l| l.contains("\"TRACE\"") || l.contains("\"DEBUG\"")).count();
+    let lines_with_trace = log
+        .lines()
+        .filter(|l| l.contains("\"TRACE\"") || l.contains("\"DEBUG\""))
+        .count();
     assert!(lines_with_trace > 0, "the log is not at TRACE");
     // (The local Bedrock server stands in for AWS: its own lines, which say what it sent, are not the backend's.)
     for line in log.lines().filter(|l| !l.starts_with("local-bedrock:")) {
