@@ -21,6 +21,7 @@ use chat_core::{
     UsageSnapshot, UsageTotals,
 };
 use serde::Deserialize;
+use tracing::Instrument;
 
 use crate::store::failed;
 use crate::table::{EXPIRES_AT, PARTITION_KEY, SORT_KEY};
@@ -162,6 +163,7 @@ impl DynamoUsage {
                 .batch_get_item()
                 .set_request_items(Some(request))
                 .send()
+                .instrument(tracing::info_span!("store.usage.batch_get_item"))
                 .await
                 .map_err(failed)?;
             for item in out
@@ -232,6 +234,7 @@ impl DynamoUsage {
                 aws_sdk_dynamodb::config::Builder::default().retry_config(RetryConfig::disabled()),
             )
             .send()
+            .instrument(tracing::info_span!("store.usage.update_item"))
             .await
             .map_err(failed)?;
         Ok(())
