@@ -247,3 +247,58 @@ impl TurnMeter {
         let _ = std::io::stdout().lock().write_all(&out);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chat_core::{InvalidRequest, LimitKind, OverLimit};
+
+    fn over(kind: LimitKind) -> ApiError {
+        ApiError::Chat(ChatError::OverLimit(OverLimit {
+            kind,
+            retry_after: 1,
+            message: String::new(),
+        }))
+    }
+
+    #[test]
+    fn each_failure_falls_in_the_class_its_metric_names() {
+        let cases = [
+            (over(LimitKind::RequestsPerMinute), FailureClass::Rate),
+            (over(LimitKind::TokensPerDay), FailureClass::Quota),
+            (over(LimitKind::CostPerMonth), FailureClass::Quota),
+            (
+                ApiError::Chat(ChatError::Model(ModelError::Throttled)),
+                FailureClass::ModelThrottled,
+            ),
+            (
+                ApiError::Chat(ChatError::Model(ModelError::Timeout("t".into()))),
+                FailureClass::Timeout,
+            ),
+            (
+                ApiError::Chat(ChatError::Model(ModelError::Failed("f".into()))),
+                FailureClass::Model,
+            ),
+            (
+                ApiError::Chat(ChatError::Store(StoreError::Unavailable("u".into()))),
+                FailureClass::Store,
+            ),
+            (
+                ApiError::Chat(ChatError::Invalid(InvalidRequest::new("messages", "x"))),
+                FailureClass::Client,
+            ),
+            (ApiError::Unauthorized("no".into()), FailureClass::Client),
+            (
+                ApiError::Chat(ChatError::Model(ModelError::AccessDenied("d".into()))),
+                FailureClass::Model,
+            ),
+        ];
+        for (error, class) in cases {
+            assert_eq!(FailureClass::of(&error), class, "{error:?}");
+            // A 5xx is an error, a 429 a throttle, anything else neither.
+            let status = error.status();
+            assert_eq!(class.is_error(), status.is_server_error(), "{error:?}");
+            assert_eq!(class.is_throttle(), status.as_u16() == 429, "{error:?}");
+        }
+    }
+}
