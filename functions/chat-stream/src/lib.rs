@@ -462,6 +462,7 @@ async fn write_agents<M: ChatModel, St: SessionStore>(
             .is_err()
         {
             tracing::info!("the client went away; the round stops and is not stored");
+            service.count_unfinished(&caller, round.spent()).await;
             meter.finish(TurnOutcome::Abandoned);
             return;
         }
@@ -471,6 +472,7 @@ async fn write_agents<M: ChatModel, St: SessionStore>(
             Err(err) => {
                 let err = ApiError::from(err);
                 let _ = tx.send(sse_event(&error_body(&err)).into()).await;
+                service.count_unfinished(&caller, round.spent()).await;
                 meter.finish(TurnOutcome::Failed(
                     FailureClass::of(&err),
                     Some(&round.spent()),
@@ -480,6 +482,7 @@ async fn write_agents<M: ChatModel, St: SessionStore>(
         };
     }
     let Ok(slot) = tx.reserve().await else {
+        service.count_unfinished(&caller, round.spent()).await;
         meter.finish(TurnOutcome::Abandoned);
         return;
     };
@@ -508,6 +511,8 @@ async fn write_stream<M: ChatModel, St: SessionStore>(
     mut meter: TurnMeter,
 ) {
     if tx.send(first.into()).await.is_err() {
+        let spent = turn.spent_so_far();
+        service.count_unfinished(&caller, spent).await;
         meter.finish(TurnOutcome::Abandoned);
         return;
     }
@@ -524,6 +529,8 @@ async fn write_stream<M: ChatModel, St: SessionStore>(
                 // the store and the end line go together.
                 let Ok(slot) = tx.reserve().await else {
                     tracing::info!("the client went away before the end; the turn is not stored");
+                    let spent = turn.spent_so_far();
+                    service.count_unfinished(&caller, spent).await;
                     meter.finish(TurnOutcome::Abandoned);
                     return;
                 };
@@ -548,12 +555,16 @@ async fn write_stream<M: ChatModel, St: SessionStore>(
             Err(err) => {
                 let err = ApiError::from(err);
                 let _ = tx.send(error_line(&err).into()).await;
+                let spent = turn.spent_so_far();
+                service.count_unfinished(&caller, spent).await;
                 meter.fail(&err);
                 return;
             }
         };
         if tx.send(line.into()).await.is_err() {
             tracing::info!("the client went away; stopped reading from the model");
+            let spent = turn.spent_so_far();
+            service.count_unfinished(&caller, spent).await;
             meter.finish(TurnOutcome::Abandoned);
             return;
         }

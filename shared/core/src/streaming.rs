@@ -66,6 +66,8 @@ pub struct StreamingTurn<S> {
     prices: Option<Prices>,
     /// What the turn spent before the answer (writing the search query).
     spent_before: crate::TurnSpent,
+    /// The prompt's tokens as the turn counted or estimated them.
+    prompt_tokens: u64,
 }
 
 impl<S: ModelStream> StreamingTurn<S> {
@@ -89,6 +91,7 @@ impl<S: ModelStream> StreamingTurn<S> {
             served: Served::default(),
             prices: turn.prices,
             spent_before: turn.spent_before,
+            prompt_tokens: turn.prompt_tokens,
         }
     }
 
@@ -118,6 +121,24 @@ impl<S: ModelStream> StreamingTurn<S> {
     fn turn_spent(&self) -> crate::TurnSpent {
         let mut answer = crate::TurnSpent::default();
         answer.add_call(self.usage, self.prices.as_ref());
+        self.spent_before.plus(&answer)
+    }
+
+    /// What the turn has spent so far: exactly, once the model reported its usage; before that (an answer cut off),
+    /// the prompt's tokens and an estimate of what the model wrote and reasoned.
+    pub fn spent_so_far(&self) -> crate::TurnSpent {
+        if self.usage.total_tokens > 0 {
+            return self.turn_spent();
+        }
+        let output = crate::estimate_tokens(&self.said) + crate::estimate_tokens(&self.reasoning);
+        let usage = TokenUsage {
+            input_tokens: self.prompt_tokens,
+            output_tokens: output,
+            total_tokens: self.prompt_tokens + output,
+            ..TokenUsage::default()
+        };
+        let mut answer = crate::TurnSpent::default();
+        answer.add_call(usage, self.prices.as_ref());
         self.spent_before.plus(&answer)
     }
 

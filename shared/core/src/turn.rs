@@ -61,6 +61,9 @@ pub(crate) struct Turn {
     pub prices: Option<Prices>,
     /// What the turn spent before the answer (writing the search query).
     pub spent_before: crate::TurnSpent,
+    /// The prompt's tokens, counted when it was counted, else estimated: what an answer cut off before the model
+    /// reported its usage is taken to have read.
+    pub prompt_tokens: u64,
 }
 
 /// The chat core with its ports plugged in; built once per cold start and shared by every request.
@@ -131,6 +134,13 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
                 .map_err(ChatError::Store)?;
         }
         Ok(())
+    }
+
+    /// Counts a turn that ended before its answer did (its client went away, or the model failed on the way) with
+    /// what it had spent ([`StreamingTurn::spent_so_far`], [`crate::AgentRound::spent`]). Without this, a client that
+    /// always hangs up just before the end would spend without limit.
+    pub async fn count_unfinished(&self, caller: &Caller, spent: crate::TurnSpent) {
+        self.count_spent(&caller.owner, &spent).await;
     }
 
     /// Adds what a turn spent to its caller's counters. A failure is logged, not the turn's: its answer stands,
@@ -348,6 +358,7 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
             grounding,
             prices: self.settings.model.prices,
             spent_before,
+            prompt_tokens: counted.unwrap_or(estimated),
         })
     }
 

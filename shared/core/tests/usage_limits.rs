@@ -201,3 +201,46 @@ async fn every_model_call_counts_the_query_it_wrote_and_each_agents_message() {
     assert_eq!(round.spent().model_calls, 3);
     assert_eq!(day_tokens(&usage, "erin").await, (126, 1));
 }
+
+#[tokio::test]
+async fn a_stream_cut_off_before_its_end_is_counted_too() {
+    let model = ScriptedModel::with([Script::pieces([
+        "Parental leave ",
+        "is sixteen weeks ",
+        "at full pay.",
+    ])
+    .usage(500, 9)]);
+    let usage = InMemoryUsage::new();
+    let svc = service(&model, &usage, Limits::default());
+    let frank = Caller::owner("frank");
+    let mut turn = svc
+        .stream(&frank, &ask("How long is leave?"))
+        .await
+        .unwrap();
+    // The client reads the first words and hangs up: the model had not reported its usage yet.
+    let Some(chat_core::TurnEvent::Text(first)) = turn.next().await.unwrap() else {
+        panic!("text first")
+    };
+    assert!(!first.is_empty());
+    let spent = turn.spent_so_far();
+    assert_eq!(spent.model_calls, 1);
+    assert!(
+        spent.totals.tokens.input_tokens > 0,
+        "the prompt is counted"
+    );
+    assert!(
+        spent.totals.tokens.output_tokens > 0,
+        "what was written is counted"
+    );
+    svc.count_unfinished(&frank, spent).await;
+    let (tokens, turns) = day_tokens(&usage, "frank").await;
+    assert_eq!((tokens, turns), (spent.totals.tokens.total_tokens, 1));
+
+    // Read to its end, the model's own figures are taken.
+    while let Some(event) = turn.next().await.unwrap() {
+        if let chat_core::TurnEvent::End(_) = event {
+            break;
+        }
+    }
+    assert_eq!(turn.spent_so_far().totals.tokens.total_tokens, 509);
+}

@@ -284,6 +284,47 @@ async fn a_rate_limit_of_five_a_minute_refuses_the_sixth_request() {
     assert_eq!(dave.status, 200, "{}", dave.body);
 }
 
+#[tokio::test]
+async fn a_stream_the_client_leaves_before_its_end_is_counted() {
+    // Twenty paced words: the client reads the first line and hangs up long before the end.
+    let response = reqwest::Client::new()
+        .post(format!("{}/chat/stream", run().local.base()))
+        .bearer_auth(token("grace"))
+        .header("content-type", "application/json")
+        .body(
+            json!({"messages": [{"role": "user", "content": format!("[[deltas:20]] [[delay-ms:300]] {SECRET_WORD}")}]})
+                .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let mut body = response.bytes_stream();
+    use futures_util::StreamExt;
+    let first = body.next().await.unwrap().unwrap();
+    assert!(!first.is_empty());
+    drop(body);
+    // The function notices at its next write (one delta later), stops the model and counts what was spent.
+    let mut turns = json!(0);
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let usage = send("GET", "/usage", Some("grace"), None).await.json();
+        turns = usage["today"]["turns"].clone();
+        if turns == json!(1) {
+            assert!(
+                usage["today"]["input_tokens"].as_u64().unwrap() > 0,
+                "{usage}"
+            );
+            assert!(
+                usage["today"]["output_tokens"].as_u64().unwrap() > 0,
+                "{usage}"
+            );
+            return;
+        }
+    }
+    panic!("the abandoned turn was not counted: {turns}");
+}
+
 /// The metrics every record of a turn may hold (docs/operations.md).
 const METRICS: &[&str] = &[
     "Turns",
