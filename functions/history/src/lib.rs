@@ -245,12 +245,7 @@ async fn usage<St: SessionStore>(
             .map_err(ChatError::Store)?,
         None => Default::default(),
     };
-    // An operator's item changes nothing where no limit is configured (nothing is checked there).
-    let limits = if app.usage_limits.any() {
-        app.usage_limits.for_user(&snapshot.overrides)
-    } else {
-        Limits::default()
-    };
+    let limits = app.usage_limits.for_user(&snapshot.overrides);
     Ok(json_response(
         StatusCode::OK,
         &chat_core::report(&limits, &snapshot, &periods),

@@ -62,8 +62,12 @@ impl Limits {
             || self.requests_per_minute.is_some()
     }
 
-    /// The limits for one user: the operator's item replaces each configured limit it names (0 there: none).
+    /// The limits for one user: the operator's item replaces each configured limit it names (0 there: none). With
+    /// no limit configured nothing is checked, so an item changes nothing either.
     pub fn for_user(&self, raised: &LimitOverrides) -> Limits {
+        if !self.any() {
+            return Limits::default();
+        }
         fn pick<T: PartialEq + Default>(configured: Option<T>, raised: Option<T>) -> Option<T> {
             match raised {
                 None => configured,
@@ -483,5 +487,13 @@ mod tests {
         assert_eq!(user.requests_per_minute, None);
         assert!(!Limits::default().any());
         assert!(user.any());
+        // Where nothing is configured, an item has nothing to change.
+        assert_eq!(
+            Limits::default().for_user(&LimitOverrides {
+                tokens_per_day: Some(5),
+                ..LimitOverrides::default()
+            }),
+            Limits::default()
+        );
     }
 }
