@@ -317,6 +317,7 @@ fn stored_message(i: usize, content: String) -> StoredMessage {
         agent_identifier: None,
         agent_name: None,
         files: Vec::new(),
+        tools: Vec::new(),
     }
 }
 

@@ -453,6 +453,7 @@ async fn a_chat_of_three_megabytes_reads_back_whole_through_the_api() {
             agent_identifier: None,
             agent_name: None,
             files: Vec::new(),
+            tools: Vec::new(),
         };
         let pair = [
             message(chat_core::Role::User, format!("{turn:02}").repeat(37_500)),

@@ -318,6 +318,10 @@ fn message_of(item: &Item) -> StoredMessage {
         files: get_s(item, "files")
             .and_then(|json| serde_json::from_str(&json).ok())
             .unwrap_or_default(),
+        // The tools the answer called, as JSON: a list of `{round, id, name, input, output, status}`.
+        tools: get_s(item, "tools")
+            .and_then(|json| serde_json::from_str(&json).ok())
+            .unwrap_or_default(),
     }
 }
 
@@ -364,6 +368,10 @@ fn message_items(
     }
     if let Some(a) = &m.agent_name {
         item.insert("agentName".into(), s(a));
+    }
+    if !m.tools.is_empty() {
+        let tools = serde_json::to_string(&m.tools).expect("tool exchanges always serialize");
+        item.insert("tools".into(), s(tools));
     }
     if !m.files.is_empty() {
         let files = serde_json::to_string(&m.files).expect("stored files always serialize");
@@ -1701,6 +1709,7 @@ mod tests {
             agent_identifier: None,
             agent_name: Some("Analyst".into()),
             files: Vec::new(),
+            tools: Vec::new(),
         };
         let items = message_items("pk", "g", 4, &message, Some(9));
         assert_eq!(items.len(), 3);

@@ -346,6 +346,7 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
             agent_identifier: Some(m.agent.clone()),
             agent_name: Some(m.agent.clone()),
             files: Vec::new(),
+            tools: Vec::new(),
         }));
         self.store_turn(
             &caller.owner,

@@ -141,6 +141,7 @@ mod tests {
             agent_identifier: None,
             agent_name: None,
             files: Vec::new(),
+            tools: Vec::new(),
         }
     }
 

@@ -48,6 +48,8 @@ pub enum ContentPart {
     Text(String),
     /// An image or a document the user attached.
     File(Attachment),
+    /// A tool the model called while answering, with its result: an assistant message's, before its text.
+    Tool(crate::ToolExchange),
 }
 
 /// One message of a conversation.
@@ -79,7 +81,15 @@ impl Message {
     pub fn files(&self) -> impl Iterator<Item = &Attachment> {
         self.content.iter().filter_map(|part| match part {
             ContentPart::File(file) => Some(file),
-            ContentPart::Text(_) => None,
+            ContentPart::Text(_) | ContentPart::Tool(_) => None,
+        })
+    }
+
+    /// The tools the message's answer called, in order.
+    pub fn tools(&self) -> impl Iterator<Item = &crate::ToolExchange> {
+        self.content.iter().filter_map(|part| match part {
+            ContentPart::Tool(exchange) => Some(exchange),
+            _ => None,
         })
     }
 
@@ -87,7 +97,7 @@ impl Message {
     pub fn text(&self) -> String {
         let mut texts = self.content.iter().filter_map(|part| match part {
             ContentPart::Text(text) => Some(text.as_str()),
-            ContentPart::File(_) => None,
+            ContentPart::File(_) | ContentPart::Tool(_) => None,
         });
         match (texts.next(), texts.next()) {
             (None, _) => String::new(),

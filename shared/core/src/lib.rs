@@ -18,6 +18,7 @@ mod settings;
 mod spans;
 mod store;
 mod streaming;
+mod tools;
 mod turn;
 mod usage;
 
@@ -63,6 +64,10 @@ pub use store::{
     is_chat_id,
 };
 pub use streaming::{StreamingTurn, TurnEnd, TurnEvent};
+pub use tools::{
+    SearchWhen, Tool, ToolBounds, ToolCall, ToolExchange, ToolFuture, ToolListing, ToolOutput, ToolResult,
+    ToolSource, ToolSpec, ToolStatus,
+};
 pub use turn::{ChatService, REDACTED, TurnHeader, new_message_id, rfc3339_millis};
 pub use usage::{
     LimitKind, LimitOverrides, Limits, MinuteReport, OverLimit, PeriodReport, PeriodUsage, Periods,

@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 use std::future::Future;
 
-use crate::{Attachment, ModelError, Role, TokenUsage};
+use crate::{Attachment, ModelError, Role, TokenUsage, ToolCall, ToolResult, ToolSpec};
 
 /// A message as the model gets it: consecutive messages of one role are one message with several text blocks,
 /// because models want the roles to alternate.
@@ -14,6 +14,11 @@ pub struct ModelMessage {
     /// The files the message carries, their bytes at hand; each goes before the texts, after a line naming it
     /// ([`Attachment::label`]).
     pub files: Vec<Attachment>,
+    /// The tools an assistant message asks for (after its texts).
+    pub tool_uses: Vec<ToolCall>,
+    /// The results a user message gives the model for the calls of the assistant message before it (before its
+    /// texts).
+    pub tool_results: Vec<ToolResult>,
 }
 
 impl ModelMessage {
@@ -23,6 +28,8 @@ impl ModelMessage {
             role,
             texts,
             files: Vec::new(),
+            tool_uses: Vec::new(),
+            tool_results: Vec::new(),
         }
     }
 }
@@ -55,6 +62,8 @@ pub struct ModelRequest {
     /// The passages the guardrail's contextual grounding check measures the answer against; with it, the last user
     /// message's last text is the check's query. `None` when there is no guardrail or no search.
     pub grounding_source: Option<String>,
+    /// The tools the model may ask for (none: it is offered no tools).
+    pub tools: Vec<ToolSpec>,
 }
 
 /// Why the model stopped.
@@ -68,6 +77,8 @@ pub enum StopReason {
     ContentFiltered,
     /// The conversation filled the model's context window.
     ContextWindowExceeded,
+    /// The model asks for tools ([`ModelEvent::ToolUse`]) and waits for their results.
+    ToolUse,
     Other(String),
 }
 
@@ -87,6 +98,8 @@ pub struct ModelReply {
     pub guardrail: Option<GuardrailTrace>,
     /// How the call was served.
     pub served: Served,
+    /// The tools the model asks for, in order (with [`StopReason::ToolUse`]).
+    pub tool_calls: Vec<ToolCall>,
 }
 
 /// How Bedrock served a call: the latency setting and service tier it used (`None` when it did not say).
@@ -151,6 +164,8 @@ pub enum ModelEvent {
     Text(String),
     /// The text so far cites the request's search result at this position.
     Citation(usize),
+    /// The model asks for a tool, its input whole (after the text it wrote before asking).
+    ToolUse(ToolCall),
     Stop(StopReason),
     /// What the guardrail assessed (with the answer's end).
     Guardrail(GuardrailTrace),
@@ -219,6 +234,7 @@ impl ReplyStream {
         if let Some(rest) = reply.text.get(from..).filter(|t| !t.is_empty()) {
             events.push_back(ModelEvent::Text(rest.to_string()));
         }
+        events.extend(reply.tool_calls.into_iter().map(ModelEvent::ToolUse));
         events.push_back(ModelEvent::Stop(reply.stop_reason));
         if let Some(trace) = reply.guardrail {
             events.push_back(ModelEvent::Guardrail(trace));

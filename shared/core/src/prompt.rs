@@ -173,6 +173,7 @@ pub fn prepare_turn(
         latency: input.overrides.latency.or(options.latency),
         service_tier: input.overrides.service_tier.or(options.service_tier),
         grounding_source,
+        tools: Vec::new(),
     };
     let mut prompt_thought = prompt_thought(&request);
     if !input.overrides.not_used.is_empty()

@@ -156,11 +156,24 @@ fn repeats(sent: &Message, kept: &Message) -> bool {
 impl StoredMessage {
     /// The message as the conversation knows it, its files to be read back.
     pub fn message(&self) -> Message {
-        Message::with_files(
+        let mut message = Message::with_files(
             self.role,
             self.content.clone(),
             self.files.iter().filter_map(|f| f.attachment()).collect(),
-        )
+        );
+        // The tools go before the answer's text, as the model called them before it answered.
+        if !self.tools.is_empty() {
+            let text = message.content.remove(0);
+            message.content = self
+                .tools
+                .iter()
+                .cloned()
+                .map(crate::ContentPart::Tool)
+                .chain([text])
+                .chain(message.content)
+                .collect();
+        }
+        message
     }
 }
 
@@ -202,6 +215,7 @@ mod tests {
             agent_identifier: None,
             agent_name: None,
             files: Vec::new(),
+            tools: Vec::new(),
         }
     }
 

@@ -1,11 +1,12 @@
 //! The span a tool call runs in, so that each call's duration is a line of the log and a span of a turn's trace,
 //! as the model's, the knowledge base's and the store's calls are (chat-aws opens those; chat-http writes and
-//! exports them). No tool exists yet: the tool loop opens one of these around each call when it comes.
+//! exports them). The tool loop (`tools::run_call`) opens one around each call of a tool it offered.
 
-/// The span of one call of `tool`: a name the code defines (never one the model or a caller wrote). The caller
+/// The span of one call of `tool`: the name of a tool the turn offered (the operator's or built in, never a name
+/// only the model or a caller wrote). The caller
 /// records `outcome` (`ok` or `error`) once it is known. Neither the call's input nor its output belongs in it:
 /// both are the conversation's.
-pub fn tool_call_span(tool: &'static str) -> tracing::Span {
+pub fn tool_call_span(tool: &str) -> tracing::Span {
     tracing::info_span!("tool.call", tool, outcome = tracing::field::Empty)
 }
 

@@ -29,6 +29,8 @@ pub struct StoredMessage {
     pub agent_name: Option<String>,
     /// The files the message carried, kept in the owner's files.
     pub files: Vec<crate::StoredFile>,
+    /// The tools an answer called, with their results, in order: replayed to the model when the chat continues.
+    pub tools: Vec<crate::ToolExchange>,
 }
 
 impl StoredMessage {
@@ -55,6 +57,16 @@ impl StoredMessage {
                 .iter()
                 .map(|f| {
                     twice_escaped_size(&f.name) + twice_escaped_size(&f.content_type) + FILE_FIELDS
+                })
+                .sum::<usize>()
+            + self
+                .tools
+                .iter()
+                .map(|t| {
+                    twice_escaped_size(&t.input.to_string())
+                        + twice_escaped_size(&t.output)
+                        + twice_escaped_size(&t.name)
+                        + FIELDS
                 })
                 .sum::<usize>()
     }
@@ -275,6 +287,7 @@ mod tests {
             agent_identifier: Some("Analyst".into()),
             agent_name: None,
             files: Vec::new(),
+            tools: Vec::new(),
         };
         let json = serde_json::json!({
             "id": message.id, "content": message.content, "role": "assistant",

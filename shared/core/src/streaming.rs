@@ -246,6 +246,7 @@ impl<S: ModelStream> StreamingTurn<S> {
                 self.push_text(mark);
             }
             Some(ModelEvent::Text(text)) => self.push_text(text),
+            Some(ModelEvent::ToolUse(_)) => {}
             Some(ModelEvent::Reasoning(text)) => {
                 if !text.is_empty() {
                     self.reasoning.push_str(&text);

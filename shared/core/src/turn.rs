@@ -683,6 +683,7 @@ pub(crate) fn stored_message(role: Role, content: &str, shown_at: &str) -> Store
         agent_identifier: None,
         agent_name: None,
         files: Vec::new(),
+        tools: Vec::new(),
     }
 }
 
@@ -706,7 +707,10 @@ pub(crate) fn finish_reason(stop: &StopReason) -> Result<FinishReason, ChatError
         )
         .into()),
         StopReason::MaxTokens => Ok(FinishReason::Length),
-        StopReason::EndTurn | StopReason::StopSequence | StopReason::Other(_) => {
+        StopReason::EndTurn
+        | StopReason::StopSequence
+        | StopReason::ToolUse
+        | StopReason::Other(_) => {
             Ok(FinishReason::Stop)
         }
     }
@@ -914,6 +918,7 @@ pub(crate) fn usage_thought(
         StopReason::GuardrailIntervened => "guardrail_intervened",
         StopReason::ContentFiltered => "content_filtered",
         StopReason::ContextWindowExceeded => "model_context_window_exceeded",
+        StopReason::ToolUse => "tool_use",
         StopReason::Other(s) => s.as_str(),
     };
     let mut description = format!(

@@ -367,6 +367,7 @@ async fn a_chat_that_fits_loses_nothing_to_the_cache_friendly_cut() {
         agent_identifier: None,
         agent_name: None,
         files: Vec::new(),
+        tools: Vec::new(),
     };
     store
         .create(

@@ -543,6 +543,7 @@ pub fn stored_message(m: HistoryMessage, shown_at: &str) -> StoredMessage {
         agent_identifier: m.agent_identifier.or_else(|| m.agent_name.clone()),
         agent_name: m.agent_name,
         files: Vec::new(),
+        tools: Vec::new(),
     }
 }
 

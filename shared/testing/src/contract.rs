@@ -66,6 +66,7 @@ pub fn message(role: Role, content: &str) -> StoredMessage {
         agent_identifier: None,
         agent_name: None,
         files: Vec::new(),
+        tools: Vec::new(),
     }
 }
 

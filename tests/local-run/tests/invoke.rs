@@ -52,6 +52,7 @@ async fn seed_alices_chats() {
         agent_identifier: None,
         agent_name: None,
         files: Vec::new(),
+        tools: Vec::new(),
     };
     for (id, title, messages) in [
         (
