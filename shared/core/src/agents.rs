@@ -4,7 +4,7 @@
 use serde::Deserialize;
 use time::OffsetDateTime;
 
-use crate::UsageTotals;
+use crate::driver::{DriverEvent, RoundDriver, TurnTools};
 use crate::prompt::{GROUNDING_INSTRUCTIONS, inference_settings, push_text, sources_section};
 use crate::search::search;
 use crate::turn::{check_overrides, finish_reason, new_stored_messages, stored_message};
@@ -13,6 +13,7 @@ use crate::{
     ModelRequest, Role, Session, SessionStore, StoredMessage, TokenUsage, TurnHeader, TurnInput,
     display_time, rfc3339_millis,
 };
+use crate::{ReplyStream, StopReason, Thought, ToolExchange, UsageTotals};
 
 /// One agent of the group.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -97,6 +98,11 @@ pub struct AgentMessage {
     pub finished_at: String,
     /// The passages this message cites, by name; `None` when the round did not search.
     pub citations: Option<Vec<String>>,
+    /// How many model calls the message took (one, and one more per round of tool calls).
+    pub model_calls: u32,
+    /// The tools the agent called, with their results, and their thoughts.
+    pub tools: Vec<ToolExchange>,
+    pub thoughts: Vec<Thought>,
 }
 
 /// A round in progress: the chat, the conversation so far (with who said what), and the agents' messages.
@@ -118,6 +124,10 @@ pub struct AgentRound {
     spent_before: crate::TurnSpent,
     /// What a million tokens cost, to price the round.
     prices: Option<crate::Prices>,
+    /// The tools every agent is offered, and who they run for.
+    tools: Option<TurnTools>,
+    /// The thoughts known before the agents speak: the search, and the tools that are unavailable.
+    pub thoughts: Vec<Thought>,
 }
 
 impl AgentRound {
@@ -130,7 +140,11 @@ impl AgentRound {
     pub fn spent(&self) -> crate::TurnSpent {
         let mut spent = self.spent_before;
         for m in &self.messages {
-            spent.add_call(m.usage, self.prices.as_ref());
+            spent
+                .totals
+                .add(&UsageTotals::of(m.usage, self.prices.as_ref()));
+            spent.model_calls += m.model_calls;
+            spent.tool_calls += m.tools.len() as u32;
         }
         spent
     }
@@ -154,7 +168,7 @@ fn agent_view(transcript: &[(Option<String>, Role, String)], agent: &str) -> Vec
     out
 }
 
-impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
+impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
     /// Starts a multi-agent round for the request's last user message.
     pub async fn agent_round(
         &self,
@@ -196,8 +210,13 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
                 &shown_at,
             ),
         };
+        let (tools, tools_thought) = self.turn_tools(caller, input).await;
+        let mut thoughts: Vec<Thought> = tools_thought.into_iter().collect();
         // One search per round, for the user's message; the agents answer from the same sources.
-        let (grounding, spent_before) = match self.retriever() {
+        let (grounding, spent_before) = match self
+            .retriever()
+            .filter(|_| self.settings().retrieval.when.before())
+        {
             None => (None, crate::TurnSpent::default()),
             Some(retriever) => {
                 let found = search(
@@ -209,6 +228,7 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
                     &session.conversation,
                 )
                 .await?;
+                thoughts.extend(found.thoughts);
                 (Some(found.grounding), found.spent)
             }
         };
@@ -223,6 +243,8 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
             grounding,
             spent_before,
             prices: self.settings().model.prices,
+            tools,
+            thoughts,
         })
     }
 
@@ -281,25 +303,49 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
             service_tier: settings.model.service_tier,
             ..ModelRequest::default()
         };
-        let reply = self.model().converse(&request).await?;
-        let finish_reason = finish_reason(&reply.stop_reason)?;
+        let request = ModelRequest {
+            tools: round
+                .tools
+                .iter()
+                .flat_map(|t| t.tools.iter().map(|tool| tool.spec().clone()))
+                .collect(),
+            ..request
+        };
+        // The agent speaks through the turn driver: its rounds of tool calls, bounded as a standard turn's.
+        let first = self.model().converse(&request).await?;
+        let model_id = request.model_id.clone();
+        let mut driver = RoundDriver::new(
+            request,
+            ReplyStream::new(first),
+            self.reply_starter(),
+            round.tools.clone(),
+            round.grounding.clone(),
+        );
+        let mut stop = StopReason::EndTurn;
+        while let Some(event) = driver.next().await? {
+            if let DriverEvent::Done(reason) = event {
+                stop = reason;
+            }
+        }
+        let finish_reason = finish_reason(&stop)?;
+        let text = driver.said.clone();
         let message = AgentMessage {
             agent: agent.name.clone(),
-            text: reply.text.clone(),
-            header: TurnHeader::new(&request.model_id),
-            usage: reply.usage,
+            text: text.clone(),
+            header: TurnHeader::new(&model_id),
+            usage: driver.usage(),
             finish_reason,
             finished_at: display_time(OffsetDateTime::now_utc().unix_timestamp()),
-            citations: round.grounding.as_ref().map(|g| g.cited_in(&reply.text)),
+            citations: driver.grounding.as_ref().map(|g| g.cited_in(&text)),
+            model_calls: driver.calls.len() as u32,
+            tools: driver.exchanges,
+            thoughts: driver.tool_thoughts,
         };
-        round.transcript.push((
-            Some(agent.name.clone()),
-            Role::Assistant,
-            reply.text.clone(),
-        ));
+        round
+            .transcript
+            .push((Some(agent.name.clone()), Role::Assistant, text.clone()));
         round.messages.push(message.clone());
-        let approved = reply
-            .text
+        let approved = text
             .to_lowercase()
             .contains(&group.approval_phrase.to_lowercase());
         round.done = approved || round.messages.len() >= group.max_turns;
@@ -346,7 +392,7 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
             agent_identifier: Some(m.agent.clone()),
             agent_name: Some(m.agent.clone()),
             files: Vec::new(),
-            tools: Vec::new(),
+            tools: m.tools.clone(),
         }));
         self.store_turn(
             &caller.owner,

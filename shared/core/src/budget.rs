@@ -32,6 +32,16 @@ pub fn estimate_message_tokens(message: &Message) -> u64 {
     MESSAGE_TOKENS
         + estimate_tokens(&message.text())
         + message.files().map(attachment_tokens).sum::<u64>()
+        + message.tools().map(tool_tokens).sum::<u64>()
+}
+
+/// About how many tokens a replayed tool call and its result take: the call's input and the result, and the
+/// blocks' framing.
+fn tool_tokens(exchange: &crate::ToolExchange) -> u64 {
+    2 * MESSAGE_TOKENS
+        + estimate_tokens(&exchange.name)
+        + estimate_tokens(&exchange.input.to_string())
+        + estimate_tokens(&exchange.output)
 }
 
 /// About how many tokens a stored message is in a prompt (as [`estimate_message_tokens`] counts it once read).
@@ -46,6 +56,7 @@ pub fn estimate_stored_tokens(message: &StoredMessage) -> u64 {
                 None => estimate_tokens(&f.name),
             })
             .sum::<u64>()
+        + message.tools.iter().map(tool_tokens).sum::<u64>()
 }
 
 /// How much of a chat's newest history a turn reads: the newest messages whose estimated tokens fit `tokens`,

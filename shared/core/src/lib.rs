@@ -5,6 +5,7 @@ mod agents;
 mod attachments;
 mod budget;
 mod conversation;
+mod driver;
 mod error;
 mod followups;
 mod invalid;
@@ -65,8 +66,8 @@ pub use store::{
 };
 pub use streaming::{StreamingTurn, TurnEnd, TurnEvent};
 pub use tools::{
-    SearchWhen, Tool, ToolBounds, ToolCall, ToolExchange, ToolFuture, ToolListing, ToolOutput, ToolResult,
-    ToolSource, ToolSpec, ToolStatus,
+    SearchWhen, Tool, ToolBounds, ToolCall, ToolExchange, ToolFuture, ToolListing, ToolOutput,
+    ToolResult, ToolSource, ToolSpec, ToolStatus,
 };
 pub use turn::{ChatService, REDACTED, TurnHeader, new_message_id, rfc3339_millis};
 pub use usage::{

@@ -81,12 +81,55 @@ pub(crate) fn push_text(out: &mut Vec<ModelMessage>, role: Role, text: String) {
 pub(crate) fn model_messages(messages: &[Message]) -> Vec<ModelMessage> {
     let mut out: Vec<ModelMessage> = Vec::with_capacity(messages.len());
     for m in messages {
+        push_tool_rounds(&mut out, m);
         push_text(&mut out, m.role, m.text());
         if let Some(last) = out.last_mut() {
             last.files.extend(m.files().cloned());
         }
     }
     out
+}
+
+/// The tools an answer called, replayed as the model made them: for each round, its calls (the assistant's) and
+/// their results (the user's), before the answer's text.
+fn push_tool_rounds(out: &mut Vec<ModelMessage>, message: &Message) {
+    let mut rounds: Vec<(u32, Vec<&crate::ToolExchange>)> = Vec::new();
+    for exchange in message.tools() {
+        match rounds.iter_mut().find(|(r, _)| *r == exchange.round) {
+            Some((_, calls)) => calls.push(exchange),
+            None => rounds.push((exchange.round, vec![exchange])),
+        }
+    }
+    rounds.sort_by_key(|(r, _)| *r);
+    for (_, calls) in rounds {
+        let mut asked = ModelMessage::text(Role::Assistant, Vec::new());
+        asked.tool_uses = calls.iter().map(|e| e.call()).collect();
+        let mut answered = ModelMessage::text(Role::User, Vec::new());
+        answered.tool_results = calls.iter().map(|e| e.result()).collect();
+        match out.last_mut() {
+            // Text the answer said before a call stays before it: one assistant message.
+            Some(last) if last.role == Role::Assistant && last.tool_uses.is_empty() => {
+                last.tool_uses = asked.tool_uses;
+            }
+            _ => out.push(asked),
+        }
+        out.push(answered);
+    }
+}
+
+/// Keeps the earlier answers' tool calls as tool use when every tool they called is `offered` now; otherwise
+/// writes them as text (a model provider refuses tool use blocks of tools the request does not offer).
+pub(crate) fn tools_offered_or_text(conversation: &mut [Message], offered: &[&str]) {
+    for message in conversation.iter_mut() {
+        if message.tools().all(|t| offered.contains(&t.name.as_str())) {
+            continue;
+        }
+        for part in message.content.iter_mut() {
+            if let crate::ContentPart::Tool(exchange) = part {
+                *part = crate::ContentPart::Text(exchange.as_text());
+            }
+        }
+    }
 }
 
 /// The model's settings under the request's overrides; `temperature` (an agent's own) wins over the request's.

@@ -1,13 +1,15 @@
 //! The search step of a turn: the query (the user's, or one the model writes), the filters the request and the
 //! caller's access make, the knowledge base's passages, and the thoughts that tell what was done.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value, json};
 
 use crate::prompt::{inference_settings, model_messages, push_text};
 use crate::{
     Caller, ChatError, ChatModel, ChatSettings, DataPoints, DocumentAccess, Message,
     MetadataFilter, ModelRequest, Passage, RetrievalMode, Retriever, Role, SearchMode,
-    SearchRequest, Thought, TurnInput,
+    SearchRequest, Thought, Tool, ToolFuture, ToolOutput, ToolSpec, TurnInput,
 };
 
 /// The system prompt of the query the model writes; the conversation follows it.
@@ -247,6 +249,120 @@ fn filter(
         0 => None,
         1 => all.pop(),
         _ => Some(MetadataFilter::AndAll(all)),
+    }
+}
+
+/// The knowledge base as a tool the model calls when and as often as it chooses (`RETRIEVAL=tools` or `both`):
+/// always under the caller's document access and the request's narrowing, which its input (a query, and how many
+/// passages) cannot widen.
+pub(crate) struct SearchDocuments {
+    retriever: Arc<dyn Retriever>,
+    access: DocumentAccess,
+    overrides: crate::Overrides,
+    default_top: usize,
+    spec: ToolSpec,
+}
+
+/// The most passages one `search_documents` call returns.
+const MAX_TOOL_TOP: usize = 20;
+
+impl SearchDocuments {
+    pub(crate) fn new(
+        retriever: Arc<dyn Retriever>,
+        settings: &ChatSettings,
+        overrides: &crate::Overrides,
+    ) -> Self {
+        Self {
+            retriever,
+            access: settings.retrieval.access.clone(),
+            overrides: overrides.clone(),
+            default_top: overrides.top.unwrap_or(settings.retrieval.default_top),
+            spec: ToolSpec {
+                name: "search_documents".into(),
+                description: "Searches the team's documents and returns the passages that match best, each after \
+                              its source's name in square brackets. Cite a passage by that name, e.g. \
+                              [Benefit_Options.pdf#page=2]."
+                    .into(),
+                input_schema: json!({
+                    "type": "object",
+                    "properties": {
+                        "query": { "type": "string", "description": "What to search for." },
+                        "top": {
+                            "type": "integer", "minimum": 1, "maximum": MAX_TOOL_TOP,
+                            "description": "How many passages to return."
+                        }
+                    },
+                    "required": ["query"]
+                }),
+            },
+        }
+    }
+}
+
+impl Tool for SearchDocuments {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn call<'a>(&'a self, caller: &'a Caller, input: &'a Value) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let query = input
+                .get("query")
+                .and_then(Value::as_str)
+                .map(str::trim)
+                .filter(|q| !q.is_empty())
+                .ok_or("the input needs a non-empty string \"query\"")?;
+            let top = match input.get("top") {
+                None | Some(Value::Null) => self.default_top,
+                Some(top) => top
+                    .as_u64()
+                    .filter(|t| (1..=MAX_TOOL_TOP as u64).contains(t))
+                    .ok_or(format!(
+                        "\"top\" must be a whole number from 1 to {MAX_TOOL_TOP}"
+                    ))? as usize,
+            };
+            let mode = match self
+                .overrides
+                .retrieval_mode
+                .unwrap_or(RetrievalMode::Hybrid)
+            {
+                RetrievalMode::Vectors => SearchMode::Semantic,
+                RetrievalMode::Hybrid | RetrievalMode::Text => SearchMode::Hybrid,
+            };
+            let search = SearchRequest {
+                query: query.to_string(),
+                top,
+                mode,
+                filter: filter(&self.access, &self.overrides, caller),
+            };
+            let found = if search.filter.as_ref().is_some_and(matches_nothing) {
+                Vec::new()
+            } else {
+                self.retriever
+                    .retrieve(&search)
+                    .await
+                    .map_err(|e| format!("the search failed: {e}"))?
+            };
+            let passages: Vec<Passage> = found
+                .into_iter()
+                .filter(|p| match (self.overrides.minimum_search_score, p.score) {
+                    (Some(minimum), Some(score)) => score >= minimum,
+                    (Some(_), None) => false,
+                    (None, _) => true,
+                })
+                .take(top)
+                .collect();
+            let text = if passages.is_empty() {
+                "No documents matched.".to_string()
+            } else {
+                passages
+                    .iter()
+                    .map(|p| format!("[{}]: {}", p.citation(), one_line(&p.text)))
+                    .collect::<Vec<_>>()
+                    .join("\n\n")
+            };
+            Ok(ToolOutput { text, passages })
+        })
     }
 }
 

@@ -95,6 +95,9 @@ pub struct RetrievalSettings {
     pub citations: CitationMode,
     /// Which documents a caller may be given (`DOCUMENT_ACCESS`, `DOCUMENT_EVERYONE_GROUP`).
     pub access: DocumentAccess,
+    /// When the knowledge base is searched: before the model answers, as the model's `search_documents` tool, or
+    /// both (`RETRIEVAL`).
+    pub when: crate::SearchWhen,
 }
 
 impl Default for RetrievalSettings {
@@ -104,6 +107,7 @@ impl Default for RetrievalSettings {
             query_rewrite: true,
             citations: CitationMode::Prompted,
             access: DocumentAccess::default(),
+            when: crate::SearchWhen::default(),
         }
     }
 }

@@ -1,15 +1,16 @@
-//! One chat turn, streamed: the model's text passes through as it comes, follow-up questions are held back, and
-//! the end carries what only the end knows (why it stopped, token usage, the questions).
+//! One chat turn, streamed: the model's text passes through as it comes (through the turn driver's rounds, with
+//! the tools' thoughts as they happen), follow-up questions are held back, and the end carries what only the end
+//! knows (why it stopped, token usage, the questions).
 
 use std::collections::VecDeque;
 
+use crate::driver::{DriverEvent, RoundDriver, RoundStarter};
 use crate::turn::{
     Turn, finish_reason, guardrail_thought, reasoning_text, reasoning_thought, usage_thought,
 };
 use crate::{
-    Answer, ChatError, DataPoints, FinishReason, FollowupSplitter, Grounding, GuardrailTrace,
-    ModelError, ModelEvent, ModelStream, Prices, Served, Session, StopReason, Thought, TokenUsage,
-    TurnHeader, UsageTotals,
+    Answer, ChatError, DataPoints, FinishReason, FollowupSplitter, Grounding, ModelError,
+    ModelStream, Prices, Session, Thought, TokenUsage, ToolExchange, TurnHeader, UsageTotals,
 };
 
 /// What a streaming turn yields.
@@ -22,6 +23,8 @@ pub enum TurnEvent {
     RedactedReasoning(String),
     /// Text to show now (never empty).
     Text(String),
+    /// A thought to show now: a tool call as the model asks for it, or its result as it arrives.
+    Thought(Thought),
     /// The answer is complete; this is the last event.
     End(TurnEnd),
 }
@@ -45,24 +48,12 @@ pub struct StreamingTurn<S> {
     pub header: TurnHeader,
     /// The thoughts known before the answer (the prompt, and the search when there is one).
     pub thoughts: Vec<Thought>,
-    model: Option<S>,
+    driver: RoundDriver<S>,
     session: Session,
-    grounding: Option<Grounding>,
-    /// Whether the model's text so far ends in white space (a citation mark then needs none before it).
-    after_space: bool,
-    /// Everything the model said, citation marks included (before follow-up questions are cut out).
-    said: String,
     /// Everything shown so far: what the turn stores as the answer.
     shown: String,
     splitter: Option<FollowupSplitter>,
     ready: VecDeque<TurnEvent>,
-    stop: Option<StopReason>,
-    usage: TokenUsage,
-    /// Everything the model reasoned, and whether some of it was redacted.
-    reasoning: String,
-    reasoning_redacted: bool,
-    guardrail: Option<GuardrailTrace>,
-    served: Served,
     prices: Option<Prices>,
     /// What the turn spent before the answer (writing the search query).
     spent_before: crate::TurnSpent,
@@ -71,33 +62,25 @@ pub struct StreamingTurn<S> {
 }
 
 impl<S: ModelStream> StreamingTurn<S> {
-    pub(crate) fn new(turn: Turn, model: S) -> Self {
+    pub(crate) fn new(turn: Turn, first: S, start: RoundStarter<S>) -> Self {
         Self {
             header: turn.header,
             thoughts: turn.thoughts,
-            model: Some(model),
+            driver: RoundDriver::new(turn.request, first, start, turn.tools, turn.grounding),
             session: turn.session,
-            grounding: turn.grounding,
-            after_space: true,
-            said: String::new(),
             shown: String::new(),
             splitter: turn.followups.then(FollowupSplitter::new),
             ready: VecDeque::new(),
-            stop: None,
-            usage: TokenUsage::default(),
-            reasoning: String::new(),
-            reasoning_redacted: false,
-            guardrail: None,
-            served: Served::default(),
             prices: turn.prices,
             spent_before: turn.spent_before,
             prompt_tokens: turn.prompt_tokens,
         }
     }
 
-    /// What the answer is grounded in, known before it starts; `None` when the turn did not search.
+    /// What the answer is grounded in so far: the search before it, and what its tools have found; `None` when it
+    /// has searched nothing.
     pub fn data_points(&self) -> Option<DataPoints> {
-        self.grounding.as_ref().map(Grounding::data_points)
+        self.driver.grounding.as_ref().map(Grounding::data_points)
     }
 
     /// The chat this turn belongs to.
@@ -110,46 +93,67 @@ impl<S: ModelStream> StreamingTurn<S> {
         &self.shown
     }
 
-    /// The chat, the answer as shown, what its answer spent and what the whole turn spent, once the turn is over.
-    pub(crate) fn into_parts(self) -> (Session, String, UsageTotals, crate::TurnSpent) {
+    /// The tools the answer called so far, with their results.
+    pub fn tool_exchanges(&self) -> &[ToolExchange] {
+        &self.driver.exchanges
+    }
+
+    /// The chat, the answer as shown, its tool calls, what its answer spent and what the whole turn spent, once the
+    /// turn is over.
+    pub(crate) fn into_parts(
+        self,
+    ) -> (
+        Session,
+        String,
+        Vec<ToolExchange>,
+        UsageTotals,
+        crate::TurnSpent,
+    ) {
         let spent = self.spent();
         let turn_spent = self.turn_spent();
-        (self.session, self.shown, spent, turn_spent)
+        (
+            self.session,
+            self.shown,
+            self.driver.exchanges,
+            spent,
+            turn_spent,
+        )
     }
 
-    /// Every model call of the turn: the answer's and those before it.
+    /// Every model call and tool call of the turn: the answer's rounds and those before it.
     fn turn_spent(&self) -> crate::TurnSpent {
         let mut answer = crate::TurnSpent::default();
-        answer.add_call(self.usage, self.prices.as_ref());
+        for call in &self.driver.calls {
+            answer.add_call(*call, self.prices.as_ref());
+        }
+        answer.tool_calls += self.driver.exchanges.len() as u32;
         self.spent_before.plus(&answer)
     }
 
-    /// What the turn has spent so far: exactly, once the model reported its usage; before that (an answer cut off),
-    /// the prompt's tokens and an estimate of what the model wrote and reasoned.
+    /// What the turn has spent so far: exactly, for each round the model reported its usage; for a round cut off
+    /// before that, the prompt's tokens and an estimate of what the model wrote and reasoned.
     pub fn spent_so_far(&self) -> crate::TurnSpent {
-        if self.usage.total_tokens > 0 {
-            return self.turn_spent();
+        let mut spent = self.turn_spent();
+        if let Some(output) = self.driver.unreported_output() {
+            let usage = TokenUsage {
+                input_tokens: self.prompt_tokens,
+                output_tokens: output,
+                total_tokens: self.prompt_tokens + output,
+                ..TokenUsage::default()
+            };
+            spent.add_call(usage, self.prices.as_ref());
         }
-        let output = crate::estimate_tokens(&self.said) + crate::estimate_tokens(&self.reasoning);
-        let usage = TokenUsage {
-            input_tokens: self.prompt_tokens,
-            output_tokens: output,
-            total_tokens: self.prompt_tokens + output,
-            ..TokenUsage::default()
-        };
-        let mut answer = crate::TurnSpent::default();
-        answer.add_call(usage, self.prices.as_ref());
-        self.spent_before.plus(&answer)
+        spent
     }
 
     /// The turn's tokens and, when prices are known, their cost: priced here only.
     fn spent(&self) -> UsageTotals {
-        UsageTotals::of(self.usage, self.prices.as_ref())
+        UsageTotals::of(self.driver.usage(), self.prices.as_ref())
     }
 
     /// Reads from the model until there is something to yield.
     pub(crate) async fn prime(&mut self) -> Result<(), ChatError> {
-        while self.ready.is_empty() && self.model.is_some() {
+        while self.ready.is_empty() && !self.driver.is_done() {
             self.pull().await?;
         }
         Ok(())
@@ -166,14 +170,23 @@ impl<S: ModelStream> StreamingTurn<S> {
     }
 
     /// Reads the whole answer; this is the one place an [`Answer`] is made. The caller still stores the turn.
-    pub(crate) async fn into_answer(mut self) -> Result<(Answer, Session, UsageTotals), ChatError> {
+    pub(crate) async fn into_answer(
+        mut self,
+    ) -> Result<(Answer, Session, Vec<ToolExchange>, UsageTotals), ChatError> {
         while let Some(event) = self.next().await? {
             match event {
-                TurnEvent::Text(_) | TurnEvent::Reasoning(_) | TurnEvent::RedactedReasoning(_) => {}
+                TurnEvent::Text(_)
+                | TurnEvent::Reasoning(_)
+                | TurnEvent::RedactedReasoning(_)
+                | TurnEvent::Thought(_) => {}
                 TurnEvent::End(end) => {
                     let spent = self.spent();
                     let turn_spent = self.turn_spent();
                     let session_state = self.session.state();
+                    let driver = self.driver;
+                    // The tools' thoughts happened after the prompt's and before the answer's.
+                    let mut prompt_thoughts = self.thoughts;
+                    prompt_thoughts.extend(driver.tool_thoughts);
                     let answer = Answer {
                         id: self.header.id,
                         created: self.header.created,
@@ -182,19 +195,19 @@ impl<S: ModelStream> StreamingTurn<S> {
                         content: self.shown,
                         finish_reason: end.finish_reason,
                         usage: end.usage,
-                        prompt_thoughts: self.thoughts,
+                        prompt_thoughts,
                         result_thoughts: end.result_thoughts,
                         followup_questions: end.followup_questions,
                         session_state,
-                        data_points: self.grounding.as_ref().map(Grounding::data_points),
+                        data_points: driver.grounding.as_ref().map(Grounding::data_points),
                         citations: end.citations,
                         cost_usd: end.cost_usd,
                         spent: turn_spent,
-                        reasoning: (!self.reasoning.is_empty() || self.reasoning_redacted)
-                            .then(|| reasoning_text(&self.reasoning, self.reasoning_redacted)),
-                        reasoning_redacted: self.reasoning_redacted,
+                        reasoning: (!driver.reasoning.is_empty() || driver.reasoning_redacted)
+                            .then(|| reasoning_text(&driver.reasoning, driver.reasoning_redacted)),
+                        reasoning_redacted: driver.reasoning_redacted,
                     };
-                    return Ok((answer, self.session, spent));
+                    return Ok((answer, self.session, driver.exchanges, spent));
                 }
             }
         }
@@ -203,10 +216,6 @@ impl<S: ModelStream> StreamingTurn<S> {
 
     /// Takes the model's next text: held back while it may be follow-up questions, else ready to show.
     fn push_text(&mut self, text: String) {
-        if let Some(last) = text.chars().last() {
-            self.after_space = last.is_whitespace();
-        }
-        self.said.push_str(&text);
         let shown = match &mut self.splitter {
             Some(splitter) => splitter.push(&text),
             None => text,
@@ -217,65 +226,20 @@ impl<S: ModelStream> StreamingTurn<S> {
     }
 
     async fn pull(&mut self) -> Result<(), ChatError> {
-        let Some(model) = self.model.as_mut() else {
+        let Some(event) = self.driver.next().await? else {
             return Ok(());
         };
-        let event = match model.next_event().await {
-            Ok(event) => event,
-            Err(e) => {
-                self.model = None;
-                return Err(e.into());
-            }
-        };
         match event {
-            Some(ModelEvent::Citation(source)) => {
-                let Some(name) = self
-                    .grounding
-                    .as_ref()
-                    .and_then(|g| g.passages.get(source))
-                    .map(|p| p.citation())
-                else {
-                    // A citation of nothing this turn gave the model: there is no name to show.
-                    return Ok(());
-                };
-                let mark = if self.after_space {
-                    format!("[{name}]")
-                } else {
-                    format!(" [{name}]")
-                };
-                self.push_text(mark);
+            DriverEvent::Text(text) => self.push_text(text),
+            DriverEvent::Reasoning(text) => self.ready.push_back(TurnEvent::Reasoning(text)),
+            DriverEvent::RedactedReasoning(note) => {
+                self.ready.push_back(TurnEvent::RedactedReasoning(note))
             }
-            Some(ModelEvent::Text(text)) => self.push_text(text),
-            Some(ModelEvent::ToolUse(_)) => {}
-            Some(ModelEvent::Reasoning(text)) => {
-                if !text.is_empty() {
-                    self.reasoning.push_str(&text);
-                    self.ready.push_back(TurnEvent::Reasoning(text));
-                }
-            }
-            Some(ModelEvent::RedactedReasoning) => {
-                if !self.reasoning_redacted {
-                    self.reasoning_redacted = true;
-                    let note =
-                        reasoning_text(&self.reasoning, true)[self.reasoning.len()..].to_string();
-                    self.ready.push_back(TurnEvent::RedactedReasoning(note));
-                }
-            }
-            Some(ModelEvent::Guardrail(trace)) => self.guardrail = Some(trace),
-            Some(ModelEvent::Served(served)) => self.served = served,
-            // A guardrail that stops the answer ends the turn as an error, even after text was shown; the stream is
-            // read to its end first, for the guardrail's assessment that follows the stop.
-            Some(ModelEvent::Stop(stop)) => self.stop = Some(stop),
-            Some(ModelEvent::Usage(usage)) => self.usage = usage,
-            None => {
-                self.model = None;
-                let stop = self.stop.take().ok_or_else(|| {
-                    ChatError::from(ModelError::Failed(
-                        "the model stream ended before the answer did".into(),
-                    ))
-                })?;
+            DriverEvent::Thought(thought) => self.ready.push_back(TurnEvent::Thought(thought)),
+            DriverEvent::Done(stop) => {
+                let driver = &self.driver;
                 if let Err(e) = finish_reason(&stop) {
-                    if let Some(trace) = &self.guardrail {
+                    if let Some(trace) = &driver.guardrail {
                         tracing::warn!(
                             guardrail = %guardrail_thought(trace).description,
                             "the guardrail intervened"
@@ -293,24 +257,27 @@ impl<S: ModelStream> StreamingTurn<S> {
                 if !rest.is_empty() {
                     self.ready.push_back(TurnEvent::Text(rest));
                 }
-                let citations = self
+                let citations = driver
                     .grounding
                     .as_ref()
-                    .map(|g| g.cited_in(&self.said))
+                    .map(|g| g.cited_in(&driver.said))
                     .unwrap_or_default();
                 let cost_usd = self.spent().cost_usd;
+                let usage = driver.usage();
                 let mut result_thoughts = Vec::new();
-                if !self.reasoning.is_empty() || self.reasoning_redacted {
-                    result_thoughts
-                        .push(reasoning_thought(&self.reasoning, self.reasoning_redacted));
+                if !driver.reasoning.is_empty() || driver.reasoning_redacted {
+                    result_thoughts.push(reasoning_thought(
+                        &driver.reasoning,
+                        driver.reasoning_redacted,
+                    ));
                 }
-                if let Some(trace) = &self.guardrail {
+                if let Some(trace) = &driver.guardrail {
                     result_thoughts.push(guardrail_thought(trace));
                 }
-                result_thoughts.push(usage_thought(self.usage, &stop, cost_usd, &self.served));
+                result_thoughts.push(usage_thought(usage, &stop, cost_usd, &driver.served));
                 self.ready.push_back(TurnEvent::End(TurnEnd {
                     finish_reason: finish_reason(&stop)?,
-                    usage: self.usage,
+                    usage,
                     cost_usd,
                     followup_questions,
                     result_thoughts,

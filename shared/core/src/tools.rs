@@ -386,7 +386,7 @@ mod tests {
         ToolBounds {
             max_rounds: 2,
             call_timeout: Duration::from_millis(50),
-            max_result_bytes: 9,
+            max_result_bytes: 1_000,
         }
     }
 
@@ -410,7 +410,14 @@ mod tests {
 
     #[tokio::test]
     async fn an_unknown_tool_is_an_error_naming_what_is_offered() {
-        let run = run_call(tools(), Caller::owner("u"), call("nope", json!({})), 0, bounds()).await;
+        let run = run_call(
+            tools(),
+            Caller::owner("u"),
+            call("nope", json!({})),
+            0,
+            bounds(),
+        )
+        .await;
         assert_eq!(run.exchange.status, ToolStatus::Error);
         assert!(run.exchange.output.contains("\"nope\""));
         assert!(run.exchange.output.contains("offered: slow"));
@@ -423,12 +430,19 @@ mod tests {
             Caller::owner("u"),
             call("slow", json!({"chars": 10})),
             1,
-            bounds(),
+            ToolBounds {
+                max_result_bytes: 9,
+                ..bounds()
+            },
         )
         .await;
         assert_eq!(run.exchange.status, ToolStatus::Success);
         // Nine bytes hold four two-byte characters.
-        assert!(run.exchange.output.starts_with("éééé\n[cut: the result was 20 bytes; the first 8 are shown]"));
+        assert!(
+            run.exchange
+                .output
+                .starts_with("éééé\n[cut: the result was 20 bytes; the first 8 are shown]")
+        );
         assert_eq!(run.exchange.round, 1);
     }
 }

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::macros::format_description;
 
+use crate::driver::{RoundStarter, TurnTools};
 use crate::prompt::system_prompt;
 use crate::search::search;
 use crate::session::{continued_session, new_session, requested_chat};
@@ -22,6 +23,7 @@ use crate::{
     GuardrailTrace, HistoryBudget, Prices, ReasoningStyle, Served, UsageTotals, estimate_tokens,
     fit_conversation,
 };
+use crate::{ToolBounds, ToolSource};
 
 /// What identifies one answer: its id, when it was made, and by which model.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,11 +66,14 @@ pub(crate) struct Turn {
     /// The prompt's tokens, counted when it was counted, else estimated: what an answer cut off before the model
     /// reported its usage is taken to have read.
     pub prompt_tokens: u64,
+    /// The tools the model is offered, and who they run for.
+    pub tools: Option<TurnTools>,
 }
 
 /// The chat core with its ports plugged in; built once per cold start and shared by every request.
 pub struct ChatService<M, St> {
-    model: M,
+    /// Shared with the rounds of the answers in progress, which start model calls of their own.
+    model: Arc<M>,
     store: St,
     settings: ChatSettings,
     retriever: Option<Arc<dyn Retriever>>,
@@ -76,19 +81,93 @@ pub struct ChatService<M, St> {
     /// Where what each user spends is counted, and the limits it is held to.
     ledger: Option<Arc<dyn UsageLedger>>,
     usage_limits: Limits,
+    /// Where tools beyond the built-in ones come from (MCP servers), and the bounds every tool runs under.
+    tool_sources: Vec<Arc<dyn ToolSource>>,
+    tool_bounds: ToolBounds,
 }
 
-impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
+impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
     pub fn new(model: M, store: St, settings: ChatSettings) -> Self {
         Self {
-            model,
+            model: Arc::new(model),
             store,
             settings,
             retriever: None,
             attachments: None,
             ledger: None,
             usage_limits: Limits::default(),
+            tool_sources: Vec::new(),
+            tool_bounds: ToolBounds::default(),
         }
+    }
+
+    /// Offers the model the tools of `sources` (beside `search_documents`, offered when `RETRIEVAL` says so), run
+    /// under `bounds`.
+    pub fn with_tools(mut self, sources: Vec<Arc<dyn ToolSource>>, bounds: ToolBounds) -> Self {
+        self.tool_sources = sources;
+        self.tool_bounds = bounds;
+        self
+    }
+
+    /// The tools a turn of `caller` offers the model: `search_documents` when the knowledge base is searched as a
+    /// tool, then each source's. A name offered twice keeps its first tool. A source that offers nothing this turn
+    /// (a server down) is said in the thought returned, never the turn's failure.
+    pub(crate) async fn turn_tools(
+        &self,
+        caller: &Caller,
+        input: &TurnInput,
+    ) -> (Option<TurnTools>, Option<Thought>) {
+        let mut tools: Vec<Arc<dyn crate::Tool>> = Vec::new();
+        if let Some(retriever) = &self.retriever
+            && self.settings.retrieval.when.as_tool()
+        {
+            tools.push(Arc::new(crate::search::SearchDocuments::new(
+                retriever.clone(),
+                &self.settings,
+                &input.overrides,
+            )));
+        }
+        let mut unavailable = Vec::new();
+        for source in &self.tool_sources {
+            let listing = source.list().await;
+            for tool in listing.tools {
+                if tools.iter().any(|t| t.spec().name == tool.spec().name) {
+                    tracing::warn!(tool = %tool.spec().name, "a tool of this name is offered already: left out");
+                } else {
+                    tools.push(tool);
+                }
+            }
+            unavailable.extend(listing.unavailable);
+        }
+        let thought = (!unavailable.is_empty()).then(|| Thought {
+            title: "Tools unavailable".into(),
+            description: Value::String(unavailable.join("; ")),
+            props: Some(json!({ "unavailable": unavailable })),
+        });
+        let tools = (!tools.is_empty()).then(|| TurnTools {
+            tools: Arc::from(tools),
+            caller: caller.clone(),
+            bounds: self.tool_bounds,
+        });
+        (tools, thought)
+    }
+
+    /// Starts each streamed round of an answer.
+    fn stream_starter(&self) -> RoundStarter<M::Stream> {
+        let model = self.model.clone();
+        Box::new(move |request| {
+            let model = model.clone();
+            Box::pin(async move { model.converse_stream(&request).await })
+        })
+    }
+
+    /// Starts each round of a buffered answer: the whole reply, read as a stream.
+    pub(crate) fn reply_starter(&self) -> RoundStarter<ReplyStream> {
+        let model = self.model.clone();
+        Box::new(move |request| {
+            let model = model.clone();
+            Box::pin(async move { model.converse(&request).await.map(ReplyStream::new) })
+        })
     }
 
     /// Counts what each user spends in `ledger`, and holds them to `limits` (checked before every turn when any
@@ -276,12 +355,24 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
         {
             thoughts.push(thought);
         }
+        let (tools, tools_thought) = self.turn_tools(caller, input).await;
+        thoughts.extend(tools_thought);
+        // Tool calls of earlier turns go to the model as tool use while it is offered those tools; as text otherwise.
+        let offered: Vec<&str> = tools
+            .iter()
+            .flat_map(|t| t.tools.iter().map(|tool| tool.spec().name.as_str()))
+            .collect();
+        crate::prompt::tools_offered_or_text(&mut session.conversation, &offered);
         let mut spent_before = crate::TurnSpent::default();
-        let grounding = match &self.retriever {
+        let grounding = match self
+            .retriever
+            .as_ref()
+            .filter(|_| self.settings.retrieval.when.before())
+        {
             None => None,
             Some(retriever) => {
                 let found = search(
-                    &self.model,
+                    self.model.as_ref(),
                     retriever.as_ref(),
                     &self.settings,
                     caller,
@@ -348,6 +439,15 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
                 props.insert("store_items_read".into(), json!(session.items_read));
             }
         }
+        prepared.request.tools = tools
+            .iter()
+            .flat_map(|t| t.tools.iter().map(|tool| tool.spec().clone()))
+            .collect();
+        if let Some(Value::Object(props)) = prepared.prompt_thought.props.as_mut()
+            && !prepared.request.tools.is_empty()
+        {
+            props.insert("tools".into(), json!(offered));
+        }
         thoughts.push(prepared.prompt_thought);
         Ok(Turn {
             session,
@@ -359,6 +459,7 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
             prices: self.settings.model.prices,
             spent_before,
             prompt_tokens: counted.unwrap_or(estimated),
+            tools,
         })
     }
 
@@ -437,7 +538,7 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
     ) -> Result<StreamingTurn<M::Stream>, ChatError> {
         let turn = self.prepare(caller, input).await?;
         let model_stream = self.model.converse_stream(&turn.request).await?;
-        let mut streaming = StreamingTurn::new(turn, model_stream);
+        let mut streaming = StreamingTurn::new(turn, model_stream, self.stream_starter());
         streaming.prime().await?;
         Ok(streaming)
     }
@@ -446,8 +547,11 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
     pub async fn answer(&self, caller: &Caller, input: &TurnInput) -> Result<Answer, ChatError> {
         let turn = self.prepare(caller, input).await?;
         let reply = self.model.converse(&turn.request).await?;
-        self.collect(caller, StreamingTurn::new(turn, ReplyStream::new(reply)))
-            .await
+        self.collect(
+            caller,
+            StreamingTurn::new(turn, ReplyStream::new(reply), self.reply_starter()),
+        )
+        .await
     }
 
     /// Reads a turn's whole answer, then stores the turn.
@@ -456,11 +560,11 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
         caller: &Caller,
         turn: StreamingTurn<S>,
     ) -> Result<Answer, ChatError> {
-        let (answer, session, spent) = turn.into_answer().await?;
+        let (answer, session, tools, spent) = turn.into_answer().await?;
         self.save(
             &caller.owner,
             &session,
-            &answer.content,
+            (&answer.content, tools),
             &spent,
             &answer.spent,
         )
@@ -474,9 +578,15 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
         caller: &Caller,
         turn: StreamingTurn<S>,
     ) -> Result<crate::TurnSpent, ChatError> {
-        let (session, shown, spent, turn_spent) = turn.into_parts();
-        self.save(&caller.owner, &session, &shown, &spent, &turn_spent)
-            .await?;
+        let (session, shown, tools, spent, turn_spent) = turn.into_parts();
+        self.save(
+            &caller.owner,
+            &session,
+            (&shown, tools),
+            &spent,
+            &turn_spent,
+        )
+        .await?;
         Ok(turn_spent)
     }
 
@@ -486,7 +596,7 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
         &self,
         owner: &str,
         session: &Session,
-        answer: &str,
+        (answer, tools): (&str, Vec<crate::ToolExchange>),
         spent: &UsageTotals,
         turn_spent: &crate::TurnSpent,
     ) -> Result<(), ChatError> {
@@ -499,7 +609,9 @@ impl<M: ChatModel, St: SessionStore> ChatService<M, St> {
         for (message, files) in messages.iter_mut().zip(&files) {
             message.files = files.clone();
         }
-        messages.push(stored_message(Role::Assistant, answer, &shown_at));
+        let mut answer = stored_message(Role::Assistant, answer, &shown_at);
+        answer.tools = tools;
+        messages.push(answer);
         let stored = self
             .store_turn(owner, session, &messages, &rfc3339_millis(now), spent)
             .await;
@@ -710,9 +822,7 @@ pub(crate) fn finish_reason(stop: &StopReason) -> Result<FinishReason, ChatError
         StopReason::EndTurn
         | StopReason::StopSequence
         | StopReason::ToolUse
-        | StopReason::Other(_) => {
-            Ok(FinishReason::Stop)
-        }
+        | StopReason::Other(_) => Ok(FinishReason::Stop),
     }
 }
 

@@ -24,9 +24,27 @@ pub struct Script {
     /// Reasoning pieces before the answer, and whether a redacted block follows them.
     pub reasoning: Vec<String>,
     pub redacted: bool,
+    /// The tools the model asks for after its text (the answer then stops for them).
+    pub tool_calls: Vec<chat_core::ToolCall>,
 }
 
 impl Script {
+    /// The model asks for `tools` (name, input), in order, after any text: the answer stops for their results.
+    pub fn calls<'a>(tools: impl IntoIterator<Item = (&'a str, serde_json::Value)>) -> Self {
+        let mut script = Self::pieces(Vec::<String>::new());
+        script.tool_calls = tools
+            .into_iter()
+            .enumerate()
+            .map(|(i, (name, input))| chat_core::ToolCall {
+                id: format!("tooluse_{i}_{name}"),
+                name: name.into(),
+                input,
+            })
+            .collect();
+        script.stop = StopReason::ToolUse;
+        script
+    }
+
     /// An answer in the given pieces (each one model delta), ending its turn.
     pub fn pieces<I, S>(pieces: I) -> Self
     where
@@ -42,6 +60,7 @@ impl Script {
             citations: Vec::new(),
             reasoning: Vec::new(),
             redacted: false,
+            tool_calls: Vec::new(),
         }
     }
 
@@ -284,6 +303,7 @@ impl ChatModel for ScriptedModel {
             citations,
             reasoning: script.reasoning.concat(),
             reasoning_redacted: script.redacted,
+            tool_calls: script.tool_calls.clone(),
             ..ModelReply::default()
         })
     }
@@ -315,6 +335,9 @@ impl ChatModel for ScriptedModel {
         if let Some((_, e)) = &script.fail_after {
             events.push_back(Err(e.clone()));
             return Ok(ScriptedStream { events });
+        }
+        for call in &script.tool_calls {
+            events.push_back(Ok(ModelEvent::ToolUse(call.clone())));
         }
         events.push_back(Ok(ModelEvent::Stop(script.stop.clone())));
         events.push_back(Ok(ModelEvent::Usage(script.usage_for(request))));

@@ -1,0 +1,398 @@
+//! The turn driver: one loop of model rounds that every answer goes through. A round streams the model's answer;
+//! when the model asks for tools they run together, each under the operator's bounds, each call and result a
+//! thought as it happens, and the next round reads their results, until the model answers or the rounds allowed
+//! are spent (then it answers without tools). A streamed standard turn reads it event by event, a buffered turn
+//! collects it, and each agent of a multi-agent round speaks through it.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use serde_json::{Value, json};
+
+use crate::tools::{ToolRun, call_thought, result_thought, run_call};
+use crate::turn::reasoning_text;
+use crate::{
+    Caller, ChatError, Grounding, GuardrailTrace, ModelError, ModelEvent, ModelMessage,
+    ModelRequest, ModelStream, Role, Served, StopReason, Thought, TokenUsage, Tool, ToolBounds,
+    ToolCall, ToolExchange, ToolResult, ToolStatus,
+};
+
+/// Starts a model round for a request: a streamed call, or a whole answer read as a stream.
+pub(crate) type RoundStarter<S> = Box<
+    dyn FnMut(ModelRequest) -> Pin<Box<dyn Future<Output = Result<S, ModelError>> + Send>> + Send,
+>;
+
+/// The tools a turn offers, who they run for, and the bounds they run under.
+#[derive(Clone)]
+pub(crate) struct TurnTools {
+    pub tools: Arc<[Arc<dyn Tool>]>,
+    pub caller: Caller,
+    pub bounds: ToolBounds,
+}
+
+/// What the driver yields, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum DriverEvent {
+    Reasoning(String),
+    RedactedReasoning(String),
+    /// The model's text (citation marks included), never empty.
+    Text(String),
+    /// A tool call as the model asks for it, or its result as it arrives.
+    Thought(Thought),
+    /// The answer is complete: why the last round stopped. The last event.
+    Done(StopReason),
+}
+
+type Running = FuturesUnordered<Pin<Box<dyn Future<Output = ToolRun> + Send>>>;
+
+/// One answer in the making: the request of the current round, its model stream, and what the rounds so far said,
+/// called and spent.
+pub(crate) struct RoundDriver<S> {
+    request: ModelRequest,
+    model: Option<S>,
+    start: RoundStarter<S>,
+    tools: Option<TurnTools>,
+    /// Tool rounds run so far.
+    round: u32,
+    /// What the current round said before it asked for tools, and the tools it asks for.
+    round_text: String,
+    round_calls: Vec<ToolCall>,
+    running: Option<Running>,
+    round_runs: Vec<ToolRun>,
+    ready: VecDeque<DriverEvent>,
+    stop: Option<StopReason>,
+    done: bool,
+    /// Whether the text so far ends in white space (a citation mark then needs none before it).
+    after_space: bool,
+    /// Every call and result of the turn, in order: stored with the answer.
+    pub exchanges: Vec<ToolExchange>,
+    /// The thoughts of the tool calls, in order.
+    pub tool_thoughts: Vec<Thought>,
+    /// What the answer is grounded in: the search before the model, then what its tools found.
+    pub grounding: Option<Grounding>,
+    /// Everything the model said, citation marks included.
+    pub said: String,
+    /// Each model call's usage, in order.
+    pub calls: Vec<TokenUsage>,
+    pub reasoning: String,
+    pub reasoning_redacted: bool,
+    pub guardrail: Option<GuardrailTrace>,
+    pub served: Served,
+}
+
+impl<S: ModelStream> RoundDriver<S> {
+    pub(crate) fn new(
+        request: ModelRequest,
+        first: S,
+        start: RoundStarter<S>,
+        tools: Option<TurnTools>,
+        grounding: Option<Grounding>,
+    ) -> Self {
+        Self {
+            request,
+            model: Some(first),
+            start,
+            tools: tools.filter(|t| !t.tools.is_empty()),
+            round: 0,
+            round_text: String::new(),
+            round_calls: Vec::new(),
+            running: None,
+            round_runs: Vec::new(),
+            ready: VecDeque::new(),
+            stop: None,
+            done: false,
+            after_space: true,
+            exchanges: Vec::new(),
+            tool_thoughts: Vec::new(),
+            grounding,
+            said: String::new(),
+            calls: Vec::new(),
+            reasoning: String::new(),
+            reasoning_redacted: false,
+            guardrail: None,
+            served: Served::default(),
+        }
+    }
+
+    /// Every model call's usage, added up.
+    pub(crate) fn usage(&self) -> TokenUsage {
+        let mut all = TokenUsage::default();
+        for call in &self.calls {
+            all.add(call);
+        }
+        all
+    }
+
+    /// Whether the answer is complete.
+    pub(crate) fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// When a round is being read and the model has not reported its usage yet (an answer cut off now): about how
+    /// many tokens it has written (and, in the first round, reasoned) so far.
+    pub(crate) fn unreported_output(&self) -> Option<u64> {
+        if self.model.is_none() || self.calls.len() > self.round as usize {
+            return None;
+        }
+        let reasoned = if self.round == 0 {
+            crate::estimate_tokens(&self.reasoning)
+        } else {
+            0
+        };
+        Some(crate::estimate_tokens(&self.round_text) + reasoned)
+    }
+
+    /// The next event; `None` after [`DriverEvent::Done`]. An error ends the answer.
+    pub(crate) async fn next(&mut self) -> Result<Option<DriverEvent>, ChatError> {
+        loop {
+            if let Some(event) = self.ready.pop_front() {
+                return Ok(Some(event));
+            }
+            if self.done {
+                return Ok(None);
+            }
+            self.pull().await?;
+        }
+    }
+
+    fn push_text(&mut self, text: String) {
+        if let Some(last) = text.chars().last() {
+            self.after_space = last.is_whitespace();
+        }
+        self.said.push_str(&text);
+        self.round_text.push_str(&text);
+        self.ready.push_back(DriverEvent::Text(text));
+    }
+
+    fn thought(&mut self, thought: Thought) {
+        self.tool_thoughts.push(thought.clone());
+        self.ready.push_back(DriverEvent::Thought(thought));
+    }
+
+    async fn pull(&mut self) -> Result<(), ChatError> {
+        if let Some(running) = self.running.as_mut() {
+            match running.next().await {
+                Some(run) => {
+                    self.thought(result_thought(&run));
+                    self.round_runs.push(run);
+                }
+                None => {
+                    self.running = None;
+                    self.next_round(None).await?;
+                }
+            }
+            return Ok(());
+        }
+        let Some(model) = self.model.as_mut() else {
+            self.done = true;
+            return Ok(());
+        };
+        let event = match model.next_event().await {
+            Ok(event) => event,
+            Err(e) => {
+                self.model = None;
+                return Err(e.into());
+            }
+        };
+        match event {
+            Some(ModelEvent::Citation(source)) => {
+                let Some(name) = self
+                    .grounding
+                    .as_ref()
+                    .and_then(|g| g.passages.get(source))
+                    .map(|p| p.citation())
+                else {
+                    // A citation of nothing this turn gave the model: there is no name to show.
+                    return Ok(());
+                };
+                let mark = if self.after_space {
+                    format!("[{name}]")
+                } else {
+                    format!(" [{name}]")
+                };
+                self.push_text(mark);
+            }
+            Some(ModelEvent::Text(text)) => {
+                if !text.is_empty() {
+                    self.push_text(text);
+                }
+            }
+            Some(ModelEvent::Reasoning(text)) => {
+                if !text.is_empty() {
+                    self.reasoning.push_str(&text);
+                    self.ready.push_back(DriverEvent::Reasoning(text));
+                }
+            }
+            Some(ModelEvent::RedactedReasoning) => {
+                if !self.reasoning_redacted {
+                    self.reasoning_redacted = true;
+                    let note =
+                        reasoning_text(&self.reasoning, true)[self.reasoning.len()..].to_string();
+                    self.ready.push_back(DriverEvent::RedactedReasoning(note));
+                }
+            }
+            Some(ModelEvent::ToolUse(call)) => {
+                self.thought(call_thought(&call, self.round));
+                self.round_calls.push(call);
+            }
+            Some(ModelEvent::Guardrail(trace)) => self.guardrail = Some(trace),
+            Some(ModelEvent::Served(served)) => self.served = served,
+            Some(ModelEvent::Stop(stop)) => self.stop = Some(stop),
+            Some(ModelEvent::Usage(usage)) => self.calls.push(usage),
+            None => {
+                self.model = None;
+                let stop = self.stop.take().ok_or_else(|| {
+                    ChatError::from(ModelError::Failed(
+                        "the model stream ended before the answer did".into(),
+                    ))
+                })?;
+                if stop == StopReason::ToolUse && !self.round_calls.is_empty() {
+                    self.run_tools().await?;
+                } else {
+                    self.ready.push_back(DriverEvent::Done(stop));
+                    self.done = true;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the round's calls together, or, when no more rounds are allowed, answers them with an error and asks
+    /// the model to answer without tools.
+    async fn run_tools(&mut self) -> Result<(), ChatError> {
+        let allowed = self
+            .tools
+            .as_ref()
+            .filter(|t| self.round < t.bounds.max_rounds)
+            .cloned();
+        let Some(tools) = allowed else {
+            let most = self.tools.as_ref().map_or(0, |t| t.bounds.max_rounds);
+            let why = format!(
+                "not run: this answer may make at most {most} rounds of tool calls; answer with what you have"
+            );
+            self.thought(Thought {
+                title: "Tool rounds".into(),
+                description: Value::String(format!(
+                    "the limit of {most} rounds of tool calls is reached: the model answers without tools"
+                )),
+                props: Some(json!({ "max_tool_rounds": most, "calls_not_run": self.round_calls.len() })),
+            });
+            let round = self.round;
+            let runs = self
+                .round_calls
+                .iter()
+                .map(|call| ToolRun {
+                    exchange: ToolExchange {
+                        round,
+                        id: call.id.clone(),
+                        name: call.name.clone(),
+                        input: call.input.clone(),
+                        output: why.clone(),
+                        status: ToolStatus::Error,
+                    },
+                    passages: Vec::new(),
+                    duration: std::time::Duration::ZERO,
+                })
+                .collect();
+            self.round_runs = runs;
+            return self.next_round(Some(())).await;
+        };
+        let running: Running = FuturesUnordered::new();
+        for call in self.round_calls.iter().cloned() {
+            running.push(Box::pin(run_call(
+                tools.tools.clone(),
+                tools.caller.clone(),
+                call,
+                self.round,
+                tools.bounds,
+            )));
+        }
+        self.round_runs.clear();
+        self.running = Some(running);
+        Ok(())
+    }
+
+    /// Gives the model the round's calls and their results, and starts the next round. `last`: no more tools are
+    /// allowed, so the model reads the whole exchange as text and is offered none.
+    async fn next_round(&mut self, last: Option<()>) -> Result<(), ChatError> {
+        // The results in the order the model asked, whatever order they finished in.
+        let mut runs = std::mem::take(&mut self.round_runs);
+        runs.sort_by_key(|run| {
+            self.round_calls
+                .iter()
+                .position(|c| c.id == run.exchange.id)
+                .unwrap_or(usize::MAX)
+        });
+        let text = std::mem::take(&mut self.round_text);
+        let mut asked = ModelMessage::text(Role::Assistant, Vec::new());
+        if !text.trim().is_empty() {
+            asked.texts.push(text);
+        }
+        asked.tool_uses = std::mem::take(&mut self.round_calls);
+        let mut answered = ModelMessage::text(Role::User, Vec::new());
+        answered.tool_results = runs
+            .iter()
+            .map(|run| ToolResult {
+                id: run.exchange.id.clone(),
+                text: run.exchange.output.clone(),
+                status: run.exchange.status,
+            })
+            .collect();
+        for run in runs {
+            if !run.passages.is_empty() {
+                let grounding = self.grounding.get_or_insert_with(Grounding::default);
+                for passage in run.passages {
+                    if !grounding.passages.contains(&passage) {
+                        grounding.passages.push(passage);
+                    }
+                }
+            }
+            self.exchanges.push(run.exchange);
+        }
+        self.request.messages.push(asked);
+        self.request.messages.push(answered);
+        self.round += 1;
+        if last.is_some() {
+            self.request.messages = tools_as_text(std::mem::take(&mut self.request.messages));
+            self.request.tools.clear();
+        }
+        let stream = (self.start)(self.request.clone()).await?;
+        self.model = Some(stream);
+        Ok(())
+    }
+}
+
+/// `messages` with every tool call and result written as text, for a request that offers no tools (the model
+/// provider refuses tool blocks without them): the model still reads what was asked and answered.
+pub(crate) fn tools_as_text(messages: Vec<ModelMessage>) -> Vec<ModelMessage> {
+    let mut names: Vec<(String, String)> = Vec::new();
+    let mut out = Vec::with_capacity(messages.len());
+    for mut message in messages {
+        for call in message.tool_uses.drain(..) {
+            message
+                .texts
+                .push(format!("[tool {} called with {}]", call.name, call.input));
+            names.push((call.id, call.name));
+        }
+        let results: Vec<String> = message
+            .tool_results
+            .drain(..)
+            .map(|r| {
+                let name = names
+                    .iter()
+                    .find(|(id, _)| *id == r.id)
+                    .map_or("a tool", |(_, n)| n.as_str());
+                format!("[tool {name} → {}: {}]", r.status.as_str(), r.text)
+            })
+            .collect();
+        if !results.is_empty() {
+            message.texts.insert(0, results.join("\n"));
+        }
+        out.push(message);
+    }
+    out
+}
