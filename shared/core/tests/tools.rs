@@ -1,0 +1,439 @@
+//! The turn driver with tools, against the fakes of its ports: the rounds a turn makes when the model asks for
+//! tools, what the model reads back, the thoughts, what is stored and replayed, the bounds, `search_documents`
+//! under the caller's access, and multi-agent rounds calling tools. No network: it runs in milliseconds.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chat_core::{
+    AgentGroup, Caller, ChatService, ChatSettings, Message, MetadataFilter, Overrides,
+    RequestLimits, RetrievalSettings, Role, SearchWhen, SessionStore, Tool, ToolBounds, ToolFuture,
+    ToolListing, ToolOutput, ToolSource, ToolSpec, ToolStatus, TurnEvent, TurnInput,
+};
+use chat_testing::{FakeRetriever, InMemoryStore, Script, ScriptedModel};
+use serde_json::{Value, json};
+
+type Service = ChatService<ScriptedModel, InMemoryStore>;
+
+fn settings(when: SearchWhen) -> ChatSettings {
+    ChatSettings {
+        model_id: "test.model-v1".into(),
+        system_prompt: "Be brief.".into(),
+        default_max_tokens: 256,
+        guardrail: None,
+        limits: RequestLimits::default(),
+        retrieval: RetrievalSettings {
+            query_rewrite: false,
+            when,
+            ..RetrievalSettings::default()
+        },
+        model: chat_core::ModelOptions::for_model("test.model-v1", 8192),
+    }
+}
+
+/// `add` ({a, b} → the sum), `fail` (always an error) and `sleep` ({ms} → waits).
+struct Calculator {
+    spec: ToolSpec,
+}
+
+impl Calculator {
+    fn tool(name: &str) -> Arc<dyn Tool> {
+        Arc::new(Self {
+            spec: ToolSpec {
+                name: name.into(),
+                description: format!("the {name} tool"),
+                input_schema: json!({"type": "object"}),
+            },
+        })
+    }
+}
+
+impl Tool for Calculator {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn call<'a>(&'a self, _caller: &'a Caller, input: &'a Value) -> ToolFuture<'a> {
+        Box::pin(async move {
+            match self.spec.name.as_str() {
+                "add" => Ok(ToolOutput {
+                    text: (input["a"].as_f64().unwrap_or(0.0) + input["b"].as_f64().unwrap_or(0.0))
+                        .to_string(),
+                    passages: Vec::new(),
+                }),
+                "sleep" => {
+                    tokio::time::sleep(Duration::from_millis(input["ms"].as_u64().unwrap_or(0)))
+                        .await;
+                    Ok(ToolOutput {
+                        text: "slept".into(),
+                        passages: Vec::new(),
+                    })
+                }
+                _ => Err("it broke".into()),
+            }
+        })
+    }
+}
+
+/// A source offering fixed tools, and one server said to be down.
+struct Source;
+
+impl ToolSource for Source {
+    fn list(
+        &self,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ToolListing> + Send + '_>> {
+        Box::pin(async {
+            ToolListing {
+                tools: vec![
+                    Calculator::tool("add"),
+                    Calculator::tool("fail"),
+                    Calculator::tool("sleep"),
+                ],
+                unavailable: vec!["MCP server down is unavailable (connection refused)".into()],
+            }
+        })
+    }
+}
+
+fn bounds() -> ToolBounds {
+    ToolBounds {
+        max_rounds: 2,
+        call_timeout: Duration::from_millis(200),
+        max_result_bytes: 1_000,
+    }
+}
+
+fn service(
+    scripts: impl IntoIterator<Item = Script>,
+    when: SearchWhen,
+) -> (Service, ScriptedModel, InMemoryStore, FakeRetriever) {
+    let model = ScriptedModel::with(scripts);
+    let store = InMemoryStore::new();
+    let retriever = FakeRetriever::new();
+    let service = ChatService::new(model.clone(), store.clone(), settings(when))
+        .with_retriever(Some(Arc::new(retriever.clone())))
+        .with_tools(vec![Arc::new(Source)], bounds());
+    (service, model, store, retriever)
+}
+
+fn ask(text: &str, session: Option<&str>) -> TurnInput {
+    TurnInput {
+        messages: vec![Message::new(Role::User, text)],
+        overrides: Overrides::default(),
+        session_state: session.map(|s| Value::String(s.into())),
+        session_field: "sessionState",
+        store_new_chat: true,
+    }
+}
+
+fn titles(thoughts: &[chat_core::Thought]) -> Vec<String> {
+    thoughts.iter().map(|t| t.title.clone()).collect()
+}
+
+#[tokio::test]
+async fn the_model_calls_tools_together_reads_their_results_and_answers() {
+    let (service, model, store, _) = service(
+        [
+            Script::calls([
+                ("add", json!({"a": 2, "b": 3})),
+                ("fail", json!({})),
+                ("nope", json!({})),
+            ]),
+            Script::text("add returned 5"),
+        ],
+        SearchWhen::Before,
+    );
+    let caller = Caller::owner("alice");
+    let answer = service
+        .answer(&caller, &ask("what is 2 + 3?", None))
+        .await
+        .unwrap();
+    assert_eq!(answer.content, "add returned 5");
+    // Two model calls; the second reads the calls and their results, in the order asked.
+    let requests = model.requests();
+    assert_eq!(requests.len(), 2);
+    let offered: Vec<&str> = requests[0].tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(offered, ["add", "fail", "sleep"]);
+    let second = &requests[1].messages;
+    let asked = &second[second.len() - 2];
+    let answered = &second[second.len() - 1];
+    assert_eq!(asked.role, Role::Assistant);
+    assert_eq!(asked.tool_uses.len(), 3);
+    assert_eq!(answered.role, Role::User);
+    let results: Vec<(&str, ToolStatus)> = answered
+        .tool_results
+        .iter()
+        .map(|r| (r.text.as_str(), r.status))
+        .collect();
+    assert_eq!(results[0], ("5", ToolStatus::Success));
+    assert_eq!(results[1], ("it broke", ToolStatus::Error));
+    assert_eq!(results[2].1, ToolStatus::Error);
+    assert!(
+        results[2].0.contains("no tool named \"nope\""),
+        "{results:?}"
+    );
+    // The thoughts say what was called and what came back, and which server was down.
+    let thoughts = titles(&answer.thoughts());
+    for title in [
+        "Tools unavailable",
+        "Tool call: add",
+        "Tool result: add",
+        "Tool result: fail",
+    ] {
+        assert!(thoughts.contains(&title.to_string()), "{thoughts:?}");
+    }
+    assert_eq!(answer.spent.tool_calls, 3);
+    assert_eq!(answer.spent.model_calls, 2);
+    // The answer is stored with its tool use.
+    let chat = answer.session_state.unwrap();
+    let stored = store.load("alice", chat.as_str().unwrap()).await.unwrap().1;
+    assert_eq!(stored[1].tools.len(), 3);
+    assert_eq!(stored[1].tools[0].output, "5");
+}
+
+#[tokio::test]
+async fn a_continued_chat_replays_tool_use_to_the_model() {
+    let (service, model, _, _) = service(
+        [
+            Script::calls([("add", json!({"a": 2, "b": 3}))]),
+            Script::text("add returned 5"),
+            Script::text("10"),
+        ],
+        SearchWhen::Before,
+    );
+    let caller = Caller::owner("alice");
+    let first = service
+        .answer(&caller, &ask("what is 2 + 3?", None))
+        .await
+        .unwrap();
+    let chat = first.session_state.clone().unwrap();
+    service
+        .answer(&caller, &ask("and twice that?", chat.as_str()))
+        .await
+        .unwrap();
+    let third = model.last_request().unwrap();
+    // question, tool use, tool result, answer, new question
+    let roles: Vec<Role> = third.messages.iter().map(|m| m.role).collect();
+    assert_eq!(
+        roles,
+        [
+            Role::User,
+            Role::Assistant,
+            Role::User,
+            Role::Assistant,
+            Role::User
+        ]
+    );
+    assert_eq!(third.messages[1].tool_uses[0].name, "add");
+    assert_eq!(third.messages[2].tool_results[0].text, "5");
+    assert_eq!(third.messages[3].texts, ["add returned 5"]);
+}
+
+#[tokio::test]
+async fn tool_use_of_tools_no_longer_offered_is_replayed_as_text() {
+    let (service, _, store, _) = service(
+        [
+            Script::calls([("add", json!({"a": 2, "b": 3}))]),
+            Script::text("add returned 5"),
+        ],
+        SearchWhen::Before,
+    );
+    let caller = Caller::owner("alice");
+    let first = service
+        .answer(&caller, &ask("what is 2 + 3?", None))
+        .await
+        .unwrap();
+    let chat = first.session_state.unwrap();
+    // The same chat, continued where no tools are configured.
+    let model = ScriptedModel::with([Script::text("ok")]);
+    let bare = ChatService::new(model.clone(), store.clone(), settings(SearchWhen::Before));
+    bare.answer(&caller, &ask("again?", chat.as_str()))
+        .await
+        .unwrap();
+    let request = model.last_request().unwrap();
+    assert!(request.tools.is_empty());
+    assert!(request.messages.iter().all(|m| m.tool_uses.is_empty()));
+    let said = request.messages[1].texts.join(" ");
+    assert!(said.contains("[tool add called with"), "{said}");
+    assert!(said.contains("add returned 5"), "{said}");
+}
+
+#[tokio::test]
+async fn a_streamed_turn_shows_each_call_and_result_as_it_happens_before_the_text() {
+    let (service, _, _, _) = service(
+        [
+            Script::calls([("add", json!({"a": 2, "b": 3}))]),
+            Script::pieces(["add ", "returned 5"]),
+        ],
+        SearchWhen::Before,
+    );
+    let caller = Caller::owner("alice");
+    let mut turn = service
+        .stream(&caller, &ask("what is 2 + 3?", None))
+        .await
+        .unwrap();
+    let mut order = Vec::new();
+    while let Some(event) = turn.next().await.unwrap() {
+        order.push(match event {
+            TurnEvent::Thought(t) => t.title,
+            TurnEvent::Text(t) => format!("text {t}"),
+            TurnEvent::End(_) => "end".into(),
+            other => format!("{other:?}"),
+        });
+    }
+    assert_eq!(
+        order,
+        [
+            "Tool call: add",
+            "Tool result: add",
+            "text add ",
+            "text returned 5",
+            "end"
+        ]
+    );
+    assert_eq!(turn.tool_exchanges().len(), 1);
+    service.save_streamed(&caller, turn).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_tool_loop_that_never_ends_is_bounded_and_still_answers() {
+    let forever = || Script::calls([("add", json!({"a": 1, "b": 1}))]);
+    let (service, model, _, _) = service(
+        [forever(), forever(), forever(), Script::text("done")],
+        SearchWhen::Before,
+    );
+    let answer = service
+        .answer(&Caller::owner("alice"), &ask("loop", None))
+        .await
+        .unwrap();
+    assert_eq!(answer.content, "done");
+    let requests = model.requests();
+    // Two rounds of calls run; the third round's calls are answered "not run", and the last request offers no
+    // tools and carries the exchanges as text.
+    assert_eq!(requests.len(), 4);
+    let last = &requests[3];
+    assert!(last.tools.is_empty());
+    assert!(
+        last.messages
+            .iter()
+            .all(|m| m.tool_uses.is_empty() && m.tool_results.is_empty())
+    );
+    let text: String = last.messages.iter().flat_map(|m| m.texts.clone()).collect();
+    assert!(text.contains("at most 2 rounds"), "{text}");
+    assert!(titles(&answer.thoughts()).contains(&"Tool rounds".to_string()));
+}
+
+#[tokio::test]
+async fn a_tool_past_its_time_is_an_error_the_model_reads() {
+    let (service, model, _, _) = service(
+        [
+            Script::calls([("sleep", json!({"ms": 5_000}))]),
+            Script::text("it timed out"),
+        ],
+        SearchWhen::Before,
+    );
+    let answer = service
+        .answer(&Caller::owner("alice"), &ask("sleep", None))
+        .await
+        .unwrap();
+    assert_eq!(answer.content, "it timed out");
+    let requests = model.requests();
+    let result = &requests[1].messages.last().unwrap().tool_results[0];
+    assert_eq!(result.status, ToolStatus::Error);
+    assert!(result.text.contains("within 200 ms"), "{result:?}");
+}
+
+#[tokio::test]
+async fn search_documents_searches_under_the_callers_access_and_grounds_the_answer() {
+    let (service, model, _, retriever) = service(
+        [
+            Script::calls([(
+                "search_documents",
+                json!({"query": "parental leave", "top": 2}),
+            )]),
+            Script::text("See [Parental_Leave.md]."),
+        ],
+        SearchWhen::Tools,
+    );
+    retriever.push(vec![FakeRetriever::passage(
+        "Twelve weeks of parental leave.",
+        "s3://docs/Parental_Leave.md",
+        0.9,
+    )]);
+    let caller = Caller {
+        owner: "bob".into(),
+        oid: Some("bob-oid".into()),
+        groups: vec![],
+    };
+    let answer = service
+        .answer(&caller, &ask("how long is parental leave?", None))
+        .await
+        .unwrap();
+    // No search before the model in `tools` mode: one search, the model's.
+    let searches = retriever.requests();
+    assert_eq!(searches.len(), 1);
+    assert_eq!(searches[0].query, "parental leave");
+    assert_eq!(searches[0].top, 2);
+    // The caller's access filter, which the tool's input cannot widen.
+    let filter = format!("{:?}", searches[0].filter);
+    assert!(filter.contains("bob-oid"), "{filter}");
+    assert!(matches!(searches[0].filter, Some(MetadataFilter::OrAll(_))));
+    let requests = model.requests();
+    let result = &requests[1].messages.last().unwrap().tool_results[0];
+    assert!(
+        result.text.starts_with("[Parental_Leave.md]: Twelve weeks"),
+        "{result:?}"
+    );
+    let points = answer.data_points.unwrap();
+    assert_eq!(points.citations, ["Parental_Leave.md"]);
+    assert_eq!(answer.citations, ["Parental_Leave.md"]);
+    assert!(
+        model.requests()[0]
+            .tools
+            .iter()
+            .any(|t| t.name == "search_documents")
+    );
+}
+
+#[tokio::test]
+async fn before_mode_does_not_offer_search_documents() {
+    let (service, model, _, _) = service([Script::text("hi")], SearchWhen::Before);
+    service
+        .answer(&Caller::owner("alice"), &ask("hello", None))
+        .await
+        .unwrap();
+    let request = model.last_request().unwrap();
+    assert!(request.tools.iter().all(|t| t.name != "search_documents"));
+}
+
+#[tokio::test]
+async fn an_agent_of_a_multi_agent_round_can_call_a_tool() {
+    let (service, model, store, _) = service(
+        [
+            Script::calls([("add", json!({"a": 2, "b": 3}))]),
+            Script::text("add returned 5. APPROVED"),
+        ],
+        SearchWhen::Before,
+    );
+    let group = AgentGroup {
+        max_turns: 1,
+        ..AgentGroup::default_group()
+    };
+    let caller = Caller::owner("alice");
+    let round = service
+        .whole_round(&caller, &group, &ask("what is 2 + 3?", None))
+        .await
+        .unwrap();
+    let message = &round.messages()[0];
+    assert_eq!(message.text, "add returned 5. APPROVED");
+    assert_eq!(message.tools.len(), 1);
+    assert_eq!(message.model_calls, 2);
+    assert_eq!(round.spent().tool_calls, 1);
+    assert!(!model.requests()[0].tools.is_empty());
+    let stored = store.load("alice", &round.session.chat_id).await.unwrap().1;
+    assert_eq!(stored.last().unwrap().tools[0].output, "5");
+    assert_eq!(
+        model.requests()[1].messages.last().unwrap().tool_results[0].text,
+        "5"
+    );
+}
