@@ -148,7 +148,42 @@
 //! | `performanceConfig` `{"latency":"standard"\|"optimized"}` | the same `performanceConfig` in `converse`'s response and the stream's `metadata` event; another `latency` (or none) is refused: `ValidationException` `performanceConfig.latency: must be one of standard, optimized` |
 //! | `serviceTier` `{"type":"default"\|"priority"\|"flex"}` | the same `serviceTier`, likewise; another `type`: `ValidationException` `serviceTier.type: must be one of default, priority, flex` |
 //! | a model id that is an inference profile id (`us.…`, `global.…`) or an ARN (`arn:aws:bedrock:…:application-inference-profile/…`), percent-encoded in the path by the SDK | answered as any model id; [`RecordedRequest::model_id`] holds it decoded |
-//! | `POST /model/{id}/count-tokens` `{"input":{"converse":{"system":…,"messages":…}}}` | `{"inputTokens":N}`, N the input tokens a `converse` request of the same `system` and `messages` has (cache points count nothing, no cache is read). With `{"input":{"invokeModel":{"body":B}}}`: the whitespace words of the decoded body. Otherwise a `ValidationException`. Only a foundation model of Anthropic's counts (its id, or its `…:foundation-model/…` ARN): any other id, an inference profile's included, is refused as Bedrock refuses it, `ValidationException` "The provided model doesn't support counting tokens." Recorded as [`Operation::CountTokens`]; no directives apply |
+//! | `POST /model/{id}/count-tokens` `{"input":{"converse":{"system":…,"messages":…}}}` | `{"inputTokens":N}`, N the input tokens a `converse` request of the same `system`, `messages` and `toolConfig` has (cache points count nothing, no cache is read). With `{"input":{"invokeModel":{"body":B}}}`: the whitespace words of the decoded body. Otherwise a `ValidationException`. Only a foundation model of Anthropic's counts (its id, or its `…:foundation-model/…` ARN): any other id, an inference profile's included, is refused as Bedrock refuses it, `ValidationException` "The provided model doesn't support counting tokens." Recorded as [`Operation::CountTokens`]; no directives apply |
+//!
+//! # Tools
+//!
+//! A request's `toolConfig` `{"tools":[{"toolSpec":{"name","description","inputSchema":{"json":…}}}]}` offers tools.
+//! Directives ask for them; a directive naming a tool the request does not offer is ignored (stripped from an
+//! echo, like any directive). These rows come before the answers above, after a query rewrite:
+//!
+//! | the request | the answer |
+//! |---|---|
+//! | the last message is a user message without `toolResult` blocks, and its text holds `[[tool:NAME {json}]]` or `[[tool-loop:NAME {json}]]` directives (the JSON an object, or left out for `{}`) for offered tools | the text `Let me call NAME1, NAME2.`, then a `toolUse` block per directive, in order, and `stopReason` `tool_use` |
+//! | the last message is a user message with `toolResult` blocks, and the last user message with text (the question) holds `[[tool-loop:NAME {json}]]` for an offered NAME | the same: the model asks for NAME again on every round while NAME is offered (for tests of a bound on rounds) |
+//! | the last message is a user message with `toolResult` blocks | a paragraph per result, in order, joined by a blank line: `NAME returned TEXT`, or `NAME failed: TEXT` for `status` `error`. NAME is the `name` of the `toolUse` of the same `toolUseId` in the message before; TEXT is the result's content (`text` blocks, `json` blocks as JSON, `[image]`, `[document]`, joined by a space), its whitespace runs made one space, cut to 600 characters with `…` after a cut. Follow-up questions end it as usual |
+//!
+//! A call's id is `tooluse_` and 16 hex digits of a hash of the request and the call's position: the same request
+//! gets the same ids, and each round of a conversation new ones. A call is made only when nothing else ended the
+//! answer (a `fault`, a guardrail's intervention, `maxTokens`); then there are no `toolUse` blocks.
+//!
+//! | | stream | `converse` |
+//! |---|---|---|
+//! | a call | after the text's `contentBlockStop` N: `contentBlockStart` `{"contentBlockIndex":N+1,"start":{"toolUse":{"toolUseId","name"}}}`, `contentBlockDelta`s `{"delta":{"toolUse":{"input":piece}}}` whose pieces (two at least, 16 characters at most) concatenate to the input JSON, `contentBlockStop` N+1; the next call takes N+2 | a `{"toolUse":{"toolUseId","name","input"}}` block after the text block |
+//! | the end | `messageStop` `{"stopReason":"tool_use"}`, then `metadata` | `"stopReason":"tool_use"` |
+//!
+//! Input pieces count as output tokens, and pacing (`delay-ms`, the pace) waits before each. *Input tokens* also
+//! count the whitespace words of each tool's name, description and input schema JSON, of each `toolUse` block's
+//! input JSON and of each `toolResult`'s content (as TEXT above, uncut); tools come first in a cache point's prefix.
+//! Bedrock's refusals of tool use are played as `ValidationException`s (checked after reasoning's):
+//!
+//! | the request | the message |
+//! |---|---|
+//! | `toolUse` or `toolResult` blocks, no `toolConfig` | `The toolConfig field must be defined when using toolUse and toolResult content blocks.` |
+//! | a `toolConfig` with no tools | `1 validation error detected: Value at 'toolConfig.tools' failed to satisfy constraint: Member must have length greater than or equal to 1` |
+//! | a tool name not of `[a-zA-Z0-9_-]{1,64}` | `1 validation error detected: Value at 'toolConfig.tools.I.member.toolSpec.name' failed to satisfy constraint: Member must satisfy regular expression pattern: [a-zA-Z0-9_-]+` |
+//! | two tools of one name | `tools: Tool names must be unique.` |
+//! | a `toolResult` whose `toolUseId` no `toolUse` of the message before has | ``messages.I.content.K: unexpected `tool_use_id` found in `tool_result` blocks: ID. …`` |
+//! | a `toolUse` the next message answers with no `toolResult` | ``messages.I: `tool_use` ids were found without `tool_result` blocks immediately after: ID. …`` |
 //!
 //! Without these fields a request is answered as before (no reasoning, no cache fields, no trace, no echo).
 //! `performanceConfig`/`serviceTier` are checked after reasoning; the first refusal wins.
@@ -364,6 +399,18 @@ struct Plan {
     unguarded: Option<(Vec<String>, Vec<Cite>)>,
     /// `performanceConfig` and `serviceTier` of the request, echoed in the response.
     echoes: Vec<(&'static str, Value)>,
+    /// The tools the answer asks for, after its text (the `stopReason` is then `tool_use`).
+    tool_calls: Vec<PlannedCall>,
+}
+
+/// A tool call the answer makes.
+#[derive(Debug)]
+struct PlannedCall {
+    id: String,
+    name: String,
+    input: Value,
+    /// The input JSON in the pieces a stream sends it in (two at least).
+    chunks: Vec<String>,
 }
 
 /// The reasoning block of an answer.
@@ -502,46 +549,83 @@ fn block_text(block: &Value) -> Option<&str> {
 }
 
 /// The input tokens of a `system` or message content block: the whitespace words of its text, guard content's
-/// text, or search result's passage.
+/// text, search result's passage, tool call's input JSON or tool result's content.
 fn block_words(block: &Value) -> u64 {
     let count = |t: &str| t.split_whitespace().count() as u64;
     match block_text(block) {
         Some(text) => count(text),
-        None => block
-            .get("searchResult")
-            .map_or(0, |result| count(&texts(result.get("content")).join(" "))),
+        None => {
+            if let Some(result) = block.get("searchResult") {
+                count(&texts(result.get("content")).join(" "))
+            } else if let Some(call) = block.get("toolUse") {
+                call.get("input")
+                    .map_or(0, |input| count(&input.to_string()))
+            } else if let Some(result) = block.get("toolResult") {
+                count(&tool_result_text(result))
+            } else {
+                0
+            }
+        }
     }
+}
+
+/// The input tokens of a `toolConfig`: the whitespace words of each tool's name, description and input schema JSON.
+fn tool_words(tool_config: Option<&Value>) -> u64 {
+    let count = |t: &str| t.split_whitespace().count() as u64;
+    blocks_of(tool_config.and_then(|c| c.get("tools")))
+        .iter()
+        .filter_map(|tool| tool.get("toolSpec"))
+        .map(|spec| {
+            let field = |name: &str| spec.get(name).and_then(Value::as_str).unwrap_or_default();
+            count(field("name"))
+                + count(field("description"))
+                + spec
+                    .pointer("/inputSchema/json")
+                    .map_or(0, |schema| count(&schema.to_string()))
+        })
+        .sum()
 }
 
 fn blocks_of(value: Option<&Value>) -> &[Value] {
     value.and_then(Value::as_array).map_or(&[], Vec::as_slice)
 }
 
-/// The input tokens of a request's `system` and `messages`.
-fn input_tokens(system: Option<&Value>, messages: Option<&Value>) -> u64 {
+/// The input tokens of a request's `toolConfig`, `system` and `messages`.
+fn input_tokens(
+    tool_config: Option<&Value>,
+    system: Option<&Value>,
+    messages: Option<&Value>,
+) -> u64 {
+    let tools = tool_words(tool_config);
     let system: u64 = blocks_of(system).iter().map(block_words).sum();
     let messages: u64 = blocks_of(messages)
         .iter()
         .flat_map(|m| blocks_of(m.get("content")))
         .map(block_words)
         .sum();
-    system + messages
+    tools + system + messages
 }
 
 /// The request's cache points in order (system first, then each message's content): each one's prefix (the model
-/// id, and the system and message blocks before it with their roles, cache points left out), the input tokens
-/// before it, and `true`; and, as `false`, the same at the end of every message (where a lookup may also hit).
+/// id, the tools of the `toolConfig` when there is one, and the system and message blocks before it with their
+/// roles, cache points left out), the input tokens before it, and `true`; and, as `false`, the same at the end of
+/// every message (where a lookup may also hit). Tools come before the system prompt, as the model reads them.
 fn cache_points(model_id: &str, body: &Value) -> Vec<(String, u64, bool)> {
+    let tools = body.pointer("/toolConfig/tools");
     let key = |system: &[Value], messages: &[(Value, Vec<Value>)]| {
         let messages: Vec<Value> = messages
             .iter()
             .filter(|(_, content)| !content.is_empty())
             .map(|(role, content)| json!({"role": role, "content": content}))
             .collect();
-        json!({"modelId": model_id, "system": system, "messages": messages}).to_string()
+        let mut key = json!({"modelId": model_id, "system": system, "messages": messages});
+        if let Some(tools) = tools {
+            key["tools"] = tools.clone();
+        }
+        key.to_string()
     };
     let mut points = Vec::new();
-    let mut words = 0;
+    let mut words = tool_words(body.get("toolConfig"));
     let mut system = Vec::new();
     for block in blocks_of(body.get("system")) {
         if block.get("cachePoint").is_some() {
@@ -761,6 +845,268 @@ fn pieces(text: &str) -> Vec<String> {
     out
 }
 
+/// A tool directive of a message's text: `[[tool:NAME {json}]]` (`looping` false) or `[[tool-loop:NAME {json}]]`
+/// (true); the JSON may be left out (`{}`).
+#[derive(Debug, PartialEq)]
+struct ToolDirective {
+    looping: bool,
+    name: String,
+    input: Value,
+}
+
+/// The tool directives of a text, in order. A directive whose input is not a JSON object, or with no name, is none.
+fn tool_directives(text: &str) -> Vec<ToolDirective> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("[[tool") {
+        let after = &rest[start + "[[tool".len()..];
+        rest = after;
+        let (looping, body) = match (after.strip_prefix(':'), after.strip_prefix("-loop:")) {
+            (Some(body), _) => (false, body),
+            (None, Some(body)) => (true, body),
+            (None, None) => continue,
+        };
+        let name_end = body
+            .find(|c: char| c.is_whitespace() || c == ']')
+            .unwrap_or(body.len());
+        let name = &body[..name_end];
+        let tail = body[name_end..].trim_start();
+        let (input, tail) = if tail.starts_with("]]") {
+            (json!({}), tail)
+        } else {
+            let mut values = serde_json::Deserializer::from_str(tail).into_iter::<Value>();
+            match values.next() {
+                Some(Ok(input)) => (input, &tail[values.byte_offset()..]),
+                _ => continue,
+            }
+        };
+        if let Some(after) = tail.trim_start().strip_prefix("]]")
+            && !name.is_empty()
+            && input.is_object()
+        {
+            out.push(ToolDirective {
+                looping,
+                name: name.to_string(),
+                input,
+            });
+            rest = after;
+        }
+    }
+    out
+}
+
+/// The names of the tools a request's `toolConfig` offers.
+fn offered_tools(body: &Value) -> Vec<&str> {
+    blocks_of(body.pointer("/toolConfig/tools"))
+        .iter()
+        .filter_map(|tool| tool.pointer("/toolSpec/name").and_then(Value::as_str))
+        .collect()
+}
+
+/// A message's `toolUse` blocks.
+fn tool_uses(message: Option<&Value>) -> Vec<&Value> {
+    blocks_of(message.and_then(|m| m.get("content")))
+        .iter()
+        .filter_map(|b| b.get("toolUse"))
+        .collect()
+}
+
+/// A message's `toolResult` blocks.
+fn tool_results(message: Option<&Value>) -> Vec<&Value> {
+    blocks_of(message.and_then(|m| m.get("content")))
+        .iter()
+        .filter_map(|b| b.get("toolResult"))
+        .collect()
+}
+
+/// A `toolUse` or `toolResult` block's `toolUseId`.
+fn tool_use_id(block: &Value) -> &str {
+    block
+        .get("toolUseId")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+/// What a `toolResult` block's content says: its `text` blocks, its `json` blocks as JSON, `[image]` and
+/// `[document]` for those, joined by a space.
+fn tool_result_text(result: &Value) -> String {
+    blocks_of(result.get("content"))
+        .iter()
+        .filter_map(|block| {
+            if let Some(text) = block.get("text").and_then(Value::as_str) {
+                Some(text.to_string())
+            } else if let Some(json) = block.get("json") {
+                Some(json.to_string())
+            } else if block.get("image").is_some() {
+                Some("[image]".to_string())
+            } else {
+                block.get("document").map(|_| "[document]".to_string())
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// How much of a tool's result the answer quotes, in characters.
+const QUOTED_RESULT_CHARS: usize = 600;
+
+/// The answer to tool results: a paragraph per result, `NAME returned TEXT` or `NAME failed: TEXT`, NAME from the
+/// `toolUse` of the assistant message before that answers to it, TEXT the result's text with its whitespace made
+/// single spaces and cut to 600 characters (`…` marks a cut).
+fn tool_results_answer(results: &[&Value], calls: &[&Value]) -> String {
+    results
+        .iter()
+        .map(|result| {
+            let id = tool_use_id(result);
+            let name = calls
+                .iter()
+                .find(|call| tool_use_id(call) == id)
+                .and_then(|call| call.get("name").and_then(Value::as_str))
+                .unwrap_or("unknown");
+            let text = tool_result_text(result)
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
+            let mut quoted: String = text.chars().take(QUOTED_RESULT_CHARS).collect();
+            if quoted.len() < text.len() {
+                quoted.push('…');
+            }
+            match result.get("status").and_then(Value::as_str) {
+                Some("error") => format!("{name} failed: {quoted}"),
+                _ => format!("{name} returned {quoted}"),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+/// The pieces a stream sends a tool's input JSON in: at least two, of at most 16 characters.
+fn input_chunks(input: &str) -> Vec<String> {
+    let chars: Vec<char> = input.chars().collect();
+    let size = (chars.len() / 2).clamp(1, 16);
+    chars
+        .chunks(size)
+        .map(|chunk| chunk.iter().collect())
+        .collect()
+}
+
+/// Whether Bedrock takes `name` as a tool's name: `[a-zA-Z0-9_-]{1,64}`.
+fn valid_tool_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// The `ValidationException` message of a request whose tools or tool blocks Bedrock refuses, if it does: tool
+/// blocks without a `toolConfig`, a tool name Bedrock does not take or given twice, a `toolResult` that answers no
+/// `toolUse` of the assistant message just before it, a `toolUse` the next message does not answer.
+fn tool_refusal(body: &Value) -> Option<String> {
+    let messages = blocks_of(body.get("messages"));
+    let has_tool_blocks = messages
+        .iter()
+        .flat_map(|m| blocks_of(m.get("content")))
+        .any(|b| b.get("toolUse").is_some() || b.get("toolResult").is_some());
+    let Some(config) = body.get("toolConfig") else {
+        return has_tool_blocks.then(|| {
+            "The toolConfig field must be defined when using toolUse and toolResult content blocks."
+                .to_string()
+        });
+    };
+    let tools = blocks_of(config.get("tools"));
+    if tools.is_empty() {
+        return Some(
+            "1 validation error detected: Value at 'toolConfig.tools' failed to satisfy constraint: Member must have length greater than or equal to 1"
+                .to_string(),
+        );
+    }
+    let mut names = HashSet::new();
+    for (i, tool) in tools.iter().enumerate() {
+        let Some(name) = tool.pointer("/toolSpec/name").and_then(Value::as_str) else {
+            continue;
+        };
+        if !valid_tool_name(name) {
+            return Some(format!(
+                "1 validation error detected: Value at 'toolConfig.tools.{}.member.toolSpec.name' failed to satisfy constraint: Member must satisfy regular expression pattern: [a-zA-Z0-9_-]+",
+                i + 1
+            ));
+        }
+        if !names.insert(name) {
+            return Some("tools: Tool names must be unique.".to_string());
+        }
+    }
+    for (i, message) in messages.iter().enumerate() {
+        let previous = i.checked_sub(1).and_then(|j| messages.get(j));
+        let called: Vec<&str> = tool_uses(previous).into_iter().map(tool_use_id).collect();
+        let answered: Vec<&str> = tool_results(Some(message))
+            .into_iter()
+            .map(tool_use_id)
+            .collect();
+        if let Some((k, id)) = answered
+            .iter()
+            .enumerate()
+            .find(|(_, id)| !called.contains(id))
+        {
+            return Some(format!(
+                "messages.{i}.content.{k}: unexpected `tool_use_id` found in `tool_result` blocks: {id}. Each `tool_result` block must have a corresponding `tool_use` block in the previous message."
+            ));
+        }
+        let unanswered: Vec<&str> = called
+            .iter()
+            .filter(|id| !answered.contains(id))
+            .copied()
+            .collect();
+        if !unanswered.is_empty() {
+            return Some(format!(
+                "messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after: {}. Each `tool_use` block must have a corresponding `tool_result` block in the next message.",
+                unanswered.join(", ")
+            ));
+        }
+    }
+    None
+}
+
+/// The calls the answer to a request makes, by the tool directives (see the module's Tools section), each with an
+/// id of its own: `tooluse_` and a hash of the request and the call's position.
+fn planned_calls(body: &Value, messages: &[Value]) -> Vec<PlannedCall> {
+    let offered = offered_tools(body);
+    let is_user = |m: &&Value| m.get("role").and_then(Value::as_str) == Some("user");
+    let Some(last) = messages.last().filter(is_user) else {
+        return Vec::new();
+    };
+    let directives = if tool_results(Some(last)).is_empty() {
+        tool_directives(&texts(last.get("content")).join("\n"))
+    } else {
+        // A round after tool results: the question's loop directives ask again.
+        let question = messages
+            .iter()
+            .rev()
+            .filter(is_user)
+            .map(|m| texts(m.get("content")).join("\n"))
+            .find(|text| !text.trim().is_empty())
+            .unwrap_or_default();
+        tool_directives(&question)
+            .into_iter()
+            .filter(|d| d.looping)
+            .collect()
+    };
+    let request = body.to_string();
+    directives
+        .into_iter()
+        .filter(|d| offered.contains(&d.name.as_str()))
+        .enumerate()
+        .map(|(i, d)| {
+            let json = d.input.to_string();
+            PlannedCall {
+                id: format!("tooluse_{:016x}", fnv1a(&format!("{request}#{i}"))),
+                chunks: input_chunks(&json),
+                name: d.name,
+                input: d.input,
+            }
+        })
+        .collect()
+}
+
 fn plan(body: &Value, pace: Duration) -> Plan {
     let system = texts(body.get("system")).join("\n");
     let messages = body
@@ -784,14 +1130,35 @@ fn plan(body: &Value, pace: Duration) -> Plan {
     let all_text: Vec<String> = std::iter::once(system.clone())
         .chain(messages.iter().flat_map(|m| texts(m.get("content"))))
         .collect();
-    let input_tokens = input_tokens(body.get("system"), body.get("messages"));
+    let input_tokens = input_tokens(
+        body.get("toolConfig"),
+        body.get("system"),
+        body.get("messages"),
+    );
 
     // Directives of the last user message first, then of the system prompt.
     let directives = format!("{last_user}\n{system}");
     let follow_ups = system.contains("<<");
     let mut citations = Vec::new();
+    let mut tool_calls = planned_calls(body, &messages);
+    let last_results = match messages.last() {
+        Some(last) if last.get("role").and_then(Value::as_str) == Some("user") => {
+            tool_results(Some(last))
+        }
+        _ => Vec::new(),
+    };
     let mut pieces = if system.contains(QUERY_REWRITE) {
         pieces(&search_query(&last_user))
+    } else if !tool_calls.is_empty() {
+        let names: Vec<&str> = tool_calls.iter().map(|c| c.name.as_str()).collect();
+        pieces(&format!("Let me call {}.", names.join(", ")))
+    } else if !last_results.is_empty() {
+        let before = messages.len().checked_sub(2).and_then(|i| messages.get(i));
+        let mut answer = tool_results_answer(&last_results, &tool_uses(before));
+        if follow_ups {
+            answer.push_str(FOLLOW_UPS);
+        }
+        pieces(&answer)
     } else {
         let answer = match (
             directive(&directives, "say"),
@@ -842,6 +1209,9 @@ fn plan(body: &Value, pace: Duration) -> Plan {
         Ok(effort) => (effort, None),
         Err(message) => (None, Some(message)),
     };
+    if invalid.is_none() {
+        invalid = tool_refusal(body);
+    }
     let mut reasoning_pieces = effort.map(|effort| {
         self::pieces(&format!(
             "Reasoning ({effort}): the question is: {}",
@@ -920,7 +1290,15 @@ fn plan(body: &Value, pace: Duration) -> Plan {
             }
         }
     }
-    let words = pieces.len() + reasoning.as_ref().map_or(0, |r| r.pieces.len());
+    // The calls are made when nothing else ended the answer (a fault, a guardrail, `maxTokens`).
+    if stop_reason == "end_turn" && !tool_calls.is_empty() {
+        stop_reason = "tool_use";
+    } else {
+        tool_calls.clear();
+    }
+    let words = pieces.len()
+        + reasoning.as_ref().map_or(0, |r| r.pieces.len())
+        + tool_calls.iter().map(|c| c.chunks.len()).sum::<usize>();
     // Pacing holds for the whole conversation: later turns (another agent's) keep it.
     let directed = directive(
         &format!("{directives}\n{}", all_text.join("\n")),
@@ -954,6 +1332,7 @@ fn plan(body: &Value, pace: Duration) -> Plan {
         guard,
         unguarded,
         echoes,
+        tool_calls,
     }
 }
 
@@ -1040,10 +1419,14 @@ fn reasoning_effort(body: &Value) -> Result<Option<String>, String> {
 
 /// A reasoning block's signature: `local-signature-` and the FNV-1a hash of its text in hex.
 fn signature(text: &str) -> String {
-    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+    format!("local-signature-{:016x}", fnv1a(text))
+}
+
+/// The 64-bit FNV-1a hash of a text.
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
         (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
-    });
-    format!("local-signature-{hash:016x}")
+    })
 }
 
 /// The request's `guardrailConfig`, if any; `input_blocked` when `[[fault:guardrail]]` asks for a blocked input.
@@ -1338,7 +1721,16 @@ async fn converse(
     tokio::time::sleep(plan.converse_delay).await;
     let mut content = reasoning_blocks(&plan);
     content.extend(content_blocks(&plan));
-    let output = plan.pieces.len() + plan.reasoning.as_ref().map_or(0, |r| r.pieces.len());
+    content.extend(plan.tool_calls.iter().map(
+        |call| json!({"toolUse": {"toolUseId": call.id, "name": call.name, "input": call.input}}),
+    ));
+    let output = plan.pieces.len()
+        + plan.reasoning.as_ref().map_or(0, |r| r.pieces.len())
+        + plan
+            .tool_calls
+            .iter()
+            .map(|c| c.chunks.len())
+            .sum::<usize>();
     let mut out = json!({
         "output": {"message": {"role": "assistant", "content": content}},
         "stopReason": plan.stop_reason,
@@ -1392,7 +1784,7 @@ fn content_blocks(plan: &Plan) -> Vec<Value> {
         next = cite.end;
     }
     text_block(plan.pieces[next..].concat(), &mut blocks);
-    if blocks.is_empty() {
+    if blocks.is_empty() && plan.tool_calls.is_empty() {
         blocks.push(json!({"text": ""}));
     }
     blocks
@@ -1581,15 +1973,44 @@ async fn converse_stream(
             .await;
             return;
         }
+        if !send(stop(block)).await {
+            return;
+        }
+        // The calls, each a block of its own after the text: its start (id and name), its input JSON in pieces,
+        // its stop.
+        for call in &plan.tool_calls {
+            block += 1;
+            let start = json!({
+                "contentBlockIndex": block,
+                "start": {"toolUse": {"toolUseId": call.id, "name": call.name}},
+            });
+            if !send(event("contentBlockStart", start)).await {
+                return;
+            }
+            for chunk in &call.chunks {
+                if !plan.delay.is_zero() {
+                    tokio::time::sleep(plan.delay).await;
+                }
+                if !send(delta(block, json!({"toolUse": {"input": chunk}}))).await {
+                    return;
+                }
+                output += 1;
+            }
+            if !send(stop(block)).await {
+                return;
+            }
+            if state.log_deltas {
+                eprintln!("local-bedrock: sent tool call {} {}", call.name, call.id);
+            }
+        }
         let mut metadata =
             json!({"usage": usage(&plan, output, cache), "metrics": {"latencyMs": 1}});
         extra_fields(&plan, &mut metadata);
-        let _ = send(stop(block)).await
-            && send(event(
-                "messageStop",
-                json!({"stopReason": plan.stop_reason}),
-            ))
-            .await
+        let _ = send(event(
+            "messageStop",
+            json!({"stopReason": plan.stop_reason}),
+        ))
+        .await
             && send(event("metadata", metadata)).await;
     });
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
@@ -1635,7 +2056,11 @@ async fn count_tokens(
         );
     }
     let tokens = if let Some(converse) = body.pointer("/input/converse") {
-        input_tokens(converse.get("system"), converse.get("messages"))
+        input_tokens(
+            converse.get("toolConfig"),
+            converse.get("system"),
+            converse.get("messages"),
+        )
     } else if let Some(invoke) = body.pointer("/input/invokeModel") {
         let text = invoke
             .get("body")
@@ -1655,4 +2080,126 @@ async fn count_tokens(
         json!({ "inputTokens": tokens }).to_string(),
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_directives_are_read_in_order_with_their_json_and_malformed_ones_are_none() {
+        let text = r#"add [[tool:add {"a": 2, "b": [[3]]}]] then [[tool-loop:search]] and
+            [[tool:bad {"a":]] [[tool:list [1]]] [[tool: {}]] [[toolbox:x]] [[tool:last {"q":"]]"} ]]"#;
+        assert_eq!(
+            tool_directives(text),
+            vec![
+                ToolDirective {
+                    looping: false,
+                    name: "add".into(),
+                    input: json!({"a": 2, "b": [[3]]}),
+                },
+                ToolDirective {
+                    looping: true,
+                    name: "search".into(),
+                    input: json!({}),
+                },
+                ToolDirective {
+                    looping: false,
+                    name: "last".into(),
+                    input: json!({"q": "]]"}),
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn an_input_goes_in_two_pieces_at_least_and_sixteen_characters_at_most() {
+        assert_eq!(input_chunks("{}"), vec!["{", "}"]);
+        let long = json!({"query": "the whole input of a longer call", "n": 1}).to_string();
+        let chunks = input_chunks(&long);
+        assert!(chunks.len() > 2, "{chunks:?}");
+        assert!(chunks.iter().all(|c| c.chars().count() <= 16), "{chunks:?}");
+        assert_eq!(chunks.concat(), long);
+        assert_eq!(input_chunks("{\"é\":\"ü\"}").concat(), "{\"é\":\"ü\"}");
+    }
+
+    #[test]
+    fn results_are_quoted_by_the_name_of_their_call_cut_at_600_characters() {
+        let calls = [
+            json!({"toolUseId": "t1", "name": "add", "input": {}}),
+            json!({"toolUseId": "t2", "name": "fetch", "input": {}}),
+            json!({"toolUseId": "t3", "name": "big", "input": {}}),
+        ];
+        let results = [
+            json!({"toolUseId": "t1", "content": [{"text": "5"}], "status": "success"}),
+            json!({"toolUseId": "t2", "content": [{"text": "timed\n out"}], "status": "error"}),
+            json!({"toolUseId": "t3", "content": [{"text": "x".repeat(700)}]}),
+            json!({"toolUseId": "t4", "content": [{"json": {"a": 1}}]}),
+        ];
+        let answer = tool_results_answer(
+            &results.iter().collect::<Vec<_>>(),
+            &calls.iter().collect::<Vec<_>>(),
+        );
+        let paragraphs: Vec<&str> = answer.split("\n\n").collect();
+        assert_eq!(paragraphs[0], "add returned 5");
+        assert_eq!(paragraphs[1], "fetch failed: timed out");
+        assert_eq!(paragraphs[2], format!("big returned {}…", "x".repeat(600)));
+        assert_eq!(paragraphs[3], r#"unknown returned {"a":1}"#);
+    }
+
+    #[test]
+    fn tool_blocks_are_refused_as_bedrock_refuses_them() {
+        let tools = json!({"tools": [{"toolSpec": {"name": "add", "inputSchema": {"json": {}}}}]});
+        let asked = json!({"role": "assistant", "content": [
+            {"toolUse": {"toolUseId": "t1", "name": "add", "input": {}}}
+        ]});
+        let answered = |id: &str| json!({"role": "user", "content": [{"toolResult": {"toolUseId": id, "content": [{"text": "5"}]}}]});
+        let question = json!({"role": "user", "content": [{"text": "add"}]});
+        let body = |config: Option<&Value>, messages: Vec<Value>| {
+            let mut body = json!({"messages": messages});
+            if let Some(config) = config {
+                body["toolConfig"] = config.clone();
+            }
+            body
+        };
+        let good = vec![question.clone(), asked.clone(), answered("t1")];
+        assert_eq!(tool_refusal(&body(Some(&tools), good.clone())), None);
+        assert_eq!(tool_refusal(&body(None, vec![question.clone()])), None);
+        assert!(
+            tool_refusal(&body(None, good))
+                .unwrap()
+                .starts_with("The toolConfig field must be defined")
+        );
+        assert!(
+            tool_refusal(&body(
+                Some(&tools),
+                vec![question.clone(), asked.clone(), answered("t2")]
+            ))
+            .unwrap()
+            .contains("unexpected `tool_use_id` found in `tool_result` blocks: t2")
+        );
+        assert!(
+            tool_refusal(&body(
+                Some(&tools),
+                vec![question.clone(), asked, question.clone()]
+            ))
+            .unwrap()
+            .starts_with("messages.2: `tool_use` ids were found without `tool_result` blocks")
+        );
+        let bad_name =
+            json!({"tools": [{"toolSpec": {"name": "no spaces", "inputSchema": {"json": {}}}}]});
+        assert!(
+            tool_refusal(&body(Some(&bad_name), vec![question.clone()]))
+                .unwrap()
+                .contains("toolConfig.tools.1.member.toolSpec.name")
+        );
+        let twice = json!({"tools": [
+            {"toolSpec": {"name": "add", "inputSchema": {"json": {}}}},
+            {"toolSpec": {"name": "add", "inputSchema": {"json": {}}}}
+        ]});
+        assert_eq!(
+            tool_refusal(&body(Some(&twice), vec![question])).as_deref(),
+            Some("tools: Tool names must be unique.")
+        );
+    }
 }
