@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::Response;
 use axum::routing::post;
@@ -14,20 +14,18 @@ use bytes::Bytes;
 use chat_aws::{BedrockModel, DynamoStore};
 use chat_core::{
     AgentGroup, AgentMessage, AgentRound, AttachmentStore, Caller, ChatModel, ChatService, Limits,
-    ModelStream, Retriever, SessionStore, StreamingTurn, TurnEnd, TurnEvent, TurnInput,
-    UsageLedger,
+    ModelStream, RequestLimits, Retriever, SessionStore, StreamingTurn, TurnEnd, TurnEvent,
+    TurnInput, UsageLedger,
 };
 use chat_http::{
-    ApiError, Auth, ChatBackends, Config, ConfigError, Cors, FailureClass, FunctionService,
-    TurnMeter, TurnOutcome, error_body, error_line, json_response, only, read_chat_request,
-    read_json_body,
+    ApiError, Arrived, Auth, CallerAnd, ChatBackends, ChatEdgeState, ChatRequest, ChatUiRoute,
+    Config, ConfigError, Cors, EdgeState, FailureClass, FunctionService, TurnMeter, TurnOutcome,
+    error_body, error_line, json_response, only,
 };
 use chat_protocol::chat_ui::{ReplyShape, agent_event, round_reply, sse_event};
 use chat_protocol::v2024_01_28::{ChatCompletion, ChatCompletionChunk, ChunkHeader};
 use chat_protocol::v2024_05_29::StreamChunk;
-use chat_protocol::{
-    Dialect, Endpoint, ResponseContext, SessionSpelling, json_line, parse_chat_request,
-};
+use chat_protocol::{Dialect, ResponseContext, SessionSpelling, json_line};
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
@@ -250,24 +248,17 @@ impl App<BedrockModel, DynamoStore> {
     }
 }
 
+// A turn's request is read under its meter (a refusal is a failed turn): the caller first, then the body.
+
 async fn stream_chat<M: ChatModel + 'static, St: SessionStore + 'static>(
     State(app): AppState<M, St>,
-    request: Request,
+    arrived: Arrived,
+    request: Result<CallerAnd<ChatRequest>, ApiError>,
 ) -> Result<Response, ApiError> {
-    let meter = app.meter("/chat/stream");
+    let meter = app.meter("/chat/stream", arrived);
     let started = async {
-        let (parts, body) = request.into_parts();
-        let caller = app.auth.identify(&parts).await?;
         // Any Accept is fine: the official client sends `application/json` even here.
-        let input = read_chat_request(
-            &parts.headers,
-            body,
-            Endpoint::Protocol,
-            &app.service.settings().limits,
-            app.max_body_bytes,
-            app.max_upload_bytes,
-        )
-        .await?;
+        let CallerAnd(caller, ChatRequest { input, .. }) = request?;
         let turn = app.service.stream(&caller, &input.turn).await?;
         Ok((caller, input, turn))
     }
@@ -281,42 +272,72 @@ async fn stream_chat<M: ChatModel + 'static, St: SessionStore + 'static>(
     }
 }
 
+/// A multi-agent round's request: who calls, then their Chat UI request.
+type AgentsRequest = Result<CallerAnd<ChatRequest<ChatUiRoute>>, ApiError>;
+
 async fn agents_stream<M: ChatModel + 'static, St: SessionStore + 'static>(
     State(app): AppState<M, St>,
-    request: Request,
+    arrived: Arrived,
+    request: AgentsRequest,
 ) -> Result<Response, ApiError> {
-    app.multi_agent(request, true, app.meter("/multi-agent-chat/stream"))
-        .await
+    app.multi_agent(
+        request,
+        true,
+        app.meter("/multi-agent-chat/stream", arrived),
+    )
+    .await
 }
 
 async fn agents_bare<M: ChatModel + 'static, St: SessionStore + 'static>(
     State(app): AppState<M, St>,
-    request: Request,
+    arrived: Arrived,
+    headers: HeaderMap,
+    request: AgentsRequest,
 ) -> Result<Response, ApiError> {
-    let as_events = wants_events(request.headers());
-    app.multi_agent(request, as_events, app.meter("/multi-agent-chat/stream"))
-        .await
+    let as_events = wants_events(&headers);
+    app.multi_agent(
+        request,
+        as_events,
+        app.meter("/multi-agent-chat/stream", arrived),
+    )
+    .await
+}
+
+impl<M: ChatModel, St: SessionStore> EdgeState for Shared<M, St> {
+    fn auth(&self) -> &Auth {
+        &self.auth
+    }
+
+    fn max_body_bytes(&self) -> usize {
+        self.max_body_bytes
+    }
+}
+
+impl<M: ChatModel, St: SessionStore> ChatEdgeState for Shared<M, St> {
+    fn request_limits(&self) -> &RequestLimits {
+        &self.service.settings().limits
+    }
+
+    fn max_upload_bytes(&self) -> usize {
+        self.max_upload_bytes
+    }
 }
 
 impl<M: ChatModel + 'static, St: SessionStore + 'static> Shared<M, St> {
-    /// A meter for a turn on `route`, started now.
-    fn meter(&self, route: &'static str) -> TurnMeter {
-        TurnMeter::start(FUNCTION, route, &self.service.settings().model_id)
+    /// A meter for a turn on `route`, from when its request arrived.
+    fn meter(&self, route: &'static str, Arrived(at): Arrived) -> TurnMeter {
+        TurnMeter::start_at(FUNCTION, route, &self.service.settings().model_id, at)
     }
 
     /// A multi-agent round: as events, one per agent message, or answered whole.
     async fn multi_agent(
         &self,
-        request: Request,
+        request: AgentsRequest,
         as_events: bool,
         mut meter: TurnMeter,
     ) -> Result<Response, ApiError> {
         let started = async {
-            let (parts, body) = request.into_parts();
-            let caller = self.auth.identify(&parts).await?;
-            let body = read_json_body(&parts.headers, body, self.max_body_bytes).await?;
-            let input =
-                parse_chat_request(&body, Endpoint::ChatUi, &self.service.settings().limits)?;
+            let CallerAnd(caller, ChatRequest { input, .. }) = request?;
             if !as_events {
                 let round = self
                     .service

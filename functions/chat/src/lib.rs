@@ -6,23 +6,22 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::Response;
 use axum::routing::post;
 use chat_aws::{BedrockModel, DynamoStore};
 use chat_core::{
-    AgentGroup, Answer, AttachmentStore, Caller, ChatModel, ChatService, Limits, Retriever,
-    SessionStore, TurnSpent, UsageLedger,
+    AgentGroup, Answer, AttachmentStore, Caller, ChatModel, ChatService, Limits, RequestLimits,
+    Retriever, SessionStore, TurnSpent, UsageLedger,
 };
 use chat_http::{
-    ApiError, Auth, ChatBackends, Config, ConfigError, Cors, FunctionService, TurnMeter,
-    TurnOutcome, json_response, only, read_chat_request, read_json_body,
+    ApiError, Arrived, Auth, CallerAnd, ChatBackends, ChatEdgeState, ChatRequest, ChatRoute,
+    ChatUiRoute, Config, ConfigError, Cors, EdgeState, FunctionService, TurnMeter, TurnOutcome,
+    json_response, only,
 };
 use chat_protocol::chat_ui::{ReplyShape, UiReply, round_events, round_reply, sse_event};
-use chat_protocol::{
-    ChatInput, Dialect, Endpoint, json_line, parse_chat_request, v2024_01_28, v2024_05_29,
-};
+use chat_protocol::{ChatInput, Dialect, json_line, v2024_01_28, v2024_05_29};
 
 /// What a warm function keeps between requests: the chat core with its ports, how callers are known, and the
 /// edge limits. Cheap to clone: the routes share it.
@@ -169,61 +168,68 @@ async fn metered(
     }
 }
 
+// A turn's request is read under its meter (a refusal is a failed turn): the caller first, then the body.
+
 async fn protocol_chat<M: ChatModel, St: SessionStore>(
     State(app): AppState<M, St>,
-    request: Request,
+    arrived: Arrived,
+    request: Result<CallerAnd<ChatRequest>, ApiError>,
 ) -> Result<Response, ApiError> {
-    metered(app.meter("/chat"), app.turn(request, Endpoint::Protocol)).await
+    metered(app.meter("/chat", arrived), app.turn(request)).await
 }
 
 async fn ui_chat<M: ChatModel, St: SessionStore>(
     State(app): AppState<M, St>,
-    request: Request,
+    arrived: Arrived,
+    request: Result<CallerAnd<ChatRequest<ChatUiRoute>>, ApiError>,
 ) -> Result<Response, ApiError> {
-    metered(
-        app.meter("/chat-ui/chat"),
-        app.turn(request, Endpoint::ChatUi),
-    )
-    .await
+    metered(app.meter("/chat-ui/chat", arrived), app.turn(request)).await
 }
 
 async fn agents_chat<M: ChatModel, St: SessionStore>(
     State(app): AppState<M, St>,
-    request: Request,
+    arrived: Arrived,
+    headers: HeaderMap,
+    request: Result<CallerAnd<ChatRequest<ChatUiRoute>>, ApiError>,
 ) -> Result<Response, ApiError> {
-    metered(app.meter("/multi-agent-chat/batch"), async {
-        let (parts, body) = request.into_parts();
-        let caller = app.auth.identify(&parts).await?;
-        let body = read_json_body(&parts.headers, body, app.max_body_bytes).await?;
-        let input = parse_chat_request(&body, Endpoint::ChatUi, &app.service.settings().limits)?;
-        app.agents(&caller, &input, wants_events(&parts.headers))
-            .await
+    metered(app.meter("/multi-agent-chat/batch", arrived), async {
+        let CallerAnd(caller, ChatRequest { input, .. }) = request?;
+        app.agents(&caller, &input, wants_events(&headers)).await
     })
     .await
 }
 
-impl<M: ChatModel, St: SessionStore> Shared<M, St> {
-    /// A meter for a turn on `route`, started now.
-    fn meter(&self, route: &'static str) -> TurnMeter {
-        TurnMeter::start(FUNCTION, route, &self.service.settings().model_id)
+impl<M: ChatModel, St: SessionStore> EdgeState for Shared<M, St> {
+    fn auth(&self) -> &Auth {
+        &self.auth
     }
 
-    async fn turn(
+    fn max_body_bytes(&self) -> usize {
+        self.max_body_bytes
+    }
+}
+
+impl<M: ChatModel, St: SessionStore> ChatEdgeState for Shared<M, St> {
+    fn request_limits(&self) -> &RequestLimits {
+        &self.service.settings().limits
+    }
+
+    fn max_upload_bytes(&self) -> usize {
+        self.max_upload_bytes
+    }
+}
+
+impl<M: ChatModel, St: SessionStore> Shared<M, St> {
+    /// A meter for a turn on `route`, from when its request arrived.
+    fn meter(&self, route: &'static str, Arrived(at): Arrived) -> TurnMeter {
+        TurnMeter::start_at(FUNCTION, route, &self.service.settings().model_id, at)
+    }
+
+    async fn turn<R: ChatRoute>(
         &self,
-        request: Request,
-        endpoint: Endpoint,
+        request: Result<CallerAnd<ChatRequest<R>>, ApiError>,
     ) -> Result<(Response, TurnSpent), ApiError> {
-        let (parts, body) = request.into_parts();
-        let caller = self.auth.identify(&parts).await?;
-        let input = read_chat_request(
-            &parts.headers,
-            body,
-            endpoint,
-            &self.service.settings().limits,
-            self.max_body_bytes,
-            self.max_upload_bytes,
-        )
-        .await?;
+        let CallerAnd(caller, ChatRequest { input, .. }) = request?;
         let answer = self.service.answer(&caller, &input.turn).await?;
         Ok((render(&input, &answer, self.ui_reply), answer.spent))
     }

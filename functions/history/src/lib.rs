@@ -6,19 +6,19 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::response::Response;
 use axum::routing::{get, put};
 use chat_aws::DynamoStore;
 use chat_core::{
-    AttachmentStore, ChatError, ChatMode, ChatRecord, InvalidRequest, Limits, Periods,
+    AttachmentStore, Caller, ChatError, ChatMode, ChatRecord, InvalidRequest, Limits, Periods,
     RequestLimits, SessionStore, StoredFile, UsageLedger, display_time, rfc3339_millis,
 };
 use chat_http::{
-    ApiError, Auth, Backends, Config, ConfigError, Cors, FunctionService, Query, json_response,
-    only, read_json_body,
+    ApiError, Auth, Backends, Config, ConfigError, Cors, EdgeState, FunctionService, Identified,
+    JsonBody, Query, json_response, only,
 };
 use chat_protocol::chat_ui::{
     CreateChatRequest, HistoryMessage, ListedFile, history_message, stored_message, summary,
@@ -212,9 +212,9 @@ impl App<DynamoStore> {
 
 async fn list<St: SessionStore>(
     State(app): AppState<St>,
+    Identified(Caller { owner, .. }): Identified,
     parts: Parts,
 ) -> Result<Response, ApiError> {
-    let owner = app.auth.caller(&parts).await?;
     let Query(params) = query(&parts)?;
     let mode = mode(&params)?;
     let limit = limit(&params, DEFAULT_PAGE, MAX_PAGE)?;
@@ -234,9 +234,8 @@ async fn list<St: SessionStore>(
 /// operator's item for them included) and when each period resets.
 async fn usage<St: SessionStore>(
     State(app): AppState<St>,
-    parts: Parts,
+    Identified(Caller { owner, .. }): Identified,
 ) -> Result<Response, ApiError> {
-    let owner = app.auth.caller(&parts).await?;
     let periods = Periods::at(OffsetDateTime::now_utc());
     let snapshot = match &app.ledger {
         Some(ledger) => ledger
@@ -256,10 +255,10 @@ async fn usage<St: SessionStore>(
 /// in [`NEXT_CURSOR_HEADER`].
 async fn messages<St: SessionStore>(
     State(app): AppState<St>,
+    Identified(Caller { owner, .. }): Identified,
     id: Result<Path<String>, PathRejection>,
     parts: Parts,
 ) -> Result<Response, ApiError> {
-    let owner = app.auth.caller(&parts).await?;
     let id = chat_id(id)?;
     let Query(params) = query(&parts)?;
     let limit = limit(&params, usize::MAX, MAX_MESSAGES_PAGE)?;
@@ -282,12 +281,10 @@ async fn messages<St: SessionStore>(
 
 async fn create<St: SessionStore>(
     State(app): AppState<St>,
-    request: Request,
+    Identified(Caller { owner, .. }): Identified,
+    JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
-    let (parts, body) = request.into_parts();
-    let owner = app.auth.caller(&parts).await?;
-    let body: CreateChatRequest =
-        parse_body(&read_json_body(&parts.headers, body, app.max_body_bytes).await?)?;
+    let body: CreateChatRequest = parse_body(&body)?;
     let now = now();
     let chat = ChatRecord {
         id: uuid::Uuid::new_v4().simple().to_string(),
@@ -312,15 +309,11 @@ async fn create<St: SessionStore>(
 
 async fn replace<St: SessionStore>(
     State(app): AppState<St>,
+    Identified(Caller { owner, .. }): Identified,
     id: Result<Path<String>, PathRejection>,
-    request: Request,
+    JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
-    let (parts, body) = request.into_parts();
-    let owner = app.auth.caller(&parts).await?;
-    let body = parse_replace_request(
-        &read_json_body(&parts.headers, body, app.max_body_bytes).await?,
-        &app.limits,
-    )?;
+    let body = parse_replace_request(&body, &app.limits)?;
     // A message saved without a time gets the time as the Chat UI shows one.
     let shown_at = display_time(OffsetDateTime::now_utc().unix_timestamp());
     let mut messages: Vec<_> = body
@@ -345,10 +338,10 @@ async fn replace<St: SessionStore>(
 
 async fn delete<St: SessionStore>(
     State(app): AppState<St>,
+    Identified(Caller { owner, .. }): Identified,
     id: Result<Path<String>, PathRejection>,
     parts: Parts,
 ) -> Result<Response, ApiError> {
-    let owner = app.auth.caller(&parts).await?;
     let id = chat_id(id)?;
     let Query(params) = query(&parts)?;
     mode(&params)?;
@@ -378,6 +371,16 @@ fn chat_id(id: Result<Path<String>, PathRejection>) -> Result<String, ApiError> 
 /// The request's query, typed.
 fn query(parts: &Parts) -> Result<Query<Params>, ApiError> {
     Query::from_uri(&parts.uri)
+}
+
+impl<St: SessionStore> EdgeState for Shared<St> {
+    fn auth(&self) -> &Auth {
+        &self.auth
+    }
+
+    fn max_body_bytes(&self) -> usize {
+        self.max_body_bytes
+    }
 }
 
 impl<St: SessionStore> Shared<St> {

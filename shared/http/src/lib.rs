@@ -6,6 +6,7 @@ mod config;
 mod cors;
 mod edge;
 mod error;
+mod extract;
 mod identity;
 mod init;
 mod logging;
@@ -21,6 +22,10 @@ pub use config::{Config, ConfigError};
 pub use cors::{Cors, LOOPBACK_ORIGINS};
 pub use edge::{FunctionService, WithCors, answer_one, function_service, only};
 pub use error::{ApiError, error_body, error_line, error_response, json_response};
+pub use extract::{
+    Arrived, CallerAnd, ChatEdgeState, ChatRequest, ChatRoute, ChatUiRoute, EdgeState, Identified,
+    JsonBody, ProtocolRoute,
+};
 pub use identity::{Auth, CallerParts, JwtVerifier, KeySource};
 pub use init::{MISCONFIGURED, start};
 pub use logging::init_logging;

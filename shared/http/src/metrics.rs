@@ -161,11 +161,22 @@ pub struct TurnMeter {
 
 impl TurnMeter {
     pub fn start(function: &'static str, route: &'static str, model: &str) -> Self {
+        Self::start_at(function, route, model, Instant::now())
+    }
+
+    /// A meter counting from `started`: when the request reached its handler ([`crate::Arrived`]), before its
+    /// caller was known and its body read.
+    pub fn start_at(
+        function: &'static str,
+        route: &'static str,
+        model: &str,
+        started: Instant,
+    ) -> Self {
         Self {
             function,
             route,
             model: model.to_string(),
-            started: Instant::now(),
+            started,
             first_token: None,
         }
     }
