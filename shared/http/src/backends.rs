@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use chat_aws::{BedrockKnowledgeBase, BedrockModel, DynamoStore, S3Attachments};
-use chat_core::{AttachmentStore, Retriever};
+use chat_core::{AttachmentStore, Retriever, ToolSource};
 
 use crate::{Auth, Config, ConfigError};
 
@@ -65,6 +65,8 @@ pub struct ChatBackends {
     pub store: DynamoStore,
     pub knowledge_base: Option<Arc<dyn Retriever>>,
     pub attachments: Option<Arc<dyn AttachmentStore>>,
+    /// Where the model's tools beyond `search_documents` come from: the MCP servers of `MCP_SERVERS`.
+    pub tools: Vec<Arc<dyn ToolSource>>,
 }
 
 impl ChatBackends {
@@ -73,8 +75,10 @@ impl ChatBackends {
         let auth = Auth::from_env()?;
         // A chat function writes a metrics record per turn (the local run, hosting both, once).
         crate::init_metrics(&config.metrics_namespace);
+        let tools = mcp_servers(&config)?;
         let backends = Backends::load().await;
         Ok(Self {
+            tools,
             model: backends.model(&config),
             store: backends.store(&config),
             knowledge_base: backends.knowledge_base(&config),
@@ -83,4 +87,21 @@ impl ChatBackends {
             auth,
         })
     }
+}
+
+/// The MCP servers of `MCP_SERVERS`, their tools listed on the first turn (not here: a server down must not fail a
+/// cold start). A list that does not parse is a configuration error; the message never holds a header's value.
+pub fn mcp_servers(config: &Config) -> Result<Vec<Arc<dyn ToolSource>>, ConfigError> {
+    let Some(json) = &config.mcp_servers else {
+        return Ok(Vec::new());
+    };
+    let servers = chat_mcp::McpServers::from_json(&json.0, config.tool_bounds.call_timeout)
+        .map_err(|reason| ConfigError {
+            name: "MCP_SERVERS",
+            reason,
+        })?;
+    if servers.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(vec![Arc::new(servers)])
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 use chat_core::{
     AgentGroup, AllowedOverrides, ChatSettings, CitationMode, DocumentAccess, FileLimits,
     Guardrail, Latency, Limits, ModelOptions, ReasoningStyle, RequestLimits, RetrievalSettings,
-    ServiceTier, StoreTimeouts,
+    SearchWhen, ServiceTier, StoreTimeouts, ToolBounds,
 };
 use chat_protocol::chat_ui::ReplyShape;
 
@@ -54,6 +54,21 @@ pub struct Config {
     pub usage_limits: Limits,
     /// The CloudWatch namespace of the per-turn metrics (`METRICS_NAMESPACE`, default `ChatBackend`).
     pub metrics_namespace: String,
+    /// The bounds every tool call runs under (`MAX_TOOL_ROUNDS`, `TOOL_TIMEOUT_MS`, `TOOL_RESULT_MAX_BYTES`).
+    pub tool_bounds: ToolBounds,
+    /// The MCP servers whose tools the model is offered (`MCP_SERVERS`, a JSON list of `{name, url, headers?,
+    /// allow?}`), as written: read by the MCP adapter at the cold start. Its header values are secrets.
+    pub mcp_servers: Option<SecretJson>,
+}
+
+/// Configuration that holds secrets (MCP servers' header values): its `Debug` never shows them.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretJson(pub String);
+
+impl std::fmt::Debug for SecretJson {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SecretJson({} bytes, redacted)", self.0.len())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -245,6 +260,13 @@ impl Config {
                     query_rewrite: flag("QUERY_REWRITE", true)?,
                     citations,
                     access: document_access(&get)?,
+                    when: match get("RETRIEVAL") {
+                        None => SearchWhen::default(),
+                        Some(v) => v.parse().map_err(|reason| ConfigError {
+                            name: "RETRIEVAL",
+                            reason,
+                        })?,
+                    },
                 },
             },
             max_body_bytes: number("MAX_BODY_BYTES", 1024 * 1024)? as usize,
@@ -290,6 +312,22 @@ impl Config {
             metrics_namespace: get("METRICS_NAMESPACE")
                 .map(|n| n.trim().to_string())
                 .unwrap_or_else(|| "ChatBackend".into()),
+            tool_bounds: ToolBounds {
+                max_rounds: number(
+                    "MAX_TOOL_ROUNDS",
+                    u64::from(ToolBounds::default().max_rounds),
+                )?
+                .min(u64::from(u32::MAX)) as u32,
+                call_timeout: Duration::from_millis(number(
+                    "TOOL_TIMEOUT_MS",
+                    ToolBounds::default().call_timeout.as_millis() as u64,
+                )?),
+                max_result_bytes: number(
+                    "TOOL_RESULT_MAX_BYTES",
+                    ToolBounds::default().max_result_bytes as u64,
+                )? as usize,
+            },
+            mcp_servers: get("MCP_SERVERS").map(SecretJson),
         })
     }
 }
@@ -481,6 +519,34 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         Config::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn tools_are_bounded_by_default_and_the_mcp_servers_never_show_in_debug() {
+        let c = config(&[]).unwrap();
+        assert_eq!(c.tool_bounds, ToolBounds::default());
+        assert_eq!(c.tool_bounds.max_rounds, 5);
+        assert_eq!(c.chat.retrieval.when, SearchWhen::Before);
+        assert_eq!(c.mcp_servers, None);
+        let servers = r#"[{"name":"x","url":"http://h/mcp","headers":{"Authorization":"Bearer s3cret"}}]"#;
+        let c = config(&[
+            ("MAX_TOOL_ROUNDS", "2"),
+            ("TOOL_TIMEOUT_MS", "1500"),
+            ("TOOL_RESULT_MAX_BYTES", "4096"),
+            ("RETRIEVAL", "Both"),
+            ("MCP_SERVERS", servers),
+        ])
+        .unwrap();
+        assert_eq!(c.tool_bounds.max_rounds, 2);
+        assert_eq!(c.tool_bounds.call_timeout, Duration::from_millis(1500));
+        assert_eq!(c.tool_bounds.max_result_bytes, 4096);
+        assert_eq!(c.chat.retrieval.when, SearchWhen::Both);
+        assert_eq!(c.mcp_servers.as_ref().unwrap().0, servers);
+        assert!(!format!("{c:?}").contains("s3cret"));
+        let bad = config(&[("RETRIEVAL", "after")]).unwrap_err();
+        assert_eq!(bad.name, "RETRIEVAL");
+        assert!(bad.reason.contains("before, tools, both"), "{}", bad.reason);
+        assert_eq!(config(&[("MAX_TOOL_ROUNDS", "0")]).unwrap_err().name, "MAX_TOOL_ROUNDS");
     }
 
     #[test]
