@@ -1,0 +1,105 @@
+//! What a failed call to DynamoDB means for the store: worth trying later or a fault of ours, a lost race, or a
+//! write that may have landed all the same (which the store then reads back, see [`super::idempotency`]).
+
+use aws_sdk_dynamodb::config::http::HttpResponse;
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use chat_core::StoreError;
+
+pub(super) type WriteFailure = SdkError<TransactWriteItemsError, HttpResponse>;
+
+/// Why a write did not land, or may not have.
+pub(super) enum WriteError {
+    /// Another write of the chat got there first: a condition failed. When it was the commit's, an earlier attempt
+    /// of the same commit (the SDK retries one whose answer was lost) may be what changed the chat.
+    Race { commit: bool },
+    /// Nothing of the write is visible: the commit was never sent, or the store refused it.
+    Failed(StoreError),
+    /// The commit failed without saying whether it (or an earlier attempt of it) landed.
+    Unknown(StoreError),
+}
+
+/// What a failed call means for the caller: the store out of reach (no answer in time, no connection, a response
+/// cut off, a server error or throttling past the SDK's retries) is [`StoreError::Unavailable`], worth trying again
+/// later; anything else (a request the store refuses) is a fault of ours.
+pub(crate) fn failed<E>(e: SdkError<E, HttpResponse>) -> StoreError
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    let unavailable = match &e {
+        SdkError::TimeoutError(_) | SdkError::ResponseError(_) => true,
+        SdkError::DispatchFailure(f) => !f.is_user(),
+        SdkError::ServiceError(ctx) => {
+            ctx.raw().status().is_server_error() || is_throttling(ctx.err().code())
+        }
+        _ => false,
+    };
+    let detail = format!("{:?}", aws_sdk_dynamodb::error::DisplayErrorContext(&e));
+    if unavailable {
+        StoreError::Unavailable(detail)
+    } else {
+        StoreError::Failed(detail)
+    }
+}
+
+fn is_throttling(code: Option<&str>) -> bool {
+    matches!(
+        code,
+        Some(
+            "ThrottlingException"
+                | "ThrottlingError"
+                | "ProvisionedThroughputExceededException"
+                | "ProvisionedThroughputExceeded"
+                | "RequestLimitExceeded"
+        )
+    )
+}
+
+/// Whether a failed commit certainly did not land, on this attempt or an earlier one the SDK made: the store refused
+/// the request itself (validation, size, access), as it would have refused every attempt. A lost race, throttling,
+/// a server error or no answer at all may hide an earlier attempt that landed.
+pub(super) fn refused(e: &WriteFailure) -> bool {
+    match e {
+        SdkError::ConstructionFailure(_) => true,
+        SdkError::ServiceError(ctx) => match ctx.err() {
+            TransactWriteItemsError::TransactionCanceledException(c) => {
+                c.cancellation_reasons().iter().any(|r| {
+                    matches!(
+                        r.code(),
+                        Some("ValidationError" | "ItemCollectionSizeLimitExceeded")
+                    )
+                })
+            }
+            other => {
+                ctx.raw().status().is_client_error()
+                    && !is_throttling(other.code())
+                    && !matches!(
+                        other.code(),
+                        Some("TransactionInProgressException" | "TransactionConflictException")
+                    )
+            }
+        },
+        _ => false,
+    }
+}
+
+/// Whether a failed transaction lost a race: every item that failed, failed its condition or conflicted with
+/// another transaction. Throttling, validation or size failures are faults, not races.
+pub(super) fn lost_race(e: &WriteFailure) -> bool {
+    match e.as_service_error() {
+        Some(TransactWriteItemsError::TransactionCanceledException(c)) => {
+            let reasons = c.cancellation_reasons();
+            !reasons.is_empty()
+                && reasons.iter().all(|r| {
+                    matches!(
+                        r.code(),
+                        None | Some("None")
+                            | Some("ConditionalCheckFailed")
+                            | Some("TransactionConflict")
+                    )
+                })
+        }
+        Some(other) => other.code() == Some("TransactionConflictException"),
+        None => false,
+    }
+}

@@ -1,0 +1,166 @@
+//! The store port on DynamoDB: one item per chat and one per message (a long message continues over a few more;
+//! see [`crate::table`]), written in transactions guarded by the chat's version so that concurrent turns both land
+//! whole, and read back whenever a write's outcome is unknown, so that none lands twice.
+//!
+//! By concern:
+//! - [`keys`]: where items sit; [`chat`]: the chat item; [`messages`]: a message's items and their assembly.
+//! - [`read`]: a chat read whole, or as a turn reads it; [`pages`]: its messages in pages; [`list`]: the list index.
+//! - [`write`]: transactions, version guards and the commit; [`errors`]: what a failed call means;
+//!   [`idempotency`]: write tokens and the read-back of a write whose answer was lost.
+//! - [`save`]: new chats and appends; [`rewrite`]: rewrites, replaces and deletes.
+//!
+//! Items are read and written as serde structs ([`serde_dynamo`]) in the attribute names and types the table has
+//! always had, so that chats written before read back the same.
+
+mod chat;
+mod errors;
+mod idempotency;
+mod keys;
+mod list;
+mod messages;
+mod pages;
+mod read;
+mod rewrite;
+mod save;
+mod write;
+
+use std::time::Duration;
+
+use aws_sdk_dynamodb::Client;
+use aws_smithy_types::timeout::TimeoutConfig;
+use chat_core::{
+    ChatMode, ChatRecord, HistoryBudget, LoadedChat, Page, ReadMark, SessionStore, StoreError,
+    StoreTimeouts, StoredMessage, UsageTotals,
+};
+
+pub(crate) use errors::failed;
+
+/// Chats and messages in one DynamoDB table.
+#[derive(Clone)]
+pub struct DynamoStore {
+    client: Client,
+    table: String,
+    /// Chats expire this long after they were created; `None` keeps them.
+    ttl: Option<Duration>,
+}
+
+impl DynamoStore {
+    pub fn new(client: Client, table: impl Into<String>, ttl_days: Option<u32>) -> Self {
+        Self {
+            client,
+            table: table.into(),
+            ttl: ttl_days.map(|d| Duration::from_secs(u64::from(d) * 86_400)),
+        }
+    }
+
+    /// A store on the table `table`, with a client from the shared AWS configuration whose every call is bounded
+    /// by `timeouts`: a store that does not answer is an error within them, not a request held open.
+    pub fn from_config(
+        config: &aws_config::SdkConfig,
+        table: &str,
+        ttl_days: Option<u32>,
+        timeouts: StoreTimeouts,
+    ) -> Self {
+        let client_config = aws_sdk_dynamodb::config::Builder::from(config)
+            .timeout_config(
+                TimeoutConfig::builder()
+                    .connect_timeout(timeouts.connect)
+                    .operation_attempt_timeout(timeouts.attempt)
+                    .operation_timeout(timeouts.operation)
+                    .build(),
+            )
+            .build();
+        Self::new(Client::from_conf(client_config), table, ttl_days)
+    }
+
+    /// The per-user usage counters, in this store's table (through the same client).
+    pub fn usage_ledger(&self) -> crate::DynamoUsage {
+        crate::DynamoUsage::new(self.client.clone(), &self.table)
+    }
+}
+
+impl SessionStore for DynamoStore {
+    async fn load(
+        &self,
+        owner: &str,
+        chat_id: &str,
+    ) -> Result<(ChatRecord, Vec<StoredMessage>), StoreError> {
+        self.load_whole(owner, chat_id).await
+    }
+
+    async fn load_for_turn(
+        &self,
+        owner: &str,
+        chat_id: &str,
+        budget: HistoryBudget,
+    ) -> Result<LoadedChat, StoreError> {
+        self.load_newest(owner, chat_id, budget).await
+    }
+
+    async fn append_after(
+        &self,
+        owner: &str,
+        chat_id: &str,
+        mark: Option<&ReadMark>,
+        messages: &[StoredMessage],
+        spent: &UsageTotals,
+    ) -> Result<ChatRecord, StoreError> {
+        let read = mark.and_then(|m| m.get::<chat::Meta>()).cloned();
+        self.append_as_of(owner, chat_id, read, messages, Some(spent))
+            .await
+    }
+
+    async fn load_page(
+        &self,
+        owner: &str,
+        chat_id: &str,
+        cursor: Option<&str>,
+        limit: usize,
+        max_bytes: usize,
+    ) -> Result<Page<StoredMessage>, StoreError> {
+        self.page_of_messages(owner, chat_id, cursor, limit, max_bytes)
+            .await
+    }
+
+    async fn create(
+        &self,
+        owner: &str,
+        chat: &ChatRecord,
+        messages: &[StoredMessage],
+    ) -> Result<ChatRecord, StoreError> {
+        self.create_chat(owner, chat, messages).await
+    }
+
+    async fn append(
+        &self,
+        owner: &str,
+        chat_id: &str,
+        messages: &[StoredMessage],
+    ) -> Result<ChatRecord, StoreError> {
+        self.append_as_of(owner, chat_id, None, messages, None)
+            .await
+    }
+
+    async fn replace(
+        &self,
+        owner: &str,
+        chat_id: &str,
+        messages: &[StoredMessage],
+    ) -> Result<ChatRecord, StoreError> {
+        self.replace_messages(owner, chat_id, messages).await
+    }
+
+    async fn delete(&self, owner: &str, chat_id: &str) -> Result<(), StoreError> {
+        self.delete_chat(owner, chat_id).await
+    }
+
+    async fn list(
+        &self,
+        owner: &str,
+        mode: ChatMode,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<Page<ChatRecord>, StoreError> {
+        self.list_chats(owner, mode, limit, cursor).await
+    }
+}

@@ -1,0 +1,236 @@
+//! The writes that take away: a chat rewritten whole into a new generation (a replace, or an append too large for
+//! one transaction) and the old generation's items deleted after, and a chat deleted, its item first so that no
+//! reader or writer sees what is left of it.
+
+use aws_sdk_dynamodb::types::{Delete, DeleteRequest, TransactWriteItem, WriteRequest};
+use chat_core::{ChatRecord, StoreError, StoredMessage, UsageTotals};
+use tracing::Instrument;
+
+use super::DynamoStore;
+use super::chat::{Meta, preview, spending, tokens_of};
+use super::errors::{WriteError, failed, lost_race, refused};
+use super::idempotency::new_token;
+use super::keys::{ALL_MESSAGES, Item, META, chat_pk, generation_prefix, s};
+use super::messages::messages_items;
+use super::write::Change;
+use crate::table::{PARTITION_KEY, SORT_KEY};
+
+impl DynamoStore {
+    /// The chat's messages replaced by `messages`, whatever they were.
+    pub(super) async fn replace_messages(
+        &self,
+        owner: &str,
+        chat_id: &str,
+        messages: &[StoredMessage],
+    ) -> Result<ChatRecord, StoreError> {
+        let now = crate::now_millis();
+        let token = new_token();
+        self.retrying(|| async {
+            let meta = self.read_meta(owner, chat_id).await?;
+            if meta.writes.contains(&token) {
+                return Ok(Some(meta.record));
+            }
+            self.rewrite(owner, &meta, messages, &now, &token, None)
+                .await
+        })
+        .await
+    }
+
+    /// Writes `messages` as the chat's whole content in a new generation and switches to it in one step, as the
+    /// write `token`; `None` when another write got there first (this attempt's items are removed again).
+    pub(super) async fn rewrite(
+        &self,
+        owner: &str,
+        meta: &Meta,
+        messages: &[StoredMessage],
+        now: &str,
+        token: &str,
+        spent: Option<&UsageTotals>,
+    ) -> Result<Option<ChatRecord>, StoreError> {
+        let pk = chat_pk(owner, &meta.record.id);
+        let generation = new_token();
+        let puts = messages_items(&pk, &generation, 0, messages, meta.expires_at);
+        let last_message = messages
+            .last()
+            .map(|m| preview(&m.content))
+            .unwrap_or_default();
+        let count = messages.len() as u64;
+        let commit = self.commit_update(
+            owner,
+            meta,
+            Change {
+                generation: &generation,
+                count,
+                last_message: &last_message,
+                now,
+                token,
+                spent,
+                history_tokens: Some(tokens_of(messages)),
+            },
+        );
+        let old = generation_prefix(&meta.generation);
+        let mine = generation_prefix(&generation);
+        let failure = match self
+            .write(puts, self.version_guard(&pk, meta.version), commit)
+            .await
+        {
+            Ok(()) => {
+                self.delete_messages(&pk, &old).await;
+                return Ok(Some(spending(
+                    ChatRecord {
+                        last_updated: now.to_string(),
+                        last_message,
+                        message_count: count,
+                        ..meta.record.clone()
+                    },
+                    spent,
+                )));
+            }
+            Err(failure) => failure,
+        };
+        match failure {
+            WriteError::Race { commit: false } => {
+                self.delete_messages(&pk, &mine).await;
+                Ok(None)
+            }
+            WriteError::Failed(e) => {
+                // A store that does not answer would not delete either; the items are never read.
+                if !matches!(e, StoreError::Unavailable(_)) {
+                    self.delete_messages(&pk, &mine).await;
+                }
+                Err(e)
+            }
+            WriteError::Race { commit: true } | WriteError::Unknown(_) => {
+                // Deleting this write's items before knowing it did not land could delete the chat's messages.
+                if let Some(now_meta) = self.landed(owner, &meta.record.id, token).await? {
+                    // It landed: the generation it replaced is no one's now.
+                    self.delete_messages(&pk, &old).await;
+                    return Ok(Some(now_meta.record));
+                }
+                match failure {
+                    WriteError::Unknown(e) => Err(e),
+                    _ => {
+                        self.delete_messages(&pk, &mine).await;
+                        Ok(None)
+                    }
+                }
+            }
+        }
+    }
+
+    /// The chat gone: its item (so that no one reads or writes it any more), then every message item.
+    pub(super) async fn delete_chat(&self, owner: &str, chat_id: &str) -> Result<(), StoreError> {
+        let pk = chat_pk(owner, chat_id);
+        self.read_meta(owner, chat_id).await?;
+        let deleted = self
+            .client
+            .transact_write_items()
+            .transact_items(
+                TransactWriteItem::builder()
+                    .delete(
+                        Delete::builder()
+                            .table_name(&self.table)
+                            .key(PARTITION_KEY, s(&pk))
+                            .key(SORT_KEY, s(META))
+                            .condition_expression("attribute_exists(#pk)")
+                            .expression_attribute_names("#pk", PARTITION_KEY)
+                            .build()
+                            .expect("a delete has its parts"),
+                    )
+                    .build(),
+            )
+            .send()
+            .instrument(tracing::info_span!("store.transact_write_items"))
+            .await;
+        match deleted {
+            Ok(_) => {}
+            Err(e) if lost_race(&e) => return Err(StoreError::NotFound),
+            Err(e) if refused(&e) => return Err(failed(e)),
+            // No answer: the chat is gone if the delete landed.
+            Err(e) => match self.read_meta(owner, chat_id).await {
+                Err(StoreError::NotFound) => {}
+                Ok(_) => return Err(failed(e)),
+                Err(other) => return Err(other),
+            },
+        }
+        // The chat is gone for every reader and no write can land without it; every message item goes after it,
+        // whatever its generation.
+        self.delete_messages(&pk, ALL_MESSAGES).await;
+        Ok(())
+    }
+
+    /// Deletes every message item of `pk` whose sort key starts with `prefix` (best effort: what is left is never
+    /// read, as it is not the chat's current generation, or the chat is gone).
+    async fn delete_messages(&self, pk: &str, prefix: &str) {
+        let mut start: Option<Item> = None;
+        loop {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
+                .expression_attribute_names("#pk", PARTITION_KEY)
+                .expression_attribute_names("#sk", SORT_KEY)
+                .expression_attribute_values(":pk", s(pk))
+                .expression_attribute_values(":prefix", s(prefix))
+                .projection_expression("#pk, #sk")
+                .set_exclusive_start_key(start.take())
+                .send()
+                .instrument(tracing::info_span!("store.query"))
+                .await;
+            let page = match page {
+                Ok(page) => page,
+                Err(e) => {
+                    tracing::warn!(error = ?e, "could not list messages to delete");
+                    return;
+                }
+            };
+            let requests: Vec<WriteRequest> = page
+                .items()
+                .iter()
+                .map(|item| {
+                    WriteRequest::builder()
+                        .delete_request(
+                            DeleteRequest::builder()
+                                .set_key(Some(item.clone()))
+                                .build()
+                                .expect("a delete has its key"),
+                        )
+                        .build()
+                })
+                .collect();
+            for chunk in requests.chunks(25) {
+                let mut pending = chunk.to_vec();
+                for _ in 0..5 {
+                    match self
+                        .client
+                        .batch_write_item()
+                        .request_items(&self.table, pending.clone())
+                        .send()
+                        .instrument(tracing::info_span!("store.batch_write_item"))
+                        .await
+                    {
+                        Ok(out) => {
+                            pending = out
+                                .unprocessed_items()
+                                .and_then(|u| u.get(&self.table))
+                                .cloned()
+                                .unwrap_or_default();
+                            if pending.is_empty() {
+                                break;
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = ?e, "could not delete messages");
+                            break;
+                        }
+                    }
+                }
+            }
+            match page.last_evaluated_key() {
+                Some(key) if !key.is_empty() => start = Some(key.clone()),
+                _ => return,
+            }
+        }
+    }
+}
