@@ -13,9 +13,9 @@ use axum::routing::post;
 use bytes::Bytes;
 use chat_aws::{BedrockModel, DynamoStore};
 use chat_core::{
-    AgentGroup, AgentMessage, AgentRound, AttachmentStore, Caller, ChatModel, ChatService, Limits,
-    ModelStream, RequestLimits, Retriever, SessionStore, StreamingTurn, TurnEnd, TurnEvent,
-    TurnInput, UsageLedger,
+    AgentGroup, AgentMessage, AgentRound, AttachmentStore, Caller, ChatModel, ChatService,
+    DataPoints, Limits, ModelStream, RequestLimits, Retriever, SessionStore, StreamingTurn,
+    Thought, ToolBounds, ToolSource, TurnEnd, TurnEvent, TurnInput, UsageLedger,
 };
 use chat_http::{
     ApiError, Arrived, Auth, CallerAnd, ChatBackends, ChatEdgeState, ChatRequest, ChatUiRoute,
@@ -123,6 +123,16 @@ impl Framing {
         }
     }
 
+    /// A thought as it happens (a tool call, its result), with the data points when a tool found more.
+    fn thought(&self, thought: &Thought, data_points: Option<&DataPoints>) -> Vec<u8> {
+        let context =
+            ResponseContext::new(std::slice::from_ref(thought), None).with_data_points(data_points);
+        match self {
+            Framing::Deltas(_) => json_line(&StreamChunk::context(context)),
+            Framing::Chunks(header, _) => json_line(&ChatCompletionChunk::context(header, context)),
+        }
+    }
+
     fn end(&self, end: TurnEnd) -> Vec<u8> {
         let context = ResponseContext::new(&end.result_thoughts, end.followup_questions);
         match self {
@@ -161,6 +171,12 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
     /// Keeps the files of messages in `attachments`; `None` takes no files.
     pub fn with_attachments(self, attachments: Option<Arc<dyn AttachmentStore>>) -> Self {
         self.map_service(|service| service.with_attachments(attachments))
+    }
+
+    /// Offers the model the tools of `sources` (MCP servers; `search_documents` comes with the retriever when
+    /// `RETRIEVAL` says so), each call under `bounds`.
+    pub fn with_tools(self, sources: Vec<Arc<dyn ToolSource>>, bounds: ToolBounds) -> Self {
+        self.map_service(|service| service.with_tools(sources, bounds))
     }
 
     /// Counts what each user spends in `ledger` and holds them to the configured limits; `None` counts nothing.
@@ -234,7 +250,8 @@ impl App<BedrockModel, DynamoStore> {
     pub async fn from_env() -> Result<Self, ConfigError> {
         let backends = ChatBackends::from_env().await?;
         let ledger: Arc<dyn UsageLedger> = Arc::new(backends.store.usage_ledger());
-        // With a knowledge base configured, every standard turn searches it first.
+        let tool_bounds = backends.config.tool_bounds;
+        // With a knowledge base configured, standard turns search it (first, or as the model's tool: RETRIEVAL).
         let app = App::new(
             backends.model,
             backends.store,
@@ -244,6 +261,7 @@ impl App<BedrockModel, DynamoStore> {
         Ok(app
             .with_retriever(backends.knowledge_base)
             .with_attachments(backends.attachments)
+            .with_tools(backends.tools, tool_bounds)
             .with_usage(Some(ledger)))
     }
 }
@@ -313,7 +331,7 @@ impl<M: ChatModel, St: SessionStore> EdgeState for Shared<M, St> {
     }
 }
 
-impl<M: ChatModel, St: SessionStore> ChatEdgeState for Shared<M, St> {
+impl<M: ChatModel + 'static, St: SessionStore> ChatEdgeState for Shared<M, St> {
     fn request_limits(&self) -> &RequestLimits {
         &self.service.settings().limits
     }
@@ -461,7 +479,7 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> Shared<M, St> {
 
 /// Writes each agent's message as one event, then stores the round before the stream ends; a fault becomes an
 /// event carrying `{"error": …}` and nothing is stored.
-async fn write_agents<M: ChatModel, St: SessionStore>(
+async fn write_agents<M: ChatModel + 'static, St: SessionStore>(
     service: Arc<ChatService<M, St>>,
     group: Arc<AgentGroup>,
     started: RoundInProgress,
@@ -522,7 +540,7 @@ async fn write_agents<M: ChatModel, St: SessionStore>(
 
 /// Writes the answer line by line, and stores the turn before the last line. A failed write means the client went
 /// away: returning drops the turn, which stops reading from the model, and stores nothing.
-async fn write_stream<M: ChatModel, St: SessionStore>(
+async fn write_stream<M: ChatModel + 'static, St: SessionStore>(
     service: Arc<ChatService<M, St>>,
     caller: Caller,
     mut turn: StreamingTurn<M::Stream>,
@@ -531,6 +549,8 @@ async fn write_stream<M: ChatModel, St: SessionStore>(
     tx: mpsc::Sender<Bytes>,
     mut meter: TurnMeter,
 ) {
+    // How many data points the client has been sent.
+    let mut sent_points = turn.data_points().map(|p| p.text.len());
     if tx.send(first.into()).await.is_err() {
         let spent = turn.spent_so_far();
         service.count_unfinished(&caller, spent).await;
@@ -545,6 +565,13 @@ async fn write_stream<M: ChatModel, St: SessionStore>(
             }
             Ok(Some(TurnEvent::Reasoning(piece))) => framing.reasoning(&piece, false),
             Ok(Some(TurnEvent::RedactedReasoning(note))) => framing.reasoning(&note, true),
+            Ok(Some(TurnEvent::Thought(thought))) => {
+                // Data points go again only when a tool found passages: the first line had the others.
+                let points = turn.data_points();
+                let grew = points.as_ref().map(|p| p.text.len()) != sent_points;
+                sent_points = points.as_ref().map(|p| p.text.len());
+                framing.thought(&thought, points.as_ref().filter(|_| grew))
+            }
             Ok(Some(TurnEvent::End(end))) => {
                 // Only a client still there gets the turn stored: holding a slot for the last line first makes
                 // the store and the end line go together.

@@ -13,7 +13,7 @@ use axum::routing::post;
 use chat_aws::{BedrockModel, DynamoStore};
 use chat_core::{
     AgentGroup, Answer, AttachmentStore, Caller, ChatModel, ChatService, Limits, RequestLimits,
-    Retriever, SessionStore, TurnSpent, UsageLedger,
+    Retriever, SessionStore, ToolBounds, ToolSource, TurnSpent, UsageLedger,
 };
 use chat_http::{
     ApiError, Arrived, Auth, CallerAnd, ChatBackends, ChatEdgeState, ChatRequest, ChatRoute,
@@ -72,6 +72,12 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> App<M, St> {
     /// Keeps the files of messages in `attachments`; `None` takes no files.
     pub fn with_attachments(self, attachments: Option<Arc<dyn AttachmentStore>>) -> Self {
         self.map_service(|service| service.with_attachments(attachments))
+    }
+
+    /// Offers the model the tools of `sources` (MCP servers; `search_documents` comes with the retriever when
+    /// `RETRIEVAL` says so), each call under `bounds`.
+    pub fn with_tools(self, sources: Vec<Arc<dyn ToolSource>>, bounds: ToolBounds) -> Self {
+        self.map_service(|service| service.with_tools(sources, bounds))
     }
 
     /// Counts what each user spends in `ledger` and holds them to the configured limits; `None` counts nothing.
@@ -135,7 +141,8 @@ impl App<BedrockModel, DynamoStore> {
     pub async fn from_env() -> Result<Self, ConfigError> {
         let backends = ChatBackends::from_env().await?;
         let ledger: Arc<dyn UsageLedger> = Arc::new(backends.store.usage_ledger());
-        // With a knowledge base configured, every standard turn searches it first.
+        let tool_bounds = backends.config.tool_bounds;
+        // With a knowledge base configured, standard turns search it (first, or as the model's tool: RETRIEVAL).
         let app = App::new(
             backends.model,
             backends.store,
@@ -145,6 +152,7 @@ impl App<BedrockModel, DynamoStore> {
         Ok(app
             .with_retriever(backends.knowledge_base)
             .with_attachments(backends.attachments)
+            .with_tools(backends.tools, tool_bounds)
             .with_usage(Some(ledger)))
     }
 }
@@ -170,7 +178,7 @@ async fn metered(
 
 // A turn's request is read under its meter (a refusal is a failed turn): the caller first, then the body.
 
-async fn protocol_chat<M: ChatModel, St: SessionStore>(
+async fn protocol_chat<M: ChatModel + 'static, St: SessionStore>(
     State(app): AppState<M, St>,
     arrived: Arrived,
     request: Result<CallerAnd<ChatRequest>, ApiError>,
@@ -178,7 +186,7 @@ async fn protocol_chat<M: ChatModel, St: SessionStore>(
     metered(app.meter("/chat", arrived), app.turn(request)).await
 }
 
-async fn ui_chat<M: ChatModel, St: SessionStore>(
+async fn ui_chat<M: ChatModel + 'static, St: SessionStore>(
     State(app): AppState<M, St>,
     arrived: Arrived,
     request: Result<CallerAnd<ChatRequest<ChatUiRoute>>, ApiError>,
@@ -186,7 +194,7 @@ async fn ui_chat<M: ChatModel, St: SessionStore>(
     metered(app.meter("/chat-ui/chat", arrived), app.turn(request)).await
 }
 
-async fn agents_chat<M: ChatModel, St: SessionStore>(
+async fn agents_chat<M: ChatModel + 'static, St: SessionStore>(
     State(app): AppState<M, St>,
     arrived: Arrived,
     headers: HeaderMap,
@@ -209,7 +217,7 @@ impl<M: ChatModel, St: SessionStore> EdgeState for Shared<M, St> {
     }
 }
 
-impl<M: ChatModel, St: SessionStore> ChatEdgeState for Shared<M, St> {
+impl<M: ChatModel + 'static, St: SessionStore> ChatEdgeState for Shared<M, St> {
     fn request_limits(&self) -> &RequestLimits {
         &self.service.settings().limits
     }
@@ -219,7 +227,7 @@ impl<M: ChatModel, St: SessionStore> ChatEdgeState for Shared<M, St> {
     }
 }
 
-impl<M: ChatModel, St: SessionStore> Shared<M, St> {
+impl<M: ChatModel + 'static, St: SessionStore> Shared<M, St> {
     /// A meter for a turn on `route`, from when its request arrived.
     fn meter(&self, route: &'static str, Arrived(at): Arrived) -> TurnMeter {
         TurnMeter::start_at(FUNCTION, route, &self.service.settings().model_id, at)

@@ -344,6 +344,8 @@ pub struct Answer {
     /// redacted (encrypted by the model provider, said so in the text).
     pub reasoning: Option<String>,
     pub reasoning_redacted: bool,
+    /// The tools the model called while answering, with their results, in order.
+    pub tools: Vec<crate::ToolExchange>,
 }
 
 impl Answer {

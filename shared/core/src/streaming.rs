@@ -206,8 +206,10 @@ impl<S: ModelStream> StreamingTurn<S> {
                         reasoning: (!driver.reasoning.is_empty() || driver.reasoning_redacted)
                             .then(|| reasoning_text(&driver.reasoning, driver.reasoning_redacted)),
                         reasoning_redacted: driver.reasoning_redacted,
+                        tools: driver.exchanges,
                     };
-                    return Ok((answer, self.session, driver.exchanges, spent));
+                    let tools = answer.tools.clone();
+                    return Ok((answer, self.session, tools, spent));
                 }
             }
         }

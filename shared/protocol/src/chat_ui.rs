@@ -124,6 +124,10 @@ impl ChatMessageContent {
         if let Some(cost) = answer.cost_usd {
             extra.insert("CostUsd".into(), cost.into());
         }
+        // And the tools the model called on the way.
+        if !answer.tools.is_empty() {
+            extra.insert("ToolCalls".into(), tool_calls(&answer.tools));
+        }
         Self {
             author_name: None,
             role: RoleLabel {
@@ -437,13 +441,34 @@ pub fn agent_event(message: &AgentMessage, state: Option<&Value>) -> ChatMessage
         finish_reason: message.finish_reason,
         session_state: state,
     });
-    // As for a standard answer: what a grounded round's message cites travels in its metadata.
+    // As for a standard answer: what a grounded round's message cites travels in its metadata, and its tool calls.
     if let (Some(cited), Some(metadata)) = (&message.citations, event.metadata.as_mut()) {
         metadata
             .extra
             .insert("Citations".into(), cited.clone().into());
     }
+    if let (false, Some(metadata)) = (message.tools.is_empty(), event.metadata.as_mut()) {
+        metadata
+            .extra
+            .insert("ToolCalls".into(), tool_calls(&message.tools));
+    }
     event
+}
+
+/// The tools an answer called, as its `Metadata.ToolCalls`: each call's tool, input, status and result.
+fn tool_calls(tools: &[chat_core::ToolExchange]) -> Value {
+    tools
+        .iter()
+        .map(|t| {
+            serde_json::json!({
+                "Name": t.name,
+                "Input": t.input,
+                "Status": t.status.as_str(),
+                "Result": t.output,
+            })
+        })
+        .collect::<Vec<_>>()
+        .into()
 }
 
 /// One agent's message as the Chat UI's current revision shows and saves it.

@@ -237,6 +237,14 @@ impl ChatCompletionChunk {
         Self::with_choice(header, choice)
     }
 
+    /// A chunk carrying context as it happens (a tool call, its result, what a search found), in the choice's
+    /// context: no text.
+    pub fn context(header: &ChunkHeader, context: ResponseContext) -> Self {
+        let mut choice = Self::choice(Delta::default());
+        choice.context = Field::Value(context);
+        Self::with_choice(header, choice)
+    }
+
     /// The last chunk: why the model stopped, the token usage, and context learned at the end.
     pub fn finish(
         header: &ChunkHeader,

@@ -134,6 +134,11 @@ impl StreamChunk {
         }
     }
 
+    /// A line carrying context as it happens (a tool call, its result, what a search found): no text.
+    pub fn context(context: ResponseContext) -> Self {
+        Self::end(context)
+    }
+
     /// A last line carrying context learned at the end (follow-up questions, token usage).
     pub fn end(context: ResponseContext) -> Self {
         Self {
