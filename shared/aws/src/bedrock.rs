@@ -11,7 +11,7 @@ use aws_sdk_bedrockruntime::primitives::event_stream::EventReceiver;
 use aws_sdk_bedrockruntime::types::error::ConverseStreamOutputError;
 use aws_sdk_bedrockruntime::types::{
     CachePointBlock, CachePointType, CitationLocation, CitationsConfig, ContentBlock,
-    ContentBlockDelta, ConversationRole, ConverseOutput, ConverseStreamOutput,
+    ContentBlockDelta, ContentBlockStart, ConversationRole, ConverseOutput, ConverseStreamOutput,
     ConverseTokensRequest, CountTokensInput, DocumentBlock,
     DocumentFormat as BedrockDocumentFormat, DocumentSource, GuardrailConfiguration,
     GuardrailConverseContentBlock, GuardrailConverseContentQualifier, GuardrailConverseTextBlock,
@@ -20,14 +20,15 @@ use aws_sdk_bedrockruntime::types::{
     PerformanceConfigLatency, PerformanceConfiguration, ReasoningContentBlock,
     ReasoningContentBlockDelta, SearchResultBlock, SearchResultContentBlock,
     ServiceTier as BedrockServiceTier, ServiceTierType, StopReason as BedrockStop,
-    SystemContentBlock,
+    SystemContentBlock, Tool as BedrockTool, ToolConfiguration, ToolInputSchema, ToolResultBlock,
+    ToolResultContentBlock, ToolResultStatus, ToolSpecification, ToolUseBlock,
 };
 use aws_smithy_types::timeout::TimeoutConfig;
 use aws_smithy_types::{Blob, Document, Number};
 use chat_core::TokenUsage;
 use chat_core::{
     ChatModel, ModelError, ModelEvent, ModelReply, ModelRequest, ModelStream, Passage,
-    ReplyCitation, Served, StopReason,
+    ReplyCitation, Served, StopReason, ToolCall, ToolStatus,
 };
 use tracing::field::Empty;
 use tracing::{Instrument, Span};
@@ -135,6 +136,16 @@ fn file_block(file: &chat_core::Attachment, name: &str) -> Result<ContentBlock, 
 
 fn messages(request: &ModelRequest) -> Result<Vec<Message>, ModelError> {
     let last = request.messages.len().saturating_sub(1);
+    let rejected = |e: BuildError| ModelError::Rejected(e.to_string());
+    // Converse refuses toolUse and toolResult blocks in a request without a toolConfig, so a request that offers no
+    // tools gets its conversation's tool exchanges as text (the model still reads what was asked and answered).
+    let offered = !request.tools.is_empty();
+    let tool_names: std::collections::HashMap<&str, &str> = request
+        .messages
+        .iter()
+        .flat_map(|m| &m.tool_uses)
+        .map(|call| (call.id.as_str(), call.name.as_str()))
+        .collect();
     // Converse refuses two documents of one name in a request.
     let mut document_names = chat_core::distinct_names(
         request
@@ -155,6 +166,29 @@ fn messages(request: &ModelRequest) -> Result<Vec<Message>, ModelError> {
                 chat_core::Role::Assistant => ConversationRole::Assistant,
             };
             let mut message = Message::builder().role(role);
+            // The results of the previous message's calls come first in a user message, as Claude wants them.
+            for result in &m.tool_results {
+                message = message.content(if offered {
+                    ContentBlock::ToolResult(
+                        ToolResultBlock::builder()
+                            .tool_use_id(&result.id)
+                            .content(ToolResultContentBlock::Text(result.text.clone()))
+                            .status(match result.status {
+                                ToolStatus::Success => ToolResultStatus::Success,
+                                ToolStatus::Error => ToolResultStatus::Error,
+                            })
+                            .build()
+                            .map_err(rejected)?,
+                    )
+                } else {
+                    let name = tool_names.get(result.id.as_str()).unwrap_or(&"unknown");
+                    ContentBlock::Text(format!(
+                        "[tool {name} → {}: {}]",
+                        result.status.as_str(),
+                        result.text
+                    ))
+                });
+            }
             // Native citations: the passages go first in the question's message, as search results the model
             // may cite by position.
             if i == last && m.role == chat_core::Role::User {
@@ -175,10 +209,12 @@ fn messages(request: &ModelRequest) -> Result<Vec<Message>, ModelError> {
                     .content(ContentBlock::Text(file.label()))
                     .content(file_block(file, &name)?);
             }
+            // A text left empty beside other blocks (files, tool calls or results) is no block.
+            let alone = m.files.is_empty() && m.tool_uses.is_empty() && m.tool_results.is_empty();
             let texts: Vec<&String> = m
                 .texts
                 .iter()
-                .filter(|t| m.files.is_empty() || !t.trim().is_empty())
+                .filter(|t| alone || !t.trim().is_empty())
                 .collect();
             let question = i == last && m.role == chat_core::Role::User;
             for (j, text) in texts.iter().enumerate() {
@@ -195,6 +231,21 @@ fn messages(request: &ModelRequest) -> Result<Vec<Message>, ModelError> {
                         )?),
                     _ => message.content(ContentBlock::Text((*text).clone())),
                 };
+            }
+            // The calls an assistant message made, after what it wrote.
+            for call in &m.tool_uses {
+                message = message.content(if offered {
+                    ContentBlock::ToolUse(
+                        ToolUseBlock::builder()
+                            .tool_use_id(&call.id)
+                            .name(&call.name)
+                            .input(document(&call.input))
+                            .build()
+                            .map_err(rejected)?,
+                    )
+                } else {
+                    ContentBlock::Text(format!("[tool {} called with {}]", call.name, call.input))
+                });
             }
             // The conversation up to the newest question is the next turn's cached prefix.
             if request.prompt_caching && i + 1 == last && last > 0 {
@@ -238,7 +289,29 @@ fn system(request: &ModelRequest) -> Result<Vec<SystemContentBlock>, ModelError>
     Ok(blocks)
 }
 
-/// A JSON value as a Smithy document (for `additionalModelRequestFields`).
+/// The tools the model may ask for, `None` when it is offered none (Converse then gets no `toolConfig`). Where the
+/// cache points go does not change: Bedrock reads the tools before the system prompt, so the cache point after the
+/// system prompt covers them too.
+fn tool_config(request: &ModelRequest) -> Result<Option<ToolConfiguration>, ModelError> {
+    if request.tools.is_empty() {
+        return Ok(None);
+    }
+    let rejected = |e: BuildError| ModelError::Rejected(e.to_string());
+    let mut config = ToolConfiguration::builder();
+    for tool in &request.tools {
+        let spec = ToolSpecification::builder()
+            .name(&tool.name)
+            // Bedrock refuses an empty description.
+            .set_description(Some(tool.description.clone()).filter(|d| !d.trim().is_empty()))
+            .input_schema(ToolInputSchema::Json(document(&tool.input_schema)))
+            .build()
+            .map_err(rejected)?;
+        config = config.tools(BedrockTool::ToolSpec(spec));
+    }
+    config.build().map(Some).map_err(rejected)
+}
+
+/// A JSON value as a Smithy document (for `additionalModelRequestFields`, tool schemas and tool inputs).
 fn document(value: &serde_json::Value) -> Document {
     use serde_json::Value;
     match value {
@@ -253,6 +326,48 @@ fn document(value: &serde_json::Value) -> Document {
         Value::Array(a) => Document::Array(a.iter().map(document).collect()),
         Value::Object(o) => {
             Document::Object(o.iter().map(|(k, v)| (k.clone(), document(v))).collect())
+        }
+    }
+}
+
+/// A Smithy document as a JSON value (a tool call's input); a number JSON cannot hold (NaN, infinity) is null.
+fn json_value(document: &Document) -> serde_json::Value {
+    use serde_json::Value;
+    match document {
+        Document::Null => Value::Null,
+        Document::Bool(b) => Value::Bool(*b),
+        Document::Number(Number::PosInt(u)) => Value::from(*u),
+        Document::Number(Number::NegInt(i)) => Value::from(*i),
+        Document::Number(Number::Float(f)) => {
+            serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number)
+        }
+        Document::String(s) => Value::String(s.clone()),
+        Document::Array(a) => Value::Array(a.iter().map(json_value).collect()),
+        Document::Object(o) => {
+            Value::Object(o.iter().map(|(k, v)| (k.clone(), json_value(v))).collect())
+        }
+    }
+}
+
+/// The input of a streamed tool call, from its concatenated `toolUse` input deltas. No delta at all is an empty
+/// input (`{}`, as a tool without parameters gets). Input that is not a JSON object, which a model should never
+/// send, is also `{}`, with a warning: the call still happens and the tool tells the model what its input lacks,
+/// which it reads and can correct in the next round, rather than the whole turn failing for one malformed call;
+/// and the call is stored and replayed to Bedrock later, which refuses a `toolUse` input that is not an object.
+fn tool_input(name: &str, raw: &str) -> serde_json::Value {
+    if raw.trim().is_empty() {
+        return serde_json::Value::Object(Default::default());
+    }
+    match serde_json::from_str::<serde_json::Value>(raw) {
+        Ok(value @ serde_json::Value::Object(_)) => value,
+        parsed => {
+            tracing::warn!(
+                tool = name,
+                input_bytes = raw.len(),
+                error = parsed.err().map(|e| e.to_string()),
+                "the model's tool input is not a JSON object: the tool is called with {{}}"
+            );
+            serde_json::Value::Object(Default::default())
         }
     }
 }
@@ -356,6 +471,7 @@ pub(crate) fn stop_reason(stop: &BedrockStop) -> StopReason {
         BedrockStop::GuardrailIntervened => StopReason::GuardrailIntervened,
         BedrockStop::ContentFiltered => StopReason::ContentFiltered,
         BedrockStop::ModelContextWindowExceeded => StopReason::ContextWindowExceeded,
+        BedrockStop::ToolUse => StopReason::ToolUse,
         other => StopReason::Other(other.as_str().to_string()),
     }
 }
@@ -441,6 +557,28 @@ pub struct BedrockStream {
     timeout: Duration,
     /// Events read and not yet returned: the end's metadata carries several.
     pending: std::collections::VecDeque<ModelEvent>,
+    /// The tool calls being streamed, by content block index: their id, name and input so far.
+    tool_blocks: std::collections::BTreeMap<i32, PendingCall>,
+    /// The tool calls returned so far (for the log).
+    tool_calls: usize,
+}
+
+/// A tool call whose input is still arriving.
+struct PendingCall {
+    id: String,
+    name: String,
+    input: String,
+}
+
+impl PendingCall {
+    fn finish(self) -> ToolCall {
+        let input = tool_input(&self.name, &self.input);
+        ToolCall {
+            id: self.id,
+            name: self.name,
+            input,
+        }
+    }
 }
 
 impl BedrockStream {
@@ -493,7 +631,7 @@ impl ModelStream for BedrockStream {
         if let Some(event) = self.pending.pop_front() {
             return Ok(Some(event));
         }
-        let deadline = match self.first_text_ms {
+        let mut deadline = match self.first_text_ms {
             None => self.started + self.timeout,
             Some(_) => Instant::now() + self.timeout,
         };
@@ -529,10 +667,48 @@ impl ModelStream for BedrockStream {
                         // reasoning back (it is not stored), so it is not kept.
                         _ => {}
                     },
+                    // A piece of a tool call's input: the model is writing, so it is not silent, though nothing
+                    // is returned until the call is whole.
+                    Some(ContentBlockDelta::ToolUse(piece)) => {
+                        self.first_text_ms
+                            .get_or_insert_with(|| millis(self.started));
+                        deadline = Instant::now() + self.timeout;
+                        if let Some(call) = self.tool_blocks.get_mut(&d.content_block_index()) {
+                            call.input.push_str(piece.input());
+                        }
+                    }
                     _ => {}
                 },
+                ConverseStreamOutput::ContentBlockStart(start) => {
+                    if let Some(ContentBlockStart::ToolUse(tool)) = start.start() {
+                        self.tool_blocks.insert(
+                            start.content_block_index(),
+                            PendingCall {
+                                id: tool.tool_use_id().to_string(),
+                                name: tool.name().to_string(),
+                                input: String::new(),
+                            },
+                        );
+                    }
+                }
+                ConverseStreamOutput::ContentBlockStop(stop) => {
+                    if let Some(call) = self.tool_blocks.remove(&stop.content_block_index()) {
+                        self.tool_calls += 1;
+                        return Ok(Some(ModelEvent::ToolUse(call.finish())));
+                    }
+                }
                 ConverseStreamOutput::MessageStop(stop) => {
-                    return Ok(Some(ModelEvent::Stop(stop_reason(stop.stop_reason()))));
+                    // A call whose block never stopped is still the model's request, whole as it came.
+                    let unfinished = std::mem::take(&mut self.tool_blocks);
+                    self.tool_calls += unfinished.len();
+                    self.pending.extend(
+                        unfinished
+                            .into_values()
+                            .map(|call| ModelEvent::ToolUse(call.finish())),
+                    );
+                    self.pending
+                        .push_back(ModelEvent::Stop(stop_reason(stop.stop_reason())));
+                    return Ok(self.pending.pop_front());
                 }
                 ConverseStreamOutput::Metadata(m) => {
                     self.span.record("outcome", "ok");
@@ -551,6 +727,7 @@ impl ModelStream for BedrockStream {
                         output_tokens = m.usage().map(|u| u.output_tokens()),
                         cache_read_input_tokens = m.usage().and_then(|u| u.cache_read_input_tokens()),
                         cache_write_input_tokens = m.usage().and_then(|u| u.cache_write_input_tokens()),
+                        tool_calls = self.tool_calls,
                         "model answered"
                     );
                     if let Some(trace) = m.trace().and_then(|t| t.guardrail()) {
@@ -566,7 +743,7 @@ impl ModelStream for BedrockStream {
                     }
                     return Ok(self.pending.pop_front());
                 }
-                // messageStart, contentBlockStart/Stop, and events this backend does not use.
+                // messageStart, the start and stop of other blocks, and events this backend does not use.
                 _ => {}
             }
         }
@@ -611,6 +788,7 @@ impl ChatModel for BedrockModel {
         let input = ConverseTokensRequest::builder()
             .set_system(Some(system(request)?))
             .set_messages(Some(messages(request)?))
+            .set_tool_config(tool_config(request)?)
             .build();
         let call = self
             .client
@@ -669,6 +847,7 @@ impl ChatModel for BedrockModel {
             .model_id(&request.model_id)
             .set_system(Some(system(request)?))
             .set_messages(Some(messages(request)?))
+            .set_tool_config(tool_config(request)?)
             .inference_config(inference(request))
             .set_guardrail_config(guardrail(request))
             .set_additional_model_request_fields(additional_fields(request))
@@ -688,6 +867,7 @@ impl ChatModel for BedrockModel {
         let mut citations = Vec::new();
         let mut reasoning = String::new();
         let mut reasoning_redacted = false;
+        let mut tool_calls = Vec::new();
         if let Some(ConverseOutput::Message(m)) = output.output() {
             for block in m.content() {
                 match block {
@@ -712,6 +892,16 @@ impl ChatModel for BedrockModel {
                             })
                         }));
                     }
+                    ContentBlock::ToolUse(call) => tool_calls.push(ToolCall {
+                        id: call.tool_use_id().to_string(),
+                        name: call.name().to_string(),
+                        input: match json_value(call.input()) {
+                            input @ serde_json::Value::Object(_) => input,
+                            // Null when the model sent no input; anything else as a malformed streamed input is.
+                            serde_json::Value::Null => tool_input(call.name(), ""),
+                            other => tool_input(call.name(), &other.to_string()),
+                        },
+                    }),
                     _ => {}
                 }
             }
@@ -728,6 +918,7 @@ impl ChatModel for BedrockModel {
                 .and_then(|t| t.guardrail())
                 .map(guardrail_trace),
             served: served(output.performance_config(), output.service_tier()),
+            tool_calls,
         };
         span.record("input_tokens", reply.usage.input_tokens);
         span.record("output_tokens", reply.usage.output_tokens);
@@ -741,6 +932,7 @@ impl ChatModel for BedrockModel {
             cache_read_input_tokens = reply.usage.cache_read_input_tokens,
             cache_write_input_tokens = reply.usage.cache_write_input_tokens,
             stop_reason = ?reply.stop_reason,
+            tool_calls = reply.tool_calls.len(),
             "model answered"
         );
         Ok(reply)
@@ -774,6 +966,7 @@ impl ChatModel for BedrockModel {
             .model_id(&request.model_id)
             .set_system(Some(system(request)?))
             .set_messages(Some(messages(request)?))
+            .set_tool_config(tool_config(request)?)
             .inference_config(inference(request))
             .set_guardrail_config(guardrail)
             .set_additional_model_request_fields(additional_fields(request))
@@ -800,6 +993,8 @@ impl ChatModel for BedrockModel {
             first_text_ms: None,
             timeout: self.timeout,
             pending: std::collections::VecDeque::new(),
+            tool_blocks: std::collections::BTreeMap::new(),
+            tool_calls: 0,
         })
     }
 }
@@ -807,6 +1002,100 @@ impl ChatModel for BedrockModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_streamed_input_that_is_empty_or_not_an_object_is_called_with_an_empty_object() {
+        let call = |raw: &str| {
+            PendingCall {
+                id: "tooluse_1".into(),
+                name: "add".into(),
+                input: raw.into(),
+            }
+            .finish()
+        };
+        assert_eq!(
+            call(r#"{"a": 2, "b": [1.5, -3, null, true, "x"]}"#).input,
+            serde_json::json!({"a": 2, "b": [1.5, -3, null, true, "x"]})
+        );
+        for raw in ["", "  ", r#"{"a": 2"#, "[1, 2]", "5", "null"] {
+            assert_eq!(call(raw).input, serde_json::json!({}), "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn json_goes_to_a_document_and_back_unchanged() {
+        let value = serde_json::json!({
+            "type": "object",
+            "properties": {"n": {"type": "integer", "minimum": -5, "maximum": 18446744073709551615_u64}},
+            "weights": [0.25, 1e-3],
+            "none": null,
+            "on": false,
+        });
+        assert_eq!(json_value(&document(&value)), value);
+        assert_eq!(
+            json_value(&Document::Number(Number::Float(f64::NAN))),
+            serde_json::Value::Null
+        );
+    }
+
+    fn message(role: chat_core::Role, texts: &[&str]) -> chat_core::ModelMessage {
+        chat_core::ModelMessage::text(role, texts.iter().map(|t| t.to_string()).collect())
+    }
+
+    #[test]
+    fn results_go_first_and_calls_last_and_blank_texts_beside_them_go_nowhere() {
+        let call = ToolCall {
+            id: "tooluse_1".into(),
+            name: "add".into(),
+            input: serde_json::json!({"a": 1}),
+        };
+        let request = ModelRequest {
+            messages: vec![
+                message(chat_core::Role::User, &["Add"]),
+                chat_core::ModelMessage {
+                    tool_uses: vec![call.clone()],
+                    ..message(chat_core::Role::Assistant, &["Adding.", " "])
+                },
+                chat_core::ModelMessage {
+                    tool_results: vec![chat_core::ToolResult {
+                        id: call.id.clone(),
+                        text: "1".into(),
+                        status: ToolStatus::Error,
+                    }],
+                    ..message(chat_core::Role::User, &["", "And then?"])
+                },
+            ],
+            tools: vec![chat_core::ToolSpec {
+                name: "add".into(),
+                description: String::new(),
+                input_schema: serde_json::json!({"type": "object"}),
+            }],
+            ..ModelRequest::default()
+        };
+        let sent = messages(&request).unwrap();
+        let assistant = sent[1].content();
+        assert_eq!(assistant.len(), 2, "{assistant:?}");
+        assert_eq!(assistant[0].as_text().unwrap(), "Adding.");
+        let tool_use = assistant[1].as_tool_use().unwrap();
+        assert_eq!(
+            (tool_use.tool_use_id(), tool_use.name()),
+            ("tooluse_1", "add")
+        );
+        assert_eq!(json_value(tool_use.input()), call.input);
+        let user = sent[2].content();
+        assert_eq!(user.len(), 2, "{user:?}");
+        let result = user[0].as_tool_result().unwrap();
+        assert_eq!(result.tool_use_id(), "tooluse_1");
+        assert_eq!(result.status(), Some(&ToolResultStatus::Error));
+        assert_eq!(result.content()[0].as_text().unwrap(), "1");
+        assert_eq!(user[1].as_text().unwrap(), "And then?");
+
+        // An empty description is left out: Bedrock refuses it.
+        let config = tool_config(&request).unwrap().unwrap();
+        let spec = config.tools()[0].as_tool_spec().unwrap();
+        assert_eq!(spec.description(), None);
+        assert!(tool_config(&ModelRequest::default()).unwrap().is_none());
+    }
 
     #[test]
     fn a_model_that_cannot_count_or_a_role_that_may_not_stops_counting_and_nothing_else_does() {
