@@ -1,0 +1,408 @@
+//! `McpServers` against the local MCP server (tests/local-mcp), each test with servers of its own on free ports.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chat_core::{Caller, Tool, ToolListing, ToolSource};
+use chat_mcp::McpServers;
+use serde_json::{Value, json};
+
+const LIST_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn any_port() -> SocketAddr {
+    ([127, 0, 0, 1], 0).into()
+}
+
+/// A port nothing listens on (bound, then let go).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn start() -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    local_mcp::start(any_port()).await.unwrap()
+}
+
+fn servers(json: Value) -> McpServers {
+    McpServers::from_json(&json.to_string(), LIST_TIMEOUT).unwrap()
+}
+
+fn names(listing: &ToolListing) -> Vec<String> {
+    let mut names: Vec<String> = listing
+        .tools
+        .iter()
+        .map(|t| t.spec().name.clone())
+        .collect();
+    names.sort();
+    names
+}
+
+fn tool(listing: &ToolListing, name: &str) -> Arc<dyn Tool> {
+    listing
+        .tools
+        .iter()
+        .find(|t| t.spec().name == name)
+        .unwrap_or_else(|| panic!("no tool {name} in {:?}", names(listing)))
+        .clone()
+}
+
+async fn call(tool: &Arc<dyn Tool>, input: Value) -> Result<String, String> {
+    tool.call(&Caller::owner("u"), &input)
+        .await
+        .map(|output| output.text)
+}
+
+#[tokio::test]
+async fn a_servers_tools_are_listed_and_called() {
+    let (addr, _server) = start().await;
+    let source = servers(json!([{"name": "local", "url": local_mcp::url(addr)}]));
+    let listing = source.list().await;
+    assert!(listing.unavailable.is_empty(), "{:?}", listing.unavailable);
+    assert_eq!(names(&listing), ["add", "echo", "sleep"]);
+
+    let add = tool(&listing, "add");
+    assert!(!add.spec().description.is_empty());
+    // The schema is the server's: an object with the numbers a and b.
+    let schema = &add.spec().input_schema;
+    assert_eq!(schema["type"], "object");
+    assert!(schema["properties"]["a"].is_object(), "{schema}");
+    assert!(schema["properties"]["b"].is_object(), "{schema}");
+
+    assert_eq!(call(&add, json!({"a": 2, "b": 3})).await.unwrap(), "5");
+    assert_eq!(call(&add, json!({"a": 0.5, "b": 2})).await.unwrap(), "2.5");
+    assert_eq!(
+        call(&tool(&listing, "echo"), json!({"message": "hello, tools"}))
+            .await
+            .unwrap(),
+        "hello, tools"
+    );
+    let started = Instant::now();
+    assert_eq!(
+        call(&tool(&listing, "sleep"), json!({"ms": 200}))
+            .await
+            .unwrap(),
+        "slept 200 ms"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(200));
+}
+
+#[tokio::test]
+async fn an_error_result_or_a_refused_call_is_an_error_the_model_reads() {
+    let (addr, _server) = start().await;
+    let source = servers(json!([{"name": "local", "url": local_mcp::url(addr)}]));
+    let listing = source.list().await;
+    let add = tool(&listing, "add");
+    // `isError: true`: the sum is not finite.
+    let error = call(&add, json!({"a": 1e308, "b": 1e308}))
+        .await
+        .unwrap_err();
+    assert!(error.contains("not a finite number"), "{error}");
+    // Input that does not fit the schema: rmcp's server answers that as an error result too.
+    let error = call(&add, json!({"a": "two", "b": 3})).await.unwrap_err();
+    assert!(error.contains("\"two\""), "{error}");
+    // Not an object at all.
+    let error = call(&add, json!([2, 3])).await.unwrap_err();
+    assert!(error.contains("must be a JSON object"), "{error}");
+    // The server still answers after errors.
+    assert_eq!(call(&add, json!({"a": 2, "b": 3})).await.unwrap(), "5");
+}
+
+#[tokio::test]
+async fn a_server_that_is_down_is_said_and_listed_again_once_it_is_up() {
+    let port = free_port();
+    let source = servers(json!([
+        {"name": "later", "url": format!("http://127.0.0.1:{port}/mcp")}
+    ]));
+    let listing = source.list().await;
+    assert!(listing.tools.is_empty());
+    assert_eq!(
+        listing.unavailable,
+        [
+            "MCP server later is unavailable (connection refused): its tools are left out of this turn"
+        ]
+    );
+
+    let (_, _server) = local_mcp::start(([127, 0, 0, 1], port).into())
+        .await
+        .unwrap();
+    let listing = source.list().await;
+    assert!(listing.unavailable.is_empty(), "{:?}", listing.unavailable);
+    assert_eq!(names(&listing), ["add", "echo", "sleep"]);
+    assert_eq!(
+        call(&tool(&listing, "add"), json!({"a": 2, "b": 3}))
+            .await
+            .unwrap(),
+        "5"
+    );
+}
+
+#[tokio::test]
+async fn one_server_down_leaves_the_others_tools() {
+    let (addr, _server) = start().await;
+    let port = free_port();
+    let source = servers(json!([
+        {"name": "down", "url": format!("http://127.0.0.1:{port}/mcp")},
+        {"name": "up", "url": local_mcp::url(addr)}
+    ]));
+    let listing = source.list().await;
+    // Only one server offers them, so no prefix.
+    assert_eq!(names(&listing), ["add", "echo", "sleep"]);
+    assert_eq!(listing.unavailable.len(), 1);
+    assert!(listing.unavailable[0].starts_with("MCP server down is unavailable"));
+}
+
+#[tokio::test]
+async fn tools_are_listed_once_and_again_after_a_call_loses_the_server() {
+    let port = free_port();
+    let at: SocketAddr = ([127, 0, 0, 1], port).into();
+    let (_, server) = local_mcp::start(at).await.unwrap();
+    let source = servers(json!([{"name": "local", "url": local_mcp::url(at)}]));
+    let first = source.list().await;
+    assert_eq!(names(&first), ["add", "echo", "sleep"]);
+
+    server.abort();
+    let _ = server.await;
+    // Listed once: the next turn is offered what was listed, without asking the server.
+    let second = source.list().await;
+    assert!(second.unavailable.is_empty(), "{:?}", second.unavailable);
+    assert_eq!(names(&second), ["add", "echo", "sleep"]);
+
+    // A call finds the server gone: an error for the model, and the server is listed again next turn.
+    let error = call(&tool(&second, "add"), json!({"a": 2, "b": 3}))
+        .await
+        .unwrap_err();
+    assert!(
+        error.contains("the MCP server local could not be reached"),
+        "{error}"
+    );
+    let third = source.list().await;
+    assert!(third.tools.is_empty());
+    assert_eq!(third.unavailable.len(), 1, "{:?}", third.unavailable);
+    assert!(
+        third.unavailable[0].contains("connection refused"),
+        "{:?}",
+        third.unavailable
+    );
+
+    let (_, _server) = local_mcp::start(at).await.unwrap();
+    let fourth = source.list().await;
+    assert!(fourth.unavailable.is_empty(), "{:?}", fourth.unavailable);
+    assert_eq!(
+        call(&tool(&fourth, "echo"), json!({"message": "back"}))
+            .await
+            .unwrap(),
+        "back"
+    );
+}
+
+#[tokio::test]
+async fn names_two_servers_share_are_prefixed_with_the_servers_names() {
+    let (a, _a) = start().await;
+    let (b, _b) = start().await;
+    let source = servers(json!([
+        {"name": "alpha", "url": local_mcp::url(a)},
+        {"name": "beta-2", "url": local_mcp::url(b), "allow": ["add", "echo"]}
+    ]));
+    let listing = source.list().await;
+    assert!(listing.unavailable.is_empty(), "{:?}", listing.unavailable);
+    // `sleep` is alpha's alone and keeps its name.
+    assert_eq!(
+        names(&listing),
+        [
+            "alpha_add",
+            "alpha_echo",
+            "beta-2_add",
+            "beta-2_echo",
+            "sleep"
+        ]
+    );
+    assert_eq!(
+        call(&tool(&listing, "beta-2_add"), json!({"a": 2, "b": 3}))
+            .await
+            .unwrap(),
+        "5"
+    );
+    assert_eq!(
+        call(
+            &tool(&listing, "alpha_echo"),
+            json!({"message": "from alpha"})
+        )
+        .await
+        .unwrap(),
+        "from alpha"
+    );
+}
+
+#[tokio::test]
+async fn allow_keeps_only_the_tools_it_names() {
+    let (addr, _server) = start().await;
+    let source = servers(json!([
+        {"name": "local", "url": local_mcp::url(addr), "allow": ["echo", "not-offered"]}
+    ]));
+    let listing = source.list().await;
+    assert_eq!(names(&listing), ["echo"]);
+    let none = servers(json!([{"name": "local", "url": local_mcp::url(addr), "allow": []}]));
+    let listing = none.list().await;
+    assert!(listing.tools.is_empty());
+    assert!(listing.unavailable.is_empty());
+}
+
+#[tokio::test]
+async fn configured_headers_are_sent_and_never_shown() {
+    const TOKEN: &str = "tok-5ecr3t-value";
+    let (addr, _server) = local_mcp::start_with(
+        any_port(),
+        local_mcp::Options {
+            bearer_token: Some(TOKEN.into()),
+        },
+    )
+    .await
+    .unwrap();
+    let with = servers(json!([{
+        "name": "guarded",
+        "url": local_mcp::url(addr),
+        "headers": {"Authorization": format!("Bearer {TOKEN}")}
+    }]));
+    let listing = with.list().await;
+    assert!(listing.unavailable.is_empty(), "{:?}", listing.unavailable);
+    // Every request carries it: the calls after the handshake too.
+    assert_eq!(
+        call(&tool(&listing, "add"), json!({"a": 2, "b": 3}))
+            .await
+            .unwrap(),
+        "5"
+    );
+    let debug = format!("{with:?}");
+    assert!(!debug.contains(TOKEN), "{debug}");
+    assert!(debug.contains("authorization"), "{debug}");
+
+    // Without it (or with another token) the server refuses, and the line says so without any header value.
+    for headers in [json!({}), json!({"Authorization": "Bearer wrong-value"})] {
+        let without =
+            servers(json!([{"name": "guarded", "url": local_mcp::url(addr), "headers": headers}]));
+        let listing = without.list().await;
+        assert!(listing.tools.is_empty());
+        assert_eq!(listing.unavailable.len(), 1);
+        let line = &listing.unavailable[0];
+        assert!(
+            line.starts_with("MCP server guarded is unavailable ("),
+            "{line}"
+        );
+        assert!(line.contains("401"), "{line}");
+        assert!(
+            !line.contains("wrong-value") && !line.contains(TOKEN),
+            "{line}"
+        );
+        assert!(!format!("{without:?}").contains("wrong-value"));
+    }
+}
+
+#[tokio::test]
+async fn a_server_that_does_not_answer_is_given_up_within_the_listing_timeout() {
+    // Accepts connections and never answers.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let _silent = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    let source = McpServers::from_json(
+        &json!([{"name": "silent", "url": format!("http://{addr}/mcp")}]).to_string(),
+        Duration::from_millis(300),
+    )
+    .unwrap();
+    let started = Instant::now();
+    let listing = source.list().await;
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(listing.tools.is_empty());
+    assert_eq!(
+        listing.unavailable,
+        [
+            "MCP server silent is unavailable (no answer within 300 ms): its tools are left out of this turn"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn servers_are_listed_together() {
+    // Two silent servers, each given up after the timeout: together they take about one timeout, not two.
+    let mut urls = Vec::new();
+    let mut holders = Vec::new();
+    for _ in 0..2 {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        urls.push(format!("http://{}/mcp", listener.local_addr().unwrap()));
+        holders.push(tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                held.push(socket);
+            }
+        }));
+    }
+    let source = McpServers::from_json(
+        &json!([{"name": "s1", "url": urls[0]}, {"name": "s2", "url": urls[1]}]).to_string(),
+        Duration::from_millis(800),
+    )
+    .unwrap();
+    let started = Instant::now();
+    let listing = source.list().await;
+    let took = started.elapsed();
+    assert_eq!(listing.unavailable.len(), 2);
+    assert!(took < Duration::from_millis(1500), "{took:?}");
+}
+
+#[tokio::test]
+async fn turns_that_arrive_together_share_one_attempt() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let _silent = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    let source = McpServers::from_json(
+        &json!([{"name": "silent", "url": format!("http://{addr}/mcp")}]).to_string(),
+        Duration::from_millis(800),
+    )
+    .unwrap();
+    let started = Instant::now();
+    let (first, second, third) = tokio::join!(source.list(), source.list(), source.list());
+    let took = started.elapsed();
+    for listing in [&first, &second, &third] {
+        assert_eq!(listing.unavailable.len(), 1, "{:?}", listing.unavailable);
+        assert!(listing.unavailable[0].contains("no answer within 800 ms"));
+    }
+    // One wait for all three, not one after another.
+    assert!(took < Duration::from_millis(1500), "{took:?}");
+    // A turn after that tries again.
+    let started = Instant::now();
+    assert_eq!(source.list().await.unavailable.len(), 1);
+    assert!(started.elapsed() >= Duration::from_millis(800));
+}
+
+#[test]
+fn no_servers_configured_is_an_empty_source() {
+    let source = McpServers::from_json("", LIST_TIMEOUT).unwrap();
+    assert!(source.is_empty());
+    let source = McpServers::from_json("[]", LIST_TIMEOUT).unwrap();
+    assert!(source.is_empty());
+    let error = McpServers::from_json(r#"{"name":"a"}"#, LIST_TIMEOUT).unwrap_err();
+    assert!(error.contains("list"), "{error}");
+}
+
+#[tokio::test]
+async fn an_empty_source_lists_nothing() {
+    let source = McpServers::from_json("[]", LIST_TIMEOUT).unwrap();
+    let listing = source.list().await;
+    assert!(listing.tools.is_empty() && listing.unavailable.is_empty());
+}
