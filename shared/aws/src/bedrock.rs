@@ -138,7 +138,8 @@ fn messages(request: &ModelRequest) -> Result<Vec<Message>, ModelError> {
     let last = request.messages.len().saturating_sub(1);
     let rejected = |e: BuildError| ModelError::Rejected(e.to_string());
     // Converse refuses toolUse and toolResult blocks in a request without a toolConfig, so a request that offers no
-    // tools gets its conversation's tool exchanges as text (the model still reads what was asked and answered).
+    // tools gets its conversation's tool exchanges as text (the model still reads what was asked and answered), as
+    // the core's `tools_as_text` writes them; the core does that itself before a last round, this is the backstop.
     let offered = !request.tools.is_empty();
     let tool_names: std::collections::HashMap<&str, &str> = request
         .messages
@@ -181,7 +182,7 @@ fn messages(request: &ModelRequest) -> Result<Vec<Message>, ModelError> {
                             .map_err(rejected)?,
                     )
                 } else {
-                    let name = tool_names.get(result.id.as_str()).unwrap_or(&"unknown");
+                    let name = tool_names.get(result.id.as_str()).unwrap_or(&"a tool");
                     ContentBlock::Text(format!(
                         "[tool {name} → {}: {}]",
                         result.status.as_str(),
