@@ -266,7 +266,7 @@ pub(crate) async fn run_call(
             result
         }
     };
-    let (status, output) = match outcome {
+    let (status, mut output) = match outcome {
         Ok(output) => (ToolStatus::Success, output),
         Err(message) => (
             ToolStatus::Error,
@@ -276,6 +276,10 @@ pub(crate) async fn run_call(
             },
         ),
     };
+    // A model provider refuses a blank text block: a result with nothing to say says so.
+    if output.text.trim().is_empty() {
+        output.text = "(no output)".into();
+    }
     let text = match cut(&output.text, bounds.max_result_bytes) {
         (whole, false) => whole.to_string(),
         (part, true) => format!(
