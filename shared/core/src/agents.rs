@@ -4,10 +4,12 @@
 use serde::Deserialize;
 use time::OffsetDateTime;
 
+use crate::checks::check_overrides;
 use crate::driver::{DriverEvent, RoundDriver, TurnTools};
 use crate::prompt::{GROUNDING_INSTRUCTIONS, inference_settings, push_text, sources_section};
+use crate::save::{new_stored_messages, stored_message};
 use crate::search::search;
-use crate::turn::{check_overrides, finish_reason, new_stored_messages, stored_message};
+use crate::turn::finish_reason;
 use crate::{
     Caller, ChatError, ChatMode, ChatModel, ChatService, FinishReason, Grounding, ModelMessage,
     ModelRequest, Role, Session, SessionStore, StoredMessage, TokenUsage, TurnHeader, TurnInput,

@@ -13,8 +13,8 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use serde_json::{Value, json};
 
+use crate::thoughts::reasoning_text;
 use crate::tools::{ToolRun, call_thought, result_thought, run_call};
-use crate::turn::reasoning_text;
 use crate::{
     Caller, ChatError, Grounding, GuardrailTrace, ModelError, ModelEvent, ModelMessage,
     ModelRequest, ModelStream, Role, Served, StopReason, Thought, TokenUsage, Tool, ToolBounds,

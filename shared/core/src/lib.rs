@@ -4,6 +4,7 @@
 mod agents;
 mod attachments;
 mod budget;
+mod checks;
 mod conversation;
 mod driver;
 mod error;
@@ -11,14 +12,18 @@ mod followups;
 mod invalid;
 mod model;
 mod models;
+mod prepare;
 mod prompt;
 mod retrieval;
+mod save;
 mod search;
+mod service;
 mod session;
 mod settings;
 mod spans;
 mod store;
 mod streaming;
+mod thoughts;
 mod tools;
 mod turn;
 mod usage;
@@ -53,7 +58,9 @@ pub use retrieval::{
     MetadataFilter, PAGE_NUMBER_KEY, Passage, Retriever, SearchError, SearchFuture, SearchMode,
     SearchRequest,
 };
+pub use save::new_message_id;
 pub use search::{Grounding, QUERY_PROMPT};
+pub use service::ChatService;
 pub use session::{Caller, Session, title_of};
 pub use settings::{
     AllowedOverrides, ChatSettings, CitationMode, DocumentAccess, Guardrail, ModelOptions,
@@ -65,11 +72,12 @@ pub use store::{
     is_chat_id,
 };
 pub use streaming::{StreamingTurn, TurnEnd, TurnEvent};
+pub use thoughts::REDACTED;
 pub use tools::{
     SearchWhen, Tool, ToolBounds, ToolCall, ToolExchange, ToolFuture, ToolListing, ToolOutput,
     ToolResult, ToolSource, ToolSpec, ToolStatus,
 };
-pub use turn::{ChatService, REDACTED, TurnHeader, new_message_id, rfc3339_millis};
+pub use turn::{TurnHeader, rfc3339_millis};
 pub use usage::{
     LimitKind, LimitOverrides, Limits, MinuteReport, OverLimit, PeriodReport, PeriodUsage, Periods,
     TurnSpent, UsageFuture, UsageLedger, UsageReport, UsageSnapshot, check, report,

@@ -5,9 +5,8 @@
 use std::collections::VecDeque;
 
 use crate::driver::{DriverEvent, RoundDriver, RoundStarter};
-use crate::turn::{
-    Turn, finish_reason, guardrail_thought, reasoning_text, reasoning_thought, usage_thought,
-};
+use crate::thoughts::{guardrail_thought, reasoning_text, reasoning_thought, usage_thought};
+use crate::turn::{Turn, finish_reason};
 use crate::{
     Answer, ChatError, DataPoints, FinishReason, FollowupSplitter, Grounding, ModelError,
     ModelStream, Prices, Session, Thought, TokenUsage, ToolExchange, TurnHeader, UsageTotals,

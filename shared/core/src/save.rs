@@ -1,0 +1,171 @@
+//! Storing a turn once its answer is complete: the new messages and the answer, all or nothing, with the turn's
+//! new files kept first (and removed again when the turn is not stored).
+
+use time::OffsetDateTime;
+
+use crate::turn::rfc3339_millis;
+use crate::{
+    ChatError, ChatModel, ChatRecord, ChatService, Role, Session, SessionStore, StoredFile,
+    StoredMessage, UsageTotals, display_time, title_of,
+};
+
+impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
+    /// Stores a turn whose answer is complete: the session's new messages and the answer, all or nothing.
+    /// The turn's new files are kept first; a turn whose messages are not stored removes them again.
+    pub(crate) async fn save(
+        &self,
+        owner: &str,
+        session: &Session,
+        (answer, tools): (&str, Vec<crate::ToolExchange>),
+        spent: &UsageTotals,
+        turn_spent: &crate::TurnSpent,
+    ) -> Result<(), ChatError> {
+        log_turn(session, spent);
+        self.count_spent(owner, turn_spent).await;
+        let now = OffsetDateTime::now_utc();
+        let shown_at = display_time(now.unix_timestamp());
+        let files = self.keep_files(owner, session).await?;
+        let mut messages = new_stored_messages(session, &shown_at);
+        for (message, files) in messages.iter_mut().zip(&files) {
+            message.files = files.clone();
+        }
+        let mut answer = stored_message(Role::Assistant, answer, &shown_at);
+        answer.tools = tools;
+        messages.push(answer);
+        let stored = self
+            .store_turn(owner, session, &messages, &rfc3339_millis(now), spent)
+            .await;
+        if stored.is_err() {
+            let keys: Vec<String> = files.into_iter().flatten().map(|f| f.key).collect();
+            self.remove_files(owner, &keys).await;
+        }
+        stored
+    }
+    /// Stores the files of the turn's new messages in the owner's files: for each new message, its files as
+    /// stored. Nothing is kept for a turn that is not stored; a file that fails removes those stored before it.
+    async fn keep_files(
+        &self,
+        owner: &str,
+        session: &Session,
+    ) -> Result<Vec<Vec<StoredFile>>, ChatError> {
+        let mut kept: Vec<Vec<StoredFile>> = Vec::with_capacity(session.new_messages.len());
+        let Some(store) = self.attachments.as_deref().filter(|_| session.kept) else {
+            return Ok(kept);
+        };
+        for message in &session.new_messages {
+            let mut files = Vec::new();
+            for file in message.files() {
+                match store.put(owner, &session.chat_id, file).await {
+                    Ok(key) => {
+                        let mut stored = file.stored();
+                        stored.key = key;
+                        files.push(stored);
+                    }
+                    Err(e) => {
+                        let keys: Vec<String> = kept
+                            .into_iter()
+                            .chain([files])
+                            .flatten()
+                            .map(|f| f.key)
+                            .collect();
+                        self.remove_files(owner, &keys).await;
+                        return Err(ChatError::Files(e));
+                    }
+                }
+            }
+            kept.push(files);
+        }
+        Ok(kept)
+    }
+
+    /// Removes files a failed turn stored. Best effort: what stays is the owner's, unlisted, and expires with the
+    /// bucket's lifecycle.
+    async fn remove_files(&self, owner: &str, keys: &[String]) {
+        if let (Some(store), false) = (&self.attachments, keys.is_empty()) {
+            let _ = store.delete(owner, keys).await;
+        }
+    }
+
+    /// Stores `messages` as the turn of `session`: the chat is created by its first turn, continued by the others.
+    /// A session that is not kept stores nothing. `now` (RFC 3339) is the chat's new `lastUpdated`. Every turn,
+    /// standard or multi-agent, is stored here, with what it `spent` added to the chat's totals.
+    pub(crate) async fn store_turn(
+        &self,
+        owner: &str,
+        session: &Session,
+        messages: &[StoredMessage],
+        now: &str,
+        spent: &UsageTotals,
+    ) -> Result<(), ChatError> {
+        if !session.kept {
+            return Ok(());
+        }
+        if session.is_new {
+            let chat = ChatRecord {
+                id: session.chat_id.clone(),
+                mode: session.mode,
+                title: title_of(&session.conversation),
+                created_at: now.to_string(),
+                last_updated: now.to_string(),
+                last_message: String::new(),
+                message_count: 0,
+                usage: *spent,
+            };
+            self.store.create(owner, &chat, messages).await?;
+        } else {
+            self.store
+                .append_after(
+                    owner,
+                    &session.chat_id,
+                    session.read_mark.as_ref(),
+                    messages,
+                    spent,
+                )
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// A new message id: 32 hex characters.
+pub fn new_message_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+/// A message to store, with a new id; `shown_at` is its time as the Chat UI shows it ([`display_time`]).
+pub(crate) fn stored_message(role: Role, content: &str, shown_at: &str) -> StoredMessage {
+    StoredMessage {
+        id: new_message_id(),
+        role,
+        content: content.to_string(),
+        timestamp: shown_at.to_string(),
+        agent_identifier: None,
+        agent_name: None,
+        files: Vec::new(),
+        tools: Vec::new(),
+    }
+}
+
+/// The session's new messages, ready to store.
+pub(crate) fn new_stored_messages(session: &Session, shown_at: &str) -> Vec<StoredMessage> {
+    session
+        .new_messages
+        .iter()
+        .map(|m| stored_message(m.role, &m.text(), shown_at))
+        .collect()
+}
+/// Logs what a turn spent, once per turn: tokens, cache use and cost, never its words.
+fn log_turn(session: &Session, spent: &UsageTotals) {
+    let t = &spent.tokens;
+    tracing::info!(
+        chat_id = %session.chat_id,
+        input_tokens = t.input_tokens,
+        output_tokens = t.output_tokens,
+        cache_read_input_tokens = t.cache_read_input_tokens,
+        cache_write_input_tokens = t.cache_write_input_tokens,
+        cost_usd = spent.cost_usd,
+        messages_left_out = session.left_out,
+        items_read = session.items_read,
+        "turn cost"
+    );
+}
