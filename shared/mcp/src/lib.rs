@@ -38,6 +38,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::Value;
 use tokio::sync::Mutex;
+use tracing::Instrument;
 
 pub use config::ServerConfig;
 
@@ -214,7 +215,16 @@ impl Server {
             ClientCapabilities::default(),
             Implementation::new("chat-mcp", env!("CARGO_PKG_VERSION")),
         );
-        let service = client.serve(transport).await.map_err(|e| describe(&e))?;
+        // The session outlives this turn: its tasks (and rmcp's `serve_inner` span) belong to a span of their own,
+        // not to the turn's request span, whose requestId and trace every line of the session would carry. (At
+        // INFO: a span filtered out would leave them in the turn's.)
+        let session =
+            tracing::info_span!(parent: None, "mcp.session", mcp_server = %self.config.name);
+        let service = client
+            .serve(transport)
+            .instrument(session)
+            .await
+            .map_err(|e| describe(&e))?;
         let mut tools = service.list_all_tools().await.map_err(|e| describe(&e))?;
         if let Some(allow) = &self.config.allow {
             tools.retain(|tool| allow.iter().any(|name| *name == tool.name));

@@ -1,0 +1,133 @@
+//! What a turn's MCP listing and calls write to the log: no header value at any level, and rmcp's session (which
+//! outlives the turn) not inside the turn's span.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chat_core::{Caller, ToolSource};
+use chat_mcp::McpServers;
+use serde_json::json;
+use tracing::Instrument;
+use tracing::span::{Attributes, Id};
+use tracing_subscriber::layer::{Context, SubscriberExt};
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::{EnvFilter, Layer};
+
+const TOKEN: &str = "tok-l0gged-never";
+
+#[derive(Clone, Default)]
+struct Lines(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Lines {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A span's name and the names of the spans it was opened in.
+type Opened = (String, Vec<String>);
+
+/// Each span opened.
+#[derive(Clone, Default)]
+struct Parents(Arc<Mutex<Vec<Opened>>>);
+
+impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Parents {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let ancestors = ctx
+            .span(id)
+            .map(|span| span.scope().skip(1).map(|s| s.name().to_string()).collect())
+            .unwrap_or_default();
+        self.0
+            .lock()
+            .unwrap()
+            .push((attrs.metadata().name().to_string(), ancestors));
+    }
+}
+
+#[tokio::test]
+async fn no_header_value_is_logged_and_the_session_is_not_the_turns() {
+    let lines = Lines::default();
+    let parents = Parents::default();
+    let writer = lines.clone();
+    let subscriber = tracing_subscriber::registry()
+        .with(EnvFilter::new("trace"))
+        .with(parents.clone())
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(move || writer.clone())
+                .with_ansi(false)
+                .with_span_events(tracing_subscriber::fmt::format::FmtSpan::FULL),
+        );
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let (addr, _server) = local_mcp::start_with(
+        ([127, 0, 0, 1], 0).into(),
+        local_mcp::Options {
+            bearer_token: Some(TOKEN.into()),
+        },
+    )
+    .await
+    .unwrap();
+    let right = McpServers::from_json(
+        &json!([{"name": "guarded", "url": local_mcp::url(addr), "headers": {"Authorization": format!("Bearer {TOKEN}")}}])
+            .to_string(),
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    let wrong = McpServers::from_json(
+        &json!([{"name": "guarded", "url": local_mcp::url(addr), "headers": {"Authorization": "Bearer wrong-s3cret"}}])
+            .to_string(),
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    let turn = tracing::info_span!("turn");
+    async {
+        let listing = right.list().await;
+        assert_eq!(listing.tools.len(), 3, "{:?}", listing.unavailable);
+        let add = listing
+            .tools
+            .iter()
+            .find(|t| t.spec().name == "add")
+            .unwrap();
+        assert_eq!(
+            add.call(&Caller::owner("u"), &json!({"a": 2, "b": 3}))
+                .await
+                .unwrap()
+                .text,
+            "5"
+        );
+        let refused = wrong.list().await;
+        assert_eq!(refused.unavailable.len(), 1);
+    }
+    .instrument(turn)
+    .await;
+    drop(right);
+    drop(wrong);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    let logged = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+    // The log holds the run (the listing line is there), and no value of a header.
+    assert!(logged.contains("listed the MCP server's tools"), "{logged}");
+    assert!(logged.contains("could not be listed"), "{logged}");
+    assert!(!logged.contains(TOKEN), "{logged}");
+    assert!(!logged.contains("wrong-s3cret"), "{logged}");
+
+    let parents = parents.0.lock().unwrap();
+    let sessions: Vec<_> = parents
+        .iter()
+        .filter(|(name, _)| name == "serve_inner")
+        .collect();
+    assert!(
+        !sessions.is_empty(),
+        "rmcp opens a serve_inner span per session: {parents:?}"
+    );
+    for (_, ancestors) in sessions {
+        assert!(!ancestors.iter().any(|a| a == "turn"), "{ancestors:?}");
+    }
+}
