@@ -24,8 +24,14 @@
 //! does this). With `--exit-with-stdin`, it shuts down when its standard input closes (tests use this so nothing
 //! outlives them), and `cargo lambda watch` does not rebuild and reload on changes.
 //!
+//! Tools: it also starts the local MCP server (in this process, `tests/local-mcp`: `add`, `echo` and `sleep` over
+//! streamable HTTP) and gives the functions `MCP_SERVERS=[{"name":"local","url":"http://127.0.0.1:PORT/mcp"}]`,
+//! so that the model is offered its tools. When `MCP_SERVERS` is set in the environment it is passed to the
+//! functions as it is and no local MCP server starts: `MCP_SERVERS=` (empty) turns MCP tools off.
+//!
 //! Ports: `LOCAL_PORT` (9000), `LOCAL_BEDROCK_PORT` (9100), `LOCAL_DYNAMODB_PORT` (9200), `LOCAL_KB_PORT`
-//! (`LOCAL_PORT` + 300, 9300 by default). The local model waits `LOCAL_MODEL_PACE_MS` (30) before each word.
+//! (`LOCAL_PORT` + 300, 9300 by default), `LOCAL_MCP_PORT` (`LOCAL_PORT` + 400, 9400 by default). The local model
+//! waits `LOCAL_MODEL_PACE_MS` (30) before each word.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -135,6 +141,10 @@ fn main() {
             "LOCAL_KB_PORT",
             port("LOCAL_PORT", 9000).saturating_add(300),
         ),
+        mcp: port(
+            "LOCAL_MCP_PORT",
+            port("LOCAL_PORT", 9000).saturating_add(400),
+        ),
     };
     let real_aws = std::env::var_os("MODEL_ID").is_some()
         && (std::env::var_os("AWS_PROFILE").is_some()
@@ -142,6 +152,9 @@ fn main() {
     // The user's own KNOWLEDGE_BASE_ID (even an empty one, which turns retrieval off) goes to the functions as it
     // is, through the environment they inherit; otherwise the local knowledge base serves the sample collection.
     let local_knowledge_base = !real_aws && std::env::var_os("KNOWLEDGE_BASE_ID").is_none();
+    // Likewise the user's own MCP_SERVERS (empty: no MCP tools); otherwise the local MCP server offers its tools,
+    // with real Bedrock too (it needs nothing of AWS).
+    let local_mcp = std::env::var_os("MCP_SERVERS").is_none();
 
     if via_cargo_lambda && !tools.join("cargo-lambda").exists() {
         fail("the project's tools are missing; run `make tools` (make run does it for you)");
@@ -153,10 +166,13 @@ fn main() {
     if local_knowledge_base {
         wanted.push(ports.knowledge_base);
     }
+    if local_mcp {
+        wanted.push(ports.mcp);
+    }
     for p in wanted {
         if !port_is_free(p) {
             fail(&format!(
-                "port {p} is in use: is another local run going? (ports are set by LOCAL_PORT, LOCAL_BEDROCK_PORT, LOCAL_DYNAMODB_PORT, LOCAL_KB_PORT)"
+                "port {p} is in use: is another local run going? (ports are set by LOCAL_PORT, LOCAL_BEDROCK_PORT, LOCAL_DYNAMODB_PORT, LOCAL_KB_PORT, LOCAL_MCP_PORT)"
             ));
         }
     }
@@ -214,6 +230,15 @@ fn main() {
             ),
         ]);
     }
+    if local_mcp {
+        env.push((
+            "MCP_SERVERS",
+            format!(
+                r#"[{{"name":"local","url":"{}"}}]"#,
+                local_mcp::url(([127, 0, 0, 1], ports.mcp).into())
+            ),
+        ));
+    }
     if std::env::var_os("CORS_ALLOWED_ORIGINS").is_none() {
         // Browser front ends served from this machine, on any port; on AWS the function URLs answer CORS instead.
         env.push(("CORS_ALLOWED_ORIGINS", chat_http::LOOPBACK_ORIGINS.into()));
@@ -248,6 +273,7 @@ fn main() {
         ports,
         real_aws,
         local_knowledge_base,
+        local_mcp,
         exit_with_stdin,
         via_cargo_lambda,
         env,
@@ -259,6 +285,7 @@ struct Ports {
     bedrock: u16,
     dynamodb: u16,
     knowledge_base: u16,
+    mcp: u16,
 }
 
 /// What `main` decided, for the async part.
@@ -268,6 +295,7 @@ struct Run {
     ports: Ports,
     real_aws: bool,
     local_knowledge_base: bool,
+    local_mcp: bool,
     exit_with_stdin: bool,
     via_cargo_lambda: bool,
     env: Vec<(&'static str, String)>,
@@ -280,6 +308,7 @@ async fn run(run: Run) {
         ports,
         real_aws,
         local_knowledge_base,
+        local_mcp,
         exit_with_stdin,
         via_cargo_lambda,
         env,
@@ -288,6 +317,7 @@ async fn run(run: Run) {
     let _bedrock;
     let _dynamodb;
     let _knowledge_base;
+    let _mcp;
     if real_aws {
         eprintln!(
             "local-run: MODEL_ID and AWS credentials are set: using real Bedrock and DynamoDB (table {}).",
@@ -366,6 +396,25 @@ async fn run(run: Run) {
                 eprintln!("local-run: retrieval from knowledge base {id} (KNOWLEDGE_BASE_ID)")
             }
             _ => eprintln!("local-run: retrieval off (KNOWLEDGE_BASE_ID is empty or unset)"),
+        }
+    }
+
+    if local_mcp {
+        let (addr, server) = local_mcp::start(([127, 0, 0, 1], ports.mcp).into())
+            .await
+            .unwrap_or_else(|e| fail(&format!("cannot start the local MCP server: {e}")));
+        eprintln!(
+            "local-run: local MCP server on {} (add, echo, sleep)",
+            local_mcp::url(addr)
+        );
+        // Stops with the run (its task ends with the runtime).
+        _mcp = server;
+    } else {
+        match std::env::var("MCP_SERVERS") {
+            Ok(servers) if !servers.trim().is_empty() => {
+                eprintln!("local-run: MCP servers from MCP_SERVERS")
+            }
+            _ => eprintln!("local-run: MCP tools off (MCP_SERVERS is empty)"),
         }
     }
 
