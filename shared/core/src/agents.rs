@@ -6,13 +6,14 @@ use time::OffsetDateTime;
 
 use crate::checks::check_overrides;
 use crate::driver::{DriverEvent, RoundDriver, TurnTools};
-use crate::prompt::{GROUNDING_INSTRUCTIONS, inference_settings, push_text, sources_section};
+use crate::prepare::passage_tokens;
+use crate::prompt::{GROUNDING_INSTRUCTIONS, Speaker, model_request};
 use crate::save::{new_stored_messages, stored_message};
 use crate::search::search;
 use crate::turn::finish_reason;
 use crate::{
-    Caller, ChatError, ChatMode, ChatModel, ChatService, FinishReason, Grounding, ModelMessage,
-    ModelRequest, Role, Session, SessionStore, StoredMessage, TokenUsage, TurnHeader, TurnInput,
+    Caller, ChatError, ChatMode, ChatModel, ChatService, CitationMode, FinishReason, Grounding,
+    Message, Role, Session, SessionStore, StoredMessage, TokenUsage, TurnHeader, TurnInput,
     display_time, rfc3339_millis,
 };
 use crate::{ReplyStream, StopReason, Thought, ToolExchange, UsageTotals};
@@ -117,7 +118,9 @@ pub struct AgentRound {
     pub started_at: String,
     /// The request's messages not stored yet, ready to store.
     new_messages: Vec<StoredMessage>,
-    transcript: Vec<(Option<String>, Role, String)>,
+    /// The conversation so far, each message with the agent who said it (`None`: the user, or a standard
+    /// answer); fitted to the prompt budget and its files read, once for the round.
+    transcript: Vec<(Option<String>, Message)>,
     messages: Vec<AgentMessage>,
     done: bool,
     /// What the round's one search found, when a knowledge base is configured: every agent sees these sources.
@@ -152,22 +155,34 @@ impl AgentRound {
     }
 }
 
-/// The conversation as `agent` sees it: its own messages are its turns; the user's and the other agents'
-/// messages (attributed, "Name: text") are the other side.
-fn agent_view(transcript: &[(Option<String>, Role, String)], agent: &str) -> Vec<ModelMessage> {
-    let mut out: Vec<ModelMessage> = Vec::new();
-    for (author, role, text) in transcript {
-        let (role, text) = match author {
-            Some(a) if a == agent => (Role::Assistant, text.clone()),
-            Some(a) => (Role::User, format!("{a}: {text}")),
-            None => (*role, text.clone()),
-        };
-        push_text(&mut out, role, text);
+/// The conversation as `agent` sees it: its own messages are its turns; the user's (with their files) and the
+/// other agents' messages (attributed, "Name: text") are the other side.
+fn agent_view(transcript: &[(Option<String>, Message)], agent: &str) -> Vec<Message> {
+    let mut out: Vec<Message> = Vec::with_capacity(transcript.len() + 1);
+    for (author, message) in transcript {
+        out.push(match author {
+            Some(a) if a == agent => Message::new(Role::Assistant, message.text()),
+            Some(a) => Message::new(Role::User, format!("{a}: {}", message.text())),
+            None => message.clone(),
+        });
     }
     if out.last().is_some_and(|m| m.role == Role::Assistant) {
-        out.push(ModelMessage::text(Role::User, vec!["Continue.".into()]));
+        out.push(Message::new(Role::User, "Continue."));
     }
     out
+}
+
+/// A message the round hears as its text and files: an agent's as its text (its tool calls were its own), the
+/// others' with their files (a stored one's to be read back).
+fn heard(stored: &StoredMessage) -> Message {
+    match stored.agent_identifier {
+        Some(_) => Message::new(stored.role, stored.content.clone()),
+        None => Message::with_files(
+            stored.role,
+            stored.content.clone(),
+            stored.files.iter().filter_map(|f| f.attachment()).collect(),
+        ),
+    }
 }
 
 impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
@@ -177,10 +192,11 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         caller: &Caller,
         input: &TurnInput,
     ) -> Result<AgentRound, ChatError> {
+        self.check_files(input)?;
         check_overrides(self.settings(), &input.overrides)?;
         self.admit(caller).await?;
         // The agents' instructions are short beside the history; the budget is the whole prompt's less the question.
-        let session = self
+        let mut session = self
             .begin(
                 &caller.owner,
                 input,
@@ -189,17 +205,27 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
             )
             .await?;
         // The stored history keeps who said what; the request's new messages follow it.
-        let transcript = session
+        let (mut authors, mut conversation): (Vec<Option<String>>, Vec<Message>) = session
             .history
             .iter()
-            .map(|m| (m.agent_identifier.clone(), m.role, m.content.clone()))
-            .chain(
-                session
-                    .new_messages
-                    .iter()
-                    .map(|m| (None, m.role, m.text())),
-            )
-            .collect();
+            .map(|m| (m.agent_identifier.clone(), heard(m)))
+            .chain(session.new_messages.iter().map(|m| {
+                let files = m.files().cloned().collect();
+                (None, Message::with_files(m.role, m.text(), files))
+            }))
+            .unzip();
+        // Fitted to the budget before the files are read, so that none is read that no agent would see; each agent's
+        // view is fitted again to its own prompt.
+        let (left_out, _) = crate::fit_conversation(
+            &mut conversation,
+            0,
+            self.settings().model.max_prompt_tokens,
+        );
+        authors.drain(..left_out);
+        session.left_out += left_out;
+        let mut thoughts: Vec<Thought> = Vec::new();
+        thoughts.extend(self.read_files(&caller.owner, &mut conversation).await?);
+        let transcript = authors.into_iter().zip(conversation).collect();
         let now = OffsetDateTime::now_utc();
         let shown_at = display_time(now.unix_timestamp());
         let new_messages = new_stored_messages(&session, &shown_at);
@@ -213,7 +239,7 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
             ),
         };
         let (tools, tools_thought) = self.turn_tools(caller, input).await;
-        let mut thoughts: Vec<Thought> = tools_thought.into_iter().collect();
+        thoughts.extend(tools_thought);
         // One search per round, for the user's message; the agents answer from the same sources.
         let (grounding, spent_before) = match self
             .retriever()
@@ -280,39 +306,51 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
             agent.name
         );
         let settings = self.settings();
-        let mut messages = agent_view(&round.transcript, &agent.name);
         let mut system = system;
         // A grounded round lists its sources after the conversation, and every agent is told to cite them (in
         // square brackets: a round's answers are whole, so they are never given as native search results).
-        if let Some(grounding) = &round.grounding {
+        if round.grounding.is_some() {
             system.push_str("\n\n");
             system.push_str(GROUNDING_INSTRUCTIONS);
-            if let Some(last) = messages.last_mut().and_then(|m| m.texts.last_mut()) {
-                last.push_str(&sources_section(grounding));
-            }
         }
-        let request = ModelRequest {
-            model_id: agent
-                .model_id
-                .clone()
-                .unwrap_or_else(|| settings.model_id.clone()),
-            system,
-            messages,
-            inference: inference_settings(settings, &input.overrides, agent.temperature),
-            guardrail: settings.guardrail.clone(),
-            prompt_caching: settings.model.prompt_caching,
-            latency: settings.model.latency,
-            service_tier: settings.model.service_tier,
-            ..ModelRequest::default()
+        // The agent's model call is built as a standard turn's, from the agent's policy: its instructions, model and
+        // temperature, the conversation as it sees it (files included) fitted to the budget and counted.
+        let mut conversation = agent_view(&round.transcript, &agent.name);
+        let fixed = crate::estimate_tokens(&system) + passage_tokens(round.grounding.as_ref());
+        let (mut left_out, mut estimated) =
+            crate::fit_conversation(&mut conversation, fixed, settings.model.max_prompt_tokens);
+        let build = |conversation: &[Message]| {
+            model_request(
+                settings,
+                input,
+                &Speaker {
+                    system: system.clone(),
+                    model_id: agent.model_id.as_deref(),
+                    temperature: agent.temperature,
+                    conversation,
+                    grounding: round.grounding.as_ref(),
+                    citations: CitationMode::Prompted,
+                },
+            )
         };
-        let request = ModelRequest {
-            tools: round
-                .tools
-                .iter()
-                .flat_map(|t| t.tools.iter().map(|tool| tool.spec().clone()))
-                .collect(),
-            ..request
-        };
+        let mut prepared = build(&conversation);
+        self.count_within_budget(
+            fixed,
+            (&mut conversation, &mut left_out),
+            &mut prepared,
+            &mut estimated,
+            &build,
+        )
+        .await;
+        if left_out > 0 {
+            tracing::info!(agent = %agent.name, messages_left_out = left_out, "the agent's view left out its oldest messages for the budget");
+        }
+        let mut request = prepared.request;
+        request.tools = round
+            .tools
+            .iter()
+            .flat_map(|t| t.tools.iter().map(|tool| tool.spec().clone()))
+            .collect();
         // The agent speaks through the turn driver: its rounds of tool calls, bounded as a standard turn's.
         let first = self.model().converse(&request).await?;
         let model_id = request.model_id.clone();
@@ -343,9 +381,10 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
             tools: driver.exchanges,
             thoughts: driver.tool_thoughts,
         };
-        round
-            .transcript
-            .push((Some(agent.name.clone()), Role::Assistant, text.clone()));
+        round.transcript.push((
+            Some(agent.name.clone()),
+            Message::new(Role::Assistant, text.clone()),
+        ));
         round.messages.push(message.clone());
         let approved = text
             .to_lowercase()
@@ -386,6 +425,11 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         }
         let turn_spent = round.spent();
         self.count_spent(&caller.owner, &turn_spent).await;
+        // The user's new files are kept as a standard turn keeps them, and removed again when the round is not stored.
+        let files = self.keep_files(&caller.owner, &round.session).await?;
+        for (message, files) in messages.iter_mut().zip(&files) {
+            message.files = files.clone();
+        }
         messages.extend(round.messages.iter().map(|m| StoredMessage {
             id: m.header.id.clone(),
             role: Role::Assistant,
@@ -396,14 +440,19 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
             files: Vec::new(),
             tools: m.tools.clone(),
         }));
-        self.store_turn(
-            &caller.owner,
-            &round.session,
-            &messages,
-            &round.started_at,
-            &spent,
-        )
-        .await?;
-        Ok(turn_spent)
+        let stored = self
+            .store_turn(
+                &caller.owner,
+                &round.session,
+                &messages,
+                &round.started_at,
+                &spent,
+            )
+            .await;
+        if stored.is_err() {
+            let keys: Vec<String> = files.into_iter().flatten().map(|f| f.key).collect();
+            self.remove_files(&caller.owner, &keys).await;
+        }
+        stored.map(|()| turn_spent)
     }
 }

@@ -185,11 +185,7 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
             }
         };
         // The passages take their room too.
-        let passages: u64 = grounding
-            .iter()
-            .flat_map(|g| &g.passages)
-            .map(|p| estimate_tokens(&p.text) + estimate_tokens(&p.citation()) + 2)
-            .sum();
+        let passages = passage_tokens(grounding.as_ref());
         cut |= over(&session.conversation, estimate_tokens(&system) + passages);
         let (left_out, mut estimated) = fit_conversation(
             &mut session.conversation,
@@ -216,12 +212,13 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         );
         let counted = self
             .count_within_budget(
-                input,
-                grounding.as_ref(),
                 estimate_tokens(&system) + passages,
-                &mut session,
+                (&mut session.conversation, &mut session.left_out),
                 &mut prepared,
                 &mut estimated,
+                |conversation| {
+                    prepare_turn(&self.settings, input, conversation, grounding.as_ref())
+                },
             )
             .await;
         if let Some(thought) = history_thought(&session, budget, estimated, counted) {
@@ -268,15 +265,15 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
     /// error could carry the prompt over, so the model that answers counts it (`CountTokens` costs nothing, and
     /// takes a round trip). A cut scales the estimate by how far off it was, then the prompt is counted again, a
     /// few times at most. A count that fails leaves the estimate to decide, as without a counter. Returns the last
-    /// count.
-    async fn count_within_budget(
+    /// count. `conversation` is what the speaker sees (and how many of the chat's messages it leaves out), and
+    /// `rebuild` makes the model call again from what is left of it: every speaker of a turn is counted alike.
+    pub(crate) async fn count_within_budget(
         &self,
-        input: &TurnInput,
-        grounding: Option<&Grounding>,
         fixed: u64,
-        session: &mut Session,
+        (conversation, left_out): (&mut Vec<Message>, &mut usize),
         prepared: &mut crate::PreparedTurn,
         estimated: &mut u64,
+        rebuild: impl Fn(&[Message]) -> crate::PreparedTurn,
     ) -> Option<u64> {
         /// At most this many counts a turn: a cut sized by one count is close, and the last one is checked.
         const MAX_COUNTS: usize = 3;
@@ -301,35 +298,30 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
                 }
             };
             counted = Some(exact);
-            if exact <= budget || session.conversation.len() <= 1 {
+            if exact <= budget || conversation.len() <= 1 {
                 break;
             }
             // The estimate under-counted: hold it to the budget shrunk by as much, and leave out one message at least.
             let scaled = (u128::from(budget) * u128::from(*estimated) / u128::from(exact)) as u64;
-            let (left_out, kept) = fit_conversation(
-                &mut session.conversation,
-                fixed,
-                scaled.min(estimated.saturating_sub(1)),
-            );
-            session.left_out += left_out;
+            let (more, kept) =
+                fit_conversation(conversation, fixed, scaled.min(estimated.saturating_sub(1)));
+            *left_out += more;
             *estimated = kept;
             if self.settings.model.prompt_caching {
-                let (more, tokens) = crate::align_conversation(
-                    &mut session.conversation,
-                    session.left_out,
-                    crate::CACHE_FRIENDLY_STEP,
-                );
-                session.left_out += more;
+                let (more, tokens) =
+                    crate::align_conversation(conversation, *left_out, crate::CACHE_FRIENDLY_STEP);
+                *left_out += more;
                 *estimated -= tokens;
             }
-            *prepared = prepare_turn(&self.settings, input, &session.conversation, grounding);
+            *prepared = rebuild(conversation);
             counted = None;
         }
         counted
     }
+
     /// Refuses files this service cannot take: more or larger than the limits, on assistant messages, or any at
     /// all when it has nowhere to keep them.
-    fn check_files(&self, input: &TurnInput) -> Result<(), ChatError> {
+    pub(crate) fn check_files(&self, input: &TurnInput) -> Result<(), ChatError> {
         self.settings.limits.files.check_messages(&input.messages)?;
         let has_files = input.messages.iter().any(|m| m.files().next().is_some());
         if has_files && self.attachments.is_none() {
@@ -345,7 +337,7 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
     /// Reads back the bytes of the conversation's stored files (an earlier turn's), so the model gets them again;
     /// a file no longer kept (expired) is replaced by a line saying so. The thought lists every file the model
     /// gets.
-    async fn read_files(
+    pub(crate) async fn read_files(
         &self,
         owner: &str,
         conversation: &mut [Message],
@@ -398,4 +390,13 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
             props: Some(json!({ "files": listed })),
         }))
     }
+}
+
+/// About how many tokens the passages take in the prompt.
+pub(crate) fn passage_tokens(grounding: Option<&Grounding>) -> u64 {
+    grounding
+        .iter()
+        .flat_map(|g| &g.passages)
+        .map(|p| estimate_tokens(&p.text) + estimate_tokens(&p.citation()) + 2)
+        .sum()
 }

@@ -145,6 +145,43 @@ pub(crate) fn inference_settings(
     }
 }
 
+/// Who speaks in one model call of a turn, and how: the policy every model request of a turn is built from. A
+/// standard turn has one speaker (the configured model, as the system prompt and overrides say); a multi-agent
+/// round has one per agent message.
+pub(crate) struct Speaker<'a> {
+    /// The whole system prompt, instructions for the sources included.
+    pub system: String,
+    /// The speaker's own model; `None` is the configured one.
+    pub model_id: Option<&'a str>,
+    /// The speaker's own temperature, over the request's.
+    pub temperature: Option<f64>,
+    /// The conversation as this speaker sees it, oldest first, its files read.
+    pub conversation: &'a [Message],
+    /// What the turn's search found, when it searched.
+    pub grounding: Option<&'a Grounding>,
+    /// How the passages are given to the model.
+    pub citations: CitationMode,
+}
+
+impl<'a> Speaker<'a> {
+    /// The standard turn's speaker: the configured model, prompted as the settings and the request say.
+    pub(crate) fn standard(
+        settings: &ChatSettings,
+        input: &TurnInput,
+        conversation: &'a [Message],
+        grounding: Option<&'a Grounding>,
+    ) -> Self {
+        Self {
+            system: system_prompt(settings, input, grounding.is_some()),
+            model_id: None,
+            temperature: None,
+            conversation,
+            grounding,
+            citations: settings.retrieval.citations,
+        }
+    }
+}
+
 /// The model call that answers `conversation` under the request's overrides.
 /// With `grounding`, the passages go with the last user message: listed under their names after its text
 /// (prompted citations), or as search results (native citations).
@@ -154,9 +191,27 @@ pub fn prepare_turn(
     conversation: &[Message],
     grounding: Option<&Grounding>,
 ) -> PreparedTurn {
-    let system = system_prompt(settings, input, grounding.is_some());
-    let mut inference = inference_settings(settings, &input.overrides, None);
-    let mut messages = model_messages(conversation);
+    model_request(
+        settings,
+        input,
+        &Speaker::standard(settings, input, conversation, grounding),
+    )
+}
+
+/// The one place a turn's model call is built, for any speaker: its conversation as model messages (files and
+/// earlier tool calls included), the passages with the last user message, inference under the request's
+/// overrides and the speaker's temperature, reasoning when the speaker is the configured model (whose profile
+/// says how it reasons), and the thought that tells about it.
+pub(crate) fn model_request(
+    settings: &ChatSettings,
+    input: &TurnInput,
+    speaker: &Speaker<'_>,
+) -> PreparedTurn {
+    let system = speaker.system.clone();
+    let grounding = speaker.grounding;
+    let own_model = speaker.model_id.filter(|m| *m != settings.model_id);
+    let mut inference = inference_settings(settings, &input.overrides, speaker.temperature);
+    let mut messages = model_messages(speaker.conversation);
     let mut search_results = Vec::new();
     // With a guardrail, the passages are what its contextual grounding check holds the answer to, beside the
     // question: they go to the model as guard content rather than in the question's text.
@@ -165,7 +220,7 @@ pub fn prepare_turn(
         .filter(|g| settings.guardrail.is_some() && !g.passages.is_empty())
         .map(sources_section);
     if let Some(grounding) = grounding {
-        match settings.retrieval.citations {
+        match speaker.citations {
             CitationMode::Prompted if grounding_source.is_none() => {
                 if let Some(text) = messages
                     .last_mut()
@@ -184,7 +239,7 @@ pub fn prepare_turn(
         .overrides
         .reasoning_effort
         .or(options.reasoning_effort)
-        .filter(|_| options.profile.reasoning != ReasoningStyle::Unsupported)
+        .filter(|_| options.profile.reasoning != ReasoningStyle::Unsupported && own_model.is_none())
         .map(|effort| Reasoning {
             effort,
             style: options.profile.reasoning,
@@ -205,7 +260,7 @@ pub fn prepare_turn(
         }
     }
     let request = ModelRequest {
-        model_id: settings.model_id.clone(),
+        model_id: own_model.unwrap_or(&settings.model_id).to_string(),
         system,
         messages,
         inference,

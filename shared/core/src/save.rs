@@ -43,7 +43,7 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
     }
     /// Stores the files of the turn's new messages in the owner's files: for each new message, its files as
     /// stored. Nothing is kept for a turn that is not stored; a file that fails removes those stored before it.
-    async fn keep_files(
+    pub(crate) async fn keep_files(
         &self,
         owner: &str,
         session: &Session,
@@ -80,7 +80,7 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
 
     /// Removes files a failed turn stored. Best effort: what stays is the owner's, unlisted, and expires with the
     /// bucket's lifecycle.
-    async fn remove_files(&self, owner: &str, keys: &[String]) {
+    pub(crate) async fn remove_files(&self, owner: &str, keys: &[String]) {
         if let (Some(store), false) = (&self.attachments, keys.is_empty()) {
             let _ = store.delete(owner, keys).await;
         }
