@@ -126,6 +126,12 @@ def main():
     suite("operations", [lambda: run(["cargo", "test", "--quiet", "-p", "local-run", "--test", "operations",
                                       "--", "--nocapture"])])
 
+    # Tools: a local run of its own (port 9060) searching the local knowledge base as the model's tool, a local MCP
+    # server started by the test and one that is down, the round and time bounds.
+    section("tools: search_documents, MCP tools, thoughts as they happen, bounds (tests/local-run/tests/tools.rs)")
+    suite("tools", [lambda: run(["cargo", "test", "--quiet", "-p", "local-run", "--test", "tools",
+                                 "--", "--nocapture"])])
+
     try:
         with LocalRun():
             # Conformance first: schemathesis leaves hundreds of chats behind, which would make the history lists

@@ -528,7 +528,8 @@ mod tests {
         assert_eq!(c.tool_bounds.max_rounds, 5);
         assert_eq!(c.chat.retrieval.when, SearchWhen::Before);
         assert_eq!(c.mcp_servers, None);
-        let servers = r#"[{"name":"x","url":"http://h/mcp","headers":{"Authorization":"Bearer s3cret"}}]"#;
+        let servers =
+            r#"[{"name":"x","url":"http://h/mcp","headers":{"Authorization":"Bearer s3cret"}}]"#;
         let c = config(&[
             ("MAX_TOOL_ROUNDS", "2"),
             ("TOOL_TIMEOUT_MS", "1500"),
@@ -546,7 +547,10 @@ mod tests {
         let bad = config(&[("RETRIEVAL", "after")]).unwrap_err();
         assert_eq!(bad.name, "RETRIEVAL");
         assert!(bad.reason.contains("before, tools, both"), "{}", bad.reason);
-        assert_eq!(config(&[("MAX_TOOL_ROUNDS", "0")]).unwrap_err().name, "MAX_TOOL_ROUNDS");
+        assert_eq!(
+            config(&[("MAX_TOOL_ROUNDS", "0")]).unwrap_err().name,
+            "MAX_TOOL_ROUNDS"
+        );
     }
 
     #[test]

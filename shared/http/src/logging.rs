@@ -49,14 +49,23 @@ const OUR_CRATES: &[&str] = &[
     "local_bedrock",
     "local_dynamodb",
     "local_knowledge_base",
+    "chat_mcp",
+    "local_mcp",
     "bench",
 ];
+
+/// Crates whose INFO lines may hold what a conversation holds (rmcp logs an MCP server's notifications, and its
+/// URL, at INFO): only their warnings and errors are written.
+const QUIET_CRATES: &[&str] = &["rmcp"];
 
 /// Whether a line (or span) may be written whatever its level: ours may; another crate's only at INFO or above
 /// (see the module's doc for why). Matched on the target's crate, so no directive of `RUST_LOG` lifts it.
 fn may_write(metadata: &Metadata<'_>) -> bool {
-    *metadata.level() <= Level::INFO
-        || OUR_CRATES.contains(&metadata.target().split("::").next().unwrap_or_default())
+    let krate = metadata.target().split("::").next().unwrap_or_default();
+    if QUIET_CRATES.contains(&krate) {
+        return *metadata.level() <= Level::WARN;
+    }
+    *metadata.level() <= Level::INFO || OUR_CRATES.contains(&krate)
 }
 
 /// Whether a span (or an event inside one) goes to the collector: what may be written, but for the runtime's

@@ -27,7 +27,8 @@
 //! Tools: it also starts the local MCP server (in this process, `tests/local-mcp`: `add`, `echo` and `sleep` over
 //! streamable HTTP) and gives the functions `MCP_SERVERS=[{"name":"local","url":"http://127.0.0.1:PORT/mcp"}]`,
 //! so that the model is offered its tools. When `MCP_SERVERS` is set in the environment it is passed to the
-//! functions as it is and no local MCP server starts: `MCP_SERVERS=` (empty) turns MCP tools off.
+//! functions as it is and no local MCP server starts: `MCP_SERVERS=` (empty) turns MCP tools off. Unless
+//! `RETRIEVAL` is set, the model may also search the documents itself (`RETRIEVAL=both`: `search_documents`).
 //!
 //! Ports: `LOCAL_PORT` (9000), `LOCAL_BEDROCK_PORT` (9100), `LOCAL_DYNAMODB_PORT` (9200), `LOCAL_KB_PORT`
 //! (`LOCAL_PORT` + 300, 9300 by default), `LOCAL_MCP_PORT` (`LOCAL_PORT` + 400, 9400 by default). The local model
@@ -229,6 +230,10 @@ fn main() {
                 format!("http://127.0.0.1:{}", ports.knowledge_base),
             ),
         ]);
+    }
+    // The model searches the sample documents as its tool too (search_documents), beside the search before it.
+    if std::env::var_os("RETRIEVAL").is_none() {
+        env.push(("RETRIEVAL", "both".into()));
     }
     if local_mcp {
         env.push((

@@ -32,12 +32,29 @@ impl LocalRun {
         Self::start_with(name, port, env, &[])
     }
 
+    /// [`LocalRun::start`] with the local knowledge base on (`port + 300`): turns are grounded in the sample
+    /// documents.
+    pub fn start_grounded(name: &str, port: u16, env: &[(&str, &str)]) -> LocalRun {
+        Self::launch(name, port, env, &[], true)
+    }
+
     /// [`LocalRun::start`] with more arguments for `local-run` (`--cargo-lambda-watch`).
     pub fn start_with(name: &str, port: u16, env: &[(&str, &str)], args: &[&str]) -> LocalRun {
+        Self::launch(name, port, env, args, false)
+    }
+
+    fn launch(
+        name: &str,
+        port: u16,
+        env: &[(&str, &str)],
+        args: &[&str],
+        grounded: bool,
+    ) -> LocalRun {
         // The log lives outside the workspace: a file inside it would make `cargo lambda watch` reload.
         let log = std::env::temp_dir().join(format!("chat-backend-{name}-local-run.log"));
         let file = std::fs::File::create(&log).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_local-run"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_local-run"));
+        command
             .arg("--exit-with-stdin")
             .args(args)
             .current_dir(root())
@@ -45,11 +62,16 @@ impl LocalRun {
             .env("LOCAL_BEDROCK_PORT", (port + 100).to_string())
             .env("LOCAL_DYNAMODB_PORT", (port + 200).to_string())
             .env("LOCAL_KB_PORT", (port + 300).to_string())
-            // These tests check answers as the model alone gives them.
+            // These tests check answers as the model alone gives them, unless they ask for the knowledge base.
             .env("KNOWLEDGE_BASE_ID", "")
             // The model answers at once unless the test asks for pacing.
             .env("LOCAL_MODEL_PACE_MS", "0")
-            .envs(env.iter().copied())
+            .envs(env.iter().copied());
+        if grounded {
+            // Unset, the local run starts its local knowledge base and points the functions at it.
+            command.env_remove("KNOWLEDGE_BASE_ID");
+        }
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(file.try_clone().unwrap())
             .stderr(file)
