@@ -606,6 +606,28 @@ fn input_tokens(
     tools + system + messages
 }
 
+/// `value` as JSON with every object's keys sorted: what a request means, whatever order its client wrote the keys
+/// in (the AWS SDK writes a tool's input schema, a Smithy document, in a hash map's order, which differs from one
+/// request to the next). Bedrock parses a request; two requests that differ only in key order are the same one.
+fn canonical(value: &Value) -> String {
+    fn sorted(value: &Value) -> Value {
+        match value {
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                Value::Object(
+                    keys.into_iter()
+                        .map(|k| (k.clone(), sorted(&map[k])))
+                        .collect(),
+                )
+            }
+            Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+            other => other.clone(),
+        }
+    }
+    sorted(value).to_string()
+}
+
 /// The request's cache points in order (system first, then each message's content): each one's prefix (the model
 /// id, the tools of the `toolConfig` when there is one, and the system and message blocks before it with their
 /// roles, cache points left out), the input tokens before it, and `true`; and, as `false`, the same at the end of
@@ -622,7 +644,7 @@ fn cache_points(model_id: &str, body: &Value) -> Vec<(String, u64, bool)> {
         if let Some(tools) = tools {
             key["tools"] = tools.clone();
         }
-        key.to_string()
+        canonical(&key)
     };
     let mut points = Vec::new();
     let mut words = tool_words(body.get("toolConfig"));
@@ -1521,7 +1543,7 @@ fn fault_response(state: &AppState, plan: &Plan, body: &Value) -> Option<Respons
         f if f.starts_with("throttle-first:") => {
             let limit: u32 = f["throttle-first:".len()..].parse().unwrap_or(1);
             let mut shared = state.shared.lock().unwrap();
-            let seen = shared.attempts.entry(body.to_string()).or_insert(0);
+            let seen = shared.attempts.entry(canonical(body)).or_insert(0);
             *seen += 1;
             if *seen > limit {
                 return None;
@@ -2085,6 +2107,16 @@ async fn count_tokens(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn requests_that_differ_only_in_key_order_are_the_same_request() {
+        let a: Value = serde_json::from_str(r#"{"b":1,"a":{"y":[{"q":1,"p":2}],"x":2}}"#).unwrap();
+        let b: Value = serde_json::from_str(r#"{"a":{"x":2,"y":[{"p":2,"q":1}]},"b":1}"#).unwrap();
+        assert_ne!(a.to_string(), b.to_string());
+        assert_eq!(canonical(&a), canonical(&b));
+        let c: Value = serde_json::from_str(r#"{"a":{"x":2,"y":[{"p":2,"q":9}]},"b":1}"#).unwrap();
+        assert_ne!(canonical(&a), canonical(&c));
+    }
 
     #[test]
     fn tool_directives_are_read_in_order_with_their_json_and_malformed_ones_are_none() {
