@@ -15,7 +15,8 @@ const RESERVED_HEADERS: [&str; 4] = [
     "last-event-id",
 ];
 
-/// One configured MCP server. Its header values are secrets: `Debug` shows their names only.
+/// One configured MCP server. Its header values are secrets: `Debug` shows their names only. Its URL may hold
+/// secrets too (user-info, a key in the query): `Debug` shows it as [`ServerConfig::shown_url`].
 #[derive(Clone)]
 pub struct ServerConfig {
     /// `[A-Za-z0-9_-]{1,64}`: said in thoughts and used as the prefix of tool names two servers share.
@@ -32,7 +33,7 @@ impl fmt::Debug for ServerConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ServerConfig")
             .field("name", &self.name)
-            .field("url", &self.url)
+            .field("url", &self.shown_url())
             .field(
                 "headers",
                 &self
@@ -47,8 +48,25 @@ impl fmt::Debug for ServerConfig {
 }
 
 impl ServerConfig {
-    /// The header values as text, to be kept out of anything this crate says.
+    /// The URL as this crate shows it: `scheme://host:port/path`, without user-info or query (either may hold a
+    /// secret).
+    pub fn shown_url(&self) -> String {
+        shown_url(&self.url)
+    }
+
+    /// The header values as text, and the URL's user-info and query, to be kept out of anything this crate says.
     pub(crate) fn secrets(&self) -> Vec<String> {
+        let url = self.url.parse::<http::Uri>().ok();
+        let user_info = url
+            .as_ref()
+            .and_then(|uri| uri.authority())
+            .and_then(|authority| authority.as_str().rsplit_once('@'))
+            .map(|(user_info, _)| user_info.to_string());
+        let query = url.as_ref().and_then(|uri| uri.query()).map(str::to_string);
+        let in_url = user_info
+            .into_iter()
+            .chain(query)
+            .filter(|secret| !secret.is_empty());
         self.headers
             .iter()
             .filter_map(|(_, value)| value.to_str().ok())
@@ -62,6 +80,7 @@ impl ServerConfig {
                     .map(str::to_string);
                 std::iter::once(value.to_string()).chain(token)
             })
+            .chain(in_url)
             .collect()
     }
 }
@@ -190,16 +209,38 @@ fn parse_server(index: usize, item: Value) -> Result<ServerConfig, String> {
     })
 }
 
-/// An absolute `http` or `https` URL with a host.
+/// `url` as `scheme://host:port/path` (the parts it has): no user-info, no query, no fragment. A URL that does
+/// not parse is not shown at all.
+pub(crate) fn shown_url(url: &str) -> String {
+    let Ok(uri) = url.parse::<http::Uri>() else {
+        return "<not a URL>".into();
+    };
+    let mut shown = String::new();
+    if let Some(scheme) = uri.scheme_str() {
+        shown.push_str(scheme);
+        shown.push_str("://");
+    }
+    if let Some(host) = uri.host() {
+        shown.push_str(host);
+    }
+    if let Some(port) = uri.port_u16() {
+        shown.push_str(&format!(":{port}"));
+    }
+    shown.push_str(uri.path());
+    shown
+}
+
+/// An absolute `http` or `https` URL with a host. The errors show the URL without its user-info or query.
 fn check_url(url: &str) -> Result<(), String> {
-    let uri: http::Uri = url.parse().map_err(|_| format!("{url:?} is not a URL"))?;
+    let uri: http::Uri = url.parse().map_err(|_| "is not a URL".to_string())?;
+    let shown = shown_url(url);
     match uri.scheme_str() {
         Some("http" | "https") => {}
-        Some(other) => return Err(format!("{url:?} must be http or https, not {other}")),
-        None => return Err(format!("{url:?} is not an absolute http(s) URL")),
+        Some(other) => return Err(format!("{shown:?} must be http or https, not {other}")),
+        None => return Err(format!("{shown:?} is not an absolute http(s) URL")),
     }
     if uri.host().is_none_or(str::is_empty) {
-        return Err(format!("{url:?} has no host"));
+        return Err(format!("{shown:?} has no host"));
     }
     Ok(())
 }
@@ -286,6 +327,27 @@ mod tests {
             let error = parse(json).expect_err(json);
             assert!(error.contains(says), "{json}: {error}");
         }
+    }
+
+    #[test]
+    fn a_url_is_shown_without_user_info_or_query() {
+        let servers = parse(
+            r#"[{"name":"a","url":"https://me:pa55@mcp.example.com:8443/v1/mcp?key=k3y#top"}]"#,
+        )
+        .unwrap();
+        let server = &servers[0];
+        assert_eq!(server.shown_url(), "https://mcp.example.com:8443/v1/mcp");
+        let debug = format!("{server:?}");
+        assert!(!debug.contains("pa55") && !debug.contains("k3y"), "{debug}");
+        assert_eq!(
+            server.secrets(),
+            vec!["me:pa55".to_string(), "key=k3y".to_string()]
+        );
+        assert_eq!(shown_url("http://[::1]/mcp"), "http://[::1]/mcp");
+        let error = parse(r#"[{"name":"a","url":"ftp://me:pa55@h/x?key=k3y"}]"#).unwrap_err();
+        assert!(!error.contains("pa55") && !error.contains("k3y"), "{error}");
+        let error = parse(r#"[{"name":"a","url":"http://me:pa55@/x y"}]"#).unwrap_err();
+        assert!(!error.contains("pa55"), "{error}");
     }
 
     #[test]

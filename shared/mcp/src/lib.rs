@@ -3,16 +3,20 @@
 //!
 //! - `MCP_SERVERS` ([`McpServers::from_json`]) names the servers: `[{name, url, headers?, allow?}]`.
 //! - Nothing connects at cold start: the first turn's [`ToolSource::list`] connects to every server at once and
-//!   lists its tools, each server within the listing timeout. What a server listed is kept for the turns after;
-//!   a server that could not be listed, or whose connection failed under a call, is listed again on the next turn.
-//! - A server that is down offers nothing that turn and says so in one line of [`ToolListing::unavailable`]; it
-//!   never fails the turn.
+//!   lists its tools, each server within the listing timeout: the `list_timeout` given, at most
+//!   [`LIST_TIMEOUT_CAP`] (listing happens before the model is called). What a server listed is kept for the
+//!   turns after.
+//! - A server that could not be listed, or whose connection failed under a call, offers nothing and says so in
+//!   one line of [`ToolListing::unavailable`]; it never fails the turn. That failure is the answer of every turn
+//!   for [`RETRY_AFTER`] ([`McpServers::with_retry_after`]), without a wait; the first turn after it lists the
+//!   server again.
 //! - Its tools are offered under their own names, made to fit Bedrock's `[a-zA-Z0-9_-]{1,64}`; a name two servers
 //!   share becomes `{server}_{tool}` for each. `allow` keeps only the tools it names.
 //! - A call sends the model's input as the tool's arguments; the result's text is what the model reads (other
 //!   content described in a few words), and `isError: true` is an error result.
 //! - Header values are secrets: sent on every request, marked sensitive, redacted from `Debug`, and kept out of
-//!   every line, error and thought this crate makes.
+//!   every line, error and thought this crate makes. So are the URL's user-info and query: the URL is shown as
+//!   `scheme://host:port/path` ([`ServerConfig::shown_url`]).
 //!
 //! The calls run as the backend, not as the user: an MCP server is given no caller identity.
 
@@ -23,7 +27,6 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use chat_core::{Caller, Tool, ToolFuture, ToolListing, ToolOutput, ToolSource, ToolSpec};
@@ -45,10 +48,21 @@ pub use config::ServerConfig;
 /// The longest tool name Bedrock takes.
 const MAX_TOOL_NAME: usize = 64;
 
+/// The longest a server's listing (connection, MCP handshake, `tools/list`) may take, whatever `list_timeout` is
+/// given (the tool call timeout, 30 s by default): listing happens before the model is called, on the turn's
+/// critical path, so a server that hangs in the handshake would hold every turn for the whole call timeout.
+pub const LIST_TIMEOUT_CAP: Duration = Duration::from_secs(5);
+
+/// How long a server's failure (a listing that failed, or its connection lost under a call) is the answer of every
+/// turn, without a wait, before a turn lists the server again: a server that is down or hangs costs one listing
+/// timeout per interval rather than one per turn.
+pub const RETRY_AFTER: Duration = Duration::from_secs(30);
+
 /// The MCP servers of `MCP_SERVERS`, as a source of tools.
 pub struct McpServers {
     servers: Vec<Arc<Server>>,
     list_timeout: Duration,
+    retry_after: Duration,
 }
 
 impl fmt::Debug for McpServers {
@@ -59,6 +73,7 @@ impl fmt::Debug for McpServers {
                 &self.servers.iter().map(|s| &s.config).collect::<Vec<_>>(),
             )
             .field("list_timeout", &self.list_timeout)
+            .field("retry_after", &self.retry_after)
             .finish()
     }
 }
@@ -75,27 +90,41 @@ struct Server {
 #[derive(Default)]
 struct State {
     connection: Option<Arc<Connection>>,
-    /// The last attempt that failed: when it ended, and why (said in the unavailable line).
-    failed: Option<(Instant, String)>,
+    /// The last failure: when it happened, and why (said in the unavailable line).
+    failed: Option<Failure>,
 }
+
+/// When a listing failed or a connection was lost, and why (redacted).
+type Failure = (Instant, String);
 
 /// A live session with a server and the tools it listed (`allow` applied).
 struct Connection {
     service: RunningService<RoleClient, ClientConfig>,
     tools: Vec<rmcp::model::Tool>,
-    /// Set when a call failed for want of the connection: the next turn lists the server again.
-    broken: AtomicBool,
+    /// Set when a call failed for want of the connection: when, and why. The server's failure from then on.
+    broken: std::sync::Mutex<Option<Failure>>,
+}
+
+impl Connection {
+    fn broken(&self) -> Option<Failure> {
+        self.broken
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
 }
 
 impl McpServers {
-    /// The servers `MCP_SERVERS` names (empty, or `null`: none), each listed within `list_timeout`. The error
-    /// names what is wrong (never a header value).
+    /// The servers `MCP_SERVERS` names (empty, or `null`: none), each listed within `list_timeout` (at most
+    /// [`LIST_TIMEOUT_CAP`]). The error names what is wrong (never a header value, nor the URL's user-info or
+    /// query).
     pub fn from_json(json: &str, list_timeout: Duration) -> Result<McpServers, String> {
         let servers = config::parse(json)?;
         Ok(McpServers::new(servers, list_timeout))
     }
 
-    /// The servers of `configs`, each listed within `list_timeout`.
+    /// The servers of `configs`, each listed within `list_timeout` (at most [`LIST_TIMEOUT_CAP`]), a failure kept
+    /// for [`RETRY_AFTER`].
     pub fn new(configs: Vec<ServerConfig>, list_timeout: Duration) -> McpServers {
         McpServers {
             servers: configs
@@ -108,8 +137,16 @@ impl McpServers {
                     })
                 })
                 .collect(),
-            list_timeout,
+            list_timeout: list_timeout.min(LIST_TIMEOUT_CAP),
+            retry_after: RETRY_AFTER,
         }
+    }
+
+    /// How long a server's failure is every turn's answer before a turn lists it again ([`RETRY_AFTER`] unless
+    /// set).
+    pub fn with_retry_after(mut self, retry_after: Duration) -> McpServers {
+        self.retry_after = retry_after;
+        self
     }
 
     /// Whether no server is configured.
@@ -127,7 +164,7 @@ impl McpServers {
         let listed = join_all(
             self.servers
                 .iter()
-                .map(|server| server.listing(asked, self.list_timeout)),
+                .map(|server| server.listing(asked, self.list_timeout, self.retry_after)),
         )
         .await;
         let mut unavailable = Vec::new();
@@ -156,20 +193,34 @@ impl ToolSource for McpServers {
 
 impl Server {
     /// The server's connection and tools: those it listed before, unless its connection broke since; otherwise it
-    /// is connected and listed now, within `timeout`. The failure of an attempt that ended after `asked` (another
-    /// turn's, while this one waited for it) is this turn's answer too, rather than a second wait.
-    async fn listing(&self, asked: Instant, timeout: Duration) -> Result<Arc<Connection>, String> {
+    /// is connected and listed now, within `timeout`. A failure (a listing's, or the connection's under a call)
+    /// less than `retry_after` old is this turn's answer, without a wait; so is the failure of an attempt that
+    /// ended after `asked` (another turn's, while this one waited for it), rather than a second wait.
+    async fn listing(
+        &self,
+        asked: Instant,
+        timeout: Duration,
+        retry_after: Duration,
+    ) -> Result<Arc<Connection>, String> {
         let mut state = self.state.lock().await;
         if let Some(connection) = &state.connection {
-            if !connection.broken.load(Ordering::Relaxed) {
-                return Ok(connection.clone());
+            match connection.broken() {
+                None => return Ok(connection.clone()),
+                Some(failure) => {
+                    // Dropping the service ends its session.
+                    state.connection = None;
+                    state.failed = Some(failure);
+                }
             }
-            // Dropping the service ends its session.
-            state.connection = None;
         }
         if let Some((ended, reason)) = &state.failed
-            && *ended >= asked
+            && (*ended >= asked || ended.elapsed() < retry_after)
         {
+            tracing::debug!(
+                mcp_server = %self.config.name,
+                reason = %reason,
+                "the MCP server failed a moment ago: its tools are left out of this turn"
+            );
             return Err(reason.clone());
         }
         let started = Instant::now();
@@ -232,7 +283,7 @@ impl Server {
         Ok(Connection {
             service,
             tools,
-            broken: AtomicBool::new(false),
+            broken: std::sync::Mutex::new(None),
         })
     }
 }
@@ -379,16 +430,22 @@ impl Tool for McpTool {
                     &self.server.secrets,
                 )),
                 Err(error) => {
+                    let reason = redact(&describe(&error), &self.server.secrets);
                     if matches!(
                         error,
                         ServiceError::TransportSend(_)
                             | ServiceError::TransportClosed
                             | ServiceError::Cancelled { .. }
                     ) {
-                        // The next turn lists the server again.
-                        self.connection.broken.store(true, Ordering::Relaxed);
+                        // The server's failure from now on: the turns of the next `retry_after` leave its tools
+                        // out; the first after lists it again.
+                        let mut broken = self
+                            .connection
+                            .broken
+                            .lock()
+                            .unwrap_or_else(|poisoned| poisoned.into_inner());
+                        broken.get_or_insert_with(|| (Instant::now(), reason.clone()));
                     }
-                    let reason = redact(&describe(&error), &self.server.secrets);
                     tracing::warn!(
                         mcp_server = %server,
                         tool = %self.mcp_name,
@@ -633,6 +690,6 @@ mod tests {
             "{error}"
         );
         // A refusal is the server answering: its connection is kept.
-        assert!(!connection.broken.load(Ordering::Relaxed));
+        assert!(connection.broken().is_none());
     }
 }

@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use chat_core::{Caller, Tool, ToolListing, ToolSource};
@@ -29,6 +30,27 @@ async fn start() -> (SocketAddr, tokio::task::JoinHandle<()>) {
 
 fn servers(json: Value) -> McpServers {
     McpServers::from_json(&json.to_string(), LIST_TIMEOUT).unwrap()
+}
+
+/// Servers whose failures are listed again on the next turn (no retry interval).
+fn servers_retried_at_once(json: Value) -> McpServers {
+    servers(json).with_retry_after(Duration::ZERO)
+}
+
+/// A server that accepts connections and never answers, and how many connections it has accepted.
+async fn silent() -> (SocketAddr, Arc<AtomicUsize>, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counter = accepted.clone();
+    let task = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            counter.fetch_add(1, Ordering::SeqCst);
+            held.push(socket);
+        }
+    });
+    (addr, accepted, task)
 }
 
 fn names(listing: &ToolListing) -> Vec<String> {
@@ -114,7 +136,7 @@ async fn an_error_result_or_a_refused_call_is_an_error_the_model_reads() {
 #[tokio::test]
 async fn a_server_that_is_down_is_said_and_listed_again_once_it_is_up() {
     let port = free_port();
-    let source = servers(json!([
+    let source = servers_retried_at_once(json!([
         {"name": "later", "url": format!("http://127.0.0.1:{port}/mcp")}
     ]));
     let listing = source.list().await;
@@ -160,7 +182,7 @@ async fn tools_are_listed_once_and_again_after_a_call_loses_the_server() {
     let port = free_port();
     let at: SocketAddr = ([127, 0, 0, 1], port).into();
     let (_, server) = local_mcp::start(at).await.unwrap();
-    let source = servers(json!([{"name": "local", "url": local_mcp::url(at)}]));
+    let source = servers_retried_at_once(json!([{"name": "local", "url": local_mcp::url(at)}]));
     let first = source.list().await;
     assert_eq!(names(&first), ["add", "echo", "sleep"]);
 
@@ -374,7 +396,8 @@ async fn turns_that_arrive_together_share_one_attempt() {
         &json!([{"name": "silent", "url": format!("http://{addr}/mcp")}]).to_string(),
         Duration::from_millis(800),
     )
-    .unwrap();
+    .unwrap()
+    .with_retry_after(Duration::ZERO);
     let started = Instant::now();
     let (first, second, third) = tokio::join!(source.list(), source.list(), source.list());
     let took = started.elapsed();
@@ -384,7 +407,7 @@ async fn turns_that_arrive_together_share_one_attempt() {
     }
     // One wait for all three, not one after another.
     assert!(took < Duration::from_millis(1500), "{took:?}");
-    // A turn after that tries again.
+    // A turn after that tries again (no retry interval here).
     let started = Instant::now();
     assert_eq!(source.list().await.unavailable.len(), 1);
     assert!(started.elapsed() >= Duration::from_millis(800));
@@ -405,4 +428,124 @@ async fn an_empty_source_lists_nothing() {
     let source = McpServers::from_json("[]", LIST_TIMEOUT).unwrap();
     let listing = source.list().await;
     assert!(listing.tools.is_empty() && listing.unavailable.is_empty());
+}
+
+#[tokio::test]
+async fn a_failed_server_is_not_listed_again_within_the_retry_interval() {
+    let (addr, accepted, _silent) = silent().await;
+    let source = McpServers::from_json(
+        &json!([{"name": "silent", "url": format!("http://{addr}/mcp")}]).to_string(),
+        Duration::from_millis(300),
+    )
+    .unwrap()
+    .with_retry_after(Duration::from_millis(1500));
+    let line = "MCP server silent is unavailable (no answer within 300 ms): its tools are left out of this turn";
+    let first = source.list().await;
+    assert!(first.tools.is_empty());
+    assert_eq!(first.unavailable, [line]);
+    let tried = accepted.load(Ordering::SeqCst);
+    assert!(tried >= 1, "{tried}");
+
+    // Within the interval: the same line, and the server is not asked (no connection, no wait for one).
+    let started = Instant::now();
+    let second = source.list().await;
+    let took = started.elapsed();
+    assert!(second.tools.is_empty());
+    assert_eq!(second.unavailable, [line]);
+    assert!(took < Duration::from_millis(300), "{took:?}");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(accepted.load(Ordering::SeqCst), tried);
+
+    // After it: listed again.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let third = source.list().await;
+    assert_eq!(third.unavailable, [line]);
+    assert!(accepted.load(Ordering::SeqCst) > tried);
+}
+
+#[tokio::test]
+async fn a_server_lost_under_a_call_is_left_out_within_the_retry_interval() {
+    let port = free_port();
+    let at: SocketAddr = ([127, 0, 0, 1], port).into();
+    let (_, server) = local_mcp::start(at).await.unwrap();
+    let source = servers(json!([{"name": "local", "url": local_mcp::url(at)}]))
+        .with_retry_after(Duration::from_millis(1000));
+    let first = source.list().await;
+    server.abort();
+    let _ = server.await;
+    call(&tool(&first, "add"), json!({"a": 2, "b": 3}))
+        .await
+        .unwrap_err();
+    // Up again at once, but the lost connection is the answer until the interval has passed.
+    let (_, _server) = local_mcp::start(at).await.unwrap();
+    let second = source.list().await;
+    assert!(second.tools.is_empty());
+    assert_eq!(second.unavailable.len(), 1, "{:?}", second.unavailable);
+    assert!(
+        second.unavailable[0].starts_with("MCP server local is unavailable ("),
+        "{:?}",
+        second.unavailable
+    );
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let third = source.list().await;
+    assert!(third.unavailable.is_empty(), "{:?}", third.unavailable);
+    assert_eq!(names(&third), ["add", "echo", "sleep"]);
+}
+
+#[tokio::test]
+async fn the_listing_timeout_is_capped() {
+    let (addr, _accepted, _silent) = silent().await;
+    let source = McpServers::from_json(
+        &json!([{"name": "silent", "url": format!("http://{addr}/mcp")}]).to_string(),
+        Duration::from_secs(60),
+    )
+    .unwrap();
+    assert!(
+        format!("{source:?}").contains(&format!("list_timeout: {:?}", chat_mcp::LIST_TIMEOUT_CAP)),
+        "{source:?}"
+    );
+    let listing = source.list().await;
+    assert_eq!(
+        listing.unavailable,
+        [format!(
+            "MCP server silent is unavailable (no answer within {} ms): its tools are left out of this turn",
+            chat_mcp::LIST_TIMEOUT_CAP.as_millis()
+        )]
+    );
+}
+
+#[tokio::test]
+async fn a_urls_user_info_and_query_are_never_shown() {
+    let port = free_port();
+    let source = servers(json!([{
+        "name": "keyed",
+        "url": format!("http://me:pa55w0rd@127.0.0.1:{port}/mcp?api_key=qu3ry-k3y")
+    }]));
+    let debug = format!("{source:?}");
+    assert!(
+        debug.contains(&format!("http://127.0.0.1:{port}/mcp")),
+        "{debug}"
+    );
+    for secret in ["pa55w0rd", "me:pa55", "@", "qu3ry-k3y", "api_key"] {
+        assert!(!debug.contains(secret), "{debug}");
+    }
+    let listing = source.list().await;
+    assert_eq!(listing.unavailable.len(), 1, "{:?}", listing.unavailable);
+    let line = &listing.unavailable[0];
+    assert!(
+        line.starts_with("MCP server keyed is unavailable ("),
+        "{line}"
+    );
+    for secret in ["pa55w0rd", "qu3ry-k3y"] {
+        assert!(!line.contains(secret), "{line}");
+    }
+    let error = McpServers::from_json(
+        &json!([{"name": "keyed", "url": "ftp://me:pa55w0rd@h/mcp?api_key=qu3ry-k3y"}]).to_string(),
+        LIST_TIMEOUT,
+    )
+    .unwrap_err();
+    assert!(
+        !error.contains("pa55w0rd") && !error.contains("qu3ry-k3y"),
+        "{error}"
+    );
 }
