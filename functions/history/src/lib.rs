@@ -407,26 +407,32 @@ impl<St: SessionStore> Shared<St> {
         Ok(listed)
     }
 
-    /// A save carries no files (they come only with a chat turn): each message saved again under its id keeps the
-    /// files it had. Returns the keys of the files no saved message keeps, to remove once the save is in.
+    /// A save carries no files (they come only with a chat turn) and no tool use (it comes only from the model):
+    /// each message saved again under its id keeps the files and the tool exchanges it had, so that a continued
+    /// chat still replays them. Returns the keys of the files no saved message keeps, to remove once the save is in.
     async fn carry_files(
         &self,
         owner: &str,
         id: &str,
         messages: &mut [chat_core::StoredMessage],
     ) -> Result<Vec<String>, ApiError> {
-        if self.attachments.is_none() {
-            return Ok(Vec::new());
-        }
         let (_, before) = self.store.load(owner, id).await.map_err(ChatError::from)?;
+        let mut tools: std::collections::HashMap<&str, &Vec<chat_core::ToolExchange>> = before
+            .iter()
+            .filter(|m| !m.tools.is_empty())
+            .map(|m| (m.id.as_str(), &m.tools))
+            .collect();
         let mut files: std::collections::HashMap<&str, &Vec<StoredFile>> = before
             .iter()
-            .filter(|m| !m.files.is_empty())
+            .filter(|m| !m.files.is_empty() && self.attachments.is_some())
             .map(|m| (m.id.as_str(), &m.files))
             .collect();
         for message in messages.iter_mut() {
             if let Some(kept) = files.remove(message.id.as_str()) {
                 message.files = kept.clone();
+            }
+            if let Some(kept) = tools.remove(message.id.as_str()) {
+                message.tools = kept.clone();
             }
         }
         Ok(files

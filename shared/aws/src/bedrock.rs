@@ -137,11 +137,13 @@ fn file_block(file: &chat_core::Attachment, name: &str) -> Result<ContentBlock, 
 fn messages(request: &ModelRequest) -> Result<Vec<Message>, ModelError> {
     // The question: the last user message that is not a round of tool results. Its search results, its guardrail
     // query and the cache point before it stay with it however many tool rounds follow.
-    let last = request
-        .messages
-        .iter()
-        .rposition(|m| m.role == chat_core::Role::User && m.tool_results.is_empty())
-        .unwrap_or(request.messages.len().saturating_sub(1));
+    let last = request.question.unwrap_or_else(|| {
+        request
+            .messages
+            .iter()
+            .rposition(|m| m.role == chat_core::Role::User && m.tool_results.is_empty())
+            .unwrap_or(request.messages.len().saturating_sub(1))
+    });
     let rejected = |e: BuildError| ModelError::Rejected(e.to_string());
     // Converse refuses toolUse and toolResult blocks in a request without a toolConfig, so a request that offers no
     // tools gets its conversation's tool exchanges as text (the model still reads what was asked and answered), as

@@ -5,7 +5,7 @@ use serde::Deserialize;
 use time::OffsetDateTime;
 
 use crate::checks::check_overrides;
-use crate::driver::{DriverEvent, RoundDriver, TurnTools};
+use crate::driver::{DriverEvent, RoundDriver, TurnTools, tools_with_reasoning};
 use crate::prepare::passage_tokens;
 use crate::prompt::{GROUNDING_INSTRUCTIONS, Speaker, model_request};
 use crate::save::{new_stored_messages, stored_message};
@@ -105,6 +105,8 @@ pub struct AgentMessage {
     pub model_calls: u32,
     /// The tools the agent called, with their results, and their thoughts.
     pub tools: Vec<ToolExchange>,
+    /// How many of those calls ran (those past the round limit did not).
+    pub calls_run: u32,
     pub thoughts: Vec<Thought>,
 }
 
@@ -149,7 +151,7 @@ impl AgentRound {
                 .totals
                 .add(&UsageTotals::of(m.usage, self.prices.as_ref()));
             spent.model_calls += m.model_calls;
-            spent.tool_calls += m.tools.len() as u32;
+            spent.tool_calls += m.calls_run;
         }
         spent
     }
@@ -346,8 +348,8 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
             tracing::info!(agent = %agent.name, messages_left_out = left_out, "the agent's view left out its oldest messages for the budget");
         }
         let mut request = prepared.request;
-        request.tools = round
-            .tools
+        let (tools, reasoning_note) = tools_with_reasoning(&request, round.tools.clone());
+        request.tools = tools
             .iter()
             .flat_map(|t| t.tools.iter().map(|tool| tool.spec().clone()))
             .collect();
@@ -358,7 +360,7 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
             request,
             ReplyStream::new(first),
             self.reply_starter(),
-            round.tools.clone(),
+            tools,
             round.grounding.clone(),
         );
         let mut stop = StopReason::EndTurn;
@@ -378,8 +380,12 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
             finished_at: display_time(OffsetDateTime::now_utc().unix_timestamp()),
             citations: driver.grounding.as_ref().map(|g| g.cited_in(&text)),
             model_calls: driver.calls.len() as u32,
+            calls_run: driver.calls_run,
             tools: driver.exchanges,
-            thoughts: driver.tool_thoughts,
+            thoughts: reasoning_note
+                .into_iter()
+                .chain(driver.tool_thoughts)
+                .collect(),
         };
         round.transcript.push((
             Some(agent.name.clone()),

@@ -58,6 +58,8 @@ pub(crate) struct RoundDriver<S> {
     tools: Option<TurnTools>,
     /// Tool rounds run so far.
     round: u32,
+    /// Which of the request's messages is the question (the last one when the answer began).
+    question: usize,
     /// What the current round said before it asked for tools, and the tools it asks for.
     round_text: String,
     round_calls: Vec<ToolCall>,
@@ -68,6 +70,12 @@ pub(crate) struct RoundDriver<S> {
     done: bool,
     /// Whether the text so far ends in white space (a citation mark then needs none before it).
     after_space: bool,
+    /// Whether a round's model call is under way and has not reported its usage yet.
+    round_open: bool,
+    /// Whether the next text starts a round after one that already said something: it goes on a new paragraph.
+    round_break: bool,
+    /// The calls that ran (calls answered "not run" at the round limit are not among them).
+    pub calls_run: u32,
     /// Every call and result of the turn, in order: stored with the answer.
     pub exchanges: Vec<ToolExchange>,
     /// The thoughts of the tool calls, in order.
@@ -92,12 +100,14 @@ impl<S: ModelStream> RoundDriver<S> {
         tools: Option<TurnTools>,
         grounding: Option<Grounding>,
     ) -> Self {
+        let question = request.messages.len().saturating_sub(1);
         Self {
             request,
             model: Some(first),
             start,
             tools: tools.filter(|t| !t.tools.is_empty()),
             round: 0,
+            question,
             round_text: String::new(),
             round_calls: Vec::new(),
             running: None,
@@ -106,6 +116,9 @@ impl<S: ModelStream> RoundDriver<S> {
             stop: None,
             done: false,
             after_space: true,
+            round_open: true,
+            round_break: false,
+            calls_run: 0,
             exchanges: Vec::new(),
             tool_thoughts: Vec::new(),
             grounding,
@@ -135,7 +148,7 @@ impl<S: ModelStream> RoundDriver<S> {
     /// When a round is being read and the model has not reported its usage yet (an answer cut off now): about how
     /// many tokens it has written (and, in the first round, reasoned) so far.
     pub(crate) fn unreported_output(&self) -> Option<u64> {
-        if self.model.is_none() || self.calls.len() > self.round as usize {
+        if !self.round_open {
             return None;
         }
         let reasoned = if self.round == 0 {
@@ -159,7 +172,10 @@ impl<S: ModelStream> RoundDriver<S> {
         }
     }
 
-    fn push_text(&mut self, text: String) {
+    fn push_text(&mut self, mut text: String) {
+        if std::mem::take(&mut self.round_break) && !self.after_space {
+            text.insert_str(0, "\n\n");
+        }
         if let Some(last) = text.chars().last() {
             self.after_space = last.is_whitespace();
         }
@@ -176,7 +192,18 @@ impl<S: ModelStream> RoundDriver<S> {
     async fn pull(&mut self) -> Result<(), ChatError> {
         if let Some(running) = self.running.as_mut() {
             match running.next().await {
-                Some(run) => {
+                Some(mut run) => {
+                    // What a search found joins the answer's grounding as it arrives, so that the result's line
+                    // carries it.
+                    let passages = std::mem::take(&mut run.passages);
+                    if !passages.is_empty() {
+                        let grounding = self.grounding.get_or_insert_with(Grounding::default);
+                        for passage in passages {
+                            if !grounding.passages.contains(&passage) {
+                                grounding.passages.push(passage);
+                            }
+                        }
+                    }
                     self.thought(result_thought(&run));
                     self.round_runs.push(run);
                 }
@@ -242,7 +269,10 @@ impl<S: ModelStream> RoundDriver<S> {
             Some(ModelEvent::Guardrail(trace)) => self.guardrail = Some(trace),
             Some(ModelEvent::Served(served)) => self.served = served,
             Some(ModelEvent::Stop(stop)) => self.stop = Some(stop),
-            Some(ModelEvent::Usage(usage)) => self.calls.push(usage),
+            Some(ModelEvent::Usage(usage)) => {
+                self.calls.push(usage);
+                self.round_open = false;
+            }
             None => {
                 self.model = None;
                 let stop = self.stop.take().ok_or_else(|| {
@@ -250,7 +280,11 @@ impl<S: ModelStream> RoundDriver<S> {
                         "the model stream ended before the answer did".into(),
                     ))
                 })?;
-                if stop == StopReason::ToolUse && !self.round_calls.is_empty() {
+                // Calls of a request that offered no tools (which Bedrock would not send) end the answer.
+                if stop == StopReason::ToolUse
+                    && !self.round_calls.is_empty()
+                    && !self.request.tools.is_empty()
+                {
                     self.run_tools().await?;
                 } else {
                     self.ready.push_back(DriverEvent::Done(stop));
@@ -302,6 +336,7 @@ impl<S: ModelStream> RoundDriver<S> {
             return self.next_round(Some(())).await;
         };
         let running: Running = FuturesUnordered::new();
+        self.calls_run += self.round_calls.len() as u32;
         for call in self.round_calls.iter().cloned() {
             running.push(Box::pin(run_call(
                 tools.tools.clone(),
@@ -343,23 +378,19 @@ impl<S: ModelStream> RoundDriver<S> {
             })
             .collect();
         for run in runs {
-            if !run.passages.is_empty() {
-                let grounding = self.grounding.get_or_insert_with(Grounding::default);
-                for passage in run.passages {
-                    if !grounding.passages.contains(&passage) {
-                        grounding.passages.push(passage);
-                    }
-                }
-            }
             self.exchanges.push(run.exchange);
         }
         self.request.messages.push(asked);
         self.request.messages.push(answered);
         self.round += 1;
         if last.is_some() {
+            // The question stays the question once its tool rounds are text like it.
+            self.request.question = Some(self.question);
             self.request.messages = tools_as_text(std::mem::take(&mut self.request.messages));
             self.request.tools.clear();
         }
+        self.round_break = !self.said.is_empty();
+        self.round_open = true;
         let stream = (self.start)(self.request.clone()).await?;
         self.model = Some(stream);
         Ok(())
@@ -395,4 +426,27 @@ pub(crate) fn tools_as_text(messages: Vec<ModelMessage>) -> Vec<ModelMessage> {
         out.push(message);
     }
     out
+}
+
+/// The tools a request may be offered: none while the model reasons (extended thinking), since a round that called
+/// tools would have to give the model its reasoning blocks back, signed, which this backend does not keep yet; the
+/// thought says so.
+pub(crate) fn tools_with_reasoning(
+    request: &ModelRequest,
+    tools: Option<TurnTools>,
+) -> (Option<TurnTools>, Option<Thought>) {
+    match tools {
+        Some(tools) if request.reasoning.is_some() => (
+            None,
+            Some(Thought {
+                title: "Tools not offered".into(),
+                description: Value::String(
+                    "the model reasons before it answers (reasoning_effort): tools are not offered with reasoning"
+                        .into(),
+                ),
+                props: Some(json!({ "tools": tools.tools.len() })),
+            }),
+        ),
+        tools => (tools, None),
+    }
 }

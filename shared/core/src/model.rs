@@ -64,6 +64,9 @@ pub struct ModelRequest {
     pub grounding_source: Option<String>,
     /// The tools the model may ask for (none: it is offered no tools).
     pub tools: Vec<ToolSpec>,
+    /// Which message is the question (its search results, its guardrail query and the cache point before it go
+    /// with it); `None`: the last user message that is not a round of tool results.
+    pub question: Option<usize>,
 }
 
 /// Why the model stopped.

@@ -157,11 +157,14 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         let (tools, tools_thought) = self.turn_tools(caller, input).await;
         thoughts.extend(tools_thought);
         // Tool calls of earlier turns go to the model as tool use while it is offered those tools; as text otherwise.
-        let offered: Vec<&str> = tools
+        let offered: Vec<String> = tools
             .iter()
-            .flat_map(|t| t.tools.iter().map(|tool| tool.spec().name.as_str()))
+            .flat_map(|t| t.tools.iter().map(|tool| tool.spec().name.clone()))
             .collect();
-        crate::prompt::tools_offered_or_text(&mut session.conversation, &offered);
+        crate::prompt::tools_offered_or_text(
+            &mut session.conversation,
+            &offered.iter().map(String::as_str).collect::<Vec<_>>(),
+        );
         let mut spent_before = crate::TurnSpent::default();
         let grounding = match self
             .retriever
@@ -204,21 +207,38 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
             session.left_out += more;
             estimated -= tokens;
         }
-        let mut prepared = prepare_turn(
-            &self.settings,
-            input,
-            &session.conversation,
-            grounding.as_ref(),
-        );
+        // The tools go with every request the count sees, as they go to the model.
+        let build = |conversation: &[Message], tools: &Option<TurnTools>| {
+            let mut prepared =
+                prepare_turn(&self.settings, input, conversation, grounding.as_ref());
+            prepared.request.tools = tools
+                .iter()
+                .flat_map(|t| t.tools.iter().map(|tool| tool.spec().clone()))
+                .collect();
+            prepared
+        };
+        let mut prepared = build(&session.conversation, &None);
+        let (tools, reasoning_note) = crate::driver::tools_with_reasoning(&prepared.request, tools);
+        thoughts.extend(reasoning_note);
+        prepared = build(&session.conversation, &tools);
+        let tool_tokens: u64 = prepared
+            .request
+            .tools
+            .iter()
+            .map(|t| {
+                estimate_tokens(&t.name)
+                    + estimate_tokens(&t.description)
+                    + estimate_tokens(&t.input_schema.to_string())
+            })
+            .sum();
+        estimated += tool_tokens;
         let counted = self
             .count_within_budget(
-                estimate_tokens(&system) + passages,
+                estimate_tokens(&system) + passages + tool_tokens,
                 (&mut session.conversation, &mut session.left_out),
                 &mut prepared,
                 &mut estimated,
-                |conversation| {
-                    prepare_turn(&self.settings, input, conversation, grounding.as_ref())
-                },
+                |conversation| build(conversation, &tools),
             )
             .await;
         if let Some(thought) = history_thought(&session, budget, estimated, counted) {
@@ -235,14 +255,16 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
                 props.insert("store_items_read".into(), json!(session.items_read));
             }
         }
-        prepared.request.tools = tools
-            .iter()
-            .flat_map(|t| t.tools.iter().map(|tool| tool.spec().clone()))
-            .collect();
         if let Some(Value::Object(props)) = prepared.prompt_thought.props.as_mut()
             && !prepared.request.tools.is_empty()
         {
-            props.insert("tools".into(), json!(offered));
+            let names: Vec<&str> = prepared
+                .request
+                .tools
+                .iter()
+                .map(|t| t.name.as_str())
+                .collect();
+            props.insert("tools".into(), json!(names));
         }
         thoughts.push(prepared.prompt_thought);
         Ok(Turn {

@@ -272,6 +272,7 @@ pub(crate) fn model_request(
         service_tier: input.overrides.service_tier.or(options.service_tier),
         grounding_source,
         tools: Vec::new(),
+        question: None,
     };
     let mut prompt_thought = prompt_thought(&request);
     if !input.overrides.not_used.is_empty()

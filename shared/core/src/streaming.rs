@@ -125,7 +125,7 @@ impl<S: ModelStream> StreamingTurn<S> {
         for call in &self.driver.calls {
             answer.add_call(*call, self.prices.as_ref());
         }
-        answer.tool_calls += self.driver.exchanges.len() as u32;
+        answer.tool_calls += self.driver.calls_run;
         self.spent_before.plus(&answer)
     }
 

@@ -437,3 +437,64 @@ async fn an_agent_of_a_multi_agent_round_can_call_a_tool() {
         "5"
     );
 }
+
+#[tokio::test]
+async fn no_tools_are_offered_while_the_model_reasons() {
+    let mut s = settings(SearchWhen::Before);
+    s.model_id = "anthropic.claude-sonnet-4-5-20250929-v1:0".into();
+    s.model = chat_core::ModelOptions::for_model(&s.model_id, 8192);
+    let model = ScriptedModel::with([Script::text("thought it through")]);
+    let service = ChatService::new(model.clone(), InMemoryStore::new(), s)
+        .with_tools(vec![Arc::new(Source)], bounds());
+    let mut input = ask("why?", None);
+    input.overrides.reasoning_effort = Some(chat_core::ReasoningEffort::Medium);
+    let answer = service
+        .answer(&Caller::owner("alice"), &input)
+        .await
+        .unwrap();
+    let request = model.last_request().unwrap();
+    assert!(request.reasoning.is_some());
+    assert!(request.tools.is_empty(), "{:?}", request.tools);
+    assert!(titles(&answer.thoughts()).contains(&"Tools not offered".to_string()));
+    // Without reasoning the same service offers them.
+    model.push(Script::text("ok"));
+    service
+        .answer(&Caller::owner("alice"), &ask("why?", None))
+        .await
+        .unwrap();
+    assert_eq!(model.last_request().unwrap().tools.len(), 3);
+}
+
+#[tokio::test]
+async fn a_round_that_fails_after_a_tool_round_is_counted_with_the_rounds_before_it() {
+    let (service, _, _, _) = service(
+        [
+            Script::calls([("add", json!({"a": 2, "b": 3}))]).usage(100, 10),
+            Script::pieces(["add ", "returned ", "5"])
+                .fail_after(2, chat_core::ModelError::Failed("the stream broke".into())),
+        ],
+        SearchWhen::Before,
+    );
+    let caller = Caller::owner("alice");
+    let mut turn = service
+        .stream(&caller, &ask("what is 2 + 3?", None))
+        .await
+        .unwrap();
+    let mut shown = String::new();
+    loop {
+        match turn.next().await {
+            Ok(Some(TurnEvent::Text(text))) => shown.push_str(&text),
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("the turn ended without its failure"),
+            Err(_) => break,
+        }
+    }
+    // (The round before said nothing, so no paragraph break goes before this round's text.)
+    assert_eq!(shown, "add returned ");
+    let spent = turn.spent_so_far();
+    // The first round as reported, and the failed round estimated: two model calls, one tool call.
+    assert_eq!(spent.model_calls, 2);
+    assert_eq!(spent.tool_calls, 1);
+    assert!(spent.totals.tokens.output_tokens > 10, "{spent:?}");
+    assert!(spent.totals.tokens.input_tokens > 100, "{spent:?}");
+}

@@ -142,7 +142,9 @@ async fn get(path: &str) -> (u16, String) {
 
 #[tokio::test]
 async fn streamed_tool_thoughts_arrive_as_lines_before_the_answers_text() {
-    let (status, body) = post("/chat/stream", ask(ADD_AND_SEARCH)).await;
+    // The model searches for something the search before it did not find: the help desk.
+    let question = r#"[[tool:search_documents {"query":"IT help desk tickets"}]] [[tool:add {"a":2,"b":3}]] How long is parental leave, and what is 2 + 3?"#;
+    let (status, body) = post("/chat/stream", ask(question)).await;
     assert_eq!(status, 200, "{body}");
     let lines: Vec<Value> = body
         .lines()
@@ -177,13 +179,21 @@ async fn streamed_tool_thoughts_arrive_as_lines_before_the_answers_text() {
         .filter_map(|l| l["delta"]["content"].as_str())
         .collect();
     assert!(text.contains("add returned 5"), "{text}");
-    // The search's passages were sent with its result's line.
+    // The first line has what the search before the model found; the search's result line adds what the model's
+    // search found.
     assert!(
-        lines.iter().any(|l| l["context"]["data_points"]
+        !lines[0]["context"]["data_points"]
             .to_string()
-            .contains("Parental_Leave")),
+            .contains("IT_Help_Desk"),
         "{body}"
     );
+    let found = lines
+        .iter()
+        .find(|l| titles(&l["context"]["thoughts"]) == ["Tool result: search_documents"])
+        .expect("the search's result line");
+    let points = found["context"]["data_points"].to_string();
+    assert!(points.contains("IT_Help_Desk"), "{found}");
+    assert!(points.contains("Parental_Leave"), "{found}");
 }
 
 #[tokio::test]
