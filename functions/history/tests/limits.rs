@@ -1,6 +1,7 @@
 //! The history's bounds, through its whole edge and moto's DynamoDB: a save holds at most `MAX_MESSAGES` messages
 //! and each field within its bound (a 400 naming the field, the chat left as it was), and a save of a long chat
-//! (4 MB, far over `MAX_BODY_BYTES`) is taken whole up to `MAX_HISTORY_BODY_BYTES` and reads back whole.
+//! (4 MB, far over `MAX_BODY_BYTES`) is taken whole up to `MAX_HISTORY_BODY_BYTES` and reads back whole; a save
+//! keeps the tool use of the messages it saves again.
 
 use chat_aws::DynamoStore;
 use chat_core::RequestLimits;
@@ -189,4 +190,59 @@ async fn every_field_of_a_save_is_bounded() {
     let read = w.messages(&id).await;
     assert_eq!(read.len(), 2);
     assert_eq!(read[1]["id"], "m1");
+}
+
+/// A Chat UI save carries no tool use: each message it saves again under its id keeps the tool exchanges it had,
+/// or the chat's next turn would no longer give the model what its tools answered.
+#[tokio::test]
+async fn a_save_keeps_the_tool_use_of_the_messages_it_saves_again() {
+    use chat_core::SessionStore;
+    let store = harness::fresh_store().await;
+    let w = World {
+        history: history::App::new(store.clone(), harness::auth(), &harness::config(&[])),
+    };
+    let id = w.new_chat().await;
+    let exchange = chat_core::ToolExchange {
+        round: 0,
+        id: "tooluse_1".into(),
+        name: "add".into(),
+        input: json!({"a": 2, "b": 3}),
+        output: "5".into(),
+        status: chat_core::ToolStatus::Success,
+    };
+    let message = |id: &str, role: chat_core::Role, content: &str| chat_core::StoredMessage {
+        id: id.into(),
+        role,
+        content: content.into(),
+        timestamp: "10:00 AM".into(),
+        agent_identifier: None,
+        agent_name: None,
+        files: Vec::new(),
+        tools: Vec::new(),
+    };
+    let mut answer = message("a1", chat_core::Role::Assistant, "add returned 5");
+    answer.tools = vec![exchange.clone()];
+    store
+        .append(
+            harness::OWNER,
+            &id,
+            &[message("q1", chat_core::Role::User, "2 + 3?"), answer],
+        )
+        .await
+        .unwrap();
+    let saved = w
+        .save(
+            &id,
+            &[
+                json!({"id": "q1", "role": "user", "content": "2 + 3?", "timestamp": "10:00 AM"}),
+                json!({"id": "a1", "role": "assistant", "content": "add returned 5", "timestamp": "10:00 AM"}),
+                json!({"id": "q2", "role": "user", "content": "thanks", "timestamp": "10:01 AM"}),
+            ],
+        )
+        .await;
+    assert_eq!(saved.status, 200, "{}", saved.body);
+    let (_, messages) = store.load(harness::OWNER, &id).await.unwrap();
+    assert_eq!(messages.len(), 3);
+    assert_eq!(messages[1].tools, [exchange]);
+    assert!(messages[0].tools.is_empty() && messages[2].tools.is_empty());
 }
