@@ -339,23 +339,10 @@ fn document(value: &serde_json::Value) -> Document {
     }
 }
 
-/// A Smithy document as a JSON value (a tool call's input); a number JSON cannot hold (NaN, infinity) is null.
+/// A Smithy document as a JSON value (a tool call's input): the one conversion the knowledge base's metadata uses
+/// too (objects' keys sorted, so a call's stored input is the same whatever order the SDK read it in).
 fn json_value(document: &Document) -> serde_json::Value {
-    use serde_json::Value;
-    match document {
-        Document::Null => Value::Null,
-        Document::Bool(b) => Value::Bool(*b),
-        Document::Number(Number::PosInt(u)) => Value::from(*u),
-        Document::Number(Number::NegInt(i)) => Value::from(*i),
-        Document::Number(Number::Float(f)) => {
-            serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number)
-        }
-        Document::String(s) => Value::String(s.clone()),
-        Document::Array(a) => Value::Array(a.iter().map(json_value).collect()),
-        Document::Object(o) => {
-            Value::Object(o.iter().map(|(k, v)| (k.clone(), json_value(v))).collect())
-        }
-    }
+    crate::knowledge_base::json(document)
 }
 
 /// The input of a streamed tool call, from its concatenated `toolUse` input deltas. No delta at all is an empty

@@ -271,8 +271,9 @@ fn document(value: &Value) -> Document {
     }
 }
 
-/// An SDK document as JSON (objects with their keys sorted, so the same answer gives the same value).
-fn json(document: &Document) -> Value {
+/// An SDK document as JSON (objects with their keys sorted, so the same answer gives the same value); a number
+/// JSON cannot hold (NaN, infinity) is null.
+pub(crate) fn json(document: &Document) -> Value {
     match document {
         Document::Null => Value::Null,
         Document::Bool(b) => Value::Bool(*b),
