@@ -49,8 +49,15 @@ fn json_of(document: &Document) -> Value {
         Document::Number(Number::Float(f)) => json!(f),
         Document::String(s) => json!(s),
         Document::Array(a) => Value::Array(a.iter().map(json_of).collect()),
+        // Keys sorted: the SDK reads an object into a hash map, whose order differs from run to run.
         Document::Object(o) => {
-            Value::Object(o.iter().map(|(k, v)| (k.clone(), json_of(v))).collect())
+            let mut keys: Vec<&String> = o.keys().collect();
+            keys.sort();
+            Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), json_of(&o[k])))
+                    .collect(),
+            )
         }
     }
 }
