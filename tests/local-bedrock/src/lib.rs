@@ -65,7 +65,8 @@
 //!
 //! A passage's *first sentence* runs up to and including the first `.`, `!` or `?` followed by whitespace or the
 //! end of the passage (the whole passage if none); it is cut after 30 words, and its words are joined by single
-//! spaces. The follow-up `<<…>>` lines end every answer but a query rewrite, as above.
+//! spaces, leaving out Markdown heading marks (words of `#` only), so that an answer reads as text in a Markdown
+//! view, never as one run-on heading. The follow-up `<<…>>` lines end every answer but a query rewrite, as above.
 //!
 //! # Reasoning
 //!
@@ -726,7 +727,9 @@ fn search_query(last_user: &str) -> String {
 }
 
 /// A passage's first sentence: up to and including the first `.`, `!` or `?` followed by whitespace or the end, at
-/// most 30 words, its words joined by single spaces.
+/// most 30 words, its words joined by single spaces, without Markdown heading marks (words of `#` only): the
+/// backend lists a passage on one line, so a heading's `#` would make the whole answer one heading in a Markdown
+/// view.
 fn first_sentence(passage: &str) -> String {
     let mut chars = passage.char_indices().peekable();
     let mut end = passage.len();
@@ -739,6 +742,7 @@ fn first_sentence(passage: &str) -> String {
     }
     passage[..end]
         .split_whitespace()
+        .filter(|word| !word.chars().all(|c| c == '#'))
         .take(30)
         .collect::<Vec<_>>()
         .join(" ")
@@ -2107,6 +2111,22 @@ async fn count_tokens(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_grounded_answer_leaves_out_the_passages_heading_marks() {
+        let sources = [
+            ("Benefit_Options.md", "# Benefit Options ## Medical Employees may choose between two plans. More."),
+            ("Gear.md", "## Tent care Dry the tent before storing it."),
+        ];
+        let answer = bracket_cited_answer(&sources);
+        assert_eq!(
+            answer,
+            "Benefit Options Medical Employees may choose between two plans. [Benefit_Options.md] \
+             Tent care Dry the tent before storing it. [Gear.md]"
+        );
+        // A word that only starts with `#` is text, not a heading mark.
+        assert_eq!(first_sentence("Use #general. Then"), "Use #general.");
+    }
 
     #[test]
     fn requests_that_differ_only_in_key_order_are_the_same_request() {
