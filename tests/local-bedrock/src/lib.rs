@@ -2115,7 +2115,10 @@ mod tests {
     #[test]
     fn a_grounded_answer_leaves_out_the_passages_heading_marks() {
         let sources = [
-            ("Benefit_Options.md", "# Benefit Options ## Medical Employees may choose between two plans. More."),
+            (
+                "Benefit_Options.md",
+                "# Benefit Options ## Medical Employees may choose between two plans. More.",
+            ),
             ("Gear.md", "## Tent care Dry the tent before storing it."),
         ];
         let answer = bracket_cited_answer(&sources);
