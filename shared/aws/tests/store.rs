@@ -346,6 +346,71 @@ async fn a_replace_whose_answer_is_lost_lands_once_and_keeps_its_messages() {
     assert_eq!(direct.load("alice", &id("put")).await.unwrap().1, large);
 }
 
+/// The target of DynamoDB's `UpdateItem`, for the fault proxy.
+const UPDATE_ITEM: &str = "DynamoDB_20120810.UpdateItem";
+
+#[tokio::test]
+async fn a_rename_is_one_update_and_one_whose_answer_is_lost_is_read_back() {
+    let (store, direct, proxy) = behind_proxy().await;
+    let first = [message(Role::User, "q0"), message(Role::Assistant, "a0")];
+    direct
+        .create("alice", &chat("named", "2026-01-01T00:00:00.000Z"), &first)
+        .await
+        .unwrap();
+    // One call: no read before it, nothing but the chat item written.
+    let before = proxy.operations().len();
+    let renamed = store
+        .rename("alice", &id("named"), "First name")
+        .await
+        .unwrap();
+    assert_eq!(proxy.operations()[before..], ["UpdateItem"]);
+    assert_eq!(renamed.title, "First name");
+    assert_eq!(renamed.last_updated, "2026-01-01T00:00:00.000Z");
+
+    // Every answer to the update lost: the SDK sends it again, then the store reads the chat back and finds the
+    // title it wrote.
+    proxy.set(Fault::drop_responses(UPDATE_ITEM, None));
+    let before = proxy.operations().len();
+    let renamed = store
+        .rename("alice", &id("named"), "Second name")
+        .await
+        .unwrap();
+    let calls = proxy.operations()[before..].to_vec();
+    assert!(proxy.dropped() >= 1, "{calls:?}");
+    assert_eq!(
+        calls.last().map(String::as_str),
+        Some("GetItem"),
+        "{calls:?}"
+    );
+    assert_eq!(renamed.title, "Second name");
+    assert_eq!(renamed.message_count, 2);
+    proxy.set(Fault::None);
+    let (record, msgs) = direct.load("alice", &id("named")).await.unwrap();
+    assert_eq!(record, renamed);
+    assert_eq!(msgs, first);
+
+    // A store that does not answer at all: unavailable once the update and then its read-back have each taken the
+    // operation timeout (the update may have landed before the silence: only a read can tell), and the title as
+    // it was.
+    proxy.set(Fault::Silent);
+    let started = Instant::now();
+    let result = store.rename("alice", &id("named"), "Third").await;
+    let took = started.elapsed();
+    assert!(
+        matches!(result, Err(StoreError::Unavailable(_))),
+        "{result:?}"
+    );
+    assert!(
+        took <= 2 * TIMEOUTS.operation + Duration::from_secs(1),
+        "rename took {took:?}"
+    );
+    proxy.set(Fault::None);
+    assert_eq!(
+        direct.load("alice", &id("named")).await.unwrap().0.title,
+        "Second name"
+    );
+}
+
 // ---- How many calls a turn makes ----------------------------------------------------------------------------------
 
 /// A turn through the chat service: a new chat is one write; a continued chat is two reads (the chat item, then its

@@ -263,6 +263,17 @@ pub trait SessionStore: Send + Sync {
         chat_id: &str,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
+    /// Gives the chat the title `title` (already checked by the caller) and changes nothing else: not its messages,
+    /// its totals, nor its `last_updated`, so that it keeps its place in the list (a rename is not activity).
+    /// Returns the chat as renamed. Whatever turns write to the chat at the same time land whole, and the title
+    /// stays.
+    fn rename(
+        &self,
+        owner: &str,
+        chat_id: &str,
+        title: &str,
+    ) -> impl Future<Output = Result<ChatRecord, StoreError>> + Send;
+
     /// The owner's chats of `mode`, most recently updated first.
     fn list(
         &self,

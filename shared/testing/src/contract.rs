@@ -129,6 +129,9 @@ macro_rules! store_contract {
             a_chat_is_read_in_pages_that_join_back_whole,
             a_messages_files_are_kept_with_it,
             a_turn_reads_only_the_newest_messages_its_budget_takes,
+            a_rename_changes_the_title_and_nothing_else,
+            a_rename_finds_only_the_owners_existing_chat,
+            a_rename_among_turns_keeps_its_title_and_every_turn,
         );
     };
 }
@@ -398,6 +401,13 @@ pub async fn another_owners_chat_is_not_found_by_any_operation<S: SessionStore>(
         store.delete("bob", &id("a1")).await.unwrap_err(),
         StoreError::NotFound
     );
+    assert_eq!(
+        store
+            .rename("bob", &id("a1"), "bob's now")
+            .await
+            .unwrap_err(),
+        StoreError::NotFound
+    );
     assert!(
         store
             .list("bob", ChatMode::Standard, 10, None)
@@ -408,6 +418,10 @@ pub async fn another_owners_chat_is_not_found_by_any_operation<S: SessionStore>(
     );
     // Alice's chat is as it was.
     assert_eq!(store.load("alice", &id("a1")).await.unwrap().1, msgs);
+    assert_eq!(
+        store.load("alice", &id("a1")).await.unwrap().0.title,
+        "chat a1"
+    );
 }
 
 pub async fn cursors_are_checked<S: SessionStore>(subject: &Subject<S>) {
@@ -825,5 +839,190 @@ pub async fn a_turn_reads_only_the_newest_messages_its_budget_takes<S: SessionSt
             .unwrap()
             .messages,
         messages
+    );
+}
+
+/// A rename sets the title, as every read then shows it, and nothing else: the messages, the counts, the totals and
+/// `last_updated` stay, so the chat keeps its place in the list (a rename is not activity); no record is added.
+pub async fn a_rename_changes_the_title_and_nothing_else<S: SessionStore>(subject: &Subject<S>) {
+    let store = &subject.store;
+    let msgs = [
+        message(Role::User, "hello"),
+        message(Role::Assistant, "hi there"),
+    ];
+    let older = ChatRecord {
+        usage: spent(),
+        ..chat("older", "2026-01-01T00:00:00.000Z")
+    };
+    store.create("alice", &older, &msgs).await.unwrap();
+    store
+        .create("alice", &chat("newer", "2030-01-02T00:00:00.000Z"), &[])
+        .await
+        .unwrap();
+    let mut agents = chat("agents", "2026-01-03T00:00:00.000Z");
+    agents.mode = ChatMode::MultiAgent;
+    store.create("alice", &agents, &[]).await.unwrap();
+    let (before, _) = store.load("alice", &id("older")).await.unwrap();
+    let items_before = subject.items("alice", &id("older")).await;
+
+    let title = "Q3 \"plan\" — 🦀 #1";
+    let renamed = store.rename("alice", &id("older"), title).await.unwrap();
+    assert_eq!(
+        renamed,
+        ChatRecord {
+            title: title.into(),
+            ..before.clone()
+        }
+    );
+    let (record, read) = store.load("alice", &id("older")).await.unwrap();
+    assert_eq!(record, renamed);
+    assert_eq!(read, msgs);
+    assert_eq!(subject.items("alice", &id("older")).await, items_before);
+    // The newer chat stays first: the rename did not move the older one up.
+    let listed = store
+        .list("alice", ChatMode::Standard, 10, None)
+        .await
+        .unwrap();
+    let ids: Vec<&str> = listed.items.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, [id("newer"), id("older")]);
+    assert_eq!(listed.items[1], renamed);
+    assert_eq!(listed.items[0].title, "chat newer");
+
+    // Renamed again, and a chat of the other mode, in its own list.
+    let again = store.rename("alice", &id("older"), "Plan").await.unwrap();
+    assert_eq!((again.title.as_str(), again.usage), ("Plan", before.usage));
+    store
+        .rename("alice", &id("agents"), "Agents at work")
+        .await
+        .unwrap();
+    let agents = store
+        .list("alice", ChatMode::MultiAgent, 10, None)
+        .await
+        .unwrap();
+    assert_eq!(agents.items.len(), 1);
+    assert_eq!(agents.items[0].title, "Agents at work");
+    assert_eq!(agents.items[0].mode, ChatMode::MultiAgent);
+    assert_eq!(agents.items[0].last_updated, "2026-01-03T00:00:00.000Z");
+}
+
+/// A rename names a chat as every operation does: another owner's, a deleted one, one never made and an id that is
+/// no chat id are not found, and nothing is created or changed.
+pub async fn a_rename_finds_only_the_owners_existing_chat<S: SessionStore>(subject: &Subject<S>) {
+    let store = &subject.store;
+    store
+        .create("x#bob", &chat("c", "2026-01-01T00:00:00.000Z"), &[])
+        .await
+        .unwrap();
+    store
+        .create("alice", &chat("gone", "2026-01-01T00:00:00.000Z"), &[])
+        .await
+        .unwrap();
+    store.delete("alice", &id("gone")).await.unwrap();
+    let forged = format!("{}#x", id("c"));
+    for (owner, chat_id) in [
+        ("bob", forged.as_str()),
+        ("x", id("c").as_str()),
+        ("alice", id("c").as_str()),
+        ("alice", id("gone").as_str()),
+        ("alice", id("never").as_str()),
+        ("alice", "not-a-chat-id"),
+    ] {
+        assert_eq!(
+            store.rename(owner, chat_id, "mine").await.unwrap_err(),
+            StoreError::NotFound,
+            "{owner} {chat_id}"
+        );
+    }
+    assert_eq!(
+        store.load("x#bob", &id("c")).await.unwrap().0.title,
+        "chat c"
+    );
+    for owner in ["alice", "bob", "x"] {
+        assert!(
+            store
+                .list(owner, ChatMode::Standard, 10, None)
+                .await
+                .unwrap()
+                .items
+                .is_empty(),
+            "{owner}"
+        );
+    }
+    if let Some(left) = subject.items("alice", &id("gone")).await {
+        assert_eq!(left, 0, "a rename of a deleted chat makes nothing");
+    }
+}
+
+/// A rename while turns write to the chat: each turn lands whole and once, as of its own read from before the
+/// rename, and the title stays renamed.
+pub async fn a_rename_among_turns_keeps_its_title_and_every_turn<S: SessionStore>(
+    subject: &Subject<S>,
+) {
+    let store = &subject.store;
+    store
+        .create(
+            "alice",
+            &chat("busy", "2026-01-01T00:00:00.000Z"),
+            &[message(Role::User, "first")],
+        )
+        .await
+        .unwrap();
+    let mut reads = Vec::new();
+    for _ in 0..6 {
+        reads.push(
+            store
+                .load_for_turn("alice", &id("busy"), HistoryBudget::UNLIMITED)
+                .await
+                .unwrap(),
+        );
+    }
+    let turns = reads.iter().enumerate().map(|(i, read)| async move {
+        let pair = [
+            message(Role::User, &format!("q{i}")),
+            message(Role::Assistant, &format!("a{i}")),
+        ];
+        store
+            .append_after("alice", &id("busy"), read.mark.as_ref(), &pair, &spent())
+            .await
+            .map(|_| ())
+    });
+    let rename = async {
+        store
+            .rename("alice", &id("busy"), "Renamed while busy")
+            .await
+            .map(|_| ())
+    };
+    let (turns, renamed) =
+        futures_util::future::join(futures_util::future::join_all(turns), rename).await;
+    renamed.unwrap();
+    for result in turns {
+        result.unwrap();
+    }
+    let (record, msgs) = store.load("alice", &id("busy")).await.unwrap();
+    assert_eq!(record.title, "Renamed while busy");
+    assert_eq!(record.message_count, 13);
+    assert_eq!(msgs.len(), 13);
+    assert_eq!(record.usage.tokens.input_tokens, 60);
+    let mut seen = HashSet::new();
+    for pair in msgs[1..].chunks(2) {
+        let i = pair[0].content.strip_prefix('q').expect("a question first");
+        assert_eq!(pair[1].content, format!("a{i}"));
+        assert!(seen.insert(i.to_string()), "turn {i} stored twice");
+    }
+    assert_eq!(seen.len(), 6);
+    // A turn after the rename keeps the title too.
+    let after = store
+        .append("alice", &id("busy"), &[message(Role::User, "later")])
+        .await
+        .unwrap();
+    assert_eq!(after.title, "Renamed while busy");
+    assert_eq!(
+        store
+            .list("alice", ChatMode::Standard, 10, None)
+            .await
+            .unwrap()
+            .items[0]
+            .title,
+        "Renamed while busy"
     );
 }

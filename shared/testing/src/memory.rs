@@ -22,6 +22,7 @@ pub enum StoreOp {
     Append,
     Replace,
     Delete,
+    Rename,
     List,
 }
 
@@ -29,7 +30,11 @@ impl StoreOp {
     fn writes(self) -> bool {
         matches!(
             self,
-            StoreOp::Create | StoreOp::Append | StoreOp::Replace | StoreOp::Delete
+            StoreOp::Create
+                | StoreOp::Append
+                | StoreOp::Replace
+                | StoreOp::Delete
+                | StoreOp::Rename
         )
     }
 }
@@ -131,7 +136,7 @@ impl InMemoryStore {
         self.lock().faults.push_back((Target::Any, error));
     }
 
-    /// The next write (create, append, replace or delete) fails with `error` and changes nothing; reads before it
+    /// The next write (create, append, replace, delete or rename) fails with `error` and changes nothing; reads before it
     /// answer as usual.
     pub fn fail_next_write(&self, error: StoreError) {
         self.lock().faults.push_back((Target::Writes, error));
@@ -391,6 +396,19 @@ impl SessionStore for InMemoryStore {
             .chats
             .remove(&(owner.to_string(), chat_id.to_string()));
         Ok(())
+    }
+
+    /// Only the title changes: the chat keeps its `last_updated`, and so its place in the list.
+    async fn rename(
+        &self,
+        owner: &str,
+        chat_id: &str,
+        title: &str,
+    ) -> Result<ChatRecord, StoreError> {
+        let mut state = self.begin(StoreOp::Rename)?;
+        let chat = state.chat_mut(owner, chat_id)?;
+        chat.record.title = title.to_string();
+        Ok(chat.record.clone())
     }
 
     async fn list(

@@ -1,7 +1,8 @@
 //! The chat item (`META`), as one struct in the attribute names and types the table has always had: what a new
 //! chat writes, and what the store reads back of it ([`Meta`]: the chat's record and where its messages are).
 
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use chat_core::{
     ChatRecord, StoreError, StoredMessage, TokenUsage, UsageTotals, estimate_stored_tokens,
     is_chat_id,
@@ -225,6 +226,71 @@ impl DynamoStore {
             Some(chat) if !chat.expired() => chat.meta(),
             _ => Err(StoreError::NotFound),
         }
+    }
+
+    /// The chat's title set to `title`, in one `UpdateItem` of the chat item on the condition that the chat is
+    /// there and not expired (its key names the owner, so it is the caller's). Nothing else changes: not the
+    /// version (a turn that read the chat before still commits as of its read, and commits never write the
+    /// title), nor `lastUpdated` (so the list index keeps the chat where it was; the index carries the new title
+    /// with the item). When the answer is lost, the chat is read back: a title already `title` is the rename
+    /// landed, whichever attempt of it did.
+    pub(super) async fn rename_chat(
+        &self,
+        owner: &str,
+        chat_id: &str,
+        title: &str,
+    ) -> Result<ChatRecord, StoreError> {
+        if !is_chat_id(chat_id) {
+            return Err(StoreError::NotFound);
+        }
+        self.retrying(|| async {
+            let updated = self
+                .client
+                .update_item()
+                .table_name(&self.table)
+                .key(PARTITION_KEY, s(chat_pk(owner, chat_id)))
+                .key(SORT_KEY, s(META))
+                .update_expression("SET #title = :title")
+                .condition_expression(
+                    "attribute_exists(#pk) AND (attribute_not_exists(#expires) OR #expires > :now)",
+                )
+                .expression_attribute_names("#title", "title")
+                .expression_attribute_names("#pk", PARTITION_KEY)
+                .expression_attribute_names("#expires", "expiresAt")
+                .expression_attribute_values(":title", s(title))
+                .expression_attribute_values(":now", n(now_unix()))
+                .return_values(ReturnValue::AllNew)
+                .send()
+                .instrument(tracing::info_span!("store.update_item"))
+                .await;
+            let error = match updated {
+                Ok(out) => {
+                    let item = out.attributes.ok_or_else(|| {
+                        StoreError::Failed("a rename answered without the chat".into())
+                    })?;
+                    return ChatItem::read(item)?.meta().map(|m| Some(m.record));
+                }
+                Err(e) => e,
+            };
+            match error.as_service_error() {
+                Some(UpdateItemError::ConditionalCheckFailedException(_)) => {
+                    return Err(StoreError::NotFound);
+                }
+                // A transaction (a turn's commit) held the item: this attempt changed nothing; try again.
+                Some(UpdateItemError::TransactionConflictException(_)) => return Ok(None),
+                _ => {}
+            }
+            match failed(error) {
+                // No answer, or one that does not say the update was refused: an earlier attempt (the SDK's own
+                // retry) may have landed. Read back rather than guess.
+                StoreError::Unavailable(detail) => match self.read_meta(owner, chat_id).await? {
+                    meta if meta.record.title == title => Ok(Some(meta.record)),
+                    _ => Err(StoreError::Unavailable(detail)),
+                },
+                refused => Err(refused),
+            }
+        })
+        .await
     }
 }
 

@@ -3,7 +3,8 @@
 //! whole, and read back whenever a write's outcome is unknown, so that none lands twice.
 //!
 //! By concern:
-//! - [`keys`]: where items sit; [`chat`]: the chat item; [`messages`]: a message's items and their assembly.
+//! - [`keys`]: where items sit; [`chat`]: the chat item (and a rename, which changes only it); [`messages`]: a
+//!   message's items and their assembly.
 //! - [`read`]: a chat read whole, or as a turn reads it; [`pages`]: its messages in pages; [`list`]: the list index.
 //! - [`write`]: transactions, version guards and the commit; [`errors`]: what a failed call means;
 //!   [`idempotency`]: write tokens and the read-back of a write whose answer was lost.
@@ -152,6 +153,15 @@ impl SessionStore for DynamoStore {
 
     async fn delete(&self, owner: &str, chat_id: &str) -> Result<(), StoreError> {
         self.delete_chat(owner, chat_id).await
+    }
+
+    async fn rename(
+        &self,
+        owner: &str,
+        chat_id: &str,
+        title: &str,
+    ) -> Result<ChatRecord, StoreError> {
+        self.rename_chat(owner, chat_id, title).await
     }
 
     async fn list(
