@@ -19,14 +19,14 @@ run: tools
 ## test: every test, in sections: lint, unit (with the integration tests against moto and the local Bedrock
 ## server), then invoke, conformance, schemathesis, browser and retrieval against local runs (tests/suites.py).
 test: tools
-	@echo "==== lint: rustfmt, clippy, cfn-lint 1.51, sam validate --lint, the template's URL permissions ===="
+	@echo "==== lint: rustfmt, clippy, cfn-lint 1.51, sam validate --lint, the template's URL permissions, the docs against the code ===="
 	@$(MAKE) --no-print-directory lint
 	@echo "==== unit: the workspace's unit and integration tests ===="
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory suites
 
 # `make test` builds the workspace whole, once: no incremental caches (over 3 GB that only an edit loop uses), so
-# that it fits the disk a CI machine has (see README, "The two commands").
+# that it fits the disk a CI machine has (see docs/development-and-testing.md, "The two commands").
 test lint unit suites: export CARGO_INCREMENTAL = 0
 
 lint: tools
@@ -35,6 +35,7 @@ lint: tools
 	$(VENV)/bin/cfn-lint template.yaml
 	$(VENV)/bin/sam validate --lint --template template.yaml
 	$(VENV)/bin/python tests/template_permissions.py
+	$(PYTHON) tests/docs_config.py && $(PYTHON) tests/docs_links.py
 
 # The local-run crate's tests are the suites' own: they run there, against the running backend.
 # The executables of these tests (about 3 GB) are removed once they have passed: the suites build their own.
@@ -45,7 +46,7 @@ unit: tools
 suites: tools
 	$(PYTHON) tests/suites.py
 
-## bench: the release functions measured, printing tables (tests/bench, see README "Benchmarks"; bench/RESULTS.md
+## bench: the release functions measured, printing tables (tests/bench, see docs/benchmarks.md; bench/RESULTS.md
 ## holds a run's output): bootstrap sizes (arm64 too when its Rust target is installed), init, CPU per request, peak
 ## RSS, streamed lines' relay, added latency over a direct model call, DynamoDB calls and bytes per turn.
 bench: $(TOOLS)

@@ -15,7 +15,9 @@ browser       a page making ChatUI's calls exactly as its source does, at its do
 retrieval     answers grounded in the sample collection (samples/knowledge-base) through the local knowledge base:
               data_points, citations and search thoughts in every dialect, the retrieval overrides, the knowledge
               base's faults, the Chat UI's Metadata.Citations (tests/js/retrieval.test.mjs with CHAT_RETRIEVAL=on),
-              against a local run of its own on port 9040 with retrieval on.
+              against a local run of its own on port 9040 with retrieval on;
+docs          every shell example of README.md and docs/ that talks to the local run (tests/docs_examples.py), against
+              a local run of its own on port 9070 with make run's defaults (retrieval on, the local MCP server).
 
 Conformance and schemathesis share one local run (what `make run` starts) on LOCAL_PORT (9000), started here
 and stopped when this script ends. It and the browser runs have retrieval off (`KNOWLEDGE_BASE_ID=` empty), so their
@@ -184,6 +186,16 @@ def main():
     except RuntimeError as e:
         print(e, file=sys.stderr)
         results.append(("retrieval", False, 0.0))
+
+    # Docs: every shell example of README.md and docs/ that talks to the local run, run against a local run of its
+    # own (port 9070) with make run's defaults: retrieval on and the local MCP server (tests/docs_examples.py).
+    section("docs: the shell examples of README.md and docs/ against a local run (tests/docs_examples.py)")
+    try:
+        with LocalRun(9070, "docs", {}, retrieval=True) as backend:
+            suite("docs", [lambda: run([sys.executable, "tests/docs_examples.py", backend.base])])
+    except RuntimeError as e:
+        print(e, file=sys.stderr)
+        results.append(("docs", False, 0.0))
 
     section("summary")
     for name, ok, seconds in results:
