@@ -16,6 +16,8 @@ retrieval     answers grounded in the sample collection (samples/knowledge-base)
               data_points, citations and search thoughts in every dialect, the retrieval overrides, the knowledge
               base's faults, the Chat UI's Metadata.Citations (tests/js/retrieval.test.mjs with CHAT_RETRIEVAL=on),
               against a local run of its own on port 9040 with retrieval on;
+page (JWT)    the page at / in JWT mode signs in against a local OpenID Connect issuer (tests/browser/oidc-issuer.mjs,
+              port 9081; code + PKCE), chats and renews its token, against a local run of its own on port 9080;
 docs          every shell example of README.md and docs/ that talks to the local run (tests/docs_examples.py), against
               a local run of its own on port 9070 with make run's defaults (retrieval on, the local MCP server).
 
@@ -186,6 +188,26 @@ def main():
     except RuntimeError as e:
         print(e, file=sys.stderr)
         results.append(("retrieval", False, 0.0))
+
+    # Sign-in: the page in JWT mode against the local OpenID Connect issuer (tests/browser/oidc-issuer.mjs), which each
+    # test file starts in turn on port 9081 with one signing key (the backend keeps the keys it fetched): first the
+    # issuer's own checks and the backend's acceptance of its tokens, then the page at / signs in as alice (code +
+    # PKCE), chats, and renews its short-lived token before it expires.
+    section("page (JWT): the page signs in against a local OpenID Connect issuer and chats (tests/browser/)")
+    issuer = "http://127.0.0.1:9081"
+    jwt = {"AUTH_MODE": "jwt", "JWT_ISSUER": issuer, "JWT_AUDIENCE": "chat-page", "JWKS_URL": f"{issuer}/jwks",
+           "PAGE_OIDC_CLIENT_ID": "chat-page", "LOCAL_MODEL_PACE_MS": "30"}
+    try:
+        with tempfile.TemporaryDirectory() as keys, LocalRun(9080, "page-jwt", jwt) as backend:
+            env = {"CHAT_AUTH": "jwt", "CHAT_BASE_URL": backend.base, "OIDC_PORT": "9081", "OIDC_CLIENT_ID": "chat-page",
+                   "OIDC_KEY_FILE": os.path.join(keys, "issuer.pem")}
+            suite("page (JWT)", [
+                lambda: run(["node", "--test", "tests/browser/oidc-issuer.test.mjs"], env=env),
+                lambda: run(["node", "--test", "tests/browser/page-jwt.test.mjs"], env=env),
+            ])
+    except RuntimeError as e:
+        print(e, file=sys.stderr)
+        results.append(("page (JWT)", False, 0.0))
 
     # Docs: every shell example of README.md and docs/ that talks to the local run, run against a local run of its
     # own (port 9070) with make run's defaults: retrieval on and the local MCP server (tests/docs_examples.py).

@@ -4,7 +4,7 @@
 // the issuer's tokens and takes the caller from them:
 //
 //   node --test tests/browser/oidc-issuer.test.mjs                      the issuer alone
-//   CHAT_JWT_BASE_URL=http://127.0.0.1:9080 OIDC_PORT=9081 OIDC_CLIENT_ID=chat-page \
+//   CHAT_AUTH=jwt CHAT_BASE_URL=http://127.0.0.1:9080 OIDC_PORT=9081 OIDC_CLIENT_ID=chat-page \
 //     node --test tests/browser/oidc-issuer.test.mjs                    and the backend: a local run with
 //       AUTH_MODE=jwt JWT_ISSUER=http://127.0.0.1:9081 JWT_AUDIENCE=chat-page JWKS_URL=http://127.0.0.1:9081/jwks
 //
@@ -15,7 +15,8 @@ import crypto from 'node:crypto';
 import { start } from './oidc-issuer.mjs';
 
 const CLIENT_ID = process.env.OIDC_CLIENT_ID ?? 'chat-page';
-const BACKEND = process.env.CHAT_JWT_BASE_URL?.replace(/\/+$/, '');
+// The backend, only when it is said to be in JWT mode (the ChatUI browser runs set CHAT_BASE_URL to one that is not).
+const BACKEND = process.env.CHAT_AUTH === 'jwt' ? (process.env.CHAT_BASE_URL ?? 'http://127.0.0.1:9080').replace(/\/+$/, '') : undefined;
 const PORT = BACKEND ? Number(process.env.OIDC_PORT ?? 9081) : 0;
 const REDIRECT = BACKEND ? `${BACKEND}/` : 'http://127.0.0.1:9080/';
 const PAGE_ORIGIN = new URL(REDIRECT).origin;
@@ -295,7 +296,7 @@ describe('the local OpenID Connect issuer', () => {
     assert.deepEqual([next.status, next.body.error], [400, 'invalid_grant'], 'the replay revoked the newer refresh token too');
   });
 
-  describe('the backend accepts its tokens', { skip: BACKEND ? false : 'set CHAT_JWT_BASE_URL to a local run in JWT mode' }, () => {
+  describe('the backend accepts its tokens', { skip: BACKEND ? false : 'set CHAT_AUTH=jwt and CHAT_BASE_URL to a local run in JWT mode' }, () => {
     async function tokensFor(user) {
       const { location, verifier } = await signIn(user);
       const res = await exchange(location.searchParams.get('code'), verifier);
