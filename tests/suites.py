@@ -199,8 +199,8 @@ def main():
            "PAGE_OIDC_CLIENT_ID": "chat-page", "LOCAL_MODEL_PACE_MS": "30"}
     try:
         with tempfile.TemporaryDirectory() as keys, LocalRun(9080, "page-jwt", jwt) as backend:
-            env = {"CHAT_AUTH": "jwt", "CHAT_BASE_URL": backend.base, "OIDC_PORT": "9081", "OIDC_CLIENT_ID": "chat-page",
-                   "OIDC_KEY_FILE": os.path.join(keys, "issuer.pem")}
+            env = {"CHAT_AUTH": "jwt", "CHAT_BASE_URL": backend.base, "OIDC_PORT": "9081",
+                   "OIDC_CLIENT_ID": "chat-page", "OIDC_KEY_FILE": os.path.join(keys, "issuer.pem")}
             suite("page (JWT)", [
                 lambda: run(["node", "--test", "tests/browser/oidc-issuer.test.mjs"], env=env),
                 lambda: run(["node", "--test", "tests/browser/page-jwt.test.mjs"], env=env),
