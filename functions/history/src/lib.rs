@@ -160,14 +160,17 @@ impl<St: SessionStore + 'static> App<St> {
         &self.shared.store
     }
 
-    /// The routes: `GET` and `POST /chat-history`, `PUT` and `DELETE /chat-history/{id}`, and
+    /// The routes: `GET` and `POST /chat-history`, `PUT`, `PATCH` and `DELETE /chat-history/{id}`, and
     /// `GET /chat-history/{id}/messages`.
     pub fn routes(&self) -> Router {
         Router::new()
             .route("/chat-history", only("GET, POST", get(list).post(create)))
             .route(
                 "/chat-history/{id}",
-                only("PUT, DELETE", put(replace).delete(delete)),
+                only(
+                    "PUT, PATCH, DELETE",
+                    put(replace).patch(rename).delete(delete),
+                ),
             )
             .route("/chat-history/{id}/messages", only("GET", get(messages)))
             .route("/usage", only("GET", get(usage)))
@@ -179,7 +182,13 @@ impl<St: SessionStore + 'static> App<St> {
         chat_http::function_service(
             self.routes(),
             &self.cors,
-            &[Method::GET, Method::POST, Method::PUT, Method::DELETE],
+            &[
+                Method::GET,
+                Method::POST,
+                Method::PUT,
+                Method::PATCH,
+                Method::DELETE,
+            ],
         )
     }
 
@@ -336,6 +345,31 @@ async fn replace<St: SessionStore>(
     Ok(json_response(StatusCode::OK, &summary(&record, true)))
 }
 
+/// What `PATCH /chat-history/{id}` takes: the chat's new title. Other fields are ignored, as a create's are.
+#[derive(Debug, Deserialize)]
+struct RenameChatRequest {
+    title: String,
+}
+
+/// Renames the chat: only its title changes (not its messages, nor when it was last updated, so it keeps its place
+/// in the list). Answers the chat as `POST /chat-history` does.
+async fn rename<St: SessionStore>(
+    State(app): AppState<St>,
+    Identified(Caller { owner, .. }): Identified,
+    id: Result<Path<String>, PathRejection>,
+    JsonBody(body): JsonBody,
+) -> Result<Response, ApiError> {
+    let body: RenameChatRequest = parse_body(&body)?;
+    let title = app.new_title(&body.title)?;
+    let id = chat_id(id)?;
+    let renamed = app
+        .store
+        .rename(&owner, &id, &title)
+        .await
+        .map_err(ChatError::from)?;
+    Ok(json_response(StatusCode::OK, &summary(&renamed, false)))
+}
+
 async fn delete<St: SessionStore>(
     State(app): AppState<St>,
     Identified(Caller { owner, .. }): Identified,
@@ -451,6 +485,17 @@ impl<St: SessionStore> Shared<St> {
                 .map_err(ChatError::Files)?;
         }
         Ok(())
+    }
+
+    /// A rename's title: trimmed and within `MAX_TITLE_CHARS`, as a create's; but a blank one is refused, not made
+    /// `New chat`: renaming a chat to nothing is a mistake to show, not to guess at.
+    fn new_title(&self, title: &str) -> Result<String, ApiError> {
+        let title = title.trim();
+        if title.is_empty() {
+            return Err(InvalidRequest::new("title", "must not be blank").into());
+        }
+        InvalidRequest::check_length("title", title, self.max_title_chars)?;
+        Ok(title.to_string())
     }
 
     fn title(&self, title: Option<String>) -> Result<String, ApiError> {

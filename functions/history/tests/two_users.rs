@@ -198,6 +198,11 @@ async fn another_users_chat_is_404_on_every_route_and_unchanged() {
             format!("/chat-history/{id}"),
             Some(json!({"messages": []})),
         ),
+        (
+            "PATCH",
+            format!("/chat-history/{id}"),
+            Some(json!({"title": "mine now"})),
+        ),
         ("DELETE", format!("/chat-history/{id}?mode=standard"), None),
         ("POST", "/chat".to_string(), Some(turn(&id))),
         ("POST", "/chat-ui/chat".to_string(), Some(turn(&id))),
@@ -364,11 +369,12 @@ async fn history_requests_are_checked() {
             r#"{"error":"mode: is required"}"#.to_string(),
         ),
         (
-            "PATCH",
+            "POST",
             "/chat-history/abc",
             None,
             405,
-            r#"{"error":"This route does not answer that method; use PUT, DELETE."}"#.to_string(),
+            r#"{"error":"This route does not answer that method; use PUT, PATCH, DELETE."}"#
+                .to_string(),
         ),
         (
             "GET",
