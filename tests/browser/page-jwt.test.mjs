@@ -132,6 +132,14 @@ async function ask(page, text) {
   });
 }
 
+async function until(condition, what) {
+  const deadline = Date.now() + STEP_TIMEOUT_MS;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out: ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
 const bearer = (call) => call.authorization?.match(/^Bearer (.+)$/)?.[1];
 
 const SKIP = process.env.CHAT_AUTH === 'jwt' ? false : 'set CHAT_AUTH=jwt and CHAT_BASE_URL to a local run in JWT mode';
@@ -181,7 +189,9 @@ describe(`the page at ${BASE}/ signs in with OpenID Connect and chats`, { skip: 
       assert.ok((request.get('state') ?? '').length >= 16, 'a state of some strength');
       assert.ok((request.get('nonce') ?? '').length >= 16, 'a nonce of some strength');
       assert.ok(request.get('scope').split(' ').includes('openid'));
+      // The code leaves the address bar (and so the history and a bookmark), and is exchanged once.
       await page.waitForFunction(() => !new URL(location.href).searchParams.has('code'), { timeout: STEP_TIMEOUT_MS });
+      await until(() => issuer.counts.grants.authorization_code > 0, 'the page exchanges its code');
       assert.equal(issuer.counts.grants.authorization_code, 1, 'the page exchanged its code once');
       assert.equal(issuer.counts.signIns, 1);
 
