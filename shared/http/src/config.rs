@@ -79,7 +79,11 @@ pub struct ConfigError {
 }
 
 impl Config {
-    pub const DEFAULT_MODEL_ID: &'static str = "anthropic.claude-3-haiku-20240307-v1:0";
+    /// The model that answers when `MODEL_ID` is unset: Claude Haiku 4.5, the cheapest model this backend knows
+    /// with reasoning, prompt caching and exact token counts, through its global cross-Region inference profile
+    /// (Haiku 4.5 is not offered on demand in-Region; the global profile runs it wherever there is capacity, at the
+    /// source Region's price). template.yaml's `ModelId` has the same default.
+    pub const DEFAULT_MODEL_ID: &'static str = "global.anthropic.claude-haiku-4-5-20251001-v1:0";
     /// What fits in a Lambda request: 6 MB of event, in which a function URL carries a binary body in base64.
     pub const DEFAULT_MAX_UPLOAD_BYTES: usize = 4_500_000;
     /// Lambda's limit on a synchronous invocation's request, 6 MB as Lambda counts it (6,291,456 bytes): no body a
