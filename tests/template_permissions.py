@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Who may call the function URLs, as CloudFormation would deploy template.yaml in each AuthMode.
+"""Who may call the function URLs, and what else the template promises, as CloudFormation would deploy template.yaml
+in each AuthMode.
 
 A mistake here is a leak (a public or plain `lambda:InvokeFunction` lets its holder forge the IAM caller of the request
 context) or an outage (a URL whose callers lack a permission refuses them), and neither shows in a local run. So the
@@ -13,6 +14,12 @@ Conditions are evaluated for the mode's parameter values, and what would be crea
   users' managed policy grants exactly `lambda:InvokeFunctionUrl` on the three functions and `lambda:InvokeFunction`
   on them with `lambda:InvokedViaFunctionUrl: true`, and its ARN is an output.
 
+With CreateUserPool and CreateDistribution (and without): the app client is public (no secret) with the code flow
+and JWT mode is wired to the pool; the distribution sends every route each function declares (functions/*/src/lib.rs)
+and every path of the local run's router (Cargo.toml) to that function, uncached; the page's address is one; IAM mode
+with either is refused by the template's Rules. Every parameter is in one group with a label. And each numeric
+parameter allows only what the configuration code accepts, as its source says (code_bounds reads config.rs).
+
 Run by `make lint` with the venv's python; prints `N passed, N failed`, exit status 1 on any failure.
 """
 
@@ -20,7 +27,9 @@ import copy
 import functools
 import logging
 import os
+import re
 import sys
+import tomllib
 import traceback
 
 from samcli.yamlhelper import yaml_parse
@@ -38,6 +47,8 @@ MODES = {
     "iam": {"AuthMode": "iam"},
     "jwt": {"AuthMode": "jwt", "JwtIssuer": "https://issuer.example", "JwtAudience": "chat-backend",
             "JwksUrl": "https://issuer.example/.well-known/jwks.json"},
+    # One deploy with sign-in and one address: the user pool and the distribution.
+    "pool": {"AuthMode": "jwt", "CreateUserPool": "true", "CreateDistribution": "true"},
 }
 
 
@@ -108,11 +119,26 @@ class Stack:
     def of_type(self, kind):
         return {name: r for name, r in self.resources.items() if r["Type"] == kind}
 
+    def refusals(self, rules):
+        """The AssertDescriptions of the template's Rules that these parameters break (CloudFormation refuses the
+        stack with them)."""
+        broken = []
+        for rule in rules.values():
+            if "RuleCondition" in rule and not self.evaluate(rule["RuleCondition"]):
+                continue
+            broken += [a["AssertDescription"] for a in rule["Assertions"] if not self.evaluate(a["Assert"])]
+        return broken
+
+
+@functools.cache
+def raw_template():
+    with open(os.path.join(ROOT, "template.yaml")) as f:
+        return yaml_parse(f.read())
+
 
 @functools.cache
 def stack(mode):
-    with open(os.path.join(ROOT, "template.yaml")) as f:
-        template = yaml_parse(f.read())
+    template = copy.deepcopy(raw_template())
     # As `sam package` leaves it: the code uploaded, the functions' CodeUri an S3 location.
     for resource in template["Resources"].values():
         if resource["Type"] == "AWS::Serverless::Function":
@@ -203,6 +229,234 @@ def test_iam_chat_users_policy_grants_exactly_the_url_calls():
     key = lambda st: st["Action"]  # noqa: E731
     assert sorted(statements, key=key) == sorted(expected, key=key), statements
     assert s.outputs.get("ChatUserPolicyArn", {}).get("Value") == {"Ref": name}, s.outputs.get("ChatUserPolicyArn")
+
+
+# ---- Sign-in and one address (CreateUserPool, CreateDistribution) ----
+
+def environment(s, function):
+    return s.resources[function]["Properties"]["Environment"]["Variables"]
+
+
+def test_user_pool_client_is_public_with_code_flow_and_wired_to_jwt_mode():
+    s = stack("pool")
+    clients = s.of_type("AWS::Cognito::UserPoolClient")
+    assert list(clients) == ["UserPoolClient"], clients
+    client = clients["UserPoolClient"]["Properties"]
+    assert client.get("GenerateSecret") is False, client  # a page cannot keep a secret
+    assert client["AllowedOAuthFlows"] == ["code"], client  # no implicit flow
+    assert client["AllowedOAuthFlowsUserPoolClient"] is True, client
+    assert {"openid", "email"} <= set(client["AllowedOAuthScopes"]), client
+    assert set(client["ExplicitAuthFlows"]) == {"ALLOW_REFRESH_TOKEN_AUTH"}, client  # no password sent to the API
+    pool = s.of_type("AWS::Cognito::UserPool")["UserPool"]["Properties"]
+    assert pool["UsernameAttributes"] == ["email"] and pool["AutoVerifiedAttributes"] == ["email"], pool
+    assert pool["AdminCreateUserConfig"]["AllowAdminCreateUserOnly"] is False, pool  # people sign up
+    assert "UserPoolDomain" in s.of_type("AWS::Cognito::UserPoolDomain")
+    issuer = {"Fn::Sub": "https://cognito-idp.${AWS::Region}.amazonaws.com/${UserPool}"}
+    for function in FUNCTIONS:
+        env = environment(s, function)
+        assert env["AUTH_MODE"] == {"Ref": "AuthMode"} and s.values["AuthMode"] == "jwt", env
+        assert env["JWT_ISSUER"] == issuer, env["JWT_ISSUER"]
+        assert env["JWKS_URL"] == {"Fn::Sub": issuer["Fn::Sub"] + "/.well-known/jwks.json"}, env["JWKS_URL"]
+        assert env["JWT_AUDIENCE"] == {"Ref": "UserPoolClient"}, env["JWT_AUDIENCE"]  # the ID token's aud
+    page = environment(s, "HistoryFunction")
+    assert page["PAGE_OIDC_CLIENT_ID"] == {"Ref": "UserPoolClient"}, page
+    # The page's address reaches the client through PageWiring, which nothing depends on (the cycle it breaks).
+    wiring = s.resources["PageWiring"]["Properties"]
+    assert wiring["ClientId"] == {"Ref": "UserPoolClient"}, wiring
+    assert wiring["PageUrl"] == {"Fn::Sub": "https://${Distribution.DomainName}/"}, wiring
+    assert not [n for n, r in s.resources.items() if "PageWiring" in str(r.get("DependsOn", ""))
+                or ("PageWiring" in str(r) and not n.startswith("PageWiring"))], "something depends on PageWiring"
+
+
+def first_behaviour(behaviours, path):
+    """The origin CloudFront sends `path` to: the first cache behaviour whose PathPattern matches (`*` any
+    characters, `?` one; case-sensitive), else the default one."""
+    for b in behaviours["ordered"]:
+        pattern = "^" + re.escape(b["PathPattern"]).replace(r"\*", ".*").replace(r"\?", ".") + "$"
+        if re.match(pattern, path):
+            return b["TargetOriginId"]
+    return behaviours["default"]["TargetOriginId"]
+
+
+def distribution_routing(s):
+    (config,) = [d["Properties"]["DistributionConfig"] for d in s.of_type("AWS::CloudFront::Distribution").values()]
+    origins = {}
+    for origin in config["Origins"]:
+        host = origin["DomainName"]  # !Select [2, !Split ["/", !GetAtt XFunctionUrl.FunctionUrl]]
+        url = host["Fn::Select"][1]["Fn::Split"][1]["Fn::GetAtt"][0]
+        origins[origin["Id"]] = {"ChatFunctionUrl": "chat", "ChatStreamFunctionUrl": "chat-stream",
+                                 "HistoryFunctionUrl": "history"}[url]
+    behaviours = {"default": config["DefaultCacheBehavior"], "ordered": config.get("CacheBehaviors", [])}
+    return config, behaviours, lambda path: origins[first_behaviour(behaviours, path)]
+
+
+def concrete(path):
+    return path.replace("{id}", "3f2a9c").replace("{*path}", "anything/else")
+
+
+def test_distribution_sends_every_route_to_its_function():
+    s = stack("pool")
+    config, behaviours, function_for = distribution_routing(s)
+    # The routes each function declares (functions/*/src/lib.rs); a path two functions declare (the bare
+    # /multi-agent-chat) may go to either.
+    declared = {}
+    for function in ("chat", "chat-stream", "history"):
+        with open(os.path.join(ROOT, "functions", function, "src", "lib.rs")) as f:
+            for path in re.findall(r'\.route\(\s*"([^"]+)"', f.read()):
+                declared.setdefault(concrete(path), set()).add(function)
+    assert len(declared) >= 10 and "/" in declared and "/chat/stream" in declared, declared
+    wrong = {p: (function_for(p), fs) for p, fs in declared.items() if function_for(p) not in fs}
+    assert not wrong, f"the distribution sends these paths elsewhere: {wrong}"
+    # The local run's router (Cargo.toml) names each path's function exactly; its catch-alls (`/`, `/{*path}`)
+    # stand for a function URL answering every path, and the page at / is the history function's.
+    with open(os.path.join(ROOT, "Cargo.toml"), "rb") as f:
+        router = tomllib.load(f)["workspace"]["metadata"]["lambda"]["watch"]["router"]
+    assert len(router) >= 15, router
+    wrong = {p: (function_for(concrete(p)), f) for p, f in router.items()
+             if p not in ("/", "/{*path}") and function_for(concrete(p)) != f}
+    assert not wrong, f"the distribution and the local run's router disagree: {wrong}"
+    assert function_for("/") == "history"
+    # Uncached, every viewer header but Host, every method, HTTP/2 and 3.
+    for b in [behaviours["default"], *behaviours["ordered"]]:
+        assert b["CachePolicyId"] == "4135ea2d-6df8-44a3-9df3-4b5a84be39ad", b  # CachingDisabled
+        assert b["OriginRequestPolicyId"] == "b689b0a8-53d0-40ab-baf2-68738e2966ac", b  # AllViewerExceptHostHeader
+        assert set(b["AllowedMethods"]) == {"GET", "HEAD", "OPTIONS", "PUT", "PATCH", "POST", "DELETE"}, b
+    assert config["HttpVersion"] == "http2and3", config["HttpVersion"]
+
+
+def test_streaming_url_streams_and_the_page_uses_one_address():
+    s = stack("pool")
+    urls = {u["Properties"]["TargetFunctionArn"]["Ref"]: u["Properties"] for u in s.of_type("AWS::Lambda::Url").values()}
+    assert urls["ChatStreamFunction"]["InvokeMode"] == "RESPONSE_STREAM", urls
+    page = environment(s, "HistoryFunction")
+    assert page["PAGE_CHAT_URL"] == "" and page["PAGE_STREAM_URL"] == "", page
+    assert s.outputs["PageUrl"]["Value"] == {"Fn::Sub": "https://${Distribution.DomainName}/"}, s.outputs["PageUrl"]
+    # Without the distribution the page calls the chat URLs on their own origins, and PageWiring lets it.
+    j = stack("jwt")
+    page = environment(j, "HistoryFunction")
+    assert "ChatFunctionUrl" in str(page["PAGE_CHAT_URL"]) and "ChatStreamFunctionUrl" in str(page["PAGE_STREAM_URL"])
+    assert j.outputs["PageUrl"]["Value"] == {"Fn::GetAtt": ["HistoryFunctionUrl", "FunctionUrl"]}
+    assert j.resources["PageWiring"]["Properties"]["CorsFunctions"] == [{"Ref": "ChatFunction"},
+                                                                        {"Ref": "ChatStreamFunction"}]
+    assert "PATCH" in urls["HistoryFunction"].get("Cors", {}).get("AllowMethods", ["PATCH"])
+
+
+def test_iam_mode_with_a_distribution_or_a_user_pool_is_refused():
+    rules = raw_template()["Rules"]
+    def refusals(**parameters):
+        return Stack(raw_template_conditions(), parameters).refusals(rules)
+    assert any("CreateDistribution" in r for r in refusals(AuthMode="iam", CreateDistribution="true"))
+    assert any("CreateUserPool" in r for r in refusals(AuthMode="iam", CreateUserPool="true"))
+    assert refusals(AuthMode="iam") == []
+    assert refusals(**MODES["pool"]) == []
+    assert refusals(**MODES["jwt"], CreateDistribution="true") == []
+    assert len(refusals(AuthMode="jwt")) == 3  # jwt without a pool needs its issuer, audience and keys
+
+
+def raw_template_conditions():
+    """The template's parameters and conditions alone (for its Rules), without resources to resolve."""
+    t = raw_template()
+    return {"Parameters": t["Parameters"], "Conditions": t["Conditions"], "Resources": {}}
+
+
+def test_every_parameter_is_in_one_group_with_a_label():
+    t = raw_template()
+    interface = t["Metadata"]["AWS::CloudFormation::Interface"]
+    grouped = [p for g in interface["ParameterGroups"] for p in g["Parameters"]]
+    assert sorted(grouped) == sorted(t["Parameters"]), set(grouped) ^ set(t["Parameters"])
+    assert len(grouped) == len(set(grouped)), "a parameter in two groups"
+    assert set(interface["ParameterLabels"]) == set(t["Parameters"]), set(interface["ParameterLabels"]) ^ set(t["Parameters"])
+
+
+# ---- The numeric parameters' bounds against what the code accepts ----
+
+U64_MAX = 2**64 - 1
+CONFIG_SOURCES = ["shared/http/src/config.rs", "shared/http/src/identity.rs"]
+
+
+def code_bounds():
+    """{VARIABLE: (least, most)} of the numbers the configuration code reads, from its source: `number("X", …)` is
+    a positive whole number (u64), `whole("X")` any whole number (0 is no limit), `to_u32("X", …)` at most u32::MAX,
+    `!(a..=b).contains(&x)` and `if x > b` on a variable read by number() narrow it, and MAX_PROMPT_TOKENS's
+    `*n >= 100`."""
+    text = "".join(open(os.path.join(ROOT, p)).read() for p in CONFIG_SOURCES)
+    bounds = {}
+    for name in re.findall(r'\bnumber\(\s*"([A-Z_]+)"', text):
+        bounds[name] = (1, U64_MAX)
+    for name in re.findall(r'\bwhole\(\s*"([A-Z_]+)"', text):
+        bounds[name] = (0, U64_MAX)
+    for name in re.findall(r'\bto_u32\(\s*"([A-Z_]+)"', text):
+        least, _ = bounds.get(name, (1, U64_MAX))
+        bounds[name] = (least, 2**32 - 1)
+    local = dict(re.findall(r'let (\w+) = number\(\s*"([A-Z_]+)"', text))
+    for low, high, var in re.findall(r'!\(([\d_]+)\.\.=([\d_]+)\)\.contains\(&(\w+)\)', text):
+        bounds[local[var]] = (int(low.replace("_", "")), int(high.replace("_", "")))
+    for var, high in re.findall(r'if (\w+) > ([\d_]+) \{', text):
+        if var in local:
+            bounds[local[var]] = (bounds[local[var]][0], int(high.replace("_", "")))
+    for name, low in re.findall(r'get\("([A-Z_]+)"\)[^;]*?\*n >= (\d+)', text, re.S):
+        bounds[name] = (int(low), U64_MAX)
+    return bounds
+
+
+def parameter_variables(t):
+    """{Parameter: VARIABLE} for each parameter a function's environment is (`VARIABLE: !Ref Parameter`)."""
+    found = {}
+    envs = [t["Globals"]["Function"]["Environment"]["Variables"]]
+    envs += [r["Properties"].get("Environment", {}).get("Variables", {}) for r in t["Resources"].values()
+             if r["Type"] == "AWS::Serverless::Function"]
+    for env in envs:
+        for variable, value in env.items():
+            if isinstance(value, dict) and set(value) == {"Ref"} and value["Ref"] in t["Parameters"]:
+                found[value["Ref"]] = variable
+    return found
+
+
+def test_numeric_parameters_allow_only_what_the_code_accepts():
+    bounds = code_bounds()
+    # The reading of the source must still find what it knows is there.
+    assert bounds.get("MAX_IMAGES") == (1, U64_MAX), bounds.get("MAX_IMAGES")
+    assert bounds.get("ATTACHMENT_URL_SECONDS") == (1, 604_800), bounds.get("ATTACHMENT_URL_SECONDS")
+    assert bounds.get("MAX_OUTPUT_TOKENS") == (1, 2**32 - 1), bounds.get("MAX_OUTPUT_TOKENS")
+    assert bounds.get("MAX_PROMPT_TOKENS") == (100, U64_MAX), bounds.get("MAX_PROMPT_TOKENS")
+    assert bounds.get("QUOTA_TOKENS_PER_DAY") == (0, U64_MAX), bounds.get("QUOTA_TOKENS_PER_DAY")
+    t = raw_template()
+    variables = parameter_variables(t)
+    problems, checked = [], 0
+    for parameter, variable in sorted(variables.items()):
+        if variable not in bounds:
+            continue
+        checked += 1
+        least, most = bounds[variable]
+        p = t["Parameters"][parameter]
+        if p["Type"] == "Number":
+            low, high = p.get("MinValue"), p.get("MaxValue")
+            if low is None or int(low) < least:
+                problems.append(f"{parameter}: MinValue {low}, but {variable} must be at least {least}")
+            if most < U64_MAX and (high is None or int(high) > most):
+                problems.append(f"{parameter}: MaxValue {high}, but {variable} must be at most {most}")
+            if not (least <= int(p["Default"]) <= most):
+                problems.append(f"{parameter}: Default {p['Default']} outside {least}..{most}")
+            for allowed in p.get("AllowedValues", []):
+                if not least <= int(allowed) <= most:
+                    problems.append(f"{parameter}: AllowedValues has {allowed}")
+        else:
+            pattern = p.get("AllowedPattern")
+            if pattern is None:
+                problems.append(f"{parameter}: a String for the number {variable}, with no AllowedPattern")
+                continue
+            # CloudFormation matches the whole value; empty is unset (the code's default) and may be allowed.
+            def allowed(value):
+                return re.fullmatch(pattern, value) is not None
+            refused_by_code = ["-1", "1.5", "x", "1e3", " 1"] + ([str(least - 1)] if least > 0 else [])
+            refused_by_code += [str(most + 1)] if most < U64_MAX else [str(U64_MAX + 1)]
+            for value in refused_by_code:
+                if allowed(value):
+                    problems.append(f"{parameter}: AllowedPattern lets {value!r}, which {variable} refuses")
+            if not allowed(str(least)):
+                problems.append(f"{parameter}: AllowedPattern refuses {least}, the least {variable} takes")
+    assert checked >= 20, f"only {checked} numeric parameters found: {variables}"
+    assert not problems, "\n".join(problems)
 
 
 def main():
