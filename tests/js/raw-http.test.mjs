@@ -464,12 +464,18 @@ test("an unknown route is a 404 with a JSON error", async () => {
 });
 
 test(
-  "the root path / is a JSON 404 like every unknown route",
+  "the root path / is the backend's own page (GET, HEAD); any other method a JSON 405",
   async () => {
-    for (const method of ["GET", "POST"]) {
-      const r = await send(method, "/", method === "POST" ? { body: { messages: [user("hi")] } } : {});
-      assertError(r, 404);
-    }
+    const page = await send("GET", "/");
+    assert.equal(page.status, 200);
+    assert.equal(mediaType(page), "text/html");
+    assert.match(page.text, /<script id="page-config" type="application\/json">\{"auth":/);
+    const head = await send("HEAD", "/");
+    assert.equal(head.status, 200);
+    assert.equal(head.text, "");
+    const r = await send("POST", "/", { body: { messages: [user("hi")] } });
+    assertError(r, 405);
+    assert.equal(r.headers.get("allow"), "GET, HEAD");
   },
 );
 

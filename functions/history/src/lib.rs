@@ -1,4 +1,4 @@
-//! The history function: the Chat UI's `/chat-history` API, and `GET /usage`. Every operation is the caller's own:
+//! The history function: the Chat UI's `/chat-history` API, `GET /usage`, and the backend's own page at `GET /`. Every operation is the caller's own:
 //! another user's chat answers 404, exactly like one that does not exist.
 
 use std::sync::Arc;
@@ -27,6 +27,9 @@ use chat_protocol::{parse_body, parse_replace_request};
 use serde::Deserialize;
 use time::OffsetDateTime;
 
+mod page;
+pub use page::{Page, PageSettings};
+
 /// The response header that carries the cursor of the next page of `GET /chat-history` and of a chat's messages.
 pub const NEXT_CURSOR_HEADER: &str = "x-next-cursor";
 const DEFAULT_PAGE: usize = 50;
@@ -41,6 +44,8 @@ pub const MESSAGES_PAGE_BYTES: usize = 5 * 1024 * 1024;
 pub struct App<St> {
     shared: Arc<Shared<St>>,
     cors: Cors,
+    /// The page at `GET /`, built once.
+    page: Page,
 }
 
 struct Shared<St> {
@@ -114,7 +119,9 @@ fn now() -> String {
 
 impl<St: SessionStore + 'static> App<St> {
     pub fn new(store: St, auth: Auth, config: &Config) -> Self {
+        let page = Page::new(&auth, &PageSettings::default());
         Self {
+            page,
             shared: Arc::new(Shared {
                 store,
                 attachments: None,
@@ -126,6 +133,15 @@ impl<St: SessionStore + 'static> App<St> {
                 usage_limits: config.usage_limits,
             }),
             cors: config.cors.clone(),
+        }
+    }
+
+    /// The page at `GET /` configured by `settings` (the default: no sign-in offered, every URL the page's own
+    /// origin).
+    pub fn with_page(self, settings: &PageSettings) -> Self {
+        Self {
+            page: Page::new(&self.shared.auth, settings),
+            ..self
         }
     }
 
@@ -141,6 +157,7 @@ impl<St: SessionStore + 'static> App<St> {
                 ..shared
             }),
             cors: self.cors,
+            page: self.page,
         }
     }
 
@@ -152,6 +169,7 @@ impl<St: SessionStore + 'static> App<St> {
         Self {
             shared: Arc::new(Shared { ledger, ..shared }),
             cors: self.cors,
+            page: self.page,
         }
     }
 
@@ -160,10 +178,11 @@ impl<St: SessionStore + 'static> App<St> {
         &self.shared.store
     }
 
-    /// The routes: `GET` and `POST /chat-history`, `PUT`, `PATCH` and `DELETE /chat-history/{id}`, and
-    /// `GET /chat-history/{id}/messages`.
+    /// The routes: the page at `GET /`, `GET` and `POST /chat-history`, `PUT`, `PATCH` and `DELETE
+    /// /chat-history/{id}`, and `GET /chat-history/{id}/messages`.
     pub fn routes(&self) -> Router {
         Router::new()
+            .route("/", self.page.route())
             .route("/chat-history", only("GET, POST", get(list).post(create)))
             .route(
                 "/chat-history/{id}",
@@ -210,7 +229,8 @@ impl App<DynamoStore> {
         let backends = Backends::load().await;
         let store = backends.store(&config);
         let ledger: Arc<dyn UsageLedger> = Arc::new(store.usage_ledger());
-        let app = App::new(store, auth, &config);
+        let page = PageSettings::from_env()?;
+        let app = App::new(store, auth, &config).with_page(&page);
         Ok(app
             .with_attachments(backends.attachments(&config))
             .with_usage(Some(ledger)))

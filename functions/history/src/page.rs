@@ -1,0 +1,216 @@
+//! The backend's own web page at `GET /` (web/index.html), so that a deployment (or `make run`) has something to
+//! open in a browser: the file is compiled in, and its configuration (sign-in mode, the other functions' URLs, the
+//! OpenID Connect client) is injected once per cold start, with a Content-Security-Policy that allows only the page's
+//! own script and style and the addresses it calls.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, get};
+use base64::Engine;
+use chat_http::{ApiError, Auth, ConfigError};
+use serde_json::json;
+
+/// The page as written; the server fills in its configuration.
+const TEMPLATE: &str = include_str!("../../../web/index.html");
+/// The element whose content is replaced by the configuration (JSON, never run as script).
+const CONFIG_ELEMENT: &str = r#"<script id="page-config" type="application/json">{}</script>"#;
+
+/// What the page is told about its deployment (`PAGE_*`, and `JWT_ISSUER` as the default issuer).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PageSettings {
+    /// `PAGE_CHAT_URL`: the chat function's base URL; empty is the page's own origin.
+    pub chat_url: String,
+    /// `PAGE_STREAM_URL`: the chat-stream function's base URL; empty is the page's own origin.
+    pub stream_url: String,
+    /// `PAGE_OIDC_CLIENT_ID`: the public client the page signs in as (JWT mode); `None`: no sign-in offered.
+    pub oidc_client_id: Option<String>,
+    /// `PAGE_OIDC_ISSUER`, else `JWT_ISSUER`.
+    pub oidc_issuer: Option<String>,
+    /// `PAGE_OIDC_SCOPE` (default `openid email`).
+    pub oidc_scope: String,
+    /// `PAGE_OIDC_TOKEN`: `id` (default) or `access`, the token sent as `Bearer`.
+    pub oidc_token: String,
+}
+
+impl PageSettings {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads the settings through `lookup` (the environment in production, a map in tests).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let get = |name: &str| {
+            lookup(name)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+        };
+        let url = |name: &'static str| -> Result<String, ConfigError> {
+            let value = get(name).unwrap_or_default();
+            if !(value.is_empty() || value.starts_with("https://") || value.starts_with("http://"))
+            {
+                return Err(ConfigError {
+                    name,
+                    reason: format!("expected an http(s) URL, got {value:?}"),
+                });
+            }
+            Ok(value.trim_end_matches('/').to_string())
+        };
+        let oidc_token = get("PAGE_OIDC_TOKEN").unwrap_or_else(|| "id".into());
+        if oidc_token != "id" && oidc_token != "access" {
+            return Err(ConfigError {
+                name: "PAGE_OIDC_TOKEN",
+                reason: format!("expected id or access, got {oidc_token:?}"),
+            });
+        }
+        Ok(Self {
+            chat_url: url("PAGE_CHAT_URL")?,
+            stream_url: url("PAGE_STREAM_URL")?,
+            oidc_client_id: get("PAGE_OIDC_CLIENT_ID"),
+            oidc_issuer: get("PAGE_OIDC_ISSUER")
+                .or_else(|| get("JWT_ISSUER"))
+                .map(|i| i.trim_end_matches('/').to_string()),
+            oidc_scope: get("PAGE_OIDC_SCOPE").unwrap_or_else(|| "openid email".into()),
+            oidc_token,
+        })
+    }
+}
+
+/// The page as served: built once, shared by every request.
+#[derive(Clone)]
+pub struct Page {
+    html: Arc<str>,
+    csp: HeaderValue,
+}
+
+impl Page {
+    /// The page for a function that identifies callers by `auth`, configured by `settings`.
+    pub fn new(auth: &Auth, settings: &PageSettings) -> Self {
+        let mode = match auth {
+            Auth::Iam => "iam",
+            Auth::Jwt(_) => "jwt",
+            Auth::None { .. } => "none",
+        };
+        let oidc = match (mode, &settings.oidc_client_id, &settings.oidc_issuer) {
+            ("jwt", Some(client), Some(issuer)) => json!({
+                "issuer": issuer,
+                "clientId": client,
+                "scope": settings.oidc_scope,
+                "token": settings.oidc_token,
+            }),
+            _ => serde_json::Value::Null,
+        };
+        let config = json!({
+            "auth": mode,
+            "chatUrl": settings.chat_url,
+            "streamUrl": settings.stream_url,
+            "historyUrl": "",
+            "oidc": oidc,
+        });
+        let html = TEMPLATE.replacen(
+            CONFIG_ELEMENT,
+            &format!(
+                r#"<script id="page-config" type="application/json">{}</script>"#,
+                json_for_html(&config)
+            ),
+            1,
+        );
+        // What the page may reach: itself, the functions it calls and the issuer it signs in with. The issuer's
+        // token endpoint may be on another host (Cognito's hosted domain), known only from its discovery document,
+        // so HTTPS addresses are allowed for connections when the page signs in.
+        let mut connect = vec!["'self'".to_string()];
+        for url in [&settings.chat_url, &settings.stream_url] {
+            connect.extend(origin(url));
+        }
+        if oidc.is_object() {
+            connect.extend(settings.oidc_issuer.as_deref().and_then(origin));
+            connect.push("https:".into());
+        }
+        let csp = format!(
+            "default-src 'none'; script-src {}; style-src {}; connect-src {}; img-src 'self' data: blob: https: http:; \
+             base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+            hash_of(&html, "<script>"),
+            hash_of(&html, "<style>"),
+            connect.join(" ")
+        );
+        Self {
+            html: html.into(),
+            csp: HeaderValue::from_str(&csp).expect("the policy is built from header-safe text"),
+        }
+    }
+
+    /// `GET /` and `HEAD /` (any other method is the JSON 405).
+    pub fn route<S: Clone + Send + Sync + 'static>(&self) -> MethodRouter<S> {
+        let page = self.clone();
+        let head = self.clone();
+        get(move || async move { page.response(true) })
+            .head(move || async move { head.response(false) })
+            .fallback(|| async {
+                ApiError::MethodNotAllowed { allow: "GET, HEAD" }.into_response()
+            })
+    }
+
+    fn response(&self, with_body: bool) -> Response {
+        let body = if with_body {
+            Body::from(self.html.to_string())
+        } else {
+            Body::empty()
+        };
+        let mut response = Response::builder()
+            .status(StatusCode::OK)
+            .header(header::CONTENT_TYPE, "text/html; charset=utf-8")
+            .header(header::CACHE_CONTROL, "no-cache")
+            .header("x-content-type-options", "nosniff")
+            .header("referrer-policy", "no-referrer")
+            .body(body)
+            .expect("a response built from valid parts");
+        response
+            .headers_mut()
+            .insert(header::CONTENT_SECURITY_POLICY, self.csp.clone());
+        if !with_body {
+            response.headers_mut().insert(
+                header::CONTENT_LENGTH,
+                HeaderValue::from(self.html.len() as u64),
+            );
+        }
+        response
+    }
+}
+
+/// JSON that cannot end the element it is in, nor start a comment or markup: `<`, `>` and `&` as `\u` escapes.
+fn json_for_html(value: &serde_json::Value) -> String {
+    value
+        .to_string()
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+}
+
+/// The origin (`scheme://host[:port]`) of an http(s) URL, for the policy; `None` when empty.
+fn origin(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let host = rest.split(['/', '?', '#']).next()?;
+    let clean = |s: &str| {
+        s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-.:[]_".contains(c))
+    };
+    (clean(host) && !host.is_empty()).then(|| format!("{scheme}://{host}"))
+}
+
+/// The CSP source for the one element `open` starts (`<script>` or `<style>`, written without attributes): the
+/// SHA-256 of its content. A page without it allows none.
+fn hash_of(html: &str, open: &str) -> String {
+    let close = format!("</{}", &open[1..]);
+    let Some(start) = html.find(open).map(|at| at + open.len()) else {
+        return "'none'".into();
+    };
+    let end = start + html[start..].find(&close).expect("the element is closed");
+    let digest =
+        aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &html.as_bytes()[start..end]);
+    format!(
+        "'sha256-{}'",
+        base64::engine::general_purpose::STANDARD.encode(digest.as_ref())
+    )
+}

@@ -1,0 +1,180 @@
+//! `GET /` through the history function's whole edge: the page, public (no identity needed), as HTML with its
+//! security headers, its configuration injected from the environment (sign-in mode, the functions' URLs, the OpenID
+//! Connect client) as JSON that no configured value can break out of, and `HEAD` answered too.
+
+use chat_testing::InMemoryStore;
+use chat_testing::harness::{self, Reply};
+use history::{App, PageSettings};
+use serde_json::{Value, json};
+
+fn app(auth: chat_http::Auth, page: &[(&str, &str)]) -> App<InMemoryStore> {
+    let settings = PageSettings::from_lookup(|name| {
+        page.iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.to_string())
+    })
+    .expect("valid page settings");
+    App::new(InMemoryStore::new(), auth, &harness::config(&[])).with_page(&settings)
+}
+
+async fn get(app: &App<InMemoryStore>, method: &str) -> Reply {
+    let request = lambda_http::http::Request::builder()
+        .method(method)
+        .uri("/")
+        .body(lambda_http::Body::Empty)
+        .unwrap();
+    Reply::buffered(app.handle(request).await)
+}
+
+/// The configuration the page carries, as the page's script reads it.
+fn injected(html: &str) -> Value {
+    let open = r#"<script id="page-config" type="application/json">"#;
+    let start = html.find(open).expect("the configuration element") + open.len();
+    let end = start + html[start..].find("</script>").unwrap();
+    serde_json::from_str(&html[start..end]).expect("the configuration is JSON")
+}
+
+#[tokio::test]
+async fn the_page_is_served_with_its_configuration_and_policy() {
+    let app = app(
+        harness::auth(),
+        &[
+            ("PAGE_CHAT_URL", "https://chat.example.com/"),
+            ("PAGE_STREAM_URL", "https://stream.example.com"),
+        ],
+    );
+    let reply = get(&app, "GET").await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.content_type(), "text/html; charset=utf-8");
+    assert_eq!(reply.headers["cache-control"], "no-cache");
+    assert_eq!(reply.headers["x-content-type-options"], "nosniff");
+    let csp = reply.headers["content-security-policy"].to_str().unwrap();
+    assert!(csp.contains("default-src 'none'"), "{csp}");
+    assert!(csp.contains("script-src 'sha256-"), "{csp}");
+    assert!(
+        csp.contains("connect-src 'self' https://chat.example.com https://stream.example.com"),
+        "{csp}"
+    );
+    let html = reply.body.clone();
+    assert!(html.starts_with("<!doctype html>"));
+    assert_eq!(
+        injected(&html),
+        json!({"auth": "none", "chatUrl": "https://chat.example.com", "streamUrl": "https://stream.example.com",
+               "historyUrl": "", "oidc": null})
+    );
+
+    // HEAD: the headers, no body; other methods: the JSON 405.
+    let head = get(&app, "HEAD").await;
+    assert_eq!(head.status, 200);
+    assert!(head.body.is_empty());
+    assert_eq!(
+        head.headers["content-length"],
+        html.len().to_string().as_str()
+    );
+    let post = get(&app, "POST").await;
+    assert_eq!(post.status, 405);
+    assert_eq!(post.headers["allow"], "GET, HEAD");
+}
+
+#[tokio::test]
+async fn the_script_hash_in_the_policy_is_the_script_s() {
+    use base64::Engine;
+    let reply = get(&app(harness::auth(), &[]), "GET").await;
+    let html = reply.body.clone();
+    let start = html.find("<script>").unwrap() + "<script>".len();
+    let end = start + html[start..].find("</script>").unwrap();
+    let digest =
+        aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &html.as_bytes()[start..end]);
+    let expected = format!(
+        "script-src 'sha256-{}'",
+        base64::engine::general_purpose::STANDARD.encode(digest.as_ref())
+    );
+    let csp = reply.headers["content-security-policy"].to_str().unwrap();
+    assert!(csp.contains(&expected), "{csp} lacks {expected}");
+}
+
+#[tokio::test]
+async fn a_configured_value_cannot_end_the_script_element() {
+    let hostile = "https://x.example.com/</script><script>alert(1)</script><!--";
+    let app = app(harness::auth(), &[("PAGE_CHAT_URL", hostile)]);
+    let html = get(&app, "GET").await.body;
+    assert_eq!(
+        html.matches("</script>").count(),
+        2,
+        "only the page's own two elements end"
+    );
+    assert!(!html.contains("<script>alert"));
+    // No `<` at all inside the element: neither an end tag nor `<!--` (which changes how the element's end is read).
+    let open = r#"<script id="page-config" type="application/json">"#;
+    let start = html.find(open).unwrap() + open.len();
+    let raw = &html[start..start + html[start..].find("</script>").unwrap()];
+    assert!(!raw.contains('<'), "{raw}");
+    assert_eq!(injected(&html)["chatUrl"], hostile);
+}
+
+#[tokio::test]
+async fn jwt_mode_names_the_issuer_and_client() {
+    let signer = harness::JwtSigner::new("page-kid");
+    let jwks = signer.jwks_file();
+    let env = [
+        ("AUTH_MODE", "jwt"),
+        ("JWT_ISSUER", "https://issuer.example.com/pool"),
+        ("JWT_AUDIENCE", "client-1"),
+        ("JWKS_FILE", jwks.to_str().unwrap()),
+    ];
+    let lookup = |name: &str| {
+        env.iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.to_string())
+    };
+    let auth = chat_http::Auth::from_lookup(&lookup).unwrap();
+    let app = app(
+        auth,
+        &[
+            ("JWT_ISSUER", "https://issuer.example.com/pool"),
+            ("PAGE_OIDC_CLIENT_ID", "client-1"),
+        ],
+    );
+    let reply = get(&app, "GET").await;
+    // The page is public: no token needed for it.
+    assert_eq!(reply.status, 200);
+    let html = reply.body.clone();
+    assert_eq!(
+        injected(&html)["oidc"],
+        json!({"issuer": "https://issuer.example.com/pool", "clientId": "client-1", "scope": "openid email",
+               "token": "id"})
+    );
+    let csp = reply.headers["content-security-policy"].to_str().unwrap();
+    assert!(csp.contains("https://issuer.example.com"), "{csp}");
+}
+
+#[test]
+fn page_settings_are_checked() {
+    let with = |pairs: &[(&str, &str)]| {
+        PageSettings::from_lookup(|name| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        })
+    };
+    assert_eq!(
+        with(&[("PAGE_OIDC_TOKEN", "refresh")]).unwrap_err().name,
+        "PAGE_OIDC_TOKEN"
+    );
+    assert_eq!(
+        with(&[("PAGE_STREAM_URL", "javascript:alert(1)")])
+            .unwrap_err()
+            .name,
+        "PAGE_STREAM_URL"
+    );
+    let s = with(&[
+        ("JWT_ISSUER", "https://a.example.com"),
+        ("PAGE_OIDC_ISSUER", "https://b.example.com/"),
+        ("PAGE_OIDC_TOKEN", "access"),
+    ])
+    .unwrap();
+    assert_eq!(s.oidc_issuer.as_deref(), Some("https://b.example.com"));
+    assert_eq!(s.oidc_token, "access");
+    assert_eq!(s.oidc_scope, "openid email");
+}
