@@ -11,7 +11,11 @@ conformance   the official @microsoft/ai-chat-protocol client, raw HTTP of both 
               (tests/local-run/tests/e2e.rs: streaming as the model produces, one SSE event per read, every one of
               a thousand requests for a long history list answered);
 browser       a page making ChatUI's calls exactly as its source does, at its documented and its current revision,
-              driven in headless Chromium against a local run with CHAT_UI_REPLY=spec and =messages (tests/browser/);
+              driven in headless Chromium against a local run with CHAT_UI_REPLY=spec and =messages
+              (tests/browser/chatui.test.mjs);
+page          the backend's own page at / in headless Chromium (tests/browser/page.test.mjs): a streamed answer with a
+              [Parental_Leave.md] citation that opens its passage, history rename and delete, multi-agent, usage;
+              against a local run of its own on port 9050 with retrieval on;
 retrieval     answers grounded in the sample collection (samples/knowledge-base) through the local knowledge base:
               data_points, citations and search thoughts in every dialect, the retrieval overrides, the knowledge
               base's faults, the Chat UI's Metadata.Citations (tests/js/retrieval.test.mjs with CHAT_RETRIEVAL=on),
@@ -162,7 +166,7 @@ def main():
         try:
             with LocalRun(port, f"browser-{revision}", {"CHAT_UI_REPLY": reply, "LOCAL_MODEL_PACE_MS": "30"}) as backend:
                 suite(f"browser {revision}", [lambda: run(
-                    ["node", "--test", "tests/browser/"],
+                    ["node", "--test", "tests/browser/chatui.test.mjs"],
                     env={"CHAT_BASE_URL": backend.base, "CHATUI_REVISION": revision, "SCREENSHOT_DIR": screenshots},
                 )])
         except RuntimeError as e:
@@ -188,6 +192,18 @@ def main():
     except RuntimeError as e:
         print(e, file=sys.stderr)
         results.append(("retrieval", False, 0.0))
+
+    # The backend's own page (web/index.html at /) as a person uses it, in headless Chromium: the question needs the
+    # local knowledge base (retrieval on) for its cited answer, and the local model paces its words so that the answer
+    # is seen to stream.
+    section("page: the backend's own page at / in headless Chromium (tests/browser/page.test.mjs)")
+    try:
+        with LocalRun(9050, "page", {"LOCAL_MODEL_PACE_MS": "30"}, retrieval=True) as backend:
+            suite("page", [lambda: run(["node", "--test", "tests/browser/page.test.mjs"],
+                                       env={"CHAT_BASE_URL": backend.base})])
+    except RuntimeError as e:
+        print(e, file=sys.stderr)
+        results.append(("page", False, 0.0))
 
     # Sign-in: the page in JWT mode against the local OpenID Connect issuer (tests/browser/oidc-issuer.mjs), which each
     # test file starts in turn on port 9081 with one signing key (the backend keeps the keys it fetched): first the

@@ -1,0 +1,227 @@
+// The backend's own page (web/index.html, served at `/`) in headless Chromium, as a person uses it: asks a question
+// the sample knowledge base answers and sees the answer stream in with a `[Parental_Leave.md]` citation that opens
+// its passage, opens the thoughts, finds the chat in history and renames and deletes it, switches to multi-agent mode
+// and sees each agent's message, and reads the usage; with no failed request, no answer of 400 or more and no
+// console error on the way.
+//
+//   CHAT_BASE_URL=http://127.0.0.1:9050 [PAGE_SCREENSHOT_DIR=docs/screenshots] node --test tests/browser/page.test.mjs
+//
+// against a local run with retrieval on (the local knowledge base over samples/knowledge-base), no sign-in
+// (AUTH_MODE=none) and the local model pacing its words (LOCAL_MODEL_PACE_MS=30): tests/suites.py, section "page".
+// With PAGE_SCREENSHOT_DIR it saves page-light.png, page-dark.png and page-phone.png there.
+import { describe, test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import chromium from '@sparticuz/chromium';
+import puppeteer from 'puppeteer-core';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const BASE = (process.env.CHAT_BASE_URL ?? 'http://127.0.0.1:9050').replace(/\/+$/, '');
+const SHOTS = process.env.PAGE_SCREENSHOT_DIR;
+const QUESTION = 'How many weeks of parental leave do employees get?';
+const AGENTS = ['BusinessAnalyst', 'SoftwareEngineer', 'ProductOwner']; // the backend's default group
+const STEP_TIMEOUT_MS = 60000;
+const TEST_TIMEOUT_MS = 240000;
+const T0 = Date.now();
+const step = (what) => process.env.CHATUI_DEBUG && process.stderr.write(`[${((Date.now() - T0) / 1000).toFixed(1)}s] ${what}\n`);
+
+async function launch() {
+  // As chatui.test.mjs: Chromium extracted into tests/browser/.chromium (not the shared /tmp); the web's security
+  // model kept (no --disable-web-security), so CSP and CORS apply as in any browser.
+  const dir = path.join(HERE, '.chromium');
+  fs.mkdirSync(dir, { recursive: true });
+  const saved = process.env.TMPDIR;
+  process.env.TMPDIR = dir;
+  let executablePath;
+  try {
+    executablePath = await chromium.executablePath();
+  } finally {
+    if (saved === undefined) delete process.env.TMPDIR;
+    else process.env.TMPDIR = saved;
+  }
+  const drop = new Set(['--disable-web-security', '--allow-running-insecure-content', '--single-process']);
+  const args = chromium.args.filter((a) => !drop.has(a) && !a.startsWith('--headless'));
+  return puppeteer.launch({ executablePath, headless: 'shell', args: [...args, '--lang=en-US'], defaultViewport: { width: 1200, height: 800 } });
+}
+
+// What the page did on the network and in its console.
+function watch(page) {
+  const seen = { failed: [], bad: [], console: [], pageErrors: [], calls: [] };
+  page.on('pageerror', (e) => seen.pageErrors.push(e.message));
+  page.on('console', (m) => m.type() === 'error' && seen.console.push(`${m.text()} (${m.location()?.url ?? ''})`));
+  page.on('requestfailed', (r) => seen.failed.push(`${r.method()} ${r.url()}: ${r.failure()?.errorText}`));
+  page.on('request', (r) => seen.calls.push(`${r.method()} ${new URL(r.url()).pathname}`));
+  page.on('response', (r) => {
+    if (r.status() >= 400) seen.bad.push(`${r.request().method()} ${r.url()} -> ${r.status()}`);
+  });
+  return seen;
+}
+
+// The backend's own view of the local user's chats of `mode`.
+async function chats(mode) {
+  const res = await fetch(`${BASE}/chat-history?mode=${mode}`);
+  assert.equal(res.status, 200);
+  return res.json();
+}
+
+// Types `text` in the question box and presses Enter.
+async function ask(page, text) {
+  const box = await page.waitForSelector('#question:not([disabled])', { visible: true });
+  await box.click();
+  await box.type(text);
+  await page.keyboard.press('Enter');
+}
+
+// Waits until the page has finished the turn (the log is no longer busy and Stop is off again).
+async function turnDone(page) {
+  await page.waitForFunction(() => document.getElementById('log').getAttribute('aria-busy') === 'false'
+    && document.getElementById('stop').disabled, { timeout: STEP_TIMEOUT_MS });
+}
+
+let browser;
+
+describe(`the page at ${BASE}/`, () => {
+  before(async () => {
+    browser = await launch();
+  });
+  after(async () => {
+    await browser?.close();
+  });
+
+  test('asks, streams a cited answer, opens the passage; renames and deletes the chat; multi-agent; usage', { timeout: TEST_TIMEOUT_MS }, async () => {
+    const page = await browser.newPage();
+    page.setDefaultTimeout(STEP_TIMEOUT_MS);
+    const seen = watch(page);
+
+    // The page itself: public, HTML, its policy, and the configuration the server injected.
+    const res = await page.goto(`${BASE}/`, { waitUntil: 'load' });
+    assert.equal(res.status(), 200);
+    assert.match(res.headers()['content-type'], /^text\/html/);
+    assert.match(res.headers()['content-security-policy'] ?? '', /script-src 'sha256-/);
+    const config = await page.$eval('script#page-config', (s) => JSON.parse(s.textContent));
+    assert.equal(config.auth, 'none');
+
+    // A streamed answer: watch the answer's text grow, then the citation.
+    await page.evaluate(() => {
+      window.__growth = [];
+      new MutationObserver(() => {
+        const answers = document.querySelectorAll('#log article.msg.assistant .body');
+        const length = answers.length ? answers[answers.length - 1].textContent.length : 0;
+        if (length && window.__growth.at(-1) !== length) window.__growth.push(length);
+      }).observe(document.getElementById('log'), { subtree: true, childList: true, characterData: true });
+    });
+    step('asking');
+    await ask(page, QUESTION);
+    const CHIP = '#log article.msg.assistant button.cite[data-citation="Parental_Leave.md"]';
+    await page.waitForSelector(CHIP);
+    await turnDone(page);
+    const chip = await page.waitForSelector(CHIP);
+    const growth = await page.evaluate(() => window.__growth);
+    step(`answer grew through ${growth.length} lengths`);
+    assert.ok(growth.length >= 5, `the answer appeared as it streamed (lengths seen: ${JSON.stringify(growth)})`);
+    assert.ok(growth.every((n, i) => i === 0 || n > growth[i - 1]), `the answer only grew: ${JSON.stringify(growth)}`);
+    const answer = await page.$eval('#log article.msg.assistant .body', (b) => b.innerText);
+    assert.match(answer, /16 weeks/, `the answer is grounded in the handbook: ${answer}`);
+    assert.equal(await chip.evaluate((c) => c.textContent), '[Parental_Leave.md]');
+    assert.ok(!/^#|\s#{1,6}\s/.test(answer), `no raw Markdown heading marks in the answer: ${answer}`);
+
+    // The citation opens its passage, in a dialog that Escape closes.
+    await chip.click();
+    await page.waitForSelector('#passage-dialog[open]');
+    const passage = await page.$eval('#passage-dialog', (d) => ({ title: d.querySelector('h2').textContent, text: d.querySelector('#passage-body').innerText }));
+    assert.equal(passage.title, 'Parental_Leave.md');
+    assert.match(passage.text, /16 weeks of fully paid parental leave/);
+    await page.keyboard.press('Escape');
+    await page.waitForSelector('#passage-dialog:not([open])');
+
+    // The thoughts: the search and the token usage with its cost, in a panel that opens.
+    await page.click('#log article.msg.assistant details.thoughts summary');
+    const thoughts = await page.$eval('#log article.msg.assistant details.thoughts', (d) => ({ open: d.open, text: d.innerText }));
+    assert.ok(thoughts.open);
+    for (const title of ['Search using generated search query', 'Search results', 'Prompt to generate answer', 'Token usage']) {
+      assert.ok(thoughts.text.includes(title), `the thoughts show "${title}"`);
+    }
+    assert.match(thoughts.text, /cost \$\d/);
+    await page.click('#log article.msg.assistant details.thoughts summary');
+
+    // Usage: this turn counted today.
+    await page.waitForFunction(() => /Turns\s*[1-9]/.test(document.getElementById('usage-body').innerText));
+    const usage = await page.$eval('#usage-body', (u) => u.innerText);
+    assert.match(usage, /Today/);
+    assert.match(usage, /This month/);
+    assert.match(usage, /Cost\s*\$\d/);
+
+    if (SHOTS) {
+      fs.mkdirSync(SHOTS, { recursive: true });
+      await page.screenshot({ path: path.join(SHOTS, 'page-light.png') });
+      await page.emulateMediaFeatures([{ name: 'prefers-color-scheme', value: 'dark' }]);
+      await page.screenshot({ path: path.join(SHOTS, 'page-dark.png') });
+      await page.emulateMediaFeatures([{ name: 'prefers-color-scheme', value: 'light' }]);
+      await page.setViewport({ width: 390, height: 844, deviceScaleFactor: 2 });
+      await page.screenshot({ path: path.join(SHOTS, 'page-phone.png') });
+      await page.setViewport({ width: 1200, height: 800 });
+      step(`screenshots in ${SHOTS}`);
+    }
+
+    // History: the chat is listed under its question; rename it from the list, by keyboard.
+    const [chat] = (await chats('standard')).filter((c) => c.title === QUESTION);
+    assert.ok(chat, 'the turn was stored as a chat titled by its question');
+    const item = `#history-list li[data-id="${chat.id}"]`;
+    await page.waitForSelector(item);
+    assert.equal(await page.$eval(`${item} .open`, (b) => b.getAttribute('aria-current')), 'true');
+    await page.click(`${item} .rename`);
+    await page.waitForSelector('#rename-dialog[open]');
+    await page.$eval('#rename-input', (i) => i.select());
+    await page.keyboard.type('Parental leave, renamed');
+    await page.keyboard.press('Enter');
+    await page.waitForFunction((sel) => document.querySelector(`${sel} .open`)?.textContent.startsWith('Parental leave, renamed'), {}, item);
+    const renamed = (await chats('standard')).find((c) => c.id === chat.id);
+    assert.equal(renamed?.title, 'Parental leave, renamed', 'the backend has the new title');
+    assert.equal(renamed.messageCount, chat.messageCount, 'a rename keeps the messages');
+
+    // Open it again from the list: its messages come back.
+    await page.click('#new-chat');
+    await page.waitForFunction(() => document.querySelectorAll('#log .msg').length === 0);
+    await page.click(`${item} .open`);
+    await page.waitForFunction((q) => document.querySelector('#log .msg.user')?.innerText.includes(q), {}, QUESTION);
+    assert.match(await page.$eval('#log article.msg.assistant .body', (b) => b.innerText), /16 weeks/);
+
+    // Delete it.
+    await page.click(`${item} .delete`);
+    await page.waitForSelector('#delete-dialog[open]');
+    await page.click('#delete-confirm');
+    await page.waitForFunction((sel) => !document.querySelector(sel), {}, item);
+    assert.ok(!(await chats('standard')).some((c) => c.id === chat.id), 'the backend no longer has the chat');
+
+    // Multi-agent mode: each agent's message as it arrives (the local model is paced, so they come apart).
+    step('multi-agent');
+    await page.click('input[name="mode"][value="multiAgent"]');
+    await page.evaluate(() => {
+      window.__agentBatches = [];
+      new MutationObserver(() => {
+        window.__agentBatches.push(document.querySelectorAll('#log article.msg.assistant').length);
+      }).observe(document.getElementById('log'), { childList: true });
+    });
+    await ask(page, 'Plan the tent launch');
+    await page.waitForFunction((n) => document.querySelectorAll('#log article.msg.assistant').length >= n, {}, AGENTS.length);
+    await turnDone(page);
+    const who = await page.$$eval('#log article.msg.assistant .who', (w) => w.map((x) => x.textContent));
+    assert.deepEqual(who.slice(0, AGENTS.length), AGENTS, `the agents answer in turn: ${JSON.stringify(who)}`);
+    assert.ok(!(await page.$('#log .error')), 'no error in the round');
+    const batches = await page.evaluate(() => [...new Set(window.__agentBatches)]);
+    assert.ok(batches.length >= 2, `the agents' messages appeared one by one: ${JSON.stringify(batches)}`);
+    const rounds = (await chats('multiAgent')).filter((c) => c.title === 'Plan the tent launch');
+    assert.equal(rounds.length, 1, 'the round is kept in history');
+    assert.ok(rounds[0].messageCount >= AGENTS.length + 1);
+    await page.waitForSelector(`#history-list li[data-id="${rounds[0].id}"]`);
+
+    assert.deepEqual(seen.failed, [], 'failed requests');
+    assert.deepEqual(seen.bad, [], 'answers of 400 and above');
+    assert.deepEqual(seen.console, [], 'console errors');
+    assert.deepEqual(seen.pageErrors, [], 'script errors');
+    assert.ok(seen.calls.includes('PATCH /chat-history/' + chat.id), 'the rename was a PATCH');
+    await page.close();
+  });
+});
