@@ -35,6 +35,7 @@ lint: tools
 	$(VENV)/bin/cfn-lint template.yaml
 	$(VENV)/bin/sam validate --lint --template template.yaml
 	$(VENV)/bin/python tests/template_permissions.py
+	bash -n deploy/create.sh && bash -n deploy/remove.sh && $(VENV)/bin/shellcheck deploy/*.sh
 	$(PYTHON) tests/docs_config.py && $(PYTHON) tests/docs_links.py
 
 # The local-run crate's tests are the suites' own: they run there, against the running backend.
