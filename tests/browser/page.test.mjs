@@ -112,6 +112,7 @@ describe(`the page at ${BASE}/`, () => {
         if (length && window.__growth.at(-1) !== length) window.__growth.push(length);
       }).observe(document.getElementById('log'), { subtree: true, childList: true, characterData: true });
     });
+    const before = new Set((await chats('standard')).map((c) => c.id));
     step('asking');
     await ask(page, QUESTION);
     const CHIP = '#log article.msg.assistant button.cite[data-citation="Parental_Leave.md"]';
@@ -144,7 +145,6 @@ describe(`the page at ${BASE}/`, () => {
       assert.ok(thoughts.text.includes(title), `the thoughts show "${title}"`);
     }
     assert.match(thoughts.text, /cost \$\d/);
-    await page.click('#log article.msg.assistant details.thoughts summary');
 
     // Usage: this turn counted today.
     await page.waitForFunction(() => /Turns\s*[1-9]/.test(document.getElementById('usage-body').innerText));
@@ -156,6 +156,7 @@ describe(`the page at ${BASE}/`, () => {
     if (SHOTS) {
       fs.mkdirSync(SHOTS, { recursive: true });
       await page.screenshot({ path: path.join(SHOTS, 'page-light.png') });
+      await page.click('#log article.msg.assistant details.thoughts summary');
       await page.emulateMediaFeatures([{ name: 'prefers-color-scheme', value: 'dark' }]);
       await page.screenshot({ path: path.join(SHOTS, 'page-dark.png') });
       await page.emulateMediaFeatures([{ name: 'prefers-color-scheme', value: 'light' }]);
@@ -163,10 +164,13 @@ describe(`the page at ${BASE}/`, () => {
       await page.screenshot({ path: path.join(SHOTS, 'page-phone.png') });
       await page.setViewport({ width: 1200, height: 800 });
       step(`screenshots in ${SHOTS}`);
+    } else {
+      await page.click('#log article.msg.assistant details.thoughts summary');
     }
+    assert.equal(await page.$eval('#log article.msg.assistant details.thoughts', (d) => d.open), false, 'the thoughts panel closes');
 
     // History: the chat is listed under its question; rename it from the list, by keyboard.
-    const [chat] = (await chats('standard')).filter((c) => c.title === QUESTION);
+    const [chat] = (await chats('standard')).filter((c) => c.title === QUESTION && !before.has(c.id));
     assert.ok(chat, 'the turn was stored as a chat titled by its question');
     const item = `#history-list li[data-id="${chat.id}"]`;
     await page.waitForSelector(item);
@@ -197,6 +201,7 @@ describe(`the page at ${BASE}/`, () => {
 
     // Multi-agent mode: each agent's message as it arrives (the local model is paced, so they come apart).
     step('multi-agent');
+    const earlier = new Set((await chats('multiAgent')).map((c) => c.id));
     await page.click('input[name="mode"][value="multiAgent"]');
     await page.evaluate(() => {
       window.__agentBatches = [];
@@ -212,8 +217,9 @@ describe(`the page at ${BASE}/`, () => {
     assert.ok(!(await page.$('#log .error')), 'no error in the round');
     const batches = await page.evaluate(() => [...new Set(window.__agentBatches)]);
     assert.ok(batches.length >= 2, `the agents' messages appeared one by one: ${JSON.stringify(batches)}`);
-    const rounds = (await chats('multiAgent')).filter((c) => c.title === 'Plan the tent launch');
-    assert.equal(rounds.length, 1, 'the round is kept in history');
+    const rounds = (await chats('multiAgent')).filter((c) => !earlier.has(c.id));
+    assert.equal(rounds.length, 1, 'the round is kept in history, in one chat');
+    assert.equal(rounds[0].title, 'Plan the tent launch');
     assert.ok(rounds[0].messageCount >= AGENTS.length + 1);
     await page.waitForSelector(`#history-list li[data-id="${rounds[0].id}"]`);
 
