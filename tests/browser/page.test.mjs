@@ -1,8 +1,8 @@
 // The backend's own page (web/index.html, served at `/`) in headless Chromium, as a person uses it: asks a question
 // the sample knowledge base answers and sees the answer stream in with a `[Parental_Leave.md]` citation that opens
-// its passage, opens the thoughts, finds the chat in history and renames and deletes it, switches to multi-agent mode
-// and sees each agent's message, and reads the usage; with no failed request, no answer of 400 or more and no
-// console error on the way.
+// its passage, opens the thoughts, reads the usage, finds the chat in history and renames, opens and deletes it,
+// sends a file with a question, stops an answer, switches to multi-agent mode and sees each agent's message; with no
+// failed request (but the stopped one), no answer of 400 or more and no console error on the way.
 //
 //   CHAT_BASE_URL=http://127.0.0.1:9050 [PAGE_SCREENSHOT_DIR=docs/screenshots] node --test tests/browser/page.test.mjs
 //
@@ -90,7 +90,7 @@ describe(`the page at ${BASE}/`, () => {
     await browser?.close();
   });
 
-  test('asks, streams a cited answer, opens the passage; renames and deletes the chat; multi-agent; usage', { timeout: TEST_TIMEOUT_MS }, async () => {
+  test('asks, streams a cited answer, opens the passage; usage; renames and deletes the chat; a file; Stop; multi-agent', { timeout: TEST_TIMEOUT_MS }, async () => {
     const page = await browser.newPage();
     page.setDefaultTimeout(STEP_TIMEOUT_MS);
     const seen = watch(page);
@@ -198,6 +198,32 @@ describe(`the page at ${BASE}/`, () => {
     await page.click('#delete-confirm');
     await page.waitForFunction((sel) => !document.querySelector(sel), {}, item);
     assert.ok(!(await chats('standard')).some((c) => c.id === chat.id), 'the backend no longer has the chat');
+
+    // A file with the question: sent as a multipart part, named in the message and in the thoughts.
+    step('a file');
+    const input = await page.$('#files');
+    await input.uploadFile(path.join(HERE, '..', '..', 'samples', 'knowledge-base', 'Parental_Leave.md'));
+    await page.waitForFunction(() => document.getElementById('chosen').innerText.includes('Parental_Leave.md'));
+    await ask(page, 'What is in this file?');
+    await page.waitForFunction(() => document.querySelector('#log .msg.user .files')?.innerText.includes('Parental_Leave.md'));
+    await turnDone(page);
+    assert.ok(!(await page.$('#log .error')), 'no error with the file');
+    const fileThoughts = await page.$eval('#log article.msg.assistant details.thoughts', (d) => d.textContent);
+    assert.match(fileThoughts, /Files sent to the model/);
+    assert.match(fileThoughts, /Parental_Leave\.md/);
+
+    // Stop: the answer stops where it was, and says so.
+    await page.click('#new-chat');
+    await ask(page, 'Tell me everything about the benefit options, please');
+    await page.waitForFunction(() => document.querySelector('#log article.msg.assistant .body')?.textContent.length > 10);
+    await page.click('#stop');
+    await turnDone(page);
+    await page.waitForSelector('#log article.msg.assistant .stopped');
+    assert.ok(!(await page.$('#log .error')), 'a stop is no error');
+    // The one request the page was told to abort.
+    const aborted = seen.failed.filter((f) => /^POST .*\/chat\/stream: net::ERR_ABORTED$/.test(f));
+    assert.equal(aborted.length, 1, `the stream was aborted: ${JSON.stringify(seen.failed)}`);
+    seen.failed = seen.failed.filter((f) => !aborted.includes(f));
 
     // Multi-agent mode: each agent's message as it arrives (the local model is paced, so they come apart).
     step('multi-agent');
