@@ -104,7 +104,7 @@ async fn native_citations_stream_as_marks_after_the_text_they_support() {
     assert_eq!(s.status, 200);
     let content = s.content();
     assert!(
-        content.starts_with("## Dental and vision coverage Dental coverage includes two cleanings a year, fillings at 80 percent and orthodontics for children up to a lifetime maximum of 2,000 dollars. [Benefit_Options.md#page=2]"),
+        content.starts_with("Dental and vision coverage Dental coverage includes two cleanings a year, fillings at 80 percent and orthodontics for children up to a lifetime maximum of 2,000 dollars. [Benefit_Options.md#page=2]"),
         "{content}"
     );
     // The mark is a delta of its own, sent when the model's citation arrived.

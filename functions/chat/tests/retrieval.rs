@@ -341,7 +341,7 @@ async fn native_citations_come_from_the_models_own_citations() {
     // Each sentence the model cited carries its mark, where the model put its citation.
     let text = body["message"]["content"].as_str().unwrap();
     assert!(
-        text.starts_with("## Dental and vision coverage Dental coverage includes two cleanings a year, fillings at 80 percent and orthodontics for children up to a lifetime maximum of 2,000 dollars. [Benefit_Options.md#page=2]"),
+        text.starts_with("Dental and vision coverage Dental coverage includes two cleanings a year, fillings at 80 percent and orthodontics for children up to a lifetime maximum of 2,000 dollars. [Benefit_Options.md#page=2]"),
         "{text}"
     );
     assert_eq!(citations(&body["context"])[0], "Benefit_Options.md#page=2");
