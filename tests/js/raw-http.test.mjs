@@ -442,7 +442,7 @@ test("a wrong method is a 405 with an Allow header", async () => {
     ["GET", "/multi-agent-chat/batch", ["POST"]],
     ["DELETE", "/chat-history", ["GET", "POST"]],
     ["POST", `/chat-history/${strangerId()}/messages`, ["GET"]],
-    ["GET", `/chat-history/${strangerId()}`, ["DELETE", "PUT"]],
+    ["GET", `/chat-history/${strangerId()}`, ["DELETE", "PATCH", "PUT"]],
   ]) {
     const r = await send(method, path);
     assertError(r, 405);
