@@ -13,8 +13,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import crypto from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import chromium from '@sparticuz/chromium';
-import puppeteer from 'puppeteer-core';
+import { launchChromium } from './chromium.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const PAGE_DIR = path.join(HERE, 'page');
@@ -54,27 +53,7 @@ let browser;
 let origin;
 
 async function launch() {
-  // Extract Chromium into tests/browser/.chromium (git-ignored): @sparticuz/chromium extracts into os.tmpdir().
-  const dir = path.join(HERE, '.chromium');
-  fs.mkdirSync(dir, { recursive: true });
-  const saved = process.env.TMPDIR;
-  process.env.TMPDIR = dir;
-  let executablePath;
-  try {
-    executablePath = await chromium.executablePath();
-  } finally {
-    if (saved === undefined) delete process.env.TMPDIR;
-    else process.env.TMPDIR = saved;
-  }
-  // Keep the web's security model: no --disable-web-security (CORS must be enforced), no single process.
-  const drop = new Set(['--disable-web-security', '--allow-running-insecure-content', '--single-process']);
-  const args = chromium.args.filter((a) => !drop.has(a) && !a.startsWith('--headless'));
-  return puppeteer.launch({
-    executablePath,
-    headless: 'shell',
-    args: [...args, '--lang=en-US'], // puppeteer adds its defaults
-    defaultViewport: { width: 1200, height: 760 },
-  });
+  return launchChromium({ width: 1200, height: 760 });
 }
 
 

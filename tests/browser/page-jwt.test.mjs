@@ -14,8 +14,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import chromium from '@sparticuz/chromium';
-import puppeteer from 'puppeteer-core';
+import { launchChromium } from './chromium.mjs';
 import { start } from './oidc-issuer.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -35,21 +34,7 @@ let issuer;
 let browser;
 
 async function launch() {
-  // As chatui.test.mjs: Chromium extracted into tests/browser/.chromium; the web's security model kept.
-  const dir = path.join(HERE, '.chromium');
-  fs.mkdirSync(dir, { recursive: true });
-  const saved = process.env.TMPDIR;
-  process.env.TMPDIR = dir;
-  let executablePath;
-  try {
-    executablePath = await chromium.executablePath();
-  } finally {
-    if (saved === undefined) delete process.env.TMPDIR;
-    else process.env.TMPDIR = saved;
-  }
-  const drop = new Set(['--disable-web-security', '--allow-running-insecure-content', '--single-process']);
-  const args = chromium.args.filter((a) => !drop.has(a) && !a.startsWith('--headless'));
-  return puppeteer.launch({ executablePath, headless: 'shell', args: [...args, '--lang=en-US'], defaultViewport: { width: 1200, height: 800 } });
+  return launchChromium({ width: 1200, height: 800 });
 }
 
 // What the page did on the network and in its console.

@@ -14,8 +14,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import chromium from '@sparticuz/chromium';
-import puppeteer from 'puppeteer-core';
+import { launchChromium } from './chromium.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const BASE = (process.env.CHAT_BASE_URL ?? 'http://127.0.0.1:9050').replace(/\/+$/, '');
@@ -28,22 +27,7 @@ const T0 = Date.now();
 const step = (what) => process.env.CHATUI_DEBUG && process.stderr.write(`[${((Date.now() - T0) / 1000).toFixed(1)}s] ${what}\n`);
 
 async function launch() {
-  // As chatui.test.mjs: Chromium extracted into tests/browser/.chromium (not the shared /tmp); the web's security
-  // model kept (no --disable-web-security), so CSP and CORS apply as in any browser.
-  const dir = path.join(HERE, '.chromium');
-  fs.mkdirSync(dir, { recursive: true });
-  const saved = process.env.TMPDIR;
-  process.env.TMPDIR = dir;
-  let executablePath;
-  try {
-    executablePath = await chromium.executablePath();
-  } finally {
-    if (saved === undefined) delete process.env.TMPDIR;
-    else process.env.TMPDIR = saved;
-  }
-  const drop = new Set(['--disable-web-security', '--allow-running-insecure-content', '--single-process']);
-  const args = chromium.args.filter((a) => !drop.has(a) && !a.startsWith('--headless'));
-  return puppeteer.launch({ executablePath, headless: 'shell', args: [...args, '--lang=en-US'], defaultViewport: { width: 1200, height: 800 } });
+  return launchChromium({ width: 1200, height: 800 });
 }
 
 // What the page did on the network and in its console.
