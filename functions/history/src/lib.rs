@@ -1,5 +1,5 @@
-//! The history function: the Chat UI's `/chat-history` API, `GET /usage`, and the backend's own page at `GET /`. Every operation is the caller's own:
-//! another user's chat answers 404, exactly like one that does not exist.
+//! The history function: the Chat UI's `/chat-history` API, `GET /usage`, and the backend's own page at `GET /`.
+//! Every operation is the caller's own: another user's chat answers 404, exactly like one that does not exist.
 
 use std::sync::Arc;
 

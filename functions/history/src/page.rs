@@ -3,13 +3,12 @@
 //! OpenID Connect client) is injected once per cold start, with a Content-Security-Policy that allows only the page's
 //! own script and style and the addresses it calls.
 
-use std::sync::Arc;
-
 use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get};
 use base64::Engine;
+use bytes::Bytes;
 use chat_http::{ApiError, Auth, ConfigError};
 use serde_json::json;
 
@@ -81,7 +80,8 @@ impl PageSettings {
 /// The page as served: built once, shared by every request.
 #[derive(Clone)]
 pub struct Page {
-    html: Arc<str>,
+    /// Shared by every response without a copy.
+    html: Bytes,
     csp: HeaderValue,
 }
 
@@ -136,7 +136,7 @@ impl Page {
             connect.join(" ")
         );
         Self {
-            html: html.into(),
+            html: Bytes::from(html),
             csp: HeaderValue::from_str(&csp).expect("the policy is built from header-safe text"),
         }
     }
@@ -154,7 +154,7 @@ impl Page {
 
     fn response(&self, with_body: bool) -> Response {
         let body = if with_body {
-            Body::from(self.html.to_string())
+            Body::from(self.html.clone())
         } else {
             Body::empty()
         };
