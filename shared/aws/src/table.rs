@@ -4,7 +4,11 @@
 //! | item | `pk` | `sk` | list index (`gsi1pk`, `gsi1sk`) |
 //! |---|---|---|---|
 //! | a chat | `CHAT#{chatId}#{owner}` | `META` | `LIST#{mode}#{owner}`, `{lastUpdated}#{chatId}` |
-//! | a message | `CHAT#{chatId}#{owner}` | `MSG#{generation}#{seq}` | none |
+//! | a message | `CHAT#{chatId}#{owner}` | `M#{generation}#{seq}` | none |
+//!
+//! A message sorts before its chat item (`'#' < 'E'`), so that a turn reads both in one query backwards from
+//! `META`; the generations written before that (16 hex digits) keep their messages after it, as
+//! `MSG#{generation}#{seq}`.
 //!
 //! The owner is part of every key, so another owner's chat is not found, exactly like one that does not exist.
 

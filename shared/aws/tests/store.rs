@@ -94,6 +94,17 @@ const TIMEOUTS: StoreTimeouts = StoreTimeouts {
 /// A fresh table; a store that reaches it through a fault proxy (with [`TIMEOUTS`]), and one that reaches it
 /// directly, to see what landed.
 async fn behind_proxy() -> (DynamoStore, DynamoStore, FaultProxy) {
+    let (store, direct, proxy, _) = behind_proxy_on_table().await;
+    (store, direct, proxy)
+}
+
+/// [`behind_proxy`], with a client of the table and its name, to write and count items as they are.
+async fn behind_proxy_on_table() -> (
+    DynamoStore,
+    DynamoStore,
+    FaultProxy,
+    (aws_sdk_dynamodb::Client, String),
+) {
     let (client, table) = LocalDynamo::shared().fresh_table().await;
     let proxy = FaultProxy::start(&LocalDynamo::shared().endpoint())
         .await
@@ -101,8 +112,9 @@ async fn behind_proxy() -> (DynamoStore, DynamoStore, FaultProxy) {
     let sdk = LocalDynamo::sdk_config_at(&proxy.endpoint()).await;
     (
         DynamoStore::from_config(&sdk, &table, None, TIMEOUTS),
-        DynamoStore::new(client, table, None),
+        DynamoStore::new(client.clone(), table.clone(), None),
         proxy,
+        (client, table),
     )
 }
 
@@ -413,10 +425,10 @@ async fn a_rename_is_one_update_and_one_whose_answer_is_lost_is_read_back() {
 
 // ---- How many calls a turn makes ----------------------------------------------------------------------------------
 
-/// A turn through the chat service: a new chat is one write; a continued chat is two reads (the chat item, then its
-/// newest messages in one query, sized by the chat item's estimate of the chat's tokens) before the model and one
-/// write after, for a chat of 2 or of 40 messages. (Before the context budget, a turn read the chat whole in one query: reads that grew with the
-/// chat.)
+/// A turn through the chat service: a new chat is one write; a continued chat is one read before the model (one
+/// query backwards from the chat item: the chat item, then its newest messages, which sort just before it) and one
+/// write after, for a chat of 2 or of 40 messages. (Before, the chat item was a `GetItem` of its own, and before the
+/// context budget, a turn read the chat whole in one query: reads that grew with the chat.)
 #[tokio::test]
 async fn a_continued_turn_reads_once_and_writes_once() {
     use chat_core::{Caller, ChatService, ChatSettings, Message, Overrides, TurnInput};
@@ -465,10 +477,229 @@ async fn a_continued_turn_reads_once_and_writes_once() {
     }
     assert_eq!(calls_per_turn[0], "TransactWriteItems", "a new chat");
     for (turn, calls) in calls_per_turn.iter().enumerate().skip(1) {
-        // The chat item tells the chat's estimated size: one query reads what the budget takes (here, all of it).
-        assert_eq!(calls, "GetItem Query TransactWriteItems", "turn {turn}");
+        // One query reads the chat item and what the budget takes (here, all of it).
+        assert_eq!(calls, "Query TransactWriteItems", "turn {turn}");
     }
     // The model saw the whole chat on the last turn: the one query read every message.
     let last = model.last_request().unwrap();
     assert_eq!(last.messages.len(), 39);
+}
+
+/// The generation alice's chat `chat` is at, from its chat item.
+async fn generation_of(client: &aws_sdk_dynamodb::Client, table: &str, chat: &str) -> String {
+    let item = client
+        .get_item()
+        .table_name(table)
+        .key("pk", AttributeValue::S(format!("CHAT#{}#alice", id(chat))))
+        .key("sk", AttributeValue::S("META".into()))
+        .send()
+        .await
+        .unwrap()
+        .item
+        .unwrap();
+    item["generation"].as_s().unwrap().clone()
+}
+
+/// Puts a message item under alice's chat `chat` at sort key `sk`, as the store writes one.
+async fn put_message_item(client: &aws_sdk_dynamodb::Client, table: &str, chat: &str, sk: &str) {
+    let s = |v: &str| AttributeValue::S(v.into());
+    client
+        .put_item()
+        .table_name(table)
+        .item("pk", s(&format!("CHAT#{}#alice", id(chat))))
+        .item("sk", s(sk))
+        .item("id", s(sk))
+        .item("role", s("user"))
+        .item("content", s(&format!("not this chat's: {sk}")))
+        .item("timestamp", s("10:15 AM"))
+        .send()
+        .await
+        .unwrap();
+}
+
+/// A chat's messages sort just before its chat item, so one query reads both; another generation's items among
+/// them (a rewrite's, not deleted yet) and messages the chat item does not count yet (a write landing) are not the
+/// chat's, and a first query they fill reads on in the chat's own generation, from its newest message.
+#[tokio::test]
+async fn a_turn_reads_past_another_generations_items_and_ones_not_counted_yet() {
+    let (store, direct, proxy, (client, table)) = behind_proxy_on_table().await;
+    let messages: Vec<_> = (0..30)
+        .map(|i| message(Role::User, &format!("m{i}")))
+        .collect();
+    direct
+        .create(
+            "alice",
+            &chat("mixed", "2026-01-01T00:00:00.000Z"),
+            &messages,
+        )
+        .await
+        .unwrap();
+    let generation = generation_of(&client, &table, "mixed").await;
+    assert!(
+        generation.starts_with('h') && generation.len() == 17,
+        "{generation}"
+    );
+    // Another generation's items above the chat's (read first, backwards) and below it; the chat's own messages
+    // 30 and 31 that it does not count; and one written before messages sorted before the chat item.
+    let (above, below) = ("hffffffffffffffff", "h0000000000000000");
+    assert!(above > generation.as_str() && below < generation.as_str());
+    for seq in 0..40 {
+        put_message_item(&client, &table, "mixed", &format!("M#{above}#{seq:09}")).await;
+    }
+    for seq in 0..5 {
+        put_message_item(&client, &table, "mixed", &format!("M#{below}#{seq:09}")).await;
+    }
+    for seq in [30, 31] {
+        put_message_item(
+            &client,
+            &table,
+            "mixed",
+            &format!("M#{generation}#{seq:09}"),
+        )
+        .await;
+    }
+    put_message_item(&client, &table, "mixed", "MSG#00000000deadbeef#000000000").await;
+
+    // A budget of 640 tokens: a first query of 19 items, here the chat item and 18 of the other generation's; the
+    // rest in one query of the chat's generation.
+    let budget = chat_core::HistoryBudget { tokens: 640 };
+    let before = proxy.operations().len();
+    let loaded = store
+        .load_for_turn("alice", &id("mixed"), budget)
+        .await
+        .unwrap();
+    assert_eq!(proxy.operations()[before..], ["Query", "Query"]);
+    assert_eq!(loaded.messages, messages);
+    assert_eq!(loaded.items_read, 19 + 30);
+    // A budget that takes all: one query, past the other generation's 40 items and the two not counted.
+    let before = proxy.operations().len();
+    let loaded = store
+        .load_for_turn("alice", &id("mixed"), chat_core::HistoryBudget::UNLIMITED)
+        .await
+        .unwrap();
+    assert_eq!(proxy.operations()[before..], ["Query"]);
+    assert_eq!(loaded.messages, messages);
+    // The query's page held the other generation's items below the chat's too.
+    assert_eq!(loaded.items_read, 1 + 40 + 2 + 30 + 5);
+    // The budget's newest messages, after a first query of the chat item and the other generation's items.
+    let budget = chat_core::HistoryBudget { tokens: 30 };
+    let loaded = store
+        .load_for_turn("alice", &id("mixed"), budget)
+        .await
+        .unwrap();
+    assert_eq!(loaded.messages, messages[budget.newest(&messages)..]);
+    assert_eq!(loaded.messages.len(), 6);
+
+    // The whole chat, its pages, and a turn as of the read.
+    let (record, all) = store.load("alice", &id("mixed")).await.unwrap();
+    assert_eq!((record.message_count, &all), (30, &messages));
+    let page = store
+        .load_page("alice", &id("mixed"), None, 1000, usize::MAX)
+        .await
+        .unwrap();
+    assert_eq!(page.items, messages);
+    let turn = [message(Role::User, "q"), message(Role::Assistant, "a")];
+    let before = proxy.operations().len();
+    store
+        .append_after(
+            "alice",
+            &id("mixed"),
+            loaded.mark.as_ref(),
+            &turn,
+            &Default::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(proxy.operations()[before..], ["TransactWriteItems"]);
+    let (_, all) = direct.load("alice", &id("mixed")).await.unwrap();
+    assert_eq!(all, [messages.as_slice(), &turn].concat());
+
+    // A delete takes every item under the chat, whatever its generation or where it sorts.
+    store.delete("alice", &id("mixed")).await.unwrap();
+    assert_eq!(items_of(&client, &table, "mixed").await, 0);
+}
+
+/// A turn's read goes on past DynamoDB's 1 MB a page, a long message's continuations on one page and its own item on
+/// the next, and its budget taken as on one page.
+#[tokio::test]
+async fn a_turn_reads_messages_over_several_pages_whole() {
+    let (store, direct, proxy) = behind_proxy().await;
+    // Six messages of 500 KB, each over two items: 3 MB.
+    let messages: Vec<_> = (0..6)
+        .map(|i| message(Role::Assistant, &format!("{i}{}", "x".repeat(500_000))))
+        .collect();
+    direct
+        .create(
+            "alice",
+            &chat("pages", "2026-01-01T00:00:00.000Z"),
+            &messages,
+        )
+        .await
+        .unwrap();
+    let before = proxy.operations().len();
+    let loaded = store
+        .load_for_turn("alice", &id("pages"), chat_core::HistoryBudget::UNLIMITED)
+        .await
+        .unwrap();
+    let calls = proxy.operations()[before..].to_vec();
+    assert!(
+        calls.len() >= 3 && calls.iter().all(|c| c == "Query"),
+        "{calls:?}"
+    );
+    assert_eq!(loaded.messages, messages);
+    assert_eq!(loaded.items_read, 1 + 12);
+    let three = chat_core::estimate_stored_tokens(&messages[0]) * 3;
+    let loaded = store
+        .load_for_turn(
+            "alice",
+            &id("pages"),
+            chat_core::HistoryBudget { tokens: three },
+        )
+        .await
+        .unwrap();
+    assert_eq!(loaded.messages, messages[3..]);
+}
+
+/// A long chat of short messages, whose budget takes more than a first query holds: it reads on from where that
+/// query stopped, and takes exactly the newest messages the budget takes.
+#[tokio::test]
+async fn a_long_chat_of_short_messages_reads_on_from_its_first_query() {
+    let (store, direct, proxy) = behind_proxy().await;
+    let messages: Vec<_> = (0..400)
+        .map(|i| message(Role::User, &format!("m{i}")))
+        .collect();
+    direct
+        .create(
+            "alice",
+            &chat("short", "2026-01-01T00:00:00.000Z"),
+            &messages,
+        )
+        .await
+        .unwrap();
+    for tokens in [0, 64, 640, 1_280, 100_000] {
+        let budget = chat_core::HistoryBudget { tokens };
+        let before = proxy.operations().len();
+        let loaded = store
+            .load_for_turn("alice", &id("short"), budget)
+            .await
+            .unwrap();
+        let calls = proxy.operations()[before..].len();
+        let start = budget.newest(&messages);
+        assert_eq!(loaded.messages, messages[start..], "budget {tokens}");
+        // The first query holds what a budget takes of messages of 64 tokens and more; these are 5 or 6. It is
+        // enough when it holds the chat item, the messages taken and the one that did not fit, if any.
+        let taken = (400 - start) as u64;
+        let first = (tokens / 64 + 9).min(1000);
+        let needed = 1 + taken + u64::from(start > 0);
+        assert_eq!(
+            calls == 1,
+            needed <= first,
+            "budget {tokens}: {calls} queries for {taken}"
+        );
+        assert!(
+            loaded.items_read <= 2 * taken + 20 || loaded.items_read <= first,
+            "budget {tokens}: {} items read for {taken} messages",
+            loaded.items_read
+        );
+    }
 }

@@ -1,19 +1,22 @@
 //! The table's layout, against moto's server: a chat written attribute for attribute as the store wrote it before its
 //! items were serde structs (raw `PutItem`s: the chat item after one turn, a message with files, an answer with tool
 //! exchanges, a long answer continued over two items) reads back whole through every read of the store and takes a
-//! turn; and what the store writes now has the same keys, attribute names and attribute types.
+//! turn; and what the store writes now has the same keys (but for where a new generation's messages sort),
+//! attribute names and attribute types.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::AttributeValue;
 use chat_aws::DynamoStore;
 use chat_core::{
-    ChatMode, ChatRecord, HistoryBudget, Role, SessionStore, StoredFile, StoredMessage, TokenUsage,
-    ToolExchange, ToolStatus, UsageTotals, estimate_stored_tokens,
+    ChatMode, ChatRecord, HistoryBudget, Role, SessionStore, StoreTimeouts, StoredFile,
+    StoredMessage, TokenUsage, ToolExchange, ToolStatus, UsageTotals, estimate_stored_tokens,
 };
 use chat_testing::contract::{id, spent};
 use local_dynamodb::LocalDynamo;
+use local_dynamodb::fault_proxy::FaultProxy;
 
 /// The old chat's messages' generation.
 const GENERATION: &str = "00000000deadbeef";
@@ -272,6 +275,130 @@ async fn a_chat_in_the_old_layout_reads_back_whole_and_takes_a_turn() {
     assert_eq!(record.usage.tokens.cache_read_input_tokens, 40);
 }
 
+/// An old chat takes turns as it is (its messages after its chat item: a turn reads the chat item, then its
+/// messages), until a write rewrites it into a new generation, whose messages sort before the chat item: from then on a
+/// turn reads in one query.
+#[tokio::test]
+async fn an_old_chat_takes_turns_and_a_rewrite_moves_its_messages_before_its_chat_item() {
+    let (client, table) = LocalDynamo::shared().fresh_table().await;
+    let proxy = FaultProxy::start(&LocalDynamo::shared().endpoint())
+        .await
+        .unwrap();
+    let sdk = LocalDynamo::sdk_config_at(&proxy.endpoint()).await;
+    let timeouts = StoreTimeouts {
+        connect: Duration::from_secs(2),
+        attempt: Duration::from_secs(5),
+        operation: Duration::from_secs(10),
+    };
+    let store = DynamoStore::from_config(&sdk, &table, None, timeouts);
+    let chat_id = id("moved");
+    put_old_chat(&client, &table, &chat_id).await;
+    let old = messages();
+    let calls = |from: usize| proxy.operations()[from..].join(" ");
+
+    // A turn of the old chat: two queries (the chat item, then its messages after it) and the write.
+    let before = proxy.operations().len();
+    let loaded = store
+        .load_for_turn("alice", &chat_id, HistoryBudget::UNLIMITED)
+        .await
+        .unwrap();
+    assert_eq!(loaded.messages, old);
+    let turn = vec![
+        StoredMessage {
+            id: "q".into(),
+            ..old[0].clone()
+        },
+        StoredMessage {
+            id: "a".into(),
+            ..old[1].clone()
+        },
+    ];
+    store
+        .append_after("alice", &chat_id, loaded.mark.as_ref(), &turn, &spent())
+        .await
+        .unwrap();
+    assert_eq!(calls(before), "Query Query TransactWriteItems");
+    assert_eq!(
+        messages_under(&client, &table, &chat_id, "MSG#").await,
+        4 + 2
+    );
+    let kept = [old.as_slice(), &turn].concat();
+
+    // An append too large for one transaction rewrites the chat whole, into a new generation before the chat item;
+    // the old one's items go.
+    let large: Vec<StoredMessage> = (0..120)
+        .map(|i| StoredMessage {
+            id: format!("large {i}"),
+            content: format!("large {i}"),
+            ..old[1].clone()
+        })
+        .collect();
+    let record = store.append("alice", &chat_id, &large).await.unwrap();
+    assert_eq!(record.message_count, 5 + 120);
+    let AttributeValue::S(generation) = &get(&client, &table, &chat_id, "META").await["generation"]
+    else {
+        panic!("a generation")
+    };
+    assert!(generation.starts_with('h'), "{generation}");
+    assert_eq!(messages_under(&client, &table, &chat_id, "MSG#").await, 0);
+    assert_eq!(
+        messages_under(&client, &table, &chat_id, &format!("M#{generation}#")).await,
+        126,
+        "125 messages, the long one over two items"
+    );
+    let all = [kept.as_slice(), &large].concat();
+
+    // Every read as before, and a turn in one query and one write.
+    let (record, msgs) = store.load("alice", &chat_id).await.unwrap();
+    assert_eq!((record.message_count, &msgs), (125, &all));
+    let mut paged = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = store
+            .load_page("alice", &chat_id, cursor.as_deref(), 50, usize::MAX)
+            .await
+            .unwrap();
+        paged.extend(page.items);
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(paged, all);
+    let before = proxy.operations().len();
+    let loaded = store
+        .load_for_turn("alice", &chat_id, HistoryBudget::UNLIMITED)
+        .await
+        .unwrap();
+    assert_eq!(loaded.messages, all);
+    assert_eq!(loaded.items_read, 1 + 126);
+    store
+        .append_after("alice", &chat_id, loaded.mark.as_ref(), &turn, &spent())
+        .await
+        .unwrap();
+    assert_eq!(calls(before), "Query TransactWriteItems");
+    let (record, msgs) = store.load("alice", &chat_id).await.unwrap();
+    assert_eq!(record.message_count, 127);
+    assert_eq!(msgs, [all.as_slice(), &turn].concat());
+    store.delete("alice", &chat_id).await.unwrap();
+    // Nothing is left: every key under a chat starts with `M` (`META`, `M#…`, `MSG#…`).
+    assert_eq!(messages_under(&client, &table, &chat_id, "M").await, 0);
+}
+
+/// How many items under alice's chat have a sort key that starts with `prefix`.
+async fn messages_under(client: &Client, table: &str, chat_id: &str, prefix: &str) -> i32 {
+    client
+        .query()
+        .table_name(table)
+        .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
+        .expression_attribute_values(":pk", s(format!("CHAT#{chat_id}#alice")))
+        .expression_attribute_values(":prefix", s(prefix))
+        .send()
+        .await
+        .unwrap()
+        .count()
+}
+
 /// The stored item under alice's chat with sort key `sk`.
 async fn get(
     client: &Client,
@@ -378,7 +505,16 @@ async fn the_store_writes_the_same_layout_as_before() {
     let AttributeValue::S(generation) = &meta["generation"] else {
         panic!("a generation")
     };
-    let sk = |seq: u64| format!("MSG#{generation}#{seq:09}");
+    // Changed by design: a new generation is `h` and 16 hex digits, and its messages sort before the chat item
+    // (`M#…`, where they were `MSG#…`), so that one query backwards from it reads a turn's chat. Everything else
+    // of the items is as before.
+    assert!(
+        generation.len() == 17
+            && generation.starts_with('h')
+            && generation[1..].chars().all(|c| c.is_ascii_hexdigit()),
+        "{generation}"
+    );
+    let sk = |seq: u64| format!("M#{generation}#{seq:09}");
 
     let own = [
         ("pk", "S"),

@@ -13,7 +13,7 @@ use super::keys::s;
 /// whether its write landed (far more writes than can land on one chat while a writer reads back).
 pub(super) const WRITES_KEPT: usize = 64;
 
-/// A random token: a generation's, or a write's.
+/// A random token: a write's, or a generation's (see [`super::keys::new_generation`]).
 pub(super) fn new_token() -> String {
     format!("{:016x}", fastrand::u64(..))
 }

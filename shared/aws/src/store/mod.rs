@@ -5,7 +5,8 @@
 //! By concern:
 //! - [`keys`]: where items sit; [`chat`]: the chat item (and a rename, which changes only it); [`messages`]: a
 //!   message's items and their assembly.
-//! - [`read`]: a chat read whole, or as a turn reads it; [`pages`]: its messages in pages; [`list`]: the list index.
+//! - [`read`]: a chat read whole, or as a turn reads it (in one query, as its messages sort just before the chat
+//!   item); [`pages`]: its messages in pages; [`list`]: the list index.
 //! - [`write`]: transactions, version guards and the commit; [`errors`]: what a failed call means;
 //!   [`idempotency`]: write tokens and the read-back of a write whose answer was lost.
 //! - [`save`]: new chats and appends; [`rewrite`]: rewrites, replaces and deletes.

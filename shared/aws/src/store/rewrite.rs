@@ -10,7 +10,7 @@ use super::DynamoStore;
 use super::chat::{Meta, preview, spending, tokens_of};
 use super::errors::{WriteError, failed, lost_race, refused};
 use super::idempotency::new_token;
-use super::keys::{ALL_MESSAGES, Item, META, chat_pk, generation_prefix, s};
+use super::keys::{ALL_MESSAGES, Item, META, chat_pk, generation_prefix, new_generation, s};
 use super::messages::messages_items;
 use super::write::Change;
 use crate::table::{PARTITION_KEY, SORT_KEY};
@@ -48,7 +48,9 @@ impl DynamoStore {
         spent: Option<&UsageTotals>,
     ) -> Result<Option<ChatRecord>, StoreError> {
         let pk = chat_pk(owner, &meta.record.id);
-        let generation = new_token();
+        // A new generation's messages sort before the chat item, whatever the old one's did: a rewrite moves a chat
+        // written before to where a turn reads it in one query.
+        let generation = new_generation();
         let puts = messages_items(&pk, &generation, 0, messages, meta.expires_at);
         let last_message = messages
             .last()
@@ -154,8 +156,10 @@ impl DynamoStore {
             },
         }
         // The chat is gone for every reader and no write can land without it; every message item goes after it,
-        // whatever its generation.
-        self.delete_messages(&pk, ALL_MESSAGES).await;
+        // whatever its generation, before the chat item's key or after it.
+        for prefix in ALL_MESSAGES {
+            self.delete_messages(&pk, prefix).await;
+        }
         Ok(())
     }
 

@@ -9,7 +9,7 @@ use super::DynamoStore;
 use super::chat::{ChatItem, Meta, preview, spending, tokens_of};
 use super::errors::WriteError;
 use super::idempotency::new_token;
-use super::keys::{META, chat_pk, now_unix, s};
+use super::keys::{META, chat_pk, new_generation, now_unix, s};
 use super::messages::messages_items;
 use super::write::{Change, fits_one_transaction};
 use crate::table::{PARTITION_KEY, SORT_KEY};
@@ -29,7 +29,7 @@ impl DynamoStore {
             )));
         }
         let pk = chat_pk(owner, &chat.id);
-        let generation = new_token();
+        let generation = new_generation();
         let token = new_token();
         let expires_at = self.ttl.map(|ttl| now_unix() + ttl.as_secs() as i64);
         let record = ChatRecord {
