@@ -24,13 +24,13 @@ use time::OffsetDateTime;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id};
 use tracing::{Event, Level, Metadata, Subscriber};
-use tracing_subscriber::filter::{LevelFilter, filter_fn};
+use tracing_subscriber::Layer;
+use tracing_subscriber::filter::{LevelFilter, Targets, filter_fn};
 use tracing_subscriber::fmt::format::{FmtSpan, JsonFields, Writer};
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormattedFields};
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
-use tracing_subscriber::{EnvFilter, Layer};
 
 /// Span fields lifted onto every line.
 const LIFTED: [&str; 2] = ["requestId", "xrayTraceId"];
@@ -85,9 +85,7 @@ pub fn init_logging() {
     let level = std::env::var("AWS_LAMBDA_LOG_LEVEL")
         .or_else(|_| std::env::var("RUST_LOG"))
         .ok();
-    let filter = EnvFilter::builder()
-        .with_default_directive(lambda_level(level.as_deref()).into())
-        .parse_lossy(level.filter(|l| l.contains('=')).unwrap_or_default());
+    let filter = asked_filter(level.as_deref());
     let layer = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stdout)
         .with_span_events(FmtSpan::CLOSE);
@@ -131,6 +129,31 @@ pub fn init_logging() {
         "logging at TRACE for this workspace's crates; other crates' lines at INFO and above only, as theirs \
          below hold requests, events and credentials"
     );
+}
+
+/// The level asked: a level name (Lambda's, `FATAL` included), or `RUST_LOG`'s directives (`level,target=level,…`;
+/// a directive that does not parse is left out). tracing-subscriber's `Targets`, not its `EnvFilter`: the same
+/// directives but for span and field filters, without a regular expression engine in every bootstrap.
+fn asked_filter(level: Option<&str>) -> Targets {
+    let mut targets = Targets::new().with_default(lambda_level(level));
+    let Some(directives) = level.filter(|l| l.contains('=')) else {
+        return targets;
+    };
+    for directive in directives.split(',').map(str::trim) {
+        match directive.split_once('=') {
+            Some((target, level)) => {
+                if let Ok(level) = level.trim().parse::<LevelFilter>() {
+                    targets = targets.with_target(target.trim(), level);
+                }
+            }
+            None => {
+                if let Ok(level) = directive.parse::<LevelFilter>() {
+                    targets = targets.with_default(level);
+                }
+            }
+        }
+    }
+    targets
 }
 
 /// Lambda's level names (`FATAL` included) as a filter; anything else is INFO.
@@ -382,7 +405,7 @@ mod tests {
         let lines = Lines::default();
         let writer = lines.clone();
         // The level a user asks for, wide open (as `RUST_LOG=trace,hyper=trace`), composed as init_logging does.
-        let asked = EnvFilter::builder().parse_lossy("trace,hyper=trace,aws_smithy_runtime=trace");
+        let asked = asked_filter(Some("trace,hyper=trace,aws_smithy_runtime=trace"));
         let subscriber = tracing_subscriber::registry().with(asked).with(
             tracing_subscriber::fmt::layer()
                 .with_writer(move || writer.clone())
@@ -443,5 +466,21 @@ mod tests {
         assert_eq!(lambda_level(Some("FATAL")), LevelFilter::ERROR);
         assert_eq!(lambda_level(Some("debug")), LevelFilter::DEBUG);
         assert_eq!(lambda_level(None), LevelFilter::INFO);
+    }
+
+    #[test]
+    fn the_directives_asked_set_the_default_and_each_target() {
+        use tracing::Level;
+        let asked = asked_filter(Some("warn,chat_core=trace, hyper = debug,nonsense=loud,=x"));
+        assert!(asked.would_enable("chat_core::turn", &Level::TRACE));
+        assert!(asked.would_enable("hyper::proto", &Level::DEBUG));
+        assert!(!asked.would_enable("hyper::proto", &Level::TRACE));
+        assert!(asked.would_enable("other", &Level::WARN));
+        assert!(!asked.would_enable("other", &Level::INFO));
+        // A plain level is Lambda's name for it.
+        assert!(asked_filter(Some("FATAL")).would_enable("x", &Level::ERROR));
+        assert!(!asked_filter(Some("FATAL")).would_enable("x", &Level::WARN));
+        assert!(asked_filter(None).would_enable("x", &Level::INFO));
+        assert!(!asked_filter(None).would_enable("x", &Level::DEBUG));
     }
 }

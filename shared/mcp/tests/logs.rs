@@ -10,9 +10,10 @@ use chat_mcp::McpServers;
 use serde_json::json;
 use tracing::Instrument;
 use tracing::span::{Attributes, Id};
+use tracing_subscriber::Layer;
+use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
-use tracing_subscriber::{EnvFilter, Layer};
 
 const TOKEN: &str = "tok-l0gged-never";
 
@@ -56,7 +57,7 @@ async fn no_header_value_is_logged_and_the_session_is_not_the_turns() {
     let parents = Parents::default();
     let writer = lines.clone();
     let subscriber = tracing_subscriber::registry()
-        .with(EnvFilter::new("trace"))
+        .with(LevelFilter::TRACE)
         .with(parents.clone())
         .with(
             tracing_subscriber::fmt::layer()
