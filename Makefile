@@ -5,12 +5,14 @@ VENV      := .tools/venv
 TOOLS     := $(VENV)/.installed
 JS_TOOLS  := tests/js/node_modules/.installed
 BROWSER_TOOLS := tests/browser/node_modules/.installed
+# cargo-bloat and inferno for `make bloat` and `make flamegraph` only, built from crates.io into .tools/cargo.
+CARGO_TOOLS := .tools/cargo/bin/cargo-bloat .tools/cargo/bin/inferno-flamegraph
 PYTHON    ?= python3
 
 # SAM CLI: no usage reports.
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: run test tools lint unit suites clean-tools bench
+.PHONY: run test tools lint unit suites clean-tools bench bloat flamegraph
 
 ## run: the whole backend on http://127.0.0.1:9000 (local Bedrock and DynamoDB), until Ctrl-C.
 run: tools
@@ -60,6 +62,38 @@ bench: $(TOOLS)
 	fi
 	cargo build --release --quiet -p bench
 	cargo run --release --quiet -p bench
+
+## bloat: where each function's bytes are, by crate (cargo-bloat on the `profiling` build: the release build with
+## its symbols, and frame pointers as `make flamegraph` builds it, so that one build serves both), written to
+## bench/bloat-<function>.txt.
+PROFILING_FLAGS := -C force-frame-pointers=yes
+bloat: $(CARGO_TOOLS)
+	@for f in chat chat-stream history; do \
+		RUSTFLAGS="$(PROFILING_FLAGS)" PATH="$(CURDIR)/.tools/cargo/bin:$$PATH" cargo bloat --profile profiling -p $$f --bin $$f --crates -n 40 \
+			> bench/bloat-$$f.txt || exit 1; \
+		echo "bench/bloat-$$f.txt"; head -n 4 bench/bloat-$$f.txt; \
+	done
+
+## flamegraph: where the functions' CPU goes under `make bench` (300 requests of each kind): `perf record` of the whole
+## machine (999 Hz, frame pointers) over a bench run of the `profiling` build (release with symbols), each function's
+## own samples (by its process name; the bench's "before" variant runs on tokio's worker threads, which are left
+## out) folded by inferno into bench/flamegraph-<function>.svg.
+flamegraph: $(TOOLS) $(CARGO_TOOLS)
+	RUSTFLAGS="$(PROFILING_FLAGS)" cargo build --profile profiling --quiet -p chat -p chat-stream -p history
+	cargo build --release --quiet -p bench
+	mkdir -p target/perf
+	BENCH_FUNCTIONS_DIR=target/profiling BENCH_REQUESTS=300 perf record --quiet -a -g -e cpu-clock -F 999 \
+		-o target/perf/bench.data -- target/release/bench > /dev/null
+	@for f in chat chat-stream history; do \
+		perf script --comms $$f -i target/perf/bench.data 2>/dev/null | .tools/cargo/bin/inferno-collapse-perf \
+			| .tools/cargo/bin/inferno-flamegraph --title "$$f: CPU under make bench" > bench/flamegraph-$$f.svg \
+			|| exit 1; \
+		echo "bench/flamegraph-$$f.svg"; \
+	done
+
+$(CARGO_TOOLS):
+	cargo install --quiet --locked --root .tools/cargo cargo-bloat --version 0.12.1
+	cargo install --quiet --locked --root .tools/cargo inferno --version 0.12.8
 
 ## tools: moto, cargo-lambda (with zig) and cfn-lint (tools/requirements.txt), the official JavaScript client of
 ## the protocol (tests/js/package-lock.json), and headless Chromium with puppeteer-core for the browser test

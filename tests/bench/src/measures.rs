@@ -187,6 +187,8 @@ fn free_port() -> u16 {
 /// What one turn cost in DynamoDB: its calls in order and the bytes of their answers.
 pub struct TurnCost {
     pub chat: String,
+    /// A turn of a chat that was stored before it (the target of one read and one write).
+    pub continued: bool,
     pub calls: Vec<String>,
     pub bytes_read: usize,
 }
@@ -239,10 +241,11 @@ pub async fn dynamodb_per_turn(
             }
         }
     };
-    let cost = |name: String, from: usize| {
+    let cost = |name: String, continued: bool, from: usize| {
         let answered = proxy.answered();
         TurnCost {
             chat: name,
+            continued,
             calls: answered[from..].iter().map(|(op, _)| op.clone()).collect(),
             bytes_read: answered[from..].iter().map(|(_, n)| n).sum(),
         }
@@ -252,7 +255,7 @@ pub async fn dynamodb_per_turn(
     chat(json!({"messages": [{"role": "user", "content": "warm up"}]})).await;
     let from = proxy.answered().len();
     chat(json!({"messages": [{"role": "user", "content": "hi"}]})).await;
-    costs.push(cost("new chat".into(), from));
+    costs.push(cost("new chat".into(), false, from));
     for stored in [20usize, 200] {
         let deadline = Instant::now() + Duration::from_secs(20);
         let created: Value = loop {
@@ -291,7 +294,11 @@ pub async fn dynamodb_per_turn(
         )
         .await;
         assert_eq!(answer["sessionState"], json!(id));
-        costs.push(cost(format!("continued, {stored} stored messages"), from));
+        costs.push(cost(
+            format!("continued, {stored} stored messages"),
+            true,
+            from,
+        ));
     }
     costs
 }
