@@ -430,9 +430,15 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
             spent.add(&UsageTotals::of(m.usage, prices.as_ref()));
         }
         let turn_spent = round.spent();
-        self.count_spent(&caller.owner, &turn_spent).await;
         // The user's new files are kept as a standard turn keeps them, and removed again when the round is not stored.
-        let files = self.keep_files(&caller.owner, &round.session).await?;
+        let files = match self.keep_files(&caller.owner, &round.session).await {
+            Ok(files) => files,
+            Err(e) => {
+                // Not stored, but spent all the same.
+                self.count_spent(&caller.owner, &turn_spent).await;
+                return Err(e);
+            }
+        };
         for (message, files) in messages.iter_mut().zip(&files) {
             message.files = files.clone();
         }
@@ -447,12 +453,12 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
             tools: m.tools.clone(),
         }));
         let stored = self
-            .store_turn(
+            .store_and_count(
                 &caller.owner,
                 &round.session,
                 &messages,
                 &round.started_at,
-                &spent,
+                (&spent, &turn_spent),
             )
             .await;
         if stored.is_err() {

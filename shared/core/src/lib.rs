@@ -79,6 +79,7 @@ pub use tools::{
 };
 pub use turn::{TurnHeader, rfc3339_millis};
 pub use usage::{
-    LimitKind, LimitOverrides, Limits, MinuteReport, OverLimit, PeriodReport, PeriodUsage, Periods,
-    TurnSpent, UsageFuture, UsageLedger, UsageReport, UsageSnapshot, check, report,
+    Charged, LimitKind, LimitOverrides, Limits, MinuteReport, OverLimit, PeriodReport, PeriodUsage,
+    Periods, TurnSpent, UsageCharge, UsageFuture, UsageLedger, UsageReport, UsageSnapshot, check,
+    report,
 };

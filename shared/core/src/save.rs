@@ -1,12 +1,13 @@
 //! Storing a turn once its answer is complete: the new messages and the answer, all or nothing, with the turn's
-//! new files kept first (and removed again when the turn is not stored).
+//! new files kept first (and removed again when the turn is not stored), and what it spent counted once: in the
+//! turn's own write when the store keeps the usage counters, through the usage ledger otherwise.
 
 use time::OffsetDateTime;
 
 use crate::turn::rfc3339_millis;
 use crate::{
-    ChatError, ChatModel, ChatRecord, ChatService, Role, Session, SessionStore, StoredFile,
-    StoredMessage, UsageTotals, display_time, title_of,
+    Charged, ChatError, ChatModel, ChatRecord, ChatService, Periods, Role, Session, SessionStore,
+    StoredFile, StoredMessage, UsageCharge, UsageTotals, display_time, title_of,
 };
 
 impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
@@ -21,10 +22,16 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         turn_spent: &crate::TurnSpent,
     ) -> Result<(), ChatError> {
         log_turn(session, spent);
-        self.count_spent(owner, turn_spent).await;
         let now = OffsetDateTime::now_utc();
         let shown_at = display_time(now.unix_timestamp());
-        let files = self.keep_files(owner, session).await?;
+        let files = match self.keep_files(owner, session).await {
+            Ok(files) => files,
+            Err(e) => {
+                // Not stored, but spent all the same.
+                self.count_spent(owner, turn_spent).await;
+                return Err(e);
+            }
+        };
         let mut messages = new_stored_messages(session, &shown_at);
         for (message, files) in messages.iter_mut().zip(&files) {
             message.files = files.clone();
@@ -33,7 +40,13 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         answer.tools = tools;
         messages.push(answer);
         let stored = self
-            .store_turn(owner, session, &messages, &rfc3339_millis(now), spent)
+            .store_and_count(
+                owner,
+                session,
+                &messages,
+                &rfc3339_millis(now),
+                (spent, turn_spent),
+            )
             .await;
         if stored.is_err() {
             let keys: Vec<String> = files.into_iter().flatten().map(|f| f.key).collect();
@@ -86,20 +99,52 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         }
     }
 
+    /// Stores the turn ([`Self::store_turn`]) and counts what it spent in its owner's counters, once: in the
+    /// turn's own write when the store keeps the ledger's counters, else through the ledger after the write,
+    /// whether the turn was stored or not (a turn not kept, or a write that failed, spent all the same).
+    /// `spent` is (what goes in the chat's totals, what the turn spent in all). A write that fails is counted as
+    /// not stored: when it failed without the store learning whether it landed (its read-back failing too), the
+    /// counters may then hold the turn twice, a fault rarer than the lost add the ledger already bears.
+    pub(crate) async fn store_and_count(
+        &self,
+        owner: &str,
+        session: &Session,
+        messages: &[StoredMessage],
+        now: &str,
+        (spent, turn_spent): (&UsageTotals, &crate::TurnSpent),
+    ) -> Result<(), ChatError> {
+        let stored = self
+            .store_turn(owner, session, messages, now, spent, &turn_spent.totals)
+            .await;
+        if !matches!(stored, Ok(Charged::WithTurn)) {
+            self.count_spent(owner, turn_spent).await;
+        }
+        stored.map(|_| ())
+    }
+
     /// Stores `messages` as the turn of `session`: the chat is created by its first turn, continued by the others.
     /// A session that is not kept stores nothing. `now` (RFC 3339) is the chat's new `lastUpdated`. Every turn,
-    /// standard or multi-agent, is stored here, with what it `spent` added to the chat's totals.
-    pub(crate) async fn store_turn(
+    /// standard or multi-agent, is stored here, with what it `spent` added to the chat's totals; with a ledger, the
+    /// store is offered what the turn `counted` to add to its owner's counters in the same write, and says whether
+    /// it did.
+    async fn store_turn(
         &self,
         owner: &str,
         session: &Session,
         messages: &[StoredMessage],
         now: &str,
         spent: &UsageTotals,
-    ) -> Result<(), ChatError> {
+        counted: &UsageTotals,
+    ) -> Result<Charged, ChatError> {
         if !session.kept {
-            return Ok(());
+            return Ok(Charged::No);
         }
+        let periods = Periods::at(OffsetDateTime::now_utc());
+        let charge = self.ledger.as_deref().map(|ledger| UsageCharge {
+            ledger,
+            periods: &periods,
+            spent: counted,
+        });
         if session.is_new {
             let chat = ChatRecord {
                 id: session.chat_id.clone(),
@@ -111,19 +156,36 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
                 message_count: 0,
                 usage: *spent,
             };
-            self.store.create(owner, &chat, messages).await?;
+            Ok(match &charge {
+                Some(charge) => {
+                    self.store
+                        .create_charging(owner, &chat, messages, charge)
+                        .await?
+                        .1
+                }
+                None => {
+                    self.store.create(owner, &chat, messages).await?;
+                    Charged::No
+                }
+            })
         } else {
-            self.store
-                .append_after(
-                    owner,
-                    &session.chat_id,
-                    session.read_mark.as_ref(),
-                    messages,
-                    spent,
-                )
-                .await?;
+            let mark = session.read_mark.as_ref();
+            let chat_id = &session.chat_id;
+            Ok(match &charge {
+                Some(charge) => {
+                    self.store
+                        .append_after_charging(owner, chat_id, mark, messages, spent, charge)
+                        .await?
+                        .1
+                }
+                None => {
+                    self.store
+                        .append_after(owner, chat_id, mark, messages, spent)
+                        .await?;
+                    Charged::No
+                }
+            })
         }
-        Ok(())
     }
 }
 

@@ -121,7 +121,8 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         self.count_spent(&caller.owner, &spent).await;
     }
 
-    /// Adds what a turn spent to its caller's counters. A failure is logged, not the turn's: its answer stands,
+    /// Adds what a turn spent to its caller's counters through the ledger: for a turn whose store write did not
+    /// add it ([`crate::Charged::No`]), or that was not stored. A failure is logged, not the turn's: its answer stands,
     /// and the counter is short by this turn rather than counted twice by a blind retry.
     pub(crate) async fn count_spent(&self, owner: &str, spent: &crate::TurnSpent) {
         let Some(ledger) = self.ledger.as_deref() else {

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::{ChatMode, Role};
+use crate::{Charged, ChatMode, Role};
 
 /// Whether `id` is a chat id this backend makes: 32 lowercase hex characters (128 random bits). Anything else names
 /// no chat; checking it keeps ids from reaching into another key.
@@ -220,6 +220,28 @@ pub trait SessionStore: Send + Sync {
         spent: &crate::UsageTotals,
     ) -> impl Future<Output = Result<ChatRecord, StoreError>> + Send;
 
+    /// [`SessionStore::append_after`], also adding the turn's `charge` to its owner's usage counters in the same
+    /// write when this store keeps them (and the write has room): so that a stored turn is one write, counted
+    /// exactly when it lands. The default charges nothing ([`Charged::No`]), and the caller counts the turn
+    /// through its ledger.
+    fn append_after_charging(
+        &self,
+        owner: &str,
+        chat_id: &str,
+        mark: Option<&ReadMark>,
+        messages: &[StoredMessage],
+        spent: &crate::UsageTotals,
+        charge: &crate::UsageCharge<'_>,
+    ) -> impl Future<Output = Result<(ChatRecord, Charged), StoreError>> + Send {
+        let _ = charge;
+        async move {
+            let record = self
+                .append_after(owner, chat_id, mark, messages, spent)
+                .await?;
+            Ok((record, Charged::No))
+        }
+    }
+
     /// Creates a chat holding `messages`, with `chat.usage` as its totals so far.
     fn create(
         &self,
@@ -227,6 +249,19 @@ pub trait SessionStore: Send + Sync {
         chat: &ChatRecord,
         messages: &[StoredMessage],
     ) -> impl Future<Output = Result<ChatRecord, StoreError>> + Send;
+
+    /// [`SessionStore::create`], also adding the first turn's `charge` to its owner's usage counters in the same
+    /// write when this store keeps them (see [`SessionStore::append_after_charging`]). The default charges nothing.
+    fn create_charging(
+        &self,
+        owner: &str,
+        chat: &ChatRecord,
+        messages: &[StoredMessage],
+        charge: &crate::UsageCharge<'_>,
+    ) -> impl Future<Output = Result<(ChatRecord, Charged), StoreError>> + Send {
+        let _ = charge;
+        async move { Ok((self.create(owner, chat, messages).await?, Charged::No)) }
+    }
 
     /// Adds `messages` at the end of the chat, all or none, whatever else is written at the same time.
     fn append(

@@ -2,7 +2,8 @@
 //! a rate of requests per minute, and the counters that hold across every instance of the functions.
 //!
 //! A turn is admitted with one read of the user's counters ([`UsageLedger::read`]); what it spent is added when it
-//! ends ([`UsageLedger::record`], an atomic add per period). Between the two a turn runs unchecked, so a user may
+//! ends: in the turn's own write when the store keeps the counters ([`UsageCharge`]), otherwise through
+//! [`UsageLedger::record`] (an atomic add per period). Between the two a turn runs unchecked, so a user may
 //! overshoot a quota by the turns already running when it was reached: at most one per instance serving them.
 
 use std::future::Future;
@@ -184,6 +185,13 @@ pub type UsageFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>>
 
 /// The port to the per-user counters. Every method is one call to the store.
 pub trait UsageLedger: Send + Sync {
+    /// This ledger as its own type, so that a store keeping these very counters can recognise it and add a turn's
+    /// spending in the turn's own write ([`crate::SessionStore::create_charging`]). `None` (the default): no store
+    /// recognises it, and every turn is counted through [`UsageLedger::record`].
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
+
     /// The user's counters of the periods of `periods`, and the operator's limits for them: one read.
     fn read<'a>(&'a self, owner: &'a str, periods: &'a Periods) -> UsageFuture<'a, UsageSnapshot>;
     /// Counts one request to a model route in the current minute.
@@ -195,6 +203,28 @@ pub trait UsageLedger: Send + Sync {
         periods: &'a Periods,
         spent: &'a UsageTotals,
     ) -> UsageFuture<'a, ()>;
+}
+
+/// What a turn spent, offered to the store that writes the turn, so that a store keeping `ledger`'s counters adds
+/// it to them in the same write (one call instead of three, and counted exactly when the turn lands). A store that
+/// does not keep them leaves it, and the turn is counted through `ledger` as any turn not stored.
+#[derive(Clone, Copy)]
+pub struct UsageCharge<'a> {
+    /// The ledger the turn would otherwise be counted in: the store charges only counters it knows to be these.
+    pub ledger: &'a dyn UsageLedger,
+    pub periods: &'a Periods,
+    pub spent: &'a UsageTotals,
+}
+
+/// Whether a store's write of a turn added its [`UsageCharge`] to the counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum Charged {
+    /// With the turn, in the same write: the turn must not be counted again.
+    WithTurn,
+    /// Not charged (a store without the counters, or a write too large to carry them): the caller counts the turn
+    /// through its ledger.
+    No,
 }
 
 /// Which limit refused a turn.
