@@ -10,12 +10,16 @@
 //!
 //! The adds are sent once, never retried: an add whose answer was lost may have landed, and adding it again would
 //! count a turn twice. A lost add leaves the counter short by one turn (logged), which a quota can bear.
+//!
+//! A stored turn's spending is added in the turn's own transaction instead ([`turn_counter_updates`], the same
+//! adds), when the store writes to this table: one write per turn, whose fate (retried after a lost race, read back
+//! when its answer is lost) the counters share.
 
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::retry::RetryConfig;
-use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
+use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, Update};
 use chat_core::{
     LimitOverrides, PeriodUsage, Periods, StoreError, TokenUsage, UsageFuture, UsageLedger,
     UsageSnapshot, UsageTotals,
@@ -209,26 +213,14 @@ impl DynamoUsage {
         adds: &[(&str, AttributeValue)],
         expires_at: i64,
     ) -> Result<(), StoreError> {
-        let mut expression = String::from("ADD ");
-        let mut update = self
-            .client
+        let add = CounterAdd::new(adds, expires_at);
+        self.client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(key(owner, &sk)));
-        for (i, (name, value)) in adds.iter().enumerate() {
-            if i > 0 {
-                expression.push_str(", ");
-            }
-            expression.push_str(&format!("#a{i} :a{i}"));
-            update = update
-                .expression_attribute_names(format!("#a{i}"), *name)
-                .expression_attribute_values(format!(":a{i}"), value.clone());
-        }
-        expression.push_str(" SET #exp = if_not_exists(#exp, :exp)");
-        update
-            .update_expression(expression)
-            .expression_attribute_names("#exp", EXPIRES_AT)
-            .expression_attribute_values(":exp", n(expires_at))
+            .set_key(Some(key(owner, &sk)))
+            .update_expression(add.expression)
+            .set_expression_attribute_names(Some(add.names))
+            .set_expression_attribute_values(Some(add.values))
             .customize()
             .config_override(
                 aws_sdk_dynamodb::config::Builder::default().retry_config(RetryConfig::disabled()),
@@ -261,25 +253,108 @@ impl UsageLedger for DynamoUsage {
         spent: &'a UsageTotals,
     ) -> UsageFuture<'a, ()> {
         Box::pin(async move {
-            let t = &spent.tokens;
-            let mut adds = vec![
-                ("inputTokens", n(t.input_tokens)),
-                ("outputTokens", n(t.output_tokens)),
-                ("totalTokens", n(t.total_tokens)),
-                ("cacheReadInputTokens", n(t.cache_read_input_tokens)),
-                ("cacheWriteInputTokens", n(t.cache_write_input_tokens)),
-                ("turns", n(1)),
-            ];
-            if let Some(cost) = spent.cost_usd {
-                adds.push(("costUsd", n(cost)));
-            }
-            let now = periods.now.unix_timestamp();
+            let adds = turn_adds(spent);
+            let [(day, day_expires), (month, month_expires)] = turn_counters(periods);
             let (day, month) = futures_util::future::join(
-                self.add(owner, day_sk(periods), &adds, now + DAY_KEPT_SECONDS),
-                self.add(owner, month_sk(periods), &adds, now + MONTH_KEPT_SECONDS),
+                self.add(owner, day, &adds, day_expires),
+                self.add(owner, month, &adds, month_expires),
             )
             .await;
             day.and(month)
         })
     }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+}
+
+impl DynamoUsage {
+    /// Whether this ledger's counters are items of `table`: then a store writing to that table can add a turn's
+    /// spending to them in the turn's own transaction ([`turn_counter_updates`]).
+    pub(crate) fn counts_in(&self, table: &str) -> bool {
+        self.table == table
+    }
+}
+
+/// What a turn adds to each of its period's counters: its tokens, its cost when known, and one turn.
+fn turn_adds(spent: &UsageTotals) -> Vec<(&'static str, AttributeValue)> {
+    let t = &spent.tokens;
+    let mut adds = vec![
+        ("inputTokens", n(t.input_tokens)),
+        ("outputTokens", n(t.output_tokens)),
+        ("totalTokens", n(t.total_tokens)),
+        ("cacheReadInputTokens", n(t.cache_read_input_tokens)),
+        ("cacheWriteInputTokens", n(t.cache_write_input_tokens)),
+        ("turns", n(1)),
+    ];
+    if let Some(cost) = spent.cost_usd {
+        adds.push(("costUsd", n(cost)));
+    }
+    adds
+}
+
+/// The counters a turn adds to (the day's and the month's), each with the expiry it gets when the add creates it.
+fn turn_counters(periods: &Periods) -> [(String, i64); 2] {
+    let now = periods.now.unix_timestamp();
+    [
+        (day_sk(periods), now + DAY_KEPT_SECONDS),
+        (month_sk(periods), now + MONTH_KEPT_SECONDS),
+    ]
+}
+
+/// An atomic add to a counter item, as an update expression: `ADD` each attribute, and set the item's expiry
+/// when the add creates it. The same for a ledger's own `UpdateItem` and for a turn's transaction.
+struct CounterAdd {
+    expression: String,
+    names: HashMap<String, String>,
+    values: HashMap<String, AttributeValue>,
+}
+
+impl CounterAdd {
+    fn new(adds: &[(&str, AttributeValue)], expires_at: i64) -> Self {
+        let mut terms = Vec::with_capacity(adds.len());
+        let mut names = HashMap::from([("#exp".to_string(), EXPIRES_AT.to_string())]);
+        let mut values = HashMap::from([(":exp".to_string(), n(expires_at))]);
+        for (i, (name, value)) in adds.iter().enumerate() {
+            terms.push(format!("#a{i} :a{i}"));
+            names.insert(format!("#a{i}"), name.to_string());
+            values.insert(format!(":a{i}"), value.clone());
+        }
+        Self {
+            expression: format!(
+                "ADD {} SET #exp = if_not_exists(#exp, :exp)",
+                terms.join(", ")
+            ),
+            names,
+            values,
+        }
+    }
+}
+
+/// The updates that add what a turn `spent` to `owner`'s day and month counters in `table`, for the transaction
+/// that stores the turn: the same items, attributes and expiry as [`UsageLedger::record`] adds, so that the
+/// counters read the same whichever way a turn was counted. In the turn's transaction they land exactly when the
+/// turn does (retried with it after a lost race, never again once it is read back as landed).
+pub(crate) fn turn_counter_updates(
+    table: &str,
+    owner: &str,
+    periods: &Periods,
+    spent: &UsageTotals,
+) -> Vec<Update> {
+    let adds = turn_adds(spent);
+    turn_counters(periods)
+        .into_iter()
+        .map(|(sk, expires_at)| {
+            let add = CounterAdd::new(&adds, expires_at);
+            Update::builder()
+                .table_name(table)
+                .set_key(Some(key(owner, &sk)))
+                .update_expression(add.expression)
+                .set_expression_attribute_names(Some(add.names))
+                .set_expression_attribute_values(Some(add.values))
+                .build()
+                .expect("an update has its table, key and expression")
+        })
+        .collect()
 }

@@ -9,7 +9,8 @@
 //!   item); [`pages`]: its messages in pages; [`list`]: the list index.
 //! - [`write`]: transactions, version guards and the commit; [`errors`]: what a failed call means;
 //!   [`idempotency`]: write tokens and the read-back of a write whose answer was lost.
-//! - [`save`]: new chats and appends; [`rewrite`]: rewrites, replaces and deletes.
+//! - [`save`]: new chats and appends (a turn's with its usage counters, when they fit its one transaction);
+//!   [`rewrite`]: rewrites, replaces and deletes.
 //!
 //! Items are read and written as serde structs ([`serde_dynamo`]) in the attribute names and types the table has
 //! always had, so that chats written before read back the same.
@@ -29,10 +30,11 @@ mod write;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::Update;
 use aws_smithy_types::timeout::TimeoutConfig;
 use chat_core::{
-    ChatMode, ChatRecord, HistoryBudget, LoadedChat, Page, ReadMark, SessionStore, StoreError,
-    StoreTimeouts, StoredMessage, UsageTotals,
+    Charged, ChatMode, ChatRecord, HistoryBudget, LoadedChat, Page, ReadMark, SessionStore,
+    StoreError, StoreTimeouts, StoredMessage, UsageCharge, UsageTotals,
 };
 
 pub(crate) use errors::failed;
@@ -75,9 +77,28 @@ impl DynamoStore {
         Self::new(Client::from_conf(client_config), table, ttl_days)
     }
 
-    /// The per-user usage counters, in this store's table (through the same client).
+    /// The per-user usage counters, in this store's table (through the same client). A turn this store writes for
+    /// a service counting in this ledger adds its spending to them in its own transaction
+    /// ([`SessionStore::append_after_charging`]).
     pub fn usage_ledger(&self) -> crate::DynamoUsage {
         crate::DynamoUsage::new(self.client.clone(), &self.table)
+    }
+
+    /// The updates that add `charge` to `owner`'s counters in a turn's transaction, when its ledger counts in this
+    /// table; `None` when it counts elsewhere (another table, or not DynamoDB), where this store cannot add it.
+    fn counter_updates(
+        &self,
+        owner: &str,
+        charge: Option<&UsageCharge<'_>>,
+    ) -> Option<Vec<Update>> {
+        let charge = charge?;
+        let ledger = charge
+            .ledger
+            .as_any()?
+            .downcast_ref::<crate::DynamoUsage>()?;
+        ledger.counts_in(&self.table).then(|| {
+            crate::usage::turn_counter_updates(&self.table, owner, charge.periods, charge.spent)
+        })
     }
 }
 
@@ -108,7 +129,23 @@ impl SessionStore for DynamoStore {
         spent: &UsageTotals,
     ) -> Result<ChatRecord, StoreError> {
         let read = mark.and_then(|m| m.get::<chat::Meta>()).cloned();
-        self.append_as_of(owner, chat_id, read, messages, Some(spent))
+        let (record, _) = self
+            .append_as_of(owner, chat_id, read, messages, Some(spent), None)
+            .await?;
+        Ok(record)
+    }
+
+    async fn append_after_charging(
+        &self,
+        owner: &str,
+        chat_id: &str,
+        mark: Option<&ReadMark>,
+        messages: &[StoredMessage],
+        spent: &UsageTotals,
+        charge: &UsageCharge<'_>,
+    ) -> Result<(ChatRecord, Charged), StoreError> {
+        let read = mark.and_then(|m| m.get::<chat::Meta>()).cloned();
+        self.append_as_of(owner, chat_id, read, messages, Some(spent), Some(charge))
             .await
     }
 
@@ -130,7 +167,18 @@ impl SessionStore for DynamoStore {
         chat: &ChatRecord,
         messages: &[StoredMessage],
     ) -> Result<ChatRecord, StoreError> {
-        self.create_chat(owner, chat, messages).await
+        let (record, _) = self.create_chat(owner, chat, messages, None).await?;
+        Ok(record)
+    }
+
+    async fn create_charging(
+        &self,
+        owner: &str,
+        chat: &ChatRecord,
+        messages: &[StoredMessage],
+        charge: &UsageCharge<'_>,
+    ) -> Result<(ChatRecord, Charged), StoreError> {
+        self.create_chat(owner, chat, messages, Some(charge)).await
     }
 
     async fn append(
@@ -139,8 +187,10 @@ impl SessionStore for DynamoStore {
         chat_id: &str,
         messages: &[StoredMessage],
     ) -> Result<ChatRecord, StoreError> {
-        self.append_as_of(owner, chat_id, None, messages, None)
-            .await
+        let (record, _) = self
+            .append_as_of(owner, chat_id, None, messages, None, None)
+            .await?;
+        Ok(record)
     }
 
     async fn replace(

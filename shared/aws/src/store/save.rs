@@ -1,9 +1,13 @@
 //! The writes that add to the table: a new chat (its item and first messages, landing only if no chat has its
 //! key) and messages appended to a chat (as of the turn's own read of it, and read again only when the write lost a
-//! race), each read back when its outcome is unknown.
+//! race), each read back when its outcome is unknown; a turn's with its usage counters in the same transaction.
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use aws_sdk_dynamodb::types::{ConditionCheck, Put, TransactWriteItem};
-use chat_core::{ChatRecord, StoreError, StoredMessage, UsageTotals, is_chat_id};
+use chat_core::{
+    Charged, ChatRecord, StoreError, StoredMessage, UsageCharge, UsageTotals, is_chat_id,
+};
 
 use super::DynamoStore;
 use super::chat::{ChatItem, Meta, preview, spending, tokens_of};
@@ -11,17 +15,19 @@ use super::errors::WriteError;
 use super::idempotency::new_token;
 use super::keys::{META, chat_pk, new_generation, now_unix, s};
 use super::messages::messages_items;
-use super::write::{Change, fits_one_transaction};
+use super::write::{Change, fits_one_transaction, fits_one_transaction_with};
 use crate::table::{PARTITION_KEY, SORT_KEY};
 
 impl DynamoStore {
-    /// A new chat with `messages`, unless one with its id exists.
+    /// A new chat with `messages`, unless one with its id exists; with `charge` added to its owner's counters in
+    /// the same transaction when the ledger counts in this table and everything fits one transaction.
     pub(super) async fn create_chat(
         &self,
         owner: &str,
         chat: &ChatRecord,
         messages: &[StoredMessage],
-    ) -> Result<ChatRecord, StoreError> {
+        charge: Option<&UsageCharge<'_>>,
+    ) -> Result<(ChatRecord, Charged), StoreError> {
         if !is_chat_id(&chat.id) {
             return Err(StoreError::Failed(format!(
                 "{:?} is not a chat id",
@@ -49,6 +55,10 @@ impl DynamoStore {
             tokens_of(messages),
         );
         let puts = messages_items(&pk, &generation, 0, messages, expires_at);
+        let counters = self
+            .counter_updates(owner, charge)
+            .filter(|c| fits_one_transaction_with(&puts, c.len()));
+        let charged = charged_if(counters.is_some());
         let guard = ConditionCheck::builder()
             .table_name(&self.table)
             .key(PARTITION_KEY, s(&pk))
@@ -68,13 +78,17 @@ impl DynamoStore {
                     .expect("a put has its table and item"),
             )
             .build();
-        match self.write(puts, guard, commit).await {
-            Ok(()) => Ok(record),
+        match self
+            .write_with(puts, guard, commit, counters.unwrap_or_default())
+            .await
+        {
+            Ok(()) => Ok((record, charged)),
             Err(WriteError::Race { commit: false }) => Err(StoreError::AlreadyExists),
             Err(WriteError::Failed(e)) => Err(e),
-            // The chat may exist because this very write made it, its answer lost: read back.
+            // The chat may exist because this very write made it, its answer lost: read back. The counters landed
+            // with it, or not at all.
             Err(failure) => match self.landed(owner, &chat.id, &token).await? {
-                Some(meta) => Ok(meta.record),
+                Some(meta) => Ok((meta.record, charged)),
                 None => match failure {
                     WriteError::Unknown(e) => Err(e),
                     _ => Err(StoreError::AlreadyExists),
@@ -85,6 +99,9 @@ impl DynamoStore {
 
     /// Appends `messages` as of the chat item `read` (a turn's own read), or as of a fresh read of it. Only when
     /// the write loses a race (or the messages need a rewrite of the whole chat) is the chat item read again.
+    /// `charge` goes in the same transaction as the messages when the ledger counts in this table and they fit
+    /// one transaction (not in a rewrite, which may take several): every attempt carries it, so it lands exactly
+    /// when the turn does.
     pub(super) async fn append_as_of(
         &self,
         owner: &str,
@@ -92,13 +109,18 @@ impl DynamoStore {
         read: Option<Meta>,
         messages: &[StoredMessage],
         spent: Option<&UsageTotals>,
-    ) -> Result<ChatRecord, StoreError> {
+        charge: Option<&UsageCharge<'_>>,
+    ) -> Result<(ChatRecord, Charged), StoreError> {
         let pk = chat_pk(owner, chat_id);
         // Messages' times are display text (`10:15 AM`); the chat's own time is RFC 3339, as lists sort by it.
         let now = crate::now_millis();
         // One token for every attempt: an attempt whose answer was lost is found by the next one's read.
         let token = new_token();
         let read = std::sync::Mutex::new(read);
+        // Whether an attempt carried the counters. Attempts write the same items but for their keys, so they carry
+        // the counters all or none: one found landed by its token (its answer lost) carried them if this says so.
+        let carried = AtomicBool::new(false);
+        let landed_charged = || charged_if(carried.load(Ordering::Relaxed));
         self.retrying(|| async {
             let earlier = read.lock().expect("never poisoned").take();
             let meta = match earlier {
@@ -107,7 +129,7 @@ impl DynamoStore {
             };
             if meta.writes.contains(&token) {
                 // An earlier attempt landed, though its answer said otherwise or never came.
-                return Ok(Some(meta.record));
+                return Ok(Some((meta.record, landed_charged())));
             }
             let start = meta.record.message_count;
             let puts = messages_items(&pk, &meta.generation, start, messages, meta.expires_at);
@@ -115,7 +137,7 @@ impl DynamoStore {
                 // Too much for one transaction: the chat is rewritten whole into a new generation, so that no
                 // other writer's items can mix with these.
                 let old = self.load_generation(&pk, &meta).await?;
-                return self
+                let rewritten = self
                     .rewrite(
                         owner,
                         &meta,
@@ -124,8 +146,16 @@ impl DynamoStore {
                         &token,
                         spent,
                     )
-                    .await;
+                    .await?;
+                return Ok(rewritten.map(|record| (record, Charged::No)));
             }
+            let counters = self
+                .counter_updates(owner, charge)
+                .filter(|c| fits_one_transaction_with(&puts, c.len()));
+            if counters.is_some() {
+                carried.store(true, Ordering::Relaxed);
+            }
+            let charged = charged_if(counters.is_some());
             let last_message = messages
                 .last()
                 .map(|m| preview(&m.content))
@@ -144,28 +174,41 @@ impl DynamoStore {
                     history_tokens: meta.history_tokens.map(|t| t + tokens_of(messages)),
                 },
             );
+            let guard = self.version_guard(&pk, meta.version);
             match self
-                .write(puts, self.version_guard(&pk, meta.version), commit)
+                .write_with(puts, guard, commit, counters.unwrap_or_default())
                 .await
             {
-                Ok(()) => Ok(Some(spending(
-                    ChatRecord {
-                        last_updated: now.clone(),
-                        last_message,
-                        message_count: count,
-                        ..meta.record
-                    },
-                    spent,
+                Ok(()) => Ok(Some((
+                    spending(
+                        ChatRecord {
+                            last_updated: now.clone(),
+                            last_message,
+                            message_count: count,
+                            ..meta.record
+                        },
+                        spent,
+                    ),
+                    charged,
                 ))),
                 // Lost, or this write's own earlier attempt won: the next round's read tells.
                 Err(WriteError::Race { .. }) => Ok(None),
                 Err(WriteError::Failed(e)) => Err(e),
                 Err(WriteError::Unknown(e)) => match self.landed(owner, chat_id, &token).await? {
-                    Some(now_meta) => Ok(Some(now_meta.record)),
+                    Some(now_meta) => Ok(Some((now_meta.record, landed_charged()))),
                     None => Err(e),
                 },
             }
         })
         .await
+    }
+}
+
+/// [`Charged::WithTurn`] when the write carried the counters.
+fn charged_if(carried: bool) -> Charged {
+    if carried {
+        Charged::WithTurn
+    } else {
+        Charged::No
     }
 }

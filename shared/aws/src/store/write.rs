@@ -75,7 +75,13 @@ fn transactions(items: Vec<Item>) -> Vec<Vec<Item>> {
 
 /// Whether `items` go in one transaction, with the commit.
 pub(super) fn fits_one_transaction(items: &[Item]) -> bool {
-    items.len() < TRANSACTION_LIMIT
+    fits_one_transaction_with(items, 0)
+}
+
+/// Whether `items` go in one transaction with the commit and `alongside` more small updates (a turn's usage
+/// counters, a few hundred bytes each, within [`TRANSACTION_BYTES`]' room).
+pub(super) fn fits_one_transaction_with(items: &[Item], alongside: usize) -> bool {
+    items.len() + 1 + alongside <= TRANSACTION_LIMIT
         && items.iter().map(item_size).sum::<usize>() <= TRANSACTION_BYTES
 }
 
@@ -88,6 +94,19 @@ impl DynamoStore {
         puts: Vec<Item>,
         guard: ConditionCheck,
         commit: TransactWriteItem,
+    ) -> Result<(), WriteError> {
+        self.write_with(puts, guard, commit, Vec::new()).await
+    }
+
+    /// [`Self::write`], with `alongside` in the commit's transaction: updates that land exactly when the commit
+    /// does (a turn's usage counters). The caller keeps them to writes that fit one transaction
+    /// ([`fits_one_transaction_with`]), so that they land with the whole write, not only with its last part.
+    pub(super) async fn write_with(
+        &self,
+        puts: Vec<Item>,
+        guard: ConditionCheck,
+        commit: TransactWriteItem,
+        alongside: Vec<Update>,
     ) -> Result<(), WriteError> {
         let put = |item: Item| {
             TransactWriteItem::builder()
@@ -102,17 +121,31 @@ impl DynamoStore {
         };
         let chunks = transactions(puts);
         let last = chunks.len() - 1;
+        debug_assert!(
+            alongside.is_empty() || last == 0,
+            "updates alongside a split write"
+        );
+        let mut alongside = Some(alongside);
         let mut commit = Some(commit);
         for (i, chunk) in chunks.into_iter().enumerate() {
             let is_commit = i == last;
             let mut items: Vec<TransactWriteItem> = chunk.into_iter().map(put).collect();
-            items.push(if is_commit {
-                commit.take().expect("one commit, in the last transaction")
+            if is_commit {
+                items.push(commit.take().expect("one commit, in the last transaction"));
+                items.extend(
+                    alongside
+                        .take()
+                        .into_iter()
+                        .flatten()
+                        .map(|update| TransactWriteItem::builder().update(update).build()),
+                );
             } else {
-                TransactWriteItem::builder()
-                    .condition_check(guard.clone())
-                    .build()
-            });
+                items.push(
+                    TransactWriteItem::builder()
+                        .condition_check(guard.clone())
+                        .build(),
+                );
+            }
             if let Err(e) = self
                 .client
                 .transact_write_items()
