@@ -9,7 +9,7 @@
 //! | the operator's limits for the user | `USAGE#{owner}` | `LIMITS` | `tokensPerDay`, `tokensPerMonth`, `costPerDay`, `costPerMonth`, `ratePerMinute` |
 //!
 //! The adds are sent once, never retried: an add whose answer was lost may have landed, and adding it again would
-//! count a turn twice. A lost add leaves the counter short by one turn (logged), which a quota can bear.
+//! count a turn twice (only an add DynamoDB refused, as a turn's transaction held its item, is sent again). A lost add leaves the counter short by one turn (logged), which a quota can bear.
 //!
 //! A stored turn's spending is added in the turn's own transaction instead ([`turn_counter_updates`], the same
 //! adds), when the store writes to this table: one write per turn, whose fate (retried after a lost race, read back
@@ -19,6 +19,7 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::retry::RetryConfig;
+use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, Update};
 use chat_core::{
     LimitOverrides, PeriodUsage, Periods, StoreError, TokenUsage, UsageFuture, UsageLedger,
@@ -37,6 +38,9 @@ type Item = HashMap<String, AttributeValue>;
 const DAY_KEPT_SECONDS: i64 = 2 * 86_400;
 const MONTH_KEPT_SECONDS: i64 = 400 * 86_400;
 const MINUTE_KEPT_SECONDS: i64 = 3_600;
+
+/// How often an add refused because a turn's transaction held its item is sent (it was not applied).
+const CONFLICT_ATTEMPTS: u32 = 4;
 
 /// A user's counters in one DynamoDB table.
 #[derive(Clone)]
@@ -214,22 +218,40 @@ impl DynamoUsage {
         expires_at: i64,
     ) -> Result<(), StoreError> {
         let add = CounterAdd::new(adds, expires_at);
-        self.client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(key(owner, &sk)))
-            .update_expression(add.expression)
-            .set_expression_attribute_names(Some(add.names))
-            .set_expression_attribute_values(Some(add.values))
-            .customize()
-            .config_override(
-                aws_sdk_dynamodb::config::Builder::default().retry_config(RetryConfig::disabled()),
-            )
-            .send()
-            .instrument(tracing::info_span!("store.usage.update_item"))
-            .await
-            .map_err(failed)?;
-        Ok(())
+        let mut attempt = 1;
+        loop {
+            let sent = self
+                .client
+                .update_item()
+                .table_name(&self.table)
+                .set_key(Some(key(owner, &sk)))
+                .update_expression(add.expression.clone())
+                .set_expression_attribute_names(Some(add.names.clone()))
+                .set_expression_attribute_values(Some(add.values.clone()))
+                .customize()
+                .config_override(
+                    aws_sdk_dynamodb::config::Builder::default()
+                        .retry_config(RetryConfig::disabled()),
+                )
+                .send()
+                .instrument(tracing::info_span!("store.usage.update_item"))
+                .await;
+            match sent {
+                Ok(_) => return Ok(()),
+                // A turn's transaction held the item (turns add to these counters in their own transactions): the
+                // add was refused, not applied, so sending it again cannot count it twice.
+                Err(e)
+                    if attempt < CONFLICT_ATTEMPTS
+                        && e.as_service_error().and_then(|s| s.code())
+                            == Some("TransactionConflictException") =>
+                {
+                    attempt += 1;
+                    let wait = fastrand::u64(5..=25);
+                    tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+                }
+                Err(e) => return Err(failed(e)),
+            }
+        }
     }
 }
 
