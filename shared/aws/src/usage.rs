@@ -46,6 +46,9 @@ const CONFLICT_ATTEMPTS: u32 = 4;
 #[derive(Clone)]
 pub struct DynamoUsage {
     client: Client,
+    /// The same client without retries, for the adds (sent once: see the module's notes), built once here rather
+    /// than overridden on every add, which cost each add a new set of the client's runtime components.
+    unretried: Client,
     table: String,
 }
 
@@ -140,8 +143,16 @@ fn read_item<T: Default + for<'de> Deserialize<'de>>(item: Option<&Item>, what: 
 
 impl DynamoUsage {
     pub fn new(client: Client, table: &str) -> Self {
+        let unretried = Client::from_conf(
+            client
+                .config()
+                .to_builder()
+                .retry_config(RetryConfig::disabled())
+                .build(),
+        );
         Self {
             client,
+            unretried,
             table: table.to_string(),
         }
     }
@@ -221,18 +232,13 @@ impl DynamoUsage {
         let mut attempt = 1;
         loop {
             let sent = self
-                .client
+                .unretried
                 .update_item()
                 .table_name(&self.table)
                 .set_key(Some(key(owner, &sk)))
                 .update_expression(add.expression.clone())
                 .set_expression_attribute_names(Some(add.names.clone()))
                 .set_expression_attribute_values(Some(add.values.clone()))
-                .customize()
-                .config_override(
-                    aws_sdk_dynamodb::config::Builder::default()
-                        .retry_config(RetryConfig::disabled()),
-                )
                 .send()
                 .instrument(tracing::info_span!("store.usage.update_item"))
                 .await;
