@@ -133,10 +133,24 @@ impl<'a> Backwards<'a> {
         .clamp(8, 1000) as i32
     }
 
-    /// The messages read, oldest first.
-    fn finish(mut self) -> Vec<StoredMessage> {
-        self.messages.reverse();
-        self.messages
+    /// Takes `items`, read backwards, until the read ends: `None` while it needs more, else what it read (the
+    /// messages, oldest first; `None` when one it counts is missing).
+    fn take_all(
+        &mut self,
+        items: impl IntoIterator<Item = Item>,
+    ) -> Option<Option<Vec<StoredMessage>>> {
+        for item in items {
+            match self.take(item) {
+                Step::More => {}
+                Step::Done => {
+                    let mut messages = std::mem::take(&mut self.messages);
+                    messages.reverse();
+                    return Some(Some(messages));
+                }
+                Step::Missing => return Some(None),
+            }
+        }
+        None
     }
 }
 
@@ -349,18 +363,9 @@ impl DynamoStore {
         let mut read = Backwards::new(meta, budget);
         let mut start: Option<Item> = None;
         if sorts_before_meta(generation) {
-            for item in head.items {
-                match read.take(item) {
-                    Step::More => {}
-                    Step::Done => {
-                        newest.messages = Some(read.finish());
-                        return Ok(newest);
-                    }
-                    Step::Missing => {
-                        newest.messages = None;
-                        return Ok(newest);
-                    }
-                }
+            if let Some(messages) = read.take_all(head.items) {
+                newest.messages = messages;
+                return Ok(newest);
             }
             // The first query ran out before the budget or the first message did: read on from where it stopped,
             // or else some were missing.
@@ -389,18 +394,9 @@ impl DynamoStore {
                 .await
                 .map_err(failed)?;
             newest.items_read += out.items().len() as u64;
-            for item in out.items.unwrap_or_default() {
-                match read.take(item) {
-                    Step::More => {}
-                    Step::Done => {
-                        newest.messages = Some(read.finish());
-                        return Ok(newest);
-                    }
-                    Step::Missing => {
-                        newest.messages = None;
-                        return Ok(newest);
-                    }
-                }
+            if let Some(messages) = read.take_all(out.items.unwrap_or_default()) {
+                newest.messages = messages;
+                return Ok(newest);
             }
             match out.last_evaluated_key {
                 Some(key) if !key.is_empty() => start = Some(key),
