@@ -1,9 +1,10 @@
 //! `make bench`: the release functions measured, printing tables.
 //!
-//! As Lambda runs them (the Runtime API emulator of this crate, the local Bedrock server, moto), each twice in one
-//! run: as they were before the relay work ("before": a multi-threaded tokio runtime, Nagle's algorithm on the
-//! Runtime API connection, through the bench-only switches `CHAT_RUNTIME_FLAVOR` and `CHAT_TCP_NODELAY`) and as
-//! they are:
+//! As Lambda runs them (the Runtime API emulator of this crate, the local Bedrock server, moto behind a proxy that
+//! keeps the functions' connections open as DynamoDB does, where moto's own server closes each after one answer),
+//! each twice in one run: as they were before the relay work ("before": a multi-threaded tokio runtime, Nagle's
+//! algorithm on the Runtime API connection, through the bench-only switches `CHAT_RUNTIME_FLAVOR` and
+//! `CHAT_TCP_NODELAY`) and as they are:
 //!
 //! - the relay: streamed lines' delay from the local Bedrock server's sending of a delta to the emulator's receipt
 //!   of its line (30 deltas 20 ms apart per stream, 30 streams), p50/p99, and the first byte of an unpaced stream
@@ -29,6 +30,7 @@ use std::time::{Duration, Instant};
 use bench::{Emulator, EmulatorOptions, Function, Invocation, function_url_event, quantile};
 use local_bedrock::{LocalBedrock, Operation};
 use local_dynamodb::LocalDynamo;
+use local_dynamodb::fault_proxy::FaultProxy;
 use serde_json::{Value, json};
 
 /// The targets of issue 17 for the streamed relay.
@@ -101,14 +103,8 @@ impl World {
     }
 
     /// `binary` of `variant` under a new emulator, storing in `table` of `dynamo`.
-    async fn start(
-        &self,
-        binary: &str,
-        variant: &Variant,
-        dynamo: &LocalDynamo,
-        table: &str,
-    ) -> Running {
-        let dynamo_url = dynamo.endpoint();
+    async fn start(&self, binary: &str, variant: &Variant, dynamo: &Store, table: &str) -> Running {
+        let dynamo_url = dynamo.url();
         let emulator = Emulator::start(EmulatorOptions::default())
             .await
             .expect("the emulator starts");
@@ -117,6 +113,34 @@ impl World {
         let function = Function::spawn(&self.binaries.join(binary), &emulator, &env, true)
             .unwrap_or_else(|e| panic!("cannot start {binary}: {e}"));
         Running { emulator, function }
+    }
+}
+
+/// A moto server as the functions see it: through a proxy that keeps their connections open, as DynamoDB does
+/// (moto's server closes each after one answer, which would make every call a new connection's, and its cost the
+/// function's CPU).
+struct Store {
+    moto: LocalDynamo,
+    front: FaultProxy,
+}
+
+impl Store {
+    async fn start() -> Self {
+        let moto = LocalDynamo::start(None).unwrap_or_else(|e| panic!("{e}"));
+        let front = FaultProxy::start_keeping_alive(&moto.endpoint())
+            .await
+            .expect("the proxy starts");
+        Store { moto, front }
+    }
+
+    /// The endpoint the functions are given.
+    fn url(&self) -> String {
+        self.front.endpoint()
+    }
+
+    /// A new table's name.
+    async fn fresh_table(&self) -> String {
+        self.moto.fresh_table().await.1
     }
 }
 
@@ -227,8 +251,8 @@ struct Relay {
     first_byte_ms: Vec<f64>,
 }
 
-async fn relay(world: &World, variant: &Variant, dynamo: &LocalDynamo, streams: usize) -> Relay {
-    let (_, table) = dynamo.fresh_table().await;
+async fn relay(world: &World, variant: &Variant, dynamo: &Store, streams: usize) -> Relay {
+    let table = dynamo.fresh_table().await;
     let running = world.start("chat-stream", variant, dynamo, &table).await;
     let stream = |text: String| {
         let running = &running;
@@ -309,15 +333,9 @@ const BATCH: usize = 25;
 
 /// One batch of `n` requests of each kind, each kind in its own new process and table: moto copies the whole
 /// table for every transaction (for its rollback), so a large table would make the run crawl.
-async fn cpu_batch(
-    world: &World,
-    variant: &Variant,
-    dynamo: &LocalDynamo,
-    n: usize,
-    cpu: &mut Cpu,
-) {
-    let (_, chats_table) = dynamo.fresh_table().await;
-    let (_, new_table) = dynamo.fresh_table().await;
+async fn cpu_batch(world: &World, variant: &Variant, dynamo: &Store, n: usize, cpu: &mut Cpu) {
+    let chats_table = dynamo.fresh_table().await;
+    let new_table = dynamo.fresh_table().await;
 
     // The history function stores the chats that `/chat` continues: each created, then given 20 messages.
     let history = world.start("history", variant, dynamo, &chats_table).await;
@@ -456,10 +474,10 @@ async fn main() {
         bedrock,
     };
     // A moto server for each variant: moto takes one request at a time, and the variants' batches run at once.
-    let dynamos: Vec<LocalDynamo> = VARIANTS
-        .iter()
-        .map(|_| LocalDynamo::start(None).unwrap_or_else(|e| panic!("{e}")))
-        .collect();
+    let mut dynamos: Vec<Store> = Vec::new();
+    for _ in VARIANTS {
+        dynamos.push(Store::start().await);
+    }
 
     // The relay's variants one after the other, so that neither's timing disturbs the other's.
     let mut relays = Vec::new();
@@ -493,8 +511,8 @@ async fn main() {
 
     // The figures of the functions as deployed ("after"): sizes, init, added latency, DynamoDB per turn.
     let sizes = measures::sizes(&world.binaries, &measures::workspace_root());
-    let (_, table) = dynamos[1].fresh_table().await;
-    let dynamo_url = dynamos[1].endpoint();
+    let table = dynamos[1].fresh_table().await;
+    let dynamo_url = dynamos[1].url();
     let env = world.env(&dynamo_url, &table);
     let starts = env_number("BENCH_STARTS", 21);
     let mut inits = Vec::new();
@@ -520,7 +538,7 @@ async fn main() {
         );
     }
     eprintln!("bench: latency: {:.1} s", started.elapsed().as_secs_f64());
-    let costs = measures::dynamodb_per_turn(&world.binaries, &env, &dynamos[1]).await;
+    let costs = measures::dynamodb_per_turn(&world.binaries, &env, &dynamos[1].moto).await;
 
     println!();
     let build = if cfg!(debug_assertions) {

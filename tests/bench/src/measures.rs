@@ -201,7 +201,8 @@ pub async fn dynamodb_per_turn(
     dynamo: &LocalDynamo,
 ) -> Vec<TurnCost> {
     let (_, table) = dynamo.fresh_table().await;
-    let proxy = FaultProxy::start(&dynamo.endpoint())
+    // Keeping the function's connections open, as DynamoDB does (see `Store` in main.rs).
+    let proxy = FaultProxy::start_keeping_alive(&dynamo.endpoint())
         .await
         .expect("the proxy starts");
     let proxy_url = proxy.endpoint();

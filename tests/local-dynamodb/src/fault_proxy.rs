@@ -55,6 +55,8 @@ impl Fault {
 /// What the connections share: the fault now in force and what was seen.
 struct Shared {
     upstream: SocketAddr,
+    /// Clients' connections outlive the server's ([`FaultProxy::start_keeping_alive`]).
+    keep_alive: bool,
     fault: Mutex<Fault>,
     dropped: AtomicU32,
     forwarded: Mutex<Vec<String>>,
@@ -104,6 +106,18 @@ pub struct FaultProxy {
 impl FaultProxy {
     /// Starts a proxy to the HTTP server at `upstream` (`http://127.0.0.1:port`), forwarding everything.
     pub async fn start(upstream: &str) -> io::Result<Self> {
+        Self::start_with(upstream, false).await
+    }
+
+    /// As [`FaultProxy::start`], but a client's connection stays open when the server closes its own: DynamoDB keeps
+    /// an SDK client's connections alive, where moto's server closes each after one answer (`Connection: close`),
+    /// so a client of moto would connect once per call. The proxy takes that header off the answer and connects to
+    /// the server again for the next request: the client sees a server that keeps its connections, as DynamoDB.
+    pub async fn start_keeping_alive(upstream: &str) -> io::Result<Self> {
+        Self::start_with(upstream, true).await
+    }
+
+    async fn start_with(upstream: &str, keep_alive: bool) -> io::Result<Self> {
         let upstream: SocketAddr = upstream
             .trim_start_matches("http://")
             .trim_end_matches('/')
@@ -113,6 +127,7 @@ impl FaultProxy {
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             upstream,
+            keep_alive,
             fault: Mutex::new(Fault::None),
             dropped: AtomicU32::new(0),
             forwarded: Mutex::new(Vec::new()),
@@ -282,9 +297,16 @@ async fn serve(
             read = read_message(up_in, Side::Response) => read?,
             _ = closing(&mut changes) => return Ok(()),
         };
-        let Some(response) = response else {
+        let Some(mut response) = response else {
             return Ok(());
         };
+        if header(&response.head, "connection").is_some_and(|v| v.eq_ignore_ascii_case("close")) {
+            // The server closes this connection: the next request goes on a new one.
+            upstream = None;
+            if shared.keep_alive && !response.until_close {
+                response.keep_open();
+            }
+        }
         if shared.take_drop(target.as_deref()) {
             // The server answered; the client hears nothing but the connection closing.
             return Ok(());
@@ -329,6 +351,29 @@ struct Message {
     bytes: Vec<u8>,
     /// The body ran to the end of the connection (no length, not chunked).
     until_close: bool,
+}
+
+impl Message {
+    /// Takes `Connection: close` off the head: the client may send its next request on this connection.
+    fn keep_open(&mut self) {
+        let body = self.bytes.split_off(self.head.len());
+        let head: Vec<u8> = self
+            .head
+            .split_inclusive(|b| *b == b'\n')
+            .filter(|line| {
+                let line = String::from_utf8_lossy(line);
+                !line.split_once(':').is_some_and(|(name, value)| {
+                    name.trim().eq_ignore_ascii_case("connection")
+                        && value.trim().eq_ignore_ascii_case("close")
+                })
+            })
+            .flatten()
+            .copied()
+            .collect();
+        self.head = head;
+        self.bytes = self.head.clone();
+        self.bytes.extend(body);
+    }
 }
 
 fn invalid(what: &str) -> io::Error {
