@@ -22,7 +22,7 @@ use chat_core::rfc3339_millis;
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 use tracing::field::{Field, Visit};
-use tracing::span::{Attributes, Id};
+use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Level, Metadata, Subscriber};
 use tracing_subscriber::Layer;
 use tracing_subscriber::filter::{LevelFilter, Targets, filter_fn};
@@ -117,7 +117,7 @@ pub fn init_logging() {
     });
     tracing_subscriber::registry()
         .with(filter)
-        .with(SpanStart)
+        .with(SpanNotes)
         // After the level asked, every line passes `may_write` (decided once per call site).
         .with(layer.with_filter(filter_fn(may_write)))
         .with(export)
@@ -192,16 +192,18 @@ where
         if let Some(scope) = ctx.event_scope() {
             for span in scope.from_root() {
                 let extensions = span.extensions();
-                let Some(fields) = extensions.get::<FormattedFields<JsonFields>>() else {
-                    continue;
-                };
-                if let Ok(Value::Object(map)) = serde_json::from_str::<Value>(fields) {
-                    for key in LIFTED {
-                        if let Some(v) = map.get(key) {
-                            line.insert(key.into(), lifted(key, v));
-                        }
+                // The ids as noted when they were recorded ([`SpanNotes`]): a line does not parse its spans' fields
+                // back from their JSON, several lines a request, several spans a line.
+                if let Some(ids) = extensions.get::<LiftedIds>() {
+                    for (key, value) in &ids.0 {
+                        line.insert((*key).into(), value.clone());
                     }
-                    if closing && event.parent() == Some(&span.id()) {
+                }
+                if closing && event.parent() == Some(&span.id()) {
+                    let Some(fields) = extensions.get::<FormattedFields<JsonFields>>() else {
+                        continue;
+                    };
+                    if let Ok(Value::Object(map)) = serde_json::from_str::<Value>(fields) {
                         let duration = extensions.get::<Started>().map(|s| s.0.elapsed());
                         closed = Some((map, duration));
                     }
@@ -244,16 +246,79 @@ fn lifted(key: &str, value: &Value) -> Value {
 /// When a span was created, for its close line's `duration_ms`.
 struct Started(Instant);
 
-/// Notes each span's creation ([`Started`]).
-struct SpanStart;
+/// The [`LIFTED`] fields a span holds, as a line shows them ([`lifted`]), noted once when they are recorded.
+#[derive(Default)]
+struct LiftedIds(Vec<(&'static str, Value)>);
 
-impl<S> Layer<S> for SpanStart
+impl LiftedIds {
+    fn note(&mut self, field: &Field, value: Value) {
+        let Some(key) = LIFTED.iter().find(|key| **key == field.name()) else {
+            return;
+        };
+        let value = lifted(key, &value);
+        match self.0.iter_mut().find(|(k, _)| k == key) {
+            Some((_, old)) => *old = value,
+            None => self.0.push((key, value)),
+        }
+    }
+}
+
+/// As [`Fields`] and tracing-subscriber's `JsonFields` record a value, for the lifted fields only.
+impl Visit for LiftedIds {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.note(field, value.into());
+    }
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.note(field, value.into());
+    }
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.note(field, value.into());
+    }
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.note(field, value.into());
+    }
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.note(field, value.into());
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        if LIFTED.contains(&field.name()) {
+            self.note(field, format!("{value:?}").into());
+        }
+    }
+}
+
+/// Notes each span's creation ([`Started`]) and the ids its lines carry ([`LiftedIds`]).
+struct SpanNotes;
+
+impl<S> Layer<S> for SpanNotes
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
-    fn on_new_span(&self, _attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
         if let Some(span) = ctx.span(id) {
-            span.extensions_mut().insert(Started(Instant::now()));
+            let mut ids = LiftedIds::default();
+            attrs.record(&mut ids);
+            let mut extensions = span.extensions_mut();
+            extensions.insert(Started(Instant::now()));
+            if !ids.0.is_empty() {
+                extensions.insert(ids);
+            }
+        }
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+        if let Some(span) = ctx.span(id) {
+            let mut extensions = span.extensions_mut();
+            match extensions.get_mut::<LiftedIds>() {
+                Some(ids) => values.record(ids),
+                None => {
+                    let mut ids = LiftedIds::default();
+                    values.record(&mut ids);
+                    if !ids.0.is_empty() {
+                        extensions.insert(ids);
+                    }
+                }
+            }
         }
     }
 }
@@ -304,7 +369,8 @@ mod tests {
     fn every_line_inside_an_invocation_carries_its_request_id() {
         let lines = Lines::default();
         let writer = lines.clone();
-        let subscriber = tracing_subscriber::registry().with(
+        // As init_logging composes them: the notes the formatter reads the ids from, then the lines.
+        let subscriber = tracing_subscriber::registry().with(SpanNotes).with(
             tracing_subscriber::fmt::layer()
                 .fmt_fields(JsonFields::new())
                 .event_format(LambdaJson)
@@ -341,10 +407,50 @@ mod tests {
     }
 
     #[test]
+    fn an_id_recorded_after_its_span_began_is_on_the_lines_written_after() {
+        let lines = Lines::default();
+        let writer = lines.clone();
+        let subscriber = tracing_subscriber::registry().with(SpanNotes).with(
+            tracing_subscriber::fmt::layer()
+                .fmt_fields(JsonFields::new())
+                .event_format(LambdaJson)
+                .with_writer(move || writer.clone()),
+        );
+        tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::info_span!(
+                "request",
+                requestId = "outer",
+                xrayTraceId = tracing::field::Empty
+            );
+            let _inside = span.enter();
+            tracing::info!("before");
+            span.record("requestId", "req-2");
+            span.record(
+                "xrayTraceId",
+                "Root=1-6740a000-0123456789abcdef01234567;Sampled=1",
+            );
+            tracing::info!("after");
+        });
+        let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+        let parsed: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(parsed.len(), 2, "{text}");
+        assert_eq!(parsed[0]["requestId"], "outer");
+        assert!(parsed[0].get("xrayTraceId").is_none(), "{text}");
+        assert_eq!(parsed[1]["requestId"], "req-2");
+        assert_eq!(
+            parsed[1]["xrayTraceId"],
+            "1-6740a000-0123456789abcdef01234567"
+        );
+    }
+
+    #[test]
     fn a_span_closes_in_one_line_with_its_fields_and_duration() {
         let lines = Lines::default();
         let writer = lines.clone();
-        let subscriber = tracing_subscriber::registry().with(SpanStart).with(
+        let subscriber = tracing_subscriber::registry().with(SpanNotes).with(
             tracing_subscriber::fmt::layer()
                 .with_span_events(FmtSpan::CLOSE)
                 .fmt_fields(JsonFields::new())
