@@ -30,6 +30,7 @@ mod write;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::StalledStreamProtectionConfig;
 use aws_sdk_dynamodb::types::Update;
 use aws_smithy_types::timeout::TimeoutConfig;
 use chat_core::{
@@ -73,6 +74,9 @@ impl DynamoStore {
                     .operation_timeout(timeouts.operation)
                     .build(),
             )
+            // Every call is bounded by the timeouts above, so the SDK's watch for a stalled body (a grace period of 5 s,
+            // longer than an attempt's 2 s by default) would only add its bookkeeping to every poll of every call.
+            .stalled_stream_protection(StalledStreamProtectionConfig::disabled())
             .build();
         Self::new(Client::from_conf(client_config), table, ttl_days)
     }
