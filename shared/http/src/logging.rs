@@ -365,18 +365,31 @@ mod tests {
         }
     }
 
-    #[test]
-    fn every_line_inside_an_invocation_carries_its_request_id() {
+    /// The JSON lines written while `write` runs, under the notes layer and the JSON lines as init_logging
+    /// composes them (the formatter reads the ids from the notes), with `span_events` as its span lines: the text,
+    /// and each line parsed.
+    fn json_lines(span_events: FmtSpan, write: impl FnOnce()) -> (String, Vec<Value>) {
         let lines = Lines::default();
         let writer = lines.clone();
-        // As init_logging composes them: the notes the formatter reads the ids from, then the lines.
         let subscriber = tracing_subscriber::registry().with(SpanNotes).with(
             tracing_subscriber::fmt::layer()
+                .with_span_events(span_events)
                 .fmt_fields(JsonFields::new())
                 .event_format(LambdaJson)
                 .with_writer(move || writer.clone()),
         );
-        tracing::subscriber::with_default(subscriber, || {
+        tracing::subscriber::with_default(subscriber, write);
+        let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+        let parsed = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        (text, parsed)
+    }
+
+    #[test]
+    fn every_line_inside_an_invocation_carries_its_request_id() {
+        let (text, parsed) = json_lines(FmtSpan::NONE, || {
             tracing::info!("before any request");
             let span = tracing::info_span!("Lambda runtime invoke", requestId = "req-1");
             let _inside = span.enter();
@@ -389,11 +402,6 @@ mod tests {
                 "model answered"
             );
         });
-        let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
-        let parsed: Vec<Value> = text
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
         assert_eq!(parsed.len(), 2, "{text}");
         assert!(parsed[0].get("requestId").is_none());
         let line = &parsed[1];
@@ -408,15 +416,7 @@ mod tests {
 
     #[test]
     fn an_id_recorded_after_its_span_began_is_on_the_lines_written_after() {
-        let lines = Lines::default();
-        let writer = lines.clone();
-        let subscriber = tracing_subscriber::registry().with(SpanNotes).with(
-            tracing_subscriber::fmt::layer()
-                .fmt_fields(JsonFields::new())
-                .event_format(LambdaJson)
-                .with_writer(move || writer.clone()),
-        );
-        tracing::subscriber::with_default(subscriber, || {
+        let (text, parsed) = json_lines(FmtSpan::NONE, || {
             let span = tracing::info_span!(
                 "request",
                 requestId = "outer",
@@ -431,11 +431,6 @@ mod tests {
             );
             tracing::info!("after");
         });
-        let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
-        let parsed: Vec<Value> = text
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
         assert_eq!(parsed.len(), 2, "{text}");
         assert_eq!(parsed[0]["requestId"], "outer");
         assert!(parsed[0].get("xrayTraceId").is_none(), "{text}");
@@ -448,16 +443,7 @@ mod tests {
 
     #[test]
     fn a_span_closes_in_one_line_with_its_fields_and_duration() {
-        let lines = Lines::default();
-        let writer = lines.clone();
-        let subscriber = tracing_subscriber::registry().with(SpanNotes).with(
-            tracing_subscriber::fmt::layer()
-                .with_span_events(FmtSpan::CLOSE)
-                .fmt_fields(JsonFields::new())
-                .event_format(LambdaJson)
-                .with_writer(move || writer.clone()),
-        );
-        tracing::subscriber::with_default(subscriber, || {
+        let (text, parsed) = json_lines(FmtSpan::CLOSE, || {
             // As the runtime records it: Lambda's whole trace header.
             let invocation = tracing::info_span!(
                 "Lambda runtime invoke",
@@ -479,11 +465,6 @@ mod tests {
             call.record("outcome", "ok");
             drop(call);
         });
-        let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
-        let parsed: Vec<Value> = text
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
         // The line inside, the call's close, the invocation's close.
         assert_eq!(parsed.len(), 3, "{text}");
         for line in &parsed {
