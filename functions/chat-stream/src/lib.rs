@@ -18,7 +18,7 @@ use chat_core::{
     Thought, ToolBounds, ToolSource, TurnEnd, TurnEvent, TurnInput, UsageLedger,
 };
 use chat_http::{
-    ApiError, Arrived, Auth, CallerAnd, ChatBackends, ChatEdgeState, ChatRequest, ChatUiRoute,
+    ApiError, Arrived, Auth, CallerAnd, ChatBackends, ChatEdgeState, ChatRequest, ChatUiRoute, Deadline,
     Config, ConfigError, Cors, EdgeState, FailureClass, FunctionService, TurnMeter, TurnOutcome,
     error_body, error_line, json_response, only,
 };
@@ -296,11 +296,12 @@ type AgentsRequest = Result<CallerAnd<ChatRequest<ChatUiRoute>>, ApiError>;
 async fn agents_stream<M: ChatModel + 'static, St: SessionStore + 'static>(
     State(app): AppState<M, St>,
     arrived: Arrived,
+    Deadline(deadline): Deadline,
     request: AgentsRequest,
 ) -> Result<Response, ApiError> {
     app.multi_agent(
         request,
-        true,
+        (true, deadline),
         app.meter("/multi-agent-chat/stream", arrived),
     )
     .await
@@ -309,13 +310,14 @@ async fn agents_stream<M: ChatModel + 'static, St: SessionStore + 'static>(
 async fn agents_bare<M: ChatModel + 'static, St: SessionStore + 'static>(
     State(app): AppState<M, St>,
     arrived: Arrived,
+    Deadline(deadline): Deadline,
     headers: HeaderMap,
     request: AgentsRequest,
 ) -> Result<Response, ApiError> {
     let as_events = wants_events(&headers);
     app.multi_agent(
         request,
-        as_events,
+        (as_events, deadline),
         app.meter("/multi-agent-chat/stream", arrived),
     )
     .await
@@ -347,11 +349,12 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> Shared<M, St> {
         TurnMeter::start_at(FUNCTION, route, &self.service.settings().model_id, at)
     }
 
-    /// A multi-agent round: as events, one per agent message, or answered whole.
+    /// A multi-agent round: as events, one per agent message, or answered whole; either way ended by `deadline`,
+    /// the function's own less room to answer.
     async fn multi_agent(
         &self,
         request: AgentsRequest,
-        as_events: bool,
+        (as_events, deadline): (bool, Option<tokio::time::Instant>),
         mut meter: TurnMeter,
     ) -> Result<Response, ApiError> {
         let started = async {
@@ -359,15 +362,25 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> Shared<M, St> {
             if !as_events {
                 let round = self
                     .service
-                    .whole_round(&caller, &self.agents, &input.turn)
+                    .whole_round_by(&caller, &self.agents, &input.turn, deadline)
                     .await?;
                 return Ok(AgentStart::Whole(Box::new(round)));
             }
             let mut round = self.service.agent_round(&caller, &input.turn).await?;
-            let first = self
+            if let Some(deadline) = deadline {
+                round.end_by(deadline);
+            }
+            let first = match self
                 .service
                 .next_agent_message(&self.agents, &input.turn, &mut round)
-                .await?;
+                .await
+            {
+                Ok(first) => first,
+                Err(e) => {
+                    round.close_unfinished().await;
+                    return Err(e.into());
+                }
+            };
             Ok(AgentStart::Events(Box::new(RoundInProgress {
                 caller,
                 input: input.turn,
@@ -501,7 +514,7 @@ async fn write_agents<M: ChatModel + 'static, St: SessionStore>(
             .is_err()
         {
             tracing::info!("the client went away; the round stops and is not stored");
-            service.count_unfinished(&caller, round.spent()).await;
+            round.close_unfinished().await;
             meter.finish(TurnOutcome::Abandoned);
             return;
         }
@@ -511,7 +524,7 @@ async fn write_agents<M: ChatModel + 'static, St: SessionStore>(
             Err(err) => {
                 let err = ApiError::from(err);
                 let _ = tx.send(sse_event(&error_body(&err)).into()).await;
-                service.count_unfinished(&caller, round.spent()).await;
+                round.close_unfinished().await;
                 meter.finish(TurnOutcome::Failed(
                     FailureClass::of(&err),
                     Some(&round.spent()),
@@ -521,11 +534,11 @@ async fn write_agents<M: ChatModel + 'static, St: SessionStore>(
         };
     }
     let Ok(slot) = tx.reserve().await else {
-        service.count_unfinished(&caller, round.spent()).await;
+        round.close_unfinished().await;
         meter.finish(TurnOutcome::Abandoned);
         return;
     };
-    match service.save_round(&caller, &round).await {
+    match service.save_round(&caller, &mut round).await {
         Ok(spent) => meter.finish(TurnOutcome::Answered(&spent)),
         Err(err) => {
             let err = ApiError::from(err);
@@ -552,8 +565,7 @@ async fn write_stream<M: ChatModel + 'static, St: SessionStore>(
     // How many data points the client has been sent.
     let mut sent_points = turn.data_points().map(|p| p.text.len());
     if tx.send(first.into()).await.is_err() {
-        let spent = turn.spent_so_far();
-        service.count_unfinished(&caller, spent).await;
+        turn.close_unfinished().await;
         meter.finish(TurnOutcome::Abandoned);
         return;
     }
@@ -577,8 +589,7 @@ async fn write_stream<M: ChatModel + 'static, St: SessionStore>(
                 // the store and the end line go together.
                 let Ok(slot) = tx.reserve().await else {
                     tracing::info!("the client went away before the end; the turn is not stored");
-                    let spent = turn.spent_so_far();
-                    service.count_unfinished(&caller, spent).await;
+                    turn.close_unfinished().await;
                     meter.finish(TurnOutcome::Abandoned);
                     return;
                 };
@@ -603,16 +614,14 @@ async fn write_stream<M: ChatModel + 'static, St: SessionStore>(
             Err(err) => {
                 let err = ApiError::from(err);
                 let _ = tx.send(error_line(&err).into()).await;
-                let spent = turn.spent_so_far();
-                service.count_unfinished(&caller, spent).await;
+                turn.close_unfinished().await;
                 meter.fail(&err);
                 return;
             }
         };
         if tx.send(line.into()).await.is_err() {
             tracing::info!("the client went away; stopped reading from the model");
-            let spent = turn.spent_so_far();
-            service.count_unfinished(&caller, spent).await;
+            turn.close_unfinished().await;
             meter.finish(TurnOutcome::Abandoned);
             return;
         }

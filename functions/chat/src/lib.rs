@@ -16,7 +16,7 @@ use chat_core::{
     Retriever, SessionStore, ToolBounds, ToolSource, TurnSpent, UsageLedger,
 };
 use chat_http::{
-    ApiError, Arrived, Auth, CallerAnd, ChatBackends, ChatEdgeState, ChatRequest, ChatRoute,
+    ApiError, Arrived, Auth, CallerAnd, ChatBackends, ChatEdgeState, ChatRequest, ChatRoute, Deadline,
     ChatUiRoute, Config, ConfigError, Cors, EdgeState, FunctionService, TurnMeter, TurnOutcome,
     json_response, only,
 };
@@ -197,12 +197,14 @@ async fn ui_chat<M: ChatModel + 'static, St: SessionStore>(
 async fn agents_chat<M: ChatModel + 'static, St: SessionStore>(
     State(app): AppState<M, St>,
     arrived: Arrived,
+    Deadline(deadline): Deadline,
     headers: HeaderMap,
     request: Result<CallerAnd<ChatRequest<ChatUiRoute>>, ApiError>,
 ) -> Result<Response, ApiError> {
     metered(app.meter("/multi-agent-chat/batch", arrived), async {
         let CallerAnd(caller, ChatRequest { input, .. }) = request?;
-        app.agents(&caller, &input, wants_events(&headers)).await
+        app.agents(&caller, &input, wants_events(&headers), deadline)
+            .await
     })
     .await
 }
@@ -244,16 +246,17 @@ impl<M: ChatModel + 'static, St: SessionStore> Shared<M, St> {
 
     /// A multi-agent round, answered whole: the user's message echoed, then each agent's message (or the
     /// agents' messages in the page's current shape); as server-sent events (all at once) when the client asked
-    /// for `text/event-stream`.
+    /// for `text/event-stream`. It ends by `deadline`, the function's own less room to answer.
     async fn agents(
         &self,
         caller: &Caller,
         input: &ChatInput,
         as_events: bool,
+        deadline: Option<tokio::time::Instant>,
     ) -> Result<(Response, TurnSpent), ApiError> {
         let round = self
             .service
-            .whole_round(caller, &self.agents, &input.turn)
+            .whole_round_by(caller, &self.agents, &input.turn, deadline)
             .await?;
         if as_events {
             let body: Vec<u8> = round_events(&round).iter().flat_map(sse_event).collect();

@@ -1,29 +1,40 @@
 //! The per-user usage counters in the chats' DynamoDB table, so that quotas hold across every instance of the
-//! functions: one item per user and period, added to atomically (`ADD`), each expiring after its period.
+//! functions: items per user and period, changed only by transactions whose conditions make every check and add
+//! one atomic step, each item expiring after its period.
 //!
 //! | item | `pk` | `sk` | attributes |
 //! |---|---|---|---|
-//! | a day's spending | `USAGE#{owner}` | `DAY#2026-11-25` | the token counts, `costUsd`, `turns`, `expiresAt` |
+//! | a day's spending | `USAGE#{owner}` | `DAY#2026-11-25` | the token counts, `costUsd`, `turns`; `reservedTokens`, `reservedCostUsd` (held by turns not settled); `heldTokens`, `heldCostUsd` (spent and held: what the quotas are checked against); `expiresAt` |
 //! | a month's spending | `USAGE#{owner}` | `MONTH#2026-11` | the same |
-//! | a minute's requests | `USAGE#{owner}` | `MINUTE#2026-11-25T14:51` | `requests`, `expiresAt` |
+//! | a window of the rate limit | `USAGE#{owner}` | `RATE#000176423456` (its last bucket of 10 s) | `requests` admitted in it, `expiresAt` |
+//! | a turn's hold | `USAGE#{owner}` | `HOLD#{turn id}` | `reservedTokens`, `reservedCostUsd`, `day`, `month`, `version`, `expiresAt` |
 //! | the operator's limits for the user | `USAGE#{owner}` | `LIMITS` | `tokensPerDay`, `tokensPerMonth`, `costPerDay`, `costPerMonth`, `ratePerMinute` |
 //!
-//! The adds are sent once, never retried: an add whose answer was lost may have landed, and adding it again would
-//! count a turn twice (only an add DynamoDB refused, as a turn's transaction held its item, is sent again). A lost add leaves the counter short by one turn (logged), which a quota can bear.
+//! **Admission** is one `TransactWriteItems`: the turn's hold is put (unless it exists), the day's and the month's
+//! counters add its reservation on condition that what they hold is under each quota, the request is added to the
+//! seven windows it falls in on condition that its own holds fewer than the rate limit, and a condition check of the
+//! `LIMITS` item asserts the user's own limits the conditions assumed (read once per user and instance, and again
+//! when the check fails). Refused, nothing is written; the counters are then read to say which limit refused and
+//! until when.
 //!
-//! A stored turn's spending is added in the turn's own transaction instead ([`turn_counter_updates`], the same
-//! adds), when the store writes to this table: one write per turn, whose fate (retried after a lost race, read back
-//! when its answer is lost) the counters share.
+//! **A settlement** is one `TransactWriteItems` too: the hold moves on from the version it was written for (or is
+//! deleted, the turn over), and the counters add what was spent and the change of the reservation. The hold's
+//! condition makes every write of a turn happen once: an attempt sent again after its answer was lost fails it,
+//! and is read back as landed. A turn's last settlement goes in the turn's own transaction when the store writes to
+//! this table ([`turn_settlement`]).
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::error::ProvideErrorMetadata;
-use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, Update};
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ConditionCheck, Delete, KeysAndAttributes, Put, TransactWriteItem, Update,
+};
 use chat_core::{
-    LimitOverrides, PeriodUsage, Periods, StoreError, TokenUsage, UsageFuture, UsageLedger,
-    UsageSnapshot, UsageTotals,
+    Hold, LimitOverrides, Limits, OverLimit, PeriodUsage, Periods, RateWindow, Reserve, StoreError,
+    TokenUsage, UsageFuture, UsageLedger, UsageSnapshot, UsageTotals, WINDOW_SPAN,
 };
 use serde::Deserialize;
 use tracing::Instrument;
@@ -34,22 +45,36 @@ use crate::table::{EXPIRES_AT, PARTITION_KEY, SORT_KEY};
 type Item = HashMap<String, AttributeValue>;
 
 /// How long each counter is kept past its period's start: a day's two days, a month's about thirteen months (an
-/// operator can still read last year's same month), a minute's an hour.
+/// operator can still read last year's same month), a window's an hour, a hold two days (a turn lasts minutes; a
+/// hold left by a turn that never settled is only bookkeeping, its reservation being in the counters).
 const DAY_KEPT_SECONDS: i64 = 2 * 86_400;
 const MONTH_KEPT_SECONDS: i64 = 400 * 86_400;
-const MINUTE_KEPT_SECONDS: i64 = 3_600;
+const WINDOW_KEPT_SECONDS: i64 = 3_600;
+const HOLD_KEPT_SECONDS: i64 = 2 * 86_400;
 
-/// How often an add refused because a turn's transaction held its item is sent (it was not applied).
-const CONFLICT_ATTEMPTS: u32 = 4;
+/// How often a transaction that another one of the same user's held up (it was not applied) is sent again, and an
+/// admission whose refusal a fresh read does not confirm (a turn settled meanwhile) is tried again.
+const ATTEMPTS: u32 = 8;
+
+/// The attributes of the operator's item that set limits.
+const LIMIT_ATTRIBUTES: [&str; 5] = [
+    "tokensPerDay",
+    "tokensPerMonth",
+    "costPerDay",
+    "costPerMonth",
+    "ratePerMinute",
+];
+
+/// How many users' limits one instance remembers before it forgets them all (and reads each again once).
+const REMEMBERED_USERS: usize = 10_000;
 
 /// A user's counters in one DynamoDB table.
 #[derive(Clone)]
 pub struct DynamoUsage {
     client: Client,
-    /// The same client without retries, for the adds (sent once: see the module's notes), built once here rather
-    /// than overridden on every add, which cost each add a new set of the client's runtime components.
-    unretried: Client,
     table: String,
+    /// Each user's `LIMITS` item as last read (its limit attributes only; empty: no item): admissions assert it.
+    limits_seen: Arc<Mutex<HashMap<String, Item>>>,
 }
 
 /// A period's counters as stored (absent attributes are zero).
@@ -63,6 +88,8 @@ struct PeriodItem {
     cache_write_input_tokens: u64,
     cost_usd: Option<f64>,
     turns: u64,
+    reserved_tokens: i64,
+    reserved_cost_usd: Option<f64>,
     requests: u64,
 }
 
@@ -75,6 +102,18 @@ struct LimitsItem {
     cost_per_day: Option<f64>,
     cost_per_month: Option<f64>,
     rate_per_minute: Option<u64>,
+}
+
+impl LimitsItem {
+    fn overrides(&self) -> LimitOverrides {
+        LimitOverrides {
+            tokens_per_day: self.tokens_per_day,
+            tokens_per_month: self.tokens_per_month,
+            cost_per_day: self.cost_per_day,
+            cost_per_month: self.cost_per_month,
+            requests_per_minute: self.rate_per_minute,
+        }
+    }
 }
 
 impl PeriodItem {
@@ -91,6 +130,10 @@ impl PeriodItem {
                 cost_usd: self.cost_usd,
             },
             turns: self.turns,
+            reserved: Reserve {
+                tokens: self.reserved_tokens.max(0) as u64,
+                cost_usd: self.reserved_cost_usd.map(|c| c.max(0.0)),
+            },
         }
     }
 }
@@ -107,8 +150,13 @@ fn month_sk(periods: &Periods) -> String {
     format!("MONTH#{}", periods.month)
 }
 
-fn minute_sk(periods: &Periods) -> String {
-    format!("MINUTE#{}", periods.minute)
+/// The window that ends with `bucket`.
+fn window_sk(bucket: i64) -> String {
+    format!("RATE#{bucket:012}")
+}
+
+fn hold_sk(id: &str) -> String {
+    format!("HOLD#{id}")
 }
 
 const LIMITS_SK: &str = "LIMITS";
@@ -127,6 +175,11 @@ fn n(v: impl ToString) -> AttributeValue {
     AttributeValue::N(v.to_string())
 }
 
+/// Dollars as DynamoDB's decimal numbers take them, to a ten-billionth (so that adds and their reversals cancel).
+fn dollars(v: f64) -> AttributeValue {
+    n((v * 1e10).round() / 1e10)
+}
+
 /// Reads an item as `T`; an item that does not read (an operator's typo) counts as empty, said in the log.
 fn read_item<T: Default + for<'de> Deserialize<'de>>(item: Option<&Item>, what: &str) -> T {
     let Some(item) = item else {
@@ -141,33 +194,276 @@ fn read_item<T: Default + for<'de> Deserialize<'de>>(item: Option<&Item>, what: 
     }
 }
 
-impl DynamoUsage {
-    pub fn new(client: Client, table: &str) -> Self {
-        let unretried = Client::from_conf(
-            client
-                .config()
-                .to_builder()
-                .retry_config(RetryConfig::disabled())
+/// An update expression built term by term, with its names and values: `ADD`s, `SET`s and a condition.
+#[derive(Default)]
+struct Expression {
+    adds: Vec<String>,
+    sets: Vec<String>,
+    conditions: Vec<String>,
+    names: HashMap<String, String>,
+    values: HashMap<String, AttributeValue>,
+}
+
+impl Expression {
+    /// `#name` for an attribute.
+    fn name(&mut self, attribute: &str) -> String {
+        let placeholder = format!("#{attribute}");
+        self.names
+            .insert(placeholder.clone(), attribute.to_string());
+        placeholder
+    }
+
+    /// `:x` for a value, numbered.
+    fn value(&mut self, value: AttributeValue) -> String {
+        let placeholder = format!(":v{}", self.values.len());
+        self.values.insert(placeholder.clone(), value);
+        placeholder
+    }
+
+    fn add(&mut self, attribute: &str, value: AttributeValue) {
+        let (name, value) = (self.name(attribute), self.value(value));
+        self.adds.push(format!("{name} {value}"));
+    }
+
+    /// Sets the item's expiry when this write creates it.
+    fn expires(&mut self, at: i64) {
+        let (name, value) = (self.name(EXPIRES_AT), self.value(n(at)));
+        self.sets.push(format!("{name} = if_not_exists({name}, {value})"));
+    }
+
+    /// A condition that `attribute` is absent or under `limit`.
+    fn under(&mut self, attribute: &str, limit: AttributeValue) {
+        let (name, value) = (self.name(attribute), self.value(limit));
+        self.conditions
+            .push(format!("(attribute_not_exists({name}) OR {name} < {value})"));
+    }
+
+    fn update(self, table: &str, key: Item) -> Update {
+        let mut expression = Vec::new();
+        if !self.adds.is_empty() {
+            expression.push(format!("ADD {}", self.adds.join(", ")));
+        }
+        if !self.sets.is_empty() {
+            expression.push(format!("SET {}", self.sets.join(", ")));
+        }
+        Update::builder()
+            .table_name(table)
+            .set_key(Some(key))
+            .update_expression(expression.join(" "))
+            .set_condition_expression(
+                (!self.conditions.is_empty()).then(|| self.conditions.join(" AND ")),
+            )
+            .set_expression_attribute_names(Some(self.names))
+            .set_expression_attribute_values(Some(self.values))
+            .build()
+            .expect("an update has its table, key and expression")
+    }
+}
+
+/// The two spending counters a turn adds to (its day's and its month's), each with the expiry it gets when the add
+/// creates it.
+fn period_counters(periods: &Periods) -> [(String, i64); 2] {
+    let now = periods.now.unix_timestamp();
+    [
+        (day_sk(periods), now + DAY_KEPT_SECONDS),
+        (month_sk(periods), now + MONTH_KEPT_SECONDS),
+    ]
+}
+
+/// What a settlement adds to a spending counter: `spent`, the reservation's change from `before` to `after`, the
+/// same change and `spent` to what is held, and one turn when the turn is over.
+fn settlement_adds(
+    spent: &UsageTotals,
+    before: &Reserve,
+    after: Option<&Reserve>,
+    expires_at: i64,
+) -> Expression {
+    let mut e = Expression::default();
+    let t = &spent.tokens;
+    for (name, value) in [
+        ("inputTokens", t.input_tokens),
+        ("outputTokens", t.output_tokens),
+        ("totalTokens", t.total_tokens),
+        ("cacheReadInputTokens", t.cache_read_input_tokens),
+        ("cacheWriteInputTokens", t.cache_write_input_tokens),
+    ] {
+        e.add(name, n(value));
+    }
+    let after_tokens = after.map_or(0, |r| r.tokens) as i128;
+    let change = after_tokens - before.tokens as i128;
+    e.add("reservedTokens", n(change));
+    e.add("heldTokens", n(change + t.total_tokens as i128));
+    let priced = spent.cost_usd.is_some()
+        || before.cost_usd.is_some()
+        || after.is_some_and(|r| r.cost_usd.is_some());
+    if priced {
+        let cost = spent.cost_usd.unwrap_or(0.0);
+        let change = after.and_then(|r| r.cost_usd).unwrap_or(0.0) - before.cost_usd.unwrap_or(0.0);
+        if spent.cost_usd.is_some() {
+            e.add("costUsd", dollars(cost));
+        }
+        e.add("reservedCostUsd", dollars(change));
+        e.add("heldCostUsd", dollars(change + cost));
+    }
+    if after.is_none() {
+        e.add("turns", n(1));
+    }
+    e.expires(expires_at);
+    e
+}
+
+/// The writes that settle `hold` with `spent` and `next` (see [`UsageLedger::settle`]): the hold moved on or
+/// deleted, on condition that it is at its version (unless `guarded` is false: in a turn's own transaction, which
+/// its store writes once), and the day's and the month's counters.
+fn settlement(
+    table: &str,
+    hold: &Hold,
+    spent: &UsageTotals,
+    next: Option<&Reserve>,
+    guarded: bool,
+) -> Vec<TransactWriteItem> {
+    let hold_key = key(&hold.owner, &hold_sk(&hold.id));
+    let version = n(hold.version);
+    let hold_write = match next {
+        Some(next) => {
+            let mut update = Update::builder()
+                .table_name(table)
+                .set_key(Some(hold_key))
+                .condition_expression("version = :v")
+                .expression_attribute_values(":v", version)
+                .expression_attribute_values(":next", n(hold.version + 1))
+                .expression_attribute_values(":tokens", n(next.tokens));
+            let mut expression = "SET version = :next, reservedTokens = :tokens".to_string();
+            if let Some(cost) = next.cost_usd {
+                expression.push_str(", reservedCostUsd = :cost");
+                update = update.expression_attribute_values(":cost", dollars(cost));
+            }
+            TransactWriteItem::builder()
+                .update(
+                    update
+                        .update_expression(expression)
+                        .build()
+                        .expect("an update has its parts"),
+                )
+                .build()
+        }
+        None => {
+            let mut delete = Delete::builder().table_name(table).set_key(Some(hold_key));
+            if guarded {
+                delete = delete
+                    .condition_expression("version = :v")
+                    .expression_attribute_values(":v", version);
+            }
+            TransactWriteItem::builder()
+                .delete(delete.build().expect("a delete has its parts"))
+                .build()
+        }
+    };
+    let mut writes = vec![hold_write];
+    for (sk, expires_at) in period_counters(&hold.periods) {
+        let adds = settlement_adds(spent, &hold.reserved, next, expires_at);
+        writes.push(
+            TransactWriteItem::builder()
+                .update(adds.update(table, key(&hold.owner, &sk)))
                 .build(),
         );
+    }
+    writes
+}
+
+/// The writes that make a turn's last settlement in the turn's own transaction, when its store writes to `table`:
+/// the same as [`UsageLedger::settle`] makes with no next reservation, the hold deleted without a condition (the
+/// store writes the turn once: a retried attempt is found by its token), so that the counters read the same
+/// whichever way a turn was settled.
+pub(crate) fn turn_settlement(
+    table: &str,
+    hold: &Hold,
+    spent: &UsageTotals,
+) -> Vec<TransactWriteItem> {
+    settlement(table, hold, spent, None, false)
+}
+
+/// Why a transaction of the ledger was cancelled: by which of its writes, in order.
+fn cancellation_reasons(
+    e: &aws_sdk_dynamodb::error::SdkError<
+        TransactWriteItemsError,
+        aws_sdk_dynamodb::config::http::HttpResponse,
+    >,
+) -> Option<Vec<Option<String>>> {
+    match e.as_service_error() {
+        Some(TransactWriteItemsError::TransactionCanceledException(c)) => Some(
+            c.cancellation_reasons()
+                .iter()
+                .map(|r| r.code().map(str::to_string))
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+/// Whether a cancelled transaction was only held up by another one (nothing applied, worth sending again).
+fn conflicted(
+    e: &aws_sdk_dynamodb::error::SdkError<
+        TransactWriteItemsError,
+        aws_sdk_dynamodb::config::http::HttpResponse,
+    >,
+) -> bool {
+    match e.as_service_error() {
+        Some(TransactWriteItemsError::TransactionCanceledException(c)) => {
+            c.cancellation_reasons()
+                .iter()
+                .any(|r| r.code() == Some("TransactionConflict"))
+                && !c
+                    .cancellation_reasons()
+                    .iter()
+                    .any(|r| r.code() == Some("ConditionalCheckFailed"))
+        }
+        Some(other) => matches!(
+            other.code(),
+            Some("TransactionConflictException" | "TransactionInProgressException")
+        ),
+        None => false,
+    }
+}
+
+/// A short random pause before a transaction held up by another is sent again.
+async fn pause() {
+    tokio::time::sleep(std::time::Duration::from_millis(fastrand::u64(5..=40))).await;
+}
+
+/// Where each part of an admission is in its transaction, to read its cancellation.
+struct AdmissionLayout {
+    hold: usize,
+    periods: [Option<usize>; 2],
+    window: Option<usize>,
+    limits: Option<usize>,
+}
+
+impl DynamoUsage {
+    pub fn new(client: Client, table: &str) -> Self {
         Self {
             client,
-            unretried,
             table: table.to_string(),
+            limits_seen: Arc::new(Mutex::new(HashMap::new())),
         }
+    }
+
+    /// Whether this ledger's counters are items of `table`: then a store writing to that table can settle a turn in
+    /// the turn's own transaction ([`turn_settlement`]).
+    pub(crate) fn counts_in(&self, table: &str) -> bool {
+        self.table == table
     }
 
     async fn read_counters(
         &self,
         owner: &str,
         periods: &Periods,
-    ) -> Result<UsageSnapshot, StoreError> {
-        let wanted = [
-            day_sk(periods),
-            month_sk(periods),
-            minute_sk(periods),
-            LIMITS_SK.to_string(),
-        ];
+    ) -> Result<(UsageSnapshot, Item), StoreError> {
+        let windows: Vec<String> = (0..WINDOW_SPAN as i64)
+            .map(|m| window_sk(periods.bucket + m))
+            .collect();
+        let mut wanted = vec![day_sk(periods), month_sk(periods), LIMITS_SK.to_string()];
+        wanted.extend(windows.iter().cloned());
         let mut keys = KeysAndAttributes::builder().consistent_read(true);
         for sk in &wanted {
             keys = keys.keys(key(owner, sk));
@@ -198,20 +494,20 @@ impl DynamoUsage {
             match out.unprocessed_keys {
                 Some(left) if !left.is_empty() => request = left,
                 _ => {
+                    let limits_item = found.remove(LIMITS_SK).unwrap_or_default();
                     let period = |sk: &str| read_item::<PeriodItem>(found.get(sk), "period");
-                    let limits: LimitsItem = read_item(found.get(LIMITS_SK), "limits");
-                    return Ok(UsageSnapshot {
+                    let limits: LimitsItem = read_item(Some(&limits_item), "limits");
+                    let mut window = RateWindow::default();
+                    for (m, sk) in windows.iter().enumerate() {
+                        window.counts[m] = period(sk).requests;
+                    }
+                    let snapshot = UsageSnapshot {
                         day: period(&wanted[0]).usage(),
                         month: period(&wanted[1]).usage(),
-                        minute_requests: period(&wanted[2]).requests,
-                        overrides: LimitOverrides {
-                            tokens_per_day: limits.tokens_per_day,
-                            tokens_per_month: limits.tokens_per_month,
-                            cost_per_day: limits.cost_per_day,
-                            cost_per_month: limits.cost_per_month,
-                            requests_per_minute: limits.rate_per_minute,
-                        },
-                    });
+                        window,
+                        overrides: limits.overrides(),
+                    };
+                    return Ok((snapshot, limit_attributes(&limits_item)));
                 }
             }
         }
@@ -220,169 +516,322 @@ impl DynamoUsage {
         ))
     }
 
-    /// One atomic add to a counter item, sent once (see the module's notes).
-    async fn add(
+    /// The user's `LIMITS` item as this instance last read it, and whether it has read it at all.
+    fn limits_seen(&self, owner: &str) -> Option<Item> {
+        self.limits_seen
+            .lock()
+            .expect("never poisoned")
+            .get(owner)
+            .cloned()
+    }
+
+    fn remember_limits(&self, owner: &str, item: Item) {
+        let mut seen = self.limits_seen.lock().expect("never poisoned");
+        if seen.len() >= REMEMBERED_USERS {
+            seen.clear();
+        }
+        seen.insert(owner.to_string(), item);
+    }
+
+    async fn read_limits(&self, owner: &str) -> Result<Item, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key(owner, LIMITS_SK)))
+            .consistent_read(true)
+            .send()
+            .instrument(tracing::info_span!("store.usage.get_item"))
+            .await
+            .map_err(failed)?;
+        Ok(limit_attributes(&out.item.unwrap_or_default()))
+    }
+
+    /// The admission's transaction for `hold` under `limits` (the user's own, from `seen`, their item's limit
+    /// attributes, which a condition check asserts).
+    fn admission(
         &self,
-        owner: &str,
-        sk: String,
-        adds: &[(&str, AttributeValue)],
-        expires_at: i64,
-    ) -> Result<(), StoreError> {
-        let add = CounterAdd::new(adds, expires_at);
-        let mut attempt = 1;
-        loop {
-            let sent = self
-                .unretried
-                .update_item()
-                .table_name(&self.table)
-                .set_key(Some(key(owner, &sk)))
-                .update_expression(add.expression.clone())
-                .set_expression_attribute_names(Some(add.names.clone()))
-                .set_expression_attribute_values(Some(add.values.clone()))
-                .send()
-                .instrument(tracing::info_span!("store.usage.update_item"))
-                .await;
-            match sent {
-                Ok(_) => return Ok(()),
-                // A turn's transaction held the item (turns add to these counters in their own transactions): the
-                // add was refused, not applied, so sending it again cannot count it twice.
-                Err(e)
-                    if attempt < CONFLICT_ATTEMPTS
-                        && e.as_service_error().and_then(|s| s.code())
-                            == Some("TransactionConflictException") =>
-                {
-                    attempt += 1;
-                    let wait = fastrand::u64(5..=25);
-                    tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+        hold: &Hold,
+        limits: &Limits,
+        seen: Option<&Item>,
+    ) -> (Vec<TransactWriteItem>, AdmissionLayout) {
+        let owner = &hold.owner;
+        let periods = &hold.periods;
+        let mut writes = Vec::new();
+        let mut hold_item = key(owner, &hold_sk(&hold.id));
+        hold_item.insert("reservedTokens".into(), n(hold.reserved.tokens));
+        if let Some(cost) = hold.reserved.cost_usd {
+            hold_item.insert("reservedCostUsd".into(), dollars(cost));
+        }
+        hold_item.insert("day".into(), AttributeValue::S(periods.day.clone()));
+        hold_item.insert("month".into(), AttributeValue::S(periods.month.clone()));
+        hold_item.insert("version".into(), n(hold.version));
+        hold_item.insert(
+            EXPIRES_AT.into(),
+            n(periods.now.unix_timestamp() + HOLD_KEPT_SECONDS),
+        );
+        writes.push(
+            TransactWriteItem::builder()
+                .put(
+                    Put::builder()
+                        .table_name(&self.table)
+                        .set_item(Some(hold_item))
+                        .condition_expression("attribute_not_exists(#pk)")
+                        .expression_attribute_names("#pk", PARTITION_KEY)
+                        .build()
+                        .expect("a put has its parts"),
+                )
+                .build(),
+        );
+        let mut layout = AdmissionLayout {
+            hold: 0,
+            periods: [None, None],
+            window: None,
+            limits: None,
+        };
+        let quotas = [
+            (limits.tokens_per_day, limits.cost_per_day),
+            (limits.tokens_per_month, limits.cost_per_month),
+        ];
+        for (i, ((sk, expires_at), (tokens, cost))) in
+            period_counters(periods).into_iter().zip(quotas).enumerate()
+        {
+            let mut e = Expression::default();
+            e.add("reservedTokens", n(hold.reserved.tokens));
+            e.add("heldTokens", n(hold.reserved.tokens));
+            if let Some(reserved) = hold.reserved.cost_usd {
+                e.add("reservedCostUsd", dollars(reserved));
+                e.add("heldCostUsd", dollars(reserved));
+            }
+            e.expires(expires_at);
+            // What is held, and what was spent (counters from before holds were kept have no `held…`).
+            if let Some(limit) = tokens {
+                e.under("heldTokens", n(limit));
+                e.under("totalTokens", n(limit));
+            }
+            if let Some(limit) = cost {
+                e.under("heldCostUsd", dollars(limit));
+                e.under("costUsd", dollars(limit));
+            }
+            if tokens.is_some() || cost.is_some() {
+                layout.periods[i] = Some(writes.len());
+            }
+            writes.push(
+                TransactWriteItem::builder()
+                    .update(e.update(&self.table, key(owner, &sk)))
+                    .build(),
+            );
+        }
+        if let Some(rate) = limits.requests_per_minute {
+            layout.window = Some(writes.len());
+            for m in 0..WINDOW_SPAN as i64 {
+                let bucket = periods.bucket + m;
+                let mut e = Expression::default();
+                e.add("requests", n(1));
+                let ends = Periods::bucket_starts(bucket + 1).unix_timestamp();
+                e.expires(ends + WINDOW_KEPT_SECONDS);
+                if m == 0 {
+                    e.under("requests", n(rate));
                 }
-                Err(e) => return Err(failed(e)),
+                writes.push(
+                    TransactWriteItem::builder()
+                        .update(e.update(&self.table, key(owner, &window_sk(bucket))))
+                        .build(),
+                );
             }
         }
+        if let Some(seen) = seen {
+            layout.limits = Some(writes.len());
+            let mut check = ConditionCheck::builder()
+                .table_name(&self.table)
+                .set_key(Some(key(owner, LIMITS_SK)));
+            let mut conditions = Vec::new();
+            for (i, name) in LIMIT_ATTRIBUTES.iter().enumerate() {
+                check = check.expression_attribute_names(format!("#l{i}"), *name);
+                match seen.get(*name) {
+                    Some(value) => {
+                        conditions.push(format!("#l{i} = :l{i}"));
+                        check = check.expression_attribute_values(format!(":l{i}"), value.clone());
+                    }
+                    None => conditions.push(format!("attribute_not_exists(#l{i})")),
+                }
+            }
+            writes.push(
+                TransactWriteItem::builder()
+                    .condition_check(
+                        check
+                            .condition_expression(conditions.join(" AND "))
+                            .build()
+                            .expect("a condition check has its parts"),
+                    )
+                    .build(),
+            );
+        }
+        (writes, layout)
     }
+
+    async fn admit_hold(
+        &self,
+        hold: &Hold,
+        configured: &Limits,
+    ) -> Result<Result<(), OverLimit>, StoreError> {
+        let owner = &hold.owner;
+        for attempt in 1..=ATTEMPTS {
+            // The user's own limits matter only where some limit is configured.
+            // A user this instance has not seen is taken to have no item of their own: the condition check tells
+            // otherwise, and then the item is read.
+            let seen = configured
+                .any()
+                .then(|| self.limits_seen(owner).unwrap_or_default());
+            let limits = match &seen {
+                Some(item) => configured.for_user(&read_item::<LimitsItem>(Some(item), "limits").overrides()),
+                None => Limits::default(),
+            };
+            let (writes, layout) = self.admission(hold, &limits, seen.as_ref());
+            let sent = self
+                .client
+                .transact_write_items()
+                .set_transact_items(Some(writes))
+                .send()
+                .instrument(tracing::info_span!("store.usage.admit"))
+                .await;
+            let e = match sent {
+                Ok(_) => {
+                    if let Some(item) = seen {
+                        self.remember_limits(owner, item);
+                    }
+                    return Ok(Ok(()));
+                }
+                Err(e) => e,
+            };
+            if let Some(reasons) = cancellation_reasons(&e) {
+                let failed_at =
+                    |i: Option<usize>| i.and_then(|i| reasons.get(i)).is_some_and(|r| r.as_deref() == Some("ConditionalCheckFailed"));
+                if failed_at(Some(layout.hold)) {
+                    // The hold exists: an earlier attempt of this very admission landed, its answer lost.
+                    return Ok(Ok(()));
+                }
+                if failed_at(layout.limits) {
+                    // The operator changed the user's limits since they were read: read them again.
+                    let item = self.read_limits(owner).await?;
+                    self.remember_limits(owner, item);
+                    continue;
+                }
+                let refused = layout.periods.iter().any(|i| failed_at(*i))
+                    || (0..WINDOW_SPAN).any(|m| failed_at(layout.window.map(|w| w + m)));
+                if refused {
+                    let (snapshot, item) = self.read_counters(owner, &hold.periods).await?;
+                    self.remember_limits(owner, item);
+                    let limits = configured.for_user(&snapshot.overrides);
+                    match chat_core::check(&limits, &snapshot, &hold.periods) {
+                        Err(over) => return Ok(Err(over)),
+                        // Under the limits again by now (a turn settled): tried again.
+                        Ok(()) => continue,
+                    }
+                }
+            }
+            if conflicted(&e) && attempt < ATTEMPTS {
+                pause().await;
+                continue;
+            }
+            // No answer, or one that does not say: the hold tells whether the admission landed.
+            return match self.hold_version(hold).await {
+                Ok(Some(_)) => Ok(Ok(())),
+                _ => Err(failed(e)),
+            };
+        }
+        Err(StoreError::Unavailable(
+            "the admission was held up by the user's other turns".into(),
+        ))
+    }
+
+    /// The version of `hold` as stored; `None` when it is not (never admitted, or settled for the last time).
+    async fn hold_version(&self, hold: &Hold) -> Result<Option<u32>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key(&hold.owner, &hold_sk(&hold.id))))
+            .consistent_read(true)
+            .send()
+            .instrument(tracing::info_span!("store.usage.get_item"))
+            .await
+            .map_err(failed)?;
+        Ok(out
+            .item
+            .and_then(|item| item.get("version").and_then(|v| v.as_n().ok()).and_then(|v| v.parse().ok())))
+    }
+
+    async fn settle_hold(
+        &self,
+        hold: &Hold,
+        spent: &UsageTotals,
+        next: Option<&Reserve>,
+    ) -> Result<(), StoreError> {
+        // Whether the hold is past the version this settlement was written for: then it landed already.
+        let landed = |version: Option<u32>| version.is_none_or(|v| v > hold.version);
+        for attempt in 1..=ATTEMPTS {
+            let sent = self
+                .client
+                .transact_write_items()
+                .set_transact_items(Some(settlement(&self.table, hold, spent, next, true)))
+                .send()
+                .instrument(tracing::info_span!("store.usage.settle"))
+                .await;
+            let e = match sent {
+                Ok(_) => return Ok(()),
+                Err(e) => e,
+            };
+            if conflicted(&e) && attempt < ATTEMPTS {
+                pause().await;
+                continue;
+            }
+            // The hold's condition failed, or no answer came: read back whether it landed. Sent again only when it
+            // did not, which the hold's condition keeps from ever counting twice.
+            if landed(self.hold_version(hold).await?) {
+                return Ok(());
+            }
+            if cancellation_reasons(&e).is_some() || attempt == ATTEMPTS {
+                return Err(failed(e));
+            }
+        }
+        Err(StoreError::Unavailable(
+            "the settlement was held up by the user's other turns".into(),
+        ))
+    }
+}
+
+/// The limit attributes of an operator's item, as stored.
+fn limit_attributes(item: &Item) -> Item {
+    LIMIT_ATTRIBUTES
+        .iter()
+        .filter_map(|name| item.get(*name).map(|v| (name.to_string(), v.clone())))
+        .collect()
 }
 
 impl UsageLedger for DynamoUsage {
     fn read<'a>(&'a self, owner: &'a str, periods: &'a Periods) -> UsageFuture<'a, UsageSnapshot> {
-        Box::pin(self.read_counters(owner, periods))
+        Box::pin(async move { Ok(self.read_counters(owner, periods).await?.0) })
     }
 
-    fn count_request<'a>(&'a self, owner: &'a str, periods: &'a Periods) -> UsageFuture<'a, ()> {
-        Box::pin(async move {
-            let expires = periods.minute_ends.unix_timestamp() + MINUTE_KEPT_SECONDS;
-            self.add(owner, minute_sk(periods), &[("requests", n(1))], expires)
-                .await
-        })
-    }
-
-    fn record<'a>(
+    fn admit<'a>(
         &'a self,
-        owner: &'a str,
-        periods: &'a Periods,
+        hold: &'a Hold,
+        limits: &'a Limits,
+    ) -> UsageFuture<'a, Result<(), OverLimit>> {
+        Box::pin(self.admit_hold(hold, limits))
+    }
+
+    fn settle<'a>(
+        &'a self,
+        hold: &'a Hold,
         spent: &'a UsageTotals,
+        next: Option<Reserve>,
     ) -> UsageFuture<'a, ()> {
-        Box::pin(async move {
-            let adds = turn_adds(spent);
-            let [(day, day_expires), (month, month_expires)] = turn_counters(periods);
-            let (day, month) = futures_util::future::join(
-                self.add(owner, day, &adds, day_expires),
-                self.add(owner, month, &adds, month_expires),
-            )
-            .await;
-            day.and(month)
-        })
+        Box::pin(async move { self.settle_hold(hold, spent, next.as_ref()).await })
     }
 
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         Some(self)
     }
-}
-
-impl DynamoUsage {
-    /// Whether this ledger's counters are items of `table`: then a store writing to that table can add a turn's
-    /// spending to them in the turn's own transaction ([`turn_counter_updates`]).
-    pub(crate) fn counts_in(&self, table: &str) -> bool {
-        self.table == table
-    }
-}
-
-/// What a turn adds to each of its period's counters: its tokens, its cost when known, and one turn.
-fn turn_adds(spent: &UsageTotals) -> Vec<(&'static str, AttributeValue)> {
-    let t = &spent.tokens;
-    let mut adds = vec![
-        ("inputTokens", n(t.input_tokens)),
-        ("outputTokens", n(t.output_tokens)),
-        ("totalTokens", n(t.total_tokens)),
-        ("cacheReadInputTokens", n(t.cache_read_input_tokens)),
-        ("cacheWriteInputTokens", n(t.cache_write_input_tokens)),
-        ("turns", n(1)),
-    ];
-    if let Some(cost) = spent.cost_usd {
-        adds.push(("costUsd", n(cost)));
-    }
-    adds
-}
-
-/// The counters a turn adds to (the day's and the month's), each with the expiry it gets when the add creates it.
-fn turn_counters(periods: &Periods) -> [(String, i64); 2] {
-    let now = periods.now.unix_timestamp();
-    [
-        (day_sk(periods), now + DAY_KEPT_SECONDS),
-        (month_sk(periods), now + MONTH_KEPT_SECONDS),
-    ]
-}
-
-/// An atomic add to a counter item, as an update expression: `ADD` each attribute, and set the item's expiry
-/// when the add creates it. The same for a ledger's own `UpdateItem` and for a turn's transaction.
-struct CounterAdd {
-    expression: String,
-    names: HashMap<String, String>,
-    values: HashMap<String, AttributeValue>,
-}
-
-impl CounterAdd {
-    fn new(adds: &[(&str, AttributeValue)], expires_at: i64) -> Self {
-        let mut terms = Vec::with_capacity(adds.len());
-        let mut names = HashMap::from([("#exp".to_string(), EXPIRES_AT.to_string())]);
-        let mut values = HashMap::from([(":exp".to_string(), n(expires_at))]);
-        for (i, (name, value)) in adds.iter().enumerate() {
-            terms.push(format!("#a{i} :a{i}"));
-            names.insert(format!("#a{i}"), name.to_string());
-            values.insert(format!(":a{i}"), value.clone());
-        }
-        Self {
-            expression: format!(
-                "ADD {} SET #exp = if_not_exists(#exp, :exp)",
-                terms.join(", ")
-            ),
-            names,
-            values,
-        }
-    }
-}
-
-/// The updates that add what a turn `spent` to `owner`'s day and month counters in `table`, for the transaction
-/// that stores the turn: the same items, attributes and expiry as [`UsageLedger::record`] adds, so that the
-/// counters read the same whichever way a turn was counted. In the turn's transaction they land exactly when the
-/// turn does (retried with it after a lost race, never again once it is read back as landed).
-pub(crate) fn turn_counter_updates(
-    table: &str,
-    owner: &str,
-    periods: &Periods,
-    spent: &UsageTotals,
-) -> Vec<Update> {
-    let adds = turn_adds(spent);
-    turn_counters(periods)
-        .into_iter()
-        .map(|(sk, expires_at)| {
-            let add = CounterAdd::new(&adds, expires_at);
-            Update::builder()
-                .table_name(table)
-                .set_key(Some(key(owner, &sk)))
-                .update_expression(add.expression)
-                .set_expression_attribute_names(Some(add.names))
-                .set_expression_attribute_values(Some(add.values))
-                .build()
-                .expect("an update has its table, key and expression")
-        })
-        .collect()
 }

@@ -1,9 +1,10 @@
 //! The DynamoDB usage counters against moto's server, through the real SDK client: the counters' contract (as the
-//! in-memory counters pass it in chat-testing), the operator's item as the docs write it, and the items' expiry.
+//! in-memory counters pass it in chat-testing), the operator's item as the docs write it, the items' expiry, and
+//! admissions and settlements whose answers are lost.
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use chat_aws::{DynamoStore, DynamoUsage};
-use chat_core::{Periods, UsageLedger};
+use chat_core::{Hold, Limits, Periods, Reserve, UsageLedger};
 use chat_testing::usage_contract;
 use local_dynamodb::LocalDynamo;
 
@@ -19,8 +20,28 @@ async fn spending_adds_up_per_owner_and_period() {
 }
 
 #[tokio::test]
-async fn requests_count_per_minute_even_at_once() {
-    usage_contract::requests_count_per_minute_even_at_once(&fresh().await.0).await;
+async fn a_hold_is_counted_until_settled() {
+    usage_contract::a_hold_is_counted_until_settled(&fresh().await.0).await;
+}
+
+#[tokio::test]
+async fn a_settlement_sent_twice_counts_once() {
+    usage_contract::a_settlement_sent_twice_counts_once(&fresh().await.0).await;
+}
+
+#[tokio::test]
+async fn admission_is_one_atomic_step() {
+    usage_contract::admission_is_one_atomic_step(&fresh().await.0).await;
+}
+
+#[tokio::test]
+async fn turns_in_progress_count_against_a_quota() {
+    usage_contract::turns_in_progress_count_against_a_quota(&fresh().await.0).await;
+}
+
+#[tokio::test]
+async fn the_rate_window_slides_across_a_minute_boundary() {
+    usage_contract::the_rate_window_slides_across_a_minute_boundary(&fresh().await.0).await;
 }
 
 #[tokio::test]
@@ -63,16 +84,25 @@ async fn an_operators_limits_are_read_back() {
     .await;
 }
 
-/// Each counter expires after its period, so the table does not grow with every user's every day.
+/// Each counter expires after its period, so the table does not grow with every user's every day; so does a hold
+/// never settled.
 #[tokio::test]
 async fn counters_expire_after_their_period() {
     let (ledger, client, table) = fresh().await;
-    let now = Periods::at(time::OffsetDateTime::now_utc());
+    let now = time::OffsetDateTime::now_utc();
+    let periods = Periods::at(now);
+    let limits = Limits {
+        requests_per_minute: Some(100),
+        ..Limits::default()
+    };
+    let settled = Hold::new("alice", Reserve::default(), now);
+    ledger.admit(&settled, &limits).await.unwrap().unwrap();
     ledger
-        .record("alice", &now, &chat_core::UsageTotals::default())
+        .settle(&settled, &chat_core::UsageTotals::default(), None)
         .await
         .unwrap();
-    ledger.count_request("alice", &now).await.unwrap();
+    let open = Hold::new("alice", Reserve::default(), now);
+    ledger.admit(&open, &limits).await.unwrap().unwrap();
     let expires = |sk: String| {
         let (client, table) = (client.clone(), table.clone());
         async move {
@@ -80,30 +110,41 @@ async fn counters_expire_after_their_period() {
                 .get_item()
                 .table_name(&table)
                 .key("pk", AttributeValue::S("USAGE#alice".into()))
-                .key("sk", AttributeValue::S(sk))
+                .key("sk", AttributeValue::S(sk.clone()))
                 .send()
                 .await
                 .unwrap();
-            item.item().unwrap()["expiresAt"]
+            item.item().unwrap_or_else(|| panic!("{sk}"))["expiresAt"]
                 .as_n()
                 .unwrap()
                 .parse::<i64>()
                 .unwrap()
-                - now.now.unix_timestamp()
+                - now.unix_timestamp()
         }
     };
-    let day = expires(format!("DAY#{}", now.day)).await;
-    let month = expires(format!("MONTH#{}", now.month)).await;
-    let minute = expires(format!("MINUTE#{}", now.minute)).await;
+    let day = expires(format!("DAY#{}", periods.day)).await;
+    let month = expires(format!("MONTH#{}", periods.month)).await;
+    let window = expires(format!("RATE#{:012}", periods.bucket)).await;
+    let last_window = expires(format!(
+        "RATE#{:012}",
+        periods.bucket + chat_core::WINDOW_BUCKETS
+    ))
+    .await;
+    let hold = expires(format!("HOLD#{}", open.id)).await;
     assert!((86_400..=3 * 86_400).contains(&day), "day kept {day} s");
     assert!(
         (31 * 86_400..=500 * 86_400).contains(&month),
         "month kept {month} s"
     );
-    assert!((60..=2 * 3_600).contains(&minute), "minute kept {minute} s");
+    assert!((60..=2 * 3_600).contains(&window), "window kept {window} s");
+    assert!(
+        (120..=2 * 3_600).contains(&last_window),
+        "last window kept {last_window} s"
+    );
+    assert!((86_400..=3 * 86_400).contains(&hold), "hold kept {hold} s");
 }
 
-// ---- A stored turn's spending, in the turn's own transaction ------------------------------------------------------
+// ---- A stored turn's settlement, in the turn's own transaction ---------------------------------------------------
 
 use chat_core::{
     Caller, Charged, ChatService, ChatSettings, HistoryBudget, Message, Overrides, Role,
@@ -168,12 +209,12 @@ async fn counters(direct: &DynamoStore) -> UsageSnapshot {
     direct.usage_ledger().read("alice", &periods).await.unwrap()
 }
 
-/// The attribute names of a counter item (`DAY#…` or `MONTH#…`) of `owner`.
+/// The attributes of a counter item (`DAY#…` or `MONTH#…`) of `owner`, but its expiry.
 async fn counter_attributes(
     (client, table): &(aws_sdk_dynamodb::Client, String),
     owner: &str,
     sk: String,
-) -> Vec<String> {
+) -> Vec<(String, AttributeValue)> {
     let out = client
         .get_item()
         .table_name(table)
@@ -182,16 +223,23 @@ async fn counter_attributes(
         .send()
         .await
         .unwrap();
-    let mut names: Vec<String> = out.item().unwrap().keys().cloned().collect();
-    names.sort();
-    names
+    let mut attributes: Vec<(String, AttributeValue)> = out
+        .item()
+        .unwrap()
+        .iter()
+        .filter(|(name, _)| !["pk", "expiresAt"].contains(&name.as_str()))
+        .map(|(n, v)| (n.clone(), v.clone()))
+        .collect();
+    attributes.sort_by(|a, b| a.0.cmp(&b.0));
+    attributes
 }
 
-/// A stored turn is one write, the turn's transaction, which adds its spending to the day's and the month's
-/// counters: a new chat is `TransactWriteItems` alone, a continued one `Query TransactWriteItems` (before, each
-/// was preceded by two `UpdateItem`s of the ledger). The counters come out as the ledger's own adds make them.
+/// A stored turn is two writes: its admission, and the turn's transaction, which settles it (its spending added to
+/// the day's and the month's counters, its reservation released). A new chat is `TransactWriteItems` twice, a
+/// continued one with the `Query` of its history between. The counters come out as the ledger's own settlement
+/// makes them.
 #[tokio::test]
-async fn a_stored_turn_is_one_transaction_with_its_counters() {
+async fn a_stored_turn_is_settled_in_its_own_transaction() {
     let (store, direct, proxy, table) = behind_proxy().await;
     let model = ScriptedModel::new();
     let service = service(store, &model);
@@ -218,9 +266,9 @@ async fn a_stored_turn_is_one_transaction_with_its_counters() {
     assert_eq!(
         calls,
         [
-            "TransactWriteItems",
-            "Query TransactWriteItems",
-            "Query TransactWriteItems"
+            "TransactWriteItems TransactWriteItems",
+            "TransactWriteItems Query TransactWriteItems",
+            "TransactWriteItems Query TransactWriteItems"
         ]
     );
     let usage = counters(&direct).await;
@@ -228,14 +276,35 @@ async fn a_stored_turn_is_one_transaction_with_its_counters() {
     assert_eq!(usage.month.turns, 3);
     assert_eq!(usage.day.spent, spent);
     assert_eq!(usage.month.spent, spent);
+    assert_eq!(usage.day.reserved.tokens, 0, "every reservation released");
+    assert_eq!(usage.day.held().tokens, 45);
     assert_eq!(spent.tokens.total_tokens, 45);
-    // The same item, attribute for attribute, as the ledger's own adds write (GET /usage and the limits read it).
-    let periods = Periods::at(time::OffsetDateTime::now_utc());
-    direct
-        .usage_ledger()
-        .record("bob", &periods, &spent)
-        .await
-        .unwrap();
+    // The same item, attribute for attribute, as the ledger's own settlements make it (GET /usage and the limits
+    // read it): bob's three turns, each admitted holding what alice's held and settled through the ledger.
+    let now = time::OffsetDateTime::now_utc();
+    let periods = Periods::at(now);
+    let ledger = direct.usage_ledger();
+    let each = UsageTotals {
+        tokens: TokenUsage {
+            input_tokens: 10,
+            output_tokens: 5,
+            total_tokens: 15,
+            ..TokenUsage::default()
+        },
+        cost_usd: spent.cost_usd.map(|c| c / 3.0),
+    };
+    let ceiling = Reserve::of_call(
+        chat_core::ModelOptions::for_model("test.model-v1", 8192).max_prompt_tokens,
+        256,
+        chat_core::ModelOptions::for_model("test.model-v1", 8192)
+            .prices
+            .as_ref(),
+    );
+    for _ in 0..3 {
+        let hold = Hold::new("bob", ceiling, now);
+        ledger.admit(&hold, &Limits::default()).await.unwrap().unwrap();
+        ledger.settle(&hold, &each, None).await.unwrap();
+    }
     for sk in [
         format!("DAY#{}", periods.day),
         format!("MONTH#{}", periods.month),
@@ -247,9 +316,9 @@ async fn a_stored_turn_is_one_transaction_with_its_counters() {
     }
 }
 
-/// A turn whose chat is not kept writes no turn: it is counted through the ledger, as before.
+/// A turn whose chat is not kept writes no turn: it is settled through the ledger.
 #[tokio::test]
-async fn a_turn_not_stored_is_counted_through_the_ledger() {
+async fn a_turn_not_stored_is_settled_through_the_ledger() {
     let (store, direct, proxy, _) = behind_proxy().await;
     let model = ScriptedModel::new();
     let service = service(store, &model);
@@ -259,10 +328,14 @@ async fn a_turn_not_stored_is_counted_through_the_ledger() {
         .answer(&Caller::owner("alice"), &ask("question", None, false))
         .await
         .unwrap();
-    assert_eq!(proxy.operations()[before..], ["UpdateItem", "UpdateItem"]);
+    assert_eq!(
+        proxy.operations()[before..],
+        ["TransactWriteItems", "TransactWriteItems"]
+    );
     let usage = counters(&direct).await;
     assert_eq!((usage.day.turns, usage.month.turns), (1, 1));
     assert_eq!(usage.day.spent.tokens.total_tokens, 15);
+    assert_eq!(usage.day.reserved.tokens, 0);
 }
 
 fn spent_tokens(total: u64) -> UsageTotals {
@@ -275,6 +348,20 @@ fn spent_tokens(total: u64) -> UsageTotals {
         },
         cost_usd: Some(0.25),
     }
+}
+
+/// A turn of alice's admitted now, holding 1,000 tokens and a dollar.
+async fn admitted(ledger: &DynamoUsage) -> Hold {
+    let hold = Hold::new(
+        "alice",
+        Reserve {
+            tokens: 1000,
+            cost_usd: Some(1.0),
+        },
+        time::OffsetDateTime::now_utc(),
+    );
+    ledger.admit(&hold, &Limits::default()).await.unwrap().unwrap();
+    hold
 }
 
 /// A chat of alice's with two messages, and a turn's read of it (its mark).
@@ -290,10 +377,10 @@ async fn chat_read_for_a_turn(direct: &DynamoStore, name: &str) -> chat_core::Lo
         .unwrap()
 }
 
-/// A turn that lost a race (another write landed after its read) is tried again with its counters in the same
-/// retried transaction: counted once, with the turn.
+/// A turn that lost a race (another write landed after its read) is tried again with its settlement in the same
+/// retried transaction: settled once, with the turn.
 #[tokio::test]
-async fn a_turn_that_lost_a_race_carries_its_counters_into_its_retry() {
+async fn a_turn_that_lost_a_race_carries_its_settlement_into_its_retry() {
     let (store, direct, proxy, _) = behind_proxy().await;
     let read = chat_read_for_a_turn(&direct, "raced").await;
     // Another turn lands after this one's read.
@@ -302,11 +389,11 @@ async fn a_turn_that_lost_a_race_carries_its_counters_into_its_retry() {
         .await
         .unwrap();
     let ledger = store.usage_ledger();
-    let periods = Periods::at(time::OffsetDateTime::now_utc());
+    let hold = admitted(&ledger).await;
     let spent = spent_tokens(40);
     let charge = UsageCharge {
         ledger: &ledger,
-        periods: &periods,
+        hold: &hold,
         spent: &spent,
     };
     let turn = [message(Role::User, "q1"), message(Role::Assistant, "a1")];
@@ -333,21 +420,25 @@ async fn a_turn_that_lost_a_race_carries_its_counters_into_its_retry() {
     assert_eq!((usage.day.turns, usage.month.turns), (1, 1));
     assert_eq!(usage.day.spent, spent);
     assert_eq!(usage.month.spent, spent);
+    assert_eq!(usage.day.reserved.tokens, 0);
+    // The hold is gone: a settlement through the ledger now (as after a write thought lost) changes nothing.
+    ledger.settle(&hold, &spent, None).await.unwrap();
+    assert_eq!(counters(&direct).await.day.spent, spent);
 }
 
-/// A turn whose write's answer was lost (once, or on every attempt) is read back as landed: its counters landed
-/// with it, and are not added again.
+/// A turn whose write's answer was lost (once, or on every attempt) is read back as landed: its settlement landed
+/// with it, and is not made again.
 #[tokio::test]
-async fn a_turn_whose_answer_is_lost_is_counted_once() {
+async fn a_turn_whose_answer_is_lost_is_settled_once() {
     for (name, times) in [("lost-once", Some(1)), ("lost-always", None)] {
         let (store, direct, proxy, _) = behind_proxy().await;
         let read = chat_read_for_a_turn(&direct, name).await;
         let ledger = store.usage_ledger();
-        let periods = Periods::at(time::OffsetDateTime::now_utc());
+        let hold = admitted(&ledger).await;
         let spent = spent_tokens(40);
         let charge = UsageCharge {
             ledger: &ledger,
-            periods: &periods,
+            hold: &hold,
             spent: &spent,
         };
         proxy.set(Fault::drop_responses(TRANSACT_WRITE_ITEMS, times));
@@ -370,24 +461,25 @@ async fn a_turn_whose_answer_is_lost_is_counted_once() {
         let usage = counters(&direct).await;
         assert_eq!((usage.day.turns, usage.month.turns), (1, 1), "{name}");
         assert_eq!(usage.day.spent, spent, "{name}");
+        assert_eq!(usage.day.reserved.tokens, 0, "{name}");
     }
 }
 
-/// A turn whose messages leave no room in one transaction for the counters (here 98 items: with the commit and
-/// the two counters, 101 actions), or that is rewritten into a new generation over several, is stored without
-/// them: the store says so, and the caller counts it through the ledger.
+/// A turn whose messages leave no room in one transaction for its settlement (here 97 items: with the commit, the
+/// hold and the two counters, 101 actions), or that is rewritten into a new generation over several, is stored
+/// without it: the store says so, and the caller settles it through the ledger.
 #[tokio::test]
-async fn a_turn_without_room_for_its_counters_leaves_them_to_the_ledger() {
+async fn a_turn_without_room_for_its_settlement_leaves_it_to_the_ledger() {
     let (store, direct, proxy, _) = behind_proxy().await;
     let ledger = store.usage_ledger();
-    let periods = Periods::at(time::OffsetDateTime::now_utc());
+    let hold = admitted(&ledger).await;
     let spent = spent_tokens(40);
     let charge = UsageCharge {
         ledger: &ledger,
-        periods: &periods,
+        hold: &hold,
         spent: &spent,
     };
-    for (name, messages) in [("full", 98), ("rewritten", 150)] {
+    for (name, messages) in [("full", 97), ("rewritten", 150)] {
         let read = chat_read_for_a_turn(&direct, name).await;
         let turn: Vec<_> = (0..messages)
             .map(|i| message(Role::User, &format!("m{i}")))
@@ -411,12 +503,13 @@ async fn a_turn_without_room_for_its_counters_leaves_them_to_the_ledger() {
         );
     }
     let usage = counters(&direct).await;
-    assert_eq!(usage.day.turns, 0, "nothing was charged");
+    assert_eq!(usage.day.turns, 0, "nothing was settled");
+    assert_eq!(usage.day.reserved.tokens, 1000, "the hold stands");
 }
 
-/// A store charges only counters it keeps: a ledger in memory, or in another table, is left to count the turn.
+/// A store settles only counters it keeps: a ledger in memory, or in another table, is left to settle the turn.
 #[tokio::test]
-async fn a_ledger_kept_elsewhere_is_not_charged_by_the_store() {
+async fn a_ledger_kept_elsewhere_is_not_settled_by_the_store() {
     let (store, direct, _proxy, (client, _)) = behind_proxy().await;
     let (_, other_table) = LocalDynamo::shared().fresh_table().await;
     let elsewhere = DynamoUsage::new(client, &other_table);
@@ -426,9 +519,11 @@ async fn a_ledger_kept_elsewhere_is_not_charged_by_the_store() {
     let ledgers: [(&str, &dyn UsageLedger); 2] =
         [("another-table", &elsewhere), ("in-memory", &in_memory)];
     for (name, ledger) in ledgers {
+        let hold = Hold::new("alice", Reserve::default(), periods.now);
+        ledger.admit(&hold, &Limits::default()).await.unwrap().unwrap();
         let charge = UsageCharge {
             ledger,
-            periods: &periods,
+            hold: &hold,
             spent: &spent,
         };
         let (_, charged) = store
@@ -444,4 +539,62 @@ async fn a_ledger_kept_elsewhere_is_not_charged_by_the_store() {
         assert_eq!(ledger.read("alice", &periods).await.unwrap().day.turns, 0);
     }
     assert_eq!(counters(&direct).await.day.turns, 0);
+}
+
+// ---- Admissions and settlements whose answers are lost ---------------------------------------------------------
+
+/// An admission and a settlement whose answers are lost (the SDK sends them again, or the ledger reads back) are
+/// each applied once: the hold's condition refuses the attempt after one that landed, and the read-back of the
+/// hold tells it landed.
+#[tokio::test]
+async fn ledger_writes_whose_answers_are_lost_apply_once() {
+    let (store, direct, proxy, _) = behind_proxy().await;
+    let ledger = store.usage_ledger();
+    let now = time::OffsetDateTime::now_utc();
+    let limits = Limits {
+        requests_per_minute: Some(10),
+        tokens_per_day: Some(1_000_000),
+        ..Limits::default()
+    };
+    let mut hold = Hold::new(
+        "alice",
+        Reserve {
+            tokens: 1000,
+            cost_usd: Some(1.0),
+        },
+        now,
+    );
+    proxy.set(Fault::drop_responses(TRANSACT_WRITE_ITEMS, Some(1)));
+    assert_eq!(ledger.admit(&hold, &limits).await.unwrap(), Ok(()));
+    assert_eq!(proxy.dropped(), 1);
+    let usage = counters(&direct).await;
+    assert_eq!(usage.window.requests(), 1, "the request counted once");
+    assert_eq!(usage.day.reserved.tokens, 1000, "held once");
+    proxy.set(Fault::drop_responses(TRANSACT_WRITE_ITEMS, Some(1)));
+    ledger
+        .settle(
+            &hold,
+            &spent_tokens(100),
+            Some(Reserve {
+                tokens: 500,
+                cost_usd: Some(0.5),
+            }),
+        )
+        .await
+        .unwrap();
+    hold.version += 1;
+    hold.reserved = Reserve {
+        tokens: 500,
+        cost_usd: Some(0.5),
+    };
+    proxy.set(Fault::drop_responses(TRANSACT_WRITE_ITEMS, Some(1)));
+    ledger.settle(&hold, &spent_tokens(50), None).await.unwrap();
+    proxy.set(Fault::None);
+    assert_eq!(proxy.dropped(), 3);
+    let usage = counters(&direct).await;
+    assert_eq!(usage.day.spent.tokens.total_tokens, 150);
+    assert_eq!(usage.day.spent.cost_usd, Some(0.5));
+    assert_eq!(usage.day.reserved.tokens, 0);
+    assert_eq!(usage.day.reserved.cost_usd, Some(0.0));
+    assert_eq!(usage.day.turns, 1);
 }

@@ -1,8 +1,12 @@
 //! The Chat UI's multi-agent mode: a group of agents answers one user message in turn, each seeing the
 //! conversation so far with every agent's messages attributed by name, until a turn limit or an approval phrase.
 
+use std::time::Duration;
+
 use serde::Deserialize;
+use serde_json::{Value, json};
 use time::OffsetDateTime;
+use tokio::time::Instant;
 
 use crate::checks::check_overrides;
 use crate::driver::{DriverEvent, RoundDriver, TurnTools, tools_with_reasoning};
@@ -16,7 +20,7 @@ use crate::{
     Message, Role, Session, SessionStore, StoredMessage, TokenUsage, TurnHeader, TurnInput,
     display_time, rfc3339_millis,
 };
-use crate::{ReplyStream, StopReason, Thought, ToolExchange, UsageTotals};
+use crate::{ReplyStream, StopReason, Thought, ToolExchange, TurnAccount, UsageTotals};
 
 /// One agent of the group.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -129,12 +133,17 @@ pub struct AgentRound {
     grounding: Option<Grounding>,
     /// What the round spent before its agents spoke (writing the search query).
     spent_before: crate::TurnSpent,
-    /// What a million tokens cost, to price the round.
-    prices: Option<crate::Prices>,
     /// The tools every agent is offered, and who they run for.
     tools: Option<TurnTools>,
     /// The thoughts known before the agents speak: the search, and the tools that are unavailable.
     pub thoughts: Vec<Thought>,
+    /// The round's account with its owner's counters: every agent's model calls are covered and noted in it.
+    account: TurnAccount,
+    /// When the round must end, whatever its agents are doing: before the function's own time is up, so that it
+    /// is stored and answered rather than cut off. `None`: no bound.
+    deadline: Option<Instant>,
+    /// How long the longest agent message took: no agent starts with less time than that left.
+    longest: Duration,
 }
 
 impl AgentRound {
@@ -143,17 +152,46 @@ impl AgentRound {
         &self.messages
     }
 
-    /// Every model call of the round so far: the search query's and each agent's message.
+    /// Every model call of the round so far: the search query's and each agent's message (and what an agent that
+    /// failed had spent).
     pub fn spent(&self) -> crate::TurnSpent {
         let mut spent = self.spent_before;
+        spent.totals = self.account.spent();
+        spent.model_calls = self.account.calls();
         for m in &self.messages {
-            spent
-                .totals
-                .add(&UsageTotals::of(m.usage, self.prices.as_ref()));
-            spent.model_calls += m.model_calls;
             spent.tool_calls += m.calls_run;
         }
         spent
+    }
+
+    /// Ends the round by `deadline` (the earlier of it and any set before): an agent that has not finished by then
+    /// is cut off, its message ending with what it had written, and no agent starts after it.
+    pub fn end_by(&mut self, deadline: Instant) {
+        self.deadline = Some(self.deadline.map_or(deadline, |d| d.min(deadline)));
+    }
+
+    /// Ends a round that stops before it is stored (its client went away, an agent failed): what it spent so far
+    /// is settled with its owner's counters and its reservation released.
+    pub async fn close_unfinished(&mut self) {
+        self.account.close().await;
+    }
+
+    /// Whether another agent may start: the round's time left is at least the longest message's so far.
+    fn time_for_another(&self) -> bool {
+        self.deadline
+            .is_none_or(|d| d.saturating_duration_since(Instant::now()) > self.longest)
+    }
+}
+
+/// The thought a round ended by its time limit carries, on its last message.
+fn round_ended(messages: usize) -> Thought {
+    Thought {
+        title: "Round ended".into(),
+        description: Value::String(format!(
+            "the round reached its time limit after {messages} agent message{}: it ends with what it has",
+            if messages == 1 { "" } else { "s" }
+        )),
+        props: Some(json!({ "reason": "time_limit", "messages": messages })),
     }
 }
 
@@ -188,7 +226,8 @@ fn heard(stored: &StoredMessage) -> Message {
 }
 
 impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
-    /// Starts a multi-agent round for the request's last user message.
+    /// Starts a multi-agent round for the request's last user message. A round that fails after its admission is
+    /// closed with what it spent.
     pub async fn agent_round(
         &self,
         caller: &Caller,
@@ -196,7 +235,23 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
     ) -> Result<AgentRound, ChatError> {
         self.check_files(input)?;
         check_overrides(self.settings(), &input.overrides)?;
-        self.admit(caller).await?;
+        let mut account = self.admit(caller, input).await?;
+        match self.agent_round_admitted(caller, input, &mut account).await {
+            Ok(round) => Ok(round),
+            Err(e) => {
+                account.close().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// The steps of [`Self::agent_round`] once admitted: the round takes `account` along.
+    async fn agent_round_admitted(
+        &self,
+        caller: &Caller,
+        input: &TurnInput,
+        account: &mut TurnAccount,
+    ) -> Result<AgentRound, ChatError> {
         // The agents' instructions are short beside the history; the budget is the whole prompt's less the question.
         let mut session = self
             .begin(
@@ -250,7 +305,7 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
             None => (None, crate::TurnSpent::default()),
             Some(retriever) => {
                 let found = search(
-                    self.model(),
+                    (self.model(), &mut *account),
                     retriever,
                     self.settings(),
                     caller,
@@ -272,9 +327,11 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
             done: false,
             grounding,
             spent_before,
-            prices: self.settings().model.prices,
             tools,
             thoughts,
+            account: account.take(),
+            deadline: None,
+            longest: Duration::ZERO,
         })
     }
 
@@ -288,6 +345,7 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         if round.done || group.agents.is_empty() {
             return Ok(None);
         }
+        let started = Instant::now();
         let agent = &group.agents[round.messages.len() % group.agents.len()];
         let others: Vec<&str> = group
             .agents
@@ -353,49 +411,95 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
             .iter()
             .flat_map(|t| t.tools.iter().map(|tool| tool.spec().clone()))
             .collect();
-        // The agent speaks through the turn driver: its rounds of tool calls, bounded as a standard turn's.
-        let first = self.model().converse(&request).await?;
+        // The agent speaks through the turn driver: its rounds of tool calls, bounded as a standard turn's, each
+        // model call covered by the round's reservation; by the round's deadline it stops with what it has.
+        let deadline = round.deadline;
+        let call = self.model().converse(&request);
+        let call = async move {
+            match deadline {
+                Some(d) => tokio::time::timeout_at(d, call).await.unwrap_or_else(|_| {
+                    Err(crate::ModelError::Timeout("the round's time limit".into()))
+                }),
+                None => call.await,
+            }
+        };
+        let first = match round.account.start(&request, None, call).await {
+            Ok(first) => Some(first),
+            // The call is noted as it may have spent; the message ends empty, and the round with it.
+            Err(_) if deadline.is_some_and(|d| Instant::now() >= d) => None,
+            Err(e) => return Err(e),
+        };
         let model_id = request.model_id.clone();
+        let prompt = crate::estimate_request_tokens(&request);
+        let unstarted = first.is_none();
         let mut driver = RoundDriver::new(
             request,
-            ReplyStream::new(first),
+            ReplyStream::new(first.unwrap_or_default()),
             self.reply_starter(),
             tools,
             round.grounding.clone(),
+            (round.account.take(), prompt),
         );
-        let mut stop = StopReason::EndTurn;
-        while let Some(event) = driver.next().await? {
-            if let DriverEvent::Done(reason) = event {
-                stop = reason;
-            }
+        driver.end_by(deadline);
+        if unstarted {
+            driver.time_up_unstarted();
         }
-        let finish_reason = finish_reason(&stop)?;
+        let mut stop = StopReason::EndTurn;
+        let read = loop {
+            match driver.next().await {
+                Ok(Some(DriverEvent::Done(reason))) => stop = reason,
+                Ok(Some(_)) => {}
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(e),
+            }
+        };
+        let cut = driver.timed_out;
+        let finish_reason = if cut {
+            Ok(FinishReason::Length)
+        } else {
+            read.and_then(|()| finish_reason(&stop))
+        };
         let text = driver.said.clone();
+        let usage = driver.usage();
+        let model_calls = driver.calls.len() as u32;
+        let calls_run = driver.calls_run;
+        let citations = driver.grounding.as_ref().map(|g| g.cited_in(&text));
+        let exchanges = std::mem::take(&mut driver.exchanges);
+        let tool_thoughts = std::mem::take(&mut driver.tool_thoughts);
+        round.account = driver.into_account();
+        let finish_reason = finish_reason?;
+        round.longest = round.longest.max(started.elapsed());
+        let approved = text
+            .to_lowercase()
+            .contains(&group.approval_phrase.to_lowercase());
+        let out_of_time = cut || (!approved && !round.time_for_another());
+        let mut thoughts: Vec<Thought> = reasoning_note.into_iter().chain(tool_thoughts).collect();
+        if out_of_time {
+            thoughts.push(round_ended(round.messages.len() + 1));
+            tracing::info!(
+                messages = round.messages.len() + 1,
+                "the multi-agent round reached its time limit: it ends with what it has"
+            );
+        }
         let message = AgentMessage {
             agent: agent.name.clone(),
             text: text.clone(),
             header: TurnHeader::new(&model_id),
-            usage: driver.usage(),
+            usage,
             finish_reason,
             finished_at: display_time(OffsetDateTime::now_utc().unix_timestamp()),
-            citations: driver.grounding.as_ref().map(|g| g.cited_in(&text)),
-            model_calls: driver.calls.len() as u32,
-            calls_run: driver.calls_run,
-            tools: driver.exchanges,
-            thoughts: reasoning_note
-                .into_iter()
-                .chain(driver.tool_thoughts)
-                .collect(),
+            citations,
+            model_calls,
+            calls_run,
+            tools: exchanges,
+            thoughts,
         };
         round.transcript.push((
             Some(agent.name.clone()),
             Message::new(Role::Assistant, text.clone()),
         ));
         round.messages.push(message.clone());
-        let approved = text
-            .to_lowercase()
-            .contains(&group.approval_phrase.to_lowercase());
-        round.done = approved || round.messages.len() >= group.max_turns;
+        round.done = approved || out_of_time || round.messages.len() >= group.max_turns;
         Ok(Some(message))
     }
 
@@ -406,22 +510,43 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         group: &AgentGroup,
         input: &TurnInput,
     ) -> Result<AgentRound, ChatError> {
+        self.whole_round_by(caller, group, input, None).await
+    }
+
+    /// A whole round that ends by `deadline` ([`AgentRound::end_by`]), stored once complete; a round that fails on
+    /// the way is closed with what it spent.
+    pub async fn whole_round_by(
+        &self,
+        caller: &Caller,
+        group: &AgentGroup,
+        input: &TurnInput,
+        deadline: Option<Instant>,
+    ) -> Result<AgentRound, ChatError> {
         let mut round = self.agent_round(caller, input).await?;
-        while self
-            .next_agent_message(group, input, &mut round)
-            .await?
-            .is_some()
-        {}
-        self.save_round(caller, &round).await?;
+        if let Some(deadline) = deadline {
+            round.end_by(deadline);
+        }
+        loop {
+            match self.next_agent_message(group, input, &mut round).await {
+                Ok(Some(_)) => {}
+                Ok(None) => break,
+                Err(e) => {
+                    round.close_unfinished().await;
+                    return Err(e);
+                }
+            }
+        }
+        self.save_round(caller, &mut round).await?;
         Ok(round)
     }
 
-    /// Stores a finished round: the user's new messages and every agent's message, all or nothing; returns what
-    /// the round spent (every model call of it), which its caller's counters hold whether or not it is stored.
+    /// Stores a finished round: the user's new messages and every agent's message, all or nothing, and settles its
+    /// account; returns what the round spent (every model call of it), which its caller's counters hold whether or
+    /// not it is stored.
     pub async fn save_round(
         &self,
         caller: &Caller,
-        round: &AgentRound,
+        round: &mut AgentRound,
     ) -> Result<crate::TurnSpent, ChatError> {
         let mut messages = round.new_messages.clone();
         let prices = self.settings().model.prices;
@@ -435,7 +560,7 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
             Ok(files) => files,
             Err(e) => {
                 // Not stored, but spent all the same.
-                self.count_spent(&caller.owner, &turn_spent).await;
+                round.close_unfinished().await;
                 return Err(e);
             }
         };
@@ -453,12 +578,12 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
             tools: m.tools.clone(),
         }));
         let stored = self
-            .store_and_count(
+            .store_and_settle(
                 &caller.owner,
                 &round.session,
                 &messages,
                 &round.started_at,
-                (&spent, &turn_spent),
+                (&spent, &mut round.account),
             )
             .await;
         if stored.is_err() {

@@ -44,6 +44,44 @@ fn tool_tokens(exchange: &crate::ToolExchange) -> u64 {
         + estimate_tokens(&exchange.output)
 }
 
+/// About how many tokens a whole model call reads: its system prompt, its messages (texts, files, tool calls and
+/// results), the passages given as search results and the tools it is offered. What a turn reserves for a call it
+/// did not count: a tool round's, or an agent's.
+pub fn estimate_request_tokens(request: &crate::ModelRequest) -> u64 {
+    let messages: u64 = request
+        .messages
+        .iter()
+        .map(|m| {
+            MESSAGE_TOKENS
+                + m.texts.iter().map(|t| estimate_tokens(t)).sum::<u64>()
+                + m.files.iter().map(attachment_tokens).sum::<u64>()
+                + m.tool_uses
+                    .iter()
+                    .map(|c| MESSAGE_TOKENS + estimate_tokens(&c.name) + estimate_tokens(&c.input.to_string()))
+                    .sum::<u64>()
+                + m.tool_results
+                    .iter()
+                    .map(|r| MESSAGE_TOKENS + estimate_tokens(&r.text))
+                    .sum::<u64>()
+        })
+        .sum();
+    let passages: u64 = request
+        .search_results
+        .iter()
+        .map(|p| estimate_tokens(&p.text) + estimate_tokens(&p.citation()) + 2)
+        .sum();
+    let tools: u64 = request
+        .tools
+        .iter()
+        .map(|t| {
+            estimate_tokens(&t.name)
+                + estimate_tokens(&t.description)
+                + estimate_tokens(&t.input_schema.to_string())
+        })
+        .sum();
+    estimate_tokens(&request.system) + messages + passages + tools
+}
+
 /// About how many tokens a stored message is in a prompt (as [`estimate_message_tokens`] counts it once read).
 pub fn estimate_stored_tokens(message: &StoredMessage) -> u64 {
     MESSAGE_TOKENS

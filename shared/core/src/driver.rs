@@ -13,6 +13,7 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use serde_json::{Value, json};
 
+use crate::account::TurnAccount;
 use crate::thoughts::reasoning_text;
 use crate::tools::{ToolRun, call_thought, result_thought, run_call};
 use crate::{
@@ -90,6 +91,27 @@ pub(crate) struct RoundDriver<S> {
     pub reasoning_redacted: bool,
     pub guardrail: Option<GuardrailTrace>,
     pub served: Served,
+    /// The turn's account with its owner's counters: each round is covered before it starts, and each call's
+    /// spending noted when it ends.
+    pub account: TurnAccount,
+    /// The current round's prompt tokens as the turn counted or estimated them (the first round's); `None`: estimated
+    /// from the request when needed.
+    round_prompt: Option<u64>,
+    /// When the answer must stop, whatever it is doing (a multi-agent round's time limit); `None`: no bound.
+    deadline: Option<tokio::time::Instant>,
+    /// Whether the deadline stopped the answer: it ended with what it had ([`StopReason::MaxTokens`]).
+    pub timed_out: bool,
+}
+
+/// `work`, unless `deadline` comes first (`None`).
+async fn before<T>(
+    deadline: Option<tokio::time::Instant>,
+    work: impl Future<Output = T>,
+) -> Option<T> {
+    match deadline {
+        Some(deadline) => tokio::time::timeout_at(deadline, work).await.ok(),
+        None => Some(work.await),
+    }
 }
 
 impl<S: ModelStream> RoundDriver<S> {
@@ -99,6 +121,7 @@ impl<S: ModelStream> RoundDriver<S> {
         start: RoundStarter<S>,
         tools: Option<TurnTools>,
         grounding: Option<Grounding>,
+        (account, prompt_tokens): (TurnAccount, u64),
     ) -> Self {
         let question = request.messages.len().saturating_sub(1);
         Self {
@@ -128,7 +151,38 @@ impl<S: ModelStream> RoundDriver<S> {
             reasoning_redacted: false,
             guardrail: None,
             served: Served::default(),
+            account,
+            round_prompt: Some(prompt_tokens),
+            deadline: None,
+            timed_out: false,
         }
+    }
+
+    /// Stops the answer at `deadline` with what it has: the model's round or the tools running are cut off there
+    /// (never a write of the account, which always completes).
+    pub(crate) fn end_by(&mut self, deadline: Option<tokio::time::Instant>) {
+        self.deadline = deadline;
+    }
+
+    /// The deadline came before the first round could start (its call is noted by whoever made it): the answer
+    /// ends empty.
+    pub(crate) fn time_up_unstarted(&mut self) {
+        self.round_open = false;
+        self.time_up();
+    }
+
+    /// The deadline has come: the answer ends here, what the round spent estimated.
+    fn time_up(&mut self) {
+        self.cut_off();
+        self.running = None;
+        self.timed_out = true;
+        self.ready.push_back(DriverEvent::Done(StopReason::MaxTokens));
+        self.done = true;
+    }
+
+    /// The turn's account, once the driver is done with it.
+    pub(crate) fn into_account(self) -> TurnAccount {
+        self.account
     }
 
     /// Every model call's usage, added up.
@@ -145,9 +199,9 @@ impl<S: ModelStream> RoundDriver<S> {
         self.done
     }
 
-    /// When a round is being read and the model has not reported its usage yet (an answer cut off now): about how
-    /// many tokens it has written (and, in the first round, reasoned) so far.
-    pub(crate) fn unreported_output(&self) -> Option<u64> {
+    /// When a round is being read and the model has not reported its usage yet (an answer cut off now): about what
+    /// it has spent so far, its prompt and what it has written (and, in the first round, reasoned).
+    pub(crate) fn unreported(&self) -> Option<TokenUsage> {
         if !self.round_open {
             return None;
         }
@@ -156,7 +210,25 @@ impl<S: ModelStream> RoundDriver<S> {
         } else {
             0
         };
-        Some(crate::estimate_tokens(&self.round_text) + reasoned)
+        let input = self
+            .round_prompt
+            .unwrap_or_else(|| crate::estimate_request_tokens(&self.request));
+        let output = crate::estimate_tokens(&self.round_text) + reasoned;
+        Some(TokenUsage {
+            input_tokens: input,
+            output_tokens: output,
+            total_tokens: input + output,
+            ..TokenUsage::default()
+        })
+    }
+
+    /// The answer stops here, its round cut off: what the round spent so far is noted in the account, as estimated.
+    pub(crate) fn cut_off(&mut self) {
+        if let Some(usage) = self.unreported() {
+            self.account.add_call(usage);
+            self.round_open = false;
+        }
+        self.model = None;
     }
 
     /// The next event; `None` after [`DriverEvent::Done`]. An error ends the answer.
@@ -191,7 +263,11 @@ impl<S: ModelStream> RoundDriver<S> {
 
     async fn pull(&mut self) -> Result<(), ChatError> {
         if let Some(running) = self.running.as_mut() {
-            match running.next().await {
+            let Some(next) = before(self.deadline, running.next()).await else {
+                self.time_up();
+                return Ok(());
+            };
+            match next {
                 Some(mut run) => {
                     // What a search found joins the answer's grounding as it arrives, so that the result's line
                     // carries it.
@@ -218,10 +294,18 @@ impl<S: ModelStream> RoundDriver<S> {
             self.done = true;
             return Ok(());
         };
-        let event = match model.next_event().await {
+        let Some(next) = before(self.deadline, model.next_event()).await else {
+            self.time_up();
+            return Ok(());
+        };
+        let event = match next {
             Ok(event) => event,
             Err(e) => {
-                self.model = None;
+                // A round that failed on its way spent what it read and wrote, unless the model never ran it.
+                if self.round_text.is_empty() && crate::account::model_did_not_run(&e) {
+                    self.round_open = false;
+                }
+                self.cut_off();
                 return Err(e.into());
             }
         };
@@ -271,10 +355,12 @@ impl<S: ModelStream> RoundDriver<S> {
             Some(ModelEvent::Stop(stop)) => self.stop = Some(stop),
             Some(ModelEvent::Usage(usage)) => {
                 self.calls.push(usage);
+                self.account.add_call(usage);
                 self.round_open = false;
             }
             None => {
-                self.model = None;
+                // A stream that ended without saying what it spent is counted as estimated.
+                self.cut_off();
                 let stop = self.stop.take().ok_or_else(|| {
                     ChatError::from(ModelError::Failed(
                         "the model stream ended before the answer did".into(),
@@ -390,10 +476,28 @@ impl<S: ModelStream> RoundDriver<S> {
             self.request.tools.clear();
         }
         self.round_break = !self.said.is_empty();
-        self.round_open = true;
-        let stream = (self.start)(self.request.clone()).await?;
-        self.model = Some(stream);
-        Ok(())
+        // Each round is covered by the turn's reservation before it starts; its prompt is estimated.
+        self.round_prompt = None;
+        let deadline = self.deadline;
+        let call = (self.start)(self.request.clone());
+        let call = async move {
+            before(deadline, call)
+                .await
+                .unwrap_or_else(|| Err(ModelError::Timeout("the answer's time limit".into())))
+        };
+        match self.account.start(&self.request, None, call).await {
+            Ok(stream) => {
+                self.round_open = true;
+                self.model = Some(stream);
+                Ok(())
+            }
+            // What the call may have spent is noted; the answer ends with what it has.
+            Err(_) if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) => {
+                self.time_up();
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
     }
 }
 

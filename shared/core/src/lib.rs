@@ -1,6 +1,7 @@
 //! The chat core: what one chat turn does. It decides (prompt, overrides, follow-ups, answer shape) and talks to
 //! the model through the [`ChatModel`] port; adapters beside it translate to Bedrock.
 
+mod account;
 mod agents;
 mod attachments;
 mod budget;
@@ -28,6 +29,7 @@ mod tools;
 mod turn;
 mod usage;
 
+pub use account::TurnAccount;
 pub use agents::{Agent, AgentGroup, AgentMessage, AgentRound};
 pub use attachments::{
     Attachment, AttachmentError, AttachmentFuture, AttachmentStore, DocumentFormat, FileKind,
@@ -35,7 +37,8 @@ pub use attachments::{
 };
 pub use budget::{
     CACHE_FRIENDLY_STEP, HistoryBudget, align_conversation, estimate_file_tokens,
-    estimate_message_tokens, estimate_stored_tokens, estimate_tokens, fit_conversation,
+    estimate_message_tokens, estimate_request_tokens, estimate_stored_tokens, estimate_tokens,
+    fit_conversation,
 };
 pub use conversation::{
     Answer, ChatMode, ContentPart, DataPoints, FinishReason, Message, Overrides, RetrievalMode,
@@ -79,7 +82,8 @@ pub use tools::{
 };
 pub use turn::{TurnHeader, rfc3339_millis};
 pub use usage::{
-    Charged, LimitKind, LimitOverrides, Limits, MinuteReport, OverLimit, PeriodReport, PeriodUsage,
-    Periods, TurnSpent, UsageCharge, UsageFuture, UsageLedger, UsageReport, UsageSnapshot, check,
-    report,
+    BUCKET_SECONDS, Charged, HELD_RETRY_SECONDS, Hold, LimitKind, LimitOverrides, Limits,
+    MinuteReport, OverLimit, PeriodReport, PeriodUsage, Periods, RateWindow, Reserve, TurnSpent,
+    UsageCharge, UsageFuture, UsageLedger, UsageReport, UsageSnapshot, WINDOW_BUCKETS, WINDOW_SPAN,
+    check, report,
 };

@@ -114,7 +114,8 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         (tools, thought)
     }
 
-    /// The steps before the model: the session, the search (when a knowledge base is configured), the prompt.
+    /// The steps before the model: the admission, the session, the search (when a knowledge base is configured),
+    /// the prompt. A turn that fails after its admission is closed with what it spent.
     pub(crate) async fn prepare(
         &self,
         caller: &Caller,
@@ -122,7 +123,23 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
     ) -> Result<Turn, ChatError> {
         self.check_files(input)?;
         check_overrides(&self.settings, &input.overrides)?;
-        self.admit(caller).await?;
+        let mut account = self.admit(caller, input).await?;
+        match self.prepare_admitted(caller, input, &mut account).await {
+            Ok(turn) => Ok(turn),
+            Err(e) => {
+                account.close().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// The steps of [`Self::prepare`] once admitted: the turn takes `account` along.
+    async fn prepare_admitted(
+        &self,
+        caller: &Caller,
+        input: &TurnInput,
+        account: &mut crate::TurnAccount,
+    ) -> Result<Turn, ChatError> {
         let budget = self.settings.model.max_prompt_tokens;
         let system = system_prompt(&self.settings, input, self.retriever.is_some());
         let mut session = self
@@ -174,7 +191,7 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
             None => None,
             Some(retriever) => {
                 let found = search(
-                    self.model.as_ref(),
+                    (self.model.as_ref(), &mut *account),
                     retriever.as_ref(),
                     &self.settings,
                     caller,
@@ -278,6 +295,7 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
             spent_before,
             prompt_tokens: counted.unwrap_or(estimated),
             tools,
+            account: account.take(),
         })
     }
 

@@ -145,6 +145,32 @@ pub(crate) fn inference_settings(
     }
 }
 
+/// How the configured model reasons for this request, when it does (an agent with a model of its own does not).
+fn reasoning(settings: &ChatSettings, input: &TurnInput) -> Option<Reasoning> {
+    let options = &settings.model;
+    input
+        .overrides
+        .reasoning_effort
+        .or(options.reasoning_effort)
+        .filter(|_| options.profile.reasoning != ReasoningStyle::Unsupported)
+        .map(|effort| Reasoning {
+            effort,
+            style: options.profile.reasoning,
+        })
+}
+
+/// The most tokens one model call of this request may write: its `max_tokens`, and the budget the model reasons
+/// in where reasoning counts within it.
+pub(crate) fn output_cap(settings: &ChatSettings, input: &TurnInput) -> u32 {
+    let mut cap = inference_settings(settings, &input.overrides, None).max_tokens;
+    if let Some(r) = reasoning(settings, input)
+        && r.style == ReasoningStyle::AnthropicBudget
+    {
+        cap += r.effort.budget_tokens();
+    }
+    cap
+}
+
 /// Who speaks in one model call of a turn, and how: the policy every model request of a turn is built from. A
 /// standard turn has one speaker (the configured model, as the system prompt and overrides say); a multi-agent
 /// round has one per agent message.
@@ -235,15 +261,7 @@ pub(crate) fn model_request(
         }
     }
     let options = &settings.model;
-    let reasoning = input
-        .overrides
-        .reasoning_effort
-        .or(options.reasoning_effort)
-        .filter(|_| options.profile.reasoning != ReasoningStyle::Unsupported && own_model.is_none())
-        .map(|effort| Reasoning {
-            effort,
-            style: options.profile.reasoning,
-        });
+    let reasoning = reasoning(settings, input).filter(|_| own_model.is_none());
     if let Some(reasoning) = reasoning {
         match reasoning.style {
             // Claude thinks within max_tokens and takes no sampling settings while it thinks.

@@ -1,51 +1,54 @@
 //! Storing a turn once its answer is complete: the new messages and the answer, all or nothing, with the turn's
-//! new files kept first (and removed again when the turn is not stored), and what it spent counted once: in the
+//! new files kept first (and removed again when the turn is not stored), and its account settled once: in the
 //! turn's own write when the store keeps the usage counters, through the usage ledger otherwise.
 
 use time::OffsetDateTime;
 
+use crate::streaming::TurnParts;
 use crate::turn::rfc3339_millis;
 use crate::{
-    Charged, ChatError, ChatModel, ChatRecord, ChatService, Periods, Role, Session, SessionStore,
+    Charged, ChatError, ChatModel, ChatRecord, ChatService, Role, Session, SessionStore,
     StoredFile, StoredMessage, UsageCharge, UsageTotals, display_time, title_of,
 };
 
 impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
-    /// Stores a turn whose answer is complete: the session's new messages and the answer, all or nothing.
-    /// The turn's new files are kept first; a turn whose messages are not stored removes them again.
-    pub(crate) async fn save(
-        &self,
-        owner: &str,
-        session: &Session,
-        (answer, tools): (&str, Vec<crate::ToolExchange>),
-        spent: &UsageTotals,
-        turn_spent: &crate::TurnSpent,
-    ) -> Result<(), ChatError> {
-        log_turn(session, spent);
+    /// Stores a turn whose answer is complete: the session's new messages and the answer, all or nothing, and
+    /// settles the turn's account. The turn's new files are kept first; a turn whose messages are not stored
+    /// removes them again.
+    pub(crate) async fn save(&self, owner: &str, parts: TurnParts) -> Result<(), ChatError> {
+        let TurnParts {
+            session,
+            shown,
+            tools,
+            spent,
+            mut account,
+            ..
+        } = parts;
+        log_turn(&session, &spent);
         let now = OffsetDateTime::now_utc();
         let shown_at = display_time(now.unix_timestamp());
-        let files = match self.keep_files(owner, session).await {
+        let files = match self.keep_files(owner, &session).await {
             Ok(files) => files,
             Err(e) => {
                 // Not stored, but spent all the same.
-                self.count_spent(owner, turn_spent).await;
+                account.close().await;
                 return Err(e);
             }
         };
-        let mut messages = new_stored_messages(session, &shown_at);
+        let mut messages = new_stored_messages(&session, &shown_at);
         for (message, files) in messages.iter_mut().zip(&files) {
             message.files = files.clone();
         }
-        let mut answer = stored_message(Role::Assistant, answer, &shown_at);
+        let mut answer = stored_message(Role::Assistant, &shown, &shown_at);
         answer.tools = tools;
         messages.push(answer);
         let stored = self
-            .store_and_count(
+            .store_and_settle(
                 owner,
-                session,
+                &session,
                 &messages,
                 &rfc3339_millis(now),
-                (spent, turn_spent),
+                (&spent, &mut account),
             )
             .await;
         if stored.is_err() {
@@ -99,34 +102,41 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         }
     }
 
-    /// Stores the turn ([`Self::store_turn`]) and counts what it spent in its owner's counters, once: in the
-    /// turn's own write when the store keeps the ledger's counters, else through the ledger after the write,
-    /// whether the turn was stored or not (a turn not kept, or a write that failed, spent all the same).
-    /// `spent` is (what goes in the chat's totals, what the turn spent in all). A write that fails is counted as
-    /// not stored: when it failed without the store learning whether it landed (its read-back failing too), the
-    /// counters may then hold the turn twice, a fault rarer than the lost add the ledger already bears.
-    pub(crate) async fn store_and_count(
+    /// Stores the turn ([`Self::store_turn`]) and settles its account, once: in the turn's own write when the store
+    /// keeps the ledger's counters, else through the ledger after the write, whether the turn was stored or not (a
+    /// turn not kept, or a write that failed, spent all the same). `spent` is what goes in the chat's totals. The
+    /// turn's hold makes its last settlement happen once whichever way it goes: a settlement through the ledger
+    /// after a write that landed all the same (its answer lost) finds the hold released and changes nothing.
+    pub(crate) async fn store_and_settle(
         &self,
         owner: &str,
         session: &Session,
         messages: &[StoredMessage],
         now: &str,
-        (spent, turn_spent): (&UsageTotals, &crate::TurnSpent),
+        (spent, account): (&UsageTotals, &mut crate::TurnAccount),
     ) -> Result<(), ChatError> {
+        let unsettled = account.unsettled();
         let stored = self
-            .store_turn(owner, session, messages, now, spent, &turn_spent.totals)
+            .store_turn(
+                owner,
+                session,
+                messages,
+                now,
+                spent,
+                account.charge(&unsettled),
+            )
             .await;
-        if !matches!(stored, Ok(Charged::WithTurn)) {
-            self.count_spent(owner, turn_spent).await;
+        match stored {
+            Ok(Charged::WithTurn) => account.settled_with_turn(),
+            _ => account.close().await,
         }
         stored.map(|_| ())
     }
 
     /// Stores `messages` as the turn of `session`: the chat is created by its first turn, continued by the others.
     /// A session that is not kept stores nothing. `now` (RFC 3339) is the chat's new `lastUpdated`. Every turn,
-    /// standard or multi-agent, is stored here, with what it `spent` added to the chat's totals; with a ledger, the
-    /// store is offered what the turn `counted` to add to its owner's counters in the same write, and says whether
-    /// it did.
+    /// standard or multi-agent, is stored here, with what it `spent` added to the chat's totals; with a `charge`,
+    /// the store is offered the turn's last settlement to make in the same write, and says whether it did.
     async fn store_turn(
         &self,
         owner: &str,
@@ -134,17 +144,11 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         messages: &[StoredMessage],
         now: &str,
         spent: &UsageTotals,
-        counted: &UsageTotals,
+        charge: Option<UsageCharge<'_>>,
     ) -> Result<Charged, ChatError> {
         if !session.kept {
             return Ok(Charged::No);
         }
-        let periods = Periods::at(OffsetDateTime::now_utc());
-        let charge = self.ledger.as_deref().map(|ledger| UsageCharge {
-            ledger,
-            periods: &periods,
-            spent: counted,
-        });
         if session.is_new {
             let chat = ChatRecord {
                 id: session.chat_id.clone(),

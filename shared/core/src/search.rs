@@ -80,7 +80,7 @@ pub(crate) struct SearchOutcome {
 /// Searches `retriever` for the turn: writes the query (or takes the user's), builds the filters, and keeps the
 /// passages that score at least the requested minimum.
 pub(crate) async fn search<M: ChatModel>(
-    model: &M,
+    (model, account): (&M, &mut crate::TurnAccount),
     retriever: &dyn Retriever,
     settings: &ChatSettings,
     caller: &Caller,
@@ -98,7 +98,7 @@ pub(crate) async fn search<M: ChatModel>(
     let mut spent = crate::TurnSpent::default();
     let (query, generated) = if settings.retrieval.query_rewrite {
         let request = query_request(settings, input, conversation, &question);
-        let reply = model.converse(&request).await?;
+        let reply = account.converse(model, &request).await?;
         spent.add_call(reply.usage, settings.model.prices.as_ref());
         let written = reply.text.trim().trim_matches('"').trim().to_string();
         thoughts.push(query_thought(&request, &written));

@@ -1,6 +1,6 @@
 //! The chat core as a service: [`ChatService`] with its ports plugged in (model, store, search, files, usage
-//! ledger, tools), built once per cold start, and what every turn asks of it before anything else (admission
-//! against the user's limits) and after (counting what it spent).
+//! ledger, tools), built once per cold start, and what every turn asks of it before anything else: admission
+//! against the user's limits, which opens the turn's account with the counters.
 
 use std::sync::Arc;
 
@@ -8,8 +8,8 @@ use time::OffsetDateTime;
 
 use crate::driver::RoundStarter;
 use crate::{
-    AttachmentStore, Caller, ChatError, ChatModel, ChatSettings, Limits, Periods, ReplyStream,
-    Retriever, SessionStore, ToolBounds, ToolSource, UsageLedger,
+    AttachmentStore, Caller, ChatError, ChatModel, ChatSettings, Hold, Limits, ReplyStream, Reserve,
+    Retriever, SessionStore, ToolBounds, ToolSource, TurnAccount, TurnInput, UsageLedger,
 };
 
 /// The chat core with its ports plugged in; built once per cold start and shared by every request.
@@ -86,51 +86,29 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         &self.usage_limits
     }
 
-    /// Refuses a turn whose caller is over a quota or the rate limit, before anything is asked of the model: one
-    /// read of their counters, and, when a rate is limited, the request counted. Nothing when no limit is set.
-    pub async fn admit(&self, caller: &Caller) -> Result<(), ChatError> {
-        let Some(ledger) = self.ledger.as_deref() else {
-            return Ok(());
+    /// Admits a turn, before anything is asked of the model: in one atomic write of its caller's counters, refuses
+    /// it when they are over a quota (what they spent and what their turns in progress hold) or the rate limit, and
+    /// otherwise counts the request and holds what the turn's first model call may spend: a prompt up to the budget
+    /// and the output cap, priced. The account returned covers every later call and settles once the turn is over.
+    /// Without a ledger nothing is written, and the account only adds up.
+    pub async fn admit(&self, caller: &Caller, input: &TurnInput) -> Result<TurnAccount, ChatError> {
+        let prices = self.settings.model.prices;
+        let Some(ledger) = self.ledger.clone() else {
+            return Ok(TurnAccount::unmetered(prices));
         };
-        if !self.usage_limits.any() {
-            return Ok(());
-        }
-        let periods = Periods::at(OffsetDateTime::now_utc());
-        let usage = ledger
-            .read(&caller.owner, &periods)
-            .await
-            .map_err(ChatError::Store)?;
-        let limits = self.usage_limits.for_user(&usage.overrides);
-        if let Err(refused) = crate::check(&limits, &usage, &periods) {
-            tracing::info!(limit = ?refused.kind, retry_after = refused.retry_after, "over a limit: turn refused");
-            return Err(ChatError::OverLimit(refused));
-        }
-        if limits.requests_per_minute.is_some() {
-            ledger
-                .count_request(&caller.owner, &periods)
-                .await
-                .map_err(ChatError::Store)?;
-        }
-        Ok(())
-    }
-
-    /// Counts a turn that ended before its answer did (its client went away, or the model failed on the way) with
-    /// what it had spent ([`StreamingTurn::spent_so_far`], [`crate::AgentRound::spent`]). Without this, a client that
-    /// always hangs up just before the end would spend without limit.
-    pub async fn count_unfinished(&self, caller: &Caller, spent: crate::TurnSpent) {
-        self.count_spent(&caller.owner, &spent).await;
-    }
-
-    /// Adds what a turn spent to its caller's counters through the ledger: for a turn whose store write did not
-    /// add it ([`crate::Charged::No`]), or that was not stored. A failure is logged, not the turn's: its answer stands,
-    /// and the counter is short by this turn rather than counted twice by a blind retry.
-    pub(crate) async fn count_spent(&self, owner: &str, spent: &crate::TurnSpent) {
-        let Some(ledger) = self.ledger.as_deref() else {
-            return;
-        };
-        let periods = Periods::at(OffsetDateTime::now_utc());
-        if let Err(e) = ledger.record(owner, &periods, &spent.totals).await {
-            tracing::warn!(error = %e, "the turn's usage was not counted");
+        let ceiling = Reserve::of_call(
+            self.settings.model.max_prompt_tokens,
+            u64::from(crate::prompt::output_cap(&self.settings, input)),
+            prices.as_ref(),
+        );
+        let hold = Hold::new(&caller.owner, ceiling, OffsetDateTime::now_utc());
+        match ledger.admit(&hold, &self.usage_limits).await {
+            Ok(Ok(())) => Ok(TurnAccount::held(ledger, hold, prices)),
+            Ok(Err(refused)) => {
+                tracing::info!(limit = ?refused.kind, retry_after = refused.retry_after, "over a limit: turn refused");
+                Err(ChatError::OverLimit(refused))
+            }
+            Err(e) => Err(ChatError::Store(e)),
         }
     }
 

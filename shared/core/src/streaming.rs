@@ -42,6 +42,20 @@ pub struct TurnEnd {
     pub citations: Vec<String>,
 }
 
+/// A turn whose answer is complete, taken apart to be stored.
+pub(crate) struct TurnParts {
+    pub session: Session,
+    /// The answer as shown: what is stored.
+    pub shown: String,
+    pub tools: Vec<ToolExchange>,
+    /// What the answer's own model calls spent (the chat's totals add it up).
+    pub spent: UsageTotals,
+    /// What the whole turn spent, every model call and tool call of it.
+    pub turn_spent: crate::TurnSpent,
+    /// The turn's account, to settle when it is stored (or not).
+    pub account: crate::TurnAccount,
+}
+
 /// A turn whose answer is being streamed from the model.
 pub struct StreamingTurn<S> {
     pub header: TurnHeader,
@@ -56,8 +70,6 @@ pub struct StreamingTurn<S> {
     prices: Option<Prices>,
     /// What the turn spent before the answer (writing the search query).
     spent_before: crate::TurnSpent,
-    /// The prompt's tokens as the turn counted or estimated them.
-    prompt_tokens: u64,
 }
 
 impl<S: ModelStream> StreamingTurn<S> {
@@ -65,14 +77,20 @@ impl<S: ModelStream> StreamingTurn<S> {
         Self {
             header: turn.header,
             thoughts: turn.thoughts,
-            driver: RoundDriver::new(turn.request, first, start, turn.tools, turn.grounding),
+            driver: RoundDriver::new(
+                turn.request,
+                first,
+                start,
+                turn.tools,
+                turn.grounding,
+                (turn.account, turn.prompt_tokens),
+            ),
             session: turn.session,
             shown: String::new(),
             splitter: turn.followups.then(FollowupSplitter::new),
             ready: VecDeque::new(),
             prices: turn.prices,
             spent_before: turn.spent_before,
-            prompt_tokens: turn.prompt_tokens,
         }
     }
 
@@ -97,52 +115,44 @@ impl<S: ModelStream> StreamingTurn<S> {
         &self.driver.exchanges
     }
 
-    /// The chat, the answer as shown, its tool calls, what its answer spent and what the whole turn spent, once the
-    /// turn is over.
-    pub(crate) fn into_parts(
-        self,
-    ) -> (
-        Session,
-        String,
-        Vec<ToolExchange>,
-        UsageTotals,
-        crate::TurnSpent,
-    ) {
-        let spent = self.spent();
-        let turn_spent = self.turn_spent();
-        (
-            self.session,
-            self.shown,
-            self.driver.exchanges,
-            spent,
-            turn_spent,
-        )
+    /// The chat, the answer as shown, its tool calls, what its answer spent, what the whole turn spent and its
+    /// account, once the turn is over.
+    pub(crate) fn into_parts(self) -> TurnParts {
+        TurnParts {
+            spent: self.spent(),
+            turn_spent: self.turn_spent(),
+            session: self.session,
+            shown: self.shown,
+            tools: self.driver.exchanges,
+            account: self.driver.account,
+        }
     }
 
     /// Every model call and tool call of the turn: the answer's rounds and those before it.
     fn turn_spent(&self) -> crate::TurnSpent {
-        let mut answer = crate::TurnSpent::default();
-        for call in &self.driver.calls {
-            answer.add_call(*call, self.prices.as_ref());
+        crate::TurnSpent {
+            totals: self.driver.account.spent(),
+            model_calls: self.driver.account.calls(),
+            tool_calls: self.spent_before.tool_calls + self.driver.calls_run,
         }
-        answer.tool_calls += self.driver.calls_run;
-        self.spent_before.plus(&answer)
     }
 
     /// What the turn has spent so far: exactly, for each round the model reported its usage; for a round cut off
     /// before that, the prompt's tokens and an estimate of what the model wrote and reasoned.
     pub fn spent_so_far(&self) -> crate::TurnSpent {
         let mut spent = self.turn_spent();
-        if let Some(output) = self.driver.unreported_output() {
-            let usage = TokenUsage {
-                input_tokens: self.prompt_tokens,
-                output_tokens: output,
-                total_tokens: self.prompt_tokens + output,
-                ..TokenUsage::default()
-            };
+        if let Some(usage) = self.driver.unreported() {
             spent.add_call(usage, self.prices.as_ref());
         }
         spent
+    }
+
+    /// Ends a turn that stops before its answer is complete (its client went away, or it failed on the way): what
+    /// it spent so far, the round cut off estimated, is settled with its owner's counters and its reservation
+    /// released. Without this the reservation stays counted until the period ends.
+    pub async fn close_unfinished(&mut self) {
+        self.driver.cut_off();
+        self.driver.account.close().await;
     }
 
     /// The turn's tokens and, when prices are known, their cost: priced here only.
@@ -168,51 +178,56 @@ impl<S: ModelStream> StreamingTurn<S> {
         Ok(event)
     }
 
-    /// Reads the whole answer; this is the one place an [`Answer`] is made. The caller still stores the turn.
-    pub(crate) async fn into_answer(
-        mut self,
-    ) -> Result<(Answer, Session, Vec<ToolExchange>, UsageTotals), ChatError> {
+    /// Reads the answer to its end; an error ends the turn (the caller closes it).
+    pub(crate) async fn read_to_end(&mut self) -> Result<TurnEnd, ChatError> {
         while let Some(event) = self.next().await? {
-            match event {
-                TurnEvent::Text(_)
-                | TurnEvent::Reasoning(_)
-                | TurnEvent::RedactedReasoning(_)
-                | TurnEvent::Thought(_) => {}
-                TurnEvent::End(end) => {
-                    let spent = self.spent();
-                    let turn_spent = self.turn_spent();
-                    let session_state = self.session.state();
-                    let driver = self.driver;
-                    // The tools' thoughts happened after the prompt's and before the answer's.
-                    let mut prompt_thoughts = self.thoughts;
-                    prompt_thoughts.extend(driver.tool_thoughts);
-                    let answer = Answer {
-                        id: self.header.id,
-                        created: self.header.created,
-                        created_at: self.header.created_at,
-                        model: self.header.model,
-                        content: self.shown,
-                        finish_reason: end.finish_reason,
-                        usage: end.usage,
-                        prompt_thoughts,
-                        result_thoughts: end.result_thoughts,
-                        followup_questions: end.followup_questions,
-                        session_state,
-                        data_points: driver.grounding.as_ref().map(Grounding::data_points),
-                        citations: end.citations,
-                        cost_usd: end.cost_usd,
-                        spent: turn_spent,
-                        reasoning: (!driver.reasoning.is_empty() || driver.reasoning_redacted)
-                            .then(|| reasoning_text(&driver.reasoning, driver.reasoning_redacted)),
-                        reasoning_redacted: driver.reasoning_redacted,
-                        tools: driver.exchanges,
-                    };
-                    let tools = answer.tools.clone();
-                    return Ok((answer, self.session, tools, spent));
-                }
+            if let TurnEvent::End(end) = event {
+                return Ok(end);
             }
         }
         Err(ModelError::Failed("the answer ended without its end".into()).into())
+    }
+
+    /// The whole answer, once [`Self::read_to_end`] gave its `end`; this is the one place an [`Answer`] is made.
+    /// The caller still stores the turn.
+    pub(crate) fn into_answer(self, end: TurnEnd) -> (Answer, TurnParts) {
+        let parts_spent = self.spent();
+        let turn_spent = self.turn_spent();
+        let session_state = self.session.state();
+        let driver = self.driver;
+        // The tools' thoughts happened after the prompt's and before the answer's.
+        let mut prompt_thoughts = self.thoughts;
+        prompt_thoughts.extend(driver.tool_thoughts);
+        let answer = Answer {
+            id: self.header.id,
+            created: self.header.created,
+            created_at: self.header.created_at,
+            model: self.header.model,
+            content: self.shown,
+            finish_reason: end.finish_reason,
+            usage: end.usage,
+            prompt_thoughts,
+            result_thoughts: end.result_thoughts,
+            followup_questions: end.followup_questions,
+            session_state,
+            data_points: driver.grounding.as_ref().map(Grounding::data_points),
+            citations: end.citations,
+            cost_usd: end.cost_usd,
+            spent: turn_spent,
+            reasoning: (!driver.reasoning.is_empty() || driver.reasoning_redacted)
+                .then(|| reasoning_text(&driver.reasoning, driver.reasoning_redacted)),
+            reasoning_redacted: driver.reasoning_redacted,
+            tools: driver.exchanges,
+        };
+        let parts = TurnParts {
+            spent: parts_spent,
+            turn_spent,
+            session: self.session,
+            shown: answer.content.clone(),
+            tools: answer.tools.clone(),
+            account: driver.account,
+        };
+        (answer, parts)
     }
 
     /// Takes the model's next text: held back while it may be follow-up questions, else ready to show.

@@ -55,6 +55,8 @@ pub(crate) struct Turn {
     pub prompt_tokens: u64,
     /// The tools the model is offered, and who they run for.
     pub tools: Option<TurnTools>,
+    /// The turn's account with its owner's counters, opened by its admission.
+    pub account: crate::TurnAccount,
 }
 impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
     /// Starts a streamed answer. The model is read until its first text (or its end), so that a fault before
@@ -64,17 +66,37 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         caller: &Caller,
         input: &TurnInput,
     ) -> Result<StreamingTurn<M::Stream>, ChatError> {
-        let turn = self.prepare(caller, input).await?;
-        let model_stream = self.model.converse_stream(&turn.request).await?;
+        let mut turn = self.prepare(caller, input).await?;
+        let prompt = Some(turn.prompt_tokens);
+        let call = self.model.converse_stream(&turn.request);
+        let model_stream = match turn.account.start(&turn.request, prompt, call).await {
+            Ok(stream) => stream,
+            Err(e) => {
+                turn.account.close().await;
+                return Err(e);
+            }
+        };
         let mut streaming = StreamingTurn::new(turn, model_stream, self.stream_starter());
-        streaming.prime().await?;
+        if let Err(e) = streaming.prime().await {
+            streaming.close_unfinished().await;
+            return Err(e);
+        }
         Ok(streaming)
     }
 
     /// Answers a validated request in full, and stores the turn before returning it.
     pub async fn answer(&self, caller: &Caller, input: &TurnInput) -> Result<Answer, ChatError> {
-        let turn = self.prepare(caller, input).await?;
-        let reply = self.model.converse(&turn.request).await?;
+        let mut turn = self.prepare(caller, input).await?;
+        let prompt = Some(turn.prompt_tokens);
+        let call = self.model.converse(&turn.request);
+        let reply = match turn.account.start(&turn.request, prompt, call).await {
+            Ok(reply) => reply,
+            Err(e) => {
+                turn.account.close().await;
+                return Err(e);
+            }
+        };
+        // The driver reads the reply as it reads a stream, and notes what it spent.
         self.collect(
             caller,
             StreamingTurn::new(turn, ReplyStream::new(reply), self.reply_starter()),
@@ -82,21 +104,21 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         .await
     }
 
-    /// Reads a turn's whole answer, then stores the turn.
+    /// Reads a turn's whole answer, then stores the turn; a turn that fails on the way is closed with what it spent.
     pub async fn collect<S: ModelStream>(
         &self,
         caller: &Caller,
-        turn: StreamingTurn<S>,
+        mut turn: StreamingTurn<S>,
     ) -> Result<Answer, ChatError> {
-        let (answer, session, tools, spent) = turn.into_answer().await?;
-        self.save(
-            &caller.owner,
-            &session,
-            (&answer.content, tools),
-            &spent,
-            &answer.spent,
-        )
-        .await?;
+        let end = match turn.read_to_end().await {
+            Ok(end) => end,
+            Err(e) => {
+                turn.close_unfinished().await;
+                return Err(e);
+            }
+        };
+        let (answer, parts) = turn.into_answer(end);
+        self.save(&caller.owner, parts).await?;
         Ok(answer)
     }
 
@@ -106,15 +128,9 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         caller: &Caller,
         turn: StreamingTurn<S>,
     ) -> Result<crate::TurnSpent, ChatError> {
-        let (session, shown, tools, spent, turn_spent) = turn.into_parts();
-        self.save(
-            &caller.owner,
-            &session,
-            (&shown, tools),
-            &spent,
-            &turn_spent,
-        )
-        .await?;
+        let parts = turn.into_parts();
+        let turn_spent = parts.turn_spent;
+        self.save(&caller.owner, parts).await?;
         Ok(turn_spent)
     }
 }

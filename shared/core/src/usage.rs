@@ -1,10 +1,19 @@
 //! What one user may spend, and what they have spent: quotas of tokens and cost per UTC day and calendar month,
-//! a rate of requests per minute, and the counters that hold across every instance of the functions.
+//! a rate of requests per sliding minute, and the counters that hold across every instance of the functions.
 //!
-//! A turn is admitted with one read of the user's counters ([`UsageLedger::read`]); what it spent is added when it
-//! ends: in the turn's own write when the store keeps the counters ([`UsageCharge`]), otherwise through
-//! [`UsageLedger::record`] (an atomic add per period). Between the two a turn runs unchecked, so a user may
-//! overshoot a quota by the turns already running when it was reached: at most one per instance serving them.
+//! Every turn is admitted by one atomic write ([`UsageLedger::admit`]) that checks the user's limits against what
+//! they have spent *and what their turns in progress hold*, counts the request in the rate window, and holds the
+//! turn's reservation ([`Hold`]): the most its first model call can spend (a prompt up to the budget and the output
+//! cap), priced. A turn settles what its model calls spent as it goes ([`UsageLedger::settle`]): whenever its
+//! reservation no longer covers its next call, and once when it ends, whatever ended it (an answer, a failure, a
+//! client gone). A turn that never settles (its process died, the function's timeout struck) leaves its
+//! reservation counted: an operator is never under-counted. Turns running at once therefore see each other: twenty
+//! sent together under a quota that holds five reservations admit five.
+//!
+//! The rate limit is a sliding window of buckets of [`BUCKET_SECONDS`]: a request is admitted while fewer than the
+//! limit were admitted in its own bucket and the [`WINDOW_BUCKETS`] before it. No 60-second window can then hold
+//! more than the limit (any 60 seconds lie within seven buckets), and a user who sends without pause gets the limit
+//! about every 70 seconds.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -13,6 +22,14 @@ use serde::Serialize;
 use time::{Date, Duration, Month, OffsetDateTime, Time};
 
 use crate::{StoreError, UsageTotals};
+
+/// How many seconds one bucket of the rate window spans.
+pub const BUCKET_SECONDS: i64 = 10;
+/// How many buckets before a request's own the rate window reaches back: 60 seconds of them.
+pub const WINDOW_BUCKETS: i64 = 60 / BUCKET_SECONDS;
+/// How many window counts one admitted request adds to: its own bucket's window and the next
+/// [`WINDOW_BUCKETS`] ones, each of which it falls in.
+pub const WINDOW_SPAN: usize = WINDOW_BUCKETS as usize + 1;
 
 /// What one turn spent, every model call of it counted (the query it wrote, each agent's message, the answer).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -39,8 +56,7 @@ impl TurnSpent {
     }
 }
 
-/// The configured limits; each `None` is no limit. All `None` (the default): nothing is read or checked before a
-/// turn.
+/// The configured limits; each `None` is no limit. All `None` (the default): nothing is checked before a turn.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Limits {
     pub tokens_per_day: Option<u64>,
@@ -49,7 +65,7 @@ pub struct Limits {
     pub cost_per_day: Option<f64>,
     /// US dollars.
     pub cost_per_month: Option<f64>,
-    /// Requests to the model routes per minute.
+    /// Requests to the model routes per sliding minute.
     pub requests_per_minute: Option<u64>,
 }
 
@@ -104,11 +120,10 @@ pub struct Periods {
     pub day: String,
     /// `2026-11`
     pub month: String,
-    /// `2026-11-25T14:51`
-    pub minute: String,
+    /// The rate window's bucket: Unix seconds divided by [`BUCKET_SECONDS`].
+    pub bucket: i64,
     pub day_ends: OffsetDateTime,
     pub month_ends: OffsetDateTime,
-    pub minute_ends: OffsetDateTime,
     pub now: OffsetDateTime,
 }
 
@@ -129,10 +144,6 @@ impl Periods {
             .unwrap_or(Date::MAX)
             .with_time(Time::MIDNIGHT)
             .assume_utc();
-        let minute_start = now
-            .replace_second(0)
-            .and_then(|t| t.replace_nanosecond(0))
-            .unwrap_or(now);
         Self {
             day: format!(
                 "{:04}-{:02}-{:02}",
@@ -141,19 +152,17 @@ impl Periods {
                 date.day()
             ),
             month: format!("{:04}-{:02}", date.year(), u8::from(date.month())),
-            minute: format!(
-                "{:04}-{:02}-{:02}T{:02}:{:02}",
-                date.year(),
-                u8::from(date.month()),
-                date.day(),
-                now.hour(),
-                now.minute()
-            ),
+            bucket: now.unix_timestamp().div_euclid(BUCKET_SECONDS),
             day_ends,
             month_ends,
-            minute_ends: minute_start + Duration::MINUTE,
             now,
         }
+    }
+
+    /// When bucket `bucket` of the rate window starts.
+    pub fn bucket_starts(bucket: i64) -> OffsetDateTime {
+        OffsetDateTime::from_unix_timestamp(bucket.saturating_mul(BUCKET_SECONDS))
+            .unwrap_or(OffsetDateTime::UNIX_EPOCH)
     }
 
     /// Whole seconds until `end`, at least 1 (a client told to wait 0 s would ask again at once).
@@ -163,12 +172,137 @@ impl Periods {
     }
 }
 
-/// What a user spent in one period.
+/// Tokens and US dollars held against a user's quotas: what a turn reserves for a model call, priced.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Reserve {
+    pub tokens: u64,
+    /// `None` when the model's prices are unknown (then nothing is held against a cost quota).
+    pub cost_usd: Option<f64>,
+}
+
+impl Reserve {
+    /// The most a model call can spend: `prompt` tokens read and `output` written, priced by `prices` when known.
+    pub fn of_call(prompt: u64, output: u64, prices: Option<&crate::Prices>) -> Self {
+        let usage = crate::TokenUsage {
+            input_tokens: prompt,
+            output_tokens: output,
+            total_tokens: prompt.saturating_add(output),
+            ..crate::TokenUsage::default()
+        };
+        Self {
+            tokens: usage.total_tokens,
+            cost_usd: prices.map(|p| p.cost(&usage)),
+        }
+    }
+
+    /// What `spent` holds against the quotas.
+    pub fn of_spent(spent: &UsageTotals) -> Self {
+        Self {
+            tokens: spent.tokens.total_tokens,
+            cost_usd: spent.cost_usd,
+        }
+    }
+
+    /// Both together.
+    pub fn plus(&self, other: &Reserve) -> Reserve {
+        Reserve {
+            tokens: self.tokens.saturating_add(other.tokens),
+            cost_usd: match (self.cost_usd, other.cost_usd) {
+                (None, None) => None,
+                (a, b) => Some(round_dollars(a.unwrap_or(0.0) + b.unwrap_or(0.0))),
+            },
+        }
+    }
+
+    /// This less `other` (never below nothing).
+    pub fn minus(&self, other: &Reserve) -> Reserve {
+        Reserve {
+            tokens: self.tokens.saturating_sub(other.tokens),
+            cost_usd: self
+                .cost_usd
+                .map(|c| round_dollars(c - other.cost_usd.unwrap_or(0.0)).max(0.0)),
+        }
+    }
+
+    /// Whether this holds at least `other`, in tokens and in dollars.
+    pub fn covers(&self, other: &Reserve) -> bool {
+        self.tokens >= other.tokens
+            && self.cost_usd.unwrap_or(0.0) + 1e-9 >= other.cost_usd.unwrap_or(0.0)
+    }
+}
+
+/// Dollars to a ten-billionth, as prices are computed, so that sums and differences show no binary noise.
+pub(crate) fn round_dollars(v: f64) -> f64 {
+    (v * 1e10).round() / 1e10
+}
+
+/// One turn's reservation in its owner's counters, from its admission to its last settlement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hold {
+    pub owner: String,
+    /// The turn's own id (32 hex characters), unique.
+    pub id: String,
+    /// The periods the turn was admitted in: what it holds and what it spends count in these, whenever it ends.
+    pub periods: Periods,
+    /// What the counters hold for the turn now, beside what it has settled as spent.
+    pub reserved: Reserve,
+    /// How many settlements have changed it: each is applied only to the version it was written for, so that a
+    /// settlement sent again (its answer lost) is never counted twice.
+    pub version: u32,
+}
+
+impl Hold {
+    /// A new turn's hold of `reserved`, admitted now.
+    pub fn new(owner: &str, reserved: Reserve, now: OffsetDateTime) -> Self {
+        Self {
+            owner: owner.to_string(),
+            id: uuid::Uuid::new_v4().simple().to_string(),
+            periods: Periods::at(now),
+            reserved,
+            version: 0,
+        }
+    }
+}
+
+/// What a user spent in one period, and what their turns in progress hold in it.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct PeriodUsage {
     pub spent: UsageTotals,
-    /// Turns answered (one per request to a model route that reached its end).
+    /// Turns answered (one per request to a model route, counted when it settles).
     pub turns: u64,
+    /// What turns not settled yet hold: in progress, or never settled (a process that died).
+    pub reserved: Reserve,
+}
+
+impl PeriodUsage {
+    /// What counts against the period's quotas: what was spent and what is held.
+    pub fn held(&self) -> Reserve {
+        Reserve::of_spent(&self.spent).plus(&self.reserved)
+    }
+}
+
+/// The requests a user was admitted in the rate window: `counts[0]` in the window that ends now (this bucket and
+/// the [`WINDOW_BUCKETS`] before it), `counts[m]` those of them still in the window that ends `m` buckets later.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RateWindow {
+    pub counts: [u64; WINDOW_SPAN],
+}
+
+impl RateWindow {
+    /// Requests admitted in the window that ends now.
+    pub fn requests(&self) -> u64 {
+        self.counts[0]
+    }
+
+    /// When the window holds fewer than `limit` requests: now when it already does, else the start of the first
+    /// later bucket whose window does (at the latest, once this bucket has left the window).
+    pub fn below_at(&self, limit: u64, periods: &Periods) -> OffsetDateTime {
+        match (0..WINDOW_SPAN).find(|&m| self.counts[m] < limit) {
+            Some(0) => periods.now,
+            Some(m) => Periods::bucket_starts(periods.bucket + m as i64),
+            None => Periods::bucket_starts(periods.bucket + WINDOW_SPAN as i64),
+        }
+    }
 }
 
 /// A user's counters, as one read gives them.
@@ -176,53 +310,67 @@ pub struct PeriodUsage {
 pub struct UsageSnapshot {
     pub day: PeriodUsage,
     pub month: PeriodUsage,
-    /// Requests to the model routes in the current minute.
-    pub minute_requests: u64,
+    /// Requests to the model routes admitted in the rate window (counted only while a rate limit applies).
+    pub window: RateWindow,
     pub overrides: LimitOverrides,
 }
 
 pub type UsageFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
 
-/// The port to the per-user counters. Every method is one call to the store.
+/// The port to the per-user counters. Every method is one call to the store, but for a refusal, which reads the
+/// counters to say which limit refused and until when.
 pub trait UsageLedger: Send + Sync {
-    /// This ledger as its own type, so that a store keeping these very counters can recognise it and add a turn's
-    /// spending in the turn's own write ([`crate::SessionStore::create_charging`]). `None` (the default): no store
-    /// recognises it, and every turn is counted through [`UsageLedger::record`].
+    /// This ledger as its own type, so that a store keeping these very counters can recognise it and settle a
+    /// turn in the turn's own write ([`crate::SessionStore::create_charging`]). `None` (the default): no store
+    /// recognises it, and every turn is settled through [`UsageLedger::settle`].
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         None
     }
 
     /// The user's counters of the periods of `periods`, and the operator's limits for them: one read.
     fn read<'a>(&'a self, owner: &'a str, periods: &'a Periods) -> UsageFuture<'a, UsageSnapshot>;
-    /// Counts one request to a model route in the current minute.
-    fn count_request<'a>(&'a self, owner: &'a str, periods: &'a Periods) -> UsageFuture<'a, ()>;
-    /// Adds what a turn spent to the day's and the month's counters (atomically, whatever else runs).
-    fn record<'a>(
+
+    /// Admits the turn of `hold` under `limits` (the configured ones: the ledger applies the owner's own item) in
+    /// one atomic write: when no limit is reached, by what the owner spent and what their turns in progress hold,
+    /// nor the rate window is full, the request is counted in the window (while a rate is limited) and the hold's
+    /// reservation is added to its day's and month's counters. A refusal writes nothing and says which limit
+    /// refused and when to try again.
+    fn admit<'a>(
         &'a self,
-        owner: &'a str,
-        periods: &'a Periods,
+        hold: &'a Hold,
+        limits: &'a Limits,
+    ) -> UsageFuture<'a, Result<(), OverLimit>>;
+
+    /// Adds `spent` to the hold's periods and changes what it holds: to `next` while the turn goes on, or, with
+    /// `None`, releases it and counts the turn, which is then over. Applied once: a settlement of a version the hold
+    /// is past already (an earlier attempt of this one landed) changes nothing.
+    fn settle<'a>(
+        &'a self,
+        hold: &'a Hold,
         spent: &'a UsageTotals,
+        next: Option<Reserve>,
     ) -> UsageFuture<'a, ()>;
 }
 
-/// What a turn spent, offered to the store that writes the turn, so that a store keeping `ledger`'s counters adds
-/// it to them in the same write (one call instead of three, and counted exactly when the turn lands). A store that
-/// does not keep them leaves it, and the turn is counted through `ledger` as any turn not stored.
+/// A turn's last settlement, offered to the store that writes the turn, so that a store keeping `ledger`'s counters
+/// makes it in the same write (counted exactly when the turn lands). A store that does not keep them leaves it, and
+/// the turn is settled through `ledger`.
 #[derive(Clone, Copy)]
 pub struct UsageCharge<'a> {
-    /// The ledger the turn would otherwise be counted in: the store charges only counters it knows to be these.
+    /// The ledger the turn would otherwise be settled in: the store settles only counters it knows to be these.
     pub ledger: &'a dyn UsageLedger,
-    pub periods: &'a Periods,
+    pub hold: &'a Hold,
+    /// What the turn spent that it has not settled yet.
     pub spent: &'a UsageTotals,
 }
 
-/// Whether a store's write of a turn added its [`UsageCharge`] to the counters.
+/// Whether a store's write of a turn made its last settlement ([`UsageCharge`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
 pub enum Charged {
-    /// With the turn, in the same write: the turn must not be counted again.
+    /// With the turn, in the same write: the turn must not be settled again.
     WithTurn,
-    /// Not charged (a store without the counters, or a write too large to carry them): the caller counts the turn
+    /// Not settled (a store without the counters, or a write too large to carry them): the caller settles the turn
     /// through its ledger.
     No,
 }
@@ -243,7 +391,7 @@ pub enum LimitKind {
 #[error("{message}")]
 pub struct OverLimit {
     pub kind: LimitKind,
-    /// Seconds until the period ends (`Retry-After`).
+    /// Seconds until the limit lets the user in again (`Retry-After`).
     pub retry_after: u64,
     pub message: String,
 }
@@ -255,77 +403,116 @@ impl OverLimit {
     }
 }
 
-/// The first limit `usage` has reached, if any; the period that ends last decides when to try again, as only its
-/// end frees the user.
+/// How long a user whose quota is reached only by their turns in progress waits: about one turn's time, after
+/// which those turns have settled what they really spent.
+pub const HELD_RETRY_SECONDS: u64 = 10;
+
+/// The first limit `usage` has reached, if any: the rate window full, or a quota reached by what was spent and
+/// what turns in progress hold. The limit that lets the user in last decides when to try again. A quota reached
+/// only because of turns in progress is tried again shortly ([`HELD_RETRY_SECONDS`]), when they have settled.
 pub fn check(limits: &Limits, usage: &UsageSnapshot, periods: &Periods) -> Result<(), OverLimit> {
-    let mut refusals = Vec::new();
-    let tokens = |p: &PeriodUsage| p.spent.tokens.total_tokens;
-    let cost = |p: &PeriodUsage| p.spent.cost_usd.unwrap_or(0.0);
+    let mut refusals: Vec<(LimitKind, OffsetDateTime, String)> = Vec::new();
     if let Some(limit) = limits.requests_per_minute
-        && usage.minute_requests >= limit
+        && usage.window.requests() >= limit
     {
         refusals.push((
             LimitKind::RequestsPerMinute,
-            periods.minute_ends,
-            format!("Too many requests: the limit is {limit} a minute. Try again in a minute."),
+            usage.window.below_at(limit, periods),
+            format!("Too many requests: the limit is {limit} a minute. Try again shortly."),
         ));
     }
-    if let Some(limit) = limits.tokens_per_day
-        && tokens(&usage.day) >= limit
-    {
-        refusals.push((
+    let soon = periods.now + Duration::seconds(HELD_RETRY_SECONDS as i64);
+    let quotas = [
+        (
             LimitKind::TokensPerDay,
+            &usage.day,
+            limits.tokens_per_day.map(|l| l as f64),
             periods.day_ends,
-            format!(
-                "You have used your {limit} tokens for today. The quota resets at midnight UTC."
-            ),
-        ));
-    }
-    if let Some(limit) = limits.cost_per_day
-        && cost(&usage.day) >= limit
-    {
-        refusals.push((
+        ),
+        (
             LimitKind::CostPerDay,
+            &usage.day,
+            limits.cost_per_day,
             periods.day_ends,
-            format!(
-                "You have used your ${limit} of model use for today. The quota resets at midnight UTC."
-            ),
-        ));
-    }
-    if let Some(limit) = limits.tokens_per_month
-        && tokens(&usage.month) >= limit
-    {
-        refusals.push((
+        ),
+        (
             LimitKind::TokensPerMonth,
+            &usage.month,
+            limits.tokens_per_month.map(|l| l as f64),
             periods.month_ends,
-            format!(
-                "You have used your {limit} tokens for this month. The quota resets on the first of next month (UTC)."
-            ),
-        ));
-    }
-    if let Some(limit) = limits.cost_per_month
-        && cost(&usage.month) >= limit
-    {
-        refusals.push((
+        ),
+        (
             LimitKind::CostPerMonth,
+            &usage.month,
+            limits.cost_per_month,
             periods.month_ends,
-            format!(
-                "You have used your ${limit} of model use for this month. The quota resets on the first of next month (UTC)."
-            ),
+        ),
+    ];
+    for (kind, period, limit, ends) in quotas {
+        let Some(limit) = limit else { continue };
+        let is_cost = matches!(kind, LimitKind::CostPerDay | LimitKind::CostPerMonth);
+        let amount = |r: Reserve| {
+            if is_cost {
+                r.cost_usd.unwrap_or(0.0)
+            } else {
+                r.tokens as f64
+            }
+        };
+        if amount(period.held()) < limit {
+            continue;
+        }
+        let spent_alone = amount(Reserve::of_spent(&period.spent)) >= limit;
+        refusals.push((
+            kind,
+            if spent_alone { ends } else { soon },
+            quota_message(kind, limit, spent_alone),
         ));
     }
-    match refusals.into_iter().max_by_key(|(_, ends, _)| *ends) {
+    match refusals.into_iter().max_by_key(|(_, at, _)| *at) {
         None => Ok(()),
-        Some((kind, ends, message)) => Err(OverLimit {
+        Some((kind, at, message)) => Err(OverLimit {
             kind,
-            retry_after: periods.seconds_until(ends),
+            retry_after: periods.seconds_until(at),
             message,
         }),
     }
 }
 
-/// What `GET /usage` answers: the caller's spending this day and month, the limits that apply to them and when
-/// each period resets.
+/// What a user over quota `kind` of `limit` is told: spent, or held by their turns in progress.
+fn quota_message(kind: LimitKind, limit: f64, spent: bool) -> String {
+    let (what, period, resets) = match kind {
+        LimitKind::TokensPerDay => (
+            format!("{limit} tokens"),
+            "today",
+            "The quota resets at midnight UTC.",
+        ),
+        LimitKind::CostPerDay => (
+            format!("${limit} of model use"),
+            "today",
+            "The quota resets at midnight UTC.",
+        ),
+        LimitKind::TokensPerMonth => (
+            format!("{limit} tokens"),
+            "this month",
+            "The quota resets on the first of next month (UTC).",
+        ),
+        LimitKind::CostPerMonth | LimitKind::RequestsPerMinute => (
+            format!("${limit} of model use"),
+            "this month",
+            "The quota resets on the first of next month (UTC).",
+        ),
+    };
+    if spent {
+        format!("You have used your {what} for {period}. {resets}")
+    } else {
+        format!(
+            "Your answers in progress hold the rest of your {what} for {period}. Try again when they have finished."
+        )
+    }
+}
+
+/// What `GET /usage` answers: the caller's spending this day and month, what their turns in progress hold, the
+/// limits that apply to them and when each period resets.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct UsageReport {
     pub today: PeriodReport,
@@ -345,6 +532,10 @@ pub struct PeriodReport {
     /// US dollars; `null` when the model's prices are unknown.
     pub cost_usd: Option<f64>,
     pub turns: u64,
+    /// Tokens held by turns not settled: in progress, or never settled (counted against the quota all the same).
+    pub reserved_tokens: u64,
+    /// US dollars held likewise; `null` when no price is known.
+    pub reserved_cost_usd: Option<f64>,
     /// `null`: no limit.
     pub token_limit: Option<u64>,
     pub cost_limit_usd: Option<f64>,
@@ -354,8 +545,10 @@ pub struct PeriodReport {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MinuteReport {
+    /// Requests admitted in the last minute (the sliding window that ends now).
     pub requests: u64,
     pub request_limit: Option<u64>,
+    /// When the window next lets one of them go (now when it holds none).
     pub resets_at: String,
 }
 
@@ -376,11 +569,14 @@ pub fn report(limits: &Limits, usage: &UsageSnapshot, periods: &Periods) -> Usag
             total_tokens: t.total_tokens,
             cost_usd: p.spent.cost_usd,
             turns: p.turns,
+            reserved_tokens: p.reserved.tokens,
+            reserved_cost_usd: p.reserved.cost_usd,
             token_limit,
             cost_limit_usd: cost_limit,
             resets_at: crate::rfc3339_millis(ends),
         }
     };
+    let requests = usage.window.requests();
     UsageReport {
         today: period(
             &periods.day,
@@ -397,9 +593,9 @@ pub fn report(limits: &Limits, usage: &UsageSnapshot, periods: &Periods) -> Usag
             periods.month_ends,
         ),
         this_minute: MinuteReport {
-            requests: usage.minute_requests,
+            requests,
             request_limit: limits.requests_per_minute,
-            resets_at: crate::rfc3339_millis(periods.minute_ends),
+            resets_at: crate::rfc3339_millis(usage.window.below_at(requests, periods)),
         },
     }
 }
@@ -420,7 +616,12 @@ mod tests {
                 cost_usd: Some(cost),
             },
             turns: 1,
+            reserved: Reserve::default(),
         }
+    }
+
+    fn window(counts: [u64; WINDOW_SPAN]) -> RateWindow {
+        RateWindow { counts }
     }
 
     #[test]
@@ -428,13 +629,15 @@ mod tests {
         let p = Periods::at(datetime!(2026-12-31 23:59:30.5 UTC));
         assert_eq!(p.day, "2026-12-31");
         assert_eq!(p.month, "2026-12");
-        assert_eq!(p.minute, "2026-12-31T23:59");
         assert_eq!(p.day_ends, datetime!(2027-01-01 0:00 UTC));
         assert_eq!(p.month_ends, datetime!(2027-01-01 0:00 UTC));
-        assert_eq!(p.seconds_until(p.minute_ends), 30);
+        assert_eq!(
+            Periods::bucket_starts(p.bucket),
+            datetime!(2026-12-31 23:59:30 UTC)
+        );
+        assert_eq!(p.seconds_until(Periods::bucket_starts(p.bucket + 1)), 10);
         let p = Periods::at(datetime!(2026-11-25 14:51:00 +02:00));
         assert_eq!(p.day, "2026-11-25");
-        assert_eq!(p.minute, "2026-11-25T12:51");
         assert_eq!(p.seconds_until(p.day_ends), 11 * 3600 + 9 * 60);
     }
 
@@ -462,7 +665,34 @@ mod tests {
     }
 
     #[test]
-    fn the_period_that_ends_last_decides_when_to_try_again() {
+    fn turns_in_progress_hold_the_quota_until_they_settle() {
+        let periods = Periods::at(datetime!(2026-11-25 22:00 UTC));
+        let limits = Limits {
+            tokens_per_day: Some(400),
+            ..Limits::default()
+        };
+        let mut usage = UsageSnapshot {
+            day: spent(100, 0.1),
+            ..UsageSnapshot::default()
+        };
+        usage.day.reserved = Reserve {
+            tokens: 300,
+            cost_usd: None,
+        };
+        let refused = check(&limits, &usage, &periods).unwrap_err();
+        assert_eq!(refused.kind, LimitKind::TokensPerDay);
+        assert_eq!(refused.retry_after, HELD_RETRY_SECONDS);
+        assert!(
+            refused.message.contains("in progress"),
+            "{}",
+            refused.message
+        );
+        usage.day.reserved.tokens = 299;
+        assert!(check(&limits, &usage, &periods).is_ok());
+    }
+
+    #[test]
+    fn the_limit_that_lets_in_last_decides_when_to_try_again() {
         let periods = Periods::at(datetime!(2026-11-25 22:00 UTC));
         let limits = Limits {
             tokens_per_day: Some(10),
@@ -473,7 +703,7 @@ mod tests {
         let usage = UsageSnapshot {
             day: spent(10, 1.0),
             month: spent(10, 1.0),
-            minute_requests: 1,
+            window: window([1, 1, 1, 1, 1, 1, 1]),
             ..UsageSnapshot::default()
         };
         let refused = check(&limits, &usage, &periods).unwrap_err();
@@ -482,21 +712,41 @@ mod tests {
     }
 
     #[test]
-    fn the_rate_limit_counts_requests_in_the_minute() {
+    fn the_rate_limit_counts_requests_in_the_sliding_window() {
         let periods = Periods::at(datetime!(2026-11-25 22:00:45 UTC));
         let limits = Limits {
             requests_per_minute: Some(5),
             ..Limits::default()
         };
         let mut usage = UsageSnapshot {
-            minute_requests: 4,
+            window: window([4, 4, 3, 3, 1, 0, 0]),
             ..UsageSnapshot::default()
         };
         assert!(check(&limits, &usage, &periods).is_ok());
-        usage.minute_requests = 5;
+        // Five in the window: the first bucket whose window holds fewer frees the user, 15 s from now.
+        usage.window = window([5, 5, 4, 3, 1, 0, 0]);
         let refused = check(&limits, &usage, &periods).unwrap_err();
         assert!(refused.is_rate());
         assert_eq!(refused.retry_after, 15);
+        // All five in this very bucket: only when it leaves the window, 70 s after it began.
+        usage.window = window([5; WINDOW_SPAN]);
+        assert_eq!(check(&limits, &usage, &periods).unwrap_err().retry_after, 65);
+    }
+
+    #[test]
+    fn a_reserve_covers_one_that_is_no_larger() {
+        let prices = crate::Prices {
+            input: 3.0,
+            output: 15.0,
+            cache_read: 0.3,
+            cache_write: 3.75,
+        };
+        let call = Reserve::of_call(1000, 100, Some(&prices));
+        assert_eq!(call.tokens, 1100);
+        assert_eq!(call.cost_usd, Some(0.0045));
+        assert!(call.plus(&call).covers(&call));
+        assert!(!call.covers(&call.plus(&Reserve::of_call(1, 0, Some(&prices)))));
+        assert!(Reserve::of_call(10, 0, None).covers(&Reserve::of_call(10, 0, None)));
     }
 
     #[test]

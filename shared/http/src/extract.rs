@@ -69,6 +69,42 @@ impl<S: Send + Sync> FromRequestParts<S> for Arrived {
     }
 }
 
+/// When the request must be answered by: the invocation's deadline under Lambda, less room to store and answer
+/// what was done (a quarter of the time left, at most [`ROOM_TO_FINISH`]); `None` where no deadline is known (a
+/// plain server). What a multi-agent round ends by, so that the function's timeout never cuts it off.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline(pub Option<tokio::time::Instant>);
+
+/// The most room a deadline leaves before the invocation's own to store and answer.
+pub const ROOM_TO_FINISH: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl Deadline {
+    /// The deadline of an invocation that must end at `invocation_ends`, as seen at `now`.
+    pub fn before(
+        invocation_ends: std::time::SystemTime,
+        now: std::time::SystemTime,
+    ) -> tokio::time::Instant {
+        let left = invocation_ends
+            .duration_since(now)
+            .unwrap_or(std::time::Duration::ZERO);
+        let room = (left / 4).min(ROOM_TO_FINISH);
+        tokio::time::Instant::now() + (left - room)
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Deadline {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Infallible> {
+        Ok(Deadline(
+            parts
+                .extensions
+                .get::<lambda_http::Context>()
+                .map(|context| Deadline::before(context.deadline(), std::time::SystemTime::now())),
+        ))
+    }
+}
+
 /// Who calls, as the state's [`Auth`] knows them; else 401.
 #[derive(Debug, Clone)]
 pub struct Identified(pub Caller);

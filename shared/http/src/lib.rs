@@ -23,8 +23,8 @@ pub use cors::{Cors, LOOPBACK_ORIGINS};
 pub use edge::{FunctionService, WithCors, answer_one, function_service, only};
 pub use error::{ApiError, error_body, error_line, error_response, json_response};
 pub use extract::{
-    Arrived, CallerAnd, ChatEdgeState, ChatRequest, ChatRoute, ChatUiRoute, EdgeState, Identified,
-    JsonBody, ProtocolRoute,
+    Arrived, CallerAnd, ChatEdgeState, ChatRequest, ChatRoute, ChatUiRoute, Deadline, EdgeState,
+    Identified, JsonBody, ProtocolRoute, ROOM_TO_FINISH,
 };
 pub use identity::{Auth, CallerParts, JwtVerifier, KeySource};
 pub use init::{MISCONFIGURED, start};

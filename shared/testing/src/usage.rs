@@ -1,19 +1,67 @@
 //! [`InMemoryUsage`]: the usage-counter port in memory, with the DynamoDB counters' semantics (per owner and
-//! period, atomic adds, the operator's limits item); and [`usage_contract`], the checks every ledger passes.
+//! period, admission and settlement each one atomic step, holds applied once, the operator's limits item); and
+//! [`usage_contract`], the checks every ledger passes.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use chat_core::{
-    LimitOverrides, PeriodUsage, Periods, UsageFuture, UsageLedger, UsageSnapshot, UsageTotals,
+    Hold, LimitOverrides, Limits, OverLimit, PeriodUsage, Periods, RateWindow, Reserve, UsageFuture,
+    UsageLedger, UsageSnapshot, UsageTotals, WINDOW_SPAN,
 };
 
 #[derive(Default)]
 struct Counters {
     /// By (owner, period key).
     periods: HashMap<(String, String), PeriodUsage>,
-    requests: HashMap<(String, String), u64>,
+    /// Requests admitted in the window that ends with a bucket, by (owner, bucket).
+    windows: HashMap<(String, i64), u64>,
+    /// The open holds by id, as last settled.
+    holds: HashMap<String, Hold>,
     limits: HashMap<String, LimitOverrides>,
+}
+
+impl Counters {
+    fn snapshot(&self, owner: &str, periods: &Periods) -> UsageSnapshot {
+        let period = |key: String| {
+            self.periods
+                .get(&(owner.to_string(), key))
+                .copied()
+                .unwrap_or_default()
+        };
+        let mut window = RateWindow::default();
+        for (m, count) in window.counts.iter_mut().enumerate() {
+            *count = self
+                .windows
+                .get(&(owner.to_string(), periods.bucket + m as i64))
+                .copied()
+                .unwrap_or(0);
+        }
+        UsageSnapshot {
+            day: period(day_key(periods)),
+            month: period(month_key(periods)),
+            window,
+            overrides: self.limits.get(owner).copied().unwrap_or_default(),
+        }
+    }
+
+    fn each_period(&mut self, owner: &str, periods: &Periods, change: impl Fn(&mut PeriodUsage)) {
+        for key in [day_key(periods), month_key(periods)] {
+            change(
+                self.periods
+                    .entry((owner.to_string(), key))
+                    .or_default(),
+            );
+        }
+    }
+}
+
+fn day_key(periods: &Periods) -> String {
+    format!("DAY#{}", periods.day)
+}
+
+fn month_key(periods: &Periods) -> String {
+    format!("MONTH#{}", periods.month)
 }
 
 /// The counters in memory. Cheap to clone: clones share the counters.
@@ -35,61 +83,75 @@ impl InMemoryUsage {
             .limits
             .insert(owner.to_string(), limits);
     }
-}
 
-fn add(into: &mut PeriodUsage, spent: &UsageTotals) {
-    into.spent.add(spent);
-    into.turns += 1;
+    /// How many holds are open (turns admitted and not settled for the last time).
+    pub fn open_holds(&self) -> usize {
+        self.counters.lock().unwrap().holds.len()
+    }
 }
 
 impl UsageLedger for InMemoryUsage {
     fn read<'a>(&'a self, owner: &'a str, periods: &'a Periods) -> UsageFuture<'a, UsageSnapshot> {
-        let c = self.counters.lock().unwrap();
-        let period = |key: String| {
-            c.periods
-                .get(&(owner.to_string(), key))
-                .copied()
-                .unwrap_or_default()
-        };
-        let snapshot = UsageSnapshot {
-            day: period(format!("DAY#{}", periods.day)),
-            month: period(format!("MONTH#{}", periods.month)),
-            minute_requests: c
-                .requests
-                .get(&(owner.to_string(), periods.minute.clone()))
-                .copied()
-                .unwrap_or(0),
-            overrides: c.limits.get(owner).copied().unwrap_or_default(),
-        };
+        let snapshot = self.counters.lock().unwrap().snapshot(owner, periods);
         Box::pin(async move { Ok(snapshot) })
     }
 
-    fn count_request<'a>(&'a self, owner: &'a str, periods: &'a Periods) -> UsageFuture<'a, ()> {
-        *self
-            .counters
-            .lock()
-            .unwrap()
-            .requests
-            .entry((owner.to_string(), periods.minute.clone()))
-            .or_default() += 1;
-        Box::pin(async { Ok(()) })
+    fn admit<'a>(
+        &'a self,
+        hold: &'a Hold,
+        limits: &'a Limits,
+    ) -> UsageFuture<'a, Result<(), OverLimit>> {
+        let admitted = (|| {
+            let mut c = self.counters.lock().unwrap();
+            if c.holds.contains_key(&hold.id) {
+                return Ok(());
+            }
+            let snapshot = c.snapshot(&hold.owner, &hold.periods);
+            let limits = limits.for_user(&snapshot.overrides);
+            chat_core::check(&limits, &snapshot, &hold.periods)?;
+            if limits.requests_per_minute.is_some() {
+                for m in 0..WINDOW_SPAN as i64 {
+                    *c.windows
+                        .entry((hold.owner.clone(), hold.periods.bucket + m))
+                        .or_default() += 1;
+                }
+            }
+            c.each_period(&hold.owner, &hold.periods, |p| {
+                p.reserved = p.reserved.plus(&hold.reserved)
+            });
+            c.holds.insert(hold.id.clone(), hold.clone());
+            Ok(())
+        })();
+        Box::pin(async move { Ok(admitted) })
     }
 
-    fn record<'a>(
+    fn settle<'a>(
         &'a self,
-        owner: &'a str,
-        periods: &'a Periods,
+        hold: &'a Hold,
         spent: &'a UsageTotals,
+        next: Option<Reserve>,
     ) -> UsageFuture<'a, ()> {
         let mut c = self.counters.lock().unwrap();
-        for key in [
-            format!("DAY#{}", periods.day),
-            format!("MONTH#{}", periods.month),
-        ] {
-            add(
-                c.periods.entry((owner.to_string(), key)).or_default(),
-                spent,
-            );
+        // Applied to the version it was written for only: one sent again changes nothing.
+        if c.holds.get(&hold.id).map(|h| h.version) == Some(hold.version) {
+            c.each_period(&hold.owner, &hold.periods, |p| {
+                p.spent.add(spent);
+                p.reserved = p.reserved.minus(&hold.reserved);
+                match next {
+                    Some(next) => p.reserved = p.reserved.plus(&next),
+                    None => p.turns += 1,
+                }
+            });
+            match next {
+                Some(next) => {
+                    let stored = c.holds.get_mut(&hold.id).expect("checked above");
+                    stored.version += 1;
+                    stored.reserved = next;
+                }
+                None => {
+                    c.holds.remove(&hold.id);
+                }
+            }
         }
         Box::pin(async { Ok(()) })
     }
@@ -99,7 +161,8 @@ impl UsageLedger for InMemoryUsage {
 /// store keeps it.
 pub mod usage_contract {
     use super::*;
-    use chat_core::TokenUsage;
+    use chat_core::{LimitKind, TokenUsage};
+    use time::OffsetDateTime;
     use time::macros::datetime;
 
     fn spent(total: u64, cost: f64) -> UsageTotals {
@@ -115,35 +178,54 @@ pub mod usage_contract {
         }
     }
 
-    /// Turns add up per owner and period: the day's and the month's, and another owner's apart.
+    fn reserve(tokens: u64, cost: f64) -> Reserve {
+        Reserve {
+            tokens,
+            cost_usd: Some(cost),
+        }
+    }
+
+    /// A turn of `owner` admitted at `at`, holding `reserved`, then settled with `used`: what a turn does.
+    async fn turn(
+        ledger: &dyn UsageLedger,
+        owner: &str,
+        at: OffsetDateTime,
+        reserved: Reserve,
+        used: UsageTotals,
+    ) {
+        let hold = Hold::new(owner, reserved, at);
+        ledger
+            .admit(&hold, &Limits::default())
+            .await
+            .unwrap()
+            .unwrap();
+        ledger.settle(&hold, &used, None).await.unwrap();
+    }
+
+    /// Turns add up per owner and period: the day's and the month's, and another owner's apart; a settled turn
+    /// holds nothing more.
     pub async fn spending_adds_up_per_owner_and_period(ledger: &dyn UsageLedger) {
-        let today = Periods::at(datetime!(2026-11-25 10:00 UTC));
-        let tomorrow = Periods::at(datetime!(2026-11-26 10:00 UTC));
-        let next_month = Periods::at(datetime!(2026-12-01 10:00 UTC));
-        ledger
-            .record("alice", &today, &spent(100, 0.25))
-            .await
-            .unwrap();
-        ledger
-            .record("alice", &today, &spent(40, 0.5))
-            .await
-            .unwrap();
-        ledger
-            .record("alice", &tomorrow, &spent(8, 0.125))
-            .await
-            .unwrap();
-        ledger
-            .record("bob", &today, &spent(1000, 2.0))
-            .await
-            .unwrap();
+        let today = datetime!(2026-11-25 10:00 UTC);
+        let tomorrow = datetime!(2026-11-26 10:00 UTC);
+        let r = reserve(1000, 1.0);
+        turn(ledger, "alice", today, r, spent(100, 0.25)).await;
+        turn(ledger, "alice", today, r, spent(40, 0.5)).await;
+        turn(ledger, "alice", tomorrow, r, spent(8, 0.125)).await;
+        turn(ledger, "bob", today, r, spent(1000, 2.0)).await;
+        let today = Periods::at(today);
         let alice = ledger.read("alice", &today).await.unwrap();
         assert_eq!(alice.day.spent.tokens.total_tokens, 140);
         assert_eq!(alice.day.spent.tokens.output_tokens, 25 + 10);
         assert_eq!(alice.day.spent.cost_usd, Some(0.75));
         assert_eq!(alice.day.turns, 2);
+        assert_eq!(alice.day.reserved.tokens, 0, "settled turns hold nothing");
+        assert_eq!(alice.day.reserved.cost_usd.unwrap_or(0.0), 0.0);
         assert_eq!(alice.month.spent.tokens.total_tokens, 148);
         assert_eq!(alice.month.turns, 3);
-        let later = ledger.read("alice", &next_month).await.unwrap();
+        let later = ledger
+            .read("alice", &Periods::at(datetime!(2026-12-01 10:00 UTC)))
+            .await
+            .unwrap();
         assert_eq!(later.day, PeriodUsage::default());
         assert_eq!(later.month, PeriodUsage::default());
         let bob = ledger.read("bob", &today).await.unwrap();
@@ -153,49 +235,203 @@ pub mod usage_contract {
         assert_eq!(carol, UsageSnapshot::default());
     }
 
-    /// Requests are counted per minute; twenty at once all count.
-    pub async fn requests_count_per_minute_even_at_once(ledger: &dyn UsageLedger) {
-        let now = Periods::at(datetime!(2026-11-25 10:00:10 UTC));
-        let next = Periods::at(datetime!(2026-11-25 10:01:10 UTC));
-        let all: Vec<_> = (0..20)
-            .map(|_| ledger.count_request("alice", &now))
-            .collect();
-        for result in futures_util::future::join_all(all).await {
-            result.unwrap();
-        }
-        ledger.count_request("alice", &next).await.unwrap();
-        assert_eq!(
-            ledger.read("alice", &now).await.unwrap().minute_requests,
-            20
-        );
-        assert_eq!(
-            ledger.read("alice", &next).await.unwrap().minute_requests,
-            1
-        );
-        assert_eq!(ledger.read("bob", &now).await.unwrap().minute_requests, 0);
+    /// A turn holds its reservation from its admission until it settles: what it spent so far and a new
+    /// reservation while it goes on, everything and nothing held once over. A turn never settled (its process gone)
+    /// stays counted as reserved.
+    pub async fn a_hold_is_counted_until_settled(ledger: &dyn UsageLedger) {
+        let at = datetime!(2026-11-25 10:00 UTC);
+        let periods = Periods::at(at);
+        let mut hold = Hold::new("gina", reserve(500, 0.5), at);
+        ledger
+            .admit(&hold, &Limits::default())
+            .await
+            .unwrap()
+            .unwrap();
+        let read = ledger.read("gina", &periods).await.unwrap();
+        assert_eq!(read.day.reserved, reserve(500, 0.5));
+        assert_eq!(read.month.reserved, reserve(500, 0.5));
+        assert_eq!(read.day.held(), reserve(500, 0.5));
+        assert_eq!(read.day.turns, 0);
+        // A first call spent 120 tokens; the next is covered by 700.
+        ledger
+            .settle(&hold, &spent(120, 0.125), Some(reserve(700, 0.75)))
+            .await
+            .unwrap();
+        hold.version += 1;
+        hold.reserved = reserve(700, 0.75);
+        let read = ledger.read("gina", &periods).await.unwrap();
+        assert_eq!(read.day.spent.tokens.total_tokens, 120);
+        assert_eq!(read.day.reserved, reserve(700, 0.75));
+        assert_eq!(read.day.held(), reserve(820, 0.875));
+        ledger
+            .settle(&hold, &spent(200, 0.25), None)
+            .await
+            .unwrap();
+        let read = ledger.read("gina", &periods).await.unwrap();
+        assert_eq!(read.day.spent.tokens.total_tokens, 320);
+        assert_eq!(read.day.spent.cost_usd, Some(0.375));
+        assert_eq!(read.day.reserved.tokens, 0);
+        assert_eq!(read.day.turns, 1);
+        // Another turn admitted and never settled: its reservation stays.
+        let lost = Hold::new("gina", reserve(900, 0.9), at);
+        ledger
+            .admit(&lost, &Limits::default())
+            .await
+            .unwrap()
+            .unwrap();
+        let read = ledger.read("gina", &periods).await.unwrap();
+        assert_eq!(read.day.reserved, reserve(900, 0.9));
+        assert_eq!(read.day.held().tokens, 1220);
     }
 
-    /// Adds at once from many turns all land (atomic adds, no lost update).
+    /// A settlement sent twice (its answer lost, say) is applied once; so is an admission.
+    pub async fn a_settlement_sent_twice_counts_once(ledger: &dyn UsageLedger) {
+        let at = datetime!(2026-11-25 10:00 UTC);
+        let periods = Periods::at(at);
+        let mut hold = Hold::new("hana", reserve(300, 0.3), at);
+        for _ in 0..2 {
+            ledger
+                .admit(&hold, &Limits::default())
+                .await
+                .unwrap()
+                .unwrap();
+        }
+        for _ in 0..2 {
+            ledger
+                .settle(&hold, &spent(100, 0.1), Some(reserve(300, 0.3)))
+                .await
+                .unwrap();
+        }
+        hold.version += 1;
+        for _ in 0..2 {
+            ledger
+                .settle(&hold, &spent(40, 0.04), None)
+                .await
+                .unwrap();
+        }
+        let read = ledger.read("hana", &periods).await.unwrap();
+        assert_eq!(read.day.spent.tokens.total_tokens, 140);
+        assert_eq!(read.day.turns, 1);
+        assert_eq!(read.day.reserved.tokens, 0);
+        assert_eq!(read.month.held().tokens, 140);
+    }
+
+    /// Fifty requests at once under a rate limit of ten a minute: exactly ten are admitted, the others refused
+    /// with the rate limit and when to try again.
+    pub async fn admission_is_one_atomic_step(ledger: &dyn UsageLedger) {
+        let at = datetime!(2026-11-25 10:00:10 UTC);
+        let limits = Limits {
+            requests_per_minute: Some(10),
+            ..Limits::default()
+        };
+        let holds: Vec<Hold> = (0..50)
+            .map(|_| Hold::new("ivan", reserve(10, 0.01), at))
+            .collect();
+        let all = holds.iter().map(|h| ledger.admit(h, &limits));
+        let results = futures_util::future::join_all(all).await;
+        let admitted = results.iter().filter(|r| matches!(r, Ok(Ok(())))).count();
+        assert_eq!(admitted, 10, "{results:?}");
+        for refused in results.iter().filter_map(|r| r.as_ref().unwrap().as_ref().err()) {
+            assert!(refused.is_rate(), "{refused:?}");
+            assert!((1..=70).contains(&refused.retry_after), "{refused:?}");
+        }
+        let read = ledger.read("ivan", &Periods::at(at)).await.unwrap();
+        assert_eq!(read.window.requests(), 10);
+        assert_eq!(read.day.reserved.tokens, 100, "only the admitted hold");
+    }
+
+    /// Twenty turns at once under a daily token quota that holds five of their reservations: five are admitted
+    /// (what their turns in progress hold counts), the rest refused; once one settles for less, one more gets in.
+    pub async fn turns_in_progress_count_against_a_quota(ledger: &dyn UsageLedger) {
+        let at = datetime!(2026-11-25 10:00 UTC);
+        let limits = Limits {
+            tokens_per_day: Some(5 * 1000),
+            ..Limits::default()
+        };
+        let holds: Vec<Hold> = (0..20)
+            .map(|_| Hold::new("jane", reserve(1000, 1.0), at))
+            .collect();
+        let results =
+            futures_util::future::join_all(holds.iter().map(|h| ledger.admit(h, &limits))).await;
+        let admitted: Vec<&Hold> = holds
+            .iter()
+            .zip(&results)
+            .filter(|(_, r)| matches!(r, Ok(Ok(()))))
+            .map(|(h, _)| h)
+            .collect();
+        assert_eq!(admitted.len(), 5, "{results:?}");
+        let refused = results
+            .iter()
+            .find_map(|r| r.as_ref().unwrap().as_ref().err())
+            .unwrap();
+        assert_eq!(refused.kind, LimitKind::TokensPerDay);
+        assert_eq!(refused.retry_after, chat_core::HELD_RETRY_SECONDS);
+        ledger
+            .settle(admitted[0], &spent(100, 0.1), None)
+            .await
+            .unwrap();
+        let another = Hold::new("jane", reserve(1000, 1.0), at);
+        assert_eq!(ledger.admit(&another, &limits).await.unwrap(), Ok(()));
+        let third = Hold::new("jane", reserve(1000, 1.0), at);
+        assert!(ledger.admit(&third, &limits).await.unwrap().is_err());
+    }
+
+    /// A burst at the end of one minute holds the rate limit across the boundary: no 60 seconds admit more than
+    /// the limit, and the first request after the burst has left the window is admitted.
+    pub async fn the_rate_window_slides_across_a_minute_boundary(ledger: &dyn UsageLedger) {
+        let limits = Limits {
+            requests_per_minute: Some(10),
+            ..Limits::default()
+        };
+        let admit = |at: OffsetDateTime| {
+            let hold = Hold::new("kim", reserve(1, 0.0), at);
+            async move { ledger.admit(&hold, &limits).await.unwrap() }
+        };
+        for _ in 0..10 {
+            assert_eq!(admit(datetime!(2026-11-25 10:00:59 UTC)).await, Ok(()));
+        }
+        // The next minute has begun: a fixed window would admit ten more here.
+        let refused = admit(datetime!(2026-11-25 10:01:01 UTC)).await.unwrap_err();
+        assert!(refused.is_rate());
+        assert_eq!(refused.retry_after, 59, "when the burst has left the window");
+        assert!(admit(datetime!(2026-11-25 10:01:45 UTC)).await.is_err());
+        assert!(admit(datetime!(2026-11-25 10:01:59 UTC)).await.is_err());
+        assert_eq!(admit(datetime!(2026-11-25 10:02:00 UTC)).await, Ok(()));
+    }
+
+    /// Settlements at once from many turns all land (atomic adds, no lost update).
     pub async fn concurrent_turns_all_count(ledger: &dyn UsageLedger) {
-        let now = Periods::at(datetime!(2026-11-25 10:00 UTC));
+        let at = datetime!(2026-11-25 10:00 UTC);
+        let holds: Vec<Hold> = (0..20)
+            .map(|_| Hold::new("dana", reserve(50, 1.0), at))
+            .collect();
+        let none = Limits::default();
+        for result in futures_util::future::join_all(holds.iter().map(|h| ledger.admit(h, &none))).await
+        {
+            result.unwrap().unwrap();
+        }
         let one = spent(10, 0.5);
-        let all: Vec<_> = (0..20).map(|_| ledger.record("dana", &now, &one)).collect();
-        for result in futures_util::future::join_all(all).await {
+        for result in
+            futures_util::future::join_all(holds.iter().map(|h| ledger.settle(h, &one, None))).await
+        {
             result.unwrap();
         }
-        let dana = ledger.read("dana", &now).await.unwrap();
+        let dana = ledger.read("dana", &Periods::at(at)).await.unwrap();
         assert_eq!(dana.day.turns, 20);
         assert_eq!(dana.day.spent.tokens.total_tokens, 200);
         assert_eq!(dana.month.spent.cost_usd, Some(10.0));
+        assert_eq!(dana.day.reserved.tokens, 0);
     }
 
-    /// The operator's item is read with the counters.
+    /// The operator's item is read with the counters, and holds at admission, also when it changes after a user's
+    /// first turn.
     pub async fn an_operators_limits_are_read_back<F, Fut>(ledger: &dyn UsageLedger, set_limits: F)
     where
-        F: FnOnce(&'static str, LimitOverrides) -> Fut,
+        F: Fn(&'static str, LimitOverrides) -> Fut,
         Fut: std::future::Future<Output = ()>,
     {
-        let now = Periods::at(datetime!(2026-11-25 10:00 UTC));
+        let at = datetime!(2026-11-25 10:00 UTC);
+        let now = Periods::at(at);
         let raised = LimitOverrides {
             tokens_per_day: Some(5000),
             cost_per_month: Some(12.5),
@@ -208,5 +444,45 @@ pub mod usage_contract {
             ledger.read("frank", &now).await.unwrap().overrides,
             LimitOverrides::default()
         );
+        // Configured: 100 tokens a day. Frank has no item: refused once he holds 100.
+        let limits = Limits {
+            tokens_per_day: Some(100),
+            ..Limits::default()
+        };
+        let frank = |tokens| Hold::new("frank", reserve(tokens, 0.0), at);
+        assert_eq!(ledger.admit(&frank(100), &limits).await.unwrap(), Ok(()));
+        assert!(ledger.admit(&frank(1), &limits).await.unwrap().is_err());
+        // His item raises it, after he was seen: the next admission holds to it.
+        set_limits(
+            "frank",
+            LimitOverrides {
+                tokens_per_day: Some(150),
+                ..LimitOverrides::default()
+            },
+        )
+        .await;
+        assert_eq!(ledger.admit(&frank(50), &limits).await.unwrap(), Ok(()));
+        assert!(ledger.admit(&frank(1), &limits).await.unwrap().is_err());
+        // Lowered again: refused at once.
+        set_limits(
+            "frank",
+            LimitOverrides {
+                tokens_per_day: Some(10),
+                ..LimitOverrides::default()
+            },
+        )
+        .await;
+        let lowered = ledger.admit(&frank(1), &limits).await.unwrap();
+        assert_eq!(lowered.unwrap_err().kind, LimitKind::TokensPerDay);
+        // Erin's item lifts her rate limit and raises her daily tokens.
+        let erin = Hold::new("erin", reserve(4000, 0.0), at);
+        let strict = Limits {
+            tokens_per_day: Some(100),
+            requests_per_minute: Some(1),
+            ..Limits::default()
+        };
+        assert_eq!(ledger.admit(&erin, &strict).await.unwrap(), Ok(()));
+        let erin = Hold::new("erin", reserve(1, 0.0), at);
+        assert_eq!(ledger.admit(&erin, &strict).await.unwrap(), Ok(()));
     }
 }

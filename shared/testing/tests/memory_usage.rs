@@ -8,8 +8,28 @@ async fn spending_adds_up_per_owner_and_period() {
 }
 
 #[tokio::test]
-async fn requests_count_per_minute_even_at_once() {
-    usage_contract::requests_count_per_minute_even_at_once(&InMemoryUsage::new()).await;
+async fn a_hold_is_counted_until_settled() {
+    usage_contract::a_hold_is_counted_until_settled(&InMemoryUsage::new()).await;
+}
+
+#[tokio::test]
+async fn a_settlement_sent_twice_counts_once() {
+    usage_contract::a_settlement_sent_twice_counts_once(&InMemoryUsage::new()).await;
+}
+
+#[tokio::test]
+async fn admission_is_one_atomic_step() {
+    usage_contract::admission_is_one_atomic_step(&InMemoryUsage::new()).await;
+}
+
+#[tokio::test]
+async fn turns_in_progress_count_against_a_quota() {
+    usage_contract::turns_in_progress_count_against_a_quota(&InMemoryUsage::new()).await;
+}
+
+#[tokio::test]
+async fn the_rate_window_slides_across_a_minute_boundary() {
+    usage_contract::the_rate_window_slides_across_a_minute_boundary(&InMemoryUsage::new()).await;
 }
 
 #[tokio::test]
@@ -21,8 +41,9 @@ async fn concurrent_turns_all_count() {
 async fn an_operators_limits_are_read_back() {
     let ledger = InMemoryUsage::new();
     let writer = ledger.clone();
-    usage_contract::an_operators_limits_are_read_back(&ledger, |owner, limits| async move {
-        writer.set_limits(owner, limits)
+    usage_contract::an_operators_limits_are_read_back(&ledger, |owner, limits| {
+        writer.set_limits(owner, limits);
+        async {}
     })
     .await;
 }

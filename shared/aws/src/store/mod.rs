@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::StalledStreamProtectionConfig;
-use aws_sdk_dynamodb::types::Update;
+use aws_sdk_dynamodb::types::TransactWriteItem;
 use aws_smithy_types::timeout::TimeoutConfig;
 use chat_core::{
     Charged, ChatMode, ChatRecord, HistoryBudget, LoadedChat, Page, ReadMark, SessionStore,
@@ -88,21 +88,17 @@ impl DynamoStore {
         crate::DynamoUsage::new(self.client.clone(), &self.table)
     }
 
-    /// The updates that add `charge` to `owner`'s counters in a turn's transaction, when its ledger counts in this
-    /// table; `None` when it counts elsewhere (another table, or not DynamoDB), where this store cannot add it.
-    fn counter_updates(
-        &self,
-        owner: &str,
-        charge: Option<&UsageCharge<'_>>,
-    ) -> Option<Vec<Update>> {
+    /// The writes that make `charge` (a turn's last settlement) in the turn's transaction, when its ledger counts
+    /// in this table; `None` when it counts elsewhere (another table, or not DynamoDB), where this store cannot.
+    fn counter_updates(&self, charge: Option<&UsageCharge<'_>>) -> Option<Vec<TransactWriteItem>> {
         let charge = charge?;
         let ledger = charge
             .ledger
             .as_any()?
             .downcast_ref::<crate::DynamoUsage>()?;
-        ledger.counts_in(&self.table).then(|| {
-            crate::usage::turn_counter_updates(&self.table, owner, charge.periods, charge.spent)
-        })
+        ledger
+            .counts_in(&self.table)
+            .then(|| crate::usage::turn_settlement(&self.table, charge.hold, charge.spent))
     }
 }
 

@@ -56,7 +56,7 @@ impl DynamoStore {
         );
         let puts = messages_items(&pk, &generation, 0, messages, expires_at);
         let counters = self
-            .counter_updates(owner, charge)
+            .counter_updates(charge)
             .filter(|c| fits_one_transaction_with(&puts, c.len()));
         let charged = charged_if(counters.is_some());
         let guard = ConditionCheck::builder()
@@ -150,7 +150,7 @@ impl DynamoStore {
                 return Ok(rewritten.map(|record| (record, Charged::No)));
             }
             let counters = self
-                .counter_updates(owner, charge)
+                .counter_updates(charge)
                 .filter(|c| fits_one_transaction_with(&puts, c.len()));
             if counters.is_some() {
                 carried.store(true, Ordering::Relaxed);

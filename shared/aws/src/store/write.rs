@@ -98,15 +98,15 @@ impl DynamoStore {
         self.write_with(puts, guard, commit, Vec::new()).await
     }
 
-    /// [`Self::write`], with `alongside` in the commit's transaction: updates that land exactly when the commit
-    /// does (a turn's usage counters). The caller keeps them to writes that fit one transaction
+    /// [`Self::write`], with `alongside` in the commit's transaction: writes that land exactly when the commit
+    /// does (a turn's last settlement with its usage counters). The caller keeps them to writes that fit one transaction
     /// ([`fits_one_transaction_with`]), so that they land with the whole write, not only with its last part.
     pub(super) async fn write_with(
         &self,
         puts: Vec<Item>,
         guard: ConditionCheck,
         commit: TransactWriteItem,
-        alongside: Vec<Update>,
+        alongside: Vec<TransactWriteItem>,
     ) -> Result<(), WriteError> {
         let put = |item: Item| {
             TransactWriteItem::builder()
@@ -132,13 +132,7 @@ impl DynamoStore {
             let mut items: Vec<TransactWriteItem> = chunk.into_iter().map(put).collect();
             if is_commit {
                 items.push(commit.take().expect("one commit, in the last transaction"));
-                items.extend(
-                    alongside
-                        .take()
-                        .into_iter()
-                        .flatten()
-                        .map(|update| TransactWriteItem::builder().update(update).build()),
-                );
+                items.extend(alongside.take().into_iter().flatten());
             } else {
                 items.push(
                     TransactWriteItem::builder()
