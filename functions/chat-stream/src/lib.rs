@@ -18,9 +18,9 @@ use chat_core::{
     Thought, ToolBounds, ToolSource, TurnEnd, TurnEvent, TurnInput, UsageLedger,
 };
 use chat_http::{
-    ApiError, Arrived, Auth, CallerAnd, ChatBackends, ChatEdgeState, ChatRequest, ChatUiRoute, Deadline,
-    Config, ConfigError, Cors, EdgeState, FailureClass, FunctionService, TurnMeter, TurnOutcome,
-    error_body, error_line, json_response, only,
+    ApiError, Arrived, Auth, CallerAnd, ChatBackends, ChatEdgeState, ChatRequest, ChatUiRoute,
+    Config, ConfigError, Cors, Deadline, EdgeState, FailureClass, FunctionService, TurnMeter,
+    TurnOutcome, error_body, error_line, json_response, only,
 };
 use chat_protocol::chat_ui::{ReplyShape, agent_event, round_reply, sse_event};
 use chat_protocol::v2024_01_28::{ChatCompletion, ChatCompletionChunk, ChunkHeader};

@@ -16,9 +16,9 @@ use chat_core::{
     Retriever, SessionStore, ToolBounds, ToolSource, TurnSpent, UsageLedger,
 };
 use chat_http::{
-    ApiError, Arrived, Auth, CallerAnd, ChatBackends, ChatEdgeState, ChatRequest, ChatRoute, Deadline,
-    ChatUiRoute, Config, ConfigError, Cors, EdgeState, FunctionService, TurnMeter, TurnOutcome,
-    json_response, only,
+    ApiError, Arrived, Auth, CallerAnd, ChatBackends, ChatEdgeState, ChatRequest, ChatRoute,
+    ChatUiRoute, Config, ConfigError, Cors, Deadline, EdgeState, FunctionService, TurnMeter,
+    TurnOutcome, json_response, only,
 };
 use chat_protocol::chat_ui::{ReplyShape, UiReply, round_events, round_reply, sse_event};
 use chat_protocol::{ChatInput, Dialect, json_line, v2024_01_28, v2024_05_29};

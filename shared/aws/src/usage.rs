@@ -228,14 +228,16 @@ impl Expression {
     /// Sets the item's expiry when this write creates it.
     fn expires(&mut self, at: i64) {
         let (name, value) = (self.name(EXPIRES_AT), self.value(n(at)));
-        self.sets.push(format!("{name} = if_not_exists({name}, {value})"));
+        self.sets
+            .push(format!("{name} = if_not_exists({name}, {value})"));
     }
 
     /// A condition that `attribute` is absent or under `limit`.
     fn under(&mut self, attribute: &str, limit: AttributeValue) {
         let (name, value) = (self.name(attribute), self.value(limit));
-        self.conditions
-            .push(format!("(attribute_not_exists({name}) OR {name} < {value})"));
+        self.conditions.push(format!(
+            "(attribute_not_exists({name}) OR {name} < {value})"
+        ));
     }
 
     fn update(self, table: &str, key: Item) -> Update {
@@ -684,7 +686,9 @@ impl DynamoUsage {
                 .any()
                 .then(|| self.limits_seen(owner).unwrap_or_default());
             let limits = match &seen {
-                Some(item) => configured.for_user(&read_item::<LimitsItem>(Some(item), "limits").overrides()),
+                Some(item) => {
+                    configured.for_user(&read_item::<LimitsItem>(Some(item), "limits").overrides())
+                }
                 None => Limits::default(),
             };
             let (writes, layout) = self.admission(hold, &limits, seen.as_ref());
@@ -705,8 +709,10 @@ impl DynamoUsage {
                 Err(e) => e,
             };
             if let Some(reasons) = cancellation_reasons(&e) {
-                let failed_at =
-                    |i: Option<usize>| i.and_then(|i| reasons.get(i)).is_some_and(|r| r.as_deref() == Some("ConditionalCheckFailed"));
+                let failed_at = |i: Option<usize>| {
+                    i.and_then(|i| reasons.get(i))
+                        .is_some_and(|r| r.as_deref() == Some("ConditionalCheckFailed"))
+                };
                 if failed_at(Some(layout.hold)) {
                     // The hold exists: an earlier attempt of this very admission landed, its answer lost.
                     return Ok(Ok(()));
@@ -757,9 +763,11 @@ impl DynamoUsage {
             .instrument(tracing::info_span!("store.usage.get_item"))
             .await
             .map_err(failed)?;
-        Ok(out
-            .item
-            .and_then(|item| item.get("version").and_then(|v| v.as_n().ok()).and_then(|v| v.parse().ok())))
+        Ok(out.item.and_then(|item| {
+            item.get("version")
+                .and_then(|v| v.as_n().ok())
+                .and_then(|v| v.parse().ok())
+        }))
     }
 
     async fn settle_hold(

@@ -302,7 +302,11 @@ async fn a_stored_turn_is_settled_in_its_own_transaction() {
     );
     for _ in 0..3 {
         let hold = Hold::new("bob", ceiling, now);
-        ledger.admit(&hold, &Limits::default()).await.unwrap().unwrap();
+        ledger
+            .admit(&hold, &Limits::default())
+            .await
+            .unwrap()
+            .unwrap();
         ledger.settle(&hold, &each, None).await.unwrap();
     }
     for sk in [
@@ -360,7 +364,11 @@ async fn admitted(ledger: &DynamoUsage) -> Hold {
         },
         time::OffsetDateTime::now_utc(),
     );
-    ledger.admit(&hold, &Limits::default()).await.unwrap().unwrap();
+    ledger
+        .admit(&hold, &Limits::default())
+        .await
+        .unwrap()
+        .unwrap();
     hold
 }
 
@@ -520,7 +528,11 @@ async fn a_ledger_kept_elsewhere_is_not_settled_by_the_store() {
         [("another-table", &elsewhere), ("in-memory", &in_memory)];
     for (name, ledger) in ledgers {
         let hold = Hold::new("alice", Reserve::default(), periods.now);
-        ledger.admit(&hold, &Limits::default()).await.unwrap().unwrap();
+        ledger
+            .admit(&hold, &Limits::default())
+            .await
+            .unwrap()
+            .unwrap();
         let charge = UsageCharge {
             ledger,
             hold: &hold,

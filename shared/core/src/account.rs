@@ -68,7 +68,8 @@ impl TurnAccount {
 
     /// Notes a model call that reported `usage` (or that is estimated to have spent it).
     pub(crate) fn add_call(&mut self, usage: TokenUsage) {
-        self.spent.add(&UsageTotals::of(usage, self.prices.as_ref()));
+        self.spent
+            .add(&UsageTotals::of(usage, self.prices.as_ref()));
         self.calls += 1;
     }
 

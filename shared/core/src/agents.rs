@@ -112,6 +112,9 @@ pub struct AgentMessage {
     /// How many of those calls ran (those past the round limit did not).
     pub calls_run: u32,
     pub thoughts: Vec<Thought>,
+    /// Why the round ended with this message before its agents had done (its time limit), told with it; also among
+    /// its thoughts.
+    pub round_ended: Option<Thought>,
 }
 
 /// A round in progress: the chat, the conversation so far (with who said what), and the agents' messages.
@@ -474,8 +477,9 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
             .contains(&group.approval_phrase.to_lowercase());
         let out_of_time = cut || (!approved && !round.time_for_another());
         let mut thoughts: Vec<Thought> = reasoning_note.into_iter().chain(tool_thoughts).collect();
-        if out_of_time {
-            thoughts.push(round_ended(round.messages.len() + 1));
+        let ended = out_of_time.then(|| round_ended(round.messages.len() + 1));
+        if let Some(ended) = &ended {
+            thoughts.push(ended.clone());
             tracing::info!(
                 messages = round.messages.len() + 1,
                 "the multi-agent round reached its time limit: it ends with what it has"
@@ -493,6 +497,7 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
             calls_run,
             tools: exchanges,
             thoughts,
+            round_ended: ended,
         };
         round.transcript.push((
             Some(agent.name.clone()),

@@ -57,7 +57,11 @@ pub fn estimate_request_tokens(request: &crate::ModelRequest) -> u64 {
                 + m.files.iter().map(attachment_tokens).sum::<u64>()
                 + m.tool_uses
                     .iter()
-                    .map(|c| MESSAGE_TOKENS + estimate_tokens(&c.name) + estimate_tokens(&c.input.to_string()))
+                    .map(|c| {
+                        MESSAGE_TOKENS
+                            + estimate_tokens(&c.name)
+                            + estimate_tokens(&c.input.to_string())
+                    })
                     .sum::<u64>()
                 + m.tool_results
                     .iter()

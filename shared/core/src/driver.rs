@@ -176,7 +176,8 @@ impl<S: ModelStream> RoundDriver<S> {
         self.cut_off();
         self.running = None;
         self.timed_out = true;
-        self.ready.push_back(DriverEvent::Done(StopReason::MaxTokens));
+        self.ready
+            .push_back(DriverEvent::Done(StopReason::MaxTokens));
         self.done = true;
     }
 

@@ -8,8 +8,8 @@ use time::OffsetDateTime;
 
 use crate::driver::RoundStarter;
 use crate::{
-    AttachmentStore, Caller, ChatError, ChatModel, ChatSettings, Hold, Limits, ReplyStream, Reserve,
-    Retriever, SessionStore, ToolBounds, ToolSource, TurnAccount, TurnInput, UsageLedger,
+    AttachmentStore, Caller, ChatError, ChatModel, ChatSettings, Hold, Limits, ReplyStream,
+    Reserve, Retriever, SessionStore, ToolBounds, ToolSource, TurnAccount, TurnInput, UsageLedger,
 };
 
 /// The chat core with its ports plugged in; built once per cold start and shared by every request.
@@ -91,7 +91,11 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
     /// otherwise counts the request and holds what the turn's first model call may spend: a prompt up to the budget
     /// and the output cap, priced. The account returned covers every later call and settles once the turn is over.
     /// Without a ledger nothing is written, and the account only adds up.
-    pub async fn admit(&self, caller: &Caller, input: &TurnInput) -> Result<TurnAccount, ChatError> {
+    pub async fn admit(
+        &self,
+        caller: &Caller,
+        input: &TurnInput,
+    ) -> Result<TurnAccount, ChatError> {
         let prices = self.settings.model.prices;
         let Some(ledger) = self.ledger.clone() else {
             return Ok(TurnAccount::unmetered(prices));

@@ -730,7 +730,10 @@ mod tests {
         assert_eq!(refused.retry_after, 15);
         // All five in this very bucket: only when it leaves the window, 70 s after it began.
         usage.window = window([5; WINDOW_SPAN]);
-        assert_eq!(check(&limits, &usage, &periods).unwrap_err().retry_after, 65);
+        assert_eq!(
+            check(&limits, &usage, &periods).unwrap_err().retry_after,
+            65
+        );
     }
 
     #[test]

@@ -452,6 +452,12 @@ pub fn agent_event(message: &AgentMessage, state: Option<&Value>) -> ChatMessage
             .extra
             .insert("ToolCalls".into(), tool_calls(&message.tools));
     }
+    // A round that ended early (its time limit) says so with the message it ended at.
+    if let (Some(ended), Some(metadata)) = (&message.round_ended, event.metadata.as_mut()) {
+        metadata
+            .extra
+            .insert("Thoughts".into(), serde_json::json!([thought_json(ended)]));
+    }
     event
 }
 
@@ -481,11 +487,26 @@ pub fn agent_ui_message(message: &AgentMessage) -> HistoryMessage {
         agent_identifier: Some(message.agent.clone()),
         agent_name: Some(message.agent.clone()),
         files: None,
-        extra: match &message.citations {
-            Some(cited) => Map::from_iter([("citations".into(), cited.clone().into())]),
-            None => Map::new(),
+        extra: {
+            let mut extra = Map::new();
+            if let Some(cited) = &message.citations {
+                extra.insert("citations".into(), cited.clone().into());
+            }
+            if let Some(ended) = &message.round_ended {
+                extra.insert("thoughts".into(), serde_json::json!([thought_json(ended)]));
+            }
+            extra
         },
     }
+}
+
+/// A thought as JSON, as `context.thoughts` holds them.
+fn thought_json(thought: &chat_core::Thought) -> Value {
+    serde_json::json!({
+        "title": thought.title,
+        "description": thought.description,
+        "props": thought.props,
+    })
 }
 
 /// The agents' messages of a round as the Chat UI's events carry them, with the session state.

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use chat_core::{
-    Hold, LimitOverrides, Limits, OverLimit, PeriodUsage, Periods, RateWindow, Reserve, UsageFuture,
-    UsageLedger, UsageSnapshot, UsageTotals, WINDOW_SPAN,
+    Hold, LimitOverrides, Limits, OverLimit, PeriodUsage, Periods, RateWindow, Reserve,
+    UsageFuture, UsageLedger, UsageSnapshot, UsageTotals, WINDOW_SPAN,
 };
 
 #[derive(Default)]
@@ -47,11 +47,7 @@ impl Counters {
 
     fn each_period(&mut self, owner: &str, periods: &Periods, change: impl Fn(&mut PeriodUsage)) {
         for key in [day_key(periods), month_key(periods)] {
-            change(
-                self.periods
-                    .entry((owner.to_string(), key))
-                    .or_default(),
-            );
+            change(self.periods.entry((owner.to_string(), key)).or_default());
         }
     }
 }
@@ -263,10 +259,7 @@ pub mod usage_contract {
         assert_eq!(read.day.spent.tokens.total_tokens, 120);
         assert_eq!(read.day.reserved, reserve(700, 0.75));
         assert_eq!(read.day.held(), reserve(820, 0.875));
-        ledger
-            .settle(&hold, &spent(200, 0.25), None)
-            .await
-            .unwrap();
+        ledger.settle(&hold, &spent(200, 0.25), None).await.unwrap();
         let read = ledger.read("gina", &periods).await.unwrap();
         assert_eq!(read.day.spent.tokens.total_tokens, 320);
         assert_eq!(read.day.spent.cost_usd, Some(0.375));
@@ -304,10 +297,7 @@ pub mod usage_contract {
         }
         hold.version += 1;
         for _ in 0..2 {
-            ledger
-                .settle(&hold, &spent(40, 0.04), None)
-                .await
-                .unwrap();
+            ledger.settle(&hold, &spent(40, 0.04), None).await.unwrap();
         }
         let read = ledger.read("hana", &periods).await.unwrap();
         assert_eq!(read.day.spent.tokens.total_tokens, 140);
@@ -331,7 +321,10 @@ pub mod usage_contract {
         let results = futures_util::future::join_all(all).await;
         let admitted = results.iter().filter(|r| matches!(r, Ok(Ok(())))).count();
         assert_eq!(admitted, 10, "{results:?}");
-        for refused in results.iter().filter_map(|r| r.as_ref().unwrap().as_ref().err()) {
+        for refused in results
+            .iter()
+            .filter_map(|r| r.as_ref().unwrap().as_ref().err())
+        {
             assert!(refused.is_rate(), "{refused:?}");
             assert!((1..=70).contains(&refused.retry_after), "{refused:?}");
         }
@@ -393,7 +386,10 @@ pub mod usage_contract {
         // The next minute has begun: a fixed window would admit ten more here.
         let refused = admit(datetime!(2026-11-25 10:01:01 UTC)).await.unwrap_err();
         assert!(refused.is_rate());
-        assert_eq!(refused.retry_after, 59, "when the burst has left the window");
+        assert_eq!(
+            refused.retry_after, 59,
+            "when the burst has left the window"
+        );
         assert!(admit(datetime!(2026-11-25 10:01:45 UTC)).await.is_err());
         assert!(admit(datetime!(2026-11-25 10:01:59 UTC)).await.is_err());
         assert_eq!(admit(datetime!(2026-11-25 10:02:00 UTC)).await, Ok(()));
@@ -406,7 +402,8 @@ pub mod usage_contract {
             .map(|_| Hold::new("dana", reserve(50, 1.0), at))
             .collect();
         let none = Limits::default();
-        for result in futures_util::future::join_all(holds.iter().map(|h| ledger.admit(h, &none))).await
+        for result in
+            futures_util::future::join_all(holds.iter().map(|h| ledger.admit(h, &none))).await
         {
             result.unwrap().unwrap();
         }

@@ -1,0 +1,324 @@
+//! Limits that hold against a user who tries, through the real SDK clients, the local Bedrock server and moto:
+//! admission is one conditional write (fifty requests at once under a rate of ten admit ten; twenty turns at once
+//! under a quota that holds five reservations admit five), every model call is counted whatever becomes of its
+//! turn (a buffered answer whose model stream fails after some tokens), a process killed mid-answer leaves its
+//! reservation counted, and a multi-agent round ends with what it has before the invocation's deadline.
+
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chat_aws::{BedrockModel, DynamoStore};
+use chat_core::{Periods, UsageLedger, UsageSnapshot};
+use chat_stream::App;
+use chat_testing::harness::{self, Backend, OWNER, Streamed};
+use local_bedrock::LocalBedrock;
+use local_dynamodb::LocalDynamo;
+use serde_json::{Value, json};
+
+/// The prompt budget and output cap every test here configures: a turn's first call holds 2,200 tokens.
+const BUDGET: &[(&str, &str)] = &[("MAX_PROMPT_TOKENS", "2000"), ("MAX_TOKENS", "200")];
+const RESERVED: u64 = 2200;
+
+struct Harness {
+    bedrock: LocalBedrock,
+    store: DynamoStore,
+    app: App<BedrockModel, DynamoStore>,
+}
+
+/// The function as its cold start builds it, counting in the table it stores chats in, configured with `env`.
+async fn harness(env: &[(&str, &str)]) -> Harness {
+    let backend = Backend::start(&[BUDGET, env].concat()).await;
+    let ledger: Arc<dyn UsageLedger> = Arc::new(backend.store.usage_ledger());
+    let app = App::new(
+        backend.model().await,
+        backend.store.clone(),
+        harness::auth(),
+        backend.config.clone(),
+    )
+    .with_usage(Some(ledger));
+    Harness {
+        bedrock: backend.bedrock,
+        store: backend.store,
+        app,
+    }
+}
+
+impl Harness {
+    async fn post(&self, path: &str, body: Value) -> Streamed {
+        let request = harness::json_request("POST", path, Some(&body));
+        Streamed::read(self.app.handle(request).await).await
+    }
+
+    /// The user's counters now.
+    async fn usage(&self) -> UsageSnapshot {
+        usage_in(&self.store).await
+    }
+}
+
+async fn usage_in(store: &DynamoStore) -> UsageSnapshot {
+    store
+        .usage_ledger()
+        .read(OWNER, &Periods::at(time::OffsetDateTime::now_utc()))
+        .await
+        .unwrap()
+}
+
+fn ask(text: &str) -> Value {
+    json!({"messages": [{"role": "user", "content": text}]})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fifty_requests_at_once_under_a_rate_of_ten_a_minute_admit_exactly_ten() {
+    let h = Arc::new(harness(&[("RATE_LIMIT_PER_MINUTE", "10")]).await);
+    let all = (0..50).map(|i| {
+        let h = h.clone();
+        tokio::spawn(async move { h.post("/chat/stream", ask(&format!("question {i}"))).await })
+    });
+    let replies: Vec<Streamed> = futures_util::future::join_all(all)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    let answered = replies.iter().filter(|r| r.status == 200).count();
+    let refused: Vec<&Streamed> = replies.iter().filter(|r| r.status == 429).collect();
+    println!(
+        "50 requests at once, RATE_LIMIT_PER_MINUTE=10: {answered} admitted, {} refused",
+        refused.len()
+    );
+    assert_eq!((answered, refused.len()), (10, 40));
+    for reply in refused {
+        let body: Value = serde_json::from_str(&reply.text()).unwrap();
+        assert!(
+            body["error"]
+                .as_str()
+                .unwrap()
+                .contains("Too many requests"),
+            "{body}"
+        );
+    }
+    assert_eq!(
+        h.bedrock.requests().len(),
+        10,
+        "only the admitted reach the model"
+    );
+    let usage = h.usage().await;
+    assert_eq!(usage.window.requests(), 10);
+    assert_eq!((usage.day.turns, usage.day.reserved.tokens), (10, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn twenty_turns_at_once_under_a_quota_that_holds_five_admit_at_most_six() {
+    let quota = (5 * RESERVED).to_string();
+    let h = Arc::new(harness(&[("QUOTA_TOKENS_PER_DAY", &quota)]).await);
+    // Each answer takes a while, as a model's does: the twenty are all in progress together.
+    let all = (0..20).map(|i| {
+        let h = h.clone();
+        tokio::spawn(async move {
+            h.post(
+                "/chat/stream",
+                ask(&format!("[[deltas:5]] [[delay-ms:200]] question {i}")),
+            )
+            .await
+        })
+    });
+    let replies: Vec<Streamed> = futures_util::future::join_all(all)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    let answered = replies.iter().filter(|r| r.status == 200).count();
+    let refused = replies.iter().filter(|r| r.status == 429).count();
+    println!(
+        "20 turns at once under a quota of 5 reservations ({quota} tokens): {answered} admitted, {refused} refused"
+    );
+    assert!((5..=6).contains(&answered), "{answered} admitted");
+    assert_eq!(answered + refused, 20);
+    // Settled, they hold what they spent, far less than their reservations: the user gets in again.
+    let usage = h.usage().await;
+    assert_eq!(usage.day.reserved.tokens, 0);
+    assert!(usage.day.spent.tokens.total_tokens < RESERVED, "{usage:?}");
+    let again = h.post("/chat/stream", ask("one more")).await;
+    assert_eq!(again.status, 200);
+}
+
+#[tokio::test]
+async fn a_buffered_answer_whose_model_stream_fails_after_some_tokens_is_counted() {
+    let h = harness(&[]).await;
+    // The 2024-01-28 dialect without `stream`: the streamed answer, collected, fails after twenty words.
+    let reply = h
+        .post(
+            "/chat/stream",
+            json!({
+                "messages": [{"role": "user", "content": "[[deltas:60]] [[stream-error-after:20]] tell me"}],
+                "stream": false
+            }),
+        )
+        .await;
+    assert!(reply.status.is_server_error(), "{}", reply.status);
+    let usage = h.usage().await;
+    let spent = usage.day.spent.tokens;
+    println!(
+        "a buffered answer that failed after 20 of 60 words: counted {} input + {} output tokens, {} held",
+        spent.input_tokens, spent.output_tokens, usage.day.reserved.tokens
+    );
+    assert_eq!(usage.day.turns, 1);
+    assert!(spent.input_tokens > 0, "the prompt read is counted");
+    assert!(
+        spent.output_tokens >= 20,
+        "the words written are counted: {spent:?}"
+    );
+    assert_eq!(usage.day.reserved.tokens, 0, "settled, its hold released");
+}
+
+/// A multi-agent round given an invocation whose deadline comes before its agents are done ends with the messages
+/// it has, the last saying why, and is stored and counted.
+#[tokio::test]
+async fn a_multi_agent_round_ends_with_what_it_has_before_the_deadline() {
+    let agents = r#"[
+        {"name": "Analyst", "instructions": "[[delay-ms:700]] Analyse."},
+        {"name": "Engineer", "instructions": "[[delay-ms:700]] Build."},
+        {"name": "Owner", "instructions": "[[delay-ms:700]] Review."}
+    ]"#;
+    let h = harness(&[("AGENTS", agents), ("MAX_AGENT_TURNS", "6")]).await;
+    let mut request = harness::json_request(
+        "POST",
+        "/multi-agent-chat/stream",
+        Some(&ask("[[deltas:3]] plan it")),
+    );
+    request
+        .headers_mut()
+        .insert("accept", "text/event-stream".parse().unwrap());
+    // Lambda's context, as the runtime gives it: this invocation must end 4 s from now (the round then ends by 3 s).
+    let mut context = lambda_http::Context::default();
+    let ends = std::time::SystemTime::now() + Duration::from_secs(4);
+    context.deadline = ends
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    request.extensions_mut().insert(context);
+    let started = Instant::now();
+    let reply = Streamed::read(h.app.handle(request).await).await;
+    let took = started.elapsed();
+    assert_eq!(reply.status, 200);
+    let events: Vec<Value> = reply
+        .text()
+        .split("\n\n")
+        .filter_map(|e| e.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    println!(
+        "a round of up to 6 agent messages, 0.7 s a word, 4 s before the invocation's deadline: {} messages in {took:?}",
+        events.len()
+    );
+    assert!(took < Duration::from_secs(4), "{took:?}");
+    assert!((1..6).contains(&events.len()), "ended early: {events:?}");
+    let last = events.last().unwrap();
+    assert_eq!(
+        last["Metadata"]["Thoughts"][0]["title"], "Round ended",
+        "{last}"
+    );
+    for event in &events {
+        assert!(event.get("error").is_none(), "{event}");
+    }
+    let usage = h.usage().await;
+    assert_eq!(usage.day.turns, 1, "stored and counted");
+    assert_eq!(usage.day.reserved.tokens, 0);
+}
+
+#[tokio::test]
+async fn a_turn_whose_process_is_killed_mid_answer_leaves_its_reservation_counted() {
+    let bedrock = LocalBedrock::start().await.unwrap();
+    let (client, table) = LocalDynamo::shared().fresh_table().await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let start = || {
+        Command::new(env!("CARGO_BIN_EXE_chat-stream"))
+            .env_clear()
+            .env("PORT", port.to_string())
+            .env("BIND_ADDRESS", "127.0.0.1")
+            .env("MODEL_ID", "local.echo-v1:0")
+            .env("TABLE_NAME", &table)
+            .env("AUTH_MODE", "none")
+            .env("KNOWLEDGE_BASE_ID", "")
+            .env("MAX_PROMPT_TOKENS", "2000")
+            .env("MAX_TOKENS", "200")
+            // A quota of one reservation: a turn in progress (or one whose process died) holds it all.
+            .env("QUOTA_TOKENS_PER_DAY", RESERVED.to_string())
+            .env("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", bedrock.endpoint())
+            .env(
+                "AWS_ENDPOINT_URL_DYNAMODB",
+                LocalDynamo::shared().endpoint(),
+            )
+            .env("AWS_ACCESS_KEY_ID", "local")
+            .env("AWS_SECRET_ACCESS_KEY", "local")
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("the binary starts")
+    };
+    let mut server = start();
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    let up = Instant::now() + Duration::from_secs(30);
+    while http
+        .get(format!("{base}/chat/stream"))
+        .send()
+        .await
+        .is_err()
+    {
+        assert!(Instant::now() < up, "the server did not come up");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut answer = http
+        .post(format!("{base}/chat/stream"))
+        .json(&ask("[[deltas:100]] [[delay-ms:100]] a long answer"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    // The first words arrive; then the process is killed (as Lambda's timeout ends an invocation).
+    let mut read = String::new();
+    while !read.contains("w2") {
+        read.push_str(&String::from_utf8_lossy(
+            &answer.chunk().await.unwrap().unwrap(),
+        ));
+    }
+    server.kill().unwrap();
+    server.wait().unwrap();
+    let store = DynamoStore::new(client, table.clone(), None);
+    let usage = usage_in(&store).await;
+    println!(
+        "a turn killed mid-answer: {} tokens held, {} spent, {} turns",
+        usage.day.reserved.tokens, usage.day.spent.tokens.total_tokens, usage.day.turns
+    );
+    assert_eq!(usage.day.reserved.tokens, RESERVED, "its reservation stays");
+    assert_eq!(usage.month.reserved.tokens, RESERVED);
+    assert_eq!(usage.day.turns, 0, "never settled");
+    // It counts against the quota: the next turn is refused until the day ends.
+    let mut server = start();
+    let up = Instant::now() + Duration::from_secs(30);
+    while http
+        .get(format!("{base}/chat/stream"))
+        .send()
+        .await
+        .is_err()
+    {
+        assert!(Instant::now() < up, "the server did not come up again");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let refused = http
+        .post(format!("{base}/chat/stream"))
+        .json(&ask("another"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 429);
+    assert!(refused.headers().contains_key("retry-after"));
+    server.kill().unwrap();
+    server.wait().unwrap();
+}
