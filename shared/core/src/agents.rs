@@ -238,8 +238,19 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
     ) -> Result<AgentRound, ChatError> {
         self.check_files(input)?;
         check_overrides(self.settings(), &input.overrides)?;
-        let mut account = self.admit(caller, input).await?;
-        match self.agent_round_admitted(caller, input, &mut account).await {
+        // The agents' instructions are short beside the history; the budget is the whole prompt's less the question.
+        let (mut account, session) = self
+            .admit_and_begin(
+                caller,
+                input,
+                ChatMode::MultiAgent,
+                self.history_budget(input, ""),
+            )
+            .await?;
+        match self
+            .agent_round_admitted(caller, input, session, &mut account)
+            .await
+        {
             Ok(round) => Ok(round),
             Err(e) => {
                 account.close().await;
@@ -248,22 +259,14 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         }
     }
 
-    /// The steps of [`Self::agent_round`] once admitted: the round takes `account` along.
+    /// The steps of [`Self::agent_round`] once admitted, its chat read: the round takes `account` along.
     async fn agent_round_admitted(
         &self,
         caller: &Caller,
         input: &TurnInput,
+        mut session: Session,
         account: &mut TurnAccount,
     ) -> Result<AgentRound, ChatError> {
-        // The agents' instructions are short beside the history; the budget is the whole prompt's less the question.
-        let mut session = self
-            .begin(
-                &caller.owner,
-                input,
-                ChatMode::MultiAgent,
-                self.history_budget(input, ""),
-            )
-            .await?;
         // The stored history keeps who said what; the request's new messages follow it.
         let (mut authors, mut conversation): (Vec<Option<String>>, Vec<Message>) = session
             .history

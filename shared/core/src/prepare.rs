@@ -123,8 +123,19 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
     ) -> Result<Turn, ChatError> {
         self.check_files(input)?;
         check_overrides(&self.settings, &input.overrides)?;
-        let mut account = self.admit(caller, input).await?;
-        match self.prepare_admitted(caller, input, &mut account).await {
+        let system = system_prompt(&self.settings, input, self.retriever.is_some());
+        let (mut account, session) = self
+            .admit_and_begin(
+                caller,
+                input,
+                ChatMode::Standard,
+                self.history_budget(input, &system),
+            )
+            .await?;
+        match self
+            .prepare_admitted(caller, input, (session, system), &mut account)
+            .await
+        {
             Ok(turn) => Ok(turn),
             Err(e) => {
                 account.close().await;
@@ -133,23 +144,15 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         }
     }
 
-    /// The steps of [`Self::prepare`] once admitted: the turn takes `account` along.
+    /// The steps of [`Self::prepare`] once admitted, its chat read: the turn takes `account` along.
     async fn prepare_admitted(
         &self,
         caller: &Caller,
         input: &TurnInput,
+        (mut session, system): (Session, String),
         account: &mut crate::TurnAccount,
     ) -> Result<Turn, ChatError> {
         let budget = self.settings.model.max_prompt_tokens;
-        let system = system_prompt(&self.settings, input, self.retriever.is_some());
-        let mut session = self
-            .begin(
-                &caller.owner,
-                input,
-                ChatMode::Standard,
-                self.history_budget(input, &system),
-            )
-            .await?;
         // Whether the budget cut the history: the store stopped before the oldest message, or a fit had to cut.
         let over = |conversation: &[Message], fixed: u64| {
             fixed

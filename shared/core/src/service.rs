@@ -116,6 +116,31 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         }
     }
 
+    /// Admits a turn ([`Self::admit`]) while its chat is read ([`Self::begin`]): the two at once, so that the
+    /// admission's write costs the turn no time. A refused turn is refused whatever the read found; a turn admitted
+    /// whose read fails is closed again.
+    pub(crate) async fn admit_and_begin(
+        &self,
+        caller: &Caller,
+        input: &TurnInput,
+        mode: crate::ChatMode,
+        budget: crate::HistoryBudget,
+    ) -> Result<(TurnAccount, crate::Session), ChatError> {
+        let (admitted, begun) = futures_util::future::join(
+            self.admit(caller, input),
+            self.begin(&caller.owner, input, mode, budget),
+        )
+        .await;
+        let mut account = admitted?;
+        match begun {
+            Ok(session) => Ok((account, session)),
+            Err(e) => {
+                account.close().await;
+                Err(e)
+            }
+        }
+    }
+
     /// Keeps the files of messages in `attachments`, per owner; `None` takes no files.
     pub fn with_attachments(mut self, attachments: Option<Arc<dyn AttachmentStore>>) -> Self {
         self.attachments = attachments;
