@@ -452,6 +452,17 @@ def raw_template_conditions():
     return {"Parameters": t["Parameters"], "Conditions": t["Conditions"], "Resources": {}}
 
 
+def test_the_functions_cpu_is_one_literal_that_build_and_deploy_both_read():
+    # `sam build` builds for a function's Architectures and `sam deploy` deploys them: from a parameter, the two could
+    # resolve it differently (given to one command only, or kept by the stack from an earlier deploy).
+    t = raw_template()
+    assert t["Globals"]["Function"]["Architectures"] in (["arm64"], ["x86_64"]), t["Globals"]["Function"]
+    for name, r in t["Resources"].items():
+        if r["Type"] in ("AWS::Serverless::Function", "AWS::Lambda::Function"):
+            own = r["Properties"].get("Architectures", [])
+            assert all(isinstance(a, str) for a in own), f"{name}: Architectures {own}"
+
+
 def test_every_parameter_is_in_one_group_with_a_label():
     t = raw_template()
     interface = t["Metadata"]["AWS::CloudFormation::Interface"]
