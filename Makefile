@@ -21,7 +21,7 @@ run: tools
 ## test: every test, in sections: lint, unit (with the integration tests against moto and the local Bedrock
 ## server), then invoke, conformance, schemathesis, browser and retrieval against local runs (tests/suites.py).
 test: tools
-	@echo "==== lint: rustfmt, clippy, cfn-lint 1.51, sam validate --lint, the template's URL permissions, the docs against the code ===="
+	@echo "==== lint: rustfmt, clippy, cfn-lint 1.51, sam validate --lint, the template's URL permissions and sign-up, the docs against the code ===="
 	@$(MAKE) --no-print-directory lint
 	@echo "==== unit: the workspace's unit and integration tests ===="
 	@$(MAKE) --no-print-directory unit
@@ -37,6 +37,7 @@ lint: tools
 	$(VENV)/bin/cfn-lint template.yaml
 	$(VENV)/bin/sam validate --lint --template template.yaml
 	$(VENV)/bin/python tests/template_permissions.py
+	$(VENV)/bin/python tests/sign_up_check.py
 	bash -n deploy/create.sh && bash -n deploy/remove.sh && $(VENV)/bin/shellcheck deploy/*.sh
 	$(PYTHON) tests/docs_config.py && $(PYTHON) tests/docs_links.py
 

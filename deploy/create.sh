@@ -18,9 +18,27 @@
 #   CORS_ALLOWED_ORIGINS  browser origins (comma-separated) the URLs answer CORS for, besides the page
 #   KNOWLEDGE_BASE_ID, PAGE_OIDC_*, and any other setting of docs/configuration.md as EXTRA_ENV, a JSON
 #   object ({"MAX_TOKENS":"2048"}) merged into every function's environment.
+#
+# Needs: the AWS CLI, v2 2.31.13 or later (or v1 1.42.50 or later; both of October 2025), for `lambda
+# add-permission --invoked-via-function-url`, the permission function URLs need since then; cargo-lambda from
+# `make tools`; python3. It checks them first, before anything is built or created.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+command -v aws >/dev/null || {
+  echo "create.sh: the AWS CLI (aws) is not on PATH; install AWS CLI v2, 2.31.13 or later" >&2; exit 2; }
+# Asked offline: does this CLI know add-permission's InvokedViaFunctionUrl?
+SKELETON=$(aws lambda add-permission --generate-cli-skeleton input 2>/dev/null || true)
+case $SKELETON in
+  *InvokedViaFunctionUrl*) ;;
+  *) echo "create.sh: this AWS CLI is too old ($(aws --version 2>&1 | head -n 1)): it lacks 'aws lambda" \
+       "add-permission --invoked-via-function-url', which function URLs need since October 2025. Install AWS CLI v2" \
+       "2.31.13 or later (or v1 1.42.50 or later)." >&2
+     exit 2 ;;
+esac
+[ -x .tools/venv/bin/cargo-lambda ] || command -v cargo-lambda >/dev/null || {
+  echo "create.sh: cargo-lambda is missing; run 'make tools' first" >&2; exit 2; }
+command -v python3 >/dev/null || { echo "create.sh: python3 is missing" >&2; exit 2; }
 NAME=${NAME:-chat-backend}
 REGION=${AWS_REGION:-${AWS_DEFAULT_REGION:-$(aws configure get region || true)}}
 [ -n "$REGION" ] || { echo "create.sh: set AWS_REGION" >&2; exit 2; }

@@ -15,7 +15,11 @@ the code names it:
 The page's rows: `| `NAME` | default | meaning |` in a table whose header is `| variable | default | meaning |` (the
 variables the functions read: each must be read by the code), and `| `NAME` | set by | meaning |` in the table
 headed `| variable | set by | meaning |` (set by Lambda, or read by the AWS SDK or OpenTelemetry themselves: each
-must be read by the code or be one of LIBRARY_VARIABLES below). One variable a row. Only the standard library.
+must be read by the code or be one of LIBRARY_VARIABLES below). One variable a row.
+
+And the page's template parameters, against template.yaml: every parameter of its `Parameters` section is named
+(`` `Name` ``) in the first cell of a row of the table headed `| parameter | default | becomes |`, and every name
+there is a parameter. Only the standard library (the template's parameter names are read line by line).
 """
 
 import os
@@ -111,6 +115,51 @@ def documented():
     return functions, library, problems
 
 
+def template_parameters():
+    """The names of template.yaml's parameters: the keys indented two spaces under its top-level `Parameters:`."""
+    names, inside = [], False
+    for line in open(os.path.join(ROOT, "template.yaml"), encoding="utf-8").read().split("\n"):
+        if re.match(r"^[A-Za-z]", line):
+            inside = line.rstrip() == "Parameters:"
+            continue
+        m = re.match(r"^  ([A-Za-z][A-Za-z0-9]*):\s*$", line)
+        if inside and m:
+            names.append(m.group(1))
+    return names
+
+
+def documented_parameters():
+    """{name: line} of the names in the first cells of the parameters table."""
+    found, inside = {}, False
+    for number, line in enumerate(open(os.path.join(ROOT, PAGE), encoding="utf-8").read().split("\n"), 1):
+        if not line.startswith("|"):
+            inside = False
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if [c.lower() for c in cells] == ["parameter", "default", "becomes"]:
+            inside = True
+            continue
+        if inside and not set(line.replace("|", "").strip()) <= set("-: "):
+            for name in re.findall(r"`([A-Za-z][A-Za-z0-9]*)`", cells[0]):
+                found.setdefault(name, number)
+    return found
+
+
+def parameter_problems():
+    parameters, documented = template_parameters(), documented_parameters()
+    problems = []
+    if len(parameters) < 50 or len(documented) < 50:
+        problems.append(f"only {len(parameters)} parameters found in template.yaml and {len(documented)} in the "
+                        f"parameters table of {PAGE}: the reading of one of them is broken")
+    for name in parameters:
+        if name not in documented:
+            problems.append(f"template parameter {name} is not in the parameters table of {PAGE}")
+    for name, number in sorted(documented.items()):
+        if name not in parameters:
+            problems.append(f"{PAGE}:{number}: {name} is in the parameters table but not a parameter of template.yaml")
+    return problems, len(parameters)
+
+
 def known_to_libraries(name):
     return name in LIBRARY_VARIABLES or name.startswith(LIBRARY_PREFIXES)
 
@@ -131,10 +180,12 @@ def main():
         if name not in code and not known_to_libraries(name):
             problems.append(f"{PAGE}:{number}: {name} is a row of the set-by table, but neither the code nor a "
                             "library this test knows reads it (LIBRARY_VARIABLES in tests/docs_config.py)")
+    more, parameters = parameter_problems()
+    problems += more
     for p in problems:
         print(p)
-    print(f"docs_config: {len(code)} variables read by the code; {len(functions)} + {len(library)} rows on {PAGE}: "
-          + (f"{len(problems)} problems" if problems else "they match"))
+    print(f"docs_config: {len(code)} variables read by the code; {len(functions)} + {len(library)} rows on {PAGE}; "
+          f"{parameters} template parameters: " + (f"{len(problems)} problems" if problems else "they match"))
     return 1 if problems else 0
 
 

@@ -17,8 +17,11 @@ Conditions are evaluated for the mode's parameter values, and what would be crea
 With CreateUserPool and CreateDistribution (and without): the app client is public (no secret) with the code flow
 and JWT mode is wired to the pool; the distribution sends every route each function declares (functions/*/src/lib.rs)
 and every path of the local run's router (Cargo.toml) to that function, uncached; the page's address is one; IAM mode
-with either is refused by the template's Rules. Every parameter is in one group with a label. And each numeric
-parameter allows only what the configuration code accepts, as its source says (code_bounds reads config.rs).
+with either is refused by the template's Rules. Sign-up: by default the pool admits only the users an administrator
+creates (no pre-sign-up trigger); with SelfSignUp, Cognito may call the pre-sign-up check (tests/sign_up_check.py runs
+its code), and the Rules refuse SelfSignUp without a user pool, e-mail domains or a token quota. Every parameter is in
+one group with a label. And each numeric parameter allows only what the configuration code accepts, as its source
+says (code_bounds reads config.rs).
 
 Run by `make lint` with the venv's python; prints `N passed, N failed`, exit status 1 on any failure.
 """
@@ -49,7 +52,11 @@ MODES = {
             "JwksUrl": "https://issuer.example/.well-known/jwks.json"},
     # One deploy with sign-in and one address: the user pool and the distribution.
     "pool": {"AuthMode": "jwt", "CreateUserPool": "true", "CreateDistribution": "true"},
+    # The same, where people at two domains sign up themselves, under a daily token quota.
+    "signup": {"AuthMode": "jwt", "CreateUserPool": "true", "CreateDistribution": "true", "SelfSignUp": "true",
+               "SignUpEmailDomains": "example.com,example.org", "QuotaTokensPerDay": "200000"},
 }
+NO_VALUE = {"Ref": "AWS::NoValue"}
 
 
 class NoManagedPolicies:
@@ -107,14 +114,16 @@ class Stack:
         raise ValueError(f"no evaluation of {function} in a condition")
 
     def resolve_ifs(self, node):
+        """The node with every Fn::If resolved and, as CloudFormation does, every property or list item that is (or
+        resolved to) AWS::NoValue left out."""
         if isinstance(node, list):
-            return [self.resolve_ifs(n) for n in node]
+            return [r for r in (self.resolve_ifs(n) for n in node) if r != NO_VALUE]
         if not isinstance(node, dict):
             return node
         if set(node) == {"Fn::If"}:
             name, when_true, when_false = node["Fn::If"]
             return self.resolve_ifs(when_true if self.condition(name) else when_false)
-        return {k: self.resolve_ifs(v) for k, v in node.items() if v != {"Ref": "AWS::NoValue"}}
+        return {k: r for k, r in ((k, self.resolve_ifs(v)) for k, v in node.items()) if r != NO_VALUE}
 
     def of_type(self, kind):
         return {name: r for name, r in self.resources.items() if r["Type"] == kind}
@@ -136,16 +145,19 @@ def raw_template():
         return yaml_parse(f.read())
 
 
-@functools.cache
-def stack(mode):
+def transformed(parameters):
+    """The template as SAM's translator turns it into CloudFormation for these parameters."""
     template = copy.deepcopy(raw_template())
     # As `sam package` leaves it: the code uploaded, the functions' CodeUri an S3 location.
     for resource in template["Resources"].values():
         if resource["Type"] == "AWS::Serverless::Function":
             resource["Properties"]["CodeUri"] = "s3://artifacts/code.zip"
-    parameters = {**PSEUDO, **MODES[mode]}
-    transformed = transform(copy.deepcopy(template), parameters, NoManagedPolicies())
-    return Stack(transformed, MODES[mode])
+    return transform(template, {**PSEUDO, **parameters}, NoManagedPolicies())
+
+
+@functools.cache
+def stack(mode):
+    return Stack(transformed(MODES[mode]), MODES[mode])
 
 
 def as_list(value):
@@ -249,7 +261,7 @@ def test_user_pool_client_is_public_with_code_flow_and_wired_to_jwt_mode():
     assert set(client["ExplicitAuthFlows"]) == {"ALLOW_REFRESH_TOKEN_AUTH"}, client  # no password sent to the API
     pool = s.of_type("AWS::Cognito::UserPool")["UserPool"]["Properties"]
     assert pool["UsernameAttributes"] == ["email"] and pool["AutoVerifiedAttributes"] == ["email"], pool
-    assert pool["AdminCreateUserConfig"]["AllowAdminCreateUserOnly"] is False, pool  # people sign up
+    assert pool["AdminCreateUserConfig"]["AllowAdminCreateUserOnly"] is True, pool  # by default, no sign-up
     assert "UserPoolDomain" in s.of_type("AWS::Cognito::UserPoolDomain")
     issuer = {"Fn::Sub": "https://cognito-idp.${AWS::Region}.amazonaws.com/${UserPool}"}
     for function in FUNCTIONS:
@@ -353,10 +365,102 @@ def test_iam_mode_with_a_distribution_or_a_user_pool_is_refused():
     assert len(refusals(AuthMode="jwt")) == 3  # jwt without a pool needs its issuer, audience and keys
 
 
+# ---- Sign-up (SelfSignUp) ----
+
+COGNITO = "cognito-idp.amazonaws.com"
+
+
+def test_user_pool_admits_only_the_users_an_administrator_creates_by_default():
+    for parameters in ({"AuthMode": "jwt", "CreateUserPool": "true"}, MODES["pool"]):
+        s = Stack(transformed(parameters), parameters)
+        pool = s.resources["UserPool"]["Properties"]
+        assert pool["AdminCreateUserConfig"] == {"AllowAdminCreateUserOnly": True}, pool
+        assert "LambdaConfig" not in pool, pool  # no trigger
+        assert not [n for n in s.resources if n.startswith("SignUpCheck")], list(s.resources)
+        assert not [p for p in s.of_type("AWS::Lambda::Permission").values()
+                    if p["Properties"]["Principal"] == COGNITO], "Cognito may invoke something"
+    # SelfSignUp without a pool makes nothing (and the Rules refuse it: below).
+    s = stack("jwt")
+    assert not [n for n in s.resources if n.startswith("SignUpCheck") or n == "UserPool"], list(s.resources)
+
+
+def test_self_sign_up_goes_through_the_domain_check():
+    s = stack("signup")
+    pool = s.resources["UserPool"]["Properties"]
+    assert pool["AdminCreateUserConfig"] == {"AllowAdminCreateUserOnly": False}, pool
+    assert pool["LambdaConfig"] == {"PreSignUp": {"Fn::GetAtt": ["SignUpCheckFunction", "Arn"]}}, pool
+    check = s.resources["SignUpCheckFunction"]["Properties"]
+    assert check["Environment"]["Variables"] == {"SIGN_UP_EMAIL_DOMAINS": {"Ref": "SignUpEmailDomains"}}, check
+    assert check["Role"] == {"Fn::GetAtt": ["SignUpCheckRole", "Arn"]} and int(check["Timeout"]) <= 5, check
+    assert "SIGN_UP_EMAIL_DOMAINS" in check["Code"]["ZipFile"], "the code reads another variable"
+    # Cognito may invoke the check, for this pool of this account only; nothing else may.
+    permissions = [p["Properties"] for p in s.of_type("AWS::Lambda::Permission").values()
+                   if p["Properties"]["FunctionName"] == {"Fn::GetAtt": ["SignUpCheckFunction", "Arn"]}]
+    assert permissions == [{"FunctionName": {"Fn::GetAtt": ["SignUpCheckFunction", "Arn"]},
+                            "Action": "lambda:InvokeFunction", "Principal": COGNITO,
+                            "SourceArn": {"Fn::GetAtt": ["UserPool", "Arn"]},
+                            "SourceAccount": {"Ref": "AWS::AccountId"}}], permissions
+    # Its role writes its own logs and nothing else.
+    (policy,) = s.resources["SignUpCheckRole"]["Properties"]["Policies"]
+    (statement,) = policy["PolicyDocument"]["Statement"]
+    assert statement["Action"] == ["logs:CreateLogStream", "logs:PutLogEvents"], statement
+    assert statement["Resource"]["Fn::Sub"].endswith("log-group:/aws/lambda/${AWS::StackName}-sign-up-check:*")
+
+
+def test_self_sign_up_is_refused_without_a_pool_domains_or_a_token_quota():
+    rules = raw_template()["Rules"]
+    def refusals(**parameters):
+        return Stack(raw_template_conditions(), parameters).refusals(rules)
+    signup = MODES["signup"]
+    assert refusals(**signup) == []
+    # Every quota off but the token ones: refused. One token quota, daily or monthly, is enough.
+    every_other_limit = {"QuotaCostPerDay": "5", "QuotaCostPerMonth": "50", "RateLimitPerMinute": "10"}
+    off = refusals(**{**signup, **every_other_limit, "QuotaTokensPerDay": "0"})
+    assert len(off) == 1 and "token quota" in off[0], off
+    assert len(refusals(**{**signup, "QuotaTokensPerDay": "0"})) == 1
+    assert refusals(**{**signup, "QuotaTokensPerDay": "0", "QuotaTokensPerMonth": "3000000"}) == []
+    assert refusals(**{**signup, "QuotaTokensPerMonth": "3000000"}) == []
+    # No domains; no pool (nor jwt mode: the pool needs it).
+    assert [r for r in refusals(**{**signup, "SignUpEmailDomains": ""}) if "SignUpEmailDomains" in r], "no domains"
+    no_pool = refusals(**{**MODES["jwt"], "SelfSignUp": "true", "SignUpEmailDomains": "example.com",
+                          "QuotaTokensPerDay": "1000"})
+    assert len(no_pool) == 1 and "CreateUserPool" in no_pool[0], no_pool
+    # Domains and quota missing at once: each said.
+    assert len(refusals(AuthMode="jwt", CreateUserPool="true", SelfSignUp="true")) == 2
+    # Admin-only sign-in needs none of them.
+    assert refusals(AuthMode="jwt", CreateUserPool="true") == []
+    # "0" is the token quotas' only way to say off: no leading zeros, so "00" cannot pass the Rule as a quota.
+    parameters = raw_template()["Parameters"]
+    for name in ("QuotaTokensPerDay", "QuotaTokensPerMonth"):
+        pattern = parameters[name]["AllowedPattern"]
+        assert parameters[name]["Default"] == "0", name
+        for value in ("0", "1", "250000", "999999999999999"):
+            assert re.fullmatch(pattern, value), (name, value)
+        for value in ("00", "000", "01", "", " 1", "1000000000000000"):
+            assert not re.fullmatch(pattern, value), (name, value)
+    # The domains' pattern: comma-separated domains, or empty.
+    pattern = parameters["SignUpEmailDomains"]["AllowedPattern"]
+    for value in ("", "example.com", "Example.COM,mail.example.org", "a-b.example.co.uk"):
+        assert re.fullmatch(pattern, value), value
+    for value in ("example", "@example.com", "example.com, example.org", "example.com,", "*.example.com"):
+        assert not re.fullmatch(pattern, value), value
+
+
 def raw_template_conditions():
     """The template's parameters and conditions alone (for its Rules), without resources to resolve."""
     t = raw_template()
     return {"Parameters": t["Parameters"], "Conditions": t["Conditions"], "Resources": {}}
+
+
+def test_the_functions_cpu_is_one_literal_that_build_and_deploy_both_read():
+    # `sam build` builds for a function's Architectures and `sam deploy` deploys them: from a parameter, the two could
+    # resolve it differently (given to one command only, or kept by the stack from an earlier deploy).
+    t = raw_template()
+    assert t["Globals"]["Function"]["Architectures"] in (["arm64"], ["x86_64"]), t["Globals"]["Function"]
+    for name, r in t["Resources"].items():
+        if r["Type"] in ("AWS::Serverless::Function", "AWS::Lambda::Function"):
+            own = r["Properties"].get("Architectures", [])
+            assert all(isinstance(a, str) for a in own), f"{name}: Architectures {own}"
 
 
 def test_every_parameter_is_in_one_group_with_a_label():
