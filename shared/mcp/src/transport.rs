@@ -50,10 +50,14 @@ pub(crate) struct BoundedClient {
 
 impl BoundedClient {
     /// A client keeping at most `answer_limit` bytes of a tool call's answer. Built as rmcp builds its own: no idle
-    /// connections kept (a half-read answer must not be reused), and only same-origin 307 and 308 redirects
-    /// followed, which keep the method and body and do not hand the headers (secrets) to another host.
+    /// connections kept (rmcp's choice: a connection whose last answer was not read to its end stalls the next
+    /// request), and only same-origin 307 and 308 redirects followed, which keep the method and body and do not
+    /// hand the headers (secrets) to another host.
     pub(crate) fn new(answer_limit: usize) -> Self {
         let http = reqwest::Client::builder()
+            // Each listing and call has its own bound (the listing timeout, TOOL_TIMEOUT_MS); a connection that
+            // cannot be made is given up sooner still.
+            .connect_timeout(crate::LIST_TIMEOUT_CAP)
             .pool_max_idle_per_host(0)
             .redirect(reqwest::redirect::Policy::custom(|attempt| {
                 let keeps_body = matches!(
