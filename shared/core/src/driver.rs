@@ -422,9 +422,30 @@ impl<S: ModelStream> RoundDriver<S> {
             self.round_runs = runs;
             return self.next_round(Some(())).await;
         };
+        // At most `max_calls_per_round` of the round's calls run, the first asked; the others are answered "not run".
+        let most = tools.bounds.max_calls_per_round.max(1) as usize;
+        let (run, past) = self.round_calls.split_at(self.round_calls.len().min(most));
+        let round = self.round;
+        let not_run: Vec<ToolRun> = past
+            .iter()
+            .map(|call| ToolRun {
+                exchange: ToolExchange {
+                    round,
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    input: call.input.clone(),
+                    output: format!(
+                        "not run: at most {most} tool calls run in one round; ask for fewer at once"
+                    ),
+                    status: ToolStatus::Error,
+                },
+                passages: Vec::new(),
+                duration: std::time::Duration::ZERO,
+            })
+            .collect();
         let running: Running = FuturesUnordered::new();
-        self.calls_run += self.round_calls.len() as u32;
-        for call in self.round_calls.iter().cloned() {
+        self.calls_run += run.len() as u32;
+        for call in run.iter().cloned() {
             running.push(Box::pin(run_call(
                 tools.tools.clone(),
                 tools.caller.clone(),
@@ -433,7 +454,20 @@ impl<S: ModelStream> RoundDriver<S> {
                 tools.bounds,
             )));
         }
-        self.round_runs.clear();
+        if !not_run.is_empty() {
+            self.thought(Thought {
+                title: "Tool calls".into(),
+                description: Value::String(format!(
+                    "the model asked for {} tool calls in one round: the first {most} run, the other {} are not run",
+                    self.round_calls.len(),
+                    not_run.len()
+                )),
+                props: Some(
+                    json!({ "max_tool_calls_per_round": most, "calls_not_run": not_run.len() }),
+                ),
+            });
+        }
+        self.round_runs = not_run;
         self.running = Some(running);
         Ok(())
     }

@@ -91,7 +91,7 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         }
         let mut unavailable = Vec::new();
         for source in &self.tool_sources {
-            let listing = source.list().await;
+            let listing = source.list(caller).await;
             for tool in listing.tools {
                 if tools.iter().any(|t| t.spec().name == tool.spec().name) {
                     tracing::warn!(tool = %tool.spec().name, "a tool of this name is offered already: left out");

@@ -260,11 +260,10 @@ pub(crate) struct SearchDocuments {
     access: DocumentAccess,
     overrides: crate::Overrides,
     default_top: usize,
+    /// The most passages one call may ask for: the operator's `MAX_TOP`, the bound of a request's own `top`.
+    max_top: usize,
     spec: ToolSpec,
 }
-
-/// The most passages one `search_documents` call returns.
-const MAX_TOOL_TOP: usize = 20;
 
 impl SearchDocuments {
     pub(crate) fn new(
@@ -272,11 +271,16 @@ impl SearchDocuments {
         settings: &ChatSettings,
         overrides: &crate::Overrides,
     ) -> Self {
+        let max_top = settings.limits.max_top.max(1);
         Self {
             retriever,
             access: settings.retrieval.access.clone(),
             overrides: overrides.clone(),
-            default_top: overrides.top.unwrap_or(settings.retrieval.default_top),
+            default_top: overrides
+                .top
+                .unwrap_or(settings.retrieval.default_top)
+                .clamp(1, max_top),
+            max_top,
             spec: ToolSpec {
                 name: "search_documents".into(),
                 description: "Searches the team's documents and returns the passages that match best, each after \
@@ -288,7 +292,7 @@ impl SearchDocuments {
                     "properties": {
                         "query": { "type": "string", "description": "What to search for." },
                         "top": {
-                            "type": "integer", "minimum": 1, "maximum": MAX_TOOL_TOP,
+                            "type": "integer", "minimum": 1, "maximum": max_top,
                             "description": "How many passages to return."
                         }
                     },
@@ -316,9 +320,10 @@ impl Tool for SearchDocuments {
                 None | Some(Value::Null) => self.default_top,
                 Some(top) => top
                     .as_u64()
-                    .filter(|t| (1..=MAX_TOOL_TOP as u64).contains(t))
+                    .filter(|t| (1..=self.max_top as u64).contains(t))
                     .ok_or(format!(
-                        "\"top\" must be a whole number from 1 to {MAX_TOOL_TOP}"
+                        "\"top\" must be a whole number from 1 to {}",
+                        self.max_top
                     ))? as usize,
             };
             let mode = match self

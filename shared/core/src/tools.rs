@@ -130,10 +130,13 @@ pub struct ToolListing {
     pub unavailable: Vec<String>,
 }
 
-/// Where tools come from beyond the built-in ones (MCP servers): listed for each turn, which a source may answer
-/// from what it listed before.
+/// Where tools come from beyond the built-in ones (MCP servers): listed for each turn of `caller` (whose session
+/// with the source, if it keeps one, is theirs alone), which a source may answer from what it listed before.
 pub trait ToolSource: Send + Sync {
-    fn list(&self) -> Pin<Box<dyn Future<Output = ToolListing> + Send + '_>>;
+    fn list<'a>(
+        &'a self,
+        caller: &'a Caller,
+    ) -> Pin<Box<dyn Future<Output = ToolListing> + Send + 'a>>;
 }
 
 /// When the knowledge base is searched: before the model answers (`before`, and the only way before tools), only
@@ -184,6 +187,9 @@ impl std::str::FromStr for SearchWhen {
 pub struct ToolBounds {
     /// How many rounds of tool calls a turn (or an agent's message) may make; the model then answers without tools.
     pub max_rounds: u32,
+    /// How many of one round's calls run; the calls past them are answered "not run" (a model asking for dozens
+    /// at once would otherwise fan out that many requests).
+    pub max_calls_per_round: u32,
     /// How long one call may take.
     pub call_timeout: Duration,
     /// How many bytes of one result the model reads; the rest is cut, and the cut said.
@@ -194,6 +200,7 @@ impl Default for ToolBounds {
     fn default() -> Self {
         Self {
             max_rounds: 5,
+            max_calls_per_round: 8,
             call_timeout: Duration::from_secs(30),
             max_result_bytes: 16 * 1024,
         }
@@ -389,6 +396,7 @@ mod tests {
     fn bounds() -> ToolBounds {
         ToolBounds {
             max_rounds: 2,
+            max_calls_per_round: 8,
             call_timeout: Duration::from_millis(50),
             max_result_bytes: 1_000,
         }

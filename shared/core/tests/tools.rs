@@ -79,9 +79,10 @@ impl Tool for Calculator {
 struct Source;
 
 impl ToolSource for Source {
-    fn list(
-        &self,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ToolListing> + Send + '_>> {
+    fn list<'a>(
+        &'a self,
+        _caller: &'a Caller,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ToolListing> + Send + 'a>> {
         Box::pin(async {
             ToolListing {
                 tools: vec![
@@ -98,6 +99,7 @@ impl ToolSource for Source {
 fn bounds() -> ToolBounds {
     ToolBounds {
         max_rounds: 2,
+        max_calls_per_round: 8,
         call_timeout: Duration::from_millis(200),
         max_result_bytes: 1_000,
     }
@@ -324,6 +326,70 @@ async fn a_tool_loop_that_never_ends_is_bounded_and_still_answers() {
 }
 
 #[tokio::test]
+async fn a_round_asking_for_twenty_calls_runs_eight() {
+    let calls: Vec<(&str, Value)> = (0..20)
+        .map(|i| ("add", json!({"a": i, "b": 1000})))
+        .collect();
+    let (service, model, store, _) = service(
+        [Script::calls(calls), Script::text("done")],
+        SearchWhen::Before,
+    );
+    let caller = Caller::owner("alice");
+    let answer = service
+        .answer(&caller, &ask("add them all", None))
+        .await
+        .unwrap();
+    assert_eq!(answer.content, "done");
+    // Eight calls ran: the first eight asked, each with its sum.
+    assert_eq!(answer.spent.tool_calls, 8);
+    let requests = model.requests();
+    assert_eq!(requests.len(), 2);
+    let second = &requests[1];
+    // The next round still offers the tools: the cap bounds a round, not the turn.
+    assert!(!second.tools.is_empty());
+    let answered = &second.messages[second.messages.len() - 1];
+    assert_eq!(answered.tool_results.len(), 20);
+    for (i, result) in answered.tool_results.iter().enumerate() {
+        if i < 8 {
+            assert_eq!(result.status, ToolStatus::Success, "{result:?}");
+            assert_eq!(result.text, (1000 + i).to_string());
+        } else {
+            assert_eq!(result.status, ToolStatus::Error, "{result:?}");
+            assert_eq!(
+                result.text,
+                "not run: at most 8 tool calls run in one round; ask for fewer at once"
+            );
+        }
+    }
+    // One thought says so; only the calls that ran have a result thought.
+    let thoughts = answer.thoughts();
+    let cap = thoughts
+        .iter()
+        .find(|t| t.title == "Tool calls")
+        .expect("a thought about the cap");
+    assert_eq!(cap.props.as_ref().unwrap()["calls_not_run"], 12);
+    assert_eq!(
+        titles(&thoughts)
+            .iter()
+            .filter(|t| *t == "Tool result: add")
+            .count(),
+        8
+    );
+    // All twenty are stored with the answer, the twelve not run as errors.
+    let chat = answer.session_state.unwrap();
+    let stored = store.load("alice", chat.as_str().unwrap()).await.unwrap().1;
+    assert_eq!(stored[1].tools.len(), 20);
+    assert_eq!(
+        stored[1]
+            .tools
+            .iter()
+            .filter(|t| t.status == ToolStatus::Error)
+            .count(),
+        12
+    );
+}
+
+#[tokio::test]
 async fn a_tool_past_its_time_is_an_error_the_model_reads() {
     let (service, model, _, _) = service(
         [
@@ -393,6 +459,51 @@ async fn search_documents_searches_under_the_callers_access_and_grounds_the_answ
             .iter()
             .any(|t| t.name == "search_documents")
     );
+}
+
+#[tokio::test]
+async fn search_documents_top_is_bounded_by_max_top() {
+    let model = ScriptedModel::with([
+        Script::calls([
+            ("search_documents", json!({"query": "leave", "top": 20})),
+            ("search_documents", json!({"query": "leave", "top": 5})),
+        ]),
+        Script::text("done"),
+    ]);
+    let retriever = FakeRetriever::new();
+    retriever.push(vec![FakeRetriever::passage(
+        "Twelve weeks.",
+        "s3://docs/a.md",
+        0.9,
+    )]);
+    let mut settings = settings(SearchWhen::Tools);
+    settings.limits.max_top = 5;
+    let service = ChatService::new(model.clone(), InMemoryStore::new(), settings)
+        .with_retriever(Some(Arc::new(retriever.clone())))
+        .with_tools(vec![Arc::new(Source)], bounds());
+    service
+        .answer(&Caller::owner("alice"), &ask("leave?", None))
+        .await
+        .unwrap();
+    // The schema the model is offered says so.
+    let requests = model.requests();
+    let search = requests[0]
+        .tools
+        .iter()
+        .find(|t| t.name == "search_documents")
+        .unwrap();
+    assert_eq!(search.input_schema["properties"]["top"]["maximum"], 5);
+    // 20 is refused (the model reads why); 5 is searched.
+    let results = &requests[1].messages.last().unwrap().tool_results;
+    assert_eq!(results[0].status, ToolStatus::Error);
+    assert_eq!(
+        results[0].text,
+        "\"top\" must be a whole number from 1 to 5"
+    );
+    assert_eq!(results[1].status, ToolStatus::Success);
+    let searches = retriever.requests();
+    assert_eq!(searches.len(), 1);
+    assert_eq!(searches[0].top, 5);
 }
 
 #[tokio::test]

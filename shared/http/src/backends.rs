@@ -99,7 +99,12 @@ pub fn mcp_servers(config: &Config) -> Result<Vec<Arc<dyn ToolSource>>, ConfigEr
         .map_err(|reason| ConfigError {
             name: "MCP_SERVERS",
             reason,
-        })?;
+        })?
+        .with_max_result_bytes(config.tool_bounds.max_result_bytes)
+        .with_sessions(chat_mcp::Sessions {
+            max: config.mcp_max_sessions,
+            idle: config.mcp_session_idle,
+        });
     if servers.is_empty() {
         return Ok(Vec::new());
     }

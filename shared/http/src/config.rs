@@ -54,11 +54,18 @@ pub struct Config {
     pub usage_limits: Limits,
     /// The CloudWatch namespace of the per-turn metrics (`METRICS_NAMESPACE`, default `ChatBackend`).
     pub metrics_namespace: String,
-    /// The bounds every tool call runs under (`MAX_TOOL_ROUNDS`, `TOOL_TIMEOUT_MS`, `TOOL_RESULT_MAX_BYTES`).
+    /// The bounds every tool call runs under (`MAX_TOOL_ROUNDS`, `MAX_TOOL_CALLS_PER_ROUND`, `TOOL_TIMEOUT_MS`,
+    /// `TOOL_RESULT_MAX_BYTES`).
     pub tool_bounds: ToolBounds,
     /// The MCP servers whose tools the model is offered (`MCP_SERVERS`, a JSON list of `{name, url, headers?,
-    /// allow?}`), as written: read by the MCP adapter at the cold start. Its header values are secrets.
+    /// allow?, forward_user?}`), as written: read by the MCP adapter at the cold start. Its header values are
+    /// secrets.
     pub mcp_servers: Option<SecretJson>,
+    /// How many callers' sessions one MCP server keeps open at once (`MCP_MAX_SESSIONS`); the least recently used
+    /// is closed to open another.
+    pub mcp_max_sessions: usize,
+    /// How long a caller's MCP session is kept unused before it is closed (`MCP_SESSION_IDLE_MS`).
+    pub mcp_session_idle: Duration,
 }
 
 /// Configuration that holds secrets (MCP servers' header values): its `Debug` never shows them.
@@ -322,6 +329,11 @@ impl Config {
                     u64::from(ToolBounds::default().max_rounds),
                 )?
                 .min(u64::from(u32::MAX)) as u32,
+                max_calls_per_round: number(
+                    "MAX_TOOL_CALLS_PER_ROUND",
+                    u64::from(ToolBounds::default().max_calls_per_round),
+                )?
+                .min(u64::from(u32::MAX)) as u32,
                 call_timeout: Duration::from_millis(number(
                     "TOOL_TIMEOUT_MS",
                     ToolBounds::default().call_timeout.as_millis() as u64,
@@ -332,6 +344,8 @@ impl Config {
                 )? as usize,
             },
             mcp_servers: get("MCP_SERVERS").map(SecretJson),
+            mcp_max_sessions: number("MCP_MAX_SESSIONS", 16)?.min(100_000) as usize,
+            mcp_session_idle: Duration::from_millis(number("MCP_SESSION_IDLE_MS", 300_000)?),
         })
     }
 }
@@ -530,12 +544,18 @@ mod tests {
         let c = config(&[]).unwrap();
         assert_eq!(c.tool_bounds, ToolBounds::default());
         assert_eq!(c.tool_bounds.max_rounds, 5);
+        assert_eq!(c.tool_bounds.max_calls_per_round, 8);
         assert_eq!(c.chat.retrieval.when, SearchWhen::Before);
         assert_eq!(c.mcp_servers, None);
+        assert_eq!(c.mcp_max_sessions, 16);
+        assert_eq!(c.mcp_session_idle, Duration::from_secs(300));
         let servers =
             r#"[{"name":"x","url":"http://h/mcp","headers":{"Authorization":"Bearer s3cret"}}]"#;
         let c = config(&[
             ("MAX_TOOL_ROUNDS", "2"),
+            ("MAX_TOOL_CALLS_PER_ROUND", "3"),
+            ("MCP_MAX_SESSIONS", "4"),
+            ("MCP_SESSION_IDLE_MS", "60000"),
             ("TOOL_TIMEOUT_MS", "1500"),
             ("TOOL_RESULT_MAX_BYTES", "4096"),
             ("RETRIEVAL", "Both"),
@@ -543,6 +563,9 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(c.tool_bounds.max_rounds, 2);
+        assert_eq!(c.tool_bounds.max_calls_per_round, 3);
+        assert_eq!(c.mcp_max_sessions, 4);
+        assert_eq!(c.mcp_session_idle, Duration::from_secs(60));
         assert_eq!(c.tool_bounds.call_timeout, Duration::from_millis(1500));
         assert_eq!(c.tool_bounds.max_result_bytes, 4096);
         assert_eq!(c.chat.retrieval.when, SearchWhen::Both);
@@ -554,6 +577,12 @@ mod tests {
         assert_eq!(
             config(&[("MAX_TOOL_ROUNDS", "0")]).unwrap_err().name,
             "MAX_TOOL_ROUNDS"
+        );
+        assert_eq!(
+            config(&[("MAX_TOOL_CALLS_PER_ROUND", "0")])
+                .unwrap_err()
+                .name,
+            "MAX_TOOL_CALLS_PER_ROUND"
         );
     }
 

@@ -1,11 +1,14 @@
-//! `MCP_SERVERS`: a JSON list of `{name, url, headers?, allow?}`, read strictly so that a typo is an error at cold
-//! start rather than a server quietly left out.
+//! `MCP_SERVERS`: a JSON list of `{name, url, headers?, allow?, forward_user?}`, read strictly so that a typo is an
+//! error at cold start rather than a server quietly left out.
 
 use std::collections::HashSet;
 use std::fmt;
 
 use http::{HeaderName, HeaderValue};
 use serde_json::Value;
+
+/// The header that carries the caller's owner id to a server whose entry sets `forward_user`.
+pub const USER_HEADER: &str = "x-chat-user";
 
 /// Header names the MCP transport sets itself: rmcp refuses every request that would override them.
 const RESERVED_HEADERS: [&str; 4] = [
@@ -25,8 +28,12 @@ pub struct ServerConfig {
     pub url: String,
     /// Sent on every request (e.g. `Authorization`); each value is marked sensitive.
     pub headers: Vec<(HeaderName, HeaderValue)>,
-    /// When set, only the tools of these names are offered.
+    /// When set, the tools of these names are offered (whatever they do); when not, only the tools the server
+    /// marks read-only (`readOnlyHint: true`).
     pub allow: Option<Vec<String>>,
+    /// Whether every request carries the caller's owner id in [`USER_HEADER`], for a server that keeps state per
+    /// user.
+    pub forward_user: bool,
 }
 
 impl fmt::Debug for ServerConfig {
@@ -43,6 +50,7 @@ impl fmt::Debug for ServerConfig {
                     .collect::<Vec<_>>(),
             )
             .field("allow", &self.allow)
+            .field("forward_user", &self.forward_user)
             .finish()
     }
 }
@@ -106,7 +114,7 @@ pub fn parse(json: &str) -> Result<Vec<ServerConfig>, String> {
         Value::Array(items) => items,
         _ => {
             return Err(
-                "MCP_SERVERS must be a JSON list of {\"name\", \"url\", \"headers\"?, \"allow\"?} objects"
+                "MCP_SERVERS must be a JSON list of {\"name\", \"url\", \"headers\"?, \"allow\"?, \"forward_user\"?} objects"
                     .into(),
             );
         }
@@ -131,12 +139,14 @@ fn parse_server(index: usize, item: Value) -> Result<ServerConfig, String> {
     let Value::Object(fields) = item else {
         return Err(format!("{at} must be an object with \"name\" and \"url\""));
     };
-    if let Some(unknown) = fields
-        .keys()
-        .find(|k| !matches!(k.as_str(), "name" | "url" | "headers" | "allow"))
-    {
+    if let Some(unknown) = fields.keys().find(|k| {
+        !matches!(
+            k.as_str(),
+            "name" | "url" | "headers" | "allow" | "forward_user"
+        )
+    }) {
         return Err(format!(
-            "{at} has the field {unknown:?}; a server has only name, url, headers and allow"
+            "{at} has the field {unknown:?}; a server has only name, url, headers, allow and forward_user"
         ));
     }
     let name = match fields.get("name") {
@@ -201,11 +211,22 @@ fn parse_server(index: usize, item: Value) -> Result<ServerConfig, String> {
         ),
         Some(_) => return Err(format!("{at}: allow must be a list of tool names")),
     };
+    let forward_user = match fields.get("forward_user") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(forward)) => *forward,
+        Some(_) => return Err(format!("{at}: forward_user must be true or false")),
+    };
+    if forward_user && headers.iter().any(|(name, _)| name == USER_HEADER) {
+        return Err(format!(
+            "{at}: the header \"X-Chat-User\" is set by forward_user and cannot be configured with it"
+        ));
+    }
     Ok(ServerConfig {
         name,
         url,
         headers,
         allow,
+        forward_user,
     })
 }
 
@@ -270,6 +291,7 @@ mod tests {
         assert_eq!(server.headers[0].0, http::header::AUTHORIZATION);
         assert!(server.headers[0].1.is_sensitive());
         assert_eq!(server.allow.as_deref(), Some(&["search".to_string()][..]));
+        assert!(!server.forward_user);
         assert_eq!(
             server.secrets(),
             vec!["Bearer s3cret".to_string(), "s3cret".to_string()]
@@ -323,10 +345,28 @@ mod tests {
                 r#"[{"name":"a","url":"http://a","headers":{"Accept":"x"}}]"#,
                 "set by the MCP transport",
             ),
+            (
+                r#"[{"name":"a","url":"http://a","forward_user":"yes"}]"#,
+                "forward_user must be true or false",
+            ),
+            (
+                r#"[{"name":"a","url":"http://a","forward_user":true,"headers":{"X-Chat-User":"x"}}]"#,
+                "set by forward_user",
+            ),
         ] {
             let error = parse(json).expect_err(json);
             assert!(error.contains(says), "{json}: {error}");
         }
+    }
+
+    #[test]
+    fn forward_user_is_read() {
+        let servers = parse(
+            r#"[{"name":"a","url":"http://a","forward_user":true},{"name":"b","url":"http://b","forward_user":false}]"#,
+        )
+        .unwrap();
+        assert!(servers[0].forward_user);
+        assert!(!servers[1].forward_user);
     }
 
     #[test]

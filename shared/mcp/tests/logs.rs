@@ -71,6 +71,7 @@ async fn no_header_value_is_logged_and_the_session_is_not_the_turns() {
         ([127, 0, 0, 1], 0).into(),
         local_mcp::Options {
             bearer_token: Some(TOKEN.into()),
+            ..Default::default()
         },
     )
     .await
@@ -89,7 +90,7 @@ async fn no_header_value_is_logged_and_the_session_is_not_the_turns() {
     .unwrap();
     let turn = tracing::info_span!("turn");
     async {
-        let listing = right.list().await;
+        let listing = right.list(&Caller::owner("u")).await;
         assert_eq!(listing.tools.len(), 3, "{:?}", listing.unavailable);
         let add = listing
             .tools
@@ -103,7 +104,7 @@ async fn no_header_value_is_logged_and_the_session_is_not_the_turns() {
                 .text,
             "5"
         );
-        let refused = wrong.list().await;
+        let refused = wrong.list(&Caller::owner("u")).await;
         assert_eq!(refused.unavailable.len(), 1);
     }
     .instrument(turn)

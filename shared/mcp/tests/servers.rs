@@ -82,7 +82,7 @@ async fn call(tool: &Arc<dyn Tool>, input: Value) -> Result<String, String> {
 async fn a_servers_tools_are_listed_and_called() {
     let (addr, _server) = start().await;
     let source = servers(json!([{"name": "local", "url": local_mcp::url(addr)}]));
-    let listing = source.list().await;
+    let listing = source.list(&Caller::owner("u")).await;
     assert!(listing.unavailable.is_empty(), "{:?}", listing.unavailable);
     assert_eq!(names(&listing), ["add", "echo", "sleep"]);
 
@@ -116,7 +116,7 @@ async fn a_servers_tools_are_listed_and_called() {
 async fn an_error_result_or_a_refused_call_is_an_error_the_model_reads() {
     let (addr, _server) = start().await;
     let source = servers(json!([{"name": "local", "url": local_mcp::url(addr)}]));
-    let listing = source.list().await;
+    let listing = source.list(&Caller::owner("u")).await;
     let add = tool(&listing, "add");
     // `isError: true`: the sum is not finite.
     let error = call(&add, json!({"a": 1e308, "b": 1e308}))
@@ -139,7 +139,7 @@ async fn a_server_that_is_down_is_said_and_listed_again_once_it_is_up() {
     let source = servers_retried_at_once(json!([
         {"name": "later", "url": format!("http://127.0.0.1:{port}/mcp")}
     ]));
-    let listing = source.list().await;
+    let listing = source.list(&Caller::owner("u")).await;
     assert!(listing.tools.is_empty());
     assert_eq!(
         listing.unavailable,
@@ -151,7 +151,7 @@ async fn a_server_that_is_down_is_said_and_listed_again_once_it_is_up() {
     let (_, _server) = local_mcp::start(([127, 0, 0, 1], port).into())
         .await
         .unwrap();
-    let listing = source.list().await;
+    let listing = source.list(&Caller::owner("u")).await;
     assert!(listing.unavailable.is_empty(), "{:?}", listing.unavailable);
     assert_eq!(names(&listing), ["add", "echo", "sleep"]);
     assert_eq!(
@@ -170,7 +170,7 @@ async fn one_server_down_leaves_the_others_tools() {
         {"name": "down", "url": format!("http://127.0.0.1:{port}/mcp")},
         {"name": "up", "url": local_mcp::url(addr)}
     ]));
-    let listing = source.list().await;
+    let listing = source.list(&Caller::owner("u")).await;
     // Only one server offers them, so no prefix.
     assert_eq!(names(&listing), ["add", "echo", "sleep"]);
     assert_eq!(listing.unavailable.len(), 1);
@@ -183,13 +183,13 @@ async fn tools_are_listed_once_and_again_after_a_call_loses_the_server() {
     let at: SocketAddr = ([127, 0, 0, 1], port).into();
     let (_, server) = local_mcp::start(at).await.unwrap();
     let source = servers_retried_at_once(json!([{"name": "local", "url": local_mcp::url(at)}]));
-    let first = source.list().await;
+    let first = source.list(&Caller::owner("u")).await;
     assert_eq!(names(&first), ["add", "echo", "sleep"]);
 
     server.abort();
     let _ = server.await;
     // Listed once: the next turn is offered what was listed, without asking the server.
-    let second = source.list().await;
+    let second = source.list(&Caller::owner("u")).await;
     assert!(second.unavailable.is_empty(), "{:?}", second.unavailable);
     assert_eq!(names(&second), ["add", "echo", "sleep"]);
 
@@ -201,7 +201,7 @@ async fn tools_are_listed_once_and_again_after_a_call_loses_the_server() {
         error.contains("the MCP server local could not be reached"),
         "{error}"
     );
-    let third = source.list().await;
+    let third = source.list(&Caller::owner("u")).await;
     assert!(third.tools.is_empty());
     assert_eq!(third.unavailable.len(), 1, "{:?}", third.unavailable);
     assert!(
@@ -211,7 +211,7 @@ async fn tools_are_listed_once_and_again_after_a_call_loses_the_server() {
     );
 
     let (_, _server) = local_mcp::start(at).await.unwrap();
-    let fourth = source.list().await;
+    let fourth = source.list(&Caller::owner("u")).await;
     assert!(fourth.unavailable.is_empty(), "{:?}", fourth.unavailable);
     assert_eq!(
         call(&tool(&fourth, "echo"), json!({"message": "back"}))
@@ -229,7 +229,7 @@ async fn names_two_servers_share_are_prefixed_with_the_servers_names() {
         {"name": "alpha", "url": local_mcp::url(a)},
         {"name": "beta-2", "url": local_mcp::url(b), "allow": ["add", "echo"]}
     ]));
-    let listing = source.list().await;
+    let listing = source.list(&Caller::owner("u")).await;
     assert!(listing.unavailable.is_empty(), "{:?}", listing.unavailable);
     // `sleep` is alpha's alone and keeps its name.
     assert_eq!(
@@ -265,10 +265,10 @@ async fn allow_keeps_only_the_tools_it_names() {
     let source = servers(json!([
         {"name": "local", "url": local_mcp::url(addr), "allow": ["echo", "not-offered"]}
     ]));
-    let listing = source.list().await;
+    let listing = source.list(&Caller::owner("u")).await;
     assert_eq!(names(&listing), ["echo"]);
     let none = servers(json!([{"name": "local", "url": local_mcp::url(addr), "allow": []}]));
-    let listing = none.list().await;
+    let listing = none.list(&Caller::owner("u")).await;
     assert!(listing.tools.is_empty());
     assert!(listing.unavailable.is_empty());
 }
@@ -280,6 +280,7 @@ async fn configured_headers_are_sent_and_never_shown() {
         any_port(),
         local_mcp::Options {
             bearer_token: Some(TOKEN.into()),
+            ..Default::default()
         },
     )
     .await
@@ -289,7 +290,7 @@ async fn configured_headers_are_sent_and_never_shown() {
         "url": local_mcp::url(addr),
         "headers": {"Authorization": format!("Bearer {TOKEN}")}
     }]));
-    let listing = with.list().await;
+    let listing = with.list(&Caller::owner("u")).await;
     assert!(listing.unavailable.is_empty(), "{:?}", listing.unavailable);
     // Every request carries it: the calls after the handshake too.
     assert_eq!(
@@ -306,7 +307,7 @@ async fn configured_headers_are_sent_and_never_shown() {
     for headers in [json!({}), json!({"Authorization": "Bearer wrong-value"})] {
         let without =
             servers(json!([{"name": "guarded", "url": local_mcp::url(addr), "headers": headers}]));
-        let listing = without.list().await;
+        let listing = without.list(&Caller::owner("u")).await;
         assert!(listing.tools.is_empty());
         assert_eq!(listing.unavailable.len(), 1);
         let line = &listing.unavailable[0];
@@ -340,7 +341,7 @@ async fn a_server_that_does_not_answer_is_given_up_within_the_listing_timeout() 
     )
     .unwrap();
     let started = Instant::now();
-    let listing = source.list().await;
+    let listing = source.list(&Caller::owner("u")).await;
     assert!(
         started.elapsed() < Duration::from_secs(3),
         "{:?}",
@@ -376,7 +377,7 @@ async fn servers_are_listed_together() {
     )
     .unwrap();
     let started = Instant::now();
-    let listing = source.list().await;
+    let listing = source.list(&Caller::owner("u")).await;
     let took = started.elapsed();
     assert_eq!(listing.unavailable.len(), 2);
     assert!(took < Duration::from_millis(1500), "{took:?}");
@@ -399,7 +400,8 @@ async fn turns_that_arrive_together_share_one_attempt() {
     .unwrap()
     .with_retry_after(Duration::ZERO);
     let started = Instant::now();
-    let (first, second, third) = tokio::join!(source.list(), source.list(), source.list());
+    let u = Caller::owner("u");
+    let (first, second, third) = tokio::join!(source.list(&u), source.list(&u), source.list(&u));
     let took = started.elapsed();
     for listing in [&first, &second, &third] {
         assert_eq!(listing.unavailable.len(), 1, "{:?}", listing.unavailable);
@@ -409,7 +411,7 @@ async fn turns_that_arrive_together_share_one_attempt() {
     assert!(took < Duration::from_millis(1500), "{took:?}");
     // A turn after that tries again (no retry interval here).
     let started = Instant::now();
-    assert_eq!(source.list().await.unavailable.len(), 1);
+    assert_eq!(source.list(&Caller::owner("u")).await.unavailable.len(), 1);
     assert!(started.elapsed() >= Duration::from_millis(800));
 }
 
@@ -426,7 +428,7 @@ fn no_servers_configured_is_an_empty_source() {
 #[tokio::test]
 async fn an_empty_source_lists_nothing() {
     let source = McpServers::from_json("[]", LIST_TIMEOUT).unwrap();
-    let listing = source.list().await;
+    let listing = source.list(&Caller::owner("u")).await;
     assert!(listing.tools.is_empty() && listing.unavailable.is_empty());
 }
 
@@ -440,7 +442,7 @@ async fn a_failed_server_is_not_listed_again_within_the_retry_interval() {
     .unwrap()
     .with_retry_after(Duration::from_millis(1500));
     let line = "MCP server silent is unavailable (no answer within 300 ms): its tools are left out of this turn";
-    let first = source.list().await;
+    let first = source.list(&Caller::owner("u")).await;
     assert!(first.tools.is_empty());
     assert_eq!(first.unavailable, [line]);
     let tried = accepted.load(Ordering::SeqCst);
@@ -448,7 +450,7 @@ async fn a_failed_server_is_not_listed_again_within_the_retry_interval() {
 
     // Within the interval: the same line, and the server is not asked (no connection, no wait for one).
     let started = Instant::now();
-    let second = source.list().await;
+    let second = source.list(&Caller::owner("u")).await;
     let took = started.elapsed();
     assert!(second.tools.is_empty());
     assert_eq!(second.unavailable, [line]);
@@ -458,7 +460,7 @@ async fn a_failed_server_is_not_listed_again_within_the_retry_interval() {
 
     // After it: listed again.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let third = source.list().await;
+    let third = source.list(&Caller::owner("u")).await;
     assert_eq!(third.unavailable, [line]);
     assert!(accepted.load(Ordering::SeqCst) > tried);
 }
@@ -470,7 +472,7 @@ async fn a_server_lost_under_a_call_is_left_out_within_the_retry_interval() {
     let (_, server) = local_mcp::start(at).await.unwrap();
     let source = servers(json!([{"name": "local", "url": local_mcp::url(at)}]))
         .with_retry_after(Duration::from_millis(1000));
-    let first = source.list().await;
+    let first = source.list(&Caller::owner("u")).await;
     server.abort();
     let _ = server.await;
     call(&tool(&first, "add"), json!({"a": 2, "b": 3}))
@@ -478,7 +480,7 @@ async fn a_server_lost_under_a_call_is_left_out_within_the_retry_interval() {
         .unwrap_err();
     // Up again at once, but the lost connection is the answer until the interval has passed.
     let (_, _server) = local_mcp::start(at).await.unwrap();
-    let second = source.list().await;
+    let second = source.list(&Caller::owner("u")).await;
     assert!(second.tools.is_empty());
     assert_eq!(second.unavailable.len(), 1, "{:?}", second.unavailable);
     assert!(
@@ -487,7 +489,7 @@ async fn a_server_lost_under_a_call_is_left_out_within_the_retry_interval() {
         second.unavailable
     );
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    let third = source.list().await;
+    let third = source.list(&Caller::owner("u")).await;
     assert!(third.unavailable.is_empty(), "{:?}", third.unavailable);
     assert_eq!(names(&third), ["add", "echo", "sleep"]);
 }
@@ -504,7 +506,7 @@ async fn the_listing_timeout_is_capped() {
         format!("{source:?}").contains(&format!("list_timeout: {:?}", chat_mcp::LIST_TIMEOUT_CAP)),
         "{source:?}"
     );
-    let listing = source.list().await;
+    let listing = source.list(&Caller::owner("u")).await;
     assert_eq!(
         listing.unavailable,
         [format!(
@@ -529,7 +531,7 @@ async fn a_urls_user_info_and_query_are_never_shown() {
     for secret in ["pa55w0rd", "me:pa55", "@", "qu3ry-k3y", "api_key"] {
         assert!(!debug.contains(secret), "{debug}");
     }
-    let listing = source.list().await;
+    let listing = source.list(&Caller::owner("u")).await;
     assert_eq!(listing.unavailable.len(), 1, "{:?}", listing.unavailable);
     let line = &listing.unavailable[0];
     assert!(
@@ -548,4 +550,206 @@ async fn a_urls_user_info_and_query_are_never_shown() {
         !error.contains("pa55w0rd") && !error.contains("qu3ry-k3y"),
         "{error}"
     );
+}
+
+/// The local server, recording what each request carried.
+async fn start_recorded() -> (SocketAddr, local_mcp::Recorder, tokio::task::JoinHandle<()>) {
+    let record = local_mcp::Recorder::default();
+    let (addr, server) = local_mcp::start_with(
+        any_port(),
+        local_mcp::Options {
+            record: Some(record.clone()),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    (addr, record, server)
+}
+
+async fn note(listing: &ToolListing, who: &str, text: &str) -> String {
+    tool(listing, "note")
+        .call(&Caller::owner(who), &json!({ "text": text }))
+        .await
+        .map(|output| output.text)
+        .unwrap()
+}
+
+/// The sessions of the requests seen, each with the users its requests carried, in the order first seen.
+fn sessions(seen: &[local_mcp::Seen]) -> Vec<(String, Vec<Option<String>>)> {
+    let mut sessions: Vec<(String, Vec<Option<String>>)> = Vec::new();
+    for request in seen.iter().filter(|r| r.method == "POST") {
+        let Some(session) = &request.session else {
+            continue;
+        };
+        match sessions.iter_mut().find(|(s, _)| s == session) {
+            Some((_, users)) => {
+                if !users.contains(&request.user) {
+                    users.push(request.user.clone());
+                }
+            }
+            None => sessions.push((session.clone(), vec![request.user.clone()])),
+        }
+    }
+    sessions
+}
+
+/// Waits up to two seconds for the server to have seen a DELETE of `count` sessions.
+async fn deleted(record: &local_mcp::Recorder, count: usize) -> usize {
+    let started = Instant::now();
+    loop {
+        let deleted = record
+            .seen()
+            .iter()
+            .filter(|r| r.method == "DELETE")
+            .count();
+        if deleted >= count || started.elapsed() > Duration::from_secs(2) {
+            return deleted;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_tool_not_marked_read_only_is_offered_only_when_allow_names_it() {
+    let (addr, _server) = start().await;
+    // `note` changes the server's state and is not marked read-only: without `allow` it is not offered.
+    let listing = servers(json!([{"name": "local", "url": local_mcp::url(addr)}]))
+        .list(&Caller::owner("u"))
+        .await;
+    assert!(listing.unavailable.is_empty(), "{:?}", listing.unavailable);
+    assert_eq!(names(&listing), ["add", "echo", "sleep"]);
+    // Named in `allow`, it is the operator's choice; `allow` then offers only what it names.
+    let listing = servers(json!([
+        {"name": "local", "url": local_mcp::url(addr), "allow": ["note", "add"]}
+    ]))
+    .list(&Caller::owner("u"))
+    .await;
+    assert_eq!(names(&listing), ["add", "note"]);
+    assert_eq!(note(&listing, "u", "kept").await, "kept");
+}
+
+#[tokio::test]
+async fn two_callers_get_two_sessions_and_never_each_others_state() {
+    let (addr, record, _server) = start_recorded().await;
+    let source = servers(json!([{
+        "name": "local", "url": local_mcp::url(addr), "allow": ["note"], "forward_user": true
+    }]));
+    let alice = Caller::owner("jwt:https://issuer.example/:alice");
+    let listing = source.list(&alice).await;
+    assert_eq!(
+        note(&listing, &alice.owner, "alice's secret").await,
+        "alice's secret"
+    );
+    // Bob's turn on the same warm instance: the listing is reused, the session is his own.
+    let listing = source.list(&Caller::owner("bob")).await;
+    assert_eq!(note(&listing, "bob", "bob's note").await, "bob's note");
+    assert_eq!(
+        note(&listing, &alice.owner, "again").await,
+        "alice's secret\nagain"
+    );
+    // Two sessions, each carrying its caller's owner id on every request.
+    let users: Vec<Vec<Option<String>>> = sessions(&record.seen())
+        .into_iter()
+        .map(|(_, users)| users)
+        .collect();
+    assert_eq!(
+        users,
+        [
+            vec![Some("jwt:https://issuer.example/:alice".to_string())],
+            vec![Some("bob".to_string())]
+        ]
+    );
+    // The handshake (before a session id) carries it too.
+    assert!(
+        record
+            .seen()
+            .iter()
+            .filter(|r| r.method == "POST")
+            .all(|r| r.user.is_some())
+    );
+}
+
+#[tokio::test]
+async fn without_forward_user_no_owner_id_is_sent() {
+    let (addr, record, _server) = start_recorded().await;
+    let source =
+        servers(json!([{"name": "local", "url": local_mcp::url(addr), "allow": ["note"]}]));
+    let listing = source.list(&Caller::owner("alice")).await;
+    note(&listing, "alice", "a").await;
+    note(&listing, "bob", "b").await;
+    let seen = record.seen();
+    assert!(seen.iter().all(|r| r.user.is_none()), "{seen:?}");
+    assert_eq!(sessions(&seen).len(), 2);
+}
+
+#[tokio::test]
+async fn sessions_are_bounded_in_number_and_closed_when_idle() {
+    let (addr, record, _server) = start_recorded().await;
+    let entry = json!([{"name": "local", "url": local_mcp::url(addr), "allow": ["note"]}]);
+    // One session at most: bob's closes alice's, whose notes are then gone.
+    let one = servers(entry.clone()).with_sessions(chat_mcp::Sessions {
+        max: 1,
+        idle: Duration::from_secs(60),
+    });
+    let listing = one.list(&Caller::owner("alice")).await;
+    assert_eq!(note(&listing, "alice", "a1").await, "a1");
+    assert_eq!(note(&listing, "bob", "b1").await, "b1");
+    assert_eq!(deleted(&record, 1).await, 1);
+    assert_eq!(note(&listing, "alice", "a2").await, "a2");
+    assert_eq!(sessions(&record.seen()).len(), 3);
+    drop(one);
+
+    // Idle past its time, a session is closed, even when no turn comes; the caller's next call opens another.
+    let (addr, record, _server) = start_recorded().await;
+    let entry = json!([{"name": "local", "url": local_mcp::url(addr), "allow": ["note"]}]);
+    let idle = servers(entry).with_sessions(chat_mcp::Sessions {
+        max: 16,
+        idle: Duration::from_millis(300),
+    });
+    let listing = idle.list(&Caller::owner("alice")).await;
+    assert_eq!(note(&listing, "alice", "x").await, "x");
+    assert_eq!(deleted(&record, 1).await, 1);
+    assert_eq!(note(&listing, "alice", "y").await, "y");
+    // Used within its time, it is kept.
+    assert_eq!(note(&listing, "alice", "z").await, "y\nz");
+}
+
+#[tokio::test]
+async fn a_long_answer_is_cut_while_it_is_read() {
+    let (addr, _server) = local_mcp::flood::start(any_port()).await.unwrap();
+    let source = servers(json!([{"name": "flood", "url": local_mcp::url(addr)}]))
+        .with_max_result_bytes(4_000);
+    let listing = source.list(&Caller::owner("u")).await;
+    assert!(listing.unavailable.is_empty(), "{:?}", listing.unavailable);
+    let flood = tool(&listing, "flood");
+    for sse in [false, true] {
+        // Within the bound: the whole text, no note.
+        let whole = call(&flood, json!({"bytes": 3_000, "sse": sse}))
+            .await
+            .unwrap();
+        assert_eq!(whole, local_mcp::flood::text_of(3_000));
+        // Past the bound and its margin: the start of the text and a note, within the bound.
+        let text = call(&flood, json!({"bytes": 2_000_000, "sse": sse}))
+            .await
+            .unwrap();
+        assert!(text.len() <= 4_000, "{}", text.len());
+        let (shown, note) = text.split_once('\n').unwrap();
+        assert!(shown.len() > 3_000, "{}", shown.len());
+        assert!(local_mcp::flood::text_of(4_000).starts_with(shown));
+        assert_eq!(
+            note,
+            format!(
+                "[cut: the MCP server's answer was longer than {} bytes and was not read further; the first {} \
+                 bytes of its text are shown]",
+                4_000 + 64 * 1024,
+                shown.len()
+            )
+        );
+        // Past the bound, under its margin: read whole, cut to the bound as any result is (by the core).
+        let text = call(&flood, json!({"bytes": 50_000, "sse": sse}))
+            .await
+            .unwrap();
+        assert_eq!(text, local_mcp::flood::text_of(50_000));
+    }
 }

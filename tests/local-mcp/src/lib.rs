@@ -1,18 +1,22 @@
 //! A local MCP server over streamable HTTP, for tests and the local run (`make run`): rmcp's server side (its
-//! `StreamableHttpService`) at `/mcp` on an axum server, offering three tools:
+//! `StreamableHttpService`) at `/mcp` on an axum server, offering four tools:
 //!
-//! | tool | input | result |
-//! |---|---|---|
-//! | `add` | `{a, b}` (numbers) | their sum as text (`"5"`); a sum that is not a finite number is an error result (`isError`) |
-//! | `echo` | `{message}` | the message |
-//! | `sleep` | `{ms}` | waits `ms` milliseconds (at most a minute), then says `"slept N ms"` |
+//! | tool | input | result | annotated |
+//! |---|---|---|---|
+//! | `add` | `{a, b}` (numbers) | their sum as text (`"5"`); a sum that is not a finite number is an error result (`isError`) | `readOnlyHint: true` |
+//! | `echo` | `{message}` | the message | `readOnlyHint: true` |
+//! | `sleep` | `{ms}` | waits `ms` milliseconds (at most a minute), then says `"slept N ms"` | `readOnlyHint: true` |
+//! | `note` | `{text}` | keeps the text in the MCP session's notes and returns them all, one a line (state per session) | not read-only |
 //!
 //! With [`Options::bearer_token`] set, every request must carry `Authorization: Bearer TOKEN`; others are answered
-//! 401 (so a test can tell that a client's configured header was sent). rmcp's own checks stay on: only loopback
-//! `Host` names are served.
+//! 401 (so a test can tell that a client's configured header was sent). With [`Options::record`], each request's
+//! MCP session id and `X-Chat-User` header are recorded. rmcp's own checks stay on: only loopback `Host` names
+//! are served. [`flood`] is another server, answering a tool call with as many bytes as it is asked for.
+
+pub mod flood;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
@@ -55,23 +59,34 @@ pub struct SleepInput {
     pub ms: u64,
 }
 
-/// The tools, as rmcp's tool router routes them.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct NoteInput {
+    /// The text to keep.
+    pub text: String,
+}
+
+/// The tools, as rmcp's tool router routes them; one per MCP session, with that session's notes.
 #[derive(Debug, Clone)]
 pub struct LocalTools {
     tool_router: ToolRouter<Self>,
+    notes: Arc<Mutex<Vec<String>>>,
 }
 
 impl Default for LocalTools {
     fn default() -> Self {
         Self {
             tool_router: Self::tool_router(),
+            notes: Arc::default(),
         }
     }
 }
 
 #[tool_router]
 impl LocalTools {
-    #[tool(description = "Adds two numbers and returns their sum.")]
+    #[tool(
+        description = "Adds two numbers and returns their sum.",
+        annotations(read_only_hint = true)
+    )]
     fn add(
         &self,
         Parameters(AddInput { a, b }): Parameters<AddInput>,
@@ -86,16 +101,32 @@ impl LocalTools {
         })
     }
 
-    #[tool(description = "Returns the message it is given.")]
+    #[tool(
+        description = "Returns the message it is given.",
+        annotations(read_only_hint = true)
+    )]
     fn echo(&self, Parameters(EchoInput { message }): Parameters<EchoInput>) -> String {
         message
     }
 
-    #[tool(description = "Waits the given number of milliseconds (at most 60000), then says so.")]
+    #[tool(
+        description = "Waits the given number of milliseconds (at most 60000), then says so.",
+        annotations(read_only_hint = true)
+    )]
     async fn sleep(&self, Parameters(SleepInput { ms }): Parameters<SleepInput>) -> String {
         let ms = ms.min(MAX_SLEEP_MS);
         tokio::time::sleep(Duration::from_millis(ms)).await;
         format!("slept {ms} ms")
+    }
+
+    #[tool(
+        description = "Keeps a note in this session and returns the session's notes, one a line.",
+        annotations(read_only_hint = false)
+    )]
+    fn note(&self, Parameters(NoteInput { text }): Parameters<NoteInput>) -> String {
+        let mut notes = self.notes.lock().unwrap_or_else(|p| p.into_inner());
+        notes.push(text);
+        notes.join("\n")
     }
 }
 
@@ -104,7 +135,7 @@ impl ServerHandler for LocalTools {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("local-mcp", env!("CARGO_PKG_VERSION")))
-            .with_instructions("A local MCP server for tests: add, echo and sleep.")
+            .with_instructions("A local MCP server for tests: add, echo, sleep and note.")
     }
 }
 
@@ -113,6 +144,30 @@ impl ServerHandler for LocalTools {
 pub struct Options {
     /// When set, requests without `Authorization: Bearer <token>` are refused with 401.
     pub bearer_token: Option<String>,
+    /// When set, every request is recorded in it.
+    pub record: Option<Recorder>,
+}
+
+/// What a request carried: its HTTP method, its `Mcp-Session-Id` and its `X-Chat-User` header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    pub method: String,
+    pub session: Option<String>,
+    pub user: Option<String>,
+}
+
+/// The requests a server has seen, in order.
+#[derive(Debug, Clone, Default)]
+pub struct Recorder(Arc<Mutex<Vec<Seen>>>);
+
+impl Recorder {
+    pub fn seen(&self) -> Vec<Seen> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn push(&self, seen: Seen) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).push(seen);
+    }
 }
 
 impl std::fmt::Debug for Options {
@@ -122,6 +177,7 @@ impl std::fmt::Debug for Options {
                 "bearer_token",
                 &self.bearer_token.as_ref().map(|_| "<redacted>"),
             )
+            .field("record", &self.record.is_some())
             .finish()
     }
 }
@@ -134,7 +190,26 @@ pub fn router(options: Options) -> Router {
             Arc::new(LocalSessionManager::default()),
             StreamableHttpServerConfig::default(),
         );
-    let router = Router::new().nest_service(PATH, service);
+    let mut router = Router::new().nest_service(PATH, service);
+    if let Some(recorder) = options.record {
+        router = router.layer(axum::middleware::from_fn(
+            move |request: Request, next: Next| {
+                let header = |name: &str| {
+                    request
+                        .headers()
+                        .get(name)
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_string)
+                };
+                recorder.push(Seen {
+                    method: request.method().to_string(),
+                    session: header("mcp-session-id"),
+                    user: header("x-chat-user"),
+                });
+                next.run(request)
+            },
+        ));
+    }
     match options.bearer_token {
         None => router,
         Some(token) => {

@@ -22,6 +22,7 @@ async fn main() {
         bearer_token: std::env::var("LOCAL_MCP_TOKEN")
             .ok()
             .filter(|t| !t.is_empty()),
+        ..Default::default()
     };
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     let (addr, task) = local_mcp::start_with(addr, options)
@@ -31,7 +32,7 @@ async fn main() {
             std::process::exit(1)
         });
     eprintln!(
-        "local-mcp: serving add, echo and sleep on {}",
+        "local-mcp: serving add, echo, sleep and note on {}",
         local_mcp::url(addr)
     );
     tokio::select! {

@@ -44,18 +44,29 @@ fn text(result: &CallToolResult) -> &str {
 }
 
 #[tokio::test]
-async fn offers_add_echo_and_sleep() {
+async fn offers_add_echo_and_sleep_read_only_and_note() {
     let (addr, _server) = local_mcp::start(([127, 0, 0, 1], 0).into()).await.unwrap();
     let client = client(local_mcp::url(addr), HashMap::new()).await.unwrap();
-    let mut names: Vec<String> = client
+    let mut tools: Vec<(String, Option<bool>)> = client
         .list_all_tools()
         .await
         .unwrap()
         .into_iter()
-        .map(|t| t.name.to_string())
+        .map(|t| {
+            let read_only = t.annotations.as_ref().and_then(|a| a.read_only_hint);
+            (t.name.to_string(), read_only)
+        })
         .collect();
-    names.sort();
-    assert_eq!(names, ["add", "echo", "sleep"]);
+    tools.sort();
+    assert_eq!(
+        tools,
+        [
+            ("add".to_string(), Some(true)),
+            ("echo".to_string(), Some(true)),
+            ("note".to_string(), Some(false)),
+            ("sleep".to_string(), Some(true)),
+        ]
+    );
 
     let sum = call(&client, "add", json!({"a": 2, "b": 3})).await;
     assert_eq!((text(&sum), sum.is_error), ("5", Some(false)));
@@ -80,6 +91,7 @@ async fn with_a_token_it_answers_only_requests_that_carry_it() {
         ([127, 0, 0, 1], 0).into(),
         local_mcp::Options {
             bearer_token: Some("t0ken".into()),
+            ..Default::default()
         },
     )
     .await
@@ -94,6 +106,41 @@ async fn with_a_token_it_answers_only_requests_that_carry_it() {
     // The token stays out of the options' debug form.
     let options = local_mcp::Options {
         bearer_token: Some("t0ken".into()),
+        ..Default::default()
     };
     assert!(!format!("{options:?}").contains("t0ken"));
+}
+
+#[tokio::test]
+async fn notes_are_kept_per_session() {
+    let (addr, _server) = local_mcp::start(([127, 0, 0, 1], 0).into()).await.unwrap();
+    let first = client(local_mcp::url(addr), HashMap::new()).await.unwrap();
+    let second = client(local_mcp::url(addr), HashMap::new()).await.unwrap();
+    assert_eq!(text(&call(&first, "note", json!({"text": "a"})).await), "a");
+    assert_eq!(
+        text(&call(&second, "note", json!({"text": "b"})).await),
+        "b"
+    );
+    assert_eq!(
+        text(&call(&first, "note", json!({"text": "c"})).await),
+        "a\nc"
+    );
+}
+
+#[tokio::test]
+async fn the_flood_server_answers_as_many_bytes_as_asked() {
+    let (addr, _server) = local_mcp::flood::start(([127, 0, 0, 1], 0).into())
+        .await
+        .unwrap();
+    let client = client(local_mcp::url(addr), HashMap::new()).await.unwrap();
+    let tools = client.list_all_tools().await.unwrap();
+    assert_eq!(tools.len(), 1);
+    assert_eq!(
+        tools[0].annotations.as_ref().unwrap().read_only_hint,
+        Some(true)
+    );
+    for sse in [false, true] {
+        let answer = call(&client, "flood", json!({"bytes": 200_000, "sse": sse})).await;
+        assert_eq!(text(&answer), local_mcp::flood::text_of(200_000));
+    }
 }

@@ -1,6 +1,7 @@
 //! The model acts, end to end against a local run of its own (port 9060): the local knowledge base searched as the
 //! model's `search_documents` tool (`RETRIEVAL=both`), a local MCP server (started here, `tests/local-mcp`: `add`,
-//! `echo`, `sleep`) and an MCP server that is down, `MAX_TOOL_ROUNDS=2`, `TOOL_TIMEOUT_MS=1000`. The local Bedrock
+//! `echo`, `sleep`, read-only) and an MCP server that is down, `MAX_TOOL_ROUNDS=2`, `TOOL_TIMEOUT_MS=1000`, and the
+//! default `MAX_TOOL_CALLS_PER_ROUND` (8). The local Bedrock
 //! server asks for tools in Bedrock's own wire formats when a question holds `[[tool:NAME {json}]]`, and answers
 //! "NAME returned …" once it reads their results.
 
@@ -194,6 +195,47 @@ async fn streamed_tool_thoughts_arrive_as_lines_before_the_answers_text() {
     let points = found["context"]["data_points"].to_string();
     assert!(points.contains("IT_Help_Desk"), "{found}");
     assert!(points.contains("Parental_Leave"), "{found}");
+}
+
+#[tokio::test]
+async fn a_round_asking_for_twenty_calls_runs_eight() {
+    let directives: String = (0..20)
+        .map(|i| format!(r#"[[tool:echo {{"message":"m{i}"}}]] "#))
+        .collect();
+    let (status, body) = post("/chat", ask(&format!("{directives}Say each back."))).await;
+    assert_eq!(status, 200, "{body}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    // The model quotes each result in a paragraph of its own: the first eight ran, the other twelve did not.
+    let content = answer["message"]["content"].as_str().unwrap();
+    let paragraphs: Vec<&str> = content.split("\n\n").collect();
+    for i in 0..8 {
+        let said = format!("echo returned m{i}");
+        assert!(paragraphs.contains(&said.as_str()), "{content}");
+    }
+    let not_run =
+        "echo failed: not run: at most 8 tool calls run in one round; ask for fewer at once";
+    assert_eq!(
+        paragraphs.iter().filter(|p| **p == not_run).count(),
+        12,
+        "{content}"
+    );
+    let thoughts = &answer["context"]["thoughts"];
+    let titles = titles(thoughts);
+    assert_eq!(
+        titles.iter().filter(|t| *t == "Tool call: echo").count(),
+        20
+    );
+    assert_eq!(
+        titles.iter().filter(|t| *t == "Tool result: echo").count(),
+        8
+    );
+    let cap = thoughts
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["title"] == "Tool calls")
+        .expect("a thought says calls were not run");
+    assert_eq!(cap["props"]["calls_not_run"], 12, "{cap}");
 }
 
 #[tokio::test]
