@@ -167,7 +167,7 @@ environment() {  # environment FUNCTION [PAGE_CHAT_URL PAGE_STREAM_URL]
 import json, os, sys
 env = {"TABLE_NAME": os.environ["TABLE"], "ATTACHMENTS_BUCKET": os.environ["BUCKET"],
        "MODEL_ID": os.environ["MODEL_ID"], "AUTH_MODE": os.environ["AUTH_MODE"]}
-for name in ("JWT_ISSUER", "JWT_AUDIENCE", "JWKS_URL", "KNOWLEDGE_BASE_ID", "PAGE_OIDC_CLIENT_ID", "PAGE_OIDC_ISSUER", "PAGE_OIDC_SCOPE", "PAGE_OIDC_TOKEN"):
+for name in ("JWT_ISSUER", "JWT_AUDIENCE", "JWKS_URL", "KNOWLEDGE_BASE_ID", "PAGE_OIDC_CLIENT_ID", "PAGE_OIDC_ISSUER", "PAGE_OIDC_SCOPE", "PAGE_OIDC_TOKEN", "PAGE_OIDC_ORIGINS"):
     if os.environ.get(name):
         env[name] = os.environ[name]
 env.update(json.loads(os.environ["EXTRA_ENV"]))

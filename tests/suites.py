@@ -21,7 +21,9 @@ retrieval     answers grounded in the sample collection (samples/knowledge-base)
               base's faults, the Chat UI's Metadata.Citations (tests/js/retrieval.test.mjs with CHAT_RETRIEVAL=on),
               against a local run of its own on port 9040 with retrieval on;
 page (JWT)    the page at / in JWT mode signs in against a local OpenID Connect issuer (tests/browser/oidc-issuer.mjs,
-              port 9081; code + PKCE), chats and renews its token, against a local run of its own on port 9080;
+              port 9081; code + PKCE), chats and renews its token (refresh token, or prompt=none without one), signs
+              out (revocation, end of the issuer's session; Cognito's /logout), sends a question typed after its
+              sign-in ended once signed in again, against a local run of its own on port 9080;
 docs          every shell example of README.md and docs/ that talks to the local run (tests/docs_examples.py), against
               a local run of its own on port 9070 with make run's defaults (retrieval on, the local MCP server).
 
@@ -208,7 +210,8 @@ def main():
     # Sign-in: the page in JWT mode against the local OpenID Connect issuer (tests/browser/oidc-issuer.mjs), which each
     # test file starts in turn on port 9081 with one signing key (the backend keeps the keys it fetched): first the
     # issuer's own checks and the backend's acceptance of its tokens, then the page at / signs in as alice (code +
-    # PKCE), chats, and renews its short-lived token before it expires.
+    # PKCE), chats, renews its short-lived token before it expires (silently with prompt=none when the issuer gives no
+    # refresh token), signs out at the issuer, and keeps a question sent after its sign-in ended.
     section("page (JWT): the page signs in against a local OpenID Connect issuer and chats (tests/browser/)")
     issuer = "http://127.0.0.1:9081"
     jwt = {"AUTH_MODE": "jwt", "JWT_ISSUER": issuer, "JWT_AUDIENCE": "chat-page", "JWKS_URL": f"{issuer}/jwks",

@@ -272,6 +272,8 @@ def test_user_pool_client_is_public_with_code_flow_and_wired_to_jwt_mode():
         assert env["JWT_AUDIENCE"] == {"Ref": "UserPoolClient"}, env["JWT_AUDIENCE"]  # the ID token's aud
     page = environment(s, "HistoryFunction")
     assert page["PAGE_OIDC_CLIENT_ID"] == {"Ref": "UserPoolClient"}, page
+    # The token, revocation and sign-in endpoints are on the hosted domain, which the page's policy must name.
+    assert page["PAGE_OIDC_ORIGINS"] == {"Fn::Sub": "https://${UserPoolDomain}.auth.${AWS::Region}.amazoncognito.com"}, page
     # The page's address reaches the client through PageWiring, which nothing depends on (the cycle it breaks).
     wiring = s.resources["PageWiring"]["Properties"]
     assert wiring["ClientId"] == {"Ref": "UserPoolClient"}, wiring

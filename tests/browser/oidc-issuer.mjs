@@ -6,12 +6,25 @@
 //   /authorize                          response_type=code, the registered client_id and an exactly registered
 //                                       redirect_uri, code_challenge with method S256 required, `openid` in scope;
 //                                       a sign-in form (a username and a button), then a redirect back with
-//                                       `code`, `state` (echoed) and `iss` (RFC 9207)
+//                                       `code`, `state` (echoed) and `iss` (RFC 9207); a sign-in starts the
+//                                       browser's session at the issuer (a cookie). `prompt=none` shows nothing: a
+//                                       code at once while that session lives (and is the id_token_hint's user),
+//                                       else `login_required`
 //   /token                              authorization_code (the code once, within 60 s, for the same client and
 //                                       redirect_uri, its code_verifier matching the challenge) and refresh_token
 //                                       (rotated: each refresh token works once; using one again revokes its line)
+//   /revoke                             RFC 7009 token revocation for the public client (client_id, token,
+//                                       token_type_hint): a refresh token's line stops working; always 200
+//   /end-session                        RP-initiated logout 1.0: id_token_hint, client_id, post_logout_redirect_uri
+//                                       (registered) and state; ends the browser's session, then redirects back
 //   /jwks                               the signing key made at start (RS256, with kid, alg and use: sig)
 //   /userinfo                           the claims, for an access token
+//
+// Cognito's shape (`flavour: 'cognito'`): discovery names /oauth2/authorize, /oauth2/token and /oauth2/userInfo and
+// neither a revocation nor an end-session endpoint, as a user pool's does; its hosted UI's /oauth2/revoke (as /revoke)
+// and /logout (client_id and a registered logout_uri: ends the session, redirects there) are served. Both shapes
+// serve every path. `refreshTokens: false` issues no refresh token (as a provider does for `openid email` by default),
+// so that a client must renew with `prompt=none`. Revocations and end-session requests are recorded for tests.
 //
 // Tokens are JWTs signed RS256 with `kid`: the ID token has iss, sub (the username), aud (the client id), azp, nonce
 // (as sent; a refreshed ID token has none, as Cognito's), iat, auth_time, exp and email; the access token (RFC 9068,
@@ -19,12 +32,17 @@
 // last `tokenLifetimeSeconds`, so that a client's renewal can be tested. The backend verifies either
 // (README, "Identity": the algorithm is the key's, the token names the key's kid, no `crit`).
 //
-// As a module:  const issuer = await start({ port, clientId, redirectUris, tokenLifetimeSeconds });
-//               issuer.url, issuer.counts, issuer.issued (JWTs), issuer.issuedRefreshTokens, await issuer.close()
+// As a module:  const issuer = await start({ port, clientId, redirectUris, tokenLifetimeSeconds, refreshTokens,
+//                                             flavour, postLogoutRedirectUris });
+//               issuer.url, issuer.counts, issuer.issued (JWTs), issuer.issuedRefreshTokens, issuer.revocations,
+//               issuer.endSessionRequests, issuer.configure({ tokenLifetimeSeconds, refreshTokens, flavour }) (for
+//               what is asked from then on), issuer.endSessions() (every browser session ends, as when they time
+//               out), await issuer.close()
 //               (`keyFile`: the signing key is read from there, or made and written there, so that issuers started
 //               one after the other against one backend sign with the key it already holds)
 // From a shell: node tests/browser/oidc-issuer.mjs --port 9081 --client-id page \
-//                 --redirect-uri http://127.0.0.1:9080/ [--lifetime 60] [--exit-with-stdin]
+//                 --redirect-uri http://127.0.0.1:9080/ [--lifetime 60] [--no-refresh-tokens] [--flavour cognito]
+//                 [--exit-with-stdin]
 //               prints `oidc-issuer: ready on <url>` and serves until stopped (or its standard input closes).
 import fs from 'node:fs';
 import http from 'node:http';
@@ -38,6 +56,8 @@ const MAX_BODY_BYTES = 64 * 1024;
 const VERIFIER_RE = /^[A-Za-z0-9\-._~]{43,128}$/;
 const CHALLENGE_RE = /^[A-Za-z0-9_-]{43}$/;
 const USERNAME_RE = /^[A-Za-z0-9._@-]{1,64}$/;
+const SESSION_COOKIE = 'oidc_session';
+const FLAVOURS = ['oidc', 'cognito'];
 
 const b64url = (data) => Buffer.from(data).toString('base64url');
 const randomToken = () => b64url(crypto.randomBytes(32));
@@ -52,6 +72,9 @@ export async function start({
   redirectUris,
   tokenLifetimeSeconds = 60,
   refreshLifetimeSeconds = 3600,
+  refreshTokens: issueRefreshTokens = true,
+  flavour = 'oidc',
+  postLogoutRedirectUris,
   audience,
   allowedOrigins,
   keyFile,
@@ -61,6 +84,16 @@ export async function start({
     throw new Error('oidc-issuer: redirectUris (at least one) is required');
   }
   for (const uri of redirectUris) new URL(uri); // throws on one that is not absolute
+  const logoutUris = postLogoutRedirectUris ?? redirectUris;
+  // What may change while the issuer runs (configure): it applies to what is asked from then on.
+  const settings = { tokenLifetimeSeconds, refreshTokens: issueRefreshTokens, flavour };
+  const configure = (changes) => {
+    if (changes.flavour !== undefined && !FLAVOURS.includes(changes.flavour)) {
+      throw new Error(`oidc-issuer: flavour is one of ${FLAVOURS.join(', ')}`);
+    }
+    for (const k of Object.keys(settings)) if (changes[k] !== undefined) settings[k] = changes[k];
+  };
+  configure({ flavour });
   const origins = new Set(allowedOrigins ?? redirectUris.map((u) => new URL(u).origin));
   const accessAudience = audience ?? clientId;
 
@@ -74,10 +107,19 @@ export async function start({
   const codes = new Map(); // code -> grant
   const refreshTokens = new Map(); // refresh token -> { line, used, exp, ... }
   const revokedLines = new Set();
-  // What happened, for tests: grants served, forms shown, sign-ins, refusals by error code.
-  const counts = { forms: 0, signIns: 0, grants: { authorization_code: 0, refresh_token: 0 }, refused: {} };
-  const issued = []; // every token issued: { kind, token, sub, iat, exp, grant }
+  const sessions = new Map(); // the browsers' sessions at the issuer: cookie value -> { sub, authTime }
+  // What happened, for tests: grants served, forms shown, sign-ins (through the form, and silent ones with
+  // prompt=none), refusals by error code.
+  const counts = {
+    forms: 0, signIns: 0, silentSignIns: 0, grants: { authorization_code: 0, refresh_token: 0 }, refused: {},
+  };
+  const issued = []; // every token issued: { kind, token, sub, iat, exp, grant, silent }
   const issuedRefreshTokens = [];
+  // Every revocation request: { path, clientId, token, tokenTypeHint, revoked (a refresh token whose line ended) }.
+  const revocations = [];
+  // Every end-session request: { path, clientId, idTokenHint, sub (the hint's), postLogoutRedirectUri, state,
+  // endedSession (the browser had one) }; for Cognito's /logout, postLogoutRedirectUri is its logout_uri.
+  const endSessionRequests = [];
   let url;
 
   function sign(header, claims) {
@@ -89,9 +131,31 @@ export async function start({
     counts.refused[code] = (counts.refused[code] ?? 0) + 1;
   }
 
+  // The claims of a JWT this issuer signed (and that has not been altered), or null.
+  function verified(jwt) {
+    const [header, payload, signature] = String(jwt ?? '').split('.');
+    if (!signature) return null;
+    const ok = crypto.verify('sha256', Buffer.from(`${header}.${payload}`), publicKey, Buffer.from(signature, 'base64url'));
+    if (!ok) return null;
+    try {
+      const claims = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8'));
+      return claims.iss === url ? claims : null;
+    } catch {
+      return null;
+    }
+  }
+
+  // The browser's session at the issuer, from its cookie; undefined without one.
+  function sessionOf(req) {
+    const id = (req.headers.cookie ?? '').split(';').map((c) => c.trim().split('='))
+      .find(([name]) => name === SESSION_COOKIE)?.[1];
+    const session = id && sessions.get(id);
+    return session ? { id, ...session } : undefined;
+  }
+
   function tokens(grant, kind) {
     const iat = now();
-    const exp = iat + tokenLifetimeSeconds;
+    const exp = iat + settings.tokenLifetimeSeconds;
     const idClaims = {
       iss: url,
       sub: grant.sub,
@@ -109,27 +173,31 @@ export async function start({
       { alg: 'RS256', typ: 'at+jwt', kid },
       { iss: url, sub: grant.sub, aud: accessAudience, client_id: clientId, scope: grant.scope, jti: randomToken(), iat, exp },
     );
-    const refreshToken = randomToken();
-    refreshTokens.set(refreshToken, { ...grant, used: false, exp: iat + refreshLifetimeSeconds });
-    issuedRefreshTokens.push(refreshToken);
+    let refreshToken;
+    if (settings.refreshTokens) {
+      refreshToken = randomToken();
+      refreshTokens.set(refreshToken, { ...grant, used: false, exp: iat + refreshLifetimeSeconds });
+      issuedRefreshTokens.push(refreshToken);
+    }
+    const silent = Boolean(grant.silent);
     issued.push(
-      { kind: 'id', token: idToken, sub: grant.sub, iat, exp, grant: kind },
-      { kind: 'access', token: accessToken, sub: grant.sub, iat, exp, grant: kind },
+      { kind: 'id', token: idToken, sub: grant.sub, iat, exp, grant: kind, silent },
+      { kind: 'access', token: accessToken, sub: grant.sub, iat, exp, grant: kind, silent },
     );
     counts.grants[kind] += 1;
     return {
       access_token: accessToken,
       token_type: 'Bearer',
-      expires_in: tokenLifetimeSeconds,
+      expires_in: settings.tokenLifetimeSeconds,
       id_token: idToken,
-      refresh_token: refreshToken,
+      ...(refreshToken ? { refresh_token: refreshToken } : {}),
       scope: grant.scope,
     };
   }
 
   // The authorization request's parameters, checked in RFC 6749 §4.1.2.1's order: a bad client or redirect URI
   // is shown to the user (never a redirect to an unregistered address); anything else goes back to the client.
-  function checkAuthorization(p) {
+  function checkAuthorization(p, session) {
     if (p.get('client_id') !== clientId) return { page: 'unknown client_id' };
     const redirectUri = p.get('redirect_uri');
     if (!redirectUris.includes(redirectUri)) return { page: 'redirect_uri is not registered for this client' };
@@ -141,9 +209,17 @@ export async function start({
     if (!challenge) return back('invalid_request', 'code_challenge is required (PKCE)');
     if (p.get('code_challenge_method') !== 'S256') return back('invalid_request', 'code_challenge_method must be S256');
     if (!CHALLENGE_RE.test(challenge)) return back('invalid_request', 'code_challenge is not an S256 challenge');
-    if (p.get('prompt') === 'none') return back('login_required', 'no session: sign in');
     for (const name of ['state', 'nonce', 'code_challenge', 'redirect_uri']) {
       if (p.getAll(name).length > 1) return back('invalid_request', `${name} given twice`);
+    }
+    // prompt=none: no page at all, so a code for the browser's session or nothing.
+    let silent;
+    if (p.get('prompt') === 'none') {
+      if (!session) return back('login_required', 'no session: sign in');
+      if (p.has('id_token_hint') && verified(p.get('id_token_hint'))?.sub !== session.sub) {
+        return back('login_required', 'the session is not the id_token_hint\'s user: sign in');
+      }
+      silent = session;
     }
     return {
       ok: {
@@ -152,6 +228,7 @@ export async function start({
         challenge,
         state: p.get('state') ?? undefined,
         nonce: p.get('nonce') ?? undefined,
+        silent,
       },
     };
   }
@@ -194,7 +271,7 @@ ${problem ? `<p class="problem" role="alert">${escape(problem)}</p>` : ''}
   }
 
   function authorize(req, res, p) {
-    const checked = checkAuthorization(p);
+    const checked = checkAuthorization(p, sessionOf(req));
     if (checked.page) {
       refuse('invalid_request');
       return text(res, 400, `Sign-in refused: ${checked.page}.`);
@@ -208,26 +285,109 @@ ${problem ? `<p class="problem" role="alert">${escape(problem)}</p>` : ''}
         iss: url,
       });
     }
+    const { redirectUri, scope, challenge, state, nonce, silent } = checked.ok;
+    const issueCode = (sub, authTime) => {
+      const code = randomToken();
+      codes.set(code, {
+        clientId,
+        redirectUri,
+        scope,
+        challenge,
+        nonce,
+        sub,
+        authTime,
+        silent: Boolean(silent),
+        expiresAt: Date.now() + CODE_LIFETIME_MS,
+        used: false,
+        line: randomToken(),
+      });
+      redirectBack(res, redirectUri, { code, state, iss: url });
+    };
+    if (silent) {
+      counts.silentSignIns += 1;
+      return issueCode(silent.sub, silent.authTime);
+    }
     if (req.method === 'GET') return form(res, p);
     // POST: the form, with the request's parameters as it was shown and the username typed.
     const username = (p.get('username') ?? '').trim();
     if (!USERNAME_RE.test(username)) return form(res, p, 'A username is letters, digits and . _ @ - (up to 64).');
-    const { redirectUri, scope, challenge, state, nonce } = checked.ok;
-    const code = randomToken();
-    codes.set(code, {
-      clientId,
-      redirectUri,
-      scope,
-      challenge,
-      nonce,
-      sub: username,
-      authTime: now(),
-      expiresAt: Date.now() + CODE_LIFETIME_MS,
-      used: false,
-      line: randomToken(),
-    });
+    // The browser's session at the issuer starts (a new one: what it had before ends).
+    const previous = sessionOf(req);
+    if (previous) sessions.delete(previous.id);
+    const sid = randomToken();
+    const authTime = now();
+    sessions.set(sid, { sub: username, authTime });
+    res.setHeader('Set-Cookie', `${SESSION_COOKIE}=${sid}; Path=/; HttpOnly; SameSite=Lax`);
     counts.signIns += 1;
-    redirectBack(res, redirectUri, { code, state, iss: url });
+    issueCode(username, authTime);
+  }
+
+  // RFC 7009: the public client names itself; the token is ended if it is one of its refresh tokens. The answer is
+  // 200 whatever the token was (§2.2), so a client learns nothing from it.
+  function revoke(req, res, p, pathname) {
+    const fail = (status, error, description) => {
+      refuse(error);
+      json(res, status, { error, error_description: description }, req);
+    };
+    if (req.headers.authorization || p.has('client_secret')) {
+      return fail(401, 'invalid_client', 'a public client: no client secret');
+    }
+    if (p.get('client_id') !== clientId) return fail(401, 'invalid_client', 'unknown client_id');
+    const token = p.get('token');
+    if (!token) return fail(400, 'invalid_request', 'token is required');
+    const grant = refreshTokens.get(token);
+    const revoked = Boolean(grant) && !revokedLines.has(grant.line);
+    if (grant) revokedLines.add(grant.line);
+    revocations.push({ path: pathname, clientId: p.get('client_id'), token, tokenTypeHint: p.get('token_type_hint') ?? undefined, revoked });
+    res.writeHead(200, { 'Cache-Control': 'no-store', 'Content-Length': 0 }).end();
+  }
+
+  // Ends the browser's session at the issuer (and forgets the cookie).
+  function endSession(req, res) {
+    const session = sessionOf(req);
+    if (session) sessions.delete(session.id);
+    res.setHeader('Set-Cookie', `${SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0`);
+    return Boolean(session);
+  }
+
+  // OpenID Connect RP-initiated logout: a post_logout_redirect_uri must be registered and comes with the client's
+  // id or an ID token this issuer gave it; without one the issuer says the user signed out.
+  function rpLogout(req, res, p, pathname) {
+    const hint = p.get('id_token_hint') ?? undefined;
+    const hinted = hint === undefined ? undefined : verified(hint);
+    if (hint !== undefined && (!hinted || hinted.aud !== clientId)) {
+      refuse('invalid_request');
+      return text(res, 400, 'Sign-out refused: the id_token_hint is not an ID token issued here to this client.');
+    }
+    const client = p.get('client_id') ?? undefined;
+    if (client !== undefined && client !== clientId) {
+      refuse('invalid_request');
+      return text(res, 400, 'Sign-out refused: unknown client_id.');
+    }
+    const back = p.get('post_logout_redirect_uri') ?? undefined;
+    if (back !== undefined && (!logoutUris.includes(back) || (!hinted && client === undefined))) {
+      refuse('invalid_request');
+      return text(res, 400, 'Sign-out refused: post_logout_redirect_uri is not registered for this client.');
+    }
+    const endedSession = endSession(req, res);
+    endSessionRequests.push({
+      path: pathname, clientId: client, idTokenHint: hint, sub: hinted?.sub, postLogoutRedirectUri: back,
+      state: p.get('state') ?? undefined, endedSession,
+    });
+    if (back === undefined) return text(res, 200, 'You signed out.');
+    redirectBack(res, back, { state: p.get('state') ?? undefined });
+  }
+
+  // Cognito's hosted UI /logout: client_id and a logout_uri registered as the client's sign-out URL.
+  function cognitoLogout(req, res, p, pathname) {
+    const back = p.get('logout_uri') ?? '';
+    if (p.get('client_id') !== clientId || !logoutUris.includes(back)) {
+      refuse('invalid_request');
+      return text(res, 400, 'Sign-out refused: unknown client_id, or logout_uri is not a sign-out URL of the client.');
+    }
+    const endedSession = endSession(req, res);
+    endSessionRequests.push({ path: pathname, clientId: p.get('client_id'), postLogoutRedirectUri: back, endedSession });
+    res.writeHead(302, { Location: back, 'Cache-Control': 'no-store' }).end();
   }
 
   function tokenEndpoint(req, res, p) {
@@ -293,15 +453,22 @@ ${problem ? `<p class="problem" role="alert">${escape(problem)}</p>` : ''}
   }
 
   function discovery() {
+    const cognito = settings.flavour === 'cognito';
     return {
       issuer: url,
-      authorization_endpoint: `${url}/authorize`,
-      token_endpoint: `${url}/token`,
+      authorization_endpoint: cognito ? `${url}/oauth2/authorize` : `${url}/authorize`,
+      token_endpoint: cognito ? `${url}/oauth2/token` : `${url}/token`,
       jwks_uri: `${url}/jwks`,
-      userinfo_endpoint: `${url}/userinfo`,
+      userinfo_endpoint: cognito ? `${url}/oauth2/userInfo` : `${url}/userinfo`,
+      // A user pool's discovery names neither (its hosted UI has /oauth2/revoke and /logout).
+      ...(cognito ? {} : {
+        revocation_endpoint: `${url}/revoke`,
+        revocation_endpoint_auth_methods_supported: ['none'],
+        end_session_endpoint: `${url}/end-session`,
+      }),
       response_types_supported: ['code'],
       response_modes_supported: ['query'],
-      grant_types_supported: ['authorization_code', 'refresh_token'],
+      grant_types_supported: settings.refreshTokens ? ['authorization_code', 'refresh_token'] : ['authorization_code'],
       subject_types_supported: ['public'],
       id_token_signing_alg_values_supported: ['RS256'],
       scopes_supported: ['openid', 'email'],
@@ -326,26 +493,35 @@ ${problem ? `<p class="problem" role="alert">${escape(problem)}</p>` : ''}
   const server = http.createServer(async (req, res) => {
     try {
       const { pathname, searchParams } = new URL(req.url, url);
-      const api = ['/.well-known/openid-configuration', '/token', '/jwks', '/userinfo'].includes(pathname);
+      // Cognito's paths are the same endpoints.
+      const path = { '/oauth2/authorize': '/authorize', '/oauth2/token': '/token', '/oauth2/revoke': '/revoke', '/oauth2/userInfo': '/userinfo' }[pathname] ?? pathname;
+      const api = ['/.well-known/openid-configuration', '/token', '/revoke', '/jwks', '/userinfo'].includes(path);
       if (api) cors(req, res);
       if (api && req.method === 'OPTIONS') return res.writeHead(204).end();
-      if (pathname === '/.well-known/openid-configuration' && req.method === 'GET') return json(res, 200, discovery(), req);
-      if (pathname === '/jwks' && req.method === 'GET') return json(res, 200, jwks, req);
-      if (pathname === '/userinfo' && (req.method === 'GET' || req.method === 'POST')) return userinfo(req, res);
-      if (pathname === '/authorize' && req.method === 'GET') return authorize(req, res, searchParams);
-      if (pathname === '/authorize' && req.method === 'POST') {
+      if (path === '/.well-known/openid-configuration' && req.method === 'GET') return json(res, 200, discovery(), req);
+      if (path === '/jwks' && req.method === 'GET') return json(res, 200, jwks, req);
+      if (path === '/userinfo' && (req.method === 'GET' || req.method === 'POST')) return userinfo(req, res);
+      if (path === '/authorize' && req.method === 'GET') return authorize(req, res, searchParams);
+      if (path === '/authorize' && req.method === 'POST') {
         const form = await formBody(req);
         if (!form) return text(res, 415, 'Expected a form (application/x-www-form-urlencoded).');
         return authorize(req, res, form);
       }
-      if (pathname === '/token' && req.method === 'POST') {
+      if ((path === '/token' || path === '/revoke') && req.method === 'POST') {
         const form = await formBody(req);
         if (!form) {
           refuse('invalid_request');
           return json(res, 400, { error: 'invalid_request', error_description: 'a form body is expected' }, req);
         }
-        return tokenEndpoint(req, res, form);
+        return path === '/token' ? tokenEndpoint(req, res, form) : revoke(req, res, form, pathname);
       }
+      if (path === '/end-session' && req.method === 'GET') return rpLogout(req, res, searchParams, pathname);
+      if (path === '/end-session' && req.method === 'POST') {
+        const form = await formBody(req);
+        if (!form) return text(res, 415, 'Expected a form (application/x-www-form-urlencoded).');
+        return rpLogout(req, res, form, pathname);
+      }
+      if (path === '/logout' && req.method === 'GET') return cognitoLogout(req, res, searchParams, pathname);
       text(res, 404, 'Not found.');
     } catch (e) {
       if (!res.headersSent) text(res, e.status ?? 500, e.status ? e.message : `Internal error: ${e.message}`);
@@ -364,6 +540,11 @@ ${problem ? `<p class="problem" role="alert">${escape(problem)}</p>` : ''}
     counts,
     issued,
     issuedRefreshTokens,
+    revocations,
+    endSessionRequests,
+    configure,
+    // Every browser session at the issuer ends (as when they time out): prompt=none answers login_required.
+    endSessions: () => sessions.clear(),
     // For tests of what a verifier refuses: a token of any header and claims, signed with the issuer's key.
     sign,
     close: () =>
@@ -429,6 +610,8 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
       'client-id': { type: 'string', default: process.env.OIDC_CLIENT_ID ?? 'chat-page' },
       'redirect-uri': { type: 'string', multiple: true },
       lifetime: { type: 'string', default: process.env.OIDC_TOKEN_LIFETIME_SECONDS ?? '60' },
+      'no-refresh-tokens': { type: 'boolean', default: false },
+      flavour: { type: 'string', default: 'oidc' },
       'key-file': { type: 'string', default: process.env.OIDC_KEY_FILE },
       'exit-with-stdin': { type: 'boolean', default: false },
     },
@@ -439,6 +622,8 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     clientId: values['client-id'],
     redirectUris,
     tokenLifetimeSeconds: Number(values.lifetime),
+    refreshTokens: !values['no-refresh-tokens'],
+    flavour: values.flavour,
     keyFile: values['key-file'],
   });
   console.log(`oidc-issuer: client ${values['client-id']}, redirect URIs ${redirectUris.join(' ')}`);

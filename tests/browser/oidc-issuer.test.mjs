@@ -1,6 +1,7 @@
 // The local OpenID Connect issuer (oidc-issuer.mjs) driven as a browser would drive it, from node: discovery, the
 // sign-in form, the code exchange with PKCE and what it refuses, refresh with rotation, CORS for the page's origin,
-// tokens that verify with the published key. Then, when a local run in JWT mode is given, that the backend accepts
+// tokens that verify with the published key, prompt=none against the browser's session at the issuer, revocation,
+// RP-initiated logout, Cognito's shape and an issuer that gives no refresh token. Then, when a local run in JWT mode is given, that the backend accepts
 // the issuer's tokens and takes the caller from them:
 //
 //   node --test tests/browser/oidc-issuer.test.mjs                      the issuer alone
@@ -71,7 +72,9 @@ async function signIn(username, params = {}) {
   });
   assert.equal(back.status, 302, 'the form redirects back');
   const location = new URL(back.headers.get('location'));
-  return { location, verifier, challenge, state: url.searchParams.get('state'), nonce: url.searchParams.get('nonce') };
+  // The browser's session at the issuer: its cookie, as a browser would send it back.
+  const cookie = (back.headers.get('set-cookie') ?? '').split(';')[0];
+  return { location, verifier, challenge, cookie, state: url.searchParams.get('state'), nonce: url.searchParams.get('nonce') };
 }
 
 async function token(form, { origin } = {}) {
@@ -123,6 +126,8 @@ describe('the local OpenID Connect issuer', () => {
     assert.deepEqual(d.code_challenge_methods_supported, ['S256']);
     assert.deepEqual(d.token_endpoint_auth_methods_supported, ['none']);
     assert.ok(d.grant_types_supported.includes('refresh_token'));
+    assert.equal(d.revocation_endpoint, `${issuer.url}/revoke`);
+    assert.equal(d.end_session_endpoint, `${issuer.url}/end-session`);
     const { keys } = await (await fetch(d.jwks_uri)).json();
     assert.equal(keys.length, 1);
     assert.deepEqual([keys[0].kty, keys[0].alg, keys[0].use, typeof keys[0].kid], ['RSA', 'RS256', 'sig', 'string']);
@@ -294,6 +299,125 @@ describe('the local OpenID Connect issuer', () => {
     assert.deepEqual([replay.status, replay.body.error], [400, 'invalid_grant']);
     const next = await token({ grant_type: 'refresh_token', client_id: CLIENT_ID, refresh_token: refreshed.body.refresh_token });
     assert.deepEqual([next.status, next.body.error], [400, 'invalid_grant'], 'the replay revoked the newer refresh token too');
+  });
+
+  test('prompt=none: a code at once while the browser has a session, login_required without one or for another user', async () => {
+    const { cookie, verifier: v1, location: l1 } = await signIn('alice');
+    assert.match(cookie, /^oidc_session=[\w-]{43}$/, 'the sign-in starts a session');
+    const aliceIdToken = (await exchange(l1.searchParams.get('code'), v1)).body.id_token;
+    const { verifier, challenge } = pkce();
+    const forms = issuer.counts.forms;
+    const silent = issuer.counts.silentSignIns;
+    const url = authorizeUrl({ code_challenge: challenge, prompt: 'none', id_token_hint: aliceIdToken });
+    const res = await fetch(url, { redirect: 'manual', headers: { Cookie: cookie } });
+    assert.equal(res.status, 302);
+    const back = new URL(res.headers.get('location'));
+    assert.equal(back.searchParams.get('state'), url.searchParams.get('state'));
+    assert.equal(back.searchParams.get('error'), null);
+    assert.equal(issuer.counts.forms, forms, 'no form');
+    assert.equal(issuer.counts.silentSignIns, silent + 1);
+    const tokens = await exchange(back.searchParams.get('code'), verifier);
+    assert.equal(tokens.status, 200);
+    const id = (await verified(tokens.body.id_token)).claims;
+    assert.deepEqual([id.sub, id.nonce], ['alice', url.searchParams.get('nonce')]);
+    assert.equal(issuer.issued.find((t) => t.token === tokens.body.id_token).silent, true);
+
+    // Without the cookie, or hinting at another user (bob signed in elsewhere), no code.
+    const bob = await signIn('bob');
+    const bobIdToken = (await exchange(bob.location.searchParams.get('code'), bob.verifier)).body.id_token;
+    for (const [headers, hint] of [[{}, aliceIdToken], [{ Cookie: cookie }, bobIdToken], [{ Cookie: 'oidc_session=forged' }, undefined]]) {
+      const refused = await fetch(authorizeUrl({ code_challenge: challenge, prompt: 'none', id_token_hint: hint }), { redirect: 'manual', headers });
+      assert.equal(refused.status, 302);
+      const to = new URL(refused.headers.get('location'));
+      assert.deepEqual([to.searchParams.get('error'), to.searchParams.get('code')], ['login_required', null], JSON.stringify(headers));
+    }
+  });
+
+  test('revocation (RFC 7009): the refresh token and its line stop working; unknown tokens are 200; a client must name itself', async () => {
+    const { location, verifier } = await signIn('alice');
+    const tokens = (await exchange(location.searchParams.get('code'), verifier)).body;
+    const revoke = (form, headers = {}) => fetch(`${issuer.url}/revoke`, {
+      method: 'POST', headers: { 'Content-Type': 'application/x-www-form-urlencoded', Origin: PAGE_ORIGIN, ...headers }, body: new URLSearchParams(form),
+    });
+    const before = issuer.revocations.length;
+    const res = await revoke({ token: tokens.refresh_token, token_type_hint: 'refresh_token', client_id: CLIENT_ID });
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get('access-control-allow-origin'), PAGE_ORIGIN);
+    assert.deepEqual(issuer.revocations.slice(before), [
+      { path: '/revoke', clientId: CLIENT_ID, token: tokens.refresh_token, tokenTypeHint: 'refresh_token', revoked: true },
+    ]);
+    const refresh = await token({ grant_type: 'refresh_token', client_id: CLIENT_ID, refresh_token: tokens.refresh_token });
+    assert.deepEqual([refresh.status, refresh.body.error], [400, 'invalid_grant']);
+    assert.equal((await revoke({ token: 'not-a-token', client_id: CLIENT_ID })).status, 200);
+    assert.equal(issuer.revocations.at(-1).revoked, false);
+    assert.equal((await revoke({ token: tokens.refresh_token })).status, 401, 'no client_id');
+    assert.equal((await revoke({ token: tokens.refresh_token, client_id: 'someone-else' })).status, 401);
+    assert.equal((await revoke({ client_id: CLIENT_ID })).status, 400, 'no token');
+  });
+
+  test('end-session ends the browser session and redirects to a registered address only', async () => {
+    const { cookie, location, verifier } = await signIn('alice');
+    const idToken = (await exchange(location.searchParams.get('code'), verifier)).body.id_token;
+    const end = (params, headers = {}) => {
+      const url = new URL(`${issuer.url}/end-session`);
+      for (const [k, v] of Object.entries(params)) if (v !== undefined) url.searchParams.set(k, v);
+      return fetch(url, { redirect: 'manual', headers });
+    };
+    // Refused: an address not registered, a hint that is not an ID token from here, a redirect with neither a hint
+    // nor a client id.
+    for (const params of [
+      { id_token_hint: idToken, post_logout_redirect_uri: 'https://evil.test/' },
+      { id_token_hint: `${idToken.slice(0, -4)}AAAA`, post_logout_redirect_uri: REDIRECT },
+      { post_logout_redirect_uri: REDIRECT },
+    ]) {
+      const res = await end(params, { Cookie: cookie });
+      assert.equal(res.status, 400, JSON.stringify(params));
+      assert.equal(res.headers.get('location'), null);
+    }
+    const before = issuer.endSessionRequests.length;
+    const res = await end({ id_token_hint: idToken, post_logout_redirect_uri: REDIRECT, client_id: CLIENT_ID, state: 's1' }, { Cookie: cookie });
+    assert.equal(res.status, 302);
+    assert.equal(res.headers.get('location'), `${REDIRECT}?state=s1`);
+    assert.match(res.headers.get('set-cookie'), /^oidc_session=;.*Max-Age=0/);
+    assert.deepEqual(issuer.endSessionRequests.slice(before), [{
+      path: '/end-session', clientId: CLIENT_ID, idTokenHint: idToken, sub: 'alice', postLogoutRedirectUri: REDIRECT,
+      state: 's1', endedSession: true,
+    }]);
+    // The session is over: prompt=none is refused with the old cookie.
+    const after = await fetch(authorizeUrl({ code_challenge: pkce().challenge, prompt: 'none' }), { redirect: 'manual', headers: { Cookie: cookie } });
+    assert.equal(new URL(after.headers.get('location')).searchParams.get('error'), 'login_required');
+  });
+
+  test("Cognito's shape, and an issuer that gives no refresh token", async () => {
+    issuer.configure({ flavour: 'cognito', refreshTokens: false });
+    try {
+      const d = await (await fetch(`${issuer.url}/.well-known/openid-configuration`)).json();
+      assert.equal(d.authorization_endpoint, `${issuer.url}/oauth2/authorize`);
+      assert.equal(d.token_endpoint, `${issuer.url}/oauth2/token`);
+      assert.equal(d.revocation_endpoint, undefined);
+      assert.equal(d.end_session_endpoint, undefined);
+      assert.deepEqual(d.grant_types_supported, ['authorization_code']);
+      const { location, verifier, cookie } = await signIn('alice');
+      const res = await fetch(`${issuer.url}/oauth2/token`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ grant_type: 'authorization_code', client_id: CLIENT_ID, code: location.searchParams.get('code'), redirect_uri: REDIRECT, code_verifier: verifier }),
+      });
+      const body = await res.json();
+      assert.equal(res.status, 200);
+      assert.equal(body.refresh_token, undefined, 'no refresh token');
+      assert.equal(typeof body.id_token, 'string');
+      const logout = (params) => fetch(`${issuer.url}/logout?${new URLSearchParams(params)}`, { redirect: 'manual', headers: { Cookie: cookie } });
+      assert.equal((await logout({ client_id: CLIENT_ID, logout_uri: 'https://evil.test/' })).status, 400);
+      assert.equal((await logout({ client_id: 'someone-else', logout_uri: REDIRECT })).status, 400);
+      const before = issuer.endSessionRequests.length;
+      const out = await logout({ client_id: CLIENT_ID, logout_uri: REDIRECT });
+      assert.equal(out.status, 302);
+      assert.equal(out.headers.get('location'), REDIRECT);
+      assert.deepEqual(issuer.endSessionRequests.slice(before), [{ path: '/logout', clientId: CLIENT_ID, postLogoutRedirectUri: REDIRECT, endedSession: true }]);
+    } finally {
+      issuer.configure({ flavour: 'oidc', refreshTokens: true });
+    }
   });
 
   describe('the backend accepts its tokens', { skip: BACKEND ? false : 'set CHAT_AUTH=jwt and CHAT_BASE_URL to a local run in JWT mode' }, () => {

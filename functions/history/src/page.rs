@@ -1,7 +1,8 @@
 //! The backend's own web page at `GET /` (web/index.html), so that a deployment (or `make run`) has something to
 //! open in a browser: the file is compiled in, and its configuration (sign-in mode, the other functions' URLs, the
 //! OpenID Connect client) is injected once per cold start, with a Content-Security-Policy that allows only the page's
-//! own script and style and the addresses it calls.
+//! own script and style and the addresses it calls: itself, the functions and, when it signs in, the issuer (and the
+//! other origins of the issuer's endpoints, `PAGE_OIDC_ORIGINS`).
 
 use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -32,6 +33,9 @@ pub struct PageSettings {
     pub oidc_scope: String,
     /// `PAGE_OIDC_TOKEN`: `id` (default) or `access`, the token sent as `Bearer`.
     pub oidc_token: String,
+    /// `PAGE_OIDC_ORIGINS`: the origins of the issuer's endpoints that are not the issuer's own (Cognito's hosted
+    /// sign-in domain), which the page calls (token, revocation) and frames (silent renewal).
+    pub oidc_origins: Vec<String>,
 }
 
 impl PageSettings {
@@ -64,6 +68,24 @@ impl PageSettings {
                 reason: format!("expected id or access, got {oidc_token:?}"),
             });
         }
+        // Origins of the issuer's endpoints, separated by commas or spaces; a URL counts as its origin.
+        let mut oidc_origins = Vec::new();
+        for value in get("PAGE_OIDC_ORIGINS")
+            .unwrap_or_default()
+            .split([',', ' '])
+        {
+            if value.is_empty() {
+                continue;
+            }
+            let found = (value.starts_with("https://") || value.starts_with("http://"))
+                .then(|| origin(value))
+                .flatten()
+                .ok_or_else(|| ConfigError {
+                    name: "PAGE_OIDC_ORIGINS",
+                    reason: format!("expected http(s) URLs separated by commas, got {value:?}"),
+                })?;
+            push_new(&mut oidc_origins, [found]);
+        }
         Ok(Self {
             chat_url: url("PAGE_CHAT_URL")?,
             stream_url: url("PAGE_STREAM_URL")?,
@@ -73,6 +95,7 @@ impl PageSettings {
                 .map(|i| i.trim_end_matches('/').to_string()),
             oidc_scope: get("PAGE_OIDC_SCOPE").unwrap_or_else(|| "openid email".into()),
             oidc_token,
+            oidc_origins,
         })
     }
 }
@@ -93,14 +116,25 @@ impl Page {
             Auth::Jwt(_) => "jwt",
             Auth::None { .. } => "none",
         };
-        let oidc = match (mode, &settings.oidc_client_id, &settings.oidc_issuer) {
-            ("jwt", Some(client), Some(issuer)) => json!({
+        // The sign-in service, when the page signs in: the issuer's origin (its discovery document) first, then the
+        // other origins of its endpoints.
+        let sign_in = match (mode, &settings.oidc_client_id, &settings.oidc_issuer) {
+            ("jwt", Some(client), Some(issuer)) => {
+                let mut origins: Vec<String> = origin(issuer).into_iter().collect();
+                push_new(&mut origins, settings.oidc_origins.iter().cloned());
+                Some((client, issuer, origins))
+            }
+            _ => None,
+        };
+        let oidc = match &sign_in {
+            Some((client, issuer, origins)) => json!({
                 "issuer": issuer,
                 "clientId": client,
                 "scope": settings.oidc_scope,
                 "token": settings.oidc_token,
+                "origins": origins,
             }),
-            _ => serde_json::Value::Null,
+            None => serde_json::Value::Null,
         };
         let config = json!({
             "auth": mode,
@@ -117,23 +151,12 @@ impl Page {
             ),
             1,
         );
-        // What the page may reach: itself, the functions it calls and the issuer it signs in with. The issuer's
-        // token endpoint may be on another host (Cognito's hosted domain), known only from its discovery document,
-        // so HTTPS addresses are allowed for connections when the page signs in.
-        let mut connect = vec!["'self'".to_string()];
-        for url in [&settings.chat_url, &settings.stream_url] {
-            connect.extend(origin(url));
-        }
-        if oidc.is_object() {
-            connect.extend(settings.oidc_issuer.as_deref().and_then(origin));
-            connect.push("https:".into());
-        }
-        let csp = format!(
-            "default-src 'none'; script-src {}; style-src {}; connect-src {}; img-src 'self' data: blob: https: http:; \
-             base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-            hash_of(&html, "<script>"),
-            hash_of(&html, "<style>"),
-            connect.join(" ")
+        let csp = policy(
+            &html,
+            settings,
+            sign_in
+                .as_ref()
+                .map(|(_, issuer, origins)| (origin(issuer), origins.as_slice())),
         );
         Self {
             html: Bytes::from(html),
@@ -176,6 +199,54 @@ impl Page {
             );
         }
         response
+    }
+}
+
+/// The page's Content-Security-Policy. What it may reach: itself and the functions it calls and, when it signs in
+/// (`sign_in`: the issuer's origin, and every origin of the sign-in service), the sign-in service: connections to
+/// its endpoints (discovery, token, revocation), a hidden frame for silent renewal (`prompt=none`, whose answer
+/// comes back to the page itself, so the page may frame itself) and images from the issuer. No other host, no
+/// `https:` wildcard, no `data:`.
+fn policy(
+    html: &str,
+    settings: &PageSettings,
+    sign_in: Option<(Option<String>, &[String])>,
+) -> String {
+    let mut own = vec!["'self'".to_string()];
+    push_new(
+        &mut own,
+        [&settings.chat_url, &settings.stream_url]
+            .into_iter()
+            .filter_map(|u| origin(u)),
+    );
+    let mut connect = own.clone();
+    let mut img = own;
+    let mut frames = String::new();
+    let mut ancestors = "'none'";
+    if let Some((issuer, service)) = sign_in {
+        push_new(&mut img, issuer);
+        push_new(&mut connect, service.iter().cloned());
+        let mut frame = vec!["'self'".to_string()];
+        push_new(&mut frame, service.iter().cloned());
+        frames = format!("frame-src {}; ", frame.join(" "));
+        ancestors = "'self'";
+    }
+    format!(
+        "default-src 'none'; script-src {}; style-src {}; connect-src {}; img-src {}; {frames}\
+         base-uri 'none'; form-action 'none'; frame-ancestors {ancestors}",
+        hash_of(html, "<script>"),
+        hash_of(html, "<style>"),
+        connect.join(" "),
+        img.join(" "),
+    )
+}
+
+/// Adds to `list` each of `items` it does not hold yet, in order.
+fn push_new(list: &mut Vec<String>, items: impl IntoIterator<Item = String>) {
+    for item in items {
+        if !list.contains(&item) {
+            list.push(item);
+        }
     }
 }
 

@@ -34,6 +34,38 @@ fn injected(html: &str) -> Value {
     serde_json::from_str(&html[start..end]).expect("the configuration is JSON")
 }
 
+/// The policy's directives by name, each with its sources as written.
+fn directives(reply: &Reply) -> std::collections::BTreeMap<String, String> {
+    let csp = reply.headers["content-security-policy"].to_str().unwrap();
+    csp.split(';')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map(|d| {
+            let (name, sources) = d.split_once(' ').unwrap_or((d, ""));
+            (name.to_string(), sources.to_string())
+        })
+        .collect()
+}
+
+/// The app of a function in JWT mode with `issuer`, its page configured by `page`.
+fn jwt_app(issuer: &str, page: &[(&str, &str)]) -> App<InMemoryStore> {
+    let signer = harness::JwtSigner::new("page-kid");
+    let jwks = signer.jwks_file();
+    let env = [
+        ("AUTH_MODE", "jwt"),
+        ("JWT_ISSUER", issuer),
+        ("JWT_AUDIENCE", "client-1"),
+        ("JWKS_FILE", jwks.to_str().unwrap()),
+    ];
+    let lookup = |name: &str| {
+        env.iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.to_string())
+    };
+    let auth = chat_http::Auth::from_lookup(&lookup).unwrap();
+    app(auth, page)
+}
+
 #[tokio::test]
 async fn the_page_is_served_with_its_configuration_and_policy() {
     let app = app(
@@ -55,6 +87,13 @@ async fn the_page_is_served_with_its_configuration_and_policy() {
         csp.contains("connect-src 'self' https://chat.example.com https://stream.example.com"),
         "{csp}"
     );
+    // Without sign-in: only the page's own origin and the functions', nothing framed, never framed.
+    let policy = directives(&reply);
+    let own = "'self' https://chat.example.com https://stream.example.com";
+    assert_eq!(policy["connect-src"], own);
+    assert_eq!(policy["img-src"], own);
+    assert!(!policy.contains_key("frame-src"), "{csp}");
+    assert_eq!(policy["frame-ancestors"], "'none'");
     let html = reply.body.clone();
     assert!(html.starts_with("<!doctype html>"));
     assert_eq!(
@@ -114,22 +153,8 @@ async fn a_configured_value_cannot_end_the_script_element() {
 
 #[tokio::test]
 async fn jwt_mode_names_the_issuer_and_client() {
-    let signer = harness::JwtSigner::new("page-kid");
-    let jwks = signer.jwks_file();
-    let env = [
-        ("AUTH_MODE", "jwt"),
-        ("JWT_ISSUER", "https://issuer.example.com/pool"),
-        ("JWT_AUDIENCE", "client-1"),
-        ("JWKS_FILE", jwks.to_str().unwrap()),
-    ];
-    let lookup = |name: &str| {
-        env.iter()
-            .find(|(k, _)| *k == name)
-            .map(|(_, v)| v.to_string())
-    };
-    let auth = chat_http::Auth::from_lookup(&lookup).unwrap();
-    let app = app(
-        auth,
+    let app = jwt_app(
+        "https://issuer.example.com/pool",
         &[
             ("JWT_ISSUER", "https://issuer.example.com/pool"),
             ("PAGE_OIDC_CLIENT_ID", "client-1"),
@@ -142,10 +167,73 @@ async fn jwt_mode_names_the_issuer_and_client() {
     assert_eq!(
         injected(&html)["oidc"],
         json!({"issuer": "https://issuer.example.com/pool", "clientId": "client-1", "scope": "openid email",
-               "token": "id"})
+               "token": "id", "origins": ["https://issuer.example.com"]})
     );
     let csp = reply.headers["content-security-policy"].to_str().unwrap();
     assert!(csp.contains("https://issuer.example.com"), "{csp}");
+    // The page's own origin and the issuer's, exactly: no `https:` wildcard, no `data:`. It frames the issuer (silent
+    // renewal) and itself (the issuer's answer comes back to the page), and only the page may frame it.
+    let policy = directives(&reply);
+    assert_eq!(policy["connect-src"], "'self' https://issuer.example.com");
+    assert_eq!(policy["img-src"], "'self' https://issuer.example.com");
+    assert_eq!(policy["frame-src"], "'self' https://issuer.example.com");
+    assert_eq!(policy["frame-ancestors"], "'self'");
+    assert_eq!(policy["default-src"], "'none'");
+    assert_eq!(policy["form-action"], "'none'");
+}
+
+#[tokio::test]
+async fn with_cognito_the_policy_names_the_functions_the_issuer_and_the_hosted_domain() {
+    // A deployment without the distribution: the functions on their own URLs, the issuer Cognito's, its token,
+    // revocation and sign-in endpoints on the hosted domain (PAGE_OIDC_ORIGINS, given as a URL with a path).
+    let issuer = "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_AbC";
+    let app = jwt_app(
+        issuer,
+        &[
+            ("JWT_ISSUER", issuer),
+            ("PAGE_OIDC_CLIENT_ID", "client-1"),
+            ("PAGE_CHAT_URL", "https://chat.lambda-url.eu-west-1.on.aws"),
+            (
+                "PAGE_STREAM_URL",
+                "https://stream.lambda-url.eu-west-1.on.aws/",
+            ),
+            (
+                "PAGE_OIDC_ORIGINS",
+                "https://chat-1.auth.eu-west-1.amazoncognito.com/oauth2, https://chat-1.auth.eu-west-1.amazoncognito.com",
+            ),
+        ],
+    );
+    let reply = get(&app, "GET").await;
+    let policy = directives(&reply);
+    let functions =
+        "https://chat.lambda-url.eu-west-1.on.aws https://stream.lambda-url.eu-west-1.on.aws";
+    let idp = "https://cognito-idp.eu-west-1.amazonaws.com";
+    let hosted = "https://chat-1.auth.eu-west-1.amazoncognito.com";
+    assert_eq!(
+        policy["connect-src"],
+        format!("'self' {functions} {idp} {hosted}")
+    );
+    assert_eq!(policy["img-src"], format!("'self' {functions} {idp}"));
+    assert_eq!(policy["frame-src"], format!("'self' {idp} {hosted}"));
+    assert_eq!(
+        injected(&reply.body)["oidc"]["origins"],
+        json!([idp, hosted])
+    );
+}
+
+#[tokio::test]
+async fn without_a_client_jwt_mode_offers_no_sign_in_and_allows_no_issuer() {
+    let app = jwt_app(
+        "https://issuer.example.com",
+        &[("JWT_ISSUER", "https://issuer.example.com")],
+    );
+    let reply = get(&app, "GET").await;
+    assert_eq!(injected(&reply.body)["oidc"], Value::Null);
+    let policy = directives(&reply);
+    assert_eq!(policy["connect-src"], "'self'");
+    assert_eq!(policy["img-src"], "'self'");
+    assert!(!policy.contains_key("frame-src"));
+    assert_eq!(policy["frame-ancestors"], "'none'");
 }
 
 #[test]
@@ -177,4 +265,25 @@ fn page_settings_are_checked() {
     assert_eq!(s.oidc_issuer.as_deref(), Some("https://b.example.com"));
     assert_eq!(s.oidc_token, "access");
     assert_eq!(s.oidc_scope, "openid email");
+    assert!(s.oidc_origins.is_empty());
+    for bad in [
+        "auth.example.com",
+        "javascript:alert(1)",
+        "https://a.example.com,ftp://b.example.com",
+    ] {
+        assert_eq!(
+            with(&[("PAGE_OIDC_ORIGINS", bad)]).unwrap_err().name,
+            "PAGE_OIDC_ORIGINS",
+            "{bad}"
+        );
+    }
+    let s = with(&[(
+        "PAGE_OIDC_ORIGINS",
+        " https://a.example.com/oauth2/token,https://b.example.com:8443 https://a.example.com ",
+    )])
+    .unwrap();
+    assert_eq!(
+        s.oidc_origins,
+        ["https://a.example.com", "https://b.example.com:8443"]
+    );
 }
