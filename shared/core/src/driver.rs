@@ -406,18 +406,7 @@ impl<S: ModelStream> RoundDriver<S> {
             let runs = self
                 .round_calls
                 .iter()
-                .map(|call| ToolRun {
-                    exchange: ToolExchange {
-                        round,
-                        id: call.id.clone(),
-                        name: call.name.clone(),
-                        input: call.input.clone(),
-                        output: why.clone(),
-                        status: ToolStatus::Error,
-                    },
-                    passages: Vec::new(),
-                    duration: std::time::Duration::ZERO,
-                })
+                .map(|call| not_run(call, round, why.clone()))
                 .collect();
             self.round_runs = runs;
             return self.next_round(Some(())).await;
@@ -428,19 +417,11 @@ impl<S: ModelStream> RoundDriver<S> {
         let round = self.round;
         let not_run: Vec<ToolRun> = past
             .iter()
-            .map(|call| ToolRun {
-                exchange: ToolExchange {
-                    round,
-                    id: call.id.clone(),
-                    name: call.name.clone(),
-                    input: call.input.clone(),
-                    output: format!(
-                        "not run: at most {most} tool calls run in one round; ask for fewer at once"
-                    ),
-                    status: ToolStatus::Error,
-                },
-                passages: Vec::new(),
-                duration: std::time::Duration::ZERO,
+            .map(|call| {
+                let why = format!(
+                    "not run: at most {most} tool calls run in one round; ask for fewer at once"
+                );
+                not_run(call, round, why)
             })
             .collect();
         let running: Running = FuturesUnordered::new();
@@ -533,6 +514,22 @@ impl<S: ModelStream> RoundDriver<S> {
             }
             Err(e) => Err(e),
         }
+    }
+}
+
+/// A call of `round` answered with an error saying why it was not run.
+fn not_run(call: &ToolCall, round: u32, why: String) -> ToolRun {
+    ToolRun {
+        exchange: ToolExchange {
+            round,
+            id: call.id.clone(),
+            name: call.name.clone(),
+            input: call.input.clone(),
+            output: why,
+            status: ToolStatus::Error,
+        },
+        passages: Vec::new(),
+        duration: std::time::Duration::ZERO,
     }
 }
 
