@@ -19,10 +19,11 @@ import copy
 import io
 import os
 import sys
-import traceback
 import types
 
 from samcli.yamlhelper import yaml_parse
+
+import checks  # tests/checks.py: the runner of the test_* functions
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOMAINS = "example.com,Example.ORG"  # as an operator might type them
@@ -125,22 +126,5 @@ def test_an_empty_list_admits_no_one():
         assert admitted(check, event("alice@example.com", "PreSignUp_AdminCreateUser")), domains
 
 
-def main():
-    tests = [(name, f) for name, f in globals().items() if name.startswith("test_") and callable(f)]
-    passed = failed = 0
-    for name, test in tests:
-        try:
-            test()
-        except Exception:  # noqa: BLE001 - every failure is reported, the run goes on
-            failed += 1
-            print(f"FAILED {name}")
-            traceback.print_exc()
-        else:
-            passed += 1
-            print(f"ok     {name}")
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(checks.run(globals()))

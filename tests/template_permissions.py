@@ -33,10 +33,11 @@ import os
 import re
 import sys
 import tomllib
-import traceback
 
 from samcli.yamlhelper import yaml_parse
 from samtranslator.translator.transform import transform
+
+import checks  # tests/checks.py: the runner of the test_* functions
 
 # The translator reads the region from a boto3 session: one fixed here, whatever the developer's AWS profile says.
 os.environ["AWS_DEFAULT_REGION"] = "us-east-1"
@@ -565,22 +566,5 @@ def test_numeric_parameters_allow_only_what_the_code_accepts():
     assert not problems, "\n".join(problems)
 
 
-def main():
-    tests = [(name, f) for name, f in globals().items() if name.startswith("test_") and callable(f)]
-    passed = failed = 0
-    for name, test in tests:
-        try:
-            test()
-        except Exception:  # noqa: BLE001 - every failure is reported, the run goes on
-            failed += 1
-            print(f"FAILED {name}")
-            traceback.print_exc()
-        else:
-            passed += 1
-            print(f"ok     {name}")
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(checks.run(globals()))

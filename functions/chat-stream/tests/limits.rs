@@ -4,7 +4,6 @@
 //! turn (a buffered answer whose model stream fails after some tokens), a process killed mid-answer leaves its
 //! reservation counted, and a multi-agent round ends with what it has before the invocation's deadline.
 
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -230,50 +229,27 @@ async fn a_multi_agent_round_ends_with_what_it_has_before_the_deadline() {
 async fn a_turn_whose_process_is_killed_mid_answer_leaves_its_reservation_counted() {
     let bedrock = LocalBedrock::start().await.unwrap();
     let (client, table) = LocalDynamo::shared().fresh_table().await;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = harness::free_port();
+    let reserved = RESERVED.to_string();
     let start = || {
-        Command::new(env!("CARGO_BIN_EXE_chat-stream"))
-            .env_clear()
-            .env("PORT", port.to_string())
-            .env("BIND_ADDRESS", "127.0.0.1")
-            .env("MODEL_ID", "local.echo-v1:0")
-            .env("TABLE_NAME", &table)
-            .env("AUTH_MODE", "none")
-            .env("KNOWLEDGE_BASE_ID", "")
-            .env("MAX_PROMPT_TOKENS", "2000")
-            .env("MAX_TOKENS", "200")
-            // A quota of one reservation: a turn in progress (or one whose process died) holds it all.
-            .env("QUOTA_TOKENS_PER_DAY", RESERVED.to_string())
-            .env("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", bedrock.endpoint())
-            .env(
-                "AWS_ENDPOINT_URL_DYNAMODB",
-                LocalDynamo::shared().endpoint(),
-            )
-            .env("AWS_ACCESS_KEY_ID", "local")
-            .env("AWS_SECRET_ACCESS_KEY", "local")
-            .env("AWS_REGION", "us-east-1")
-            .env("AWS_EC2_METADATA_DISABLED", "true")
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("the binary starts")
+        harness::plain_server(
+            env!("CARGO_BIN_EXE_chat-stream"),
+            port,
+            (&bedrock.endpoint(), &table),
+            &[
+                BUDGET,
+                // A quota of one reservation: a turn in progress (or one whose process died) holds it all.
+                &[("QUOTA_TOKENS_PER_DAY", reserved.as_str())],
+            ]
+            .concat(),
+        )
+        .spawn()
+        .expect("the binary starts")
     };
     let mut server = start();
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();
-    let up = Instant::now() + Duration::from_secs(30);
-    while http
-        .get(format!("{base}/chat/stream"))
-        .send()
-        .await
-        .is_err()
-    {
-        assert!(Instant::now() < up, "the server did not come up");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    harness::wait_for_port(port).await;
     let mut answer = http
         .post(format!("{base}/chat/stream"))
         .json(&ask("[[deltas:100]] [[delay-ms:100]] a long answer"))
@@ -301,16 +277,7 @@ async fn a_turn_whose_process_is_killed_mid_answer_leaves_its_reservation_counte
     assert_eq!(usage.day.turns, 0, "never settled");
     // It counts against the quota: the next turn is refused until the day ends.
     let mut server = start();
-    let up = Instant::now() + Duration::from_secs(30);
-    while http
-        .get(format!("{base}/chat/stream"))
-        .send()
-        .await
-        .is_err()
-    {
-        assert!(Instant::now() < up, "the server did not come up again");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    harness::wait_for_port(port).await;
     let refused = http
         .post(format!("{base}/chat/stream"))
         .json(&ask("another"))

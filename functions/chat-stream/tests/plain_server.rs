@@ -2,58 +2,30 @@
 //! `PORT`, streams line by line, and on SIGTERM stops taking connections but finishes the stream in flight before
 //! it exits.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use chat_testing::harness;
 use local_bedrock::LocalBedrock;
 use local_dynamodb::LocalDynamo;
 use serde_json::{Value, json};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 #[tokio::test]
 async fn a_plain_server_streams_and_finishes_its_stream_in_flight_on_sigterm() {
     let bedrock = LocalBedrock::start().await.unwrap();
     let (_, table) = LocalDynamo::shared().fresh_table().await;
-    let port = free_port();
-    let mut server = Command::new(env!("CARGO_BIN_EXE_chat-stream"))
-        .env_clear()
-        .env("PORT", port.to_string())
-        .env("BIND_ADDRESS", "127.0.0.1")
-        .env("MODEL_ID", "local.echo-v1:0")
-        .env("TABLE_NAME", &table)
-        .env("AUTH_MODE", "none")
-        .env("KNOWLEDGE_BASE_ID", "")
-        .env("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", bedrock.endpoint())
-        .env(
-            "AWS_ENDPOINT_URL_DYNAMODB",
-            LocalDynamo::shared().endpoint(),
-        )
-        .env("AWS_ACCESS_KEY_ID", "local")
-        .env("AWS_SECRET_ACCESS_KEY", "local")
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("the binary starts");
+    let port = harness::free_port();
+    let mut server = harness::plain_server(
+        env!("CARGO_BIN_EXE_chat-stream"),
+        port,
+        (&bedrock.endpoint(), &table),
+        &[],
+    )
+    .spawn()
+    .expect("the binary starts");
     let base = format!("http://127.0.0.1:{port}");
     let client = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while client
-        .get(format!("{base}/chat/stream"))
-        .send()
-        .await
-        .is_err()
-    {
-        assert!(Instant::now() < deadline, "the server did not come up");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    harness::wait_for_port(port).await;
 
     // The same edge as on Lambda: a JSON 405 with Allow, a JSON 404.
     let wrong = client

@@ -142,6 +142,20 @@ impl TurnAccount {
         })
     }
 
+    /// [`Self::start`] for a turn's first call: a call that does not start ends the turn, which is closed.
+    pub(crate) async fn start_or_close<T>(
+        &mut self,
+        request: &ModelRequest,
+        prompt: Option<u64>,
+        call: impl std::future::Future<Output = Result<T, ModelError>>,
+    ) -> Result<T, ChatError> {
+        let started = self.start(request, prompt, call).await;
+        if started.is_err() {
+            self.close().await;
+        }
+        started
+    }
+
     /// A buffered model call, covered first, its spending noted whatever its outcome.
     pub(crate) async fn converse<M: crate::ChatModel>(
         &mut self,

@@ -74,16 +74,19 @@ pub fn estimate_request_tokens(request: &crate::ModelRequest) -> u64 {
         .iter()
         .map(|p| estimate_tokens(&p.text) + estimate_tokens(&p.citation()) + 2)
         .sum();
-    let tools: u64 = request
-        .tools
+    estimate_tokens(&request.system) + messages + passages + estimate_tool_specs(&request.tools)
+}
+
+/// About how many tokens offering `tools` adds to a prompt: their names, descriptions and input schemas.
+pub(crate) fn estimate_tool_specs(tools: &[crate::ToolSpec]) -> u64 {
+    tools
         .iter()
         .map(|t| {
             estimate_tokens(&t.name)
                 + estimate_tokens(&t.description)
                 + estimate_tokens(&t.input_schema.to_string())
         })
-        .sum();
-    estimate_tokens(&request.system) + messages + passages + tools
+        .sum()
 }
 
 /// About how many tokens a stored message is in a prompt (as [`estimate_message_tokens`] counts it once read).

@@ -241,16 +241,7 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         let (tools, reasoning_note) = crate::driver::tools_with_reasoning(&prepared.request, tools);
         thoughts.extend(reasoning_note);
         prepared = build(&session.conversation, &tools);
-        let tool_tokens: u64 = prepared
-            .request
-            .tools
-            .iter()
-            .map(|t| {
-                estimate_tokens(&t.name)
-                    + estimate_tokens(&t.description)
-                    + estimate_tokens(&t.input_schema.to_string())
-            })
-            .sum();
+        let tool_tokens = crate::budget::estimate_tool_specs(&prepared.request.tools);
         estimated += tool_tokens;
         let counted = self
             .count_within_budget(

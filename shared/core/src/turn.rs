@@ -67,15 +67,11 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         input: &TurnInput,
     ) -> Result<StreamingTurn<M::Stream>, ChatError> {
         let mut turn = self.prepare(caller, input).await?;
-        let prompt = Some(turn.prompt_tokens);
         let call = self.model.converse_stream(&turn.request);
-        let model_stream = match turn.account.start(&turn.request, prompt, call).await {
-            Ok(stream) => stream,
-            Err(e) => {
-                turn.account.close().await;
-                return Err(e);
-            }
-        };
+        let model_stream = turn
+            .account
+            .start_or_close(&turn.request, Some(turn.prompt_tokens), call)
+            .await?;
         let mut streaming = StreamingTurn::new(turn, model_stream, self.stream_starter());
         if let Err(e) = streaming.prime().await {
             streaming.close_unfinished().await;
@@ -87,15 +83,11 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
     /// Answers a validated request in full, and stores the turn before returning it.
     pub async fn answer(&self, caller: &Caller, input: &TurnInput) -> Result<Answer, ChatError> {
         let mut turn = self.prepare(caller, input).await?;
-        let prompt = Some(turn.prompt_tokens);
         let call = self.model.converse(&turn.request);
-        let reply = match turn.account.start(&turn.request, prompt, call).await {
-            Ok(reply) => reply,
-            Err(e) => {
-                turn.account.close().await;
-                return Err(e);
-            }
-        };
+        let reply = turn
+            .account
+            .start_or_close(&turn.request, Some(turn.prompt_tokens), call)
+            .await?;
         // The driver reads the reply as it reads a stream, and notes what it spent.
         self.collect(
             caller,

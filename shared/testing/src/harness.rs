@@ -370,3 +370,61 @@ impl JwtSigner {
         jsonwebtoken::encode(&header, &all, &self.key).expect("the token is signed")
     }
 }
+
+// ---- A function's binary as a plain server ---------------------------------------------------------------------------
+
+/// A free port on 127.0.0.1.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("a free port")
+        .local_addr()
+        .expect("its address")
+        .port()
+}
+
+/// The command that runs a function's `binary` as a plain server on `port`: `AUTH_MODE=none`, the echo model of
+/// the local Bedrock server at `bedrock`, a table of moto's shared server, no knowledge base, local credentials; and
+/// `env` over that (an environment of nothing else).
+pub fn plain_server(
+    binary: &str,
+    port: u16,
+    (bedrock, table): (&str, &str),
+    env: &[(&str, &str)],
+) -> std::process::Command {
+    let mut command = std::process::Command::new(binary);
+    command
+        .env_clear()
+        .env("PORT", port.to_string())
+        .env("BIND_ADDRESS", "127.0.0.1")
+        .env("MODEL_ID", ECHO_MODEL)
+        .env("TABLE_NAME", table)
+        .env("AUTH_MODE", "none")
+        .env("KNOWLEDGE_BASE_ID", "")
+        .env("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", bedrock)
+        .env(
+            "AWS_ENDPOINT_URL_DYNAMODB",
+            LocalDynamo::shared().endpoint(),
+        )
+        .env("AWS_ACCESS_KEY_ID", "local")
+        .env("AWS_SECRET_ACCESS_KEY", "local")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::null());
+    command
+}
+
+/// Waits until something accepts connections on `port` of 127.0.0.1 (a plain server has come up), 30 s at most.
+pub async fn wait_for_port(port: u16) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nothing came up on port {port}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
