@@ -116,7 +116,7 @@ async fn twenty_turns_at_once_under_a_quota_that_holds_five_admit_at_most_six() 
         tokio::spawn(async move {
             h.post(
                 "/chat/stream",
-                ask(&format!("[[deltas:5]] [[delay-ms:200]] question {i}")),
+                ask(&format!("[[deltas:5]] [[delay-ms:400]] question {i}")),
             )
             .await
         })
