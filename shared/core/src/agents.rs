@@ -352,6 +352,11 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
             return Ok(None);
         }
         let started = Instant::now();
+        // No agent starts once the deadline has passed.
+        if round.deadline.is_some_and(|d| started >= d) {
+            round.done = true;
+            return Ok(None);
+        }
         let agent = &group.agents[round.messages.len() % group.agents.len()];
         let others: Vec<&str> = group
             .agents

@@ -71,7 +71,9 @@ impl<S: Send + Sync> FromRequestParts<S> for Arrived {
 
 /// When the request must be answered by: the invocation's deadline under Lambda, less room to store and answer
 /// what was done (a quarter of the time left, at most [`ROOM_TO_FINISH`]); `None` where no deadline is known (a
-/// plain server). What a multi-agent round ends by, so that the function's timeout never cuts it off.
+/// plain server), or where the one given has passed already when the request arrives (an emulator's that is not
+/// Lambda's: `cargo lambda watch` gives such). What a multi-agent round ends by, so that the function's timeout
+/// never cuts it off.
 #[derive(Debug, Clone, Copy)]
 pub struct Deadline(pub Option<tokio::time::Instant>);
 
@@ -79,16 +81,18 @@ pub struct Deadline(pub Option<tokio::time::Instant>);
 pub const ROOM_TO_FINISH: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Deadline {
-    /// The deadline of an invocation that must end at `invocation_ends`, as seen at `now`.
+    /// The deadline of an invocation that must end at `invocation_ends`, as seen at `now`; `None` when that has
+    /// passed.
     pub fn before(
         invocation_ends: std::time::SystemTime,
         now: std::time::SystemTime,
-    ) -> tokio::time::Instant {
+    ) -> Option<tokio::time::Instant> {
         let left = invocation_ends
             .duration_since(now)
-            .unwrap_or(std::time::Duration::ZERO);
+            .ok()
+            .filter(|left| !left.is_zero())?;
         let room = (left / 4).min(ROOM_TO_FINISH);
-        tokio::time::Instant::now() + (left - room)
+        Some(tokio::time::Instant::now() + (left - room))
     }
 }
 
@@ -100,7 +104,9 @@ impl<S: Send + Sync> FromRequestParts<S> for Deadline {
             parts
                 .extensions
                 .get::<lambda_http::Context>()
-                .map(|context| Deadline::before(context.deadline(), std::time::SystemTime::now())),
+                .and_then(|context| {
+                    Deadline::before(context.deadline(), std::time::SystemTime::now())
+                }),
         ))
     }
 }
@@ -209,6 +215,42 @@ mod tests {
     use axum::body::Body;
     use axum::http::{StatusCode, header};
     use axum::response::IntoResponse;
+
+    /// The deadline a request's Lambda context gives, as the extractor reads it.
+    async fn deadline_of(context: Option<lambda_http::Context>) -> Option<std::time::Duration> {
+        let mut request = axum::http::Request::new(());
+        if let Some(context) = context {
+            request.extensions_mut().insert(context);
+        }
+        let (mut parts, ()) = request.into_parts();
+        let Deadline(deadline) = Deadline::from_request_parts(&mut parts, &()).await.unwrap();
+        deadline.map(|d| d.saturating_duration_since(tokio::time::Instant::now()))
+    }
+
+    fn ending_in(from_now: i64) -> lambda_http::Context {
+        let mut context = lambda_http::Context::default();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        context.deadline = (now + from_now) as u64;
+        context
+    }
+
+    #[tokio::test]
+    async fn a_deadline_leaves_room_to_answer_and_one_passed_already_is_none() {
+        let secs = |d: Option<std::time::Duration>| d.map(|d| d.as_secs_f64().round() as u64);
+        // 300 s left: ends 10 s before (the most room); 20 s left: a quarter of them, 5 s before.
+        assert_eq!(secs(deadline_of(Some(ending_in(300_000))).await), Some(290));
+        assert_eq!(secs(deadline_of(Some(ending_in(20_000))).await), Some(15));
+        // No context (a plain server), Lambda's default (0), or a deadline passed on arrival (an emulator's).
+        assert_eq!(deadline_of(None).await, None);
+        assert_eq!(
+            deadline_of(Some(lambda_http::Context::default())).await,
+            None
+        );
+        assert_eq!(deadline_of(Some(ending_in(-1_000))).await, None);
+    }
 
     struct State {
         auth: Auth,
