@@ -22,6 +22,7 @@ mod service;
 mod session;
 mod settings;
 mod spans;
+mod speaker;
 mod store;
 mod streaming;
 mod thoughts;
@@ -70,6 +71,7 @@ pub use settings::{
     RequestLimits, RetrievalSettings,
 };
 pub use spans::tool_call_span;
+pub use speaker::Speaker;
 pub use store::{
     ChatRecord, LoadedChat, Page, ReadMark, SessionStore, StoreError, StoreTimeouts, StoredMessage,
     is_chat_id,

@@ -3,6 +3,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::search::one_line;
+use crate::speaker::Speaker;
 use crate::{
     ChatSettings, CitationMode, Grounding, InferenceSettings, Message, ModelMessage, ModelRequest,
     Overrides, Reasoning, ReasoningStyle, Role, Thought, TurnInput,
@@ -171,43 +172,6 @@ pub(crate) fn output_cap(settings: &ChatSettings, input: &TurnInput) -> u32 {
     cap
 }
 
-/// Who speaks in one model call of a turn, and how: the policy every model request of a turn is built from. A
-/// standard turn has one speaker (the configured model, as the system prompt and overrides say); a multi-agent
-/// round has one per agent message.
-pub(crate) struct Speaker<'a> {
-    /// The whole system prompt, instructions for the sources included.
-    pub system: String,
-    /// The speaker's own model; `None` is the configured one.
-    pub model_id: Option<&'a str>,
-    /// The speaker's own temperature, over the request's.
-    pub temperature: Option<f64>,
-    /// The conversation as this speaker sees it, oldest first, its files read.
-    pub conversation: &'a [Message],
-    /// What the turn's search found, when it searched.
-    pub grounding: Option<&'a Grounding>,
-    /// How the passages are given to the model.
-    pub citations: CitationMode,
-}
-
-impl<'a> Speaker<'a> {
-    /// The standard turn's speaker: the configured model, prompted as the settings and the request say.
-    pub(crate) fn standard(
-        settings: &ChatSettings,
-        input: &TurnInput,
-        conversation: &'a [Message],
-        grounding: Option<&'a Grounding>,
-    ) -> Self {
-        Self {
-            system: system_prompt(settings, input, grounding.is_some()),
-            model_id: None,
-            temperature: None,
-            conversation,
-            grounding,
-            citations: settings.retrieval.citations,
-        }
-    }
-}
-
 /// The model call that answers `conversation` under the request's overrides.
 /// With `grounding`, the passages go with the last user message: listed under their names after its text
 /// (prompted citations), or as search results (native citations).
@@ -220,7 +184,11 @@ pub fn prepare_turn(
     model_request(
         settings,
         input,
-        &Speaker::standard(settings, input, conversation, grounding),
+        (
+            &Speaker::standard(settings, input, grounding.is_some()),
+            conversation,
+            grounding,
+        ),
     )
 }
 
@@ -228,16 +196,19 @@ pub fn prepare_turn(
 /// earlier tool calls included), the passages with the last user message, inference under the request's
 /// overrides and the speaker's temperature, reasoning when the speaker is the configured model (whose profile
 /// says how it reasons), and the thought that tells about it.
+/// `conversation` is what the speaker sees, oldest first, its files read; `grounding` what the turn's search found.
 pub(crate) fn model_request(
     settings: &ChatSettings,
     input: &TurnInput,
-    speaker: &Speaker<'_>,
+    (speaker, conversation, grounding): (&Speaker, &[Message], Option<&Grounding>),
 ) -> PreparedTurn {
     let system = speaker.system.clone();
-    let grounding = speaker.grounding;
-    let own_model = speaker.model_id.filter(|m| *m != settings.model_id);
+    let own_model = speaker
+        .model_id
+        .as_deref()
+        .filter(|m| *m != settings.model_id);
     let mut inference = inference_settings(settings, &input.overrides, speaker.temperature);
-    let mut messages = model_messages(speaker.conversation);
+    let mut messages = model_messages(conversation);
     let mut search_results = Vec::new();
     // With a guardrail, the passages are what its contextual grounding check holds the answer to, beside the
     // question: they go to the model as guard content rather than in the question's text.

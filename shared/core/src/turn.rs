@@ -1,15 +1,19 @@
-//! One chat turn, written once, and its entry points: prepare (`prepare.rs`) → ask the model through the turn
-//! driver (`streaming.rs`, `driver.rs`) → shape the answer → store the turn (`save.rs`). The buffered answer takes
-//! the streamed path's steps: it is the streamed answer, collected.
+//! One chat turn, written once, and its entry points: prepare (`prepare.rs`) → each speaker's call made ready
+//! (`speaker.rs`) → its answer through the turn driver (`streaming.rs`, `driver.rs`) → store the turn (`save.rs`).
+//! The buffered answer takes the streamed path's steps: it is the streamed answer, collected; a multi-agent round
+//! (`agents.rs`) takes them for each agent's message.
 
 use time::OffsetDateTime;
 use time::macros::format_description;
 
 use crate::driver::TurnTools;
+use crate::save::stored_message;
+use crate::speaker::Speaker;
+use crate::streaming::Finished;
 use crate::{
     Answer, Caller, ChatError, ChatModel, ChatService, FinishReason, Grounding, ModelError,
-    ModelRequest, ModelStream, Prices, ReplyStream, Session, SessionStore, StopReason,
-    StreamingTurn, Thought, TurnInput,
+    ModelStream, Prices, ReplyStream, Role, Session, SessionStore, StopReason, StoredMessage,
+    StreamingTurn, Thought, TokenUsage, TurnInput, display_time,
 };
 
 /// What identifies one answer: its id, when it was made, and by which model.
@@ -35,29 +39,57 @@ impl TurnHeader {
     }
 }
 
-/// A turn ready for the model: its chat, the model call, and what the steps before the model did.
+/// A turn, whoever answers it: its chat and the conversation so far (who said what, fitted to the prompt budget,
+/// files read), the tools offered, what the search found, the thoughts of the steps before any answer, its account
+/// with the owner's counters, and what was answered so far (to store once the turn is over).
 pub(crate) struct Turn {
     pub session: Session,
-    pub header: TurnHeader,
-    pub request: ModelRequest,
-    /// The thoughts known before the answer, in the order the steps happened.
-    pub thoughts: Vec<Thought>,
-    /// Whether the answer ends in follow-up questions to cut out.
-    pub followups: bool,
-    /// What the search found, when the turn searched.
-    pub grounding: Option<Grounding>,
-    /// What a million tokens cost, to price the turn.
-    pub prices: Option<Prices>,
-    /// What the turn spent before the answer (writing the search query).
-    pub spent_before: crate::TurnSpent,
-    /// The prompt's tokens, counted when it was counted, else estimated: what an answer cut off before the model
-    /// reported its usage is taken to have read.
-    pub prompt_tokens: u64,
+    /// Whether the budget cut the chat's history before any answer (a prompt cache then wants the cut in steps).
+    pub cut: bool,
     /// The tools the model is offered, and who they run for.
     pub tools: Option<TurnTools>,
+    /// What the search found, when the turn searched.
+    pub grounding: Option<Grounding>,
+    /// The thoughts known before any answer, in the order the steps happened.
+    pub thoughts: Vec<Thought>,
+    /// What a million tokens cost, to price the turn.
+    pub prices: Option<Prices>,
+    /// What the turn spent before its answers (writing the search query).
+    pub spent_before: crate::TurnSpent,
     /// The turn's account with its owner's counters, opened by its admission.
     pub account: crate::TurnAccount,
+    /// The answers so far, as they are stored, each with what its model calls used.
+    pub said: Vec<(StoredMessage, TokenUsage)>,
+    /// The tool calls its answers ran.
+    pub tool_calls: u32,
 }
+
+impl Turn {
+    /// Adds an answer that finished to what the turn stores: a standard answer under a new id, an agent's message
+    /// under its answer's id and its name, each with its tool calls.
+    pub(crate) fn say(&mut self, finished: &Finished) {
+        let shown_at = display_time(OffsetDateTime::now_utc().unix_timestamp());
+        let mut message = stored_message(Role::Assistant, &finished.text, &shown_at);
+        if let Some(name) = &finished.speaker.name {
+            message.id = finished.header.id.clone();
+            message.agent_identifier = Some(name.clone());
+            message.agent_name = Some(name.clone());
+        }
+        message.tools = finished.tools.clone();
+        self.said.push((message, finished.usage));
+        self.tool_calls += finished.calls_run;
+    }
+
+    /// Every model call and tool call of the turn so far.
+    pub(crate) fn spent(&self) -> crate::TurnSpent {
+        crate::TurnSpent {
+            totals: self.account.spent(),
+            model_calls: self.account.calls(),
+            tool_calls: self.spent_before.tool_calls + self.tool_calls,
+        }
+    }
+}
+
 impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
     /// Starts a streamed answer. The model is read until its first text (or its end), so that a fault before
     /// anything could be shown is still an error the caller can answer with a status.
@@ -66,13 +98,15 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         caller: &Caller,
         input: &TurnInput,
     ) -> Result<StreamingTurn<M::Stream>, ChatError> {
-        let mut turn = self.prepare(caller, input).await?;
-        let call = self.model.converse_stream(&turn.request);
-        let model_stream = turn
+        let (mut turn, call) = self.prepare_standard(caller, input).await?;
+        let first = self.model.converse_stream(&call.request);
+        let first = turn
             .account
-            .start_or_close(&turn.request, Some(turn.prompt_tokens), call)
+            .start_or_close(&call.request, Some(call.prompt_tokens), first)
             .await?;
-        let mut streaming = StreamingTurn::new(turn, model_stream, self.stream_starter());
+        let thoughts = [turn.thoughts.clone(), call.thoughts.clone()].concat();
+        let mut streaming =
+            StreamingTurn::new(turn, call, (first, self.stream_starter()), thoughts);
         if let Err(e) = streaming.prime().await {
             streaming.close_unfinished().await;
             return Err(e);
@@ -82,18 +116,32 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
 
     /// Answers a validated request in full, and stores the turn before returning it.
     pub async fn answer(&self, caller: &Caller, input: &TurnInput) -> Result<Answer, ChatError> {
-        let mut turn = self.prepare(caller, input).await?;
-        let call = self.model.converse(&turn.request);
+        let (mut turn, call) = self.prepare_standard(caller, input).await?;
+        let first = self.model.converse(&call.request);
         let reply = turn
             .account
-            .start_or_close(&turn.request, Some(turn.prompt_tokens), call)
+            .start_or_close(&call.request, Some(call.prompt_tokens), first)
             .await?;
+        let thoughts = [turn.thoughts.clone(), call.thoughts.clone()].concat();
         // The driver reads the reply as it reads a stream, and notes what it spent.
-        self.collect(
-            caller,
-            StreamingTurn::new(turn, ReplyStream::new(reply), self.reply_starter()),
-        )
-        .await
+        let first = (ReplyStream::new(reply), self.reply_starter());
+        self.collect(caller, StreamingTurn::new(turn, call, first, thoughts))
+            .await
+    }
+
+    /// A standard turn prepared, and its one speaker's call made ready.
+    async fn prepare_standard(
+        &self,
+        caller: &Caller,
+        input: &TurnInput,
+    ) -> Result<(Turn, crate::speaker::Call), ChatError> {
+        let hint = crate::prompt::system_prompt(&self.settings, input, self.retriever.is_some());
+        let turn = self
+            .prepare(caller, input, (crate::ChatMode::Standard, &hint))
+            .await?;
+        let speaker = Speaker::standard(&self.settings, input, turn.grounding.is_some());
+        let call = self.speak(&turn, input, speaker).await;
+        Ok((turn, call))
     }
 
     /// Reads a turn's whole answer, then stores the turn; a turn that fails on the way is closed with what it spent.
@@ -109,8 +157,8 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
                 return Err(e);
             }
         };
-        let (answer, parts) = turn.into_answer(end);
-        self.save(&caller.owner, parts).await?;
+        let (answer, mut turn) = turn.into_answer(end);
+        self.save(&caller.owner, &mut turn, None).await?;
         Ok(answer)
     }
 
@@ -120,10 +168,10 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         caller: &Caller,
         turn: StreamingTurn<S>,
     ) -> Result<crate::TurnSpent, ChatError> {
-        let parts = turn.into_parts();
-        let turn_spent = parts.turn_spent;
-        self.save(&caller.owner, parts).await?;
-        Ok(turn_spent)
+        let (_, mut turn) = turn.finish();
+        let spent = turn.spent();
+        self.save(&caller.owner, &mut turn, None).await?;
+        Ok(spent)
     }
 }
 

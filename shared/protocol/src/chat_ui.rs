@@ -511,7 +511,7 @@ fn thought_json(thought: &chat_core::Thought) -> Value {
 
 /// The agents' messages of a round as the Chat UI's events carry them, with the session state.
 pub fn round_events(round: &AgentRound) -> Vec<ChatMessageContent> {
-    let state = round.session.state();
+    let state = round.session().state();
     round
         .messages()
         .iter()
