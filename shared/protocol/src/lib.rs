@@ -15,11 +15,11 @@ mod wire;
 pub use field::Field;
 pub use files::text_outside_files;
 pub use model::{
-    ChatInput, Dialect, SessionSpelling, Thought, openai_finish_reason,
+    ChatInput, Dialect, Endpoint, SessionSpelling, Thought, openai_finish_reason,
     semantic_kernel_finish_reason,
 };
 pub use multipart::{is_multipart, parse_multipart_chat_request};
-pub use request::{Endpoint, parse_body, parse_chat_request, parse_replace_request};
+pub use request::{parse_body, parse_chat_request, parse_replace_request};
 pub use wire::{
     Delta, ErrorBody, RequestContext, ResponseContext, WireDataPoints, WireMessage, WireOverrides,
     json_line,

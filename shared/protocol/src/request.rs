@@ -3,22 +3,14 @@
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use chat_core::{Attachment, ChatError, InvalidRequest, Overrides, RequestLimits, TurnInput};
+use chat_core::{ChatError, InvalidRequest, Overrides, RequestLimits, TurnInput};
 
-use crate::error::{at_original_message, from_path_error};
+use crate::error::{at_original_message, from_path_error, not_an_object, not_json, utf8};
+use crate::files::{Files, from_json, split_json};
 use crate::{
-    ChatInput, Dialect, Field, Message, RequestContext, Role, SessionSpelling, WireMessage,
-    chat_ui, v2024_01_28, v2024_05_29,
+    ChatInput, Dialect, Endpoint, Field, Message, RequestContext, Role, SessionSpelling,
+    WireMessage, chat_ui, v2024_01_28, v2024_05_29,
 };
-
-/// Which family of routes a request came to; the body alone cannot tell a Chat UI request from a protocol one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Endpoint {
-    /// `/chat`, `/chat/stream`: AI Chat Protocol, either version.
-    Protocol,
-    /// `/chat-ui/chat`.
-    ChatUi,
-}
 
 /// Parses and validates a chat request body sent to `endpoint`, its messages' `files` included (see
 /// [`crate::files`]). A fault is a 400 naming the field, a file larger than its kind may be a 413.
@@ -30,9 +22,6 @@ pub fn parse_chat_request(
     parse_with_files(body, endpoint, limits, Files::default())
 }
 
-/// The files of a request's messages, by message index: each message's files in order.
-pub(crate) type Files = std::collections::BTreeMap<usize, Vec<Attachment>>;
-
 /// Parses a chat request body whose messages may carry files: `parts` sent beside it (as multipart parts), or
 /// `files` inside it; a message's files come one way or the other. Files are held to the request's limits (how
 /// many, on which messages) as well as each to its own.
@@ -42,8 +31,8 @@ pub(crate) fn parse_with_files(
     limits: &RequestLimits,
     mut parts: Files,
 ) -> Result<ChatInput, ChatError> {
-    let (value, sent) = crate::files::split_json(body)?;
-    for (i, sent) in crate::files::from_json(sent, endpoint, limits)? {
+    let (value, sent) = split_json(body)?;
+    for (i, sent) in from_json(sent, endpoint, limits)? {
         if parts.contains_key(&i) {
             return Err(InvalidRequest::new(
                 format!("messages[{i}].files"),
@@ -203,22 +192,6 @@ fn json_object(body: &[u8]) -> Result<Value, InvalidRequest> {
         return Err(not_an_object());
     }
     Ok(value)
-}
-
-/// JSON is UTF-8 (RFC 8259); bytes that are not are named as such rather than as a JSON syntax error.
-pub(crate) fn utf8(body: &[u8]) -> Result<(), InvalidRequest> {
-    match std::str::from_utf8(body) {
-        Ok(_) => Ok(()),
-        Err(_) => Err(InvalidRequest::body("the body is not valid UTF-8")),
-    }
-}
-
-pub(crate) fn not_json(e: serde_json::Error) -> InvalidRequest {
-    InvalidRequest::body(format!("body is not valid JSON: {e}"))
-}
-
-pub(crate) fn not_an_object() -> InvalidRequest {
-    InvalidRequest::body("body must be a JSON object")
 }
 
 fn typed<T: DeserializeOwned>(value: Value) -> Result<T, InvalidRequest> {
