@@ -9,7 +9,7 @@ use crate::error::{at_original_message, from_path_error, not_an_object, not_json
 use crate::files::{Files, from_json, split_json};
 use crate::{
     ChatInput, Dialect, Endpoint, Field, Message, RequestContext, Role, SessionSpelling,
-    WireMessage, chat_ui, v2024_01_28, v2024_05_29,
+    SessionState, WireMessage, chat_ui, v2024_01_28, v2024_05_29,
 };
 
 /// Parses and validates a chat request body sent to `endpoint`, its messages' `files` included (see
@@ -99,7 +99,7 @@ fn typed_request(
             let notes = chat_ui::mark_ui_notes(&mut value);
             let r: chat_ui::ChatRequest = typed(value)?;
             let (messages, kept) = chat_ui::drop_ui_notes(r.messages, &notes);
-            let session = session_state(r.session_state_camel, r.session_state_snake, false)?;
+            let session = session_state(r.session_state, false)?;
             build(Dialect::ChatUi, messages, r.context, session, limits, files)
                 .map_err(|e| at_original_message(e, &kept))
         }
@@ -107,7 +107,7 @@ fn typed_request(
             Some(Value::Bool(stream)) => {
                 let stream = *stream;
                 let r: v2024_01_28::ChatRequest = typed(value)?;
-                let session = session_state(r.session_state_camel, r.session_state_snake, true)?;
+                let session = session_state(r.session_state, true)?;
                 build(
                     Dialect::V20240128 { stream },
                     r.messages,
@@ -119,7 +119,7 @@ fn typed_request(
             }
             None | Some(Value::Null) => {
                 let r: v2024_05_29::ChatRequest = typed(value)?;
-                let session = session_state(r.session_state_camel, r.session_state_snake, false)?;
+                let session = session_state(r.session_state, false)?;
                 build(
                     Dialect::V20240529,
                     r.messages,
@@ -200,11 +200,10 @@ fn typed<T: DeserializeOwned>(value: Value) -> Result<T, InvalidRequest> {
 
 /// The session state and the spelling to answer in. A request's spelling wins; without one, the dialect's own.
 fn session_state(
-    camel: Field<Value>,
-    snake: Field<Value>,
+    sent: SessionState,
     snake_by_default: bool,
 ) -> Result<(Option<Value>, SessionSpelling), InvalidRequest> {
-    match (camel, snake) {
+    match (sent.camel, sent.snake) {
         (Field::Missing, Field::Missing) => Ok((
             None,
             if snake_by_default {
