@@ -17,6 +17,13 @@ struct Placeholders {
     values: Option<HashMap<String, AttributeValue>>,
 }
 
+/// Where a term goes.
+enum Clause {
+    Set,
+    Add,
+    Condition,
+}
+
 /// A write's update and condition expressions, with their names and values, built term by term.
 #[derive(Debug, Default)]
 pub(crate) struct Expression {
@@ -51,66 +58,79 @@ impl Expression {
         placeholder
     }
 
-    /// `SET attribute = value`.
-    pub(crate) fn set(mut self, attribute: &str, value: AttributeValue) -> Self {
-        let (name, value) = (self.name(attribute), self.value(value));
-        self.sets.push(format!("{name} = {value}"));
+    /// `term`, of the placeholders of `attribute` and `value` (when there is one), added to `clause`.
+    fn term(
+        mut self,
+        clause: Clause,
+        attribute: &str,
+        value: Option<AttributeValue>,
+        term: impl FnOnce(&str, &str) -> String,
+    ) -> Self {
+        let name = self.name(attribute);
+        let value = value.map(|v| self.value(v)).unwrap_or_default();
+        let term = term(&name, &value);
+        match clause {
+            Clause::Set => self.sets.push(term),
+            Clause::Add => self.adds.push(term),
+            Clause::Condition => self.conditions.push(term),
+        }
         self
+    }
+
+    /// `SET attribute = value`.
+    pub(crate) fn set(self, attribute: &str, value: AttributeValue) -> Self {
+        self.term(Clause::Set, attribute, Some(value), |n, v| {
+            format!("{n} = {v}")
+        })
     }
 
     /// `SET attribute = value` only where the item has none yet (an expiry, set by the write that creates the item).
-    pub(crate) fn set_if_absent(mut self, attribute: &str, value: AttributeValue) -> Self {
-        let (name, value) = (self.name(attribute), self.value(value));
-        self.sets
-            .push(format!("{name} = if_not_exists({name}, {value})"));
-        self
+    pub(crate) fn set_if_absent(self, attribute: &str, value: AttributeValue) -> Self {
+        self.term(Clause::Set, attribute, Some(value), |n, v| {
+            format!("{n} = if_not_exists({n}, {v})")
+        })
     }
 
     /// `ADD attribute value`: a number added to (an absent attribute counts as zero).
-    pub(crate) fn add(mut self, attribute: &str, value: AttributeValue) -> Self {
-        let (name, value) = (self.name(attribute), self.value(value));
-        self.adds.push(format!("{name} {value}"));
-        self
+    pub(crate) fn add(self, attribute: &str, value: AttributeValue) -> Self {
+        self.term(Clause::Add, attribute, Some(value), |n, v| {
+            format!("{n} {v}")
+        })
     }
 
     /// On condition that `attribute` is `value`.
-    pub(crate) fn if_equals(mut self, attribute: &str, value: AttributeValue) -> Self {
-        let (name, value) = (self.name(attribute), self.value(value));
-        self.conditions.push(format!("{name} = {value}"));
-        self
+    pub(crate) fn if_equals(self, attribute: &str, value: AttributeValue) -> Self {
+        self.term(Clause::Condition, attribute, Some(value), |n, v| {
+            format!("{n} = {v}")
+        })
     }
 
     /// On condition that the item has `attribute` (a key attribute: that the item exists).
-    pub(crate) fn if_exists(mut self, attribute: &str) -> Self {
-        let name = self.name(attribute);
-        self.conditions.push(format!("attribute_exists({name})"));
-        self
+    pub(crate) fn if_exists(self, attribute: &str) -> Self {
+        self.term(Clause::Condition, attribute, None, |n, _| {
+            format!("attribute_exists({n})")
+        })
     }
 
     /// On condition that the item has no `attribute` (a key attribute: that there is no such item).
-    pub(crate) fn if_absent(mut self, attribute: &str) -> Self {
-        let name = self.name(attribute);
-        self.conditions
-            .push(format!("attribute_not_exists({name})"));
-        self
+    pub(crate) fn if_absent(self, attribute: &str) -> Self {
+        self.term(Clause::Condition, attribute, None, |n, _| {
+            format!("attribute_not_exists({n})")
+        })
     }
 
     /// On condition that `attribute` is absent or under `limit`.
-    pub(crate) fn if_absent_or_under(mut self, attribute: &str, limit: AttributeValue) -> Self {
-        let (name, value) = (self.name(attribute), self.value(limit));
-        self.conditions.push(format!(
-            "(attribute_not_exists({name}) OR {name} < {value})"
-        ));
-        self
+    pub(crate) fn if_absent_or_under(self, attribute: &str, limit: AttributeValue) -> Self {
+        self.term(Clause::Condition, attribute, Some(limit), |n, v| {
+            format!("(attribute_not_exists({n}) OR {n} < {v})")
+        })
     }
 
     /// On condition that `attribute` is absent or over `floor`.
-    pub(crate) fn if_absent_or_over(mut self, attribute: &str, floor: AttributeValue) -> Self {
-        let (name, value) = (self.name(attribute), self.value(floor));
-        self.conditions.push(format!(
-            "(attribute_not_exists({name}) OR {name} > {value})"
-        ));
-        self
+    pub(crate) fn if_absent_or_over(self, attribute: &str, floor: AttributeValue) -> Self {
+        self.term(Clause::Condition, attribute, Some(floor), |n, v| {
+            format!("(attribute_not_exists({n}) OR {n} > {v})")
+        })
     }
 
     /// The update expression: its `SET` and `ADD` clauses.

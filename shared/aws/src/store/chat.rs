@@ -258,19 +258,7 @@ impl<'a> Commit<'a> {
         token: &'a str,
         spent: Option<&'a UsageTotals>,
     ) -> Self {
-        Self {
-            meta,
-            generation: &meta.generation,
-            count: meta.record.message_count + messages.len() as u64,
-            last_message: messages
-                .last()
-                .map(|m| preview(&m.content))
-                .unwrap_or_else(|| meta.record.last_message.clone()),
-            now,
-            token,
-            spent,
-            history_tokens: meta.history_tokens.map(|t| t + tokens_of(messages)),
-        }
+        Self::after(meta, None, messages, (now, token, spent))
     }
 
     /// The chat `meta` rewritten whole as `messages`, in the new `generation`.
@@ -282,18 +270,37 @@ impl<'a> Commit<'a> {
         token: &'a str,
         spent: Option<&'a UsageTotals>,
     ) -> Self {
+        Self::after(meta, Some(generation), messages, (now, token, spent))
+    }
+
+    /// The chat `meta` with `messages` after its own (in its generation), or instead of them (in `rewritten`).
+    fn after(
+        meta: &'a Meta,
+        rewritten: Option<&'a str>,
+        messages: &[StoredMessage],
+        (now, token, spent): (&'a str, &'a str, Option<&'a UsageTotals>),
+    ) -> Self {
+        let (generation, kept) = match rewritten {
+            None => (meta.generation.as_str(), Some(&meta.record)),
+            Some(generation) => (generation, None),
+        };
+        let kept_tokens = match kept {
+            Some(_) => meta.history_tokens,
+            None => Some(0),
+        };
         Self {
             meta,
             generation,
-            count: messages.len() as u64,
+            count: kept.map_or(0, |r| r.message_count) + messages.len() as u64,
             last_message: messages
                 .last()
                 .map(|m| preview(&m.content))
+                .or_else(|| kept.map(|r| r.last_message.clone()))
                 .unwrap_or_default(),
             now,
             token,
             spent,
-            history_tokens: Some(tokens_of(messages)),
+            history_tokens: kept_tokens.map(|t| t + tokens_of(messages)),
         }
     }
 
