@@ -10,6 +10,7 @@ mod conversation;
 mod driver;
 mod error;
 mod followups;
+mod grounding;
 mod invalid;
 mod model;
 mod models;
@@ -47,6 +48,7 @@ pub use conversation::{
 };
 pub use error::{ChatError, ModelError};
 pub use followups::FollowupSplitter;
+pub use grounding::Grounding;
 pub use invalid::InvalidRequest;
 pub(crate) use model::ReplyStream;
 pub use model::{
@@ -63,7 +65,7 @@ pub use retrieval::{
     SearchRequest,
 };
 pub use save::new_message_id;
-pub use search::{Grounding, QUERY_PROMPT};
+pub use search::QUERY_PROMPT;
 pub use service::ChatService;
 pub use session::{Caller, Session, title_of};
 pub use settings::{

@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::search::one_line;
+use crate::grounding::one_line;
 use crate::speaker::Speaker;
 use crate::{
     ChatSettings, CitationMode, Grounding, InferenceSettings, Message, ModelMessage, ModelRequest,

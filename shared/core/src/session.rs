@@ -256,62 +256,52 @@ mod tests {
         Message::new(role, text)
     }
 
-    #[test]
-    fn a_request_holding_the_whole_history_stores_only_what_is_new() {
-        let stored = [stored(Role::User, "a"), stored(Role::Assistant, "b")];
-        let request = [
+    /// The session `request` makes of a standard chat of `total` messages, of which `stored` (the newest) were read.
+    fn continuing(stored: &[StoredMessage], total: usize, request: &[Message]) -> Session {
+        continued_session("id".into(), ChatMode::Standard, stored, total, request)
+    }
+
+    /// A user message `a`, the assistant's `b`: a chat as stored.
+    fn a_and_b() -> [StoredMessage; 2] {
+        [stored(Role::User, "a"), stored(Role::Assistant, "b")]
+    }
+
+    /// The chat `a`, `b` and a new question `c`, as a request holding the whole history sends it.
+    fn a_b_then_c() -> [Message; 3] {
+        [
             msg(Role::User, "a"),
             msg(Role::Assistant, "b"),
             msg(Role::User, "c"),
-        ];
-        let s = continued_session(
-            "id".into(),
-            ChatMode::Standard,
-            &stored,
-            stored.len(),
-            &request,
-        );
+        ]
+    }
+
+    #[test]
+    fn a_request_holding_the_whole_history_stores_only_what_is_new() {
+        let stored = a_and_b();
+        let request = a_b_then_c();
+        let s = continuing(&stored, stored.len(), &request);
         assert_eq!(s.conversation, request);
         assert_eq!(s.new_messages, [msg(Role::User, "c")]);
     }
 
     #[test]
     fn a_request_holding_only_the_latest_message_follows_the_history() {
-        let stored = [stored(Role::User, "a"), stored(Role::Assistant, "b")];
+        let stored = a_and_b();
         let request = [msg(Role::User, "c")];
-        let s = continued_session(
-            "id".into(),
-            ChatMode::Standard,
-            &stored,
-            stored.len(),
-            &request,
-        );
-        assert_eq!(
-            s.conversation,
-            [
-                msg(Role::User, "a"),
-                msg(Role::Assistant, "b"),
-                msg(Role::User, "c")
-            ]
-        );
+        let s = continuing(&stored, stored.len(), &request);
+        assert_eq!(s.conversation, a_b_then_c());
         assert_eq!(s.new_messages, [msg(Role::User, "c")]);
     }
 
     #[test]
     fn a_request_that_differs_from_the_history_is_put_after_it() {
-        let stored = [stored(Role::User, "a"), stored(Role::Assistant, "b")];
+        let stored = a_and_b();
         let request = [
             msg(Role::User, "a"),
             msg(Role::Assistant, "edited"),
             msg(Role::User, "c"),
         ];
-        let s = continued_session(
-            "id".into(),
-            ChatMode::Standard,
-            &stored,
-            stored.len(),
-            &request,
-        );
+        let s = continuing(&stored, stored.len(), &request);
         assert_eq!(s.conversation.len(), 5);
         assert_eq!(s.new_messages, request);
     }
@@ -327,18 +317,8 @@ mod tests {
         let mut with_file = stored(Role::User, "a");
         with_file.files.push(file.clone());
         let stored = [with_file, stored(Role::Assistant, "b")];
-        let request = [
-            msg(Role::User, "a"),
-            msg(Role::Assistant, "b"),
-            msg(Role::User, "c"),
-        ];
-        let s = continued_session(
-            "id".into(),
-            ChatMode::Standard,
-            &stored,
-            stored.len(),
-            &request,
-        );
+        let request = a_b_then_c();
+        let s = continuing(&stored, stored.len(), &request);
         assert_eq!(s.new_messages, [msg(Role::User, "c")]);
         let files: Vec<_> = s.conversation[0].files().collect();
         assert_eq!(files.len(), 1);
@@ -364,7 +344,7 @@ mod tests {
                 )
             })
             .collect();
-        let s = continued_session("id".into(), ChatMode::Standard, &stored, 6, &request);
+        let s = continuing(&stored, 6, &request);
         assert_eq!(s.new_messages, [msg(Role::User, "g")]);
         assert_eq!(s.conversation, request);
         assert_eq!(
@@ -372,17 +352,17 @@ mod tests {
             "the request brought the four older ones itself"
         );
         // Only the latest message: it follows the two read.
-        let s = continued_session("id".into(), ChatMode::Standard, &stored, 6, &request[6..]);
+        let s = continuing(&stored, 6, &request[6..]);
         assert_eq!(s.new_messages, [msg(Role::User, "g")]);
         assert_eq!(s.conversation.len(), 3);
         assert_eq!(s.left_out, 4);
         // A request as long as the chat but different where the read messages are: all of it is new.
         let mut edited = request.clone();
         edited[5] = msg(Role::Assistant, "edited");
-        let s = continued_session("id".into(), ChatMode::Standard, &stored, 6, &edited);
+        let s = continuing(&stored, 6, &edited);
         assert_eq!(s.new_messages, edited);
         // Nothing read of a chat that has messages never matches: the request follows them.
-        let s = continued_session("id".into(), ChatMode::Standard, &[], 6, &request);
+        let s = continuing(&[], 6, &request);
         assert_eq!(s.new_messages, request);
     }
 
