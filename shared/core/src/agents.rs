@@ -8,9 +8,8 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use tokio::time::Instant;
 
-use crate::save::{new_stored_messages, stored_message};
-use crate::speaker::Speaker;
-use crate::turn::Turn;
+use crate::prompt::Speaker;
+use crate::turn::{Turn, new_stored_messages, stored_message};
 use crate::{
     Caller, ChatError, ChatMode, ChatModel, ChatService, FinishReason, Message, ReplyStream, Role,
     Session, SessionStore, StoredMessage, StreamingTurn, Thought, TokenUsage, ToolExchange,

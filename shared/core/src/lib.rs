@@ -3,8 +3,10 @@
 
 mod account;
 mod agents;
+mod answer;
 mod attachments;
 mod budget;
+mod call;
 mod checks;
 mod conversation;
 mod driver;
@@ -23,7 +25,6 @@ mod service;
 mod session;
 mod settings;
 mod spans;
-mod speaker;
 mod store;
 mod streaming;
 mod thoughts;
@@ -59,12 +60,11 @@ pub use models::{
     Latency, ModelProfile, Prices, Reasoning, ReasoningEffort, ReasoningStyle, ServiceTier,
     base_model_id,
 };
-pub use prompt::{FOLLOWUP_INSTRUCTIONS, PreparedTurn, prepare_turn};
+pub use prompt::{FOLLOWUP_INSTRUCTIONS, PreparedTurn, Speaker, prepare_turn};
 pub use retrieval::{
     MetadataFilter, PAGE_NUMBER_KEY, Passage, Retriever, SearchError, SearchFuture, SearchMode,
     SearchRequest,
 };
-pub use save::new_message_id;
 pub use search::QUERY_PROMPT;
 pub use service::ChatService;
 pub use session::{Caller, Session, title_of};
@@ -73,7 +73,6 @@ pub use settings::{
     RequestLimits, RetrievalSettings,
 };
 pub use spans::tool_call_span;
-pub use speaker::Speaker;
 pub use store::{
     ChatRecord, LoadedChat, Page, ReadMark, SessionStore, StoreError, StoreTimeouts, StoredMessage,
     is_chat_id,
@@ -84,6 +83,7 @@ pub use tools::{
     SearchWhen, Tool, ToolBounds, ToolCall, ToolExchange, ToolFuture, ToolListing, ToolOutput,
     ToolResult, ToolSource, ToolSpec, ToolStatus,
 };
+pub use turn::new_message_id;
 pub use turn::{TurnHeader, rfc3339_millis};
 pub use usage::{
     BUCKET_SECONDS, Charged, HELD_RETRY_SECONDS, Hold, LimitKind, LimitOverrides, Limits,

@@ -12,7 +12,7 @@ use crate::search::search;
 use crate::session::{continued_session, new_session, requested_chat};
 use crate::turn::Turn;
 use crate::{
-    AttachmentError, Caller, ChatError, ChatMode, ChatModel, ChatService, ContentPart, Grounding,
+    AttachmentError, Caller, ChatError, ChatMode, ChatModel, ChatService, ContentPart,
     HistoryBudget, InvalidRequest, Message, Session, SessionStore, Thought, TurnInput,
     estimate_tokens, fit_conversation,
 };
@@ -346,13 +346,4 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
             props: Some(json!({ "files": listed })),
         }))
     }
-}
-
-/// About how many tokens the passages take in the prompt.
-pub(crate) fn passage_tokens(grounding: Option<&Grounding>) -> u64 {
-    grounding
-        .iter()
-        .flat_map(|g| &g.passages)
-        .map(|p| estimate_tokens(&p.text) + estimate_tokens(&p.citation()) + 2)
-        .sum()
 }

@@ -3,7 +3,6 @@
 use serde_json::{Map, Value, json};
 
 use crate::grounding::one_line;
-use crate::speaker::Speaker;
 use crate::{
     ChatSettings, CitationMode, Grounding, InferenceSettings, Message, ModelMessage, ModelRequest,
     Overrides, Reasoning, ReasoningStyle, Role, Thought, TurnInput,
@@ -170,6 +169,97 @@ pub(crate) fn output_cap(settings: &ChatSettings, input: &TurnInput) -> u32 {
         cap += r.effort.budget_tokens();
     }
     cap
+}
+
+/// Who speaks in one answer of a turn, and how.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Speaker {
+    /// The agent who speaks, as its messages are stored; `None` for the standard answer.
+    pub name: Option<String>,
+    /// The whole system prompt, instructions for the sources included.
+    pub system: String,
+    /// The speaker's own model; `None` is the configured one.
+    pub model_id: Option<String>,
+    /// The speaker's own temperature, over the request's.
+    pub temperature: Option<f64>,
+    /// How the passages are given to the model.
+    pub citations: CitationMode,
+    /// Whether the answer ends in follow-up questions, to cut out.
+    pub followups: bool,
+}
+
+impl Speaker {
+    /// The standard turn's speaker: the configured model, prompted as the settings and the request say.
+    pub(crate) fn standard(settings: &ChatSettings, input: &TurnInput, grounded: bool) -> Self {
+        Self {
+            name: None,
+            system: system_prompt(settings, input, grounded),
+            model_id: None,
+            temperature: None,
+            citations: settings.retrieval.citations,
+            followups: input.overrides.suggest_followup_questions,
+        }
+    }
+
+    /// An agent of a group: its instructions, who it is talking with, how other agents' messages are shown, and
+    /// (in a grounded round) to cite the sources in square brackets; its own model and temperature.
+    pub(crate) fn agent(agent: &crate::Agent, group: &crate::AgentGroup, grounded: bool) -> Self {
+        let others: Vec<&str> = group
+            .agents
+            .iter()
+            .filter(|a| a.name != agent.name)
+            .map(|a| a.name.as_str())
+            .collect();
+        let mut system = format!(
+            "{}\n\nYou are {}, in a group conversation with the user{}. Messages from the other agents are \
+             shown as \"Name: text\". Answer only as {}.",
+            agent.instructions,
+            agent.name,
+            if others.is_empty() {
+                String::new()
+            } else {
+                format!(" and the agents {}", others.join(", "))
+            },
+            agent.name
+        );
+        // A grounded round's answers are whole, so its passages are never given as native search results.
+        if grounded {
+            system.push_str("\n\n");
+            system.push_str(GROUNDING_INSTRUCTIONS);
+        }
+        Self {
+            name: Some(agent.name.clone()),
+            system,
+            model_id: agent.model_id.clone(),
+            temperature: agent.temperature,
+            citations: CitationMode::Prompted,
+            followups: false,
+        }
+    }
+
+    /// The conversation as this speaker sees it. The standard speaker: as it is. An agent: its own messages are its
+    /// turns; the user's (with their files) and the other agents' (attributed, "Name: text") are the other side.
+    pub(crate) fn view(
+        &self,
+        conversation: &[Message],
+        authors: &[Option<String>],
+    ) -> Vec<Message> {
+        let Some(me) = &self.name else {
+            return conversation.to_vec();
+        };
+        let mut out: Vec<Message> = Vec::with_capacity(conversation.len() + 1);
+        for (message, author) in conversation.iter().zip(authors) {
+            out.push(match author {
+                Some(a) if a == me => Message::new(Role::Assistant, message.text()),
+                Some(a) => Message::new(Role::User, format!("{a}: {}", message.text())),
+                None => message.clone(),
+            });
+        }
+        if out.last().is_some_and(|m| m.role == Role::Assistant) {
+            out.push(Message::new(Role::User, "Continue."));
+        }
+        out
+    }
 }
 
 /// The model call that answers `conversation` under the request's overrides.

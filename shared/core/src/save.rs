@@ -4,10 +4,10 @@
 
 use time::OffsetDateTime;
 
-use crate::turn::{Turn, rfc3339_millis};
+use crate::turn::{Turn, new_stored_messages, rfc3339_millis};
 use crate::{
-    Charged, ChatError, ChatModel, ChatRecord, ChatService, Role, Session, SessionStore,
-    StoredFile, StoredMessage, UsageCharge, UsageTotals, display_time, title_of,
+    Charged, ChatError, ChatModel, ChatRecord, ChatService, Session, SessionStore, StoredFile,
+    StoredMessage, UsageCharge, UsageTotals, display_time, title_of,
 };
 
 impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
@@ -190,33 +190,6 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
     }
 }
 
-/// A new message id: 32 hex characters.
-pub fn new_message_id() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
-}
-
-/// A message to store, with a new id; `shown_at` is its time as the Chat UI shows it ([`display_time`]).
-pub(crate) fn stored_message(role: Role, content: &str, shown_at: &str) -> StoredMessage {
-    StoredMessage {
-        id: new_message_id(),
-        role,
-        content: content.to_string(),
-        timestamp: shown_at.to_string(),
-        agent_identifier: None,
-        agent_name: None,
-        files: Vec::new(),
-        tools: Vec::new(),
-    }
-}
-
-/// The session's new messages, ready to store.
-pub(crate) fn new_stored_messages(session: &Session, shown_at: &str) -> Vec<StoredMessage> {
-    session
-        .new_messages
-        .iter()
-        .map(|m| stored_message(m.role, &m.text(), shown_at))
-        .collect()
-}
 /// Logs what a turn spent, once per turn: tokens, cache use and cost, never its words.
 fn log_turn(session: &Session, spent: &UsageTotals) {
     let t = &spent.tokens;

@@ -4,10 +4,11 @@
 
 use std::collections::VecDeque;
 
+use crate::call::Call;
 use crate::driver::{DriverEvent, RoundDriver, RoundStarter};
-use crate::speaker::{Call, Speaker};
+use crate::prompt::Speaker;
 use crate::thoughts::{guardrail_thought, reasoning_text, reasoning_thought, usage_thought};
-use crate::turn::{Turn, finish_reason};
+use crate::turn::{Finished, Turn, finish_reason};
 use crate::{
     Answer, ChatError, DataPoints, FinishReason, FollowupSplitter, Grounding, ModelError,
     ModelStream, Prices, Session, Thought, TokenUsage, ToolExchange, TurnHeader, UsageTotals,
@@ -57,26 +58,6 @@ pub struct StreamingTurn<S> {
     splitter: Option<FollowupSplitter>,
     ready: VecDeque<TurnEvent>,
     prices: Option<Prices>,
-}
-
-/// What an answer finished with, to store and to tell.
-pub(crate) struct Finished {
-    pub speaker: Speaker,
-    pub header: TurnHeader,
-    /// The answer as shown.
-    pub text: String,
-    /// Every model call of the answer's usage, added up.
-    pub usage: TokenUsage,
-    pub model_calls: u32,
-    pub calls_run: u32,
-    pub tools: Vec<ToolExchange>,
-    pub tool_thoughts: Vec<Thought>,
-    /// What the answer is grounded in: the turn's search and what its tools found.
-    pub grounding: Option<Grounding>,
-    pub reasoning: String,
-    pub reasoning_redacted: bool,
-    /// Whether the answer's deadline cut it off.
-    pub timed_out: bool,
 }
 
 impl<S: ModelStream> StreamingTurn<S> {

@@ -1,19 +1,16 @@
-//! One chat turn, written once, and its entry points: prepare (`prepare.rs`) → each speaker's call made ready
-//! (`speaker.rs`) → its answer through the turn driver (`streaming.rs`, `driver.rs`) → store the turn (`save.rs`).
-//! The buffered answer takes the streamed path's steps: it is the streamed answer, collected; a multi-agent round
-//! (`agents.rs`) takes them for each agent's message.
+//! A turn as its steps hand it on, whoever answers it: the chat and conversation, what was answered so far and
+//! each answer as stored, and what identifies an answer. The steps: prepare (`prepare.rs`) → each speaker's call
+//! made ready (`call.rs`) → its answer through the turn driver (`streaming.rs`, `driver.rs`) → store the turn
+//! (`save.rs`); the entry points in `answer.rs` and `agents.rs`.
 
 use time::OffsetDateTime;
 use time::macros::format_description;
 
 use crate::driver::TurnTools;
-use crate::save::stored_message;
-use crate::speaker::Speaker;
-use crate::streaming::Finished;
+use crate::prompt::Speaker;
 use crate::{
-    Answer, Caller, ChatError, ChatModel, ChatService, FinishReason, Grounding, ModelError,
-    ModelStream, Prices, ReplyStream, Role, Session, SessionStore, StopReason, StoredMessage,
-    StreamingTurn, Thought, TokenUsage, TurnInput, display_time,
+    ChatError, FinishReason, Grounding, ModelError, Prices, Role, Session, StopReason,
+    StoredMessage, Thought, TokenUsage, ToolExchange, display_time,
 };
 
 /// What identifies one answer: its id, when it was made, and by which model.
@@ -90,91 +87,6 @@ impl Turn {
     }
 }
 
-impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
-    /// Starts a streamed answer. The model is read until its first text (or its end), so that a fault before
-    /// anything could be shown is still an error the caller can answer with a status.
-    pub async fn stream(
-        &self,
-        caller: &Caller,
-        input: &TurnInput,
-    ) -> Result<StreamingTurn<M::Stream>, ChatError> {
-        let (mut turn, call) = self.prepare_standard(caller, input).await?;
-        let first = self.model.converse_stream(&call.request);
-        let first = turn
-            .account
-            .start_or_close(&call.request, Some(call.prompt_tokens), first)
-            .await?;
-        let thoughts = [turn.thoughts.clone(), call.thoughts.clone()].concat();
-        let mut streaming =
-            StreamingTurn::new(turn, call, (first, self.stream_starter()), thoughts);
-        if let Err(e) = streaming.prime().await {
-            streaming.close_unfinished().await;
-            return Err(e);
-        }
-        Ok(streaming)
-    }
-
-    /// Answers a validated request in full, and stores the turn before returning it.
-    pub async fn answer(&self, caller: &Caller, input: &TurnInput) -> Result<Answer, ChatError> {
-        let (mut turn, call) = self.prepare_standard(caller, input).await?;
-        let first = self.model.converse(&call.request);
-        let reply = turn
-            .account
-            .start_or_close(&call.request, Some(call.prompt_tokens), first)
-            .await?;
-        let thoughts = [turn.thoughts.clone(), call.thoughts.clone()].concat();
-        // The driver reads the reply as it reads a stream, and notes what it spent.
-        let first = (ReplyStream::new(reply), self.reply_starter());
-        self.collect(caller, StreamingTurn::new(turn, call, first, thoughts))
-            .await
-    }
-
-    /// A standard turn prepared, and its one speaker's call made ready.
-    async fn prepare_standard(
-        &self,
-        caller: &Caller,
-        input: &TurnInput,
-    ) -> Result<(Turn, crate::speaker::Call), ChatError> {
-        let hint = crate::prompt::system_prompt(&self.settings, input, self.retriever.is_some());
-        let turn = self
-            .prepare(caller, input, (crate::ChatMode::Standard, &hint))
-            .await?;
-        let speaker = Speaker::standard(&self.settings, input, turn.grounding.is_some());
-        let call = self.speak(&turn, input, speaker).await;
-        Ok((turn, call))
-    }
-
-    /// Reads a turn's whole answer, then stores the turn; a turn that fails on the way is closed with what it spent.
-    pub async fn collect<S: ModelStream>(
-        &self,
-        caller: &Caller,
-        mut turn: StreamingTurn<S>,
-    ) -> Result<Answer, ChatError> {
-        let end = match turn.read_to_end().await {
-            Ok(end) => end,
-            Err(e) => {
-                turn.close_unfinished().await;
-                return Err(e);
-            }
-        };
-        let (answer, mut turn) = turn.into_answer(end);
-        self.save(&caller.owner, &mut turn, None).await?;
-        Ok(answer)
-    }
-
-    /// Stores a streamed turn whose answer has been shown whole; returns what the turn spent.
-    pub async fn save_streamed<S: ModelStream>(
-        &self,
-        caller: &Caller,
-        turn: StreamingTurn<S>,
-    ) -> Result<crate::TurnSpent, ChatError> {
-        let (_, mut turn) = turn.finish();
-        let spent = turn.spent();
-        self.save(&caller.owner, &mut turn, None).await?;
-        Ok(spent)
-    }
-}
-
 /// A guardrail or filter that stopped the model is the client's 400, not an answer.
 pub(crate) fn finish_reason(stop: &StopReason) -> Result<FinishReason, ChatError> {
     match stop {
@@ -205,4 +117,52 @@ fn rfc3339(t: OffsetDateTime) -> String {
         "[year]-[month]-[day]T[hour]:[minute]:[second]+00:00"
     ))
     .unwrap_or_default()
+}
+
+/// What an answer finished with, to store and to tell.
+pub(crate) struct Finished {
+    pub speaker: Speaker,
+    pub header: TurnHeader,
+    /// The answer as shown.
+    pub text: String,
+    /// Every model call of the answer's usage, added up.
+    pub usage: TokenUsage,
+    pub model_calls: u32,
+    pub calls_run: u32,
+    pub tools: Vec<ToolExchange>,
+    pub tool_thoughts: Vec<Thought>,
+    /// What the answer is grounded in: the turn's search and what its tools found.
+    pub grounding: Option<Grounding>,
+    pub reasoning: String,
+    pub reasoning_redacted: bool,
+    /// Whether the answer's deadline cut it off.
+    pub timed_out: bool,
+}
+
+/// A new message id: 32 hex characters.
+pub fn new_message_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+/// A message to store, with a new id; `shown_at` is its time as the Chat UI shows it ([`display_time`]).
+pub(crate) fn stored_message(role: Role, content: &str, shown_at: &str) -> StoredMessage {
+    StoredMessage {
+        id: new_message_id(),
+        role,
+        content: content.to_string(),
+        timestamp: shown_at.to_string(),
+        agent_identifier: None,
+        agent_name: None,
+        files: Vec::new(),
+        tools: Vec::new(),
+    }
+}
+
+/// The session's new messages, ready to store.
+pub(crate) fn new_stored_messages(session: &Session, shown_at: &str) -> Vec<StoredMessage> {
+    session
+        .new_messages
+        .iter()
+        .map(|m| stored_message(m.role, &m.text(), shown_at))
+        .collect()
 }

@@ -1,106 +1,18 @@
-//! Who speaks in a turn, and the one way any speaker's model call is made ready: a standard turn has one speaker
-//! (the configured model, prompted as the settings and the request say), a multi-agent round one per agent message
-//! (its instructions, model and temperature, seeing the others' messages attributed). Each sees the turn's
-//! conversation its way, fitted to the prompt budget with the passages and counted where exactness matters.
+//! The one way any speaker's model call is made ready: the turn's conversation as the speaker sees it, fitted to
+//! the prompt budget with the passages and the tools, the tools left out while the model reasons, and the prompt
+//! counted where exactness matters.
 
 use serde_json::{Value, json};
 
+use crate::budget::passage_tokens;
 use crate::driver::{TurnTools, tools_with_reasoning};
-use crate::prepare::passage_tokens;
-use crate::prompt::{GROUNDING_INSTRUCTIONS, PreparedTurn, model_request, system_prompt};
+use crate::prompt::{PreparedTurn, Speaker, model_request};
 use crate::thoughts::history_thought;
 use crate::turn::{Turn, TurnHeader};
 use crate::{
-    ChatModel, ChatService, ChatSettings, CitationMode, Message, ModelRequest, Role, SessionStore,
-    Thought, TurnInput, estimate_tokens,
+    ChatModel, ChatService, Message, ModelRequest, SessionStore, Thought, TurnInput,
+    estimate_tokens,
 };
-
-/// Who speaks in one answer of a turn, and how.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Speaker {
-    /// The agent who speaks, as its messages are stored; `None` for the standard answer.
-    pub name: Option<String>,
-    /// The whole system prompt, instructions for the sources included.
-    pub system: String,
-    /// The speaker's own model; `None` is the configured one.
-    pub model_id: Option<String>,
-    /// The speaker's own temperature, over the request's.
-    pub temperature: Option<f64>,
-    /// How the passages are given to the model.
-    pub citations: CitationMode,
-    /// Whether the answer ends in follow-up questions, to cut out.
-    pub followups: bool,
-}
-
-impl Speaker {
-    /// The standard turn's speaker: the configured model, prompted as the settings and the request say.
-    pub(crate) fn standard(settings: &ChatSettings, input: &TurnInput, grounded: bool) -> Self {
-        Self {
-            name: None,
-            system: system_prompt(settings, input, grounded),
-            model_id: None,
-            temperature: None,
-            citations: settings.retrieval.citations,
-            followups: input.overrides.suggest_followup_questions,
-        }
-    }
-
-    /// An agent of a group: its instructions, who it is talking with, how other agents' messages are shown, and
-    /// (in a grounded round) to cite the sources in square brackets; its own model and temperature.
-    pub(crate) fn agent(agent: &crate::Agent, group: &crate::AgentGroup, grounded: bool) -> Self {
-        let others: Vec<&str> = group
-            .agents
-            .iter()
-            .filter(|a| a.name != agent.name)
-            .map(|a| a.name.as_str())
-            .collect();
-        let mut system = format!(
-            "{}\n\nYou are {}, in a group conversation with the user{}. Messages from the other agents are \
-             shown as \"Name: text\". Answer only as {}.",
-            agent.instructions,
-            agent.name,
-            if others.is_empty() {
-                String::new()
-            } else {
-                format!(" and the agents {}", others.join(", "))
-            },
-            agent.name
-        );
-        // A grounded round's answers are whole, so its passages are never given as native search results.
-        if grounded {
-            system.push_str("\n\n");
-            system.push_str(GROUNDING_INSTRUCTIONS);
-        }
-        Self {
-            name: Some(agent.name.clone()),
-            system,
-            model_id: agent.model_id.clone(),
-            temperature: agent.temperature,
-            citations: CitationMode::Prompted,
-            followups: false,
-        }
-    }
-
-    /// The conversation as this speaker sees it. The standard speaker: as it is. An agent: its own messages are its
-    /// turns; the user's (with their files) and the other agents' (attributed, "Name: text") are the other side.
-    fn view(&self, conversation: &[Message], authors: &[Option<String>]) -> Vec<Message> {
-        let Some(me) = &self.name else {
-            return conversation.to_vec();
-        };
-        let mut out: Vec<Message> = Vec::with_capacity(conversation.len() + 1);
-        for (message, author) in conversation.iter().zip(authors) {
-            out.push(match author {
-                Some(a) if a == me => Message::new(Role::Assistant, message.text()),
-                Some(a) => Message::new(Role::User, format!("{a}: {}", message.text())),
-                None => message.clone(),
-            });
-        }
-        if out.last().is_some_and(|m| m.role == Role::Assistant) {
-            out.push(Message::new(Role::User, "Continue."));
-        }
-        out
-    }
-}
 
 /// A speaker's model call, ready to start: the request, what identifies its answer, its prompt's tokens as counted
 /// or estimated, the tools it offers, and the thoughts of making it.
