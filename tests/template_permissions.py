@@ -15,7 +15,7 @@ Conditions are evaluated for the mode's parameter values, and what would be crea
   on them with `lambda:InvokedViaFunctionUrl: true`, and its ARN is an output.
 
 With CreateUserPool and CreateDistribution (and without): the app client is public (no secret) with the code flow
-and JWT mode is wired to the pool; the distribution sends every route each function declares (functions/*/src/lib.rs)
+and JWT mode is wired to the pool; the distribution sends every route each function declares (in shared/app/src)
 and every path of the local run's router (Cargo.toml) to that function, uncached; the page's address is one; IAM mode
 with either is refused by the template's Rules. Sign-up: by default the pool admits only the users an administrator
 creates (no pre-sign-up trigger); with SelfSignUp, Cognito may call the pre-sign-up check (tests/sign_up_check.py runs
@@ -312,11 +312,12 @@ def concrete(path):
 def test_distribution_sends_every_route_to_its_function():
     s = stack("pool")
     config, behaviours, function_for = distribution_routing(s)
-    # The routes each function declares (functions/*/src/lib.rs); a path two functions declare (the bare
-    # /multi-agent-chat) may go to either.
+    # The routes each function declares (its routes in the composition root, shared/app); a path two functions
+    # declare (the bare /multi-agent-chat) may go to either.
     declared = {}
-    for function in ("chat", "chat-stream", "history"):
-        with open(os.path.join(ROOT, "functions", function, "src", "lib.rs")) as f:
+    for function, source in (("chat", "chat/buffered.rs"), ("chat-stream", "chat/streamed.rs"),
+                             ("history", "history/mod.rs")):
+        with open(os.path.join(ROOT, "shared", "app", "src", source)) as f:
             for path in re.findall(r'\.route\(\s*"([^"]+)"', f.read()):
                 declared.setdefault(concrete(path), set()).add(function)
     assert len(declared) >= 10 and "/" in declared and "/chat/stream" in declared, declared
@@ -478,7 +479,7 @@ def test_every_parameter_is_in_one_group_with_a_label():
 # ---- The numeric parameters' bounds against what the code accepts ----
 
 U64_MAX = 2**64 - 1
-CONFIG_SOURCES = ["shared/http/src/config.rs", "shared/http/src/identity.rs"]
+CONFIG_SOURCES = ["shared/app/src/config.rs", "shared/edge/src/identity.rs"]
 
 
 def code_bounds():

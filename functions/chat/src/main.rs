@@ -1,18 +1,22 @@
-//! Cold start of the chat function: configuration and clients are built once, then [`chat::App`]'s routes are
-//! served, under Lambda's runtime or as a plain HTTP server (chat_http::serve says which).
+//! Cold start of the chat function: the composition root builds it once ([`chat_app::App::build`]), then its routes
+//! are served, under Lambda's runtime (buffered responses) or as a plain HTTP server (chat_runtime::serve says which).
 
-use chat_http::Responses;
+use chat_runtime::Responses;
 use lambda_http::Error;
 
 // The tokio runtime is chosen at start: one thread unless the environment hands out several requests at once
-// (chat_http::run_function says why).
+// (chat_runtime::run_function says why).
 fn main() -> Result<(), Error> {
-    chat_http::run_function(run())
+    chat_runtime::run_function(run())
 }
 
 async fn run() -> Result<(), Error> {
-    chat_http::init_logging();
-    // A configuration error is reported, not returned (chat_http::start says how).
-    let service = async { chat::App::from_env().await.map(|app| app.service()) };
-    chat_http::start(service, Responses::Buffered).await
+    chat_runtime::init_logging();
+    // A configuration error is reported, not returned (chat_runtime::start says how).
+    let service = async {
+        chat_app::App::build::<chat::Function>()
+            .await
+            .map(chat_app::App::service)
+    };
+    chat_runtime::start(service, Responses::Buffered).await
 }

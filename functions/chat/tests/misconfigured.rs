@@ -1,4 +1,4 @@
-//! A function started with a wrong setting says so in words people can read (chat_http::start): the built `chat`
+//! A function started with a wrong setting says so in words people can read (chat_runtime::start): the built `chat`
 //! binary, under a Runtime API served here, posts Lambda's init error naming the variable and why, logs it once and
 //! exits without asking for a request; as a plain server it logs it once and answers every request with a 500 that
 //! names no setting. Processes of their own, as a function's start is its process's.
@@ -206,7 +206,7 @@ async fn under_lambda_a_missing_variable_is_posted_as_the_init_error() {
 
 #[tokio::test]
 async fn under_lambda_a_bad_runtime_switch_is_posted_as_the_init_error() {
-    // Read before logging is set up (chat_http::run_function), yet reported the same way.
+    // Read before logging is set up (chat_runtime::run_function), yet reported the same way.
     let (body, _) =
         under_lambda(&[("CHAT_RUNTIME_FLAVOR", "threads")], "CHAT_RUNTIME_FLAVOR").await;
     assert_eq!(
@@ -257,7 +257,7 @@ async fn a_plain_server_answers_every_request_with_a_500_that_names_no_setting()
         assert_eq!(answer.headers()["content-type"], "application/json");
         let text = answer.text().await.unwrap();
         let body: Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(body, json!({"error": chat_http::MISCONFIGURED}));
+        assert_eq!(body, json!({"error": chat_runtime::MISCONFIGURED}));
         assert!(body["error"].as_str().unwrap().contains("misconfigured"));
         // Which setting, and its value, are the operator's to read in the log.
         assert!(

@@ -5,7 +5,7 @@ mod support;
 
 use chat::App;
 use chat_core::ChatMode;
-use chat_http::Auth;
+use chat_edge::Auth;
 use chat_testing::harness::{self, Backend, JwtSigner};
 use lambda_http::http::StatusCode;
 use local_knowledge_base::LocalKnowledgeBase;

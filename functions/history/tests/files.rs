@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use chat_aws::{BedrockModel, DynamoStore, S3Attachments};
 use chat_core::{AttachmentStore, ChatMode};
-use chat_http::Auth;
+use chat_edge::Auth;
 use chat_testing::bytes::PNG;
 use chat_testing::harness::{self, Backend, OWNER, Reply, Streamed};
 use lambda_http::{Body, Request};

@@ -7,7 +7,7 @@ use chat_testing::harness::{self, Reply};
 use history::{App, PageSettings};
 use serde_json::{Value, json};
 
-fn app(auth: chat_http::Auth, page: &[(&str, &str)]) -> App<InMemoryStore> {
+fn app(auth: chat_edge::Auth, page: &[(&str, &str)]) -> App<InMemoryStore> {
     let settings = PageSettings::from_lookup(|name| {
         page.iter()
             .find(|(k, _)| *k == name)
@@ -62,7 +62,7 @@ fn jwt_app(issuer: &str, page: &[(&str, &str)]) -> App<InMemoryStore> {
             .find(|(k, _)| *k == name)
             .map(|(_, v)| v.to_string())
     };
-    let auth = chat_http::Auth::from_lookup(&lookup).unwrap();
+    let auth = chat_edge::Auth::from_lookup(&lookup).unwrap();
     app(auth, page)
 }
 

@@ -5,11 +5,12 @@
 
 use std::time::{Duration, Instant};
 
+use chat_app::Config;
 use chat_aws::{BedrockModel, DynamoStore};
 use chat_core::ChatMode;
 use chat_core::Role;
 use chat_core::{ChatRecord, SessionStore, StoredMessage};
-use chat_http::{Auth, Config};
+use chat_edge::Auth;
 use chat_testing::harness::{self, OWNER, Reply};
 use local_bedrock::LocalBedrock;
 use local_dynamodb::LocalDynamo;

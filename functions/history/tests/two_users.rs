@@ -1,8 +1,9 @@
 //! Identity across all three functions, in JWT mode with signing keys this test makes: callers without valid
 //! tokens get 401, and user B gets 404 on every route and method touching user A's chat, which stays unchanged.
 
+use chat_app::Config;
 use chat_aws::{BedrockModel, DynamoStore};
-use chat_http::{Auth, Config};
+use chat_edge::Auth;
 use chat_testing::harness::{self, JwtSigner, Reply};
 use jsonwebtoken::Header;
 use lambda_http::Request;

@@ -1,5 +1,5 @@
 //! The span a tool call runs in, so that each call's duration is a line of the log and a span of a turn's trace,
-//! as the model's, the knowledge base's and the store's calls are (chat-aws opens those; chat-http writes and
+//! as the model's, the knowledge base's and the store's calls are (chat-aws opens those; chat-runtime writes and
 //! exports them). The tool loop (`tools::run_call`) opens one around each call of a tool it offered.
 
 /// The span of one call of `tool`: the name of a tool the turn offered (the operator's or built in, never a name

@@ -4,9 +4,10 @@
 
 use std::sync::Arc;
 
+use chat_app::Config;
 use chat_aws::{BedrockModel, DynamoStore};
 use chat_core::{Retriever, SessionStore};
-use chat_http::{Auth, Config};
+use chat_edge::Auth;
 use lambda_http::Request;
 use local_knowledge_base::LocalKnowledgeBase;
 use serde_json::{Value, json};

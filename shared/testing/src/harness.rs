@@ -9,9 +9,10 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use chat_app::Config;
 use chat_aws::{BedrockKnowledgeBase, BedrockModel, DynamoStore};
 use chat_core::{ChatMode, ChatRecord, Retriever, SessionStore};
-use chat_http::{Auth, Config};
+use chat_edge::Auth;
 use http_body_util::BodyExt;
 use lambda_http::http::{HeaderMap, StatusCode};
 use lambda_http::{Body, Request, Response};

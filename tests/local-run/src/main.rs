@@ -2,7 +2,7 @@
 //!
 //! Starts the local Bedrock-compatible server (in this process) and moto's DynamoDB server, creates the table, and
 //! serves the three functions' routers (chat, chat-stream, history) in this process, through the same edge each
-//! function serves on Lambda or as a plain server (`chat_http::serve_plain`): every request reaches the functions'
+//! function serves on Lambda or as a plain server (`chat_runtime::serve_plain`): every request reaches the functions'
 //! own code, whatever its bytes. One local user (`AUTH_MODE=none`) and CORS for pages of this machine only
 //! (`CORS_ALLOWED_ORIGINS=http://localhost:*,http://127.0.0.1:*`: with no sign-in, any other page a developer
 //! opens could read their chats and spend their Bedrock budget) unless the environment says otherwise. Every
@@ -40,7 +40,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use chat_http::Method;
 use local_bedrock::LocalBedrock;
 use local_dynamodb::LocalDynamo;
 use local_knowledge_base::LocalKnowledgeBase;
@@ -246,7 +245,7 @@ fn main() {
     }
     if std::env::var_os("CORS_ALLOWED_ORIGINS").is_none() {
         // Browser front ends served from this machine, on any port; on AWS the function URLs answer CORS instead.
-        env.push(("CORS_ALLOWED_ORIGINS", chat_http::LOOPBACK_ORIGINS.into()));
+        env.push(("CORS_ALLOWED_ORIGINS", chat_edge::LOOPBACK_ORIGINS.into()));
     }
     let auth_mode = std::env::var("AUTH_MODE").ok();
     if auth_mode.is_none() {
@@ -436,7 +435,7 @@ async fn run(run: Run) {
     };
     let stop = async move {
         tokio::select! {
-            _ = chat_http::shutdown_signal() => {}
+            _ = chat_runtime::shutdown_signal() => {}
             _ = stdin_closed => {}
         }
         eprintln!("local-run: stopping");
@@ -456,7 +455,7 @@ async fn run(run: Run) {
         return;
     }
 
-    chat_http::init_logging();
+    chat_runtime::init_logging();
     let service = functions_service()
         .await
         .unwrap_or_else(|e| fail(&format!("the functions cannot start: {e}")));
@@ -464,29 +463,18 @@ async fn run(run: Run) {
         .await
         .unwrap_or_else(|e| fail(&format!("cannot listen on port {}: {e}", ports.run)));
     eprintln!("local-run: ready on http://127.0.0.1:{}", ports.run);
-    if let Err(e) = chat_http::serve_plain(listener, service, stop).await {
+    if let Err(e) = chat_runtime::serve_plain(listener, service, stop).await {
         fail(&format!("the server stopped: {e}"));
     }
 }
 
-/// The three functions' routes on one address, each built from the environment as its own cold start builds it,
-/// behind the edge every function has. Where two functions answer the same path on AWS (the bare
-/// `/multi-agent-chat`, which each function URL takes), the streaming function answers it here.
-async fn functions_service() -> Result<chat_http::FunctionService, chat_http::ConfigError> {
-    let chat = chat::App::from_env().await?;
-    let stream = chat_stream::App::from_env().await?;
-    let history = history::App::from_env().await?;
-    let config = chat_http::Config::from_env()?;
-    let routes = chat
-        .own_routes()
-        .merge(stream.routes())
-        .merge(history.routes())
-        .layer(axum::middleware::from_fn(loopback_host_only));
-    Ok(chat_http::function_service(
-        routes,
-        &config.cors,
-        &[Method::GET, Method::POST, Method::PUT, Method::DELETE],
-    ))
+/// The three functions' routes on one address, built by the composition root as the functions' own cold starts
+/// build them, behind the edge every function has, answering only this machine's names.
+async fn functions_service() -> Result<chat_runtime::FunctionService, chat_edge::ConfigError> {
+    let app = chat_app::App::build::<chat_app::Everything>().await?;
+    Ok(app
+        .map_routes(|routes| routes.layer(axum::middleware::from_fn(loopback_host_only)))
+        .service())
 }
 
 /// Answers only requests addressed to this machine by a loopback name (`localhost`, `127.0.0.1`, `[::1]`, any port).

@@ -1,12 +1,14 @@
-//! The AWS clients a function needs, built once per cold start from its configuration: the one place that turns
-//! settings into adapters, for every function's cold start and for the local run that hosts them all.
+//! The adapters a function needs, built once per cold start from its configuration: the one place that turns
+//! settings into AWS clients and MCP servers.
 
 use std::sync::Arc;
 
 use chat_aws::{BedrockKnowledgeBase, BedrockModel, DynamoStore, S3Attachments};
 use chat_core::{AttachmentStore, Retriever, ToolSource};
 
-use crate::{Auth, Config, ConfigError};
+use chat_edge::ConfigError;
+
+use crate::Config;
 
 /// The AWS configuration (region, credentials, endpoints from the environment), loaded once.
 pub struct Backends {
@@ -53,39 +55,6 @@ impl Backends {
             config.knowledge_base_id.clone(),
             config.knowledge_base_timeout,
         )
-    }
-}
-
-/// What a chat function is built from at its cold start: configuration and identity from the environment, and the
-/// model, the store and (when `KNOWLEDGE_BASE_ID` names one) the knowledge base on AWS.
-pub struct ChatBackends {
-    pub config: Config,
-    pub auth: Auth,
-    pub model: BedrockModel,
-    pub store: DynamoStore,
-    pub knowledge_base: Option<Arc<dyn Retriever>>,
-    pub attachments: Option<Arc<dyn AttachmentStore>>,
-    /// Where the model's tools beyond `search_documents` come from: the MCP servers of `MCP_SERVERS`.
-    pub tools: Vec<Arc<dyn ToolSource>>,
-}
-
-impl ChatBackends {
-    pub async fn from_env() -> Result<Self, ConfigError> {
-        let config = Config::from_env()?;
-        let auth = Auth::from_env()?;
-        // A chat function writes a metrics record per turn (the local run, hosting both, once).
-        crate::init_metrics(&config.metrics_namespace);
-        let tools = mcp_servers(&config)?;
-        let backends = Backends::load().await;
-        Ok(Self {
-            tools,
-            model: backends.model(&config),
-            store: backends.store(&config),
-            knowledge_base: backends.knowledge_base(&config),
-            attachments: backends.attachments(&config),
-            config,
-            auth,
-        })
     }
 }
 

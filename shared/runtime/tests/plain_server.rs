@@ -6,9 +6,11 @@ use std::net::SocketAddr;
 
 use axum::Router;
 use axum::extract::Request;
+use axum::http::Method;
 use axum::http::StatusCode;
 use axum::routing::post;
-use chat_http::{Cors, Method, function_service, json_response, only, read_json_body};
+use chat_edge::{Cors, json_response, only, read_json_body};
+use chat_runtime::function_service;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -26,7 +28,7 @@ async fn server() -> SocketAddr {
                 let (parts, body) = request.into_parts();
                 match read_json_body(&parts.headers, body, LIMIT).await {
                     Ok(bytes) => json_response(StatusCode::OK, &json!({"read": bytes.len()})),
-                    Err(e) => chat_http::error_response(&e),
+                    Err(e) => chat_edge::error_response(&e),
                 }
             }),
         ),
@@ -34,7 +36,7 @@ async fn server() -> SocketAddr {
     let service = function_service(routes, &Cors::default(), &[Method::POST]);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
-    tokio::spawn(chat_http::serve_plain(
+    tokio::spawn(chat_runtime::serve_plain(
         listener,
         service,
         std::future::pending(),
@@ -153,7 +155,7 @@ async fn a_body_said_to_be_too_large_is_refused_before_it_is_sent() {
     let mut stream = TcpStream::connect(address).await.unwrap();
     let request = head(&format!(
         "Content-Length: {}\r\n",
-        chat_http::DRAIN_LIMIT_BYTES + 1
+        chat_edge::DRAIN_LIMIT_BYTES + 1
     ));
     stream.write_all(request.as_bytes()).await.unwrap();
     is_too_large(&response(&mut stream).await);
@@ -184,7 +186,7 @@ async fn a_body_trickled_past_its_limit_is_not_waited_for_past_the_drain_time() 
     let request = head(&format!("Content-Length: {}\r\n", 8 * MIB));
     stream.write_all(request.as_bytes()).await.unwrap();
     stream.write_all(&body_of(LIMIT + MIB)).await.unwrap();
-    let answer = tokio::time::timeout(chat_http::DRAIN_FOR * 6, response(&mut stream))
+    let answer = tokio::time::timeout(chat_edge::DRAIN_FOR * 6, response(&mut stream))
         .await
         .expect("the 413 comes once the drain time is up");
     is_too_large(&answer);

@@ -34,7 +34,7 @@ use std::os::fd::{BorrowedFd, RawFd};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use crate::ConfigError;
+use chat_edge::ConfigError;
 
 /// The tokio runtime's flavour.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,7 +104,7 @@ where
     E: From<std::io::Error>,
 {
     let settings = RuntimeSettings::from_env().unwrap_or_else(|error| {
-        crate::init::defer(error);
+        crate::deferred::defer(error);
         RuntimeSettings::from_lookup(|_| None).expect("the defaults are valid")
     });
     // A plain server (no Runtime API) takes requests from many clients at once: threads, unless told otherwise.

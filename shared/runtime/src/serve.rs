@@ -23,7 +23,7 @@ use lambda_http::service_fn;
 use tokio::net::TcpListener;
 use tower::{Service, ServiceExt};
 
-use crate::ConfigError;
+use chat_edge::ConfigError;
 
 /// How a function's answers go back under Lambda's runtime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

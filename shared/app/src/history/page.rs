@@ -10,11 +10,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get};
 use base64::Engine;
 use bytes::Bytes;
-use chat_http::{ApiError, Auth, ConfigError};
+use chat_edge::{ApiError, Auth, ConfigError};
 use serde_json::json;
 
 /// The page as written; the server fills in its configuration.
-const TEMPLATE: &str = include_str!("../../../web/index.html");
+const TEMPLATE: &str = include_str!("../../../../web/index.html");
 /// The element whose content is replaced by the configuration (JSON, never run as script).
 const CONFIG_ELEMENT: &str = r#"<script id="page-config" type="application/json">{}</script>"#;
 

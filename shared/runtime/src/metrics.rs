@@ -14,7 +14,7 @@ use chat_core::{ChatError, ModelError, SearchError, StoreError, TurnSpent};
 use metrics::Unit;
 use metrics_cloudwatch_embedded::Collector;
 
-use crate::ApiError;
+use chat_edge::ApiError;
 
 /// The collector, once metrics are on (a function's cold start, or the local run, calls [`init_metrics`]).
 static COLLECTOR: OnceLock<Option<&'static Collector>> = OnceLock::new();
@@ -164,7 +164,7 @@ impl TurnMeter {
         Self::start_at(function, route, model, Instant::now())
     }
 
-    /// A meter counting from `started`: when the request reached its handler ([`crate::Arrived`]), before its
+    /// A meter counting from `started`: when the request reached its handler ([`chat_edge::Arrived`]), before its
     /// caller was known and its body read.
     pub fn start_at(
         function: &'static str,

@@ -35,11 +35,10 @@
 //! holds a credential (the AWS SDKs take theirs from their own chain, never through a `ConfigError`).
 //!
 //! The tokio runtime's own switches (`CHAT_RUNTIME_FLAVOR`, `CHAT_TCP_NODELAY`) are read before any of this runs
-//! ([`crate::run_function`]); a bad one is kept here ([`defer`]) and reported by [`start`] like any other.
+//! ([`crate::run_function`]); a bad one is kept ([`crate::deferred`]) and reported by [`start`] like any other.
 
 use std::future::Future;
 use std::io::Write;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use axum::Router;
@@ -48,7 +47,9 @@ use axum::response::Response;
 use chat_protocol::ErrorBody;
 use tokio::net::TcpListener;
 
-use crate::{ConfigError, FunctionService, Responses, json_response};
+use chat_edge::{ConfigError, json_response};
+
+use crate::{FunctionService, Responses};
 
 /// What a caller of a misconfigured plain server reads.
 pub const MISCONFIGURED: &str =
@@ -61,15 +62,6 @@ pub const ERROR_TYPE: &str = "Runtime.ConfigError";
 /// most 10 s in all.
 pub const REPORT_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// A configuration error found before the service could be built (see [`defer`]).
-static DEFERRED: Mutex<Option<ConfigError>> = Mutex::new(None);
-
-/// Keeps a configuration error found before [`start`] runs, for [`start`] to report (the first one kept wins).
-pub(crate) fn defer(error: ConfigError) {
-    let mut deferred = DEFERRED.lock().unwrap_or_else(|e| e.into_inner());
-    deferred.get_or_insert(error);
-}
-
 /// Builds a function's service with `build` and serves it ([`crate::serve`]); a configuration error, from `build`
 /// or kept earlier, is reported as the module's notes say instead. Returns once the server stops; under Lambda a
 /// configuration error ends the process.
@@ -77,7 +69,7 @@ pub async fn start<B>(build: B, responses: Responses) -> Result<(), lambda_http:
 where
     B: Future<Output = Result<FunctionService, ConfigError>>,
 {
-    let deferred = DEFERRED.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let deferred = crate::deferred::take();
     let built = match deferred {
         // Nothing is built on a configuration already known to be wrong.
         Some(error) => Err(error),
@@ -205,7 +197,7 @@ mod tests {
     use axum::http::{HeaderMap, Request};
     use axum::routing::post;
     use http_body_util::BodyExt;
-    use std::sync::Arc;
+    use std::sync::{Arc, Mutex};
     use tower::ServiceExt;
 
     fn bad_number() -> ConfigError {
@@ -309,12 +301,12 @@ mod tests {
 
     #[test]
     fn the_first_deferred_error_is_kept() {
-        defer(bad_number());
-        defer(ConfigError {
+        crate::deferred::defer(bad_number());
+        crate::deferred::defer(ConfigError {
             name: "CHAT_TCP_NODELAY",
             reason: "expected on or off".into(),
         });
-        let kept = DEFERRED.lock().unwrap().take();
+        let kept = crate::deferred::take();
         assert_eq!(kept.map(|e| e.name), Some("MAX_BODY_BYTES"));
     }
 }

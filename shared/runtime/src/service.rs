@@ -14,14 +14,13 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{self, Method, header};
 use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
-use axum::routing::MethodRouter;
+use axum::response::Response;
 use tower::{Service, ServiceExt};
 use tower_http::cors::Cors as CorsService;
 use tower_http::normalize_path::NormalizePath;
 use tracing::Instrument;
 
-use crate::{ApiError, Cors};
+use chat_edge::{ApiError, Cors};
 
 /// A function's whole edge: its routes and everything around them.
 pub type FunctionService = NormalizePath<WithCors>;
@@ -39,17 +38,6 @@ pub fn function_service(routes: Router, cors: &Cors, methods: &[Method]) -> Func
         plain: router,
         with_cors,
     })
-}
-
-/// `methods` answering a route, and for every other method (`HEAD` too, which axum would otherwise send to a
-/// `GET` handler) the JSON 405 with `Allow: allow`.
-pub fn only<S: Clone + Send + Sync + 'static>(
-    allow: &'static str,
-    methods: MethodRouter<S>,
-) -> MethodRouter<S> {
-    let refuse = move || async move { ApiError::MethodNotAllowed { allow }.into_response() };
-    // An explicit HEAD handler comes first; without one axum hands HEAD to the GET handler.
-    methods.head(refuse).fallback(refuse)
 }
 
 /// Answers one request through a function's whole edge: what tests call (the runtime serves the service itself).

@@ -9,7 +9,7 @@ use chat_core::{
 };
 use chat_protocol::chat_ui::ReplyShape;
 
-use crate::Cors;
+use chat_edge::{ConfigError, Cors};
 
 /// Everything a function needs to know about its deployment.
 #[derive(Debug, Clone, PartialEq)]
@@ -76,13 +76,6 @@ impl std::fmt::Debug for SecretJson {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "SecretJson({} bytes, redacted)", self.0.len())
     }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("environment variable {name}: {reason}")]
-pub struct ConfigError {
-    pub name: &'static str,
-    pub reason: String,
 }
 
 impl Config {

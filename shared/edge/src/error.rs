@@ -7,6 +7,15 @@ use chat_core::{AttachmentError, ChatError, ModelError, SearchError, StoreError}
 use chat_protocol::ErrorBody;
 use serde::Serialize;
 
+/// A setting that cannot be used, found at a cold start: which environment variable, and why (never a secret: at most
+/// the setting's value). The runtime reports it (`chat_runtime::start`); nothing is served with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("environment variable {name}: {reason}")]
+pub struct ConfigError {
+    pub name: &'static str,
+    pub reason: String,
+}
+
 /// Everything a request can fail with, from the edge (route, method, body) to the model.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ApiError {

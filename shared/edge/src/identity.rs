@@ -16,7 +16,8 @@ use chat_core::Caller;
 
 use crate::{ApiError, ConfigError};
 
-/// How callers prove who they are.
+/// How callers prove who they are. A clone shares its verifier's keys.
+#[derive(Clone)]
 pub enum Auth {
     /// The function URL's `AWS_IAM` auth: the caller's ARN from the request context.
     Iam,
@@ -42,6 +43,7 @@ pub enum KeySource {
 /// its own, which records what it found even when the verification that started it is gone (its client hung up, or
 /// Lambda's timeout struck): otherwise a client that connects and hangs up again and again would make a fetch each
 /// time while the issuer hangs.
+#[derive(Clone)]
 pub struct JwtVerifier {
     issuer: String,
     audience: String,

@@ -1,0 +1,173 @@
+//! The two chat functions' one application: the chat service with its ports, how callers are known and the edge's
+//! limits, held once; the buffered function ([`Buffered`]) and the streaming one ([`Streamed`]) differ only in the
+//! routes they answer and how they write an answer.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::http::Method;
+use axum::response::Response;
+use chat_core::{
+    AgentGroup, AttachmentStore, ChatModel, ChatService, Limits, RequestLimits, Retriever,
+    SessionStore, ToolBounds, ToolSource, UsageLedger,
+};
+use chat_edge::{Arrived, Auth, ChatEdgeState, Cors, EdgeState};
+use chat_protocol::chat_ui::ReplyShape;
+use chat_runtime::{FunctionService, TurnMeter};
+
+use crate::Config;
+
+mod buffered;
+mod streamed;
+
+pub use buffered::Buffered;
+pub use streamed::Streamed;
+
+/// Which chat function an app is: the routes it answers (each handler writes its answer its own way).
+pub trait ChatFunction: Send + Sync + 'static {
+    /// Every route of the function, on `state`.
+    fn routes<M: ChatModel + 'static, St: SessionStore + 'static>(
+        state: &Arc<ChatState<M, St>>,
+    ) -> Router;
+}
+
+/// A chat function as it serves: what a warm function keeps between requests. Cheap to clone: the routes share
+/// it.
+pub struct ChatApp<M, St, F> {
+    state: Arc<ChatState<M, St>>,
+    cors: Cors,
+    function: PhantomData<F>,
+}
+
+/// What every chat route holds: the core is shared with the tasks that write each stream.
+pub struct ChatState<M, St> {
+    service: Arc<ChatService<M, St>>,
+    agents: Arc<AgentGroup>,
+    auth: Auth,
+    max_body_bytes: usize,
+    /// Largest request with files (`MAX_UPLOAD_BYTES`).
+    max_upload_bytes: usize,
+    ui_reply: ReplyShape,
+    /// The limits users are held to once a ledger counts what they spend ([`ChatApp::with_usage`]).
+    usage_limits: Limits,
+}
+
+impl<M: ChatModel + 'static, St: SessionStore + 'static, F: ChatFunction> ChatApp<M, St, F> {
+    pub fn new(model: M, store: St, auth: Auth, config: Config) -> Self {
+        Self {
+            state: Arc::new(ChatState {
+                service: Arc::new(ChatService::new(model, store, config.chat)),
+                agents: Arc::new(config.agents),
+                auth,
+                max_body_bytes: config.max_body_bytes,
+                max_upload_bytes: config.max_upload_bytes,
+                ui_reply: config.chat_ui_reply,
+                usage_limits: config.usage_limits,
+            }),
+            cors: config.cors,
+            function: PhantomData,
+        }
+    }
+
+    /// Grounds standard turns in what `retriever` finds (a knowledge base); `None` answers from the model alone.
+    pub fn with_retriever(self, retriever: Option<Arc<dyn Retriever>>) -> Self {
+        self.map_service(|service| service.with_retriever(retriever))
+    }
+
+    /// Keeps the files of messages in `attachments`; `None` takes no files.
+    pub fn with_attachments(self, attachments: Option<Arc<dyn AttachmentStore>>) -> Self {
+        self.map_service(|service| service.with_attachments(attachments))
+    }
+
+    /// Offers the model the tools of `sources` (MCP servers; `search_documents` comes with the retriever when
+    /// `RETRIEVAL` says so), each call under `bounds`.
+    pub fn with_tools(self, sources: Vec<Arc<dyn ToolSource>>, bounds: ToolBounds) -> Self {
+        self.map_service(|service| service.with_tools(sources, bounds))
+    }
+
+    /// Counts what each user spends in `ledger` and holds them to the configured limits; `None` counts nothing.
+    pub fn with_usage(self, ledger: Option<Arc<dyn UsageLedger>>) -> Self {
+        let limits = self.state.usage_limits;
+        self.map_service(|service| service.with_usage(ledger, limits))
+    }
+
+    /// The app with its chat service changed by `change` (before it serves).
+    fn map_service(self, change: impl FnOnce(ChatService<M, St>) -> ChatService<M, St>) -> Self {
+        let Ok(state) = Arc::try_unwrap(self.state) else {
+            unreachable!("the state is shared only once the app serves")
+        };
+        let Ok(service) = Arc::try_unwrap(state.service) else {
+            unreachable!("the service is shared only once the app serves")
+        };
+        Self {
+            state: Arc::new(ChatState {
+                service: Arc::new(change(service)),
+                ..state
+            }),
+            cors: self.cors,
+            function: PhantomData,
+        }
+    }
+
+    /// The function's routes (see [`Buffered`] and [`Streamed`]).
+    pub fn routes(&self) -> Router {
+        F::routes(&self.state)
+    }
+
+    /// The function's whole edge, as Lambda and the plain server run it.
+    pub fn service(&self) -> FunctionService {
+        chat_runtime::function_service(self.routes(), &self.cors, &[Method::POST])
+    }
+
+    /// Answers one request through the whole edge (what tests call; the runtime serves [`ChatApp::service`]).
+    /// Faults before a stream's first line are ordinary JSON error responses with their status.
+    pub async fn handle<B>(&self, request: axum::http::Request<B>) -> Response
+    where
+        B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+        B::Error: Into<axum::BoxError>,
+    {
+        chat_runtime::answer_one(self.service(), request).await
+    }
+
+    pub(crate) fn state(&self) -> &Arc<ChatState<M, St>> {
+        &self.state
+    }
+}
+
+impl<M: ChatModel, St: SessionStore> EdgeState for ChatState<M, St> {
+    fn auth(&self) -> &Auth {
+        &self.auth
+    }
+
+    fn max_body_bytes(&self) -> usize {
+        self.max_body_bytes
+    }
+}
+
+impl<M: ChatModel + 'static, St: SessionStore> ChatEdgeState for ChatState<M, St> {
+    fn request_limits(&self) -> &RequestLimits {
+        &self.service.settings().limits
+    }
+
+    fn max_upload_bytes(&self) -> usize {
+        self.max_upload_bytes
+    }
+}
+
+impl<M: ChatModel + 'static, St: SessionStore> ChatState<M, St> {
+    /// A meter for a turn of `function` on `route`, from when its request arrived.
+    fn meter(
+        &self,
+        function: &'static str,
+        route: &'static str,
+        Arrived(at): Arrived,
+    ) -> TurnMeter {
+        TurnMeter::start_at(function, route, &self.service.settings().model_id, at)
+    }
+}
+
+/// Whether the client asked for server-sent events.
+fn wants_events(headers: &axum::http::HeaderMap) -> bool {
+    chat_edge::accepts(headers, "text/event-stream")
+}

@@ -1,0 +1,175 @@
+//! The composition root: configuration, identity, clients, adapters and the chat service built once per cold
+//! start, and the routes of the function being started handed back, ready to serve. Every function's `main` and
+//! the local run (all functions on one address) start here; nothing else builds an adapter.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::http::Method;
+use chat_aws::{BedrockModel, DynamoStore};
+use chat_core::UsageLedger;
+use chat_edge::{Auth, ConfigError, Cors};
+use chat_runtime::FunctionService;
+
+use crate::chat::{Buffered, ChatApp, ChatFunction, Streamed};
+use crate::history::{HistoryApp, PageSettings};
+use crate::{Backends, Config, mcp_servers};
+
+/// Which routes a process serves: one function's ([`Buffered`], [`Streamed`], [`History`]), or (the local run)
+/// every function's on one address ([`Everything`]). Each is its own type, so that a function's binary holds its
+/// own routes' code only.
+pub trait Function {
+    /// The methods its routes answer, which a CORS preflight is told.
+    const METHODS: &'static [Method];
+
+    /// Its routes over the adapters the root built.
+    fn routes(parts: Parts<'_>) -> Result<Router, ConfigError>;
+}
+
+/// What the root has built before a function's routes: the configuration, the caller's identity and the AWS
+/// clients.
+pub struct Parts<'a> {
+    backends: &'a Backends,
+    config: &'a Config,
+    auth: Auth,
+}
+
+/// The history function (`functions/history`): the history API, `GET /usage` and the page.
+pub struct History;
+
+/// All three functions on one address (the local run); where two functions answer the same path on AWS (the bare
+/// `/multi-agent-chat`, which each function URL takes), the streaming function answers it.
+pub struct Everything;
+
+impl Function for Buffered {
+    const METHODS: &'static [Method] = &[Method::POST];
+
+    fn routes(parts: Parts<'_>) -> Result<Router, ConfigError> {
+        Ok(chat::<Self>(parts)?.routes())
+    }
+}
+
+impl Function for Streamed {
+    const METHODS: &'static [Method] = &[Method::POST];
+
+    fn routes(parts: Parts<'_>) -> Result<Router, ConfigError> {
+        Ok(chat::<Self>(parts)?.routes())
+    }
+}
+
+/// What the history API answers (and so all functions on one address).
+const HISTORY_METHODS: &[Method] = &[
+    Method::GET,
+    Method::POST,
+    Method::PUT,
+    Method::PATCH,
+    Method::DELETE,
+];
+
+impl Function for History {
+    const METHODS: &'static [Method] = HISTORY_METHODS;
+
+    fn routes(parts: Parts<'_>) -> Result<Router, ConfigError> {
+        Ok(history(parts)?.routes())
+    }
+}
+
+impl Function for Everything {
+    const METHODS: &'static [Method] = HISTORY_METHODS;
+
+    fn routes(parts: Parts<'_>) -> Result<Router, ConfigError> {
+        let history = history(Parts {
+            auth: parts.auth.clone(),
+            ..parts
+        })?;
+        let chat = chat::<Streamed>(parts)?;
+        Ok(Buffered::own_routes(chat.state())
+            .merge(chat.routes())
+            .merge(history.routes()))
+    }
+}
+
+/// A function's routes as its cold start built them, and the CORS they are served with.
+pub struct App {
+    routes: Router,
+    cors: Cors,
+    methods: &'static [Method],
+}
+
+impl App {
+    /// Builds the function `F` from the environment: its configuration and identity, the AWS clients (loaded once
+    /// and shared by every adapter), the store, the chat service with its knowledge base, files, tools and usage
+    /// ledger, and the routes over them.
+    pub async fn build<F: Function>() -> Result<Self, ConfigError> {
+        let config = Config::from_env()?;
+        let auth = Auth::from_env()?;
+        let backends = Backends::load().await;
+        let routes = F::routes(Parts {
+            backends: &backends,
+            config: &config,
+            auth,
+        })?;
+        Ok(Self {
+            routes,
+            cors: config.cors,
+            methods: F::METHODS,
+        })
+    }
+
+    /// The routes with `change` made to them (the local run adds its own layer).
+    pub fn map_routes(self, change: impl FnOnce(Router) -> Router) -> Self {
+        Self {
+            routes: change(self.routes),
+            ..self
+        }
+    }
+
+    /// The function's whole edge, as Lambda and the plain server run it.
+    pub fn service(self) -> FunctionService {
+        chat_runtime::function_service(self.routes, &self.cors, self.methods)
+    }
+}
+
+/// A chat function: the model, the store, the knowledge base standard turns search (first, or as the model's tool:
+/// `RETRIEVAL`), the files of messages, the MCP servers' tools, and every turn counted in the usage ledger.
+fn chat<F: ChatFunction>(
+    Parts {
+        backends,
+        config,
+        auth,
+    }: Parts<'_>,
+) -> Result<ChatApp<BedrockModel, DynamoStore, F>, ConfigError> {
+    let tools = mcp_servers(config)?;
+    // A chat function writes a metrics record per turn.
+    chat_runtime::init_metrics(&config.metrics_namespace);
+    let store = backends.store(config);
+    let ledger = usage_ledger(&store);
+    Ok(
+        ChatApp::new(backends.model(config), store, auth, config.clone())
+            .with_retriever(backends.knowledge_base(config))
+            .with_attachments(backends.attachments(config))
+            .with_tools(tools, config.tool_bounds)
+            .with_usage(Some(ledger)),
+    )
+}
+
+/// The history function: the store, the files of messages, the usage ledger `GET /usage` reads, and the page.
+fn history(
+    Parts {
+        backends,
+        config,
+        auth,
+    }: Parts<'_>,
+) -> Result<HistoryApp<DynamoStore>, ConfigError> {
+    let page = PageSettings::from_env()?;
+    let store = backends.store(config);
+    let ledger = usage_ledger(&store);
+    Ok(HistoryApp::new(store, auth, config)
+        .with_page(&page)
+        .with_attachments(backends.attachments(config))
+        .with_usage(Some(ledger)))
+}
+
+fn usage_ledger(store: &DynamoStore) -> Arc<dyn UsageLedger> {
+    Arc::new(store.usage_ledger())
+}

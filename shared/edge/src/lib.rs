@@ -1,0 +1,22 @@
+//! What every function's routes stand on at the HTTP edge: who is calling (identity: IAM, JWT, one local user),
+//! reading a request (extractors, bodies, queries), CORS, and errors as responses in one place. No AWS client and no
+//! runtime here: the composition root (`chat-app`) builds the routes on this, the runtime (`chat-runtime`) serves them.
+
+mod cors;
+mod error;
+mod extract;
+mod identity;
+mod request;
+mod routes;
+
+pub use cors::{Cors, LOOPBACK_ORIGINS};
+pub use error::{ApiError, ConfigError, error_body, error_line, error_response, json_response};
+pub use extract::{
+    Arrived, CallerAnd, ChatEdgeState, ChatRequest, ChatRoute, ChatUiRoute, Deadline, EdgeState,
+    Identified, JsonBody, ProtocolRoute, ROOM_TO_FINISH,
+};
+pub use identity::{Auth, CallerParts, JwtVerifier, KeySource};
+pub use request::{
+    DRAIN_FOR, DRAIN_LIMIT_BYTES, Query, accepts, read_chat_request, read_json_body,
+};
+pub use routes::only;
