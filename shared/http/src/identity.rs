@@ -231,7 +231,7 @@ impl Auth {
                     required("JWT_AUDIENCE")?,
                     get("JWT_GROUPS_CLAIM").unwrap_or_else(|| "groups".into()),
                     source,
-                )?)))
+                ))))
             }
             Some(other) => Err(ConfigError {
                 name: "AUTH_MODE",
@@ -367,13 +367,8 @@ fn bearer(request: &impl CallerParts) -> Option<&str> {
 }
 
 impl JwtVerifier {
-    fn new(
-        issuer: String,
-        audience: String,
-        groups_claim: String,
-        source: KeySource,
-    ) -> Result<Self, ConfigError> {
-        Ok(Self {
+    fn new(issuer: String, audience: String, groups_claim: String, source: KeySource) -> Self {
+        Self {
             issuer,
             audience,
             groups_claim,
@@ -381,14 +376,10 @@ impl JwtVerifier {
             cache: Arc::new(Mutex::new(KeyCache::default())),
             fetching: Arc::new(tokio::sync::Mutex::new(())),
             timing: KeyTiming::default(),
-            // The fetch's time is bounded where it runs (see `fetch_and_record`), by `KeyTiming::fetch_timeout`.
-            http: reqwest::Client::builder()
-                .build()
-                .map_err(|e| ConfigError {
-                    name: "JWKS_URL",
-                    reason: format!("no HTTP client: {e}"),
-                })?,
-        })
+            // The process's one client (crate::http_client); the fetch's time is bounded where it runs (see
+            // `fetch_and_record`), by `KeyTiming::fetch_timeout`.
+            http: crate::http_client(),
+        }
     }
 
     /// The token's `sub`, when the token is one to accept.
@@ -906,8 +897,7 @@ mod tests {
                 AUDIENCE.into(),
                 "groups".into(),
                 KeySource::File("/nonexistent/jwks.json".into()),
-            )
-            .unwrap();
+            );
             verifier.cache.lock().unwrap().keys =
                 Some((vec![signing_key(&jwk).unwrap()].into(), Instant::now()));
             (Auth::Jwt(Box::new(verifier)), key)
@@ -1244,8 +1234,7 @@ mod tests {
                 AUDIENCE.into(),
                 "groups".into(),
                 KeySource::Url(url.into()),
-            )
-            .unwrap();
+            );
             verifier.timing = timing;
             Auth::Jwt(Box::new(verifier))
         }

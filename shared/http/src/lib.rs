@@ -7,6 +7,7 @@ mod cors;
 mod edge;
 mod error;
 mod extract;
+mod http_client;
 mod identity;
 mod init;
 mod logging;
@@ -26,6 +27,7 @@ pub use extract::{
     Arrived, CallerAnd, ChatEdgeState, ChatRequest, ChatRoute, ChatUiRoute, Deadline, EdgeState,
     Identified, JsonBody, ProtocolRoute, ROOM_TO_FINISH,
 };
+pub use http_client::http_client;
 pub use identity::{Auth, CallerParts, JwtVerifier, KeySource};
 pub use init::{MISCONFIGURED, start};
 pub use logging::init_logging;
