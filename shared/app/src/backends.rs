@@ -64,16 +64,20 @@ pub fn mcp_servers(config: &Config) -> Result<Vec<Arc<dyn ToolSource>>, ConfigEr
     let Some(json) = &config.mcp_servers else {
         return Ok(Vec::new());
     };
-    let servers = chat_mcp::McpServers::from_json(&json.0, config.tool_bounds.call_timeout)
-        .map_err(|reason| ConfigError {
-            name: "MCP_SERVERS",
-            reason,
-        })?
-        .with_max_result_bytes(config.tool_bounds.max_result_bytes)
-        .with_sessions(chat_mcp::Sessions {
-            max: config.mcp_max_sessions,
-            idle: config.mcp_session_idle,
-        });
+    let servers = chat_mcp::McpServers::from_json(
+        &json.0,
+        config.tool_bounds.call_timeout,
+        chat_runtime::http_client(),
+    )
+    .map_err(|reason| ConfigError {
+        name: "MCP_SERVERS",
+        reason,
+    })?
+    .with_max_result_bytes(config.tool_bounds.max_result_bytes)
+    .with_sessions(chat_mcp::Sessions {
+        max: config.mcp_max_sessions,
+        idle: config.mcp_session_idle,
+    });
     if servers.is_empty() {
         return Ok(Vec::new());
     }

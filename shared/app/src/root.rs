@@ -102,7 +102,7 @@ impl App {
     /// ledger, and the routes over them.
     pub async fn build<F: Function>() -> Result<Self, ConfigError> {
         let config = Config::from_env()?;
-        let auth = Auth::from_env()?;
+        let auth = Auth::from_env(chat_runtime::http_client)?;
         let backends = Backends::load().await;
         let routes = F::routes(Parts {
             backends: &backends,

@@ -5,6 +5,7 @@ mod attachments;
 mod bedrock;
 mod dynamo;
 mod guardrail_trace;
+pub mod https;
 mod knowledge_base;
 mod store;
 pub mod table;
@@ -23,13 +24,19 @@ pub(crate) fn now_millis() -> String {
 
 /// Loads the AWS configuration once per cold start: region, credentials and endpoints from the environment
 /// (`AWS_ENDPOINT_URL_BEDROCK_RUNTIME`, `AWS_ENDPOINT_URL_BEDROCK_AGENT_RUNTIME` and `AWS_ENDPOINT_URL_DYNAMODB` point
-/// the clients at local servers).
+/// the clients at local servers), and one HTTP client, one connection pool, for every SDK client built from it
+/// ([`https::https_client`]).
+pub async fn load_aws_config() -> aws_config::SdkConfig {
+    aws_config_loader().load().await
+}
+
+/// What [`load_aws_config`] loads, before it loads it (a test adds its endpoint).
 ///
 /// On Lambda the role's credentials and the Region are in the environment, where the default chains look first:
 /// taking them from there directly skips building those chains (among them an STS client for web identity, whose
 /// construction was the largest single cost of a cold start's configuration). Without them (a profile, SSO, a
 /// container's credentials, SnapStart), the default chains as before.
-pub async fn load_aws_config() -> aws_config::SdkConfig {
+pub fn aws_config_loader() -> aws_config::ConfigLoader {
     let set = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
     if set("AWS_ACCESS_KEY_ID").is_some() && set("AWS_SECRET_ACCESS_KEY").is_some() {
@@ -40,5 +47,11 @@ pub async fn load_aws_config() -> aws_config::SdkConfig {
     if let Some(region) = set("AWS_REGION").or_else(|| set("AWS_DEFAULT_REGION")) {
         loader = loader.region(aws_config::Region::new(region));
     }
-    loader.load().await
+    match https::https_client() {
+        Ok(client) => loader.http_client(client),
+        Err(e) => {
+            tracing::warn!(error = %e, "no shared HTTPS client: each AWS client builds its own");
+            loader
+        }
+    }
 }

@@ -162,12 +162,23 @@ struct Verified {
 }
 
 impl Auth {
-    pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from_lookup(&|name: &str| std::env::var(name).ok())
+    /// From the environment; in JWT mode the keys are fetched through `http` (the process's one client, built only
+    /// then).
+    pub fn from_env(http: impl FnOnce() -> reqwest::Client) -> Result<Self, ConfigError> {
+        Self::from_lookup_with(&|name: &str| std::env::var(name).ok(), http)
     }
 
-    /// From `AUTH_MODE` (`iam`, the default; `jwt`; `none`) and the variables each mode needs.
+    /// From `lookup`, with a client of its own for the keys (tests).
     pub fn from_lookup(lookup: &impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        Self::from_lookup_with(lookup, reqwest::Client::new)
+    }
+
+    /// From `AUTH_MODE` (`iam`, the default; `jwt`; `none`) and the variables each mode needs; in JWT mode the keys
+    /// are fetched through `http`.
+    pub fn from_lookup_with(
+        lookup: &impl Fn(&str) -> Option<String>,
+        http: impl FnOnce() -> reqwest::Client,
+    ) -> Result<Self, ConfigError> {
         let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
         let required = |name: &'static str| {
             get(name).ok_or(ConfigError {
@@ -233,7 +244,8 @@ impl Auth {
                     required("JWT_AUDIENCE")?,
                     get("JWT_GROUPS_CLAIM").unwrap_or_else(|| "groups".into()),
                     source,
-                )?)))
+                    http(),
+                ))))
             }
             Some(other) => Err(ConfigError {
                 name: "AUTH_MODE",
@@ -374,8 +386,9 @@ impl JwtVerifier {
         audience: String,
         groups_claim: String,
         source: KeySource,
-    ) -> Result<Self, ConfigError> {
-        Ok(Self {
+        http: reqwest::Client,
+    ) -> Self {
+        Self {
             issuer,
             audience,
             groups_claim,
@@ -383,14 +396,10 @@ impl JwtVerifier {
             cache: Arc::new(Mutex::new(KeyCache::default())),
             fetching: Arc::new(tokio::sync::Mutex::new(())),
             timing: KeyTiming::default(),
-            // The fetch's time is bounded where it runs (see `fetch_and_record`), by `KeyTiming::fetch_timeout`.
-            http: reqwest::Client::builder()
-                .build()
-                .map_err(|e| ConfigError {
-                    name: "JWKS_URL",
-                    reason: format!("no HTTP client: {e}"),
-                })?,
-        })
+            // The process's one client (the composition root hands it over); the fetch's time is bounded where it
+            // runs (see `fetch_and_record`), by `KeyTiming::fetch_timeout`.
+            http,
+        }
     }
 
     /// The token's `sub`, when the token is one to accept.
@@ -908,8 +917,8 @@ mod tests {
                 AUDIENCE.into(),
                 "groups".into(),
                 KeySource::File("/nonexistent/jwks.json".into()),
-            )
-            .unwrap();
+                reqwest::Client::new(),
+            );
             verifier.cache.lock().unwrap().keys =
                 Some((vec![signing_key(&jwk).unwrap()].into(), Instant::now()));
             (Auth::Jwt(Box::new(verifier)), key)
@@ -1246,8 +1255,8 @@ mod tests {
                 AUDIENCE.into(),
                 "groups".into(),
                 KeySource::Url(url.into()),
-            )
-            .unwrap();
+                reqwest::Client::new(),
+            );
             verifier.timing = timing;
             Auth::Jwt(Box::new(verifier))
         }

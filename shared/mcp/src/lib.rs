@@ -56,6 +56,7 @@ use tracing::Instrument;
 
 pub use config::{ServerConfig, USER_HEADER};
 use transport::BoundedClient;
+pub use transport::{client_builder, http_client};
 
 /// The longest tool name Bedrock takes.
 const MAX_TOOL_NAME: usize = 64;
@@ -194,22 +195,32 @@ struct Session {
 
 impl McpServers {
     /// The servers `MCP_SERVERS` names (empty, or `null`: none), each listed within `list_timeout` (at most
-    /// [`LIST_TIMEOUT_CAP`]). The error names what is wrong (never a header value, nor the URL's user-info or
-    /// query).
-    pub fn from_json(json: &str, list_timeout: Duration) -> Result<McpServers, String> {
+    /// [`LIST_TIMEOUT_CAP`]), all through `http` (one built with [`client_builder`]'s rules). The error names what
+    /// is wrong (never a header value, nor the URL's user-info or query).
+    pub fn from_json(
+        json: &str,
+        list_timeout: Duration,
+        http: reqwest::Client,
+    ) -> Result<McpServers, String> {
         let servers = config::parse(json)?;
-        Ok(McpServers::new(servers, list_timeout))
+        Ok(McpServers::new(servers, list_timeout, http))
     }
 
-    /// The servers of `configs`, each listed within `list_timeout` (at most [`LIST_TIMEOUT_CAP`]), a failure kept
-    /// for [`RETRY_AFTER`], the default result bound (`TOOL_RESULT_MAX_BYTES`'s) and [`Sessions::default`].
-    pub fn new(configs: Vec<ServerConfig>, list_timeout: Duration) -> McpServers {
+    /// The servers of `configs`, each listed within `list_timeout` (at most [`LIST_TIMEOUT_CAP`]), all through
+    /// `http` (one built with [`client_builder`]'s rules), a failure kept for [`RETRY_AFTER`], the default result
+    /// bound (`TOOL_RESULT_MAX_BYTES`'s) and [`Sessions::default`].
+    pub fn new(
+        configs: Vec<ServerConfig>,
+        list_timeout: Duration,
+        http: reqwest::Client,
+    ) -> McpServers {
         McpServers {
             servers: configs
                 .into_iter()
                 .map(|config| {
                     Server::new(
                         config,
+                        http.clone(),
                         chat_core::ToolBounds::default().max_result_bytes,
                         Sessions::default(),
                     )
@@ -246,7 +257,12 @@ impl McpServers {
             .iter()
             .map(|server| {
                 let (max_result_bytes, sessions) = bounds(server);
-                Server::new(server.config.clone(), max_result_bytes, sessions)
+                Server::new(
+                    server.config.clone(),
+                    server.client.http().clone(),
+                    max_result_bytes,
+                    sessions,
+                )
             })
             .collect();
         self
@@ -325,10 +341,16 @@ impl ToolSource for McpServers {
 }
 
 impl Server {
-    fn new(config: ServerConfig, max_result_bytes: usize, bounds: Sessions) -> Arc<Server> {
+    fn new(
+        config: ServerConfig,
+        http: reqwest::Client,
+        max_result_bytes: usize,
+        bounds: Sessions,
+    ) -> Arc<Server> {
         Arc::new(Server {
             secrets: config.secrets().into(),
             client: BoundedClient::new(
+                http,
                 max_result_bytes.saturating_add(transport::ANSWER_MARGIN_BYTES),
             ),
             config,
@@ -977,6 +999,7 @@ mod tests {
         let source = McpServers::from_json(
             &format!(r#"[{{"name":"local","url":"{}"}}]"#, local_mcp::url(addr)),
             Duration::from_secs(10),
+            http_client(),
         )
         .unwrap();
         let caller = Caller::owner("u");

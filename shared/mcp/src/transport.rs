@@ -40,8 +40,45 @@ const MAX_FIELD_BYTES: usize = 1024;
 
 type Error = StreamableHttpError<reqwest::Error>;
 
-/// The client of every session of the function's MCP servers: one reqwest client (one connection pool), and the
-/// most bytes of a tool call's answer that are kept.
+/// The rules of the HTTP client the MCP servers are reached through, as rmcp builds its own: a connection is made
+/// within [`crate::LIST_TIMEOUT_CAP`] (each listing and call has its own bound as well: the listing timeout,
+/// `TOOL_TIMEOUT_MS`), and only same-origin 307 and 308 redirects are followed, which keep the method and body and
+/// do not hand the headers (secrets) to another host. rmcp also keeps no connection idle (one whose last answer was
+/// not read to its end would stall the next request): every request here says `Connection: close` instead, so that
+/// a client shared with other uses may keep theirs.
+pub fn client_builder() -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+        .connect_timeout(crate::LIST_TIMEOUT_CAP)
+        .redirect(reqwest::redirect::Policy::custom(|attempt| {
+            let keeps_body = matches!(
+                attempt.status(),
+                StatusCode::TEMPORARY_REDIRECT | StatusCode::PERMANENT_REDIRECT
+            );
+            let same_origin = attempt
+                .previous()
+                .first()
+                .is_some_and(|first| first.origin() == attempt.url().origin());
+            if !keeps_body || !same_origin {
+                attempt.stop()
+            } else if attempt.previous().len() > MAX_REDIRECTS {
+                attempt.error(format!("more than {MAX_REDIRECTS} redirects"))
+            } else {
+                attempt.follow()
+            }
+        }))
+}
+
+/// A client with [`client_builder`]'s rules and reqwest's own TLS (the platform's roots, loaded for this client),
+/// for a program that shares none.
+pub fn http_client() -> reqwest::Client {
+    client_builder()
+        .build()
+        // Only a TLS backend that cannot start fails here; the same build is rmcp's own, which panics too.
+        .unwrap_or_default()
+}
+
+/// The client of every session of one MCP server: the HTTP client given (one connection pool for every server),
+/// and the most bytes of a tool call's answer that are kept.
 #[derive(Clone)]
 pub(crate) struct BoundedClient {
     http: reqwest::Client,
@@ -49,37 +86,15 @@ pub(crate) struct BoundedClient {
 }
 
 impl BoundedClient {
-    /// A client keeping at most `answer_limit` bytes of a tool call's answer. Built as rmcp builds its own: no idle
-    /// connections kept (rmcp's choice: a connection whose last answer was not read to its end stalls the next
-    /// request), and only same-origin 307 and 308 redirects followed, which keep the method and body and do not
-    /// hand the headers (secrets) to another host.
-    pub(crate) fn new(answer_limit: usize) -> Self {
-        let http = reqwest::Client::builder()
-            // Each listing and call has its own bound (the listing timeout, TOOL_TIMEOUT_MS); a connection that
-            // cannot be made is given up sooner still.
-            .connect_timeout(crate::LIST_TIMEOUT_CAP)
-            .pool_max_idle_per_host(0)
-            .redirect(reqwest::redirect::Policy::custom(|attempt| {
-                let keeps_body = matches!(
-                    attempt.status(),
-                    StatusCode::TEMPORARY_REDIRECT | StatusCode::PERMANENT_REDIRECT
-                );
-                let same_origin = attempt
-                    .previous()
-                    .first()
-                    .is_some_and(|first| first.origin() == attempt.url().origin());
-                if !keeps_body || !same_origin {
-                    attempt.stop()
-                } else if attempt.previous().len() > MAX_REDIRECTS {
-                    attempt.error(format!("more than {MAX_REDIRECTS} redirects"))
-                } else {
-                    attempt.follow()
-                }
-            }))
-            .build()
-            // Only a TLS backend that cannot start fails here; the same build is rmcp's own, which panics too.
-            .unwrap_or_default();
+    /// A client keeping at most `answer_limit` bytes of a tool call's answer, through `http` (one with
+    /// [`client_builder`]'s rules).
+    pub(crate) fn new(http: reqwest::Client, answer_limit: usize) -> Self {
         Self { http, answer_limit }
+    }
+
+    /// The HTTP client under it.
+    pub(crate) fn http(&self) -> &reqwest::Client {
+        &self.http
     }
 
     /// Sends a tool call and reads its answer, keeping at most `answer_limit` bytes of it.
@@ -95,6 +110,7 @@ impl BoundedClient {
         let mut request = self
             .http
             .post(uri.as_ref())
+            .header(header::CONNECTION, "close")
             .header(header::ACCEPT, "text/event-stream, application/json");
         if let Some(token) = auth_header {
             request = request.bearer_auth(token);
@@ -278,7 +294,7 @@ impl StreamableHttpClient for BoundedClient {
                         message,
                         session_id,
                         auth_header,
-                        custom_headers,
+                        closing(custom_headers),
                         limits,
                     )
                     .await
@@ -294,7 +310,7 @@ impl StreamableHttpClient for BoundedClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), Error> {
         self.http
-            .delete_session(uri, session_id, auth_header, custom_headers)
+            .delete_session(uri, session_id, auth_header, closing(custom_headers))
             .await
     }
 
@@ -332,11 +348,17 @@ impl StreamableHttpClient for BoundedClient {
                 session_id,
                 last_event_id,
                 auth_header,
-                custom_headers,
+                closing(custom_headers),
                 max_sse_event_size,
             )
             .await
     }
+}
+
+/// The headers of a request rmcp's client sends, with `Connection: close` (see [`client_builder`]).
+fn closing(mut headers: HashMap<HeaderName, HeaderValue>) -> HashMap<HeaderName, HeaderValue> {
+    headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    headers
 }
 
 /// The SSE events of a tool call's answer, read as they arrive: an event's data is kept up to `limit` bytes. An

@@ -80,12 +80,14 @@ async fn no_header_value_is_logged_and_the_session_is_not_the_turns() {
         &json!([{"name": "guarded", "url": local_mcp::url(addr), "headers": {"Authorization": format!("Bearer {TOKEN}")}}])
             .to_string(),
         Duration::from_secs(10),
+        chat_mcp::http_client(),
     )
     .unwrap();
     let wrong = McpServers::from_json(
         &json!([{"name": "guarded", "url": local_mcp::url(addr), "headers": {"Authorization": "Bearer wrong-s3cret"}}])
             .to_string(),
         Duration::from_secs(10),
+        chat_mcp::http_client(),
     )
     .unwrap();
     let turn = tracing::info_span!("turn");

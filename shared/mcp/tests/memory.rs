@@ -30,6 +30,7 @@ async fn an_answer_of_50_mb_is_cut_without_holding_it() {
     let source = McpServers::from_json(
         &json!([{"name": "flood", "url": local_mcp::url(addr)}]).to_string(),
         Duration::from_secs(10),
+        chat_mcp::http_client(),
     )
     .unwrap();
     let caller = Caller::owner("u");

@@ -29,7 +29,7 @@ async fn start() -> (SocketAddr, tokio::task::JoinHandle<()>) {
 }
 
 fn servers(json: Value) -> McpServers {
-    McpServers::from_json(&json.to_string(), LIST_TIMEOUT).unwrap()
+    McpServers::from_json(&json.to_string(), LIST_TIMEOUT, chat_mcp::http_client()).unwrap()
 }
 
 /// Servers whose failures are listed again on the next turn (no retry interval).
@@ -338,6 +338,7 @@ async fn a_server_that_does_not_answer_is_given_up_within_the_listing_timeout() 
     let source = McpServers::from_json(
         &json!([{"name": "silent", "url": format!("http://{addr}/mcp")}]).to_string(),
         Duration::from_millis(300),
+        chat_mcp::http_client(),
     )
     .unwrap();
     let started = Instant::now();
@@ -374,6 +375,7 @@ async fn servers_are_listed_together() {
     let source = McpServers::from_json(
         &json!([{"name": "s1", "url": urls[0]}, {"name": "s2", "url": urls[1]}]).to_string(),
         Duration::from_millis(800),
+        chat_mcp::http_client(),
     )
     .unwrap();
     let started = Instant::now();
@@ -396,6 +398,7 @@ async fn turns_that_arrive_together_share_one_attempt() {
     let source = McpServers::from_json(
         &json!([{"name": "silent", "url": format!("http://{addr}/mcp")}]).to_string(),
         Duration::from_millis(800),
+        chat_mcp::http_client(),
     )
     .unwrap()
     .with_retry_after(Duration::ZERO);
@@ -417,17 +420,18 @@ async fn turns_that_arrive_together_share_one_attempt() {
 
 #[test]
 fn no_servers_configured_is_an_empty_source() {
-    let source = McpServers::from_json("", LIST_TIMEOUT).unwrap();
+    let source = McpServers::from_json("", LIST_TIMEOUT, chat_mcp::http_client()).unwrap();
     assert!(source.is_empty());
-    let source = McpServers::from_json("[]", LIST_TIMEOUT).unwrap();
+    let source = McpServers::from_json("[]", LIST_TIMEOUT, chat_mcp::http_client()).unwrap();
     assert!(source.is_empty());
-    let error = McpServers::from_json(r#"{"name":"a"}"#, LIST_TIMEOUT).unwrap_err();
+    let error = McpServers::from_json(r#"{"name":"a"}"#, LIST_TIMEOUT, chat_mcp::http_client())
+        .unwrap_err();
     assert!(error.contains("list"), "{error}");
 }
 
 #[tokio::test]
 async fn an_empty_source_lists_nothing() {
-    let source = McpServers::from_json("[]", LIST_TIMEOUT).unwrap();
+    let source = McpServers::from_json("[]", LIST_TIMEOUT, chat_mcp::http_client()).unwrap();
     let listing = source.list(&Caller::owner("u")).await;
     assert!(listing.tools.is_empty() && listing.unavailable.is_empty());
 }
@@ -438,6 +442,7 @@ async fn a_failed_server_is_not_listed_again_within_the_retry_interval() {
     let source = McpServers::from_json(
         &json!([{"name": "silent", "url": format!("http://{addr}/mcp")}]).to_string(),
         Duration::from_millis(300),
+        chat_mcp::http_client(),
     )
     .unwrap()
     .with_retry_after(Duration::from_millis(1500));
@@ -500,6 +505,7 @@ async fn the_listing_timeout_is_capped() {
     let source = McpServers::from_json(
         &json!([{"name": "silent", "url": format!("http://{addr}/mcp")}]).to_string(),
         Duration::from_secs(60),
+        chat_mcp::http_client(),
     )
     .unwrap();
     assert!(
@@ -544,6 +550,7 @@ async fn a_urls_user_info_and_query_are_never_shown() {
     let error = McpServers::from_json(
         &json!([{"name": "keyed", "url": "ftp://me:pa55w0rd@h/mcp?api_key=qu3ry-k3y"}]).to_string(),
         LIST_TIMEOUT,
+        chat_mcp::http_client(),
     )
     .unwrap_err();
     assert!(

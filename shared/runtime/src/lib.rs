@@ -3,6 +3,7 @@
 //! error reported once, and the process's logging, traces and metrics.
 
 mod deferred;
+mod http_client;
 mod init;
 mod logging;
 mod metrics;
@@ -11,6 +12,7 @@ mod serve;
 mod service;
 mod traces;
 
+pub use http_client::http_client;
 pub use init::{MISCONFIGURED, start};
 pub use logging::init_logging;
 pub use metrics::{FailureClass, TurnMeter, TurnOutcome, init_metrics};

@@ -30,10 +30,11 @@
 //! runtime's only thread, which an exporter that needs that runtime for its HTTP call would deadlock). The plain
 //! server flushes when it stops ([`crate::serve_plain`]).
 //!
-//! Requests to the collector go through the workspace's reqwest (rustls, native roots: no second HTTP client or
-//! TLS stack) on the function's tokio runtime: the processor's thread hands each request to the runtime
-//! ([`OnRuntime`]). The SDK's crates are built without their internal logs, and they, reqwest and hyper are held
-//! at INFO like every other crate ([`crate::logging`]).
+//! Requests to the collector go through the process's one reqwest client ([`crate::http_client`]: rustls, the
+//! system's roots, shared with the JWKS and the MCP servers), each bounded by the export timeout, on the function's
+//! tokio runtime: the processor's thread hands each request to the runtime ([`OnRuntime`]). The SDK's crates are
+//! built without their internal logs, and they, reqwest and hyper are held at INFO like every other crate
+//! ([`crate::logging`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -66,8 +67,6 @@ static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
 pub enum TraceSetupError {
     #[error("OTLP export needs a tokio runtime to send on")]
     NoRuntime,
-    #[error("no HTTP client for the OTLP exporter: {0}")]
-    Client(reqwest::Error),
     #[error("the OTLP exporter cannot be built: {0}")]
     Exporter(#[from] opentelemetry_otlp::ExporterBuildError),
 }
@@ -89,14 +88,14 @@ pub(crate) fn exporting_tracer() -> Result<Option<SdkTracer>, TraceSetupError> {
         return Ok(None);
     }
     let runtime = tokio::runtime::Handle::try_current().map_err(|_| TraceSetupError::NoRuntime)?;
-    let client = reqwest::Client::builder()
-        .timeout(export_timeout(|name| std::env::var(name).ok()))
-        .build()
-        .map_err(TraceSetupError::Client)?;
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_protocol(Protocol::HttpBinary)
-        .with_http_client(OnRuntime { client, runtime })
+        .with_http_client(OnRuntime {
+            client: crate::http_client(),
+            timeout: export_timeout(|name| std::env::var(name).ok()),
+            runtime,
+        })
         .build()?;
     let mut resource = Resource::builder();
     // OTEL_SERVICE_NAME (read by the builder) wins; else the function's name, so each function is its own service.
@@ -259,11 +258,13 @@ pub fn new_xray_trace_id() -> String {
     format!("1-{:08x}-{random:024x}", seconds as u32)
 }
 
-/// opentelemetry-otlp's HTTP client: the workspace's reqwest, each request sent on the function's tokio runtime.
-/// The SDK's batch processor exports from a thread of its own, outside any runtime, where reqwest cannot run.
+/// opentelemetry-otlp's HTTP client: the process's reqwest client ([`crate::http_client`]), each request bounded by
+/// `timeout` and sent on the function's tokio runtime. The SDK's batch processor exports from a thread of its own,
+/// outside any runtime, where reqwest cannot run.
 #[derive(Debug)]
 struct OnRuntime {
     client: reqwest::Client,
+    timeout: Duration,
     runtime: tokio::runtime::Handle,
 }
 
@@ -274,7 +275,8 @@ impl HttpClient for OnRuntime {
         request: axum::http::Request<Bytes>,
     ) -> Result<axum::http::Response<Bytes>, HttpError> {
         let client = self.client.clone();
-        let request = reqwest::Request::try_from(request)?;
+        let mut request = reqwest::Request::try_from(request)?;
+        *request.timeout_mut() = Some(self.timeout);
         let sent = self.runtime.spawn(async move {
             let mut response = client.execute(request).await?;
             let mut answer = axum::http::Response::builder().status(response.status());

@@ -265,6 +265,9 @@ fn main() {
             // SAFETY: no other thread exists yet: the async runtime and every server start below.
             unsafe { std::env::set_var(name, value) };
         }
+        // The system's roots from their bundle file only, as each function's own start reads them.
+        // SAFETY: as above.
+        let _bundle = unsafe { chat_aws::https::read_bundle_only() };
     }
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
