@@ -1,20 +1,22 @@
 //! Who is calling, in one place for every function: the IAM caller of a function URL, the `sub` of a verified
 //! Bearer JWT, or one local user when authentication is off for local runs.
+//!
+//! - [`iam`]: the function URL's IAM caller (or a Cognito identity);
+//! - [`jwt`]: a Bearer token verified: its signature, issuer, audience, times and claims;
+//! - [`jwks`]: the issuer's keys, fetched and kept so that no caller can turn the fetch against the service.
 
-use std::io::Read;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, KeyOperations, PublicKeyUse};
-use jsonwebtoken::{Algorithm, DecodingKey, Validation, decode, decode_header};
+use chat_core::Caller;
 use lambda_http::RequestExt;
 use lambda_http::request::RequestContext;
 
-use serde::Deserialize;
-
-use chat_core::Caller;
-
 use crate::{ApiError, ConfigError};
+
+mod iam;
+mod jwks;
+mod jwt;
+
+pub use jwks::KeySource;
+pub use jwt::JwtVerifier;
 
 /// How callers prove who they are. A clone shares its verifier's keys.
 #[derive(Clone)]
@@ -27,139 +29,11 @@ pub enum Auth {
     None { user: String },
 }
 
-/// Where the JWT signing keys come from.
-#[derive(Clone)]
-pub enum KeySource {
-    Url(String),
-    File(String),
-}
-
-/// Verifies tokens: signature by a key of the JWKS, `iss`, `aud`, `exp`, and a `sub`.
-///
-/// The JWKS is fetched so that no caller can turn it against the service or its issuer: one fetch at a time (the
-/// verifications that need it wait for it and use what it found), bounded in time ([`JWKS_TIMEOUT`]) and size
-/// ([`MAX_JWKS_BYTES`]), and a failed fetch is remembered ([`KeyTiming::failure_remembered_for`]), so that tokens
-/// sent while the issuer is down (or with key ids it never made) do not make a fetch each. A fetch runs in a task of
-/// its own, which records what it found even when the verification that started it is gone (its client hung up, or
-/// Lambda's timeout struck): otherwise a client that connects and hangs up again and again would make a fetch each
-/// time while the issuer hangs.
-#[derive(Clone)]
-pub struct JwtVerifier {
-    issuer: String,
-    audience: String,
-    /// The claim holding the caller's groups (`JWT_GROUPS_CLAIM`, default `groups`).
-    groups_claim: String,
-    source: KeySource,
-    /// The keys last fetched and the last failure, read by every verification and written by the fetching task.
-    cache: Arc<Mutex<KeyCache>>,
-    /// Held by the task that fetches, from before it starts until it has recorded what it found; the verifications
-    /// that need a fetch meanwhile queue here and then read what it found.
-    fetching: Arc<tokio::sync::Mutex<()>>,
-    timing: KeyTiming,
-    http: reqwest::Client,
-}
-
-/// How long what a fetch found is used.
-#[derive(Clone, Copy)]
-struct KeyTiming {
-    /// Fetched keys are used this long before they are fetched again.
-    fresh_for: Duration,
-    /// A token naming a key the set does not hold fetches the set again, at most this often.
-    refetch_after: Duration,
-    /// A failed fetch answers for this long (no fetch meanwhile).
-    failure_remembered_for: Duration,
-    /// While fetches fail, the keys fetched last go on verifying until they are this old: a short outage of the
-    /// issuer is not an outage of the service.
-    usable_for: Duration,
-    /// How long a fetch may take, connecting and reading the JWKS whole ([`JWKS_TIMEOUT`]).
-    fetch_timeout: Duration,
-}
-
-impl Default for KeyTiming {
-    fn default() -> Self {
-        Self {
-            fresh_for: Duration::from_secs(600),
-            refetch_after: Duration::from_secs(30),
-            failure_remembered_for: Duration::from_secs(30),
-            usable_for: Duration::from_secs(3600),
-            fetch_timeout: JWKS_TIMEOUT,
-        }
-    }
-}
-
-/// How long fetching the JWKS may take, connecting and reading it whole.
-const JWKS_TIMEOUT: Duration = Duration::from_secs(5);
-/// The largest JWKS read: an issuer's has a few keys (a few KiB); a larger answer is refused, read no further.
-pub const MAX_JWKS_BYTES: usize = 256 * 1024;
-
-/// A key of the JWKS that verifies signatures, with the one algorithm it verifies.
-#[derive(Clone)]
-struct Key {
-    kid: Option<String>,
-    alg: Algorithm,
-    decoding: DecodingKey,
-}
-
-#[derive(Default)]
-struct KeyCache {
-    keys: Option<(Arc<[Key]>, Instant)>,
-    /// Why the last fetch failed, and when, if it failed after the keys were fetched.
-    failure: Option<(String, Instant)>,
-}
-
-/// A JWKS, its keys unread.
-#[derive(Deserialize)]
-struct RawJwks {
-    keys: Vec<serde_json::Value>,
-}
-
-/// What the cache answers for a key id.
-enum Lookup {
-    Found(Key),
-    Refused(String),
-    Fetch,
-}
-
-/// The signature algorithms accepted: public-key ones only, since with a shared-secret algorithm anyone holding
-/// the JWKS could sign tokens.
-const ACCEPTED_ALGORITHMS: [Algorithm; 9] = [
-    Algorithm::RS256,
-    Algorithm::RS384,
-    Algorithm::RS512,
-    Algorithm::PS256,
-    Algorithm::PS384,
-    Algorithm::PS512,
-    Algorithm::ES256,
-    Algorithm::ES384,
-    Algorithm::EdDSA,
-];
-/// How far the issuer's clock may be from ours when `exp` and `nbf` are checked.
-const CLOCK_SKEW_SECONDS: u64 = 60;
-
 /// The longest owner id kept as it is. Owner ids go into partition keys (`CHAT#{chatId}#{owner}`,
 /// `LIST#{mode}#{owner}`), which DynamoDB holds to 2,048 bytes. Every id a conforming issuer or AWS makes fits
 /// (an OpenID Connect `sub` is at most 255 characters, an IAM ARN with its path well under 1 KB), so the chats of
 /// existing users stay where they are; a longer id is replaced by its digest (see [`owner_id`]).
 pub const MAX_OWNER_ID_BYTES: usize = 1024;
-
-const NO_IAM_CALLER: &str =
-    "the request carries no IAM caller (is the function URL's AuthType AWS_IAM?)";
-
-#[derive(Deserialize)]
-struct Claims {
-    sub: String,
-    /// Every other claim: the object id and the groups claim are read from here.
-    #[serde(flatten)]
-    other: serde_json::Map<String, serde_json::Value>,
-}
-
-/// What a verified token says of its holder.
-struct Verified {
-    sub: String,
-    /// The `oid` claim (Microsoft Entra's object id), else `sub`: what documents' `oids` name.
-    oid: String,
-    groups: Vec<String>,
-}
 
 impl Auth {
     /// From the environment; in JWT mode the keys are fetched through `http` (the process's one client, built only
@@ -263,7 +137,7 @@ impl Auth {
                 oid: Some(user.clone()),
                 groups: Vec::new(),
             }),
-            Auth::Iam => iam_caller(request)
+            Auth::Iam => iam::iam_caller(request)
                 .map(|arn| Caller {
                     owner: owner_id("iam", &arn),
                     oid: Some(arn),
@@ -271,7 +145,7 @@ impl Auth {
                 })
                 .map_err(ApiError::Unauthorized),
             Auth::Jwt(verifier) => {
-                let token = bearer(request).ok_or(ApiError::Unauthorized(
+                let token = jwt::bearer(request).ok_or(ApiError::Unauthorized(
                     "no Authorization: Bearer token".into(),
                 ))?;
                 let verified = verifier
@@ -347,338 +221,16 @@ fn usable_name<'a>(what: &str, value: &'a str) -> Result<&'a str, String> {
     Ok(value)
 }
 
-fn iam_caller(request: &impl CallerParts) -> Result<String, String> {
-    let Some(RequestContext::ApiGatewayV2(ctx)) = request.lambda_context() else {
-        return Err(NO_IAM_CALLER.into());
-    };
-    let Some(iam) = ctx.authorizer.as_ref().and_then(|a| a.iam.as_ref()) else {
-        return Err(NO_IAM_CALLER.into());
-    };
-    // Callers with Cognito identity-pool credentials all assume one role: their identity id tells them apart.
-    // A name that is present but empty is refused, never passed over for a broader one (the shared role's ARN).
-    if let Some(id) = iam
-        .cognito_identity
-        .as_ref()
-        .and_then(|c| c.identity_id.as_deref())
-    {
-        return usable_name("the caller's Cognito identity id", id)
-            .map(|id| format!("cognito:{id}"));
-    }
-    match (iam.user_arn.as_deref(), iam.caller_id.as_deref()) {
-        (Some(arn), _) => usable_name("the caller's userArn", arn).map(str::to_string),
-        (None, Some(id)) => usable_name("the caller's callerId", id).map(str::to_string),
-        (None, None) => Err(NO_IAM_CALLER.into()),
-    }
-}
-
-fn bearer(request: &impl CallerParts) -> Option<&str> {
-    let value = request.header_map().get("authorization")?.to_str().ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| token.trim())
-        .filter(|t| !t.is_empty())
-}
-
-impl JwtVerifier {
-    fn new(
-        issuer: String,
-        audience: String,
-        groups_claim: String,
-        source: KeySource,
-        http: reqwest::Client,
-    ) -> Self {
-        Self {
-            issuer,
-            audience,
-            groups_claim,
-            source,
-            cache: Arc::new(Mutex::new(KeyCache::default())),
-            fetching: Arc::new(tokio::sync::Mutex::new(())),
-            timing: KeyTiming::default(),
-            // The process's one client (the composition root hands it over); the fetch's time is bounded where it
-            // runs (see `fetch_and_record`), by `KeyTiming::fetch_timeout`.
-            http,
-        }
-    }
-
-    /// The token's `sub`, when the token is one to accept.
-    async fn verify(&self, token: &str) -> Result<Verified, String> {
-        let header = decode_header(token).map_err(|e| format!("malformed token: {e}"))?;
-        // RFC 7515 §4.1.11: a recipient must refuse a token whose `crit` names an extension it does not understand,
-        // and this service understands none (an empty list is malformed: producers must not send one).
-        if let Some(crit) = &header.crit {
-            return Err(format!(
-                "the token's header marks {crit:?} critical, and no extension is understood here"
-            ));
-        }
-        // Refused before any key is looked for, so that such tokens never make a fetch.
-        if !ACCEPTED_ALGORITHMS.contains(&header.alg) {
-            return Err(format!("algorithm {:?} is not accepted", header.alg));
-        }
-        let key = self.key(header.kid.as_deref()).await?;
-        // The key says how it verifies, never the token: a token may not pick another algorithm for the key
-        // (RSASSA-PSS for a PKCS #1 key, or the other way round).
-        if header.alg != key.alg {
-            return Err(format!(
-                "the token is signed with {:?}, and its key verifies {:?} only",
-                header.alg, key.alg
-            ));
-        }
-        let mut validation = Validation::new(key.alg);
-        validation.set_issuer(&[&self.issuer]);
-        validation.set_audience(&[&self.audience]);
-        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
-        // A token is good from `nbf` (when it has one) until `exp`, give or take the clocks' skew.
-        validation.validate_nbf = true;
-        validation.leeway = CLOCK_SKEW_SECONDS;
-        let data = decode::<Claims>(token, &key.decoding, &validation)
-            .map_err(|e| format!("invalid token: {e}"))?;
-        usable_name("the token's sub", &data.claims.sub)?;
-        let claims = data.claims;
-        let oid = match claims.other.get("oid").and_then(|v| v.as_str()) {
-            Some(oid) if usable_name("the token's oid", oid).is_ok() => oid.to_string(),
-            _ => claims.sub.clone(),
-        };
-        // A groups claim is a list of names (or one name); anything else names no group.
-        let groups = match claims.other.get(&self.groups_claim) {
-            Some(serde_json::Value::Array(items)) => items
-                .iter()
-                .filter_map(|g| g.as_str())
-                .filter(|g| usable_name("a group", g).is_ok())
-                .map(str::to_string)
-                .collect(),
-            Some(serde_json::Value::String(one)) if usable_name("a group", one).is_ok() => {
-                vec![one.clone()]
-            }
-            _ => Vec::new(),
-        };
-        Ok(Verified {
-            sub: claims.sub,
-            oid,
-            groups,
-        })
-    }
-
-    /// The key `kid` names (or the only key, when the token names none), fetching the set when needed: one fetch at
-    /// a time, which the others wait for and then use.
-    async fn key(&self, kid: Option<&str>) -> Result<Key, String> {
-        if let Some(answer) = self.cached(kid) {
-            return answer;
-        }
-        let turn = self.fetching.clone().lock_owned().await;
-        // The fetch this waited for may have found the key, or failed: its answer stands.
-        if let Some(answer) = self.cached(kid) {
-            return answer;
-        }
-        // The fetch runs in a task that holds the turn and records its outcome: were this verification dropped
-        // while it waits, the fetch goes on, and the verifications queued behind it read what it found.
-        let fetch = tokio::spawn(Self::fetch_and_record(
-            self.source.clone(),
-            self.http.clone(),
-            self.timing.fetch_timeout,
-            self.cache.clone(),
-            turn,
-        ));
-        match fetch.await {
-            Ok(Ok(keys)) => find(&keys, kid)
-                .cloned()
-                .ok_or_else(|| NO_MATCHING_KEY.into()),
-            Ok(Err(why)) => self.cached(kid).unwrap_or(Err(why)),
-            // Only a panic in the fetch (or a runtime shutting down) ends up here; the turn is released either way.
-            Err(e) => Err(format!("the fetch of the signing keys did not finish: {e}")),
-        }
-    }
-
-    /// Fetches the keys and records them, or the failure, in `cache`, then gives `turn` back (by dropping it) so
-    /// that the verifications waiting for this fetch read what it recorded.
-    async fn fetch_and_record(
-        source: KeySource,
-        http: reqwest::Client,
-        timeout: Duration,
-        cache: Arc<Mutex<KeyCache>>,
-        turn: tokio::sync::OwnedMutexGuard<()>,
-    ) -> Result<Arc<[Key]>, String> {
-        let outcome = Self::fetch(&source, &http, timeout).await;
-        let mut recorded = cache.lock().unwrap();
-        match &outcome {
-            Ok(keys) => {
-                recorded.keys = Some((keys.clone(), Instant::now()));
-                recorded.failure = None;
-            }
-            Err(why) => {
-                tracing::warn!(error = %why, "cannot fetch the JWT signing keys; tokens are checked against the last keys fetched, if any");
-                recorded.failure = Some((why.clone(), Instant::now()));
-            }
-        }
-        drop(recorded);
-        drop(turn);
-        outcome
-    }
-
-    /// What the cache answers for `kid`, or None when a fetch should answer.
-    fn cached(&self, kid: Option<&str>) -> Option<Result<Key, String>> {
-        match self.lookup(kid) {
-            Lookup::Found(key) => Some(Ok(key)),
-            Lookup::Refused(why) => Some(Err(why)),
-            Lookup::Fetch => None,
-        }
-    }
-
-    fn lookup(&self, kid: Option<&str>) -> Lookup {
-        let cache = self.cache.lock().unwrap();
-        let timing = &self.timing;
-        let failed = cache
-            .failure
-            .as_ref()
-            .filter(|(_, at)| at.elapsed() < timing.failure_remembered_for);
-        if let Some((keys, fetched)) = &cache.keys {
-            let age = fetched.elapsed();
-            match find(keys, kid) {
-                Some(key) if age < timing.fresh_for => return Lookup::Found(key.clone()),
-                Some(key) if failed.is_some() && age < timing.usable_for => {
-                    return Lookup::Found(key.clone());
-                }
-                Some(_) => {}
-                None if age < timing.refetch_after => {
-                    return Lookup::Refused(NO_MATCHING_KEY.into());
-                }
-                None => {}
-            }
-        }
-        match failed {
-            Some((why, _)) => Lookup::Refused(why.clone()),
-            None => Lookup::Fetch,
-        }
-    }
-
-    /// The keys of the JWKS that verify signatures (see [`signing_key`]); a set without any is a failed fetch. A
-    /// download that takes longer than `timeout` is a failed fetch.
-    async fn fetch(
-        source: &KeySource,
-        http: &reqwest::Client,
-        timeout: Duration,
-    ) -> Result<Arc<[Key]>, String> {
-        let bytes = match source {
-            KeySource::File(path) => {
-                let mut bytes = Vec::new();
-                std::fs::File::open(path)
-                    .and_then(|f| f.take(MAX_JWKS_BYTES as u64 + 1).read_to_end(&mut bytes))
-                    .map_err(|e| format!("cannot read {path}: {e}"))?;
-                bytes
-            }
-            KeySource::Url(url) => tokio::time::timeout(timeout, Self::download(http, url))
-                .await
-                .unwrap_or_else(|_| Err(format!("no answer within {timeout:?}")))
-                .map_err(|e| format!("cannot fetch the signing keys from {url}: {e}"))?,
-        };
-        if bytes.len() > MAX_JWKS_BYTES {
-            return Err(format!(
-                "the signing keys are over {MAX_JWKS_BYTES} bytes: refused"
-            ));
-        }
-        // Each key on its own: one this library cannot read (a new key type) leaves the others usable.
-        let set: RawJwks = serde_json::from_slice(&bytes)
-            .map_err(|e| format!("the signing keys are not a JWKS: {e}"))?;
-        let keys: Vec<Key> = set
-            .keys
-            .into_iter()
-            .filter_map(|k| serde_json::from_value::<Jwk>(k).ok())
-            .filter_map(|jwk| signing_key(&jwk))
-            .collect();
-        if keys.is_empty() {
-            return Err("the JWKS holds no key for the signatures accepted here".into());
-        }
-        Ok(keys.into())
-    }
-
-    /// The body at `url`, read in chunks and given up past [`MAX_JWKS_BYTES`] (the caller's timeout bounds the
-    /// whole exchange).
-    async fn download(http: &reqwest::Client, url: &str) -> Result<Vec<u8>, String> {
-        let too_large = || format!("the answer is over {MAX_JWKS_BYTES} bytes: refused");
-        let mut response = http
-            .get(url)
-            .send()
-            .await
-            .and_then(|r| r.error_for_status())
-            .map_err(|e| e.to_string())?;
-        if response
-            .content_length()
-            .is_some_and(|n| n > MAX_JWKS_BYTES as u64)
-        {
-            return Err(too_large());
-        }
-        let mut body = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
-            if body.len() + chunk.len() > MAX_JWKS_BYTES {
-                return Err(too_large());
-            }
-            body.extend_from_slice(&chunk);
-        }
-        Ok(body)
-    }
-}
-
-const NO_MATCHING_KEY: &str = "no key of the issuer matches the token";
-
-/// The key `kid` names, or the only key when the token names none.
-fn find<'a>(keys: &'a [Key], kid: Option<&str>) -> Option<&'a Key> {
-    match kid {
-        Some(kid) => keys.iter().find(|k| k.kid.as_deref() == Some(kid)),
-        None if keys.len() == 1 => keys.first(),
-        None => None,
-    }
-}
-
-/// `jwk` as a key that verifies signatures, or None when it is not one: its `use` is not `sig` (or its `key_ops`
-/// lack `verify`), or it verifies no algorithm accepted here. Its algorithm is its `alg`, else the one its type
-/// implies: ES256 or ES384 by its curve, EdDSA for Ed25519, RS256 for RSA (what issuers that leave `alg` out of
-/// their keys, such as Microsoft Entra ID, sign with).
-fn signing_key(jwk: &Jwk) -> Option<Key> {
-    if jwk
-        .common
-        .public_key_use
-        .as_ref()
-        .is_some_and(|u| *u != PublicKeyUse::Signature)
-    {
-        return None;
-    }
-    if jwk
-        .common
-        .key_operations
-        .as_ref()
-        .is_some_and(|ops| !ops.contains(&KeyOperations::Verify))
-    {
-        return None;
-    }
-    let alg = match jwk.common.key_algorithm {
-        Some(alg) => Algorithm::try_from(alg).ok()?,
-        None => match &jwk.algorithm {
-            AlgorithmParameters::EllipticCurve(p) => match p.curve {
-                EllipticCurve::P256 => Algorithm::ES256,
-                EllipticCurve::P384 => Algorithm::ES384,
-                _ => return None,
-            },
-            AlgorithmParameters::OctetKeyPair(p) if p.curve == EllipticCurve::Ed25519 => {
-                Algorithm::EdDSA
-            }
-            AlgorithmParameters::RSA(_) => Algorithm::RS256,
-            _ => return None,
-        },
-    };
-    if !ACCEPTED_ALGORITHMS.contains(&alg) {
-        return None;
-    }
-    let decoding = DecodingKey::from_jwk(jwk).ok()?;
-    Some(Key {
-        kid: jwk.common.key_id.clone(),
-        alg,
-        decoding,
-    })
-}
-
 #[cfg(test)]
 mod tests {
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    use jsonwebtoken::Algorithm;
+    use jsonwebtoken::jwk::Jwk;
+
+    use super::jwks::*;
+    use super::jwt::*;
     use super::*;
     use lambda_http::Request;
 
@@ -919,7 +471,7 @@ mod tests {
                 KeySource::File("/nonexistent/jwks.json".into()),
                 reqwest::Client::new(),
             );
-            verifier.cache.lock().unwrap().keys =
+            verifier.keys.cache.lock().unwrap().keys =
                 Some((vec![signing_key(&jwk).unwrap()].into(), Instant::now()));
             (Auth::Jwt(Box::new(verifier)), key)
         }
@@ -1257,7 +809,7 @@ mod tests {
                 KeySource::Url(url.into()),
                 reqwest::Client::new(),
             );
-            verifier.timing = timing;
+            verifier.keys.timing = timing;
             Auth::Jwt(Box::new(verifier))
         }
 
