@@ -23,4 +23,4 @@ pub use backends::{Backends, mcp_servers};
 pub use chat::{Buffered, ChatApp, ChatFunction, ChatState, Streamed};
 pub use config::Config;
 pub use history::{HistoryApp, NEXT_CURSOR_HEADER, Page, PageSettings};
-pub use root::{App, Everything, Function, History, Parts};
+pub use root::{App, Everything, Function, History, Parts, run};

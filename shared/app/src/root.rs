@@ -9,7 +9,7 @@ use axum::http::Method;
 use chat_aws::{BedrockModel, DynamoStore};
 use chat_core::UsageLedger;
 use chat_edge::{Auth, ConfigError, Cors};
-use chat_runtime::FunctionService;
+use chat_runtime::{FunctionService, Responses};
 
 use crate::chat::{Buffered, ChatApp, ChatFunction, Streamed};
 use crate::history::{HistoryApp, PageSettings};
@@ -128,6 +128,18 @@ impl App {
     pub fn service(self) -> FunctionService {
         chat_runtime::function_service(self.routes, &self.cors, self.methods)
     }
+}
+
+/// A function's whole process, what its `main` runs: the tokio runtime its environment calls for, the logger, then
+/// the function `F` built once ([`App::build`]) and served under Lambda's runtime (`responses`: buffered or
+/// streamed) or as a plain HTTP server (`chat_runtime::serve` says which). A configuration error is reported, not
+/// returned (`chat_runtime::start` says how).
+pub fn run<F: Function>(responses: Responses) -> Result<(), lambda_http::Error> {
+    chat_runtime::run_function(async move {
+        chat_runtime::init_logging();
+        let service = async { App::build::<F>().await.map(App::service) };
+        chat_runtime::start(service, responses).await
+    })
 }
 
 /// A chat function: the model, the store, the knowledge base standard turns search (first, or as the model's tool:

@@ -104,8 +104,9 @@ fn cursor(params: &Params) -> Option<&str> {
     params.cursor.as_deref().filter(|c| !c.is_empty())
 }
 
-/// `response` with the next page's cursor, when there is one.
-fn with_next_cursor(mut response: Response, next: Option<String>) -> Response {
+/// One page of a listing as a 200, with the next page's cursor when there is one.
+fn page_response<T: serde::Serialize>(body: &T, next: Option<String>) -> Response {
+    let mut response = json_response(StatusCode::OK, body);
     if let Some(next) = next {
         response.headers_mut().insert(
             NEXT_CURSOR_HEADER,
@@ -239,10 +240,7 @@ async fn list<St: SessionStore>(
         .await
         .map_err(ChatError::from)?;
     let body: Vec<_> = page.items.iter().map(|c| summary(c, false)).collect();
-    Ok(with_next_cursor(
-        json_response(StatusCode::OK, &body),
-        page.next_cursor,
-    ))
+    Ok(page_response(&body, page.next_cursor))
 }
 
 /// The caller's own usage: tokens, cost and turns today and this month (UTC), the limits that apply to them (an
@@ -288,10 +286,7 @@ async fn messages<St: SessionStore>(
             listed.files = Some(app.listed_files(&owner, &stored.files).await?);
         }
     }
-    Ok(with_next_cursor(
-        json_response(StatusCode::OK, &body),
-        page.next_cursor,
-    ))
+    Ok(page_response(&body, page.next_cursor))
 }
 
 async fn create<St: SessionStore>(
