@@ -505,7 +505,7 @@ async fn write_agents<M: ChatModel + 'static, St: SessionStore>(
         mut round,
         first,
     } = started;
-    let state = round.session.state();
+    let state = round.session().state();
     let mut next = first;
     while let Some(message) = next {
         if tx
@@ -538,7 +538,7 @@ async fn write_agents<M: ChatModel + 'static, St: SessionStore>(
         meter.finish(TurnOutcome::Abandoned);
         return;
     };
-    match service.save_round(&caller, &mut round).await {
+    match service.finish_round(&caller, &mut round).await {
         Ok(spent) => meter.finish(TurnOutcome::Answered(&spent)),
         Err(err) => {
             let err = ApiError::from(err);

@@ -3,6 +3,7 @@
 
 mod attachments;
 mod bedrock;
+mod dynamo;
 mod guardrail_trace;
 mod knowledge_base;
 mod store;

@@ -15,9 +15,12 @@
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
-    ProjectionType, ScalarAttributeType, TimeToLiveSpecification,
+    AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, KeySchemaElement,
+    KeyType, Projection, ProjectionType, ScalarAttributeType, TimeToLiveSpecification,
 };
+use chat_core::TokenUsage;
+
+use crate::dynamo::n;
 
 /// Partition key attribute.
 pub const PARTITION_KEY: &str = "pk";
@@ -29,6 +32,17 @@ pub const LIST_PARTITION_KEY: &str = "gsi1pk";
 pub const LIST_SORT_KEY: &str = "gsi1sk";
 /// Unix time (seconds) after which DynamoDB may delete an item; reads ignore items past it.
 pub const EXPIRES_AT: &str = "expiresAt";
+
+/// Token counts as attributes, named alike wherever the table keeps them (a chat's totals, a period's spending).
+pub(crate) fn token_attributes(t: &TokenUsage) -> [(&'static str, AttributeValue); 5] {
+    [
+        ("inputTokens", n(t.input_tokens)),
+        ("outputTokens", n(t.output_tokens)),
+        ("totalTokens", n(t.total_tokens)),
+        ("cacheReadInputTokens", n(t.cache_read_input_tokens)),
+        ("cacheWriteInputTokens", n(t.cache_write_input_tokens)),
+    ]
+}
 
 fn key(attr: &str, kind: KeyType) -> KeySchemaElement {
     KeySchemaElement::builder()

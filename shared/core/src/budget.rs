@@ -89,6 +89,15 @@ pub(crate) fn estimate_tool_specs(tools: &[crate::ToolSpec]) -> u64 {
         .sum()
 }
 
+/// About how many tokens the passages take in the prompt.
+pub(crate) fn passage_tokens(grounding: Option<&crate::Grounding>) -> u64 {
+    grounding
+        .iter()
+        .flat_map(|g| &g.passages)
+        .map(|p| estimate_tokens(&p.text) + estimate_tokens(&p.citation()) + 2)
+        .sum()
+}
+
 /// About how many tokens a stored message is in a prompt (as [`estimate_message_tokens`] counts it once read).
 pub fn estimate_stored_tokens(message: &StoredMessage) -> u64 {
     MESSAGE_TOKENS

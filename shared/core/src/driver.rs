@@ -181,11 +181,6 @@ impl<S: ModelStream> RoundDriver<S> {
         self.done = true;
     }
 
-    /// The turn's account, once the driver is done with it.
-    pub(crate) fn into_account(self) -> TurnAccount {
-        self.account
-    }
-
     /// Every model call's usage, added up.
     pub(crate) fn usage(&self) -> TokenUsage {
         let mut all = TokenUsage::default();

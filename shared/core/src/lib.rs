@@ -3,13 +3,16 @@
 
 mod account;
 mod agents;
+mod answer;
 mod attachments;
 mod budget;
+mod call;
 mod checks;
 mod conversation;
 mod driver;
 mod error;
 mod followups;
+mod grounding;
 mod invalid;
 mod model;
 mod models;
@@ -46,6 +49,7 @@ pub use conversation::{
 };
 pub use error::{ChatError, ModelError};
 pub use followups::FollowupSplitter;
+pub use grounding::Grounding;
 pub use invalid::InvalidRequest;
 pub(crate) use model::ReplyStream;
 pub use model::{
@@ -56,13 +60,12 @@ pub use models::{
     Latency, ModelProfile, Prices, Reasoning, ReasoningEffort, ReasoningStyle, ServiceTier,
     base_model_id,
 };
-pub use prompt::{FOLLOWUP_INSTRUCTIONS, PreparedTurn, prepare_turn};
+pub use prompt::{FOLLOWUP_INSTRUCTIONS, PreparedTurn, Speaker, prepare_turn};
 pub use retrieval::{
     MetadataFilter, PAGE_NUMBER_KEY, Passage, Retriever, SearchError, SearchFuture, SearchMode,
     SearchRequest,
 };
-pub use save::new_message_id;
-pub use search::{Grounding, QUERY_PROMPT};
+pub use search::QUERY_PROMPT;
 pub use service::ChatService;
 pub use session::{Caller, Session, title_of};
 pub use settings::{
@@ -80,6 +83,7 @@ pub use tools::{
     SearchWhen, Tool, ToolBounds, ToolCall, ToolExchange, ToolFuture, ToolListing, ToolOutput,
     ToolResult, ToolSource, ToolSpec, ToolStatus,
 };
+pub use turn::new_message_id;
 pub use turn::{TurnHeader, rfc3339_millis};
 pub use usage::{
     BUCKET_SECONDS, Charged, HELD_RETRY_SECONDS, Hold, LimitKind, LimitOverrides, Limits,

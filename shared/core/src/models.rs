@@ -5,6 +5,40 @@ use std::str::FromStr;
 
 use serde_json::{Value, json};
 
+/// A setting spelled as one of a few words: its `as_str` and its `FromStr`, from one list of its variants and their
+/// words, refusing any other word with the list of those it takes (`must be "low", "medium" or "high"`).
+macro_rules! spelled {
+    ($name:ident { $($variant:ident => $word:literal),+ $(,)? }) => {
+        impl $name {
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $word,)+
+                }
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = String;
+
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                match s {
+                    $($word => Ok($name::$variant),)+
+                    _ => Err(must_be(&[$($word),+])),
+                }
+            }
+        }
+    };
+}
+
+/// Why a word is not one of `words`: `must be "a", "b" or "c"`.
+fn must_be(words: &[&str]) -> String {
+    let quoted: Vec<String> = words.iter().map(|w| format!("{w:?}")).collect();
+    match quoted.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("must be {} or {last}", rest.join(", ")),
+        _ => format!("must be {}", quoted.join("")),
+    }
+}
+
 /// How hard a reasoning model thinks before it answers (`reasoning_effort`), least first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ReasoningEffort {
@@ -13,34 +47,19 @@ pub enum ReasoningEffort {
     High,
 }
 
-impl ReasoningEffort {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ReasoningEffort::Low => "low",
-            ReasoningEffort::Medium => "medium",
-            ReasoningEffort::High => "high",
-        }
-    }
+spelled!(ReasoningEffort {
+    Low => "low",
+    Medium => "medium",
+    High => "high",
+});
 
+impl ReasoningEffort {
     /// The thinking budget of models that take one in tokens instead of an effort.
     pub fn budget_tokens(self) -> u32 {
         match self {
             ReasoningEffort::Low => 1024,
             ReasoningEffort::Medium => 4096,
             ReasoningEffort::High => 16_384,
-        }
-    }
-}
-
-impl FromStr for ReasoningEffort {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "low" => Ok(ReasoningEffort::Low),
-            "medium" => Ok(ReasoningEffort::Medium),
-            "high" => Ok(ReasoningEffort::High),
-            _ => Err(r#"must be "low", "medium" or "high""#.into()),
         }
     }
 }
@@ -419,26 +438,10 @@ pub enum Latency {
     Optimized,
 }
 
-impl Latency {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Latency::Standard => "standard",
-            Latency::Optimized => "optimized",
-        }
-    }
-}
-
-impl FromStr for Latency {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "standard" => Ok(Latency::Standard),
-            "optimized" => Ok(Latency::Optimized),
-            _ => Err(r#"must be "standard" or "optimized""#.into()),
-        }
-    }
-}
+spelled!(Latency {
+    Standard => "standard",
+    Optimized => "optimized",
+});
 
 /// Converse's service tier (`serviceTier.type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -448,28 +451,11 @@ pub enum ServiceTier {
     Flex,
 }
 
-impl ServiceTier {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ServiceTier::Default => "default",
-            ServiceTier::Priority => "priority",
-            ServiceTier::Flex => "flex",
-        }
-    }
-}
-
-impl FromStr for ServiceTier {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "default" => Ok(ServiceTier::Default),
-            "priority" => Ok(ServiceTier::Priority),
-            "flex" => Ok(ServiceTier::Flex),
-            _ => Err(r#"must be "default", "priority" or "flex""#.into()),
-        }
-    }
-}
+spelled!(ServiceTier {
+    Default => "default",
+    Priority => "priority",
+    Flex => "flex",
+});
 
 #[cfg(test)]
 mod tests {
@@ -553,6 +539,31 @@ mod tests {
         assert!("output=2".parse::<Prices>().is_err());
         assert!("input=-1,output=2".parse::<Prices>().is_err());
         assert!("input=1,output=2,other=3".parse::<Prices>().is_err());
+    }
+
+    #[test]
+    fn a_word_not_taken_is_refused_naming_those_that_are() {
+        assert_eq!(
+            "max".parse::<ReasoningEffort>().unwrap_err(),
+            r#"must be "low", "medium" or "high""#
+        );
+        assert_eq!(
+            "fast".parse::<Latency>().unwrap_err(),
+            r#"must be "standard" or "optimized""#
+        );
+        assert_eq!(
+            "".parse::<ServiceTier>().unwrap_err(),
+            r#"must be "default", "priority" or "flex""#
+        );
+        for tier in [
+            ServiceTier::Default,
+            ServiceTier::Priority,
+            ServiceTier::Flex,
+        ] {
+            assert_eq!(tier.as_str().parse::<ServiceTier>(), Ok(tier));
+        }
+        assert_eq!("high".parse(), Ok(ReasoningEffort::High));
+        assert_eq!(Latency::Optimized.as_str(), "optimized");
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! The steps before the model, for every turn: the session and its history within the prompt budget, the files
-//! read back, the tools offered, the search (when configured), the prompt, and its exact count where it matters.
+//! The steps before any answer, for every turn whoever answers it: the admission, the session and its history
+//! within the prompt budget, the files read back, the tools offered, the search (when configured); and the exact
+//! count of a prompt where it matters.
 
 use std::sync::Arc;
 
@@ -7,15 +8,13 @@ use serde_json::{Value, json};
 
 use crate::checks::check_overrides;
 use crate::driver::TurnTools;
-use crate::prompt::system_prompt;
 use crate::search::search;
 use crate::session::{continued_session, new_session, requested_chat};
-use crate::thoughts::history_thought;
-use crate::turn::{Turn, TurnHeader};
+use crate::turn::Turn;
 use crate::{
-    AttachmentError, Caller, ChatError, ChatMode, ChatModel, ChatService, ContentPart, Grounding,
+    AttachmentError, Caller, ChatError, ChatMode, ChatModel, ChatService, ContentPart,
     HistoryBudget, InvalidRequest, Message, Session, SessionStore, Thought, TurnInput,
-    estimate_tokens, fit_conversation, prepare_turn,
+    estimate_tokens, fit_conversation,
 };
 
 impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
@@ -114,26 +113,23 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         (tools, thought)
     }
 
-    /// The steps before the model: the admission, the session, the search (when a knowledge base is configured),
-    /// the prompt. A turn that fails after its admission is closed with what it spent.
+    /// The steps before any answer, for every turn: the admission while the chat is read, the conversation fitted
+    /// to the prompt budget beside `hint` (the system prompt as the speakers will have it, as near as is known), the
+    /// files read back, the tools offered, and the search (when a knowledge base is searched first). A turn that
+    /// fails after its admission is closed with what it spent.
     pub(crate) async fn prepare(
         &self,
         caller: &Caller,
         input: &TurnInput,
+        (mode, hint): (ChatMode, &str),
     ) -> Result<Turn, ChatError> {
         self.check_files(input)?;
         check_overrides(&self.settings, &input.overrides)?;
-        let system = system_prompt(&self.settings, input, self.retriever.is_some());
         let (mut account, session) = self
-            .admit_and_begin(
-                caller,
-                input,
-                ChatMode::Standard,
-                self.history_budget(input, &system),
-            )
+            .admit_and_begin(caller, input, mode, self.history_budget(input, hint))
             .await?;
         match self
-            .prepare_admitted(caller, input, (session, system), &mut account)
+            .prepare_admitted(caller, input, (session, hint), &mut account)
             .await
         {
             Ok(turn) => Ok(turn),
@@ -149,24 +145,22 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         &self,
         caller: &Caller,
         input: &TurnInput,
-        (mut session, system): (Session, String),
+        (mut session, hint): (Session, &str),
         account: &mut crate::TurnAccount,
     ) -> Result<Turn, ChatError> {
         let budget = self.settings.model.max_prompt_tokens;
-        // Whether the budget cut the history: the store stopped before the oldest message, or a fit had to cut.
-        let over = |conversation: &[Message], fixed: u64| {
-            fixed
-                + conversation
+        // Whether the budget cut the history: the store stopped before the oldest message, or a fit must cut.
+        let fixed = estimate_tokens(hint);
+        let cut = session.left_out > 0
+            || fixed
+                + session
+                    .conversation
                     .iter()
                     .map(crate::estimate_message_tokens)
                     .sum::<u64>()
-                > budget
-        };
-        let mut cut = session.left_out > 0 || over(&session.conversation, estimate_tokens(&system));
-        // Fitted before the files are read and the search runs, so that neither reads what the prompt leaves out.
-        let (left_out, _) =
-            fit_conversation(&mut session.conversation, estimate_tokens(&system), budget);
-        session.left_out += left_out;
+                > budget;
+        // Fitted before the files are read and the search runs, so that neither reads what no prompt will hold.
+        session.fit(fixed, budget);
         let mut thoughts = Vec::new();
         if let Some(thought) = self
             .read_files(&caller.owner, &mut session.conversation)
@@ -207,89 +201,17 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
                 Some(found.grounding)
             }
         };
-        // The passages take their room too.
-        let passages = passage_tokens(grounding.as_ref());
-        cut |= over(&session.conversation, estimate_tokens(&system) + passages);
-        let (left_out, mut estimated) = fit_conversation(
-            &mut session.conversation,
-            estimate_tokens(&system) + passages,
-            budget,
-        );
-        session.left_out += left_out;
-        // Cached prompts share a prefix only while the conversation starts at the same message: a cut moves in steps.
-        // (Only a cut: a chat that fits, but starts with an answer left out, keeps the rest.)
-        if self.settings.model.prompt_caching && cut {
-            let (more, tokens) = crate::align_conversation(
-                &mut session.conversation,
-                session.left_out,
-                crate::CACHE_FRIENDLY_STEP,
-            );
-            session.left_out += more;
-            estimated -= tokens;
-        }
-        // The tools go with every request the count sees, as they go to the model.
-        let build = |conversation: &[Message], tools: &Option<TurnTools>| {
-            let mut prepared =
-                prepare_turn(&self.settings, input, conversation, grounding.as_ref());
-            prepared.request.tools = tools
-                .iter()
-                .flat_map(|t| t.tools.iter().map(|tool| tool.spec().clone()))
-                .collect();
-            prepared
-        };
-        let mut prepared = build(&session.conversation, &None);
-        let (tools, reasoning_note) = crate::driver::tools_with_reasoning(&prepared.request, tools);
-        thoughts.extend(reasoning_note);
-        prepared = build(&session.conversation, &tools);
-        let tool_tokens = crate::budget::estimate_tool_specs(&prepared.request.tools);
-        estimated += tool_tokens;
-        let counted = self
-            .count_within_budget(
-                estimate_tokens(&system) + passages + tool_tokens,
-                (&mut session.conversation, &mut session.left_out),
-                &mut prepared,
-                &mut estimated,
-                |conversation| build(conversation, &tools),
-            )
-            .await;
-        if let Some(thought) = history_thought(&session, budget, estimated, counted) {
-            thoughts.push(thought);
-        }
-        if let Some(Value::Object(props)) = prepared.prompt_thought.props.as_mut() {
-            props.insert("max_prompt_tokens".into(), json!(budget));
-            props.insert("estimated_prompt_tokens".into(), json!(estimated));
-            if let Some(counted) = counted {
-                props.insert("counted_prompt_tokens".into(), json!(counted));
-            }
-            props.insert("messages_left_out".into(), json!(session.left_out));
-            if !session.is_new {
-                props.insert("store_items_read".into(), json!(session.items_read));
-            }
-        }
-        if let Some(Value::Object(props)) = prepared.prompt_thought.props.as_mut()
-            && !prepared.request.tools.is_empty()
-        {
-            let names: Vec<&str> = prepared
-                .request
-                .tools
-                .iter()
-                .map(|t| t.name.as_str())
-                .collect();
-            props.insert("tools".into(), json!(names));
-        }
-        thoughts.push(prepared.prompt_thought);
         Ok(Turn {
             session,
-            header: TurnHeader::new(&prepared.request.model_id),
-            request: prepared.request,
-            thoughts,
-            followups: input.overrides.suggest_followup_questions,
+            cut,
+            tools,
             grounding,
+            thoughts,
             prices: self.settings.model.prices,
             spent_before,
-            prompt_tokens: counted.unwrap_or(estimated),
-            tools,
             account: account.take(),
+            said: Vec::new(),
+            tool_calls: 0,
         })
     }
 
@@ -424,13 +346,4 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
             props: Some(json!({ "files": listed })),
         }))
     }
-}
-
-/// About how many tokens the passages take in the prompt.
-pub(crate) fn passage_tokens(grounding: Option<&Grounding>) -> u64 {
-    grounding
-        .iter()
-        .flat_map(|g| &g.passages)
-        .map(|p| estimate_tokens(&p.text) + estimate_tokens(&p.citation()) + 2)
-        .sum()
 }

@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::search::one_line;
+use crate::grounding::one_line;
 use crate::{
     ChatSettings, CitationMode, Grounding, InferenceSettings, Message, ModelMessage, ModelRequest,
     Overrides, Reasoning, ReasoningStyle, Role, Thought, TurnInput,
@@ -171,40 +171,94 @@ pub(crate) fn output_cap(settings: &ChatSettings, input: &TurnInput) -> u32 {
     cap
 }
 
-/// Who speaks in one model call of a turn, and how: the policy every model request of a turn is built from. A
-/// standard turn has one speaker (the configured model, as the system prompt and overrides say); a multi-agent
-/// round has one per agent message.
-pub(crate) struct Speaker<'a> {
+/// Who speaks in one answer of a turn, and how.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Speaker {
+    /// The agent who speaks, as its messages are stored; `None` for the standard answer.
+    pub name: Option<String>,
     /// The whole system prompt, instructions for the sources included.
     pub system: String,
     /// The speaker's own model; `None` is the configured one.
-    pub model_id: Option<&'a str>,
+    pub model_id: Option<String>,
     /// The speaker's own temperature, over the request's.
     pub temperature: Option<f64>,
-    /// The conversation as this speaker sees it, oldest first, its files read.
-    pub conversation: &'a [Message],
-    /// What the turn's search found, when it searched.
-    pub grounding: Option<&'a Grounding>,
     /// How the passages are given to the model.
     pub citations: CitationMode,
+    /// Whether the answer ends in follow-up questions, to cut out.
+    pub followups: bool,
 }
 
-impl<'a> Speaker<'a> {
+impl Speaker {
     /// The standard turn's speaker: the configured model, prompted as the settings and the request say.
-    pub(crate) fn standard(
-        settings: &ChatSettings,
-        input: &TurnInput,
-        conversation: &'a [Message],
-        grounding: Option<&'a Grounding>,
-    ) -> Self {
+    pub(crate) fn standard(settings: &ChatSettings, input: &TurnInput, grounded: bool) -> Self {
         Self {
-            system: system_prompt(settings, input, grounding.is_some()),
+            name: None,
+            system: system_prompt(settings, input, grounded),
             model_id: None,
             temperature: None,
-            conversation,
-            grounding,
             citations: settings.retrieval.citations,
+            followups: input.overrides.suggest_followup_questions,
         }
+    }
+
+    /// An agent of a group: its instructions, who it is talking with, how other agents' messages are shown, and
+    /// (in a grounded round) to cite the sources in square brackets; its own model and temperature.
+    pub(crate) fn agent(agent: &crate::Agent, group: &crate::AgentGroup, grounded: bool) -> Self {
+        let others: Vec<&str> = group
+            .agents
+            .iter()
+            .filter(|a| a.name != agent.name)
+            .map(|a| a.name.as_str())
+            .collect();
+        let mut system = format!(
+            "{}\n\nYou are {}, in a group conversation with the user{}. Messages from the other agents are \
+             shown as \"Name: text\". Answer only as {}.",
+            agent.instructions,
+            agent.name,
+            if others.is_empty() {
+                String::new()
+            } else {
+                format!(" and the agents {}", others.join(", "))
+            },
+            agent.name
+        );
+        // A grounded round's answers are whole, so its passages are never given as native search results.
+        if grounded {
+            system.push_str("\n\n");
+            system.push_str(GROUNDING_INSTRUCTIONS);
+        }
+        Self {
+            name: Some(agent.name.clone()),
+            system,
+            model_id: agent.model_id.clone(),
+            temperature: agent.temperature,
+            citations: CitationMode::Prompted,
+            followups: false,
+        }
+    }
+
+    /// The conversation as this speaker sees it. The standard speaker: as it is. An agent: its own messages are its
+    /// turns; the user's (with their files) and the other agents' (attributed, "Name: text") are the other side.
+    pub(crate) fn view(
+        &self,
+        conversation: &[Message],
+        authors: &[Option<String>],
+    ) -> Vec<Message> {
+        let Some(me) = &self.name else {
+            return conversation.to_vec();
+        };
+        let mut out: Vec<Message> = Vec::with_capacity(conversation.len() + 1);
+        for (message, author) in conversation.iter().zip(authors) {
+            out.push(match author {
+                Some(a) if a == me => Message::new(Role::Assistant, message.text()),
+                Some(a) => Message::new(Role::User, format!("{a}: {}", message.text())),
+                None => message.clone(),
+            });
+        }
+        if out.last().is_some_and(|m| m.role == Role::Assistant) {
+            out.push(Message::new(Role::User, "Continue."));
+        }
+        out
     }
 }
 
@@ -220,7 +274,11 @@ pub fn prepare_turn(
     model_request(
         settings,
         input,
-        &Speaker::standard(settings, input, conversation, grounding),
+        (
+            &Speaker::standard(settings, input, grounding.is_some()),
+            conversation,
+            grounding,
+        ),
     )
 }
 
@@ -228,16 +286,19 @@ pub fn prepare_turn(
 /// earlier tool calls included), the passages with the last user message, inference under the request's
 /// overrides and the speaker's temperature, reasoning when the speaker is the configured model (whose profile
 /// says how it reasons), and the thought that tells about it.
+/// `conversation` is what the speaker sees, oldest first, its files read; `grounding` what the turn's search found.
 pub(crate) fn model_request(
     settings: &ChatSettings,
     input: &TurnInput,
-    speaker: &Speaker<'_>,
+    (speaker, conversation, grounding): (&Speaker, &[Message], Option<&Grounding>),
 ) -> PreparedTurn {
     let system = speaker.system.clone();
-    let grounding = speaker.grounding;
-    let own_model = speaker.model_id.filter(|m| *m != settings.model_id);
+    let own_model = speaker
+        .model_id
+        .as_deref()
+        .filter(|m| *m != settings.model_id);
     let mut inference = inference_settings(settings, &input.overrides, speaker.temperature);
-    let mut messages = model_messages(speaker.conversation);
+    let mut messages = model_messages(conversation);
     let mut search_results = Vec::new();
     // With a guardrail, the passages are what its contextual grounding check holds the answer to, beside the
     // question: they go to the model as guard content rather than in the question's text.

@@ -4,30 +4,33 @@
 
 use time::OffsetDateTime;
 
-use crate::streaming::TurnParts;
-use crate::turn::rfc3339_millis;
+use crate::turn::{Turn, new_stored_messages, rfc3339_millis};
 use crate::{
-    Charged, ChatError, ChatModel, ChatRecord, ChatService, Role, Session, SessionStore,
-    StoredFile, StoredMessage, UsageCharge, UsageTotals, display_time, title_of,
+    Charged, ChatError, ChatModel, ChatRecord, ChatService, Session, SessionStore, StoredFile,
+    StoredMessage, UsageCharge, UsageTotals, display_time, title_of,
 };
 
 impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
-    /// Stores a turn whose answer is complete: the session's new messages and the answer, all or nothing, and
-    /// settles the turn's account. The turn's new files are kept first; a turn whose messages are not stored
-    /// removes them again.
-    pub(crate) async fn save(&self, owner: &str, parts: TurnParts) -> Result<(), ChatError> {
-        let TurnParts {
-            session,
-            shown,
-            tools,
-            spent,
-            mut account,
-            ..
-        } = parts;
-        log_turn(&session, &spent);
+    /// Stores a turn whose answers are complete: the session's new messages and every answer (a standard answer, or
+    /// each agent's message), all or nothing, with what they spent added to the chat's totals, and settles the
+    /// turn's account. The turn's new files are kept first; a turn whose messages are not stored removes them again.
+    /// `updated_at` (RFC 3339) is the chat's new `lastUpdated`; `None`, now.
+    pub(crate) async fn save(
+        &self,
+        owner: &str,
+        turn: &mut Turn,
+        updated_at: Option<&str>,
+    ) -> Result<(), ChatError> {
+        let said = std::mem::take(&mut turn.said);
+        let (session, account) = (&turn.session, &mut turn.account);
+        let mut spent = UsageTotals::default();
+        for (_, usage) in &said {
+            spent.add(&UsageTotals::of(*usage, turn.prices.as_ref()));
+        }
+        log_turn(session, &spent);
         let now = OffsetDateTime::now_utc();
         let shown_at = display_time(now.unix_timestamp());
-        let files = match self.keep_files(owner, &session).await {
+        let files = match self.keep_files(owner, session).await {
             Ok(files) => files,
             Err(e) => {
                 // Not stored, but spent all the same.
@@ -35,21 +38,14 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
                 return Err(e);
             }
         };
-        let mut messages = new_stored_messages(&session, &shown_at);
+        let mut messages = new_stored_messages(session, &shown_at);
         for (message, files) in messages.iter_mut().zip(&files) {
             message.files = files.clone();
         }
-        let mut answer = stored_message(Role::Assistant, &shown, &shown_at);
-        answer.tools = tools;
-        messages.push(answer);
+        messages.extend(said.into_iter().map(|(message, _)| message));
+        let updated_at = updated_at.map_or_else(|| rfc3339_millis(now), str::to_string);
         let stored = self
-            .store_and_settle(
-                owner,
-                &session,
-                &messages,
-                &rfc3339_millis(now),
-                (&spent, &mut account),
-            )
+            .store_and_settle(owner, session, &messages, &updated_at, (&spent, account))
             .await;
         if stored.is_err() {
             let keys: Vec<String> = files.into_iter().flatten().map(|f| f.key).collect();
@@ -57,6 +53,7 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         }
         stored
     }
+
     /// Stores the files of the turn's new messages in the owner's files: for each new message, its files as
     /// stored. Nothing is kept for a turn that is not stored; a file that fails removes those stored before it.
     pub(crate) async fn keep_files(
@@ -193,33 +190,6 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
     }
 }
 
-/// A new message id: 32 hex characters.
-pub fn new_message_id() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
-}
-
-/// A message to store, with a new id; `shown_at` is its time as the Chat UI shows it ([`display_time`]).
-pub(crate) fn stored_message(role: Role, content: &str, shown_at: &str) -> StoredMessage {
-    StoredMessage {
-        id: new_message_id(),
-        role,
-        content: content.to_string(),
-        timestamp: shown_at.to_string(),
-        agent_identifier: None,
-        agent_name: None,
-        files: Vec::new(),
-        tools: Vec::new(),
-    }
-}
-
-/// The session's new messages, ready to store.
-pub(crate) fn new_stored_messages(session: &Session, shown_at: &str) -> Vec<StoredMessage> {
-    session
-        .new_messages
-        .iter()
-        .map(|m| stored_message(m.role, &m.text(), shown_at))
-        .collect()
-}
 /// Logs what a turn spent, once per turn: tokens, cache use and cost, never its words.
 fn log_turn(session: &Session, spent: &UsageTotals) {
     let t = &spent.tokens;

@@ -5,11 +5,12 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
+use crate::grounding::one_line;
 use crate::prompt::{inference_settings, model_messages, push_text};
 use crate::{
-    Caller, ChatError, ChatModel, ChatSettings, DataPoints, DocumentAccess, Message,
-    MetadataFilter, ModelRequest, Passage, RetrievalMode, Retriever, Role, SearchMode,
-    SearchRequest, Thought, Tool, ToolFuture, ToolOutput, ToolSpec, TurnInput,
+    Caller, ChatError, ChatModel, ChatSettings, DocumentAccess, Grounding, Message, MetadataFilter,
+    ModelRequest, Passage, RetrievalMode, Retriever, Role, SearchMode, SearchRequest, Thought,
+    Tool, ToolFuture, ToolOutput, ToolSpec, TurnInput,
 };
 
 /// The system prompt of the query the model writes; the conversation follows it.
@@ -20,54 +21,6 @@ Do not include cited source filenames and document names such as info.txt or doc
 Do not include any text inside [] or <<>> in the search query terms.
 Do not include any special characters like '+'.
 If you cannot generate a search query, return just the number 0.";
-
-/// What a turn is grounded in: the passages found, best first.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Grounding {
-    pub passages: Vec<Passage>,
-}
-
-impl Grounding {
-    /// The passages as `context.data_points` carries them.
-    pub fn data_points(&self) -> DataPoints {
-        DataPoints {
-            text: self
-                .passages
-                .iter()
-                .map(|p| format!("{}: {}", p.citation(), one_line(&p.text)))
-                .collect(),
-            citations: self.citation_names(),
-        }
-    }
-
-    /// Each passage's citation name, in order, without repeats.
-    pub fn citation_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = Vec::new();
-        for p in &self.passages {
-            let name = p.citation();
-            if !names.contains(&name) {
-                names.push(name);
-            }
-        }
-        names
-    }
-
-    /// The passages' names that `answer` cites in square brackets, in the order first cited.
-    pub fn cited_in(&self, answer: &str) -> Vec<String> {
-        let mut cited: Vec<(usize, String)> = self
-            .citation_names()
-            .into_iter()
-            .filter_map(|name| answer.find(&format!("[{name}]")).map(|at| (at, name)))
-            .collect();
-        cited.sort();
-        cited.into_iter().map(|(_, name)| name).collect()
-    }
-}
-
-/// A passage's text on one line, as the prompt and the data points list it.
-pub(crate) fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
 
 /// The search step's outcome: the grounding and the thoughts of the steps taken.
 pub(crate) struct SearchOutcome {

@@ -169,8 +169,4 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
     pub(crate) fn model(&self) -> &M {
         &self.model
     }
-
-    pub(crate) fn retriever(&self) -> Option<&dyn Retriever> {
-        self.retriever.as_deref()
-    }
 }

@@ -41,6 +41,9 @@ pub struct Session {
     pub mode: ChatMode,
     /// The whole conversation the model answers.
     pub conversation: Vec<Message>,
+    /// Who said each message of `conversation`: the agent of a multi-agent chat; `None` for the user and for a
+    /// standard answer.
+    pub authors: Vec<Option<String>>,
     /// The request's messages that are not stored yet; the answer is stored after them.
     pub new_messages: Vec<Message>,
     /// What the chat held when the turn began (empty for a new chat), with who said what.
@@ -57,6 +60,15 @@ impl Session {
     /// The session state an answer carries: the chat's id, when the turn is stored.
     pub fn state(&self) -> Option<Value> {
         self.kept.then(|| Value::String(self.chat_id.clone()))
+    }
+
+    /// Leaves out the oldest messages of the conversation (and their authors) until the rest and `fixed` fit
+    /// `budget` ([`crate::fit_conversation`]); returns the estimate of what is kept.
+    pub(crate) fn fit(&mut self, fixed: u64, budget: u64) -> u64 {
+        let (left_out, estimated) = crate::fit_conversation(&mut self.conversation, fixed, budget);
+        self.authors.drain(..left_out.min(self.authors.len()));
+        self.left_out += left_out;
+        estimated
     }
 }
 
@@ -81,6 +93,7 @@ pub(crate) fn new_session(chat_id: String, mode: ChatMode, messages: &[Message])
         kept: true,
         mode,
         conversation: messages.to_vec(),
+        authors: vec![None; messages.len()],
         new_messages: messages.to_vec(),
         history: Vec::new(),
         read_mark: None,
@@ -101,7 +114,16 @@ pub(crate) fn continued_session(
     total: usize,
     messages: &[Message],
 ) -> Session {
-    let history: Vec<Message> = stored.iter().map(StoredMessage::message).collect();
+    // An agent's message is heard as its text (its tool calls were its own); the others' with their files and
+    // tool calls, to be read back and replayed.
+    let history: Vec<Message> = stored
+        .iter()
+        .map(|m| match m.agent_identifier {
+            Some(_) => Message::new(m.role, m.content.clone()),
+            None => m.message(),
+        })
+        .collect();
+    let speakers = stored.iter().map(|m| m.agent_identifier.clone());
     // Where the messages read begin among all the chat's; the request's messages before that are the older ones.
     let offset = total.saturating_sub(history.len());
     let is_prefix = (!history.is_empty() || total == 0)
@@ -110,7 +132,7 @@ pub(crate) fn continued_session(
             .iter()
             .zip(&messages[offset..])
             .all(|(kept, sent)| repeats(sent, kept));
-    let (conversation, new_messages) = if is_prefix {
+    let (conversation, authors, new_messages) = if is_prefix {
         let earlier = history.iter().zip(&messages[offset..]).map(|(kept, sent)| {
             // What the request sent, when it holds the files' bytes; the stored message otherwise.
             if sent == kept {
@@ -126,10 +148,20 @@ pub(crate) fn continued_session(
                 .chain(earlier)
                 .chain(messages[total..].iter().cloned())
                 .collect(),
+            std::iter::repeat_n(None, offset)
+                .chain(speakers)
+                .chain(std::iter::repeat_n(None, messages.len() - total))
+                .collect(),
             messages[total..].to_vec(),
         )
     } else {
-        ([history, messages.to_vec()].concat(), messages.to_vec())
+        (
+            [history, messages.to_vec()].concat(),
+            speakers
+                .chain(std::iter::repeat_n(None, messages.len()))
+                .collect(),
+            messages.to_vec(),
+        )
     };
     Session {
         chat_id,
@@ -137,6 +169,7 @@ pub(crate) fn continued_session(
         kept: true,
         mode,
         conversation,
+        authors,
         new_messages,
         history: stored.to_vec(),
         read_mark: None,
@@ -223,62 +256,52 @@ mod tests {
         Message::new(role, text)
     }
 
-    #[test]
-    fn a_request_holding_the_whole_history_stores_only_what_is_new() {
-        let stored = [stored(Role::User, "a"), stored(Role::Assistant, "b")];
-        let request = [
+    /// The session `request` makes of a standard chat of `total` messages, of which `stored` (the newest) were read.
+    fn continuing(stored: &[StoredMessage], total: usize, request: &[Message]) -> Session {
+        continued_session("id".into(), ChatMode::Standard, stored, total, request)
+    }
+
+    /// A user message `a`, the assistant's `b`: a chat as stored.
+    fn a_and_b() -> [StoredMessage; 2] {
+        [stored(Role::User, "a"), stored(Role::Assistant, "b")]
+    }
+
+    /// The chat `a`, `b` and a new question `c`, as a request holding the whole history sends it.
+    fn a_b_then_c() -> [Message; 3] {
+        [
             msg(Role::User, "a"),
             msg(Role::Assistant, "b"),
             msg(Role::User, "c"),
-        ];
-        let s = continued_session(
-            "id".into(),
-            ChatMode::Standard,
-            &stored,
-            stored.len(),
-            &request,
-        );
+        ]
+    }
+
+    #[test]
+    fn a_request_holding_the_whole_history_stores_only_what_is_new() {
+        let stored = a_and_b();
+        let request = a_b_then_c();
+        let s = continuing(&stored, stored.len(), &request);
         assert_eq!(s.conversation, request);
         assert_eq!(s.new_messages, [msg(Role::User, "c")]);
     }
 
     #[test]
     fn a_request_holding_only_the_latest_message_follows_the_history() {
-        let stored = [stored(Role::User, "a"), stored(Role::Assistant, "b")];
+        let stored = a_and_b();
         let request = [msg(Role::User, "c")];
-        let s = continued_session(
-            "id".into(),
-            ChatMode::Standard,
-            &stored,
-            stored.len(),
-            &request,
-        );
-        assert_eq!(
-            s.conversation,
-            [
-                msg(Role::User, "a"),
-                msg(Role::Assistant, "b"),
-                msg(Role::User, "c")
-            ]
-        );
+        let s = continuing(&stored, stored.len(), &request);
+        assert_eq!(s.conversation, a_b_then_c());
         assert_eq!(s.new_messages, [msg(Role::User, "c")]);
     }
 
     #[test]
     fn a_request_that_differs_from_the_history_is_put_after_it() {
-        let stored = [stored(Role::User, "a"), stored(Role::Assistant, "b")];
+        let stored = a_and_b();
         let request = [
             msg(Role::User, "a"),
             msg(Role::Assistant, "edited"),
             msg(Role::User, "c"),
         ];
-        let s = continued_session(
-            "id".into(),
-            ChatMode::Standard,
-            &stored,
-            stored.len(),
-            &request,
-        );
+        let s = continuing(&stored, stored.len(), &request);
         assert_eq!(s.conversation.len(), 5);
         assert_eq!(s.new_messages, request);
     }
@@ -294,18 +317,8 @@ mod tests {
         let mut with_file = stored(Role::User, "a");
         with_file.files.push(file.clone());
         let stored = [with_file, stored(Role::Assistant, "b")];
-        let request = [
-            msg(Role::User, "a"),
-            msg(Role::Assistant, "b"),
-            msg(Role::User, "c"),
-        ];
-        let s = continued_session(
-            "id".into(),
-            ChatMode::Standard,
-            &stored,
-            stored.len(),
-            &request,
-        );
+        let request = a_b_then_c();
+        let s = continuing(&stored, stored.len(), &request);
         assert_eq!(s.new_messages, [msg(Role::User, "c")]);
         let files: Vec<_> = s.conversation[0].files().collect();
         assert_eq!(files.len(), 1);
@@ -331,7 +344,7 @@ mod tests {
                 )
             })
             .collect();
-        let s = continued_session("id".into(), ChatMode::Standard, &stored, 6, &request);
+        let s = continuing(&stored, 6, &request);
         assert_eq!(s.new_messages, [msg(Role::User, "g")]);
         assert_eq!(s.conversation, request);
         assert_eq!(
@@ -339,17 +352,17 @@ mod tests {
             "the request brought the four older ones itself"
         );
         // Only the latest message: it follows the two read.
-        let s = continued_session("id".into(), ChatMode::Standard, &stored, 6, &request[6..]);
+        let s = continuing(&stored, 6, &request[6..]);
         assert_eq!(s.new_messages, [msg(Role::User, "g")]);
         assert_eq!(s.conversation.len(), 3);
         assert_eq!(s.left_out, 4);
         // A request as long as the chat but different where the read messages are: all of it is new.
         let mut edited = request.clone();
         edited[5] = msg(Role::Assistant, "edited");
-        let s = continued_session("id".into(), ChatMode::Standard, &stored, 6, &edited);
+        let s = continuing(&stored, 6, &edited);
         assert_eq!(s.new_messages, edited);
         // Nothing read of a chat that has messages never matches: the request follows them.
-        let s = continued_session("id".into(), ChatMode::Standard, &[], 6, &request);
+        let s = continuing(&[], 6, &request);
         assert_eq!(s.new_messages, request);
     }
 

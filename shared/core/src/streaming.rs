@@ -1,12 +1,14 @@
-//! One chat turn, streamed: the model's text passes through as it comes (through the turn driver's rounds, with
-//! the tools' thoughts as they happen), follow-up questions are held back, and the end carries what only the end
-//! knows (why it stopped, token usage, the questions).
+//! One answer of a turn, streamed, whoever speaks it: the model's text passes through as it comes (through the turn
+//! driver's rounds, with the tools' thoughts as they happen), follow-up questions are held back, and the end carries
+//! what only the end knows (why it stopped, token usage, the questions).
 
 use std::collections::VecDeque;
 
+use crate::call::Call;
 use crate::driver::{DriverEvent, RoundDriver, RoundStarter};
+use crate::prompt::Speaker;
 use crate::thoughts::{guardrail_thought, reasoning_text, reasoning_thought, usage_thought};
-use crate::turn::{Turn, finish_reason};
+use crate::turn::{Finished, Turn, finish_reason};
 use crate::{
     Answer, ChatError, DataPoints, FinishReason, FollowupSplitter, Grounding, ModelError,
     ModelStream, Prices, Session, Thought, TokenUsage, ToolExchange, TurnHeader, UsageTotals,
@@ -42,56 +44,61 @@ pub struct TurnEnd {
     pub citations: Vec<String>,
 }
 
-/// A turn whose answer is complete, taken apart to be stored.
-pub(crate) struct TurnParts {
-    pub session: Session,
-    /// The answer as shown: what is stored.
-    pub shown: String,
-    pub tools: Vec<ToolExchange>,
-    /// What the answer's own model calls spent (the chat's totals add it up).
-    pub spent: UsageTotals,
-    /// What the whole turn spent, every model call and tool call of it.
-    pub turn_spent: crate::TurnSpent,
-    /// The turn's account, to settle when it is stored (or not).
-    pub account: crate::TurnAccount,
-}
-
-/// A turn whose answer is being streamed from the model.
+/// A turn's answer, streamed: one speaker's, through the turn driver's rounds over the turn's prepared conversation.
 pub struct StreamingTurn<S> {
     pub header: TurnHeader,
     /// The thoughts known before the answer (the prompt, and the search when there is one).
     pub thoughts: Vec<Thought>,
     driver: RoundDriver<S>,
-    session: Session,
+    /// The turn this answer belongs to (its account is the driver's while it answers).
+    turn: Turn,
+    speaker: Speaker,
     /// Everything shown so far: what the turn stores as the answer.
     shown: String,
     splitter: Option<FollowupSplitter>,
     ready: VecDeque<TurnEvent>,
     prices: Option<Prices>,
-    /// What the turn spent before the answer (writing the search query).
-    spent_before: crate::TurnSpent,
 }
 
 impl<S: ModelStream> StreamingTurn<S> {
-    pub(crate) fn new(turn: Turn, first: S, start: RoundStarter<S>) -> Self {
+    /// `speaker`'s answer to `turn` through the call made ready for it, whose first round `first` answers; `thoughts`
+    /// are what the answer tells before it.
+    pub(crate) fn new(
+        mut turn: Turn,
+        call: Call,
+        (first, start): (S, RoundStarter<S>),
+        thoughts: Vec<Thought>,
+    ) -> Self {
+        let account = turn.account.take();
         Self {
-            header: turn.header,
-            thoughts: turn.thoughts,
+            header: call.header,
+            thoughts,
             driver: RoundDriver::new(
-                turn.request,
+                call.request,
                 first,
                 start,
-                turn.tools,
-                turn.grounding,
-                (turn.account, turn.prompt_tokens),
+                call.tools,
+                turn.grounding.clone(),
+                (account, call.prompt_tokens),
             ),
-            session: turn.session,
-            shown: String::new(),
-            splitter: turn.followups.then(FollowupSplitter::new),
-            ready: VecDeque::new(),
+            splitter: call.speaker.followups.then(FollowupSplitter::new),
+            speaker: call.speaker,
             prices: turn.prices,
-            spent_before: turn.spent_before,
+            turn,
+            shown: String::new(),
+            ready: VecDeque::new(),
         }
+    }
+
+    /// Stops the answer at `deadline` with what it has ([`RoundDriver::end_by`]).
+    pub(crate) fn end_by(&mut self, deadline: Option<tokio::time::Instant>) {
+        self.driver.end_by(deadline);
+    }
+
+    /// The answer ends before it starts: its deadline came before its first call did (which is noted as it may
+    /// have spent).
+    pub(crate) fn time_up_unstarted(&mut self) {
+        self.driver.time_up_unstarted();
     }
 
     /// What the answer is grounded in so far: the search before it, and what its tools have found; `None` when it
@@ -102,7 +109,7 @@ impl<S: ModelStream> StreamingTurn<S> {
 
     /// The chat this turn belongs to.
     pub fn session(&self) -> &Session {
-        &self.session
+        &self.turn.session
     }
 
     /// The answer as shown so far (all of it, once [`TurnEvent::End`] has been yielded).
@@ -115,25 +122,12 @@ impl<S: ModelStream> StreamingTurn<S> {
         &self.driver.exchanges
     }
 
-    /// The chat, the answer as shown, its tool calls, what its answer spent, what the whole turn spent and its
-    /// account, once the turn is over.
-    pub(crate) fn into_parts(self) -> TurnParts {
-        TurnParts {
-            spent: self.spent(),
-            turn_spent: self.turn_spent(),
-            session: self.session,
-            shown: self.shown,
-            tools: self.driver.exchanges,
-            account: self.driver.account,
-        }
-    }
-
-    /// Every model call and tool call of the turn: the answer's rounds and those before it.
+    /// Every model call and tool call of the turn: its answers' rounds and those before them.
     fn turn_spent(&self) -> crate::TurnSpent {
         crate::TurnSpent {
             totals: self.driver.account.spent(),
             model_calls: self.driver.account.calls(),
-            tool_calls: self.spent_before.tool_calls + self.driver.calls_run,
+            tool_calls: self.turn.tool_calls + self.driver.calls_run,
         }
     }
 
@@ -155,7 +149,7 @@ impl<S: ModelStream> StreamingTurn<S> {
         self.driver.account.close().await;
     }
 
-    /// The turn's tokens and, when prices are known, their cost: priced here only.
+    /// The answer's tokens and, when prices are known, their cost: priced here only.
     fn spent(&self) -> UsageTotals {
         UsageTotals::of(self.driver.usage(), self.prices.as_ref())
     }
@@ -188,46 +182,69 @@ impl<S: ModelStream> StreamingTurn<S> {
         Err(ModelError::Failed("the answer ended without its end".into()).into())
     }
 
-    /// The whole answer, once [`Self::read_to_end`] gave its `end`; this is the one place an [`Answer`] is made.
-    /// The caller still stores the turn.
-    pub(crate) fn into_answer(self, end: TurnEnd) -> (Answer, TurnParts) {
-        let parts_spent = self.spent();
-        let turn_spent = self.turn_spent();
-        let session_state = self.session.state();
+    /// The turn, its account back from the answer, which is over: what the answer finished with is added to the
+    /// turn as said (to store), and returned.
+    pub(crate) fn finish(self) -> (Finished, Turn) {
+        let mut turn = self.turn;
         let driver = self.driver;
+        let finished = Finished {
+            usage: driver.usage(),
+            model_calls: driver.calls.len() as u32,
+            calls_run: driver.calls_run,
+            timed_out: driver.timed_out,
+            reasoning_redacted: driver.reasoning_redacted,
+            speaker: self.speaker,
+            header: self.header,
+            text: self.shown,
+            tools: driver.exchanges,
+            tool_thoughts: driver.tool_thoughts,
+            grounding: driver.grounding,
+            reasoning: driver.reasoning,
+        };
+        turn.account = driver.account;
+        turn.say(&finished);
+        (finished, turn)
+    }
+
+    /// The turn, its account back from an answer that failed (the caller closes it).
+    pub(crate) fn abandon(self) -> Turn {
+        let mut turn = self.turn;
+        turn.tool_calls += self.driver.calls_run;
+        turn.account = self.driver.account;
+        turn
+    }
+
+    /// The whole answer, once [`Self::read_to_end`] gave its `end`, and the turn that said it; this is the one
+    /// place an [`Answer`] is made. The caller still stores the turn.
+    pub(crate) fn into_answer(self, end: TurnEnd) -> (Answer, Turn) {
+        let turn_spent = self.turn_spent();
+        let session_state = self.turn.session.state();
         // The tools' thoughts happened after the prompt's and before the answer's.
-        let mut prompt_thoughts = self.thoughts;
-        prompt_thoughts.extend(driver.tool_thoughts);
+        let mut prompt_thoughts = self.thoughts.clone();
+        let (finished, turn) = self.finish();
+        prompt_thoughts.extend(finished.tool_thoughts);
         let answer = Answer {
-            id: self.header.id,
-            created: self.header.created,
-            created_at: self.header.created_at,
-            model: self.header.model,
-            content: self.shown,
+            id: finished.header.id,
+            created: finished.header.created,
+            created_at: finished.header.created_at,
+            model: finished.header.model,
+            content: finished.text,
             finish_reason: end.finish_reason,
             usage: end.usage,
             prompt_thoughts,
             result_thoughts: end.result_thoughts,
             followup_questions: end.followup_questions,
             session_state,
-            data_points: driver.grounding.as_ref().map(Grounding::data_points),
+            data_points: finished.grounding.as_ref().map(Grounding::data_points),
             citations: end.citations,
             cost_usd: end.cost_usd,
             spent: turn_spent,
-            reasoning: (!driver.reasoning.is_empty() || driver.reasoning_redacted)
-                .then(|| reasoning_text(&driver.reasoning, driver.reasoning_redacted)),
-            reasoning_redacted: driver.reasoning_redacted,
-            tools: driver.exchanges,
+            reasoning: (!finished.reasoning.is_empty() || finished.reasoning_redacted)
+                .then(|| reasoning_text(&finished.reasoning, finished.reasoning_redacted)),
+            reasoning_redacted: finished.reasoning_redacted,
+            tools: finished.tools,
         };
-        let parts = TurnParts {
-            spent: parts_spent,
-            turn_spent,
-            session: self.session,
-            shown: answer.content.clone(),
-            tools: answer.tools.clone(),
-            account: driver.account,
-        };
-        (answer, parts)
+        (answer, turn)
     }
 
     /// Takes the model's next text: held back while it may be follow-up questions, else ready to show.

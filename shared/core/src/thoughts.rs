@@ -3,29 +3,28 @@
 
 use serde_json::{Value, json};
 
-use crate::{GuardrailTrace, Served, Session, StopReason, Thought, TokenUsage};
+use crate::{GuardrailTrace, Served, StopReason, Thought, TokenUsage};
 
 /// What the turn leaves out of the chat's history, when it leaves something out.
 pub(crate) fn history_thought(
-    session: &Session,
+    (sent, left_out, items_read): (usize, usize, u64),
     budget: u64,
     estimated: u64,
     counted: Option<u64>,
 ) -> Option<Thought> {
-    if session.left_out == 0 {
+    if left_out == 0 {
         return None;
     }
-    let sent = session.conversation.len();
     let used = match counted {
         Some(counted) => format!("{counted} used, counted"),
         None => format!("about {estimated} used"),
     };
     let mut props = json!({
         "messages_sent": sent,
-        "messages_left_out": session.left_out,
+        "messages_left_out": left_out,
         "max_prompt_tokens": budget,
         "estimated_prompt_tokens": estimated,
-        "store_items_read": session.items_read,
+        "store_items_read": items_read,
     });
     if let Some(counted) = counted {
         props["counted_prompt_tokens"] = json!(counted);
@@ -33,8 +32,7 @@ pub(crate) fn history_thought(
     Some(Thought {
         title: "Conversation history".into(),
         description: Value::String(format!(
-            "{sent} newest messages sent; {} earlier messages left out to stay within {budget} prompt tokens ({used})",
-            session.left_out
+            "{sent} newest messages sent; {left_out} earlier messages left out to stay within {budget} prompt tokens ({used})"
         )),
         props: Some(props),
     })

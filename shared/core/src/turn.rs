@@ -1,15 +1,16 @@
-//! One chat turn, written once, and its entry points: prepare (`prepare.rs`) → ask the model through the turn
-//! driver (`streaming.rs`, `driver.rs`) → shape the answer → store the turn (`save.rs`). The buffered answer takes
-//! the streamed path's steps: it is the streamed answer, collected.
+//! A turn as its steps hand it on, whoever answers it: the chat and conversation, what was answered so far and
+//! each answer as stored, and what identifies an answer. The steps: prepare (`prepare.rs`) → each speaker's call
+//! made ready (`call.rs`) → its answer through the turn driver (`streaming.rs`, `driver.rs`) → store the turn
+//! (`save.rs`); the entry points in `answer.rs` and `agents.rs`.
 
 use time::OffsetDateTime;
 use time::macros::format_description;
 
 use crate::driver::TurnTools;
+use crate::prompt::Speaker;
 use crate::{
-    Answer, Caller, ChatError, ChatModel, ChatService, FinishReason, Grounding, ModelError,
-    ModelRequest, ModelStream, Prices, ReplyStream, Session, SessionStore, StopReason,
-    StreamingTurn, Thought, TurnInput,
+    ChatError, FinishReason, Grounding, ModelError, Prices, Role, Session, StopReason,
+    StoredMessage, Thought, TokenUsage, ToolExchange, display_time,
 };
 
 /// What identifies one answer: its id, when it was made, and by which model.
@@ -35,95 +36,54 @@ impl TurnHeader {
     }
 }
 
-/// A turn ready for the model: its chat, the model call, and what the steps before the model did.
+/// A turn, whoever answers it: its chat and the conversation so far (who said what, fitted to the prompt budget,
+/// files read), the tools offered, what the search found, the thoughts of the steps before any answer, its account
+/// with the owner's counters, and what was answered so far (to store once the turn is over).
 pub(crate) struct Turn {
     pub session: Session,
-    pub header: TurnHeader,
-    pub request: ModelRequest,
-    /// The thoughts known before the answer, in the order the steps happened.
-    pub thoughts: Vec<Thought>,
-    /// Whether the answer ends in follow-up questions to cut out.
-    pub followups: bool,
-    /// What the search found, when the turn searched.
-    pub grounding: Option<Grounding>,
-    /// What a million tokens cost, to price the turn.
-    pub prices: Option<Prices>,
-    /// What the turn spent before the answer (writing the search query).
-    pub spent_before: crate::TurnSpent,
-    /// The prompt's tokens, counted when it was counted, else estimated: what an answer cut off before the model
-    /// reported its usage is taken to have read.
-    pub prompt_tokens: u64,
+    /// Whether the budget cut the chat's history before any answer (a prompt cache then wants the cut in steps).
+    pub cut: bool,
     /// The tools the model is offered, and who they run for.
     pub tools: Option<TurnTools>,
+    /// What the search found, when the turn searched.
+    pub grounding: Option<Grounding>,
+    /// The thoughts known before any answer, in the order the steps happened.
+    pub thoughts: Vec<Thought>,
+    /// What a million tokens cost, to price the turn.
+    pub prices: Option<Prices>,
+    /// What the turn spent before its answers (writing the search query).
+    pub spent_before: crate::TurnSpent,
     /// The turn's account with its owner's counters, opened by its admission.
     pub account: crate::TurnAccount,
+    /// The answers so far, as they are stored, each with what its model calls used.
+    pub said: Vec<(StoredMessage, TokenUsage)>,
+    /// The tool calls its answers ran.
+    pub tool_calls: u32,
 }
-impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
-    /// Starts a streamed answer. The model is read until its first text (or its end), so that a fault before
-    /// anything could be shown is still an error the caller can answer with a status.
-    pub async fn stream(
-        &self,
-        caller: &Caller,
-        input: &TurnInput,
-    ) -> Result<StreamingTurn<M::Stream>, ChatError> {
-        let mut turn = self.prepare(caller, input).await?;
-        let call = self.model.converse_stream(&turn.request);
-        let model_stream = turn
-            .account
-            .start_or_close(&turn.request, Some(turn.prompt_tokens), call)
-            .await?;
-        let mut streaming = StreamingTurn::new(turn, model_stream, self.stream_starter());
-        if let Err(e) = streaming.prime().await {
-            streaming.close_unfinished().await;
-            return Err(e);
+
+impl Turn {
+    /// Adds an answer that finished to what the turn stores: a standard answer under a new id, an agent's message
+    /// under its answer's id and its name, each with its tool calls.
+    pub(crate) fn say(&mut self, finished: &Finished) {
+        let shown_at = display_time(OffsetDateTime::now_utc().unix_timestamp());
+        let mut message = stored_message(Role::Assistant, &finished.text, &shown_at);
+        if let Some(name) = &finished.speaker.name {
+            message.id = finished.header.id.clone();
+            message.agent_identifier = Some(name.clone());
+            message.agent_name = Some(name.clone());
         }
-        Ok(streaming)
+        message.tools = finished.tools.clone();
+        self.said.push((message, finished.usage));
+        self.tool_calls += finished.calls_run;
     }
 
-    /// Answers a validated request in full, and stores the turn before returning it.
-    pub async fn answer(&self, caller: &Caller, input: &TurnInput) -> Result<Answer, ChatError> {
-        let mut turn = self.prepare(caller, input).await?;
-        let call = self.model.converse(&turn.request);
-        let reply = turn
-            .account
-            .start_or_close(&turn.request, Some(turn.prompt_tokens), call)
-            .await?;
-        // The driver reads the reply as it reads a stream, and notes what it spent.
-        self.collect(
-            caller,
-            StreamingTurn::new(turn, ReplyStream::new(reply), self.reply_starter()),
-        )
-        .await
-    }
-
-    /// Reads a turn's whole answer, then stores the turn; a turn that fails on the way is closed with what it spent.
-    pub async fn collect<S: ModelStream>(
-        &self,
-        caller: &Caller,
-        mut turn: StreamingTurn<S>,
-    ) -> Result<Answer, ChatError> {
-        let end = match turn.read_to_end().await {
-            Ok(end) => end,
-            Err(e) => {
-                turn.close_unfinished().await;
-                return Err(e);
-            }
-        };
-        let (answer, parts) = turn.into_answer(end);
-        self.save(&caller.owner, parts).await?;
-        Ok(answer)
-    }
-
-    /// Stores a streamed turn whose answer has been shown whole; returns what the turn spent.
-    pub async fn save_streamed<S: ModelStream>(
-        &self,
-        caller: &Caller,
-        turn: StreamingTurn<S>,
-    ) -> Result<crate::TurnSpent, ChatError> {
-        let parts = turn.into_parts();
-        let turn_spent = parts.turn_spent;
-        self.save(&caller.owner, parts).await?;
-        Ok(turn_spent)
+    /// Every model call and tool call of the turn so far.
+    pub(crate) fn spent(&self) -> crate::TurnSpent {
+        crate::TurnSpent {
+            totals: self.account.spent(),
+            model_calls: self.account.calls(),
+            tool_calls: self.spent_before.tool_calls + self.tool_calls,
+        }
     }
 }
 
@@ -157,4 +117,52 @@ fn rfc3339(t: OffsetDateTime) -> String {
         "[year]-[month]-[day]T[hour]:[minute]:[second]+00:00"
     ))
     .unwrap_or_default()
+}
+
+/// What an answer finished with, to store and to tell.
+pub(crate) struct Finished {
+    pub speaker: Speaker,
+    pub header: TurnHeader,
+    /// The answer as shown.
+    pub text: String,
+    /// Every model call of the answer's usage, added up.
+    pub usage: TokenUsage,
+    pub model_calls: u32,
+    pub calls_run: u32,
+    pub tools: Vec<ToolExchange>,
+    pub tool_thoughts: Vec<Thought>,
+    /// What the answer is grounded in: the turn's search and what its tools found.
+    pub grounding: Option<Grounding>,
+    pub reasoning: String,
+    pub reasoning_redacted: bool,
+    /// Whether the answer's deadline cut it off.
+    pub timed_out: bool,
+}
+
+/// A new message id: 32 hex characters.
+pub fn new_message_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+/// A message to store, with a new id; `shown_at` is its time as the Chat UI shows it ([`display_time`]).
+pub(crate) fn stored_message(role: Role, content: &str, shown_at: &str) -> StoredMessage {
+    StoredMessage {
+        id: new_message_id(),
+        role,
+        content: content.to_string(),
+        timestamp: shown_at.to_string(),
+        agent_identifier: None,
+        agent_name: None,
+        files: Vec::new(),
+        tools: Vec::new(),
+    }
+}
+
+/// The session's new messages, ready to store.
+pub(crate) fn new_stored_messages(session: &Session, shown_at: &str) -> Vec<StoredMessage> {
+    session
+        .new_messages
+        .iter()
+        .map(|m| stored_message(m.role, &m.text(), shown_at))
+        .collect()
 }

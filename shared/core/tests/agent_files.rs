@@ -57,14 +57,14 @@ async fn every_agent_gets_the_users_files_and_the_next_round_reads_them_back() {
     // The round says which files the agents were sent.
     assert!(
         round
-            .thoughts
+            .thoughts()
             .iter()
             .any(|t| t.title == "Files sent to the model"),
         "{:?}",
-        round.thoughts
+        round.thoughts()
     );
     // The round kept the file under alice's chat, referenced by the stored question.
-    let chat_id = round.session.chat_id.clone();
+    let chat_id = round.session().chat_id.clone();
     let stored = store.load(ALICE, &chat_id).await.unwrap().1;
     assert_eq!(stored[0].files.len(), 1);
     assert_eq!(files.keys().len(), 1);

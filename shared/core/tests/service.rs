@@ -608,7 +608,7 @@ async fn a_round_continues_its_chat_and_a_failed_round_stores_nothing() {
         .whole_round(&alice(), &group(4), &ask("First"))
         .await
         .unwrap();
-    let id = round.session.chat_id.clone();
+    let id = round.session().chat_id.clone();
     let before = history(&store, ALICE, &id).await;
     assert_eq!(before.len(), 2);
     // The second agent fails: the round is an error, and the chat is as it was.

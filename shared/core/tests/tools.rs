@@ -488,7 +488,11 @@ async fn an_agent_of_a_multi_agent_round_can_call_a_tool() {
     assert_eq!(message.model_calls, 2);
     assert_eq!(round.spent().tool_calls, 1);
     assert!(!model.requests()[0].tools.is_empty());
-    let stored = store.load("alice", &round.session.chat_id).await.unwrap().1;
+    let stored = store
+        .load("alice", &round.session().chat_id)
+        .await
+        .unwrap()
+        .1;
     assert_eq!(stored.last().unwrap().tools[0].output, "5");
     assert_eq!(
         model.requests()[1].messages.last().unwrap().tool_results[0].text,

@@ -11,18 +11,8 @@ use crate::{Answer, Field, Role, WireMessage, semantic_kernel_finish_reason};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatRequest {
     pub messages: Vec<WireMessage>,
-    #[serde(
-        rename = "sessionState",
-        default,
-        skip_serializing_if = "Field::is_missing"
-    )]
-    pub session_state_camel: Field<Value>,
-    #[serde(
-        rename = "session_state",
-        default,
-        skip_serializing_if = "Field::is_missing"
-    )]
-    pub session_state_snake: Field<Value>,
+    #[serde(flatten)]
+    pub session_state: crate::SessionState,
     /// The protocol's `context` (its `overrides`): read as the protocol's routes read it, so that an override is
     /// applied or refused here too, never ignored.
     #[serde(default, skip_serializing_if = "Field::is_missing")]
@@ -511,7 +501,7 @@ fn thought_json(thought: &chat_core::Thought) -> Value {
 
 /// The agents' messages of a round as the Chat UI's events carry them, with the session state.
 pub fn round_events(round: &AgentRound) -> Vec<ChatMessageContent> {
-    let state = round.session.state();
+    let state = round.session().state();
     round
         .messages()
         .iter()

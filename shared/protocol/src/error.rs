@@ -1,4 +1,5 @@
-//! Naming the field of a request body that is not acceptable, in the body as it was sent.
+//! Why a request body is not acceptable, said as the client can act on it: a body that is not a JSON object, and
+//! the field at fault, named in the body as it was sent.
 
 use chat_core::InvalidRequest;
 
@@ -32,4 +33,20 @@ pub(crate) fn from_path_error(
     }
     let path = if path == "." { String::new() } else { path };
     InvalidRequest::new(path, inner)
+}
+
+/// JSON is UTF-8 (RFC 8259); bytes that are not are named as such rather than as a JSON syntax error.
+pub(crate) fn utf8(body: &[u8]) -> Result<(), InvalidRequest> {
+    match std::str::from_utf8(body) {
+        Ok(_) => Ok(()),
+        Err(_) => Err(InvalidRequest::body("the body is not valid UTF-8")),
+    }
+}
+
+pub(crate) fn not_json(e: serde_json::Error) -> InvalidRequest {
+    InvalidRequest::body(format!("body is not valid JSON: {e}"))
+}
+
+pub(crate) fn not_an_object() -> InvalidRequest {
+    InvalidRequest::body("body must be a JSON object")
 }

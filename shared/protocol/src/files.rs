@@ -18,7 +18,8 @@ use serde_json::{Map, Number, Value};
 use std::borrow::Cow;
 use std::fmt;
 
-use crate::request::{Endpoint, Files, not_an_object, not_json};
+use crate::Endpoint;
+use crate::error::{not_an_object, not_json, utf8};
 
 /// The longest file name taken (what file systems allow); it is stored and shown with the message.
 const MAX_FILE_NAME_CHARS: usize = 255;
@@ -60,6 +61,9 @@ pub(crate) fn take(
     Ok(Attachment::new(name, kind, bytes))
 }
 
+/// The files of a request's messages, by message index: each message's files in order.
+pub(crate) type Files = std::collections::BTreeMap<usize, Vec<Attachment>>;
+
 /// Each message's `files` in a JSON request body, by message index, as their JSON text: decoded only once the
 /// request's shape is known (see [`split_json`]), and never held as JSON values.
 pub(crate) type SentFiles<'a> = Vec<(usize, &'a RawValue)>;
@@ -69,7 +73,7 @@ pub(crate) type SentFiles<'a> = Vec<(usize, &'a RawValue)>;
 /// and several dozen held as JSON values: a body as large as `MAX_UPLOAD_BYTES` would take hundreds of megabytes.
 /// Refused as [`crate::request`] refuses a body that is not a JSON object.
 pub(crate) fn split_json(body: &[u8]) -> Result<(Value, SentFiles<'_>), InvalidRequest> {
-    crate::request::utf8(body)?;
+    utf8(body)?;
     // First the whole body as a JSON value is parsed (its syntax, its numbers, its depth), holding nothing: the
     // files' text is then taken as it stands, and what takes it checks less.
     let Skip(object) = serde_json::from_slice(body).map_err(not_json)?;

@@ -1,11 +1,20 @@
-//! What a parsed request is besides its turn: which dialect it spoke and how it spelled its session state, so that
-//! the answer can be shaped alike; and the dialects' spellings of the core's terms.
+//! What a request is besides its turn: the family of routes it came to, which dialect it spoke and how it spelled
+//! its session state, so that the answer can be shaped alike; and the dialects' spellings of the core's terms.
 
 use chat_core::{FinishReason, TurnInput};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::Field;
+
+/// Which family of routes a request came to; the body alone cannot tell a Chat UI request from a protocol one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `/chat`, `/chat/stream`: AI Chat Protocol, either version.
+    Protocol,
+    /// `/chat-ui/chat`.
+    ChatUi,
+}
 
 /// Which protocol a request spoke, and so how its answer must be shaped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,9 +5,9 @@
 use bytes::Bytes;
 use chat_core::{ChatError, InvalidRequest, RequestLimits};
 
-use crate::ChatInput;
-use crate::files::take;
-use crate::request::{Endpoint, Files, parse_with_files};
+use crate::files::{Files, take};
+use crate::request::parse_with_files;
+use crate::{ChatInput, Endpoint};
 
 /// Whether a `Content-Type` value is `multipart/form-data`.
 pub fn is_multipart(content_type: &str) -> bool {

@@ -3,22 +3,14 @@
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use chat_core::{Attachment, ChatError, InvalidRequest, Overrides, RequestLimits, TurnInput};
+use chat_core::{ChatError, InvalidRequest, Overrides, RequestLimits, TurnInput};
 
-use crate::error::{at_original_message, from_path_error};
+use crate::error::{at_original_message, from_path_error, not_an_object, not_json, utf8};
+use crate::files::{Files, from_json, split_json};
 use crate::{
-    ChatInput, Dialect, Field, Message, RequestContext, Role, SessionSpelling, WireMessage,
-    chat_ui, v2024_01_28, v2024_05_29,
+    ChatInput, Dialect, Endpoint, Field, Message, RequestContext, Role, SessionSpelling,
+    SessionState, WireMessage, chat_ui, v2024_01_28, v2024_05_29,
 };
-
-/// Which family of routes a request came to; the body alone cannot tell a Chat UI request from a protocol one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Endpoint {
-    /// `/chat`, `/chat/stream`: AI Chat Protocol, either version.
-    Protocol,
-    /// `/chat-ui/chat`.
-    ChatUi,
-}
 
 /// Parses and validates a chat request body sent to `endpoint`, its messages' `files` included (see
 /// [`crate::files`]). A fault is a 400 naming the field, a file larger than its kind may be a 413.
@@ -30,9 +22,6 @@ pub fn parse_chat_request(
     parse_with_files(body, endpoint, limits, Files::default())
 }
 
-/// The files of a request's messages, by message index: each message's files in order.
-pub(crate) type Files = std::collections::BTreeMap<usize, Vec<Attachment>>;
-
 /// Parses a chat request body whose messages may carry files: `parts` sent beside it (as multipart parts), or
 /// `files` inside it; a message's files come one way or the other. Files are held to the request's limits (how
 /// many, on which messages) as well as each to its own.
@@ -42,8 +31,8 @@ pub(crate) fn parse_with_files(
     limits: &RequestLimits,
     mut parts: Files,
 ) -> Result<ChatInput, ChatError> {
-    let (value, sent) = crate::files::split_json(body)?;
-    for (i, sent) in crate::files::from_json(sent, endpoint, limits)? {
+    let (value, sent) = split_json(body)?;
+    for (i, sent) in from_json(sent, endpoint, limits)? {
         if parts.contains_key(&i) {
             return Err(InvalidRequest::new(
                 format!("messages[{i}].files"),
@@ -110,7 +99,7 @@ fn typed_request(
             let notes = chat_ui::mark_ui_notes(&mut value);
             let r: chat_ui::ChatRequest = typed(value)?;
             let (messages, kept) = chat_ui::drop_ui_notes(r.messages, &notes);
-            let session = session_state(r.session_state_camel, r.session_state_snake, false)?;
+            let session = session_state(r.session_state, false)?;
             build(Dialect::ChatUi, messages, r.context, session, limits, files)
                 .map_err(|e| at_original_message(e, &kept))
         }
@@ -118,7 +107,7 @@ fn typed_request(
             Some(Value::Bool(stream)) => {
                 let stream = *stream;
                 let r: v2024_01_28::ChatRequest = typed(value)?;
-                let session = session_state(r.session_state_camel, r.session_state_snake, true)?;
+                let session = session_state(r.session_state, true)?;
                 build(
                     Dialect::V20240128 { stream },
                     r.messages,
@@ -130,7 +119,7 @@ fn typed_request(
             }
             None | Some(Value::Null) => {
                 let r: v2024_05_29::ChatRequest = typed(value)?;
-                let session = session_state(r.session_state_camel, r.session_state_snake, false)?;
+                let session = session_state(r.session_state, false)?;
                 build(
                     Dialect::V20240529,
                     r.messages,
@@ -205,33 +194,16 @@ fn json_object(body: &[u8]) -> Result<Value, InvalidRequest> {
     Ok(value)
 }
 
-/// JSON is UTF-8 (RFC 8259); bytes that are not are named as such rather than as a JSON syntax error.
-pub(crate) fn utf8(body: &[u8]) -> Result<(), InvalidRequest> {
-    match std::str::from_utf8(body) {
-        Ok(_) => Ok(()),
-        Err(_) => Err(InvalidRequest::body("the body is not valid UTF-8")),
-    }
-}
-
-pub(crate) fn not_json(e: serde_json::Error) -> InvalidRequest {
-    InvalidRequest::body(format!("body is not valid JSON: {e}"))
-}
-
-pub(crate) fn not_an_object() -> InvalidRequest {
-    InvalidRequest::body("body must be a JSON object")
-}
-
 fn typed<T: DeserializeOwned>(value: Value) -> Result<T, InvalidRequest> {
     serde_path_to_error::deserialize(value).map_err(from_path_error)
 }
 
 /// The session state and the spelling to answer in. A request's spelling wins; without one, the dialect's own.
 fn session_state(
-    camel: Field<Value>,
-    snake: Field<Value>,
+    sent: SessionState,
     snake_by_default: bool,
 ) -> Result<(Option<Value>, SessionSpelling), InvalidRequest> {
-    match (camel, snake) {
+    match (sent.camel, sent.snake) {
         (Field::Missing, Field::Missing) => Ok((
             None,
             if snake_by_default {

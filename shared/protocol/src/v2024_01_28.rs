@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 use crate::openai_finish_reason;
 use crate::{
     Answer, Delta, Field, FinishReason, RequestContext, ResponseContext, Role, SessionSpelling,
-    TokenUsage, WireMessage, session_fields,
+    SessionState, TokenUsage, WireMessage,
 };
 
 /// A chat request of this dialect: it says whether it wants a stream.
@@ -16,18 +16,8 @@ pub struct ChatRequest {
     pub stream: bool,
     #[serde(default, skip_serializing_if = "Field::is_missing")]
     pub context: Field<RequestContext>,
-    #[serde(
-        rename = "session_state",
-        default,
-        skip_serializing_if = "Field::is_missing"
-    )]
-    pub session_state_snake: Field<Value>,
-    #[serde(
-        rename = "sessionState",
-        default,
-        skip_serializing_if = "Field::is_missing"
-    )]
-    pub session_state_camel: Field<Value>,
+    #[serde(flatten)]
+    pub session_state: SessionState,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -84,18 +74,8 @@ pub struct Choice {
     pub finish_reason: Field<String>,
     #[serde(default, skip_serializing_if = "Field::is_missing")]
     pub context: Field<ResponseContext>,
-    #[serde(
-        rename = "session_state",
-        default,
-        skip_serializing_if = "Field::is_missing"
-    )]
-    pub session_state_snake: Field<Value>,
-    #[serde(
-        rename = "sessionState",
-        default,
-        skip_serializing_if = "Field::is_missing"
-    )]
-    pub session_state_camel: Field<Value>,
+    #[serde(flatten)]
+    pub session_state: SessionState,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -104,23 +84,13 @@ impl ChatCompletion {
     pub const OBJECT: &'static str = "chat.completion";
 
     pub fn from_answer(answer: &Answer, spelling: SessionSpelling) -> Self {
-        let (session_state_camel, session_state_snake) =
-            session_fields(answer.session_state.clone(), spelling);
         Self {
             choices: vec![Choice {
                 index: 0,
-                message: WireMessage {
-                    role: Role::Assistant,
-                    content: answer.content.clone(),
-                    extra: Map::new(),
-                },
+                message: WireMessage::assistant(answer.content.clone()),
                 finish_reason: Field::Value(openai_finish_reason(answer.finish_reason).to_string()),
-                context: Field::Value(
-                    ResponseContext::new(&answer.thoughts(), answer.followup_questions.clone())
-                        .with_data_points(answer.data_points.as_ref()),
-                ),
-                session_state_snake,
-                session_state_camel,
+                context: Field::Value(ResponseContext::of_answer(answer)),
+                session_state: SessionState::answer(answer.session_state.clone(), spelling),
                 extra: Map::new(),
             }],
             created: answer.created,
@@ -159,18 +129,8 @@ pub struct ChunkChoice {
     pub index: u32,
     #[serde(default, skip_serializing_if = "Field::is_missing")]
     pub context: Field<ResponseContext>,
-    #[serde(
-        rename = "session_state",
-        default,
-        skip_serializing_if = "Field::is_missing"
-    )]
-    pub session_state_snake: Field<Value>,
-    #[serde(
-        rename = "sessionState",
-        default,
-        skip_serializing_if = "Field::is_missing"
-    )]
-    pub session_state_camel: Field<Value>,
+    #[serde(flatten)]
+    pub session_state: SessionState,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -204,8 +164,7 @@ impl ChatCompletionChunk {
             finish_reason: Field::Null,
             index: 0,
             context: Field::Missing,
-            session_state_snake: Field::Missing,
-            session_state_camel: Field::Missing,
+            session_state: SessionState::default(),
             extra: Map::new(),
         }
     }
@@ -217,11 +176,9 @@ impl ChatCompletionChunk {
         session_state: Option<Value>,
         spelling: SessionSpelling,
     ) -> Self {
-        let (session_state_camel, session_state_snake) = session_fields(session_state, spelling);
         let mut choice = Self::choice(Delta::role(Role::Assistant));
         choice.context = Field::Value(context);
-        choice.session_state_camel = session_state_camel;
-        choice.session_state_snake = session_state_snake;
+        choice.session_state = SessionState::answer(session_state, spelling);
         Self::with_choice(header, choice)
     }
 

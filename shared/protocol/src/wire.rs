@@ -1,9 +1,10 @@
-//! Wire types the dialects share: a message, a streamed delta, the request and response context, an error body.
+//! Wire types the dialects share: a message, a streamed delta, the session state, the request and response
+//! context, an error body.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::{Field, Message, Role, Thought};
+use crate::{Answer, Field, Message, Role, SessionSpelling, Thought};
 
 /// A message as it travels: `role` and `content`, plus whatever else the sender put there.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -20,6 +21,51 @@ impl From<&Message> for WireMessage {
             role: m.role,
             content: m.text(),
             extra: Map::new(),
+        }
+    }
+}
+
+impl WireMessage {
+    /// The assistant's message saying `content`.
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self {
+            role: Role::Assistant,
+            content: content.into(),
+            extra: Map::new(),
+        }
+    }
+}
+
+/// The session state as every dialect carries it, in a request or an answer: spelled `sessionState` or
+/// `session_state` (a request sends one of them at most), each absent, `null` or a value.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct SessionState {
+    #[serde(
+        rename = "sessionState",
+        default,
+        skip_serializing_if = "Field::is_missing"
+    )]
+    pub camel: Field<Value>,
+    #[serde(
+        rename = "session_state",
+        default,
+        skip_serializing_if = "Field::is_missing"
+    )]
+    pub snake: Field<Value>,
+}
+
+impl SessionState {
+    /// An answer's: in the request's spelling, the state (or `null`); the other spelling left out.
+    pub fn answer(state: Option<Value>, spelling: SessionSpelling) -> Self {
+        match spelling {
+            SessionSpelling::Camel => Self {
+                camel: state.into(),
+                snake: Field::Missing,
+            },
+            SessionSpelling::Snake => Self {
+                camel: Field::Missing,
+                snake: state.into(),
+            },
         }
     }
 }
@@ -143,6 +189,12 @@ impl ResponseContext {
 }
 
 impl ResponseContext {
+    /// A whole answer's context: its thoughts, follow-up questions and what it was grounded in.
+    pub fn of_answer(answer: &Answer) -> Self {
+        Self::new(&answer.thoughts(), answer.followup_questions.clone())
+            .with_data_points(answer.data_points.as_ref())
+    }
+
     /// A streamed line's context carrying the next piece of the model's reasoning: a `Reasoning` thought whose
     /// `props.delta` says its description continues the reasoning of the lines before (concatenated, they are the
     /// whole reasoning, which the last line's thoughts hold again). `redacted` says a part came encrypted.

@@ -1,8 +1,10 @@
-//! The chat item (`META`), as one struct in the attribute names and types the table has always had: what a new
-//! chat writes, and what the store reads back of it ([`Meta`]: the chat's record and where its messages are).
+//! The chat item (`META`), as one struct in the attribute names and types the table has always had, and every
+//! write of it, built here only: a new chat's put, a commit's update ([`Commit`]), a rename, the guards that hold a
+//! write to the chat's version or absence, and its delete; and what the store reads back of it ([`Meta`]: the
+//! chat's record and where its messages are), as a turn reads it or as a writer whose answer was lost does.
 
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
+use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, ReturnValue, TransactWriteItem};
 use chat_core::{
     ChatRecord, StoreError, StoredMessage, TokenUsage, UsageTotals, estimate_stored_tokens,
     is_chat_id,
@@ -11,9 +13,12 @@ use serde::{Deserialize, Serialize};
 use tracing::Instrument;
 
 use super::DynamoStore;
-use super::errors::failed;
-use super::keys::{Item, META, chat_pk, list_pk, list_sk, mode_name, mode_named, n, now_unix, s};
-use crate::table::{PARTITION_KEY, SORT_KEY};
+use super::idempotency::writes_after;
+use super::keys::{
+    META, chat_item_key, chat_pk, list_pk, list_sk, mode_name, mode_named, now_unix,
+};
+use crate::dynamo::{Expression, Item, failed, n, s};
+use crate::table::{EXPIRES_AT, LIST_SORT_KEY, PARTITION_KEY, token_attributes};
 
 /// How much of the last message the history list shows.
 const PREVIEW_CHARS: usize = 200;
@@ -121,6 +126,13 @@ impl ChatItem {
         item
     }
 
+    /// The put of a new chat's item, on condition that no chat has its key.
+    pub(super) fn create(self, table: &str) -> TransactWriteItem {
+        Expression::new()
+            .if_absent(PARTITION_KEY)
+            .put(table, self.into_item())
+    }
+
     /// Reads a chat item.
     pub(super) fn read(item: Item) -> Result<Self, StoreError> {
         serde_dynamo::from_item(item)
@@ -173,14 +185,7 @@ fn cost_attribute(cost: Option<f64>) -> Option<AttributeValue> {
 
 /// The attributes of `usage` (what a turn adds to a chat's totals), named as the chat item keeps them.
 pub(super) fn usage_attributes(usage: &UsageTotals) -> Vec<(&'static str, AttributeValue)> {
-    let t = &usage.tokens;
-    let mut attributes = vec![
-        ("inputTokens", n(t.input_tokens)),
-        ("outputTokens", n(t.output_tokens)),
-        ("totalTokens", n(t.total_tokens)),
-        ("cacheReadInputTokens", n(t.cache_read_input_tokens)),
-        ("cacheWriteInputTokens", n(t.cache_write_input_tokens)),
-    ];
+    let mut attributes = token_attributes(&usage.tokens).to_vec();
     if let Some(cost) = cost_attribute(usage.cost_usd) {
         attributes.push(("costUsd", cost));
     }
@@ -205,6 +210,144 @@ pub(super) fn preview(content: &str) -> String {
     content.chars().take(PREVIEW_CHARS).collect()
 }
 
+/// The check that no chat item has the key `pk` (a new chat's, before its commit).
+pub(super) fn absent_guard(table: &str, pk: &str) -> ConditionCheck {
+    Expression::new()
+        .if_absent(PARTITION_KEY)
+        .check(table, chat_item_key(pk))
+}
+
+/// The check that the chat item of `pk` is still at `version`.
+pub(super) fn version_guard(table: &str, pk: &str, version: u64) -> ConditionCheck {
+    Expression::new()
+        .if_equals("version", n(version))
+        .check(table, chat_item_key(pk))
+}
+
+/// The chat item of `pk` deleted, on condition that it is there.
+pub(super) fn delete(table: &str, pk: &str) -> TransactWriteItem {
+    Expression::new()
+        .if_exists(PARTITION_KEY)
+        .delete(table, chat_item_key(pk))
+}
+
+/// What a write makes visible when it commits, as of the chat item it read: the messages' count and generation, the
+/// next version, the write's token among the latest, what the list shows, the messages' estimated tokens and what
+/// a turn spent.
+pub(super) struct Commit<'a> {
+    meta: &'a Meta,
+    generation: &'a str,
+    count: u64,
+    last_message: String,
+    /// The chat's new `lastUpdated`.
+    now: &'a str,
+    /// The write's token, kept in the chat item's latest writes.
+    token: &'a str,
+    /// A turn's tokens and cost, added to the chat's totals (`None` for a save, which spends nothing).
+    spent: Option<&'a UsageTotals>,
+    /// The messages' estimated prompt tokens after the write, when known.
+    history_tokens: Option<u64>,
+}
+
+impl<'a> Commit<'a> {
+    /// `messages` appended to the chat as `meta` says it is, in its generation.
+    pub(super) fn append(
+        meta: &'a Meta,
+        messages: &[StoredMessage],
+        now: &'a str,
+        token: &'a str,
+        spent: Option<&'a UsageTotals>,
+    ) -> Self {
+        Self::after(meta, None, messages, (now, token, spent))
+    }
+
+    /// The chat `meta` rewritten whole as `messages`, in the new `generation`.
+    pub(super) fn rewrite(
+        meta: &'a Meta,
+        generation: &'a str,
+        messages: &[StoredMessage],
+        now: &'a str,
+        token: &'a str,
+        spent: Option<&'a UsageTotals>,
+    ) -> Self {
+        Self::after(meta, Some(generation), messages, (now, token, spent))
+    }
+
+    /// The chat `meta` with `messages` after its own (in its generation), or instead of them (in `rewritten`).
+    fn after(
+        meta: &'a Meta,
+        rewritten: Option<&'a str>,
+        messages: &[StoredMessage],
+        (now, token, spent): (&'a str, &'a str, Option<&'a UsageTotals>),
+    ) -> Self {
+        let (generation, kept) = match rewritten {
+            None => (meta.generation.as_str(), Some(&meta.record)),
+            Some(generation) => (generation, None),
+        };
+        let kept_tokens = match kept {
+            Some(_) => meta.history_tokens,
+            None => Some(0),
+        };
+        Self {
+            meta,
+            generation,
+            count: kept.map_or(0, |r| r.message_count) + messages.len() as u64,
+            last_message: messages
+                .last()
+                .map(|m| preview(&m.content))
+                .or_else(|| kept.map(|r| r.last_message.clone()))
+                .unwrap_or_default(),
+            now,
+            token,
+            spent,
+            history_tokens: kept_tokens.map(|t| t + tokens_of(messages)),
+        }
+    }
+
+    /// The chat item's update that makes the write visible, on condition that the chat is still at the version the
+    /// write read.
+    pub(super) fn update(&self, table: &str, owner: &str) -> TransactWriteItem {
+        let meta = self.meta;
+        let writes = writes_after(&meta.writes, self.token);
+        let mut e = Expression::new()
+            .set("messageCount", n(self.count))
+            .set("generation", s(self.generation))
+            .set("version", n(meta.version + 1))
+            .set("lastUpdated", s(self.now))
+            .set("lastMessage", s(&self.last_message))
+            .set(LIST_SORT_KEY, s(list_sk(self.now, &meta.record.id)))
+            .set(
+                "writes",
+                AttributeValue::L(writes.into_iter().map(s).collect()),
+            );
+        if let Some(tokens) = self.history_tokens {
+            // Set, not added: the commit holds only at the version it was computed from.
+            e = e.set(HISTORY_TOKENS, n(tokens));
+        }
+        if let Some(spent) = self.spent {
+            // Added in the same commit as the turn's messages: a turn counts once, with them, or not at all.
+            for (name, value) in usage_attributes(spent) {
+                e = e.add(name, value);
+            }
+        }
+        e.if_equals("version", n(meta.version))
+            .update(table, chat_item_key(&chat_pk(owner, &meta.record.id)))
+    }
+
+    /// The chat's record once the write landed.
+    pub(super) fn record(self) -> ChatRecord {
+        spending(
+            ChatRecord {
+                last_updated: self.now.to_string(),
+                last_message: self.last_message,
+                message_count: self.count,
+                ..self.meta.record.clone()
+            },
+            self.spent,
+        )
+    }
+}
+
 impl DynamoStore {
     /// The chat item (one consistent `GetItem`); an expired chat is not found.
     pub(super) async fn read_meta(&self, owner: &str, chat_id: &str) -> Result<Meta, StoreError> {
@@ -215,8 +358,7 @@ impl DynamoStore {
             .client
             .get_item()
             .table_name(&self.table)
-            .key(PARTITION_KEY, s(chat_pk(owner, chat_id)))
-            .key(SORT_KEY, s(META))
+            .set_key(Some(chat_item_key(&chat_pk(owner, chat_id))))
             .consistent_read(true)
             .send()
             .instrument(tracing::info_span!("store.get_item"))
@@ -225,6 +367,21 @@ impl DynamoStore {
         match out.item.map(ChatItem::read).transpose()? {
             Some(chat) if !chat.expired() => chat.meta(),
             _ => Err(StoreError::NotFound),
+        }
+    }
+
+    /// After a write whose outcome is unknown: the chat as it is now if the write `token` landed (see
+    /// [`super::idempotency`]).
+    pub(super) async fn landed(
+        &self,
+        owner: &str,
+        chat_id: &str,
+        token: &str,
+    ) -> Result<Option<Meta>, StoreError> {
+        match self.read_meta(owner, chat_id).await {
+            Ok(meta) => Ok(meta.writes.iter().any(|t| t == token).then_some(meta)),
+            Err(StoreError::NotFound) => Ok(None),
+            Err(e) => Err(e),
         }
     }
 
@@ -244,21 +401,15 @@ impl DynamoStore {
             return Err(StoreError::NotFound);
         }
         self.retrying(|| async {
-            let updated = self
-                .client
-                .update_item()
-                .table_name(&self.table)
-                .key(PARTITION_KEY, s(chat_pk(owner, chat_id)))
-                .key(SORT_KEY, s(META))
-                .update_expression("SET #title = :title")
-                .condition_expression(
-                    "attribute_exists(#pk) AND (attribute_not_exists(#expires) OR #expires > :now)",
+            let rename = Expression::new()
+                .set("title", s(title))
+                .if_exists(PARTITION_KEY)
+                .if_absent_or_over(EXPIRES_AT, n(now_unix()));
+            let updated = rename
+                .update_item(
+                    self.client.update_item().table_name(&self.table),
+                    chat_item_key(&chat_pk(owner, chat_id)),
                 )
-                .expression_attribute_names("#title", "title")
-                .expression_attribute_names("#pk", PARTITION_KEY)
-                .expression_attribute_names("#expires", "expiresAt")
-                .expression_attribute_values(":title", s(title))
-                .expression_attribute_values(":now", n(now_unix()))
                 .return_values(ReturnValue::AllNew)
                 .send()
                 .instrument(tracing::info_span!("store.update_item"))
@@ -298,6 +449,7 @@ impl DynamoStore {
 mod tests {
     use super::*;
     use chat_core::ChatMode;
+    use std::collections::HashMap;
 
     fn record(cost_usd: Option<f64>) -> ChatRecord {
         ChatRecord {
@@ -334,6 +486,87 @@ mod tests {
         let item = without_cost.into_item();
         assert!(!item.contains_key("costUsd"));
         assert_eq!(item["expiresAt"], n(9));
+    }
+
+    #[test]
+    fn a_commit_writes_only_attributes_of_the_chat_item_as_of_the_version_read() {
+        let item = ChatItem::new("alice", &record(Some(0.25)), "g", "t0", None, 7).into_item();
+        let meta = ChatItem::read(item.clone()).unwrap().meta().unwrap();
+        let message = StoredMessage {
+            id: "m3".into(),
+            role: chat_core::Role::User,
+            content: "x".repeat(PREVIEW_CHARS + 5),
+            timestamp: "10:15 AM".into(),
+            agent_identifier: None,
+            agent_name: None,
+            files: Vec::new(),
+            tools: Vec::new(),
+        };
+        let spent = record(Some(0.5)).usage;
+        let now = "2026-01-03T00:00:00.000Z";
+        let commit = Commit::append(
+            &meta,
+            std::slice::from_ref(&message),
+            now,
+            "t1",
+            Some(&spent),
+        );
+        let written = commit.update("chats", "alice").update.unwrap();
+        let (names, values) = (
+            written.expression_attribute_names().unwrap(),
+            written.expression_attribute_values().unwrap(),
+        );
+        // `#n = :v` and `#n :v` terms, as attribute and value.
+        let terms = |expression: &str| -> HashMap<String, AttributeValue> {
+            let words: Vec<&str> = expression
+                .split([' ', ','])
+                .filter(|w| !["", "=", "SET", "ADD"].contains(w))
+                .collect();
+            words
+                .chunks(2)
+                .map(|t| (names[t[0]].clone(), values[t[1]].clone()))
+                .collect()
+        };
+        let update = terms(written.update_expression());
+        let mut attributes: Vec<&str> = update.keys().map(String::as_str).collect();
+        attributes.sort();
+        assert_eq!(
+            attributes,
+            [
+                "cacheReadInputTokens",
+                "cacheWriteInputTokens",
+                "costUsd",
+                "generation",
+                "gsi1sk",
+                "historyTokens",
+                "inputTokens",
+                "lastMessage",
+                "lastUpdated",
+                "messageCount",
+                "outputTokens",
+                "totalTokens",
+                "version",
+                "writes",
+            ]
+        );
+        for name in &attributes {
+            assert!(
+                item.contains_key(*name),
+                "{name} is not an attribute of the chat item"
+            );
+        }
+        assert_eq!(update["messageCount"], n(3));
+        assert_eq!(update["version"], n(1));
+        assert_eq!(update["writes"], AttributeValue::L(vec![s("t0"), s("t1")]));
+        assert_eq!(update["inputTokens"], n(1));
+        let condition = terms(written.condition_expression().unwrap());
+        assert_eq!(condition, HashMap::from([("version".to_string(), n(0))]));
+        let after = commit.record();
+        assert_eq!(after.message_count, 3);
+        assert_eq!(after.last_updated, now);
+        assert_eq!(after.last_message.chars().count(), PREVIEW_CHARS);
+        assert_eq!(after.usage.tokens.input_tokens, 2);
+        assert_eq!(after.usage.cost_usd, Some(0.75));
     }
 
     #[test]

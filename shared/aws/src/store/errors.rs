@@ -1,10 +1,13 @@
-//! What a failed call to DynamoDB means for the store: worth trying later or a fault of ours, a lost race, or a
-//! write that may have landed all the same (which the store then reads back, see [`super::idempotency`]).
+//! What a failed write means for the store: a lost race, a write that certainly did not land, or one that may have
+//! landed all the same (which the store then reads back, see [`super::idempotency`]). What any failed call means
+//! (worth trying later, or a fault of ours) is [`crate::dynamo::failed`].
 
 use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use chat_core::StoreError;
+
+use crate::dynamo::is_throttling;
 
 pub(super) type WriteFailure = SdkError<TransactWriteItemsError, HttpResponse>;
 
@@ -17,42 +20,6 @@ pub(super) enum WriteError {
     Failed(StoreError),
     /// The commit failed without saying whether it (or an earlier attempt of it) landed.
     Unknown(StoreError),
-}
-
-/// What a failed call means for the caller: the store out of reach (no answer in time, no connection, a response
-/// cut off, a server error or throttling past the SDK's retries) is [`StoreError::Unavailable`], worth trying again
-/// later; anything else (a request the store refuses) is a fault of ours.
-pub(crate) fn failed<E>(e: SdkError<E, HttpResponse>) -> StoreError
-where
-    E: ProvideErrorMetadata + std::error::Error + 'static,
-{
-    let unavailable = match &e {
-        SdkError::TimeoutError(_) | SdkError::ResponseError(_) => true,
-        SdkError::DispatchFailure(f) => !f.is_user(),
-        SdkError::ServiceError(ctx) => {
-            ctx.raw().status().is_server_error() || is_throttling(ctx.err().code())
-        }
-        _ => false,
-    };
-    let detail = format!("{:?}", aws_sdk_dynamodb::error::DisplayErrorContext(&e));
-    if unavailable {
-        StoreError::Unavailable(detail)
-    } else {
-        StoreError::Failed(detail)
-    }
-}
-
-fn is_throttling(code: Option<&str>) -> bool {
-    matches!(
-        code,
-        Some(
-            "ThrottlingException"
-                | "ThrottlingError"
-                | "ProvisionedThroughputExceededException"
-                | "ProvisionedThroughputExceeded"
-                | "RequestLimitExceeded"
-        )
-    )
 }
 
 /// Whether a failed commit certainly did not land, on this attempt or an earlier one the SDK made: the store refused

@@ -6,16 +6,12 @@
 //! (whose token is 16 hex digits) keep their messages after it (`MSG#…`) and are read as they always were, until a
 //! rewrite moves the chat to a new generation; the generation's token tells which (see [`new_generation`]).
 
-use std::collections::HashMap;
-
-use aws_sdk_dynamodb::types::AttributeValue;
 use chat_core::ChatMode;
 use time::OffsetDateTime;
 
 use super::idempotency::new_token;
-
-/// An item as the SDK takes and gives it.
-pub(super) type Item = HashMap<String, AttributeValue>;
+use crate::dynamo::{Item, s};
+use crate::table::{PARTITION_KEY, SORT_KEY};
 
 /// The sort key of the chat item: after its messages (`M#…`), before those of generations written before (`MSG#…`).
 pub(super) const META: &str = "META";
@@ -30,16 +26,16 @@ pub(super) const ALL_MESSAGES: [&str; 2] = [MESSAGES_BEFORE_META, MESSAGES_AFTER
 /// before (16 hex digits) does.
 const BEFORE_META_MARK: char = 'h';
 
-pub(super) fn s(v: impl Into<String>) -> AttributeValue {
-    AttributeValue::S(v.into())
-}
-
-pub(super) fn n(v: impl ToString) -> AttributeValue {
-    AttributeValue::N(v.to_string())
-}
-
 pub(super) fn chat_pk(owner: &str, chat_id: &str) -> String {
     format!("CHAT#{chat_id}#{owner}")
+}
+
+/// The key of the chat item of `pk` (a [`chat_pk`]).
+pub(super) fn chat_item_key(pk: &str) -> Item {
+    Item::from([
+        (PARTITION_KEY.to_string(), s(pk)),
+        (SORT_KEY.to_string(), s(META)),
+    ])
 }
 
 pub(super) fn list_pk(owner: &str, mode: ChatMode) -> String {

@@ -9,8 +9,8 @@ use tracing::Instrument;
 
 use super::DynamoStore;
 use super::chat::ChatItem;
-use super::errors::failed;
-use super::keys::{Item, list_pk, s};
+use super::keys::list_pk;
+use crate::dynamo::{Item, failed, s};
 use crate::table::{LIST_INDEX, LIST_PARTITION_KEY};
 
 /// Where a page of the list ends: the table's and the index's key of its last chat, the query's start key of the

@@ -5,7 +5,8 @@
 use chat_core::{Role, StoredMessage};
 use serde::{Deserialize, Serialize};
 
-use super::keys::{Item, message_sk, part_sk, position};
+use super::keys::{message_sk, part_sk, position};
+use crate::dynamo::Item;
 use crate::table::SORT_KEY;
 
 /// How much of a message's text one item holds: DynamoDB's items are at most 400 KB, and the message's other

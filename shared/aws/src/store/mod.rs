@@ -2,13 +2,14 @@
 //! see [`crate::table`]), written in transactions guarded by the chat's version so that concurrent turns both land
 //! whole, and read back whenever a write's outcome is unknown, so that none lands twice.
 //!
-//! By concern:
-//! - [`keys`]: where items sit; [`chat`]: the chat item (and a rename, which changes only it); [`messages`]: a
-//!   message's items and their assembly.
+//! By concern, each below the ones after it:
+//! - [`idempotency`]: write tokens; [`keys`]: where items sit; [`chat`]: the chat item and every write of it (a
+//!   new chat's put, a commit, a rename, the guards, the delete), and its read-back when a write's answer was lost;
+//!   [`messages`]: a message's items and their assembly.
 //! - [`read`]: a chat read whole, or as a turn reads it (in one query, as its messages sort just before the chat
 //!   item); [`pages`]: its messages in pages; [`list`]: the list index.
-//! - [`write`]: transactions, version guards and the commit; [`errors`]: what a failed call means;
-//!   [`idempotency`]: write tokens and the read-back of a write whose answer was lost.
+//! - [`write`]: transactions within DynamoDB's bounds, each guarded, the last with the commit; [`errors`]: what a
+//!   failed write means.
 //! - [`save`]: new chats and appends (a turn's with its usage counters, when they fit its one transaction);
 //!   [`rewrite`]: rewrites, replaces and deletes.
 //!
@@ -37,8 +38,6 @@ use chat_core::{
     Charged, ChatMode, ChatRecord, HistoryBudget, LoadedChat, Page, ReadMark, SessionStore,
     StoreError, StoreTimeouts, StoredMessage, UsageCharge, UsageTotals,
 };
-
-pub(crate) use errors::failed;
 
 /// Chats and messages in one DynamoDB table.
 #[derive(Clone)]

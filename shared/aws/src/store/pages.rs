@@ -10,9 +10,9 @@ use tracing::Instrument;
 
 use super::DynamoStore;
 use super::chat::Meta;
-use super::errors::failed;
-use super::keys::{Item, chat_pk, message_end_sk, message_sk, s};
+use super::keys::{chat_pk, message_end_sk, message_sk};
 use super::messages::Assembly;
+use crate::dynamo::{Item, failed, s};
 use crate::table::{PARTITION_KEY, SORT_KEY};
 
 /// A run of messages read from one generation.

@@ -10,11 +10,11 @@ use tracing::Instrument;
 
 use super::DynamoStore;
 use super::chat::{ChatItem, Meta};
-use super::errors::failed;
 use super::keys::{
-    Item, MESSAGES_BEFORE_META, META, chat_pk, message_end_sk, message_sk, s, sorts_before_meta,
+    MESSAGES_BEFORE_META, META, chat_pk, message_end_sk, message_sk, sorts_before_meta,
 };
 use super::messages::{Assembly, position_of};
+use crate::dynamo::{Item, failed, s};
 use crate::table::{PARTITION_KEY, SORT_KEY};
 
 /// The estimated tokens of a message, on average, that a turn's first query is sized by: most chats' messages are

@@ -2,17 +2,17 @@
 //! one transaction) and the old generation's items deleted after, and a chat deleted, its item first so that no
 //! reader or writer sees what is left of it.
 
-use aws_sdk_dynamodb::types::{Delete, DeleteRequest, TransactWriteItem, WriteRequest};
+use aws_sdk_dynamodb::types::{DeleteRequest, WriteRequest};
 use chat_core::{ChatRecord, StoreError, StoredMessage, UsageTotals};
 use tracing::Instrument;
 
 use super::DynamoStore;
-use super::chat::{Meta, preview, spending, tokens_of};
-use super::errors::{WriteError, failed, lost_race, refused};
+use super::chat::{self, Commit, Meta, version_guard};
+use super::errors::{WriteError, lost_race, refused};
 use super::idempotency::new_token;
-use super::keys::{ALL_MESSAGES, Item, META, chat_pk, generation_prefix, new_generation, s};
+use super::keys::{ALL_MESSAGES, chat_pk, generation_prefix, new_generation};
 use super::messages::messages_items;
-use super::write::Change;
+use crate::dynamo::{Item, failed, s};
 use crate::table::{PARTITION_KEY, SORT_KEY};
 
 impl DynamoStore {
@@ -52,41 +52,17 @@ impl DynamoStore {
         // written before to where a turn reads it in one query.
         let generation = new_generation();
         let puts = messages_items(&pk, &generation, 0, messages, meta.expires_at);
-        let last_message = messages
-            .last()
-            .map(|m| preview(&m.content))
-            .unwrap_or_default();
-        let count = messages.len() as u64;
-        let commit = self.commit_update(
-            owner,
-            meta,
-            Change {
-                generation: &generation,
-                count,
-                last_message: &last_message,
-                now,
-                token,
-                spent,
-                history_tokens: Some(tokens_of(messages)),
-            },
-        );
+        let commit = Commit::rewrite(meta, &generation, messages, now, token, spent);
+        let update = commit.update(&self.table, owner);
         let old = generation_prefix(&meta.generation);
         let mine = generation_prefix(&generation);
         let failure = match self
-            .write(puts, self.version_guard(&pk, meta.version), commit)
+            .write(puts, version_guard(&self.table, &pk, meta.version), update)
             .await
         {
             Ok(()) => {
                 self.delete_messages(&pk, &old).await;
-                return Ok(Some(spending(
-                    ChatRecord {
-                        last_updated: now.to_string(),
-                        last_message,
-                        message_count: count,
-                        ..meta.record.clone()
-                    },
-                    spent,
-                )));
+                return Ok(Some(commit.record()));
             }
             Err(failure) => failure,
         };
@@ -127,20 +103,7 @@ impl DynamoStore {
         let deleted = self
             .client
             .transact_write_items()
-            .transact_items(
-                TransactWriteItem::builder()
-                    .delete(
-                        Delete::builder()
-                            .table_name(&self.table)
-                            .key(PARTITION_KEY, s(&pk))
-                            .key(SORT_KEY, s(META))
-                            .condition_expression("attribute_exists(#pk)")
-                            .expression_attribute_names("#pk", PARTITION_KEY)
-                            .build()
-                            .expect("a delete has its parts"),
-                    )
-                    .build(),
-            )
+            .transact_items(chat::delete(&self.table, &pk))
             .send()
             .instrument(tracing::info_span!("store.transact_write_items"))
             .await;

@@ -4,19 +4,17 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use aws_sdk_dynamodb::types::{ConditionCheck, Put, TransactWriteItem};
 use chat_core::{
     Charged, ChatRecord, StoreError, StoredMessage, UsageCharge, UsageTotals, is_chat_id,
 };
 
 use super::DynamoStore;
-use super::chat::{ChatItem, Meta, preview, spending, tokens_of};
+use super::chat::{ChatItem, Commit, Meta, absent_guard, preview, tokens_of, version_guard};
 use super::errors::WriteError;
 use super::idempotency::new_token;
-use super::keys::{META, chat_pk, new_generation, now_unix, s};
+use super::keys::{chat_pk, new_generation, now_unix};
 use super::messages::messages_items;
-use super::write::{Change, fits_one_transaction, fits_one_transaction_with};
-use crate::table::{PARTITION_KEY, SORT_KEY};
+use super::write::{fits_one_transaction, fits_one_transaction_with};
 
 impl DynamoStore {
     /// A new chat with `messages`, unless one with its id exists; with `charge` added to its owner's counters in
@@ -59,25 +57,8 @@ impl DynamoStore {
             .counter_updates(charge)
             .filter(|c| fits_one_transaction_with(&puts, c.len()));
         let charged = charged_if(counters.is_some());
-        let guard = ConditionCheck::builder()
-            .table_name(&self.table)
-            .key(PARTITION_KEY, s(&pk))
-            .key(SORT_KEY, s(META))
-            .condition_expression("attribute_not_exists(#pk)")
-            .expression_attribute_names("#pk", PARTITION_KEY)
-            .build()
-            .expect("a condition check has its parts");
-        let commit = TransactWriteItem::builder()
-            .put(
-                Put::builder()
-                    .table_name(&self.table)
-                    .set_item(Some(item.into_item()))
-                    .condition_expression("attribute_not_exists(#pk)")
-                    .expression_attribute_names("#pk", PARTITION_KEY)
-                    .build()
-                    .expect("a put has its table and item"),
-            )
-            .build();
+        let guard = absent_guard(&self.table, &pk);
+        let commit = item.create(&self.table);
         match self
             .write_with(puts, guard, commit, counters.unwrap_or_default())
             .await
@@ -156,41 +137,14 @@ impl DynamoStore {
                 carried.store(true, Ordering::Relaxed);
             }
             let charged = charged_if(counters.is_some());
-            let last_message = messages
-                .last()
-                .map(|m| preview(&m.content))
-                .unwrap_or_else(|| meta.record.last_message.clone());
-            let count = start + messages.len() as u64;
-            let commit = self.commit_update(
-                owner,
-                &meta,
-                Change {
-                    generation: &meta.generation,
-                    count,
-                    last_message: &last_message,
-                    now: &now,
-                    token: &token,
-                    spent,
-                    history_tokens: meta.history_tokens.map(|t| t + tokens_of(messages)),
-                },
-            );
-            let guard = self.version_guard(&pk, meta.version);
+            let commit = Commit::append(&meta, messages, &now, &token, spent);
+            let update = commit.update(&self.table, owner);
+            let guard = version_guard(&self.table, &pk, meta.version);
             match self
-                .write_with(puts, guard, commit, counters.unwrap_or_default())
+                .write_with(puts, guard, update, counters.unwrap_or_default())
                 .await
             {
-                Ok(()) => Ok(Some((
-                    spending(
-                        ChatRecord {
-                            last_updated: now.clone(),
-                            last_message,
-                            message_count: count,
-                            ..meta.record
-                        },
-                        spent,
-                    ),
-                    charged,
-                ))),
+                Ok(()) => Ok(Some((commit.record(), charged))),
                 // Lost, or this write's own earlier attempt won: the next round's read tells.
                 Err(WriteError::Race { .. }) => Ok(None),
                 Err(WriteError::Failed(e)) => Err(e),

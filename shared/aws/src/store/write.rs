@@ -1,19 +1,16 @@
 //! How a write lands: its items put in transactions within DynamoDB's bounds, the last one with the commit (the
-//! chat item's update that makes them visible), each guarded by the chat's version so that a write that lost a race
-//! to another changes nothing anyone reads, and tried again while it loses.
+//! chat item's update that makes them visible, [`super::chat::Commit`]), each guarded by the chat's version so
+//! that a write that lost a race to another changes nothing anyone reads, and tried again while it loses.
 
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, TransactWriteItem, Update};
-use chat_core::{StoreError, UsageTotals};
+use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, TransactWriteItem};
+use chat_core::StoreError;
 use tracing::Instrument;
 
 use super::DynamoStore;
-use super::chat::{HISTORY_TOKENS, Meta, usage_attributes};
-use super::errors::{WriteError, failed, lost_race, refused};
-use super::idempotency::writes_after;
-use super::keys::{Item, META, chat_pk, list_sk, n, s};
-use crate::table::{LIST_SORT_KEY, PARTITION_KEY, SORT_KEY};
+use super::errors::{WriteError, lost_race, refused};
+use crate::dynamo::{Expression, Item, failed};
 
 /// How many items one transaction may hold.
 const TRANSACTION_LIMIT: usize = 100;
@@ -22,21 +19,6 @@ const TRANSACTION_LIMIT: usize = 100;
 const TRANSACTION_BYTES: usize = 3 * 1024 * 1024;
 /// How often a write that lost a race to another write of the same chat is tried again.
 const WRITE_ATTEMPTS: u32 = 60;
-
-/// What a write makes visible when it commits.
-pub(super) struct Change<'a> {
-    pub(super) generation: &'a str,
-    pub(super) count: u64,
-    pub(super) last_message: &'a str,
-    /// The chat's new `lastUpdated`.
-    pub(super) now: &'a str,
-    /// The write's token, kept in the chat item's latest writes.
-    pub(super) token: &'a str,
-    /// A turn's tokens and cost, added to the chat's totals (`None` for a save, which spends nothing).
-    pub(super) spent: Option<&'a UsageTotals>,
-    /// The messages' estimated prompt tokens after the write, when known.
-    pub(super) history_tokens: Option<u64>,
-}
 
 /// About how many bytes DynamoDB counts for `item`: its attributes' names and values, and a little per item.
 pub(super) fn item_size(item: &Item) -> usize {
@@ -108,17 +90,7 @@ impl DynamoStore {
         commit: TransactWriteItem,
         alongside: Vec<TransactWriteItem>,
     ) -> Result<(), WriteError> {
-        let put = |item: Item| {
-            TransactWriteItem::builder()
-                .put(
-                    Put::builder()
-                        .table_name(&self.table)
-                        .set_item(Some(item))
-                        .build()
-                        .expect("a put has its table and item"),
-                )
-                .build()
-        };
+        let put = |item: Item| Expression::new().put(&self.table, item);
         let chunks = transactions(puts);
         let last = chunks.len() - 1;
         debug_assert!(
@@ -160,86 +132,6 @@ impl DynamoStore {
         Ok(())
     }
 
-    /// The check that the chat item is still at `version`.
-    pub(super) fn version_guard(&self, pk: &str, version: u64) -> ConditionCheck {
-        ConditionCheck::builder()
-            .table_name(&self.table)
-            .key(PARTITION_KEY, s(pk))
-            .key(SORT_KEY, s(META))
-            .condition_expression("version = :v")
-            .expression_attribute_values(":v", n(version))
-            .build()
-            .expect("a condition check has its parts")
-    }
-
-    /// The update that makes new messages visible: count, generation, version, the write's token, and what the
-    /// list shows.
-    pub(super) fn commit_update(
-        &self,
-        owner: &str,
-        meta: &Meta,
-        change: Change,
-    ) -> TransactWriteItem {
-        let Change {
-            generation,
-            count,
-            last_message,
-            now,
-            token,
-            spent,
-            history_tokens,
-        } = change;
-        let pk = chat_pk(owner, &meta.record.id);
-        let mut expression = String::from(
-            "SET messageCount = :count, generation = :gen, version = :next, \
-             lastUpdated = :now, lastMessage = :last, #lsk = :lsk, #writes = :writes",
-        );
-        let mut update = Update::builder()
-            .table_name(&self.table)
-            .key(PARTITION_KEY, s(&pk))
-            .key(SORT_KEY, s(META))
-            .condition_expression("version = :v")
-            .expression_attribute_names("#lsk", LIST_SORT_KEY)
-            .expression_attribute_names("#writes", "writes")
-            .expression_attribute_values(":count", n(count))
-            .expression_attribute_values(":gen", s(generation))
-            .expression_attribute_values(":next", n(meta.version + 1))
-            .expression_attribute_values(":v", n(meta.version))
-            .expression_attribute_values(":now", s(now))
-            .expression_attribute_values(":last", s(last_message))
-            .expression_attribute_values(":lsk", s(list_sk(now, &meta.record.id)))
-            .expression_attribute_values(":writes", writes_after(meta, token));
-        if let Some(tokens) = history_tokens {
-            // Set, not added: the commit holds only at the version it was computed from.
-            expression.push_str(", #historyTokens = :historyTokens");
-            update = update
-                .expression_attribute_names("#historyTokens", HISTORY_TOKENS)
-                .expression_attribute_values(":historyTokens", n(tokens));
-        }
-        if let Some(spent) = spent {
-            // Added in the same commit as the turn's messages: a turn counts once, with them, or not at all.
-            let added: Vec<String> = usage_attributes(spent)
-                .into_iter()
-                .map(|(name, value)| {
-                    update = std::mem::take(&mut update)
-                        .expression_attribute_names(format!("#{name}"), name)
-                        .expression_attribute_values(format!(":{name}"), value);
-                    format!("#{name} :{name}")
-                })
-                .collect();
-            expression.push_str(" ADD ");
-            expression.push_str(&added.join(", "));
-        }
-        TransactWriteItem::builder()
-            .update(
-                update
-                    .update_expression(expression)
-                    .build()
-                    .expect("an update has its parts"),
-            )
-            .build()
-    }
-
     /// Retries `attempt` while it loses races to other writes of the same chat.
     pub(super) async fn retrying<T, F, Fut>(&self, mut attempt: F) -> Result<T, StoreError>
     where
@@ -261,6 +153,7 @@ impl DynamoStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dynamo::s;
     use crate::store::messages::PART_BYTES;
     use std::collections::HashMap;
 
