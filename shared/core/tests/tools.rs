@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use chat_core::{
     AgentGroup, Caller, ChatService, ChatSettings, MetadataFilter, RetrievalSettings, Role,
-    SearchWhen, SessionStore, Tool, ToolBounds, ToolFuture, ToolListing, ToolOutput, ToolSource,
-    ToolSpec, ToolStatus, TurnEvent,
+    SearchWhen, SessionStore, StreamingTurn, Tool, ToolBounds, ToolFuture, ToolListing, ToolOutput,
+    ToolSource, ToolSpec, ToolStatus, TurnEvent,
 };
-use chat_testing::{FakeRetriever, InMemoryStore, Script, ScriptedModel, ask};
+use chat_testing::{FakeRetriever, InMemoryStore, Script, ScriptedModel, ScriptedStream, ask};
 use serde_json::{Value, json};
 
 type Service = ChatService<ScriptedModel, InMemoryStore>;
@@ -130,6 +130,12 @@ async fn answered(service: &Service, caller: &Caller, text: &str) -> chat_core::
     service.answer(caller, &ask(text, None)).await.unwrap()
 }
 
+/// Alice's streamed turn asking `text`, in a new chat.
+async fn streamed(service: &Service, text: &str) -> StreamingTurn<ScriptedStream> {
+    let caller = Caller::owner("alice");
+    service.stream(&caller, &ask(text, None)).await.unwrap()
+}
+
 fn titles(thoughts: &[chat_core::Thought]) -> Vec<String> {
     thoughts.iter().map(|t| t.title.clone()).collect()
 }
@@ -247,11 +253,7 @@ async fn tool_use_of_tools_no_longer_offered_is_replayed_as_text() {
 #[tokio::test]
 async fn a_streamed_turn_shows_each_call_and_result_as_it_happens_before_the_text() {
     let (service, _, _, _) = with_tools([add_2_3(), Script::pieces(["add ", "returned 5"])]);
-    let caller = Caller::owner("alice");
-    let mut turn = service
-        .stream(&caller, &ask("what is 2 + 3?", None))
-        .await
-        .unwrap();
+    let mut turn = streamed(&service, "what is 2 + 3?").await;
     let mut order = Vec::new();
     while let Some(event) = turn.next().await.unwrap() {
         order.push(match event {
@@ -272,7 +274,10 @@ async fn a_streamed_turn_shows_each_call_and_result_as_it_happens_before_the_tex
         ]
     );
     assert_eq!(turn.tool_exchanges().len(), 1);
-    service.save_streamed(&caller, turn).await.unwrap();
+    service
+        .save_streamed(&Caller::owner("alice"), turn)
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
@@ -531,11 +536,7 @@ async fn a_round_that_fails_after_a_tool_round_is_counted_with_the_rounds_before
         Script::pieces(["add ", "returned ", "5"])
             .fail_after(2, chat_core::ModelError::Failed("the stream broke".into())),
     ]);
-    let caller = Caller::owner("alice");
-    let mut turn = service
-        .stream(&caller, &ask("what is 2 + 3?", None))
-        .await
-        .unwrap();
+    let mut turn = streamed(&service, "what is 2 + 3?").await;
     let mut shown = String::new();
     loop {
         match turn.next().await {
