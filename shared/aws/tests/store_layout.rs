@@ -211,14 +211,7 @@ async fn a_chat_in_the_old_layout_reads_back_whole_and_takes_a_turn() {
         .unwrap();
     assert_eq!(newest.messages, expected[2..]);
 
-    let paged = {
-        let (store, chat_id) = (&store, chat_id.as_str());
-        all_pages(|cursor| async move {
-            let page = store.load_page("alice", chat_id, cursor.as_deref(), 1, usize::MAX);
-            page.await.unwrap()
-        })
-        .await
-    };
+    let paged = pages_of(&store, &chat_id, 1).await;
     assert!(paged.iter().all(|page| page.len() == 1), "{paged:?}");
     let paged = paged.concat();
     assert_eq!(paged, expected);
@@ -336,14 +329,7 @@ async fn an_old_chat_takes_turns_and_a_rewrite_moves_its_messages_before_its_cha
     // Every read as before, and a turn in one query and one write.
     let (record, msgs) = store.load("alice", &chat_id).await.unwrap();
     assert_eq!((record.message_count, &msgs), (125, &all));
-    let paged = {
-        let (store, chat_id) = (&store, chat_id.as_str());
-        all_pages(|cursor| async move {
-            let page = store.load_page("alice", chat_id, cursor.as_deref(), 50, usize::MAX);
-            page.await.unwrap()
-        })
-        .await
-    };
+    let paged = pages_of(&store, &chat_id, 50).await;
     assert_eq!(paged.concat(), all);
     let before = proxy.operations().len();
     let loaded = read_whole().await.unwrap();
@@ -363,6 +349,15 @@ async fn an_old_chat_takes_turns_and_a_rewrite_moves_its_messages_before_its_cha
 }
 
 /// How many items under alice's chat have a sort key that starts with `prefix`.
+/// Every page of alice's chat `chat_id`, `size` messages a page.
+async fn pages_of(store: &DynamoStore, chat_id: &str, size: usize) -> Vec<Vec<StoredMessage>> {
+    all_pages(|cursor| async move {
+        let page = store.load_page("alice", chat_id, cursor.as_deref(), size, usize::MAX);
+        page.await.unwrap()
+    })
+    .await
+}
+
 async fn messages_under(client: &Client, table: &str, chat_id: &str, prefix: &str) -> i32 {
     client
         .query()
