@@ -325,14 +325,8 @@ ${problem ? `<p class="problem" role="alert">${escape(problem)}</p>` : ''}
   // RFC 7009: the public client names itself; the token is ended if it is one of its refresh tokens. The answer is
   // 200 whatever the token was (§2.2), so a client learns nothing from it.
   function revoke(req, res, p, pathname) {
-    const fail = (status, error, description) => {
-      refuse(error);
-      json(res, status, { error, error_description: description }, req);
-    };
-    if (req.headers.authorization || p.has('client_secret')) {
-      return fail(401, 'invalid_client', 'a public client: no client secret');
-    }
-    if (p.get('client_id') !== clientId) return fail(401, 'invalid_client', 'unknown client_id');
+    const fail = failure(req, res);
+    if (refusedClient(req, p, fail)) return;
     const token = p.get('token');
     if (!token) return fail(400, 'invalid_request', 'token is required');
     const grant = refreshTokens.get(token);
@@ -390,15 +384,31 @@ ${problem ? `<p class="problem" role="alert">${escape(problem)}</p>` : ''}
     res.writeHead(302, { Location: back, 'Cache-Control': 'no-store' }).end();
   }
 
-  function tokenEndpoint(req, res, p) {
-    const fail = (status, error, description) => {
+  // The error answer of the token and revocation endpoints (RFC 6749 §5.2), counted as a refusal.
+  function failure(req, res) {
+    return (status, error, description) => {
       refuse(error);
       json(res, status, { error, error_description: description }, req);
     };
+  }
+
+  // What both endpoints ask of their client: none but the public client, which holds no secret. True when it
+  // was refused (with `fail`).
+  function refusedClient(req, p, fail) {
     if (req.headers.authorization || p.has('client_secret')) {
-      return fail(401, 'invalid_client', 'a public client: no client secret');
+      fail(401, 'invalid_client', 'a public client: no client secret');
+      return true;
     }
-    if (p.get('client_id') !== clientId) return fail(401, 'invalid_client', 'unknown client_id');
+    if (p.get('client_id') !== clientId) {
+      fail(401, 'invalid_client', 'unknown client_id');
+      return true;
+    }
+    return false;
+  }
+
+  function tokenEndpoint(req, res, p) {
+    const fail = failure(req, res);
+    if (refusedClient(req, p, fail)) return;
     const grantType = p.get('grant_type');
     if (grantType === 'authorization_code') {
       const code = p.get('code') ?? '';

@@ -25,6 +25,8 @@ const strangerId = () =>
 /** The UI's own message ids and times (uuidv4(), toLocaleTimeString hh:mm). */
 const uiId = () => crypto.randomUUID();
 const uiTimestamp = () => new Date().toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+// A message the user typed, as the Chat UI keeps it.
+const userMessage = (content) => ({ id: uiId(), content, role: "user", timestamp: uiTimestamp() });
 
 const headerList = (value) =>
   (value ?? "")
@@ -661,7 +663,7 @@ test("history: an unknown chat is a 404 {\"error\":\"There is no chat with that 
   const id = strangerId();
   for (const r of [
     await chatMessages(id),
-    await updateChat(id, [{ id: uiId(), content: "hi", role: "user", timestamp: uiTimestamp() }]),
+    await updateChat(id, [userMessage("hi")]),
     await deleteChat(id, "standard"),
   ]) {
     assertError(r, 404);
@@ -671,18 +673,23 @@ test("history: an unknown chat is a 404 {\"error\":\"There is no chat with that 
 
 // --- Whole conversations, as ChatContext runs them ------------------------------------------------------------
 
-test("a standard conversation, call for call as the Chat UI makes it", async () => {
-  // On load: the list of the mode's chats.
-  const initial = await listChats("standard");
+// What the Chat UI does on load and at a first message with no active chat: it lists the mode's chats, then creates
+// one ('New Chat'). The new chat's id.
+async function listedThenCreated(mode) {
+  const initial = await listChats(mode);
   assert.equal(initial.status, 200, initial.text);
   assert.ok(Array.isArray(initial.body));
-
-  // First message with no active chat: createNewChat('New Chat'), then the chat call, then updateChat.
-  const created = await createChat("standard", "New Chat");
+  const created = await createChat(mode, "New Chat");
   assert.equal(created.status, 201, created.text);
-  const chatId = created.body.id;
+  return created.body.id;
+}
+
+test("a standard conversation, call for call as the Chat UI makes it", async () => {
+  // On load: the list of the mode's chats. First message with no active chat: createNewChat('New Chat'), then the
+  // chat call, then updateChat.
+  const chatId = await listedThenCreated("standard");
   const first = unique("How do I deploy");
-  const state = [{ id: uiId(), content: first, role: "user", timestamp: uiTimestamp() }];
+  const state = [userMessage(first)];
   let answer = await sendStandard(state);
   assert.equal(answer.status, 200, answer.text);
   assert.equal(answer.body.length, 1);
@@ -698,7 +705,7 @@ test("a standard conversation, call for call as the Chat UI makes it", async () 
   assert.equal(listed.lastMessage, `Echo: ${first}`);
 
   // Second message: the whole conversation again.
-  state.push({ id: uiId(), content: "And roll back?", role: "user", timestamp: uiTimestamp() });
+  state.push(userMessage("And roll back?"));
   answer = await sendStandard(state);
   assert.equal(answer.status, 200, answer.text);
   state.push(reply(answer.body));
@@ -727,13 +734,9 @@ test("a standard conversation, call for call as the Chat UI makes it", async () 
 });
 
 test("a multi-agent conversation, call for call as the Chat UI makes it (stream mode)", async () => {
-  const initial = await listChats("multiAgent");
-  assert.equal(initial.status, 200, initial.text);
-  const created = await createChat("multiAgent", "New Chat");
-  assert.equal(created.status, 201, created.text);
-  const chatId = created.body.id;
+  const chatId = await listedThenCreated("multiAgent");
   const question = unique("Build a todo app");
-  const state = [{ id: uiId(), content: question, role: "user", timestamp: uiTimestamp() }];
+  const state = [userMessage(question)];
   const s = await sendStream(state);
   assert.equal(s.status, 200, s.raw);
   // processMultiAgentStream keeps events with content and an author; each becomes an assistant message.
@@ -763,7 +766,7 @@ test("a multi-agent conversation, call for call as the Chat UI makes it (stream 
     state.map((m) => [m.id, m.role, m.content, m.timestamp]),
   );
   // The next turn sends the whole conversation, agents' messages included.
-  state.push({ id: uiId(), content: "Keep it small [[say:APPROVED small]]", role: "user", timestamp: uiTimestamp() });
+  state.push(userMessage("Keep it small [[say:APPROVED small]]"));
   const next = await sendStream(state);
   assert.equal(next.status, 200, next.raw);
   assert.deepEqual(next.events.map((e) => [e.data.AuthorName, e.data.Items[0].Text]), [["BusinessAnalyst", "APPROVED small"]]);
@@ -777,7 +780,7 @@ test(
   async () => {
     const created = await createChat("multiAgent", "New Chat");
     const state = [
-      { id: uiId(), content: "Plan", role: "user", timestamp: uiTimestamp() },
+      userMessage("Plan"),
       { id: uiId(), content: "Requirements", role: "assistant", agentName: "BusinessAnalyst", timestamp: uiTimestamp() },
     ];
     assert.equal((await updateChat(created.body.id, state)).status, 200);
@@ -791,9 +794,9 @@ test(
   async () => {
     // The UI keeps the failed turn's question, then its error note (the local model's fault directives apply to
     // every message of a request, so the failure itself is shown by the 429 test above, not repeated here).
-    const state = [{ id: uiId(), content: "hello", role: "user", timestamp: uiTimestamp() }];
+    const state = [userMessage("hello")];
     state.push({ id: uiId(), content: "API Error: Too many requests. Please try again later.", role: "system", timestamp: uiTimestamp() });
-    state.push({ id: uiId(), content: "hello again", role: "user", timestamp: uiTimestamp() });
+    state.push(userMessage("hello again"));
     const r = await sendStandard(state);
     assert.equal(r.status, 200, r.text);
     // The note is gone; the two questions in a row reach the model as one user turn.

@@ -5,31 +5,15 @@
 use chat_aws::{BedrockModel, DynamoStore};
 use chat_core::SessionStore;
 use chat_stream::App;
-use chat_testing::harness::{self, Backend, OWNER};
+use chat_testing::harness::{self, Backend, OWNER, Wired};
 use http_body_util::BodyExt;
 use lambda_http::{Body, Request};
-use local_bedrock::LocalBedrock;
 use serde_json::{Value, json};
 
-struct Harness {
-    bedrock: LocalBedrock,
-    store: DynamoStore,
-    app: App<BedrockModel, DynamoStore>,
-}
+type Harness = Wired<App<BedrockModel, DynamoStore>>;
 
 async fn harness(env: &[(&str, &str)]) -> Harness {
-    let backend = Backend::start(env).await;
-    let app = App::new(
-        backend.model().await,
-        backend.store.clone(),
-        harness::auth(),
-        backend.config.clone(),
-    );
-    Harness {
-        bedrock: backend.bedrock,
-        store: backend.store,
-        app,
-    }
+    Backend::start(env).await.wired(App::new).await
 }
 
 fn request(body: &Value) -> Request {
@@ -97,17 +81,7 @@ async fn the_default_agents_speak_in_turn_until_the_turn_limit() {
     let h = harness(&[]).await;
     let (status, content_type, events) = stream(&h, ask("Build a todo app")).await;
     assert_eq!((status, content_type.as_str()), (200, "text/event-stream"));
-    assert_eq!(
-        authors(&events),
-        [
-            "BusinessAnalyst",
-            "SoftwareEngineer",
-            "ProductOwner",
-            "BusinessAnalyst",
-            "SoftwareEngineer",
-            "ProductOwner"
-        ]
-    );
+    assert_eq!(authors(&events), harness::DEFAULT_ROUND);
     let first = &events[0];
     assert_eq!(first["Role"], json!({"Label": "Assistant"}));
     assert_eq!(first["Items"][0]["$type"], "TextContent");
@@ -157,10 +131,14 @@ fn group(second: &str) -> String {
     .to_string()
 }
 
+/// A harness whose agents are [`group`]'s, the second instructed `second`.
+async fn with_group(second: &str) -> Harness {
+    harness(&[("AGENTS", group(second).as_str())]).await
+}
+
 #[tokio::test]
 async fn the_approval_phrase_ends_the_round_early() {
-    let agents = group("Review. [[say:Looks good to me. Approved.]]");
-    let h = harness(&[("AGENTS", agents.as_str())]).await;
+    let h = with_group("Review. [[say:Looks good to me. Approved.]]").await;
     let (_, _, events) = stream(&h, ask("ship it?")).await;
     assert_eq!(authors(&events), ["Analyst", "Reviewer"]);
     assert_eq!(events[1]["Items"][0]["Text"], "Looks good to me. Approved.");
@@ -179,8 +157,7 @@ async fn the_turn_limit_holds() {
 
 #[tokio::test]
 async fn a_failure_at_the_second_agent_sends_the_first_then_an_error_and_stores_nothing() {
-    let agents = group("[[fault:model-error]]");
-    let h = harness(&[("AGENTS", agents.as_str())]).await;
+    let h = with_group("[[fault:model-error]]").await;
     let chat_id = new_chat(&h).await;
     let (status, _, events) = stream(&h, ask_in(&chat_id, "go")).await;
     assert_eq!(status, 200);
@@ -205,8 +182,7 @@ async fn a_failure_at_the_second_agent_sends_the_first_then_an_error_and_stores_
 
 #[tokio::test]
 async fn a_round_is_a_multi_agent_history_item_and_continues() {
-    let agents = group("Review. [[say:APPROVED]]");
-    let h = harness(&[("AGENTS", agents.as_str())]).await;
+    let h = with_group("Review. [[say:APPROVED]]").await;
     let chat_id = new_chat(&h).await;
     let (_, _, events) = stream(&h, ask_in(&chat_id, "first")).await;
     assert_eq!(events[0]["Metadata"]["SessionState"], chat_id.as_str());
@@ -314,12 +290,7 @@ async fn the_bare_multi_agent_route_streams_events_or_answers_the_batch_by_accep
             _ => {
                 assert_eq!(content_type, "application/json");
                 let reply: Value = serde_json::from_str(&body).unwrap();
-                let names: Vec<&str> = reply["messages"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|m| m["agentName"].as_str().unwrap())
-                    .collect();
+                let names: Vec<&str> = harness::texts_of(&reply["messages"], "agentName");
                 assert_eq!(names, ["Analyst", "Reviewer"]);
             }
         }

@@ -14,13 +14,10 @@ use serde_json::{Value, json};
 async fn a_png_in_the_json_is_streamed_about_and_stored_and_garbage_is_a_400() {
     let backend = Backend::start(&[]).await;
     let files = Arc::new(harness::fresh_attachments().await);
-    let app = App::new(
-        backend.model().await,
-        backend.store.clone(),
-        harness::auth(),
-        backend.config.clone(),
-    )
-    .with_attachments(Some(files.clone() as Arc<dyn AttachmentStore>));
+    let app = backend
+        .app(App::new)
+        .await
+        .with_attachments(Some(files.clone() as Arc<dyn AttachmentStore>));
     let post = |body: Value| harness::json_request("POST", "/chat/stream", Some(&body));
 
     let data = uint8array_json(PNG);
@@ -34,10 +31,7 @@ async fn a_png_in_the_json_is_streamed_about_and_stored_and_garbage_is_a_400() {
     )
     .await;
     assert_eq!(reply.status, 200);
-    let lines = reply.lines();
-    let chat_id = lines[0]["sessionState"]
-        .as_str()
-        .expect("the chat is named");
+    let chat_id = reply.chat_id();
     let sent = backend.last_model_request();
     assert_eq!(
         sent["messages"][0]["content"][0]["text"],
@@ -47,7 +41,7 @@ async fn a_png_in_the_json_is_streamed_about_and_stored_and_garbage_is_a_400() {
         sent["messages"][0]["content"][1]["image"].is_object(),
         "{sent}"
     );
-    let (_, messages) = backend.store.load(OWNER, chat_id).await.unwrap();
+    let (_, messages) = backend.store.load(OWNER, &chat_id).await.unwrap();
     assert_eq!(messages[0].files.len(), 1);
     let kept = files.get(OWNER, &messages[0].files[0].key).await.unwrap();
     assert_eq!(kept.as_ref(), PNG);

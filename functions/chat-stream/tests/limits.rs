@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chat_aws::{BedrockModel, DynamoStore};
-use chat_core::{Periods, UsageLedger, UsageSnapshot};
+use chat_core::UsageSnapshot;
 use chat_stream::App;
-use chat_testing::harness::{self, Backend, OWNER, Streamed};
+use chat_testing::harness::{self, Backend, Streamed, Wired};
 use local_bedrock::LocalBedrock;
 use local_dynamodb::LocalDynamo;
 use serde_json::{Value, json};
@@ -19,48 +19,40 @@ use serde_json::{Value, json};
 const BUDGET: &[(&str, &str)] = &[("MAX_PROMPT_TOKENS", "2000"), ("MAX_TOKENS", "200")];
 const RESERVED: u64 = 2200;
 
-struct Harness {
-    bedrock: LocalBedrock,
-    store: DynamoStore,
-    app: App<BedrockModel, DynamoStore>,
-}
+type Harness = Wired<App<BedrockModel, DynamoStore>>;
 
 /// The function as its cold start builds it, counting in the table it stores chats in, configured with `env`.
 async fn harness(env: &[(&str, &str)]) -> Harness {
     let backend = Backend::start(&[BUDGET, env].concat()).await;
-    let ledger: Arc<dyn UsageLedger> = Arc::new(backend.store.usage_ledger());
-    let app = App::new(
-        backend.model().await,
-        backend.store.clone(),
-        harness::auth(),
-        backend.config.clone(),
-    )
-    .with_usage(Some(ledger));
-    Harness {
-        bedrock: backend.bedrock,
-        store: backend.store,
-        app,
-    }
+    let ledger = backend.ledger();
+    let counting = |m, s, a, c| App::new(m, s, a, c).with_usage(Some(ledger));
+    backend.wired(counting).await
 }
 
-impl Harness {
-    async fn post(&self, path: &str, body: Value) -> Streamed {
-        let request = harness::json_request("POST", path, Some(&body));
-        Streamed::read(self.app.handle(request).await).await
-    }
-
-    /// The user's counters now.
-    async fn usage(&self) -> UsageSnapshot {
-        usage_in(&self.store).await
-    }
+async fn post(h: &Harness, path: &str, body: Value) -> Streamed {
+    let request = harness::json_request("POST", path, Some(&body));
+    Streamed::read(h.app.handle(request).await).await
 }
 
-async fn usage_in(store: &DynamoStore) -> UsageSnapshot {
-    store
-        .usage_ledger()
-        .read(OWNER, &Periods::at(time::OffsetDateTime::now_utc()))
-        .await
-        .unwrap()
+/// The user's counters now.
+async fn usage(h: &Harness) -> UsageSnapshot {
+    harness::usage_now(&h.store).await
+}
+
+/// `questions` sent to `/chat/stream` all at once, each on a task of its own: the replies, in order.
+async fn at_once(h: &Arc<Harness>, questions: impl Iterator<Item = String>) -> Vec<Streamed> {
+    let all = questions.map(|question| {
+        let h = h.clone();
+        tokio::spawn(async move { post(&h, "/chat/stream", ask(&question)).await })
+    });
+    let replies = futures_util::future::join_all(all).await;
+    replies.into_iter().map(Result::unwrap).collect()
+}
+
+/// Ends a plain server's process.
+fn stop(server: &mut std::process::Child) {
+    server.kill().unwrap();
+    server.wait().unwrap();
 }
 
 fn ask(text: &str) -> Value {
@@ -70,15 +62,7 @@ fn ask(text: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fifty_requests_at_once_under_a_rate_of_ten_a_minute_admit_exactly_ten() {
     let h = Arc::new(harness(&[("RATE_LIMIT_PER_MINUTE", "10")]).await);
-    let all = (0..50).map(|i| {
-        let h = h.clone();
-        tokio::spawn(async move { h.post("/chat/stream", ask(&format!("question {i}"))).await })
-    });
-    let replies: Vec<Streamed> = futures_util::future::join_all(all)
-        .await
-        .into_iter()
-        .map(Result::unwrap)
-        .collect();
+    let replies = at_once(&h, (0..50).map(|i| format!("question {i}"))).await;
     let answered = replies.iter().filter(|r| r.status == 200).count();
     let refused: Vec<&Streamed> = replies.iter().filter(|r| r.status == 429).collect();
     println!(
@@ -101,7 +85,7 @@ async fn fifty_requests_at_once_under_a_rate_of_ten_a_minute_admit_exactly_ten()
         10,
         "only the admitted reach the model"
     );
-    let usage = h.usage().await;
+    let usage = usage(&h).await;
     assert_eq!(usage.window.requests(), 10);
     assert_eq!((usage.day.turns, usage.day.reserved.tokens), (10, 0));
 }
@@ -111,21 +95,8 @@ async fn twenty_turns_at_once_under_a_quota_that_holds_five_admit_at_most_six() 
     let quota = (5 * RESERVED).to_string();
     let h = Arc::new(harness(&[("QUOTA_TOKENS_PER_DAY", &quota)]).await);
     // Each answer takes a while, as a model's does: the twenty are all in progress together.
-    let all = (0..20).map(|i| {
-        let h = h.clone();
-        tokio::spawn(async move {
-            h.post(
-                "/chat/stream",
-                ask(&format!("[[deltas:5]] [[delay-ms:400]] question {i}")),
-            )
-            .await
-        })
-    });
-    let replies: Vec<Streamed> = futures_util::future::join_all(all)
-        .await
-        .into_iter()
-        .map(Result::unwrap)
-        .collect();
+    let questions = (0..20).map(|i| format!("[[deltas:5]] [[delay-ms:400]] question {i}"));
+    let replies = at_once(&h, questions).await;
     let answered = replies.iter().filter(|r| r.status == 200).count();
     let refused = replies.iter().filter(|r| r.status == 429).count();
     println!(
@@ -134,10 +105,10 @@ async fn twenty_turns_at_once_under_a_quota_that_holds_five_admit_at_most_six() 
     assert!((5..=6).contains(&answered), "{answered} admitted");
     assert_eq!(answered + refused, 20);
     // Settled, they hold what they spent, far less than their reservations: the user gets in again.
-    let usage = h.usage().await;
+    let usage = usage(&h).await;
     assert_eq!(usage.day.reserved.tokens, 0);
     assert!(usage.day.spent.tokens.total_tokens < RESERVED, "{usage:?}");
-    let again = h.post("/chat/stream", ask("one more")).await;
+    let again = post(&h, "/chat/stream", ask("one more")).await;
     assert_eq!(again.status, 200);
 }
 
@@ -145,17 +116,13 @@ async fn twenty_turns_at_once_under_a_quota_that_holds_five_admit_at_most_six() 
 async fn a_buffered_answer_whose_model_stream_fails_after_some_tokens_is_counted() {
     let h = harness(&[]).await;
     // The 2024-01-28 dialect without `stream`: the streamed answer, collected, fails after twenty words.
-    let reply = h
-        .post(
-            "/chat/stream",
-            json!({
-                "messages": [{"role": "user", "content": "[[deltas:60]] [[stream-error-after:20]] tell me"}],
-                "stream": false
-            }),
-        )
-        .await;
+    let body = json!({
+        "messages": [{"role": "user", "content": "[[deltas:60]] [[stream-error-after:20]] tell me"}],
+        "stream": false
+    });
+    let reply = post(&h, "/chat/stream", body).await;
     assert!(reply.status.is_server_error(), "{}", reply.status);
-    let usage = h.usage().await;
+    let usage = usage(&h).await;
     let spent = usage.day.spent.tokens;
     println!(
         "a buffered answer that failed after 20 of 60 words: counted {} input + {} output tokens, {} held",
@@ -220,7 +187,7 @@ async fn a_multi_agent_round_ends_with_what_it_has_before_the_deadline() {
     for event in &events {
         assert!(event.get("error").is_none(), "{event}");
     }
-    let usage = h.usage().await;
+    let usage = usage(&h).await;
     assert_eq!(usage.day.turns, 1, "stored and counted");
     assert_eq!(usage.day.reserved.tokens, 0);
 }
@@ -250,10 +217,12 @@ async fn a_turn_whose_process_is_killed_mid_answer_leaves_its_reservation_counte
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();
     harness::wait_for_port(port).await;
-    let mut answer = http
-        .post(format!("{base}/chat/stream"))
-        .json(&ask("[[deltas:100]] [[delay-ms:100]] a long answer"))
-        .send()
+    let send = |text: &str| {
+        http.post(format!("{base}/chat/stream"))
+            .json(&ask(text))
+            .send()
+    };
+    let mut answer = send("[[deltas:100]] [[delay-ms:100]] a long answer")
         .await
         .unwrap();
     assert_eq!(answer.status(), 200);
@@ -264,10 +233,9 @@ async fn a_turn_whose_process_is_killed_mid_answer_leaves_its_reservation_counte
             &answer.chunk().await.unwrap().unwrap(),
         ));
     }
-    server.kill().unwrap();
-    server.wait().unwrap();
+    stop(&mut server);
     let store = DynamoStore::new(client, table.clone(), None);
-    let usage = usage_in(&store).await;
+    let usage = harness::usage_now(&store).await;
     println!(
         "a turn killed mid-answer: {} tokens held, {} spent, {} turns",
         usage.day.reserved.tokens, usage.day.spent.tokens.total_tokens, usage.day.turns
@@ -278,14 +246,8 @@ async fn a_turn_whose_process_is_killed_mid_answer_leaves_its_reservation_counte
     // It counts against the quota: the next turn is refused until the day ends.
     let mut server = start();
     harness::wait_for_port(port).await;
-    let refused = http
-        .post(format!("{base}/chat/stream"))
-        .json(&ask("another"))
-        .send()
-        .await
-        .unwrap();
+    let refused = send("another").await.unwrap();
     assert_eq!(refused.status(), 429);
     assert!(refused.headers().contains_key("retry-after"));
-    server.kill().unwrap();
-    server.wait().unwrap();
+    stop(&mut server);
 }

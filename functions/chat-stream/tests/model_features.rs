@@ -17,12 +17,7 @@ const CLAUDE: &str = "us.anthropic.claude-sonnet-4-5-20250929-v1:0";
 async fn function(env: &[(&str, &str)]) -> (Function, &'static Backend) {
     let env = [&[("MODEL_ID", CLAUDE)], env].concat();
     let backend: &'static Backend = Box::leak(Box::new(Backend::start(&env).await));
-    let app = App::new(
-        backend.model().await,
-        backend.store.clone(),
-        harness::auth(),
-        backend.config.clone(),
-    );
+    let app = backend.app(App::new).await;
     (app, backend)
 }
 
@@ -32,6 +27,32 @@ async fn stream(app: &Function, body: Value) -> Streamed {
             .await,
     )
     .await
+}
+
+/// A question with `overrides`, which `app` refuses with a 400 naming the override `field`.
+async fn refused(app: &Function, overrides: Value, field: &str) {
+    let s = stream(app, asked("q", overrides)).await;
+    assert_eq!(s.status, 400);
+    let text = s.text();
+    assert!(
+        text.contains(&format!("context.overrides.{field}")),
+        "{text}"
+    );
+}
+
+/// A user's `text` with `overrides`.
+fn asked(text: &str, overrides: Value) -> Value {
+    json!({"messages": [{"role": "user", "content": text}], "context": {"overrides": overrides}})
+}
+
+/// A thought's description.
+fn described(thought: &Value) -> &str {
+    thought["description"].as_str().unwrap()
+}
+
+/// The token usage thought of a streamed answer's last line.
+fn token_usage(lines: &[Value]) -> &Value {
+    thought(&lines.last().unwrap()["context"], "Token usage").unwrap()
 }
 
 fn thought<'a>(context: &'a Value, title: &str) -> Option<&'a Value> {
@@ -208,12 +229,7 @@ async fn reasoning_lines_come_before_the_answer_and_are_not_stored() {
         // The end's thoughts hold the whole reasoning again.
         let end = choice(lines.last().unwrap());
         let whole = thought(&end["context"], "Reasoning").unwrap();
-        assert!(
-            whole["description"]
-                .as_str()
-                .unwrap()
-                .starts_with("Reasoning (budget 16384)")
-        );
+        assert!(described(whole).starts_with("Reasoning (budget 16384)"));
         // The model was asked to think, within max_tokens and without a temperature.
         let request = backend.last_model_request();
         assert_eq!(
@@ -233,17 +249,12 @@ async fn reasoning_lines_come_before_the_answer_and_are_not_stored() {
     }
     // A model that cannot be asked to reason refuses the override.
     let (nova, _) = function(&[("MODEL_ID", "amazon.nova-lite-v1:0")]).await;
-    let s = stream(
+    refused(
         &nova,
-        json!({"messages": [{"role": "user", "content": "q"}], "context": {"overrides": {"reasoning_effort": "low"}}}),
+        json!({"reasoning_effort": "low"}),
+        "reasoning_effort",
     )
     .await;
-    assert_eq!(s.status, 400);
-    assert!(
-        s.text().contains("context.overrides.reasoning_effort"),
-        "{}",
-        s.text()
-    );
 }
 
 #[tokio::test]
@@ -256,15 +267,14 @@ async fn the_second_turn_reads_the_prompt_cache_and_its_cost_is_in_thoughts_and_
     .await;
     let first_lines = first.lines();
     let id = first_lines[0]["sessionState"].as_str().unwrap().to_string();
-    let first_usage =
-        thought(&first_lines.last().unwrap()["context"], "Token usage").unwrap()["props"].clone();
+    let first_usage = token_usage(&first_lines)["props"].clone();
     let second = stream(
         &app,
         json!({"messages": [{"role": "user", "content": "And what does it cost?"}], "sessionState": id}),
     )
     .await;
     let lines = second.lines();
-    let usage = thought(&lines.last().unwrap()["context"], "Token usage").unwrap();
+    let usage = token_usage(&lines);
     let props = &usage["props"];
     // The system prompt was written on the first turn and is read on the second; the first turn's exchange is
     // written now.
@@ -284,12 +294,7 @@ async fn the_second_turn_reads_the_prompt_cache_and_its_cost_is_in_thoughts_and_
         / 1e6;
     let cost = props["cost_usd"].as_f64().unwrap();
     assert!((cost - expected).abs() < 1e-9, "{cost} {expected}");
-    assert!(
-        usage["description"]
-            .as_str()
-            .unwrap()
-            .contains("read from the prompt cache")
-    );
+    assert!(described(usage).contains("read from the prompt cache"));
     // The request carried the cache points: after the system prompt, and before the newest question.
     let request = backend.last_model_request();
     assert_eq!(
@@ -337,13 +342,7 @@ async fn a_guardrail_checks_grounding_its_trace_is_a_thought_and_an_ungrounded_a
     ));
     let (kb, retriever) = harness::knowledge_base(&backend.config).await;
     Box::leak(Box::new(kb));
-    let app = App::new(
-        backend.model().await,
-        backend.store.clone(),
-        harness::auth(),
-        backend.config.clone(),
-    )
-    .with_retriever(Some(retriever));
+    let app = backend.app(App::new).await.with_retriever(Some(retriever));
     let grounded = stream(
         &app,
         json!({"messages": [{"role": "user", "content": "Which plans may employees choose?"}]}),
@@ -433,11 +432,7 @@ async fn latency_and_tier_are_sent_when_allowed_and_the_served_values_are_shown(
         ("SERVICE_TIER", "flex"),
     ])
     .await;
-    let s = stream(
-        &app,
-        json!({"messages": [{"role": "user", "content": "fast please"}], "context": {"overrides": {"latency": "optimized"}}}),
-    )
-    .await;
+    let s = stream(&app, asked("fast please", json!({"latency": "optimized"}))).await;
     assert_eq!(s.status, 200, "{}", s.text());
     let request = backend.last_model_request();
     assert_eq!(
@@ -446,22 +441,12 @@ async fn latency_and_tier_are_sent_when_allowed_and_the_served_values_are_shown(
     );
     assert_eq!(request["serviceTier"], json!({"type": "flex"}));
     let lines = s.lines();
-    let usage = thought(&lines.last().unwrap()["context"], "Token usage").unwrap();
+    let usage = token_usage(&lines);
     assert_eq!(usage["props"]["latency"], "optimized");
     assert_eq!(usage["props"]["service_tier"], "flex");
     // A tier the configuration does not allow is refused before the model is asked.
     let calls = backend.bedrock.requests().len();
-    let refused = stream(
-        &app,
-        json!({"messages": [{"role": "user", "content": "q"}], "context": {"overrides": {"service_tier": "priority"}}}),
-    )
-    .await;
-    assert_eq!(refused.status, 400);
-    assert!(
-        refused.text().contains("context.overrides.service_tier"),
-        "{}",
-        refused.text()
-    );
+    refused(&app, json!({"service_tier": "priority"}), "service_tier").await;
     assert_eq!(backend.bedrock.requests().len(), calls);
     // An application inference profile's ARN as the model id, with its base model named.
     let (arn, arn_backend) = function(&[
@@ -472,11 +457,7 @@ async fn latency_and_tier_are_sent_when_allowed_and_the_served_values_are_shown(
         ("BASE_MODEL_ID", "anthropic.claude-sonnet-4-5-20250929-v1:0"),
     ])
     .await;
-    let s = stream(
-        &arn,
-        json!({"messages": [{"role": "user", "content": "hello"}], "context": {"overrides": {"reasoning_effort": "low"}}}),
-    )
-    .await;
+    let s = stream(&arn, asked("hello", json!({"reasoning_effort": "low"}))).await;
     assert_eq!(s.status, 200, "{}", s.text());
     let recorded = arn_backend.bedrock.requests();
     assert_eq!(

@@ -60,12 +60,7 @@ async fn the_first_line_carries_the_data_points_before_any_text_in_both_versions
         );
         // The one passage for everyone with these words (the others were Bob's payroll, his alone).
         assert_eq!(dp["text"].as_array().unwrap().len(), 1);
-        let titles: Vec<&str> = first_context["thoughts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["title"].as_str().unwrap())
-            .collect();
+        let titles: Vec<&str> = harness::texts_of(&first_context["thoughts"], "title");
         assert_eq!(
             titles,
             [

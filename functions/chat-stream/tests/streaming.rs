@@ -6,27 +6,21 @@ use std::time::{Duration, Instant, SystemTime};
 use chat_aws::{BedrockModel, DynamoStore};
 use chat_core::SessionStore;
 use chat_stream::App;
-use chat_testing::harness::{self, Backend, OWNER, Streamed};
+use chat_testing::harness::{self, Backend, OWNER, Streamed, Wired};
 use http_body_util::BodyExt;
 use lambda_http::{Body, Request};
-use local_bedrock::LocalBedrock;
 use serde_json::{Value, json};
 
-struct Harness {
-    bedrock: LocalBedrock,
-    store: DynamoStore,
-    app: App<BedrockModel, DynamoStore>,
-}
+type Harness = Wired<App<BedrockModel, DynamoStore>>;
 
-impl Harness {
-    async fn history(&self, chat_id: &str) -> Vec<String> {
-        harness::stored(&self.store, OWNER, chat_id)
-            .await
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(role, content)| format!("{role}: {content}"))
-            .collect()
-    }
+/// What the store holds of the chat `chat_id`, as `role: content`; nothing when there is no such chat.
+async fn history(h: &Harness, chat_id: &str) -> Vec<String> {
+    harness::stored(&h.store, OWNER, chat_id)
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(role, content)| format!("{role}: {content}"))
+        .collect()
 }
 
 async fn harness() -> Harness {
@@ -35,18 +29,7 @@ async fn harness() -> Harness {
 
 /// A harness whose function configuration also holds `env` (as the environment would).
 async fn harness_with(env: &[(&str, &str)]) -> Harness {
-    let backend = Backend::start(env).await;
-    let app = App::new(
-        backend.model().await,
-        backend.store.clone(),
-        harness::auth(),
-        backend.config.clone(),
-    );
-    Harness {
-        bedrock: backend.bedrock,
-        store: backend.store,
-        app,
-    }
+    Backend::start(env).await.wired(App::new).await
 }
 
 fn request(path: &str, body: &Value) -> Request {
@@ -70,12 +53,30 @@ fn ask(text: &str) -> Value {
     json!({"messages": [{"role": "user", "content": text}]})
 }
 
+/// `body` with `field` set to `value`.
+fn with(mut body: Value, field: &str, value: Value) -> Value {
+    body[field] = value;
+    body
+}
+
+/// A streamed answer's status and content type.
+fn framing(s: &Streamed) -> (u16, &str) {
+    (s.status.as_u16(), s.content_type.as_str())
+}
+
+/// The last line of a streamed answer.
+fn last_line(s: &Streamed) -> Value {
+    s.lines().last().expect("a line").clone()
+}
+
+const UNAVAILABLE: &str = "The model could not answer right now. Please try again.";
+const FILTERED: &str = "Your message contains content that was flagged by the content filter.";
+
 #[tokio::test]
 async fn v2024_05_29_is_delta_lines() {
     let h = harness().await;
     let s = stream(&h, ask("one two three")).await;
-    assert_eq!(s.status, 200);
-    assert_eq!(s.content_type, "application/jsonl");
+    assert_eq!(framing(&s), (200, "application/jsonl"));
     let lines = s.lines();
     assert_eq!(lines[0]["delta"], json!({"role": "assistant"}));
     assert!(lines[0]["sessionState"].is_string(), "the new chat's id");
@@ -100,15 +101,11 @@ async fn v2024_05_29_is_delta_lines() {
 #[tokio::test]
 async fn session_state_keeps_the_requests_spelling() {
     let h = harness().await;
-    let s = stream(
-        &h,
-        json!({"messages": [{"role": "user", "content": "x"}], "session_state": null}),
-    )
-    .await;
+    let s = stream(&h, with(ask("x"), "session_state", Value::Null)).await;
     let first = &s.lines()[0];
     let id = first["session_state"].as_str().expect("the new chat's id");
     // The turn was stored before the last line was sent.
-    assert_eq!(h.history(id).await, ["user: x", "assistant: Echo: x"]);
+    assert_eq!(history(&h, id).await, ["user: x", "assistant: Echo: x"]);
     assert!(first.get("sessionState").is_none());
 }
 
@@ -169,13 +166,8 @@ async fn followup_questions_are_held_back_and_sent_last() {
 #[tokio::test]
 async fn v2024_01_28_streams_chunks() {
     let h = harness().await;
-    let s = stream(
-        &h,
-        json!({"messages": [{"role": "user", "content": "a b"}], "stream": true}),
-    )
-    .await;
-    assert_eq!(s.status, 200);
-    assert_eq!(s.content_type, "application/json-lines");
+    let s = stream(&h, with(ask("a b"), "stream", json!(true))).await;
+    assert_eq!(framing(&s), (200, "application/json-lines"));
     let lines = s.lines();
     assert!(
         lines
@@ -214,10 +206,7 @@ async fn an_error_after_the_first_line_is_a_last_error_line() {
     assert_eq!(s.status, 200);
     let lines = s.lines();
     assert_eq!(s.content(), "Echo: a b ");
-    assert_eq!(
-        lines.last().unwrap(),
-        &json!({"error": "The model could not answer right now. Please try again."})
-    );
+    assert_eq!(last_line(&s), json!({"error": UNAVAILABLE}));
     assert_eq!(lines.len(), 5, "start, three deltas, the error: {lines:?}");
 }
 
@@ -227,18 +216,14 @@ async fn a_broken_connection_to_the_model_is_a_last_error_line() {
     let s = stream(&h, ask("[[stream-break-after:2]] a b c d")).await;
     assert_eq!(s.status, 200);
     assert_eq!(s.content(), "Echo: a ");
-    assert_eq!(
-        s.lines().last().unwrap(),
-        &json!({"error": "The model could not answer right now. Please try again."})
-    );
+    assert_eq!(last_line(&s), json!({"error": UNAVAILABLE}));
 }
 
 #[tokio::test]
 async fn an_error_before_the_first_byte_is_a_json_error_with_its_status() {
     let h = harness().await;
     let throttled = stream(&h, ask("[[fault:throttle]]")).await;
-    assert_eq!(throttled.status, 429);
-    assert_eq!(throttled.content_type, "application/json");
+    assert_eq!(framing(&throttled), (429, "application/json"));
     assert_eq!(
         throttled.text(),
         r#"{"error":"The model is receiving too many requests. Please try again in a moment."}"#
@@ -260,10 +245,7 @@ async fn an_error_before_the_first_byte_is_a_json_error_with_its_status() {
 async fn a_guardrail_mid_stream_ends_with_the_content_filter_line() {
     let h = harness().await;
     let s = stream(&h, ask("[[fault:guardrail]]")).await;
-    assert_eq!(
-        s.lines().last().unwrap(),
-        &json!({"error": "Your message contains content that was flagged by the content filter."})
-    );
+    assert_eq!(last_line(&s), json!({"error": FILTERED}));
 }
 
 #[tokio::test]
@@ -324,7 +306,7 @@ async fn streamed_turns_continue_a_chat_with_the_whole_history_or_the_latest_mes
     .await;
     assert_eq!(latest.lines()[0]["sessionState"], json!(id));
     assert_eq!(
-        h.history(&id).await,
+        history(&h, &id).await,
         [
             "user: one",
             "assistant: Echo: one",
@@ -348,7 +330,7 @@ async fn streamed_turns_continue_a_chat_with_the_whole_history_or_the_latest_mes
 async fn a_model_failure_mid_stream_leaves_the_history_as_it_was() {
     let h = harness().await;
     let id = chat_id(&stream(&h, ask("one")).await);
-    let before = h.history(&id).await;
+    let before = history(&h, &id).await;
     for fault in [
         "[[stream-error-after:2]] a b c",
         "[[stream-break-after:1]] a b",
@@ -363,7 +345,7 @@ async fn a_model_failure_mid_stream_leaves_the_history_as_it_was() {
             s.lines().last().unwrap().get("error").is_some(),
             "{fault} ends in an error line"
         );
-        assert_eq!(h.history(&id).await, before, "after {fault}");
+        assert_eq!(history(&h, &id).await, before, "after {fault}");
     }
     let unknown = stream(
         &h,
@@ -389,7 +371,10 @@ async fn a_turn_whose_client_went_away_is_not_stored() {
     body.frame().await.unwrap().unwrap();
     drop(body);
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(h.history(&id).await, ["user: one", "assistant: Echo: one"]);
+    assert_eq!(
+        history(&h, &id).await,
+        ["user: one", "assistant: Echo: one"]
+    );
 }
 
 const TOO_SLOW: &str = "The model took too long to answer. Please try again.";
@@ -443,7 +428,7 @@ async fn a_model_silent_before_its_first_text_is_a_504_within_the_timeout() {
 async fn a_model_that_stalls_mid_answer_ends_with_a_timeout_line_and_stores_nothing() {
     let h = harness_with(&[("MODEL_TIMEOUT_SECONDS", "1")]).await;
     let id = chat_id(&stream(&h, ask("one")).await);
-    let before = h.history(&id).await;
+    let before = history(&h, &id).await;
     let s = stream(
         &h,
         json!({"messages": [{"role": "user", "content": "[[stall-after:3]] a b c d e"}], "sessionState": id}),
@@ -457,7 +442,7 @@ async fn a_model_that_stalls_mid_answer_ends_with_a_timeout_line_and_stores_noth
     // The error came when the gap after the third delta reached the timeout.
     ended_at_the_timeout(between(s.frames[3].0, s.frames[4].0));
     assert_eq!(h.bedrock.requests().last().unwrap().deltas_sent_at.len(), 3);
-    assert_eq!(h.history(&id).await, before, "nothing stored");
+    assert_eq!(history(&h, &id).await, before, "nothing stored");
     // A model silent after its last word, before it says it has finished, is cut the same way.
     let s = stream(
         &h,
@@ -467,7 +452,7 @@ async fn a_model_that_stalls_mid_answer_ends_with_a_timeout_line_and_stores_noth
     assert_eq!(s.content(), "Echo: a b");
     assert_eq!(s.lines().last().unwrap(), &json!({"error": TOO_SLOW}));
     ended_at_the_timeout(between(s.frames[3].0, s.frames[4].0));
-    assert_eq!(h.history(&id).await, before, "nothing stored");
+    assert_eq!(history(&h, &id).await, before, "nothing stored");
 }
 
 #[tokio::test]
@@ -481,7 +466,7 @@ async fn an_answer_longer_than_the_timeout_is_not_cut_while_its_gaps_are_shorter
     assert_eq!(s.content(), "w1 w2 w3 w4 w5 w6");
     assert!(s.lines().last().unwrap().get("error").is_none());
     assert_eq!(
-        h.history(&chat_id(&s)).await,
+        history(&h, &chat_id(&s)).await,
         [
             "user: [[deltas:6]] [[delay-ms:600]]",
             "assistant: w1 w2 w3 w4 w5 w6"

@@ -4,7 +4,17 @@ mod support;
 
 use chat_core::ChatMode;
 use serde_json::{Value, json};
-use support::{harness, harness_with};
+use support::{Harness, Reply, harness, harness_with};
+
+/// `body` to `/chat`.
+async fn chat(h: &Harness, body: Value) -> Reply {
+    h.post("/chat", &body).await
+}
+
+/// `body` to `/chat-ui/chat`.
+async fn chat_ui(h: &Harness, body: Value) -> Reply {
+    h.post("/chat-ui/chat", &body).await
+}
 
 fn user(text: &str) -> Value {
     json!([{"role": "user", "content": text}])
@@ -13,7 +23,7 @@ fn user(text: &str) -> Value {
 #[tokio::test]
 async fn v2024_05_29_answers_message_context_and_session_state() {
     let h = harness().await;
-    let r = h.post("/chat", &json!({"messages": user("hi")})).await;
+    let r = chat(&h, json!({"messages": user("hi")})).await;
     assert_eq!(r.status, 200);
     assert_eq!(r.content_type(), "application/json");
     let body = r.json();
@@ -71,47 +81,36 @@ async fn v2024_05_29_answers_message_context_and_session_state() {
 #[tokio::test]
 async fn session_state_comes_back_in_the_requests_spelling() {
     let h = harness().await;
-    let first = h
-        .post(
-            "/chat",
-            &json!({"messages": user("a"), "sessionState": null}),
-        )
+    let first = chat(&h, json!({"messages": user("a"), "sessionState": null}))
         .await
         .json();
     let id = first["sessionState"].clone();
     assert!(id.is_string());
-    let snake = h
-        .post(
-            "/chat",
-            &json!({"messages": user("b"), "session_state": id}),
-        )
+    let snake = chat(&h, json!({"messages": user("b"), "session_state": id}))
         .await
         .json();
     assert_eq!(snake["session_state"], id);
     assert!(snake.get("sessionState").is_none());
-    let camel = h
-        .post("/chat", &json!({"messages": user("c"), "sessionState": id}))
+    let camel = chat(&h, json!({"messages": user("c"), "sessionState": id}))
         .await
         .json();
     assert_eq!(camel["sessionState"], id);
     assert!(camel.get("session_state").is_none());
-    let both = h
-        .post(
-            "/chat",
-            &json!({"messages": user("a"), "session_state": id, "sessionState": id}),
-        )
-        .await;
+    let both = chat(
+        &h,
+        json!({"messages": user("a"), "session_state": id, "sessionState": id}),
+    )
+    .await;
     assert_eq!(both.status, 400);
     assert_eq!(
         both.json()["error"],
         "session_state: send sessionState or session_state, not both"
     );
-    let object = h
-        .post(
-            "/chat",
-            &json!({"messages": user("a"), "sessionState": {"chat": 1}}),
-        )
-        .await;
+    let object = chat(
+        &h,
+        json!({"messages": user("a"), "sessionState": {"chat": 1}}),
+    )
+    .await;
     assert_eq!(object.status, 400);
     assert_eq!(
         object.json()["error"],
@@ -122,12 +121,11 @@ async fn session_state_comes_back_in_the_requests_spelling() {
 #[tokio::test]
 async fn v2024_01_28_without_stream_is_a_chat_completion() {
     let h = harness().await;
-    let r = h
-        .post(
-            "/chat",
-            &json!({"messages": user("hello there"), "stream": false, "session_state": null}),
-        )
-        .await;
+    let r = chat(
+        &h,
+        json!({"messages": user("hello there"), "stream": false, "session_state": null}),
+    )
+    .await;
     assert_eq!(r.status, 200);
     let body = r.json();
     assert_eq!(body["object"], "chat.completion");
@@ -155,12 +153,11 @@ async fn v2024_01_28_without_stream_is_a_chat_completion() {
 #[tokio::test]
 async fn v2024_01_28_with_stream_is_all_its_chunks_at_once() {
     let h = harness().await;
-    let r = h
-        .post(
-            "/chat",
-            &json!({"messages": user("one two three"), "stream": true}),
-        )
-        .await;
+    let r = chat(
+        &h,
+        json!({"messages": user("one two three"), "stream": true}),
+    )
+    .await;
     assert_eq!(r.status, 200);
     assert_eq!(r.content_type(), "application/json-lines");
     assert!(r.body.ends_with('\n'));
@@ -192,12 +189,7 @@ async fn v2024_01_28_with_stream_is_all_its_chunks_at_once() {
 #[tokio::test]
 async fn chat_ui_answers_one_chat_message_content() {
     let h = harness().await;
-    let r = h
-        .post(
-            "/chat-ui/chat",
-            &json!({"messages": user("Why is the sky blue")}),
-        )
-        .await;
+    let r = chat_ui(&h, json!({"messages": user("Why is the sky blue")})).await;
     assert_eq!(r.status, 200);
     let body = r.json();
     let items = body.as_array().unwrap();
@@ -227,12 +219,11 @@ async fn chat_ui_answers_one_chat_message_content() {
     assert_eq!(h.chat_count(ChatMode::Standard).await, 0);
     // A chat named with sessionState (one created through /chat-history) is continued and stored.
     let chat_id = h.new_chat(ChatMode::Standard).await;
-    let r = h
-        .post(
-            "/chat-ui/chat",
-            &json!({"messages": user("Why is the sky blue"), "sessionState": chat_id}),
-        )
-        .await;
+    let r = chat_ui(
+        &h,
+        json!({"messages": user("Why is the sky blue"), "sessionState": chat_id}),
+    )
+    .await;
     assert_eq!(r.status, 200);
     assert_eq!(r.json()[0]["Metadata"]["SessionState"], chat_id.as_str());
     assert_eq!(h.history(&chat_id).await.len(), 2);
@@ -242,12 +233,7 @@ async fn chat_ui_answers_one_chat_message_content() {
 #[tokio::test]
 async fn chat_ui_answers_the_pages_current_shape_when_configured() {
     let h = harness_with(&[("CHAT_UI_REPLY", "messages")]).await;
-    let r = h
-        .post(
-            "/chat-ui/chat",
-            &json!({"messages": user("Why is the sky blue")}),
-        )
-        .await;
+    let r = chat_ui(&h, json!({"messages": user("Why is the sky blue")})).await;
     assert_eq!(r.status, 200);
     assert_eq!(r.content_type(), "application/json");
     let body = r.json();
@@ -268,14 +254,10 @@ async fn chat_ui_answers_the_pages_current_shape_when_configured() {
 #[tokio::test]
 async fn overrides_reach_the_model() {
     let h = harness_with_prompt().await;
-    let r = h
-        .post(
-            "/chat",
-            &json!({"messages": user("a b c d e f"), "context": {"overrides": {
+    let r = chat(&h, json!({"messages": user("a b c d e f"), "context": {"overrides": {
                 "temperature": 0.25, "top_p": 0.5, "max_tokens": 3, "prompt_template": ">>> Speak like a pirate.",
                 "retrieval_mode": "hybrid"
-            }}}),
-        )
+            }}}))
         .await;
     assert_eq!(r.status, 200);
     let sent = h.last_model_request();
@@ -299,9 +281,11 @@ async fn overrides_reach_the_model() {
     // The local model stops after max_tokens words, as a model would, mid-sentence.
     let body = r.json();
     assert_eq!(body["message"]["content"], "Echo: a b ");
-    let replaced = h
-        .post("/chat", &json!({"messages": user("x"), "context": {"overrides": {"prompt_template": "Only this."}}}))
-        .await;
+    let replaced = chat(
+        &h,
+        json!({"messages": user("x"), "context": {"overrides": {"prompt_template": "Only this."}}}),
+    )
+    .await;
     assert_eq!(replaced.status, 200);
     assert_eq!(
         h.last_model_request()["system"],
@@ -349,12 +333,11 @@ async fn an_override_the_operator_does_not_allow_is_refused_by_name() {
     }
     assert!(h.bedrock.requests().is_empty(), "no model call was made");
     // A blank template asks for nothing, and is no use of the override.
-    let blank = h
-        .post(
-            "/chat",
-            &json!({"messages": user("x"), "context": {"overrides": {"prompt_template": ""}}}),
-        )
-        .await;
+    let blank = chat(
+        &h,
+        json!({"messages": user("x"), "context": {"overrides": {"prompt_template": ""}}}),
+    )
+    .await;
     assert_eq!(blank.status, 200, "{}", blank.body);
     assert_eq!(
         h.last_model_request()["system"],
@@ -362,16 +345,14 @@ async fn an_override_the_operator_does_not_allow_is_refused_by_name() {
     );
     // An operator who allows only some refuses the rest.
     let h = support::harness_with(&[("ALLOWED_OVERRIDES", "top,temperature")]).await;
-    let ok = h
-        .post("/chat", &json!({"messages": user("x"), "context": {"overrides": {"temperature": 0.5, "use_oid_security_filter": false}}}))
+    let ok = chat(&h, json!({"messages": user("x"), "context": {"overrides": {"temperature": 0.5, "use_oid_security_filter": false}}}))
         .await;
     assert_eq!(ok.status, 200, "{}", ok.body);
-    let refused = h
-        .post(
-            "/chat",
-            &json!({"messages": user("x"), "context": {"overrides": {"max_tokens": 5}}}),
-        )
-        .await;
+    let refused = chat(
+        &h,
+        json!({"messages": user("x"), "context": {"overrides": {"max_tokens": 5}}}),
+    )
+    .await;
     assert_eq!(refused.status, 400);
     let error = refused.json()["error"].as_str().unwrap().to_string();
     assert!(
@@ -384,14 +365,13 @@ async fn an_override_the_operator_does_not_allow_is_refused_by_name() {
 #[tokio::test]
 async fn overrides_this_backend_does_not_define_are_named_in_the_prompt_thought() {
     let h = harness().await;
-    let r = h
-        .post(
-            "/chat",
-            &json!({"messages": user("x"), "context": {"overrides": {
-                "semantic_ranker": true, "use_gpt4v": false, "top": 2
-            }}}),
-        )
-        .await;
+    let r = chat(
+        &h,
+        json!({"messages": user("x"), "context": {"overrides": {
+            "semantic_ranker": true, "use_gpt4v": false, "top": 2
+        }}}),
+    )
+    .await;
     assert_eq!(r.status, 200, "{}", r.body);
     let thoughts = r.json()["context"]["thoughts"].clone();
     let prompt = thoughts
@@ -414,12 +394,11 @@ async fn reasoning_beyond_the_operators_cap_is_refused() {
         ("MAX_REASONING_EFFORT", "low"),
     ])
     .await;
-    let refused = h
-        .post(
-            "/chat",
-            &json!({"messages": user("x"), "context": {"overrides": {"reasoning_effort": "high"}}}),
-        )
-        .await;
+    let refused = chat(
+        &h,
+        json!({"messages": user("x"), "context": {"overrides": {"reasoning_effort": "high"}}}),
+    )
+    .await;
     assert_eq!(refused.status, 400, "{}", refused.body);
     let error = refused.json()["error"].as_str().unwrap().to_string();
     assert!(
@@ -432,8 +411,7 @@ async fn reasoning_beyond_the_operators_cap_is_refused() {
 #[tokio::test]
 async fn max_tokens_cut_is_finish_reason_length() {
     let h = harness().await;
-    let r = h
-        .post("/chat", &json!({"messages": user("a b c d"), "stream": false, "context": {"overrides": {"max_tokens": 2}}}))
+    let r = chat(&h, json!({"messages": user("a b c d"), "stream": false, "context": {"overrides": {"max_tokens": 2}}}))
         .await;
     assert_eq!(r.json()["choices"][0]["finish_reason"], "length");
 }
@@ -441,8 +419,7 @@ async fn max_tokens_cut_is_finish_reason_length() {
 #[tokio::test]
 async fn followup_questions_are_cut_from_the_answer_and_returned() {
     let h = harness().await;
-    let r = h
-        .post("/chat", &json!({"messages": user("tell me"), "context": {"overrides": {"suggest_followup_questions": true}}}))
+    let r = chat(&h, json!({"messages": user("tell me"), "context": {"overrides": {"suggest_followup_questions": true}}}))
         .await;
     assert_eq!(r.status, 200);
     let system = h.last_model_request()["system"][0]["text"]
@@ -464,25 +441,21 @@ async fn followup_questions_are_cut_from_the_answer_and_returned() {
         ])
     );
     // Without the override, nothing is asked and nothing is cut.
-    let plain = h
-        .post("/chat", &json!({"messages": user("tell me")}))
-        .await
-        .json();
+    let plain = chat(&h, json!({"messages": user("tell me")})).await.json();
     assert!(plain["context"].get("followup_questions").is_none());
 }
 
 #[tokio::test]
 async fn a_conversation_reaches_the_model_with_alternating_roles() {
     let h = harness().await;
-    let r = h
-        .post(
-            "/chat",
-            &json!({"messages": [
-                {"role": "user", "content": "first"}, {"role": "user", "content": "second"},
-                {"role": "assistant", "content": "reply"}, {"role": "user", "content": "third"}
-            ]}),
-        )
-        .await;
+    let r = chat(
+        &h,
+        json!({"messages": [
+            {"role": "user", "content": "first"}, {"role": "user", "content": "second"},
+            {"role": "assistant", "content": "reply"}, {"role": "user", "content": "third"}
+        ]}),
+    )
+    .await;
     assert_eq!(r.status, 200);
     assert_eq!(
         h.last_model_request()["messages"],
@@ -507,12 +480,11 @@ async fn chat_ui_metadata_carries_reasoning_cost_and_cache_counts() {
     let chat = h.new_chat(ChatMode::Standard).await;
     let mut answers = Vec::new();
     for question in ["What is a cache?", "And a prompt cache?"] {
-        let r = h
-            .post(
-                "/chat-ui/chat",
-                &json!({"messages": [{"role": "user", "content": question}], "sessionState": chat}),
-            )
-            .await;
+        let r = chat_ui(
+            &h,
+            json!({"messages": [{"role": "user", "content": question}], "sessionState": chat}),
+        )
+        .await;
         assert_eq!(r.status, 200, "{}", r.body);
         answers.push(r.json()[0].clone());
     }

@@ -136,65 +136,38 @@ async fn throttling_that_passes_is_retried_into_an_answer() {
 }
 
 #[tokio::test]
-async fn input_longer_than_the_context_is_400() {
-    let h = harness().await;
-    let r = ask(&h, "[[fault:too-long]]").await;
-    assert_eq!(
-        error_of(&r, 400),
-        "Your conversation is longer than the model can read. Start a new chat or send a shorter message."
-    );
-}
-
-#[tokio::test]
 async fn a_guardrail_intervention_is_400_content_filter() {
     let h = harness_with(&[("GUARDRAIL_ID", "gr-123"), ("GUARDRAIL_VERSION", "2")]).await;
-    let r = ask(&h, "[[fault:guardrail]]").await;
-    assert_eq!(
-        error_of(&r, 400),
-        "Your message contains content that was flagged by the content filter."
-    );
+    let filtered = error_of(&ask(&h, "[[fault:guardrail]]").await, 400);
+    let expected = "Your message contains content that was flagged by the content filter.";
+    assert_eq!(filtered, expected);
     let sent = h.last_model_request();
     assert_eq!(sent["guardrailConfig"]["guardrailIdentifier"], "gr-123");
     assert_eq!(sent["guardrailConfig"]["guardrailVersion"], "2");
 }
 
+/// What the model answers with, as the caller gets it: input longer than the context and a content filter stop are
+/// 400; access denied, an unknown model and a request the model refuses are 500 without internals; the model's own
+/// errors are 502 and 503.
 #[tokio::test]
-async fn a_content_filter_stop_is_400() {
+async fn model_faults_are_their_statuses_without_internals() {
     let h = harness().await;
-    let r = ask(&h, "[[fault:content-filter]]").await;
-    assert_eq!(
-        error_of(&r, 400),
-        "Your message contains content that was flagged by the content filter."
-    );
-}
-
-#[tokio::test]
-async fn access_denied_is_500_without_internals() {
-    let h = harness().await;
-    let r = ask(&h, "[[fault:access-denied]]").await;
-    assert_eq!(error_of(&r, 500), INTERNAL);
-}
-
-#[tokio::test]
-async fn an_unknown_model_is_500_without_internals() {
-    let h = harness().await;
-    assert_eq!(
-        error_of(&ask(&h, "[[fault:not-found]]").await, 500),
-        INTERNAL
-    );
-    assert_eq!(
-        error_of(&ask(&h, "[[fault:validation]]").await, 500),
-        INTERNAL
-    );
-}
-
-#[tokio::test]
-async fn model_errors_are_5xx() {
-    let h = harness().await;
-    let msg = "The model could not answer right now. Please try again.";
-    assert_eq!(error_of(&ask(&h, "[[fault:model-error]]").await, 502), msg);
-    assert_eq!(error_of(&ask(&h, "[[fault:internal]]").await, 502), msg);
-    assert_eq!(error_of(&ask(&h, "[[fault:unavailable]]").await, 503), msg);
+    let too_long = "Your conversation is longer than the model can read. Start a new chat or send a shorter message.";
+    let filtered = "Your message contains content that was flagged by the content filter.";
+    let unavailable = "The model could not answer right now. Please try again.";
+    for (fault, status, message) in [
+        ("[[fault:too-long]]", 400, too_long),
+        ("[[fault:content-filter]]", 400, filtered),
+        ("[[fault:access-denied]]", 500, INTERNAL),
+        ("[[fault:not-found]]", 500, INTERNAL),
+        ("[[fault:validation]]", 500, INTERNAL),
+        ("[[fault:model-error]]", 502, unavailable),
+        ("[[fault:internal]]", 502, unavailable),
+        ("[[fault:unavailable]]", 503, unavailable),
+    ] {
+        let r = ask(&h, fault).await;
+        assert_eq!(error_of(&r, status), message, "{fault}");
+    }
 }
 
 #[tokio::test]

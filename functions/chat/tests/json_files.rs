@@ -24,13 +24,10 @@ struct World {
 async fn world_with(env: &[(&str, &str)]) -> World {
     let backend = Backend::start(env).await;
     let files = Arc::new(harness::fresh_attachments().await);
-    let app = App::new(
-        backend.model().await,
-        backend.store.clone(),
-        harness::auth(),
-        backend.config.clone(),
-    )
-    .with_attachments(Some(files.clone() as Arc<dyn AttachmentStore>));
+    let app = backend
+        .app(App::new)
+        .await
+        .with_attachments(Some(files.clone() as Arc<dyn AttachmentStore>));
     World {
         backend,
         files,

@@ -2,20 +2,13 @@
 //! and moto: a multi-agent batch whose third agent fails counts the first two agents' messages (and the third's
 //! call when the model may have run it), and settles the round's reservation.
 
-use std::sync::Arc;
-
 use chat::App;
 use chat_aws::{BedrockModel, DynamoStore};
-use chat_core::{Periods, UsageLedger, UsageSnapshot};
-use chat_testing::harness::{self, Backend, OWNER, Reply};
+use chat_core::UsageSnapshot;
+use chat_testing::harness::{self, Backend, Reply, Wired};
 use serde_json::json;
 
-struct Harness {
-    /// Kept for the test's length: the server stops when dropped.
-    _bedrock: local_bedrock::LocalBedrock,
-    store: DynamoStore,
-    app: App<BedrockModel, DynamoStore>,
-}
+type Harness = Wired<App<BedrockModel, DynamoStore>>;
 
 /// The function counting in the table it stores chats in, with three agents, the third instructed `third`.
 async fn harness(third: &str) -> Harness {
@@ -32,35 +25,29 @@ async fn harness(third: &str) -> Harness {
         ("MAX_TOKENS", "200"),
     ])
     .await;
-    let ledger: Arc<dyn UsageLedger> = Arc::new(backend.store.usage_ledger());
-    let app = App::new(
-        backend.model().await,
-        backend.store.clone(),
-        harness::auth(),
-        backend.config.clone(),
-    )
-    .with_usage(Some(ledger));
-    Harness {
-        _bedrock: backend.bedrock,
-        store: backend.store,
-        app,
-    }
+    let ledger = backend.ledger();
+    let counting = |m, s, a, c| App::new(m, s, a, c).with_usage(Some(ledger));
+    backend.wired(counting).await
 }
 
-impl Harness {
-    async fn round(&self) -> Reply {
-        let body = json!({"messages": [{"role": "user", "content": "Plan a login page"}]});
-        let request = harness::json_request("POST", "/multi-agent-chat/batch", Some(&body));
-        Reply::buffered(self.app.handle(request).await)
-    }
+/// A multi-agent round asked to plan a login page, answered whole.
+async fn round(h: &Harness) -> Reply {
+    let body = json!({"messages": [{"role": "user", "content": "Plan a login page"}]});
+    let request = harness::json_request("POST", "/multi-agent-chat/batch", Some(&body));
+    Reply::buffered(h.app.handle(request).await)
+}
 
-    async fn usage(&self) -> UsageSnapshot {
-        self.store
-            .usage_ledger()
-            .read(OWNER, &Periods::at(time::OffsetDateTime::now_utc()))
-            .await
-            .unwrap()
-    }
+/// A round whose third agent, instructed `third`, fails (`what` it did): the counters after it.
+async fn failed_round(third: &str, what: &str, first_two: u64) -> UsageSnapshot {
+    let h = harness(third).await;
+    let reply = round(&h).await;
+    assert!(reply.status.as_u16() >= 400, "{}", reply.body);
+    let usage = harness::usage_now(&h.store).await;
+    println!(
+        "third agent {what}: {} tokens counted, the first two messages spent {first_two}",
+        usage.day.spent.tokens.total_tokens
+    );
+    usage
 }
 
 /// Each agent message's total tokens, as a round answered whole reports them.
@@ -79,35 +66,21 @@ fn message_tokens(reply: &Reply) -> Vec<u64> {
 async fn a_multi_agent_batch_whose_third_agent_fails_counts_the_first_two() {
     // The same round with a third agent that answers: what the first two messages spend (their prompts are the same).
     let whole = harness("Review.").await;
-    let reply = whole.round().await;
+    let reply = round(&whole).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
     let tokens = message_tokens(&reply);
     assert_eq!(tokens.len(), 3, "{}", reply.body);
     let first_two = tokens[0] + tokens[1];
 
     // The third agent's call is refused before the model runs it: the round fails, the first two are counted.
-    let refused = harness("[[fault:validation]] Review.").await;
-    let reply = refused.round().await;
-    assert!(reply.status.as_u16() >= 400, "{}", reply.body);
-    let usage = refused.usage().await;
-    println!(
-        "third agent refused: {} tokens counted, the first two messages spent {first_two}",
-        usage.day.spent.tokens.total_tokens
-    );
+    let usage = failed_round("[[fault:validation]] Review.", "refused", first_two).await;
     assert_eq!(usage.day.spent.tokens.total_tokens, first_two);
     assert_eq!(usage.day.turns, 1);
     assert_eq!(usage.day.reserved.tokens, 0, "settled");
 
     // The third agent's call times out at the model, which may have run it whole: its prompt and its output cap
     // are counted beside the first two.
-    let timed_out = harness("[[fault:model-timeout]] Review.").await;
-    let reply = timed_out.round().await;
-    assert!(reply.status.as_u16() >= 400, "{}", reply.body);
-    let usage = timed_out.usage().await;
-    println!(
-        "third agent timed out: {} tokens counted, the first two messages spent {first_two}",
-        usage.day.spent.tokens.total_tokens
-    );
+    let usage = failed_round("[[fault:model-timeout]] Review.", "timed out", first_two).await;
     assert!(
         usage.day.spent.tokens.total_tokens >= first_two + 200,
         "{usage:?}"

@@ -3,8 +3,10 @@
 //! exits without asking for a request; as a plain server it logs it once and answers every request with a 500 that
 //! names no setting. Processes of their own, as a function's start is its process's.
 
+#[path = "support/binary.rs"]
+mod binary;
+
 use std::net::SocketAddr;
-use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,79 +15,8 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
 
-/// The function's process and every line it writes (stdout and stderr).
-struct Function {
-    child: Child,
-    lines: Arc<Mutex<Vec<String>>>,
-    readers: Vec<tokio::task::JoinHandle<()>>,
-}
-
-impl Function {
-    /// Starts the built `chat` binary with only `env` (and `PATH`) in its environment.
-    fn spawn(env: &[(&str, &str)]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_chat"))
-            .env_clear()
-            .envs(env.iter().copied())
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("the chat binary starts");
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let readers = vec![
-            gather(BufReader::new(child.stdout.take().unwrap()), lines.clone()),
-            gather(BufReader::new(child.stderr.take().unwrap()), lines.clone()),
-        ];
-        Self {
-            child,
-            lines,
-            readers,
-        }
-    }
-
-    /// Waits (a minute at most) for the process to end by itself; its status and every line it wrote.
-    async fn exited(mut self) -> (ExitStatus, Vec<String>) {
-        let status = tokio::time::timeout(Duration::from_secs(60), self.child.wait())
-            .await
-            .expect("the function ends by itself")
-            .unwrap();
-        (status, self.lines().await)
-    }
-
-    /// Ends the process with SIGTERM (a plain server's stop); its status and every line it wrote.
-    async fn stop(self) -> (ExitStatus, Vec<String>) {
-        let pid = self.child.id().expect("still running").to_string();
-        std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap();
-        self.exited().await
-    }
-
-    async fn lines(self) -> Vec<String> {
-        for reader in self.readers {
-            let _ = reader.await;
-        }
-        std::mem::take(&mut *self.lines.lock().unwrap())
-    }
-}
-
-fn gather<R: tokio::io::AsyncBufRead + Unpin + Send + 'static>(
-    reader: R,
-    lines: Arc<Mutex<Vec<String>>>,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut reader = reader.lines();
-        while let Ok(Some(line)) = reader.next_line().await {
-            lines.lock().unwrap().push(line);
-        }
-    })
-}
+use binary::{Function, free_port};
 
 /// The lines that mention `text`.
 fn mentioning<'a>(lines: &'a [String], text: &str) -> Vec<&'a String> {
@@ -215,21 +146,12 @@ async fn under_lambda_a_bad_runtime_switch_is_posted_as_the_init_error() {
     );
 }
 
-/// A free loopback port (taken back from the system just before the function binds it).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 #[tokio::test]
 async fn a_plain_server_answers_every_request_with_a_500_that_names_no_setting() {
     let port = free_port().to_string();
     let function = Function::spawn(&[
         ("BIND_ADDRESS", "127.0.0.1"),
-        ("PORT", &port),
+        ("PORT", port.as_str()),
         ("MAX_BODY_BYTES", "abc"),
     ]);
     let base = format!("http://127.0.0.1:{port}");
@@ -266,7 +188,7 @@ async fn a_plain_server_answers_every_request_with_a_500_that_names_no_setting()
         );
     }
 
-    let (status, lines) = function.stop().await;
+    let (status, lines) = function.terminated().await;
     let all = lines.join("\n");
     assert!(status.success(), "a stop on SIGTERM: {status}\n{all}");
     let logged = mentioning(&lines, "MAX_BODY_BYTES");

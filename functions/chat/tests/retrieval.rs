@@ -5,7 +5,6 @@ mod support;
 
 use chat::App;
 use chat_core::ChatMode;
-use chat_edge::Auth;
 use chat_testing::harness::{self, Backend, JwtSigner};
 use lambda_http::http::StatusCode;
 use local_knowledge_base::LocalKnowledgeBase;
@@ -23,13 +22,7 @@ async fn grounded(env: &[(&str, &str)]) -> Grounded {
     let backend = Backend::start(&env).await;
     let (kb, retriever) = harness::knowledge_base(&backend.config).await;
     let auth = match env.iter().rev().find(|(k, _)| *k == "AUTH_MODE") {
-        Some(_) => Auth::from_lookup(&|k: &str| {
-            env.iter()
-                .rev()
-                .find(|(n, _)| *n == k)
-                .map(|(_, v)| v.to_string())
-        })
-        .unwrap(),
+        Some(_) => harness::auth_from(&env),
         None => harness::auth(),
     };
     let app = App::new(
@@ -47,6 +40,16 @@ async fn grounded(env: &[(&str, &str)]) -> Grounded {
             app,
         },
     }
+}
+
+/// The question the collection answers from one passage for everyone.
+const DENTAL: &str = "What does dental coverage include?";
+
+/// The answer to `body` (the question on dental coverage) at `path`, which must be a 200.
+async fn dental_answer(g: &Grounded, path: &str, body: &Value) -> Value {
+    let reply = g.h.post(path, body).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    reply.json()
 }
 
 fn ask(question: &str, overrides: Value) -> Value {
@@ -74,14 +77,7 @@ fn citations(context: &Value) -> Vec<String> {
 #[tokio::test]
 async fn an_answer_cites_the_passages_it_was_grounded_in() {
     let g = grounded(&[]).await;
-    let reply =
-        g.h.post(
-            "/chat",
-            &ask("What does dental coverage include?", json!({})),
-        )
-        .await;
-    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
-    let body = reply.json();
+    let body = dental_answer(&g, "/chat", &ask(DENTAL, json!({}))).await;
     let context = &body["context"];
     let names = citations(context);
     // The one passage for everyone that holds these words (Bob's payroll mentions deductions that "include" his
@@ -213,19 +209,12 @@ async fn each_override_shapes_the_search() {
         assert!(passage["score"].as_f64().unwrap() >= 0.5, "{passage}");
     }
 
+    let out_of_range = "context.overrides.top: must be between 1 and 20";
+    let modes = r#"context.overrides.retrieval_mode: must be "hybrid", "vectors" or "text""#;
     for (bad, message) in [
-        (
-            json!({"top": 0}),
-            "context.overrides.top: must be between 1 and 20",
-        ),
-        (
-            json!({"top": 21}),
-            "context.overrides.top: must be between 1 and 20",
-        ),
-        (
-            json!({"retrieval_mode": "keyword"}),
-            r#"context.overrides.retrieval_mode: must be "hybrid", "vectors" or "text""#,
-        ),
+        (json!({"top": 0}), out_of_range),
+        (json!({"top": 21}), out_of_range),
+        (json!({"retrieval_mode": "keyword"}), modes),
     ] {
         let reply = post(bad).await;
         assert_eq!(reply.status, StatusCode::BAD_REQUEST);
@@ -293,15 +282,8 @@ async fn knowledge_base_faults_have_the_models_statuses_and_store_nothing() {
 #[tokio::test]
 async fn the_chat_ui_answer_carries_the_citations_in_its_metadata() {
     let g = grounded(&[]).await;
-    let reply = g
-        .h
-        .post(
-            "/chat-ui/chat",
-            &json!({"messages": [{"role": "user", "content": "What does dental coverage include?"}]}),
-        )
-        .await;
-    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
-    let body = reply.json();
+    let question = json!({"messages": [{"role": "user", "content": DENTAL}]});
+    let body = dental_answer(&g, "/chat-ui/chat", &question).await;
     let cited = body[0]["Metadata"]["Citations"].as_array().unwrap();
     assert_eq!(cited[0], "Benefit_Options.md#page=2", "{body}");
     let text = body[0]["Items"][0]["Text"].as_str().unwrap();
@@ -316,14 +298,7 @@ async fn the_chat_ui_answer_carries_the_citations_in_its_metadata() {
 #[tokio::test]
 async fn native_citations_come_from_the_models_own_citations() {
     let g = grounded(&[("CITATIONS", "native")]).await;
-    let reply =
-        g.h.post(
-            "/chat",
-            &ask("What does dental coverage include?", json!({})),
-        )
-        .await;
-    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
-    let body = reply.json();
+    let body = dental_answer(&g, "/chat", &ask(DENTAL, json!({}))).await;
     // The passages went to Converse as search results with citations on, not into the question's text.
     let prompt = g.h.last_model_request();
     let content = prompt["messages"][0]["content"].as_array().unwrap();
@@ -353,15 +328,8 @@ async fn native_citations_come_from_the_models_own_citations() {
 #[tokio::test]
 async fn a_multi_agent_round_searches_once_and_every_agent_cites_the_sources() {
     let g = grounded(&[]).await;
-    let reply = g
-        .h
-        .post(
-            "/multi-agent-chat/batch",
-            &json!({"messages": [{"role": "user", "content": "What does dental coverage include?"}]}),
-        )
-        .await;
-    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
-    let body = reply.json();
+    let question = json!({"messages": [{"role": "user", "content": DENTAL}]});
+    let body = dental_answer(&g, "/multi-agent-chat/batch", &question).await;
     let agents = &body.as_array().unwrap()[1..];
     assert_eq!(agents.len(), 6, "{body}");
     for message in agents {

@@ -3,24 +3,38 @@
 
 mod support;
 
-use serde_json::json;
-use support::harness;
+use chat_core::ChatMode;
+use serde_json::{Value, json};
+use support::{Harness, Reply, harness};
 
 fn pair(role: &str, content: &str) -> (String, String) {
     (role.to_string(), content.to_string())
 }
 
+/// The user's message `text` as `/chat` takes it, in the chat `id` when there is one.
+fn asked(text: &str, id: Option<&Value>) -> Value {
+    let mut body = json!({"messages": [{"role": "user", "content": text}]});
+    if let Some(id) = id {
+        body["sessionState"] = id.clone();
+    }
+    body
+}
+
+/// A new chat's first turn, `text`: the chat's id, as the session state of the answer.
+async fn started(h: &Harness, text: &str) -> Value {
+    let first = h.post("/chat", &asked(text, None)).await.json();
+    first["sessionState"].clone()
+}
+
+/// `text` sent to the chat `id`.
+async fn continued(h: &Harness, text: &str, id: &Value) -> Reply {
+    h.post("/chat", &asked(text, Some(id))).await
+}
+
 #[tokio::test]
 async fn continuing_with_the_whole_history_stores_only_what_is_new() {
     let h = harness().await;
-    let first = h
-        .post(
-            "/chat",
-            &json!({"messages": [{"role": "user", "content": "one"}]}),
-        )
-        .await
-        .json();
-    let id = first["sessionState"].clone();
+    let id = started(&h, "one").await;
     let full = json!({"messages": [
         {"role": "user", "content": "one"}, {"role": "assistant", "content": "Echo: one"},
         {"role": "user", "content": "two"}
@@ -47,21 +61,8 @@ async fn continuing_with_the_whole_history_stores_only_what_is_new() {
 #[tokio::test]
 async fn continuing_with_the_latest_message_puts_it_after_the_history() {
     let h = harness().await;
-    let first = h
-        .post(
-            "/chat",
-            &json!({"messages": [{"role": "user", "content": "one"}]}),
-        )
-        .await
-        .json();
-    let id = first["sessionState"].clone();
-    let second = h
-        .post(
-            "/chat",
-            &json!({"messages": [{"role": "user", "content": "two"}], "sessionState": id}),
-        )
-        .await
-        .json();
+    let id = started(&h, "one").await;
+    let second = continued(&h, "two", &id).await.json();
     assert_eq!(second["message"]["content"], "Echo: two");
     assert_eq!(
         h.last_model_request()["messages"],
@@ -79,10 +80,7 @@ async fn continuing_with_the_latest_message_puts_it_after_the_history() {
         .json();
     assert_eq!(old["choices"][0]["session_state"], id);
     let ui = h
-        .post(
-            "/chat-ui/chat",
-            &json!({"messages": [{"role": "user", "content": "four"}], "sessionState": id}),
-        )
+        .post("/chat-ui/chat", &asked("four", Some(&id)))
         .await
         .json();
     assert_eq!(ui[0]["Metadata"]["SessionState"], id);
@@ -92,47 +90,28 @@ async fn continuing_with_the_latest_message_puts_it_after_the_history() {
 #[tokio::test]
 async fn an_unknown_chat_is_404_and_nothing_is_written() {
     let h = harness().await;
-    let r = h
-        .post("/chat", &json!({"messages": [{"role": "user", "content": "x"}], "sessionState": "0123456789abcdef0123456789abcdef"}))
-        .await;
+    let r = continued(&h, "x", &json!("0123456789abcdef0123456789abcdef")).await;
     assert_eq!(r.status, 404);
     assert_eq!(r.json(), json!({"error": "There is no chat with that id."}));
     assert!(h.bedrock.requests().is_empty(), "the model is not asked");
-    let page = chat_core::SessionStore::list(
-        &h.store,
-        support::OWNER,
-        chat_core::ChatMode::Standard,
-        10,
-        None,
-    )
-    .await
-    .unwrap();
-    assert!(page.items.is_empty(), "no chat was created");
+    assert_eq!(
+        h.chat_count(ChatMode::Standard).await,
+        0,
+        "no chat was created"
+    );
 }
 
 #[tokio::test]
 async fn a_failed_turn_leaves_the_history_as_it_was() {
     let h = harness().await;
-    let first = h
-        .post(
-            "/chat",
-            &json!({"messages": [{"role": "user", "content": "one"}]}),
-        )
-        .await
-        .json();
-    let id = first["sessionState"].clone();
+    let id = started(&h, "one").await;
     let before = h.history(id.as_str().unwrap()).await;
     for fault in [
         "[[fault:model-error]]",
         "[[fault:guardrail]]",
         "[[fault:throttle]]",
     ] {
-        let r = h
-            .post(
-                "/chat",
-                &json!({"messages": [{"role": "user", "content": fault}], "sessionState": id}),
-            )
-            .await;
+        let r = continued(&h, fault, &id).await;
         assert_ne!(r.status, 200);
         assert_eq!(
             h.history(id.as_str().unwrap()).await,
@@ -141,40 +120,18 @@ async fn a_failed_turn_leaves_the_history_as_it_was() {
         );
     }
     // A failed first turn creates no chat either.
-    let r = h
-        .post(
-            "/chat",
-            &json!({"messages": [{"role": "user", "content": "[[fault:model-error]]"}]}),
-        )
-        .await;
+    let r = h.post("/chat", &asked("[[fault:model-error]]", None)).await;
     assert_eq!(r.status, 502);
-    let page = chat_core::SessionStore::list(
-        &h.store,
-        support::OWNER,
-        chat_core::ChatMode::Standard,
-        10,
-        None,
-    )
-    .await
-    .unwrap();
-    assert_eq!(page.items.len(), 1);
+    assert_eq!(h.chat_count(ChatMode::Standard).await, 1);
 }
 
 #[tokio::test]
 async fn twenty_turns_sent_at_once_to_one_chat_all_land_whole() {
     let h = harness().await;
-    let first = h
-        .post(
-            "/chat",
-            &json!({"messages": [{"role": "user", "content": "start"}]}),
-        )
-        .await
-        .json();
-    let id = first["sessionState"].clone();
+    let id = started(&h, "start").await;
     let turns = (0..20).map(|i| {
-        let body = json!({"messages": [{"role": "user", "content": format!("turn {i}")}], "sessionState": id});
-        let h = &h;
-        async move { h.post("/chat", &body).await }
+        let (h, id) = (&h, &id);
+        async move { continued(h, &format!("turn {i}"), id).await }
     });
     for reply in futures_util::future::join_all(turns).await {
         assert_eq!(reply.status, 200, "{}", reply.body);

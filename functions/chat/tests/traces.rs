@@ -150,6 +150,17 @@ fn traces(spans: &[(String, Span)]) -> BTreeMap<Vec<u8>, Vec<&Span>> {
     traces
 }
 
+/// A trace's one root span (none of its spans is its parent).
+fn only_root<'a>(trace: &[&'a Span]) -> &'a Span {
+    let roots: Vec<&Span> = trace
+        .iter()
+        .copied()
+        .filter(|s| s.parent_span_id.is_empty())
+        .collect();
+    assert_eq!(roots.len(), 1, "{trace:#?}");
+    roots[0]
+}
+
 fn names<'a>(spans: &[&'a Span]) -> BTreeSet<&'a str> {
     spans.iter().map(|s| s.name.as_str()).collect()
 }
@@ -317,14 +328,10 @@ async fn under_lambda_a_turns_spans_reach_the_collector_before_the_next_event() 
         "no store call: {names:?}"
     );
     // One root, the runtime's invocation span, with Lambda's ids; every other span has its parent in the trace.
-    let roots: Vec<&&Span> = trace
-        .iter()
-        .filter(|s| s.parent_span_id.is_empty())
-        .collect();
-    assert_eq!(roots.len(), 1, "{trace:#?}");
-    assert_eq!(roots[0].name, "Lambda runtime invoke");
+    let root = only_root(&trace);
+    assert_eq!(root.name, "Lambda runtime invoke");
     assert_eq!(
-        string_attribute(&roots[0].attributes, "requestId").as_deref(),
+        string_attribute(&root.attributes, "requestId").as_deref(),
         Some(LAMBDA_REQUEST_ID)
     );
     let ids: BTreeSet<&Vec<u8>> = trace.iter().map(|s| &s.span_id).collect();
@@ -442,13 +449,9 @@ async fn a_plain_server_gives_each_request_its_ids_and_exports_its_trace_when_it
     for trace in &turns {
         let names = names(trace);
         assert!(names.iter().any(|n| n.starts_with("store.")), "{names:?}");
-        let root: Vec<&&Span> = trace
-            .iter()
-            .filter(|s| s.parent_span_id.is_empty())
-            .collect();
-        assert_eq!(root.len(), 1, "{trace:#?}");
-        assert_eq!(root[0].name, "request");
-        roots.push(string_attribute(&root[0].attributes, "xrayTraceId").unwrap());
+        let root = only_root(trace);
+        assert_eq!(root.name, "request");
+        roots.push(string_attribute(&root.attributes, "xrayTraceId").unwrap());
     }
     assert!(roots.contains(&client_root.to_string()), "{roots:?}");
     assert!(roots.iter().all(|r| is_xray_trace_id(r)), "{roots:?}");

@@ -36,20 +36,16 @@ async fn world_with(env: &[(&str, &str)]) -> World {
     let backend = Backend::start(env).await;
     let files = Arc::new(harness::fresh_attachments().await);
     let ports = Some(files.clone() as Arc<dyn AttachmentStore>);
+    let (model, store, config) = (backend.model().await, &backend.store, &backend.config);
     let chat = chat::App::new(
-        backend.model().await,
-        backend.store.clone(),
+        model.clone(),
+        store.clone(),
         harness::auth(),
-        backend.config.clone(),
+        config.clone(),
     )
     .with_attachments(ports.clone());
-    let stream = chat_stream::App::new(
-        backend.model().await,
-        backend.store.clone(),
-        harness::auth(),
-        backend.config.clone(),
-    )
-    .with_attachments(ports.clone());
+    let stream = chat_stream::App::new(model, store.clone(), harness::auth(), config.clone())
+        .with_attachments(ports.clone());
     let history = history::App::new(backend.store.clone(), harness::auth(), &backend.config)
         .with_attachments(ports.clone());
     let mallory = history::App::new(
@@ -173,6 +169,21 @@ impl World {
         Reply::buffered(app.handle(harness::json_request("GET", path, None)).await)
     }
 
+    /// The messages of the chat `id` as `app` lists them.
+    async fn messages_of(&self, app: &history::App<DynamoStore>, id: &str) -> Reply {
+        self.get(app, &format!("/chat-history/{id}/messages")).await
+    }
+
+    /// `request` with `files` as multipart, to the buffered chat function.
+    async fn ask_with(
+        &self,
+        request: &Value,
+        files: &[(&str, Option<&str>, &str, &[u8])],
+    ) -> Reply {
+        let body = multipart(request, files);
+        Reply::buffered(self.chat.handle(multipart_request("/chat", body)).await)
+    }
+
     /// How many objects the bucket holds for the tests' user.
     async fn kept(&self) -> usize {
         self.files.count_owned(OWNER).await.unwrap()
@@ -183,14 +194,7 @@ impl World {
 async fn files_sent_with_a_question_reach_the_model_are_kept_and_are_listed_with_their_urls() {
     let w = world().await;
     let request = json!({"messages": [{"role": "user", "content": "What are these?"}]});
-    let reply = Reply::buffered(
-        w.chat
-            .handle(multipart_request(
-                "/chat",
-                multipart(&request, &both_files()),
-            ))
-            .await,
-    );
+    let reply = w.ask_with(&request, &both_files()).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
     let answer = reply.json();
     let content = answer["message"]["content"].as_str().unwrap();
@@ -228,9 +232,7 @@ async fn files_sent_with_a_question_reach_the_model_are_kept_and_are_listed_with
     // Kept in S3 and listed by the history, each URL reading the same bytes.
     assert_eq!(w.kept().await, 2);
     let id = answer["sessionState"].as_str().unwrap();
-    let messages = w
-        .get(&w.history, &format!("/chat-history/{id}/messages"))
-        .await;
+    let messages = w.messages_of(&w.history, id).await;
     assert_eq!(messages.status, 200, "{}", messages.body);
     let messages = messages.json();
     let files = messages[0]["files"]
@@ -268,11 +270,8 @@ async fn a_streamed_chat_continued_with_its_latest_message_sends_the_earlier_fil
     )
     .await;
     assert_eq!(first.status, 200);
+    let id = first.chat_id();
     let lines = first.lines();
-    let id = lines[0]["sessionState"]
-        .as_str()
-        .expect("the first line names the chat")
-        .to_string();
     let text: String = lines
         .iter()
         .filter_map(|l| l["delta"]["content"].as_str())
@@ -317,22 +316,12 @@ async fn deleting_a_chat_removes_its_files_and_another_user_reaches_none_of_them
     let request = json!({"messages": [{"role": "user", "content": "Keep these"}]});
     let mut ids = Vec::new();
     for _ in 0..2 {
-        let reply = Reply::buffered(
-            w.chat
-                .handle(multipart_request(
-                    "/chat",
-                    multipart(&request, &both_files()),
-                ))
-                .await,
-        );
+        let reply = w.ask_with(&request, &both_files()).await;
         assert_eq!(reply.status, 200, "{}", reply.body);
         ids.push(reply.json()["sessionState"].as_str().unwrap().to_string());
     }
     assert_eq!(w.kept().await, 4);
-    let listed = w
-        .get(&w.history, &format!("/chat-history/{}/messages", ids[0]))
-        .await
-        .json();
+    let listed = w.messages_of(&w.history, &ids[0]).await.json();
     let url = listed[0]["files"][0]["url"].as_str().unwrap().to_string();
     // The URL works while the file is kept: what follows sees it refused because the file is gone, not because the
     // URL never worked.
@@ -341,9 +330,7 @@ async fn deleting_a_chat_removes_its_files_and_another_user_reaches_none_of_them
     assert!(kept.bytes().await.unwrap().starts_with(PNG));
 
     // Another user: neither the listing nor the delete reaches the chat or its files.
-    let theirs = w
-        .get(&w.mallory, &format!("/chat-history/{}/messages", ids[0]))
-        .await;
+    let theirs = w.messages_of(&w.mallory, &ids[0]).await;
     assert_eq!(theirs.status, 404);
     assert_eq!(delete(&w.mallory, &ids[0]).await, 404);
     assert_eq!(w.kept().await, 4);
@@ -360,10 +347,7 @@ async fn deleting_a_chat_removes_its_files_and_another_user_reaches_none_of_them
         gone.status()
     );
     assert!(!gone.bytes().await.unwrap().starts_with(PNG));
-    let other = w
-        .get(&w.history, &format!("/chat-history/{}/messages", ids[1]))
-        .await
-        .json();
+    let other = w.messages_of(&w.history, &ids[1]).await.json();
     let other_url = other[0]["files"][1]["url"].as_str().unwrap();
     assert_eq!(
         reqwest::get(other_url)
@@ -493,27 +477,13 @@ async fn a_refused_request_with_files_stores_nothing_and_asks_no_model() {
 async fn a_save_keeps_the_files_of_the_messages_it_keeps_and_removes_the_others() {
     let w = world().await;
     let first = json!({"messages": [{"role": "user", "content": "one"}]});
-    let reply = Reply::buffered(
-        w.chat
-            .handle(multipart_request("/chat", multipart(&first, &both_files())))
-            .await,
-    );
+    let reply = w.ask_with(&first, &both_files()).await;
     let id = reply.json()["sessionState"].as_str().unwrap().to_string();
     let second = json!({"messages": [{"role": "user", "content": "two"}], "sessionState": id});
-    let reply = Reply::buffered(
-        w.chat
-            .handle(multipart_request(
-                "/chat",
-                multipart(&second, &both_files()),
-            ))
-            .await,
-    );
+    let reply = w.ask_with(&second, &both_files()).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert_eq!(w.kept().await, 4);
-    let listed = w
-        .get(&w.history, &format!("/chat-history/{id}/messages"))
-        .await
-        .json();
+    let listed = w.messages_of(&w.history, &id).await.json();
     // The Chat UI saves the first turn again, as it shows it: without files (and with the URLs' field echoed).
     let save = json!({"messages": listed.as_array().unwrap()[..2]});
     let saved = Reply::buffered(
@@ -526,10 +496,7 @@ async fn a_save_keeps_the_files_of_the_messages_it_keeps_and_removes_the_others(
             .await,
     );
     assert_eq!(saved.status, 200, "{}", saved.body);
-    let after = w
-        .get(&w.history, &format!("/chat-history/{id}/messages"))
-        .await
-        .json();
+    let after = w.messages_of(&w.history, &id).await.json();
     assert_eq!(after.as_array().unwrap().len(), 2);
     assert_eq!(after[0]["files"][1]["name"], "report.pdf");
     let url = after[0]["files"][1]["url"].as_str().unwrap();
@@ -552,17 +519,10 @@ async fn a_listed_page_is_downloaded_and_a_listed_image_is_shown() {
             page,
         ),
     ];
-    let reply = Reply::buffered(
-        w.chat
-            .handle(multipart_request("/chat", multipart(&request, &files)))
-            .await,
-    );
+    let reply = w.ask_with(&request, &files).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
     let id = reply.json()["sessionState"].as_str().unwrap().to_string();
-    let messages = w
-        .get(&w.history, &format!("/chat-history/{id}/messages"))
-        .await
-        .json();
+    let messages = w.messages_of(&w.history, &id).await.json();
     let listed = messages[0]["files"].as_array().unwrap();
     assert_eq!(listed.len(), 2);
     for (file, (content_type, disposition)) in listed.iter().zip([

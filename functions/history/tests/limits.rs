@@ -3,69 +3,61 @@
 //! (4 MB, far over `MAX_BODY_BYTES`) is taken whole up to `MAX_HISTORY_BODY_BYTES` and reads back whole; a save
 //! keeps the tool use of the messages it saves again.
 
-use chat_aws::DynamoStore;
+mod support;
+
 use chat_core::RequestLimits;
 use chat_testing::harness::{self, Reply};
 use serde_json::{Value, json};
-
-struct World {
-    history: history::App<DynamoStore>,
-}
+use support::{World, json_of, refused};
 
 const MAX_MESSAGES: usize = 60;
 
 async fn world(env: &[(&str, &str)]) -> World {
     let max_messages = MAX_MESSAGES.to_string();
-    let config = harness::config(&[&[("MAX_MESSAGES", max_messages.as_str())], env].concat());
-    World {
-        history: history::App::new(harness::fresh_store().await, harness::auth(), &config),
+    support::world(&[&[("MAX_MESSAGES", max_messages.as_str())], env].concat()).await
+}
+
+/// A new standard chat: its id.
+async fn new_chat(w: &World) -> String {
+    let reply = w
+        .send("POST", "/chat-history", br#"{"mode":"standard"}"#)
+        .await;
+    json_of(&reply, 201)["id"].as_str().unwrap().to_string()
+}
+
+/// `PUT /chat-history/{id}` of `messages`.
+async fn save(w: &World, id: &str, messages: &[Value]) -> Reply {
+    let body = json!({ "messages": messages }).to_string();
+    w.send("PUT", &format!("/chat-history/{id}"), body.as_bytes())
+        .await
+}
+
+/// A chat's messages, page after page.
+async fn stored_messages(w: &World, id: &str) -> Vec<Value> {
+    let mut messages = Vec::new();
+    let mut path = format!("/chat-history/{id}/messages");
+    loop {
+        let reply = w.send("GET", &path, b"").await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        messages.extend(reply.json().as_array().unwrap().iter().cloned());
+        match reply.headers.get(history::NEXT_CURSOR_HEADER) {
+            Some(next) => {
+                path = format!(
+                    "/chat-history/{id}/messages?cursor={}",
+                    next.to_str().unwrap()
+                )
+            }
+            None => return messages,
+        }
     }
 }
 
-impl World {
-    async fn send(&self, method: &str, path: &str, body: &[u8]) -> Reply {
-        let request = lambda_http::http::Request::builder()
-            .method(method)
-            .uri(path)
-            .header("content-type", "application/json")
-            .body(lambda_http::Body::from(body.to_vec()))
-            .unwrap();
-        Reply::buffered(self.history.handle(request).await)
-    }
-
-    async fn new_chat(&self) -> String {
-        let reply = self
-            .send("POST", "/chat-history", br#"{"mode":"standard"}"#)
-            .await;
-        assert_eq!(reply.status, 201, "{}", reply.body);
-        reply.json()["id"].as_str().unwrap().to_string()
-    }
-
-    async fn save(&self, id: &str, messages: &[Value]) -> Reply {
-        let body = json!({ "messages": messages }).to_string();
-        self.send("PUT", &format!("/chat-history/{id}"), body.as_bytes())
-            .await
-    }
-
-    /// A chat's messages, page after page.
-    async fn messages(&self, id: &str) -> Vec<Value> {
-        let mut messages = Vec::new();
-        let mut path = format!("/chat-history/{id}/messages");
-        loop {
-            let reply = self.send("GET", &path, b"").await;
-            assert_eq!(reply.status, 200, "{}", reply.body);
-            messages.extend(reply.json().as_array().unwrap().iter().cloned());
-            match reply.headers.get(history::NEXT_CURSOR_HEADER) {
-                Some(next) => {
-                    path = format!(
-                        "/chat-history/{id}/messages?cursor={}",
-                        next.to_str().unwrap()
-                    )
-                }
-                None => return messages,
-            }
-        }
-    }
+/// A new chat saved with two messages, "hi" and its echo: its id, and the two.
+async fn chat_of_two(w: &World) -> (String, [Value; 2]) {
+    let id = new_chat(w).await;
+    let two = [message(0, "hi".into()), message(1, "Echo: hi".into())];
+    assert_eq!(save(w, &id, &two).await.status, 200);
+    (id, two)
 }
 
 fn message(i: usize, content: String) -> Value {
@@ -77,15 +69,10 @@ fn message(i: usize, content: String) -> Value {
     json!({"id": format!("m{i}"), "role": role, "content": content, "timestamp": "10:15 AM"})
 }
 
-fn refused(reply: &Reply, status: u16, error: &str) {
-    assert_eq!(reply.status, status, "{}", reply.body);
-    assert_eq!(reply.json(), json!({ "error": error }));
-}
-
 #[tokio::test]
 async fn a_save_of_a_4_mb_chat_is_taken_and_reads_back_whole() {
     let w = world(&[]).await;
-    let id = w.new_chat().await;
+    let id = new_chat(&w).await;
     // 52 messages of 78 000 characters (some of two bytes): over 4 MB, four times MAX_BODY_BYTES.
     let messages: Vec<Value> = (0..52usize)
         .map(|i| {
@@ -105,7 +92,7 @@ async fn a_save_of_a_4_mb_chat_is_taken_and_reads_back_whole() {
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert_eq!(reply.json()["messageCount"], 52);
 
-    let read = w.messages(&id).await;
+    let read = stored_messages(&w, &id).await;
     assert_eq!(read.len(), 52);
     for (read, sent) in read.iter().zip(&messages) {
         assert_eq!(read["id"], sent["id"]);
@@ -117,58 +104,50 @@ async fn a_save_of_a_4_mb_chat_is_taken_and_reads_back_whole() {
 #[tokio::test]
 async fn a_body_over_max_history_body_bytes_is_a_413() {
     let w = world(&[("MAX_HISTORY_BODY_BYTES", "2000000")]).await;
-    let id = w.new_chat().await;
+    let id = new_chat(&w).await;
     let content = |chars: usize| "x".repeat(chars);
     let messages: Vec<Value> = (0..30).map(|i| message(i, content(70_000))).collect();
-    let reply = w.save(&id, &messages).await;
+    let reply = save(&w, &id, &messages).await;
     refused(
         &reply,
         413,
         "The request body is larger than the limit of 2000000 bytes.",
     );
-    assert!(w.messages(&id).await.is_empty());
+    assert!(stored_messages(&w, &id).await.is_empty());
     // The chat functions' own limit does not apply here: a body over it is taken.
     let messages: Vec<Value> = (0..20).map(|i| message(i, content(70_000))).collect();
-    assert_eq!(w.save(&id, &messages).await.status, 200);
-    assert_eq!(w.messages(&id).await.len(), 20);
+    assert_eq!(save(&w, &id, &messages).await.status, 200);
+    assert_eq!(stored_messages(&w, &id).await.len(), 20);
 }
 
 #[tokio::test]
 async fn a_save_holds_at_most_max_messages() {
     let w = world(&[]).await;
-    let id = w.new_chat().await;
-    let two = [message(0, "hi".into()), message(1, "Echo: hi".into())];
-    assert_eq!(w.save(&id, &two).await.status, 200);
+    let (id, _) = chat_of_two(&w).await;
 
     let many: Vec<Value> = (0..=MAX_MESSAGES)
         .map(|i| message(i, format!("m{i}")))
         .collect();
-    refused(
-        &w.save(&id, &many).await,
-        400,
-        &format!(
-            "messages: holds {} messages, more than the limit of {MAX_MESSAGES}",
-            MAX_MESSAGES + 1
-        ),
-    );
+    let over = MAX_MESSAGES + 1;
+    let too_many =
+        format!("messages: holds {over} messages, more than the limit of {MAX_MESSAGES}");
+    refused(&save(&w, &id, &many).await, 400, &too_many);
     // The chat is as it was.
-    let read = w.messages(&id).await;
+    let read = stored_messages(&w, &id).await;
     assert_eq!(read.len(), 2);
     assert_eq!(read[1]["content"], "Echo: hi");
     // At the limit, and with the Chat UI's notes beside (not stored, not counted), a save is taken.
     let mut at_limit = many[..MAX_MESSAGES].to_vec();
     at_limit.insert(1, json!({"role": "system", "content": "API Error"}));
-    let reply = w.save(&id, &at_limit).await;
+    let reply = save(&w, &id, &at_limit).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
-    assert_eq!(w.messages(&id).await.len(), MAX_MESSAGES);
+    assert_eq!(stored_messages(&w, &id).await.len(), MAX_MESSAGES);
 }
 
 #[tokio::test]
 async fn every_field_of_a_save_is_bounded() {
     let w = world(&[("MAX_MESSAGE_CHARS", "1000")]).await;
-    let id = w.new_chat().await;
-    let kept = [message(0, "hi".into()), message(1, "Echo: hi".into())];
-    assert_eq!(w.save(&id, &kept).await.status, 200);
+    let (id, kept) = chat_of_two(&w).await;
     for (field, limit) in [
         ("content", 1000),
         ("id", RequestLimits::MAX_MESSAGE_ID_CHARS),
@@ -178,16 +157,13 @@ async fn every_field_of_a_save_is_bounded() {
     ] {
         let mut messages = kept.to_vec();
         messages[1][field] = json!("x".repeat(limit + 1));
-        refused(
-            &w.save(&id, &messages).await,
-            400,
-            &format!(
-                "messages[1].{field}: is {} characters long, more than the limit of {limit}",
-                limit + 1
-            ),
+        let over = limit + 1;
+        let too_long = format!(
+            "messages[1].{field}: is {over} characters long, more than the limit of {limit}"
         );
+        refused(&save(&w, &id, &messages).await, 400, &too_long);
     }
-    let read = w.messages(&id).await;
+    let read = stored_messages(&w, &id).await;
     assert_eq!(read.len(), 2);
     assert_eq!(read[1]["id"], "m1");
 }
@@ -201,7 +177,7 @@ async fn a_save_keeps_the_tool_use_of_the_messages_it_saves_again() {
     let w = World {
         history: history::App::new(store.clone(), harness::auth(), &harness::config(&[])),
     };
-    let id = w.new_chat().await;
+    let id = new_chat(&w).await;
     let exchange = chat_core::ToolExchange {
         round: 0,
         id: "tooluse_1".into(),
@@ -230,16 +206,12 @@ async fn a_save_keeps_the_tool_use_of_the_messages_it_saves_again() {
         )
         .await
         .unwrap();
-    let saved = w
-        .save(
-            &id,
-            &[
-                json!({"id": "q1", "role": "user", "content": "2 + 3?", "timestamp": "10:00 AM"}),
-                json!({"id": "a1", "role": "assistant", "content": "add returned 5", "timestamp": "10:00 AM"}),
-                json!({"id": "q2", "role": "user", "content": "thanks", "timestamp": "10:01 AM"}),
-            ],
-        )
-        .await;
+    let chat_ui_save = [
+        json!({"id": "q1", "role": "user", "content": "2 + 3?", "timestamp": "10:00 AM"}),
+        json!({"id": "a1", "role": "assistant", "content": "add returned 5", "timestamp": "10:00 AM"}),
+        json!({"id": "q2", "role": "user", "content": "thanks", "timestamp": "10:01 AM"}),
+    ];
+    let saved = save(&w, &id, &chat_ui_save).await;
     assert_eq!(saved.status, 200, "{}", saved.body);
     let (_, messages) = store.load(harness::OWNER, &id).await.unwrap();
     assert_eq!(messages.len(), 3);

@@ -306,19 +306,15 @@ async fn an_answer_of_500000_characters_is_stored_and_read_back_whole() {
 }
 
 fn stored_message(i: usize, content: String) -> StoredMessage {
+    let role = if i.is_multiple_of(2) {
+        Role::User
+    } else {
+        Role::Assistant
+    };
     StoredMessage {
         id: format!("m{i}"),
-        role: if i.is_multiple_of(2) {
-            Role::User
-        } else {
-            Role::Assistant
-        },
-        content,
         timestamp: "10:15 AM".into(),
-        agent_identifier: None,
-        agent_name: None,
-        files: Vec::new(),
-        tools: Vec::new(),
+        ..chat_testing::contract::message(role, &content)
     }
 }
 

@@ -3,7 +3,6 @@
 
 use chat_app::Config;
 use chat_aws::{BedrockModel, DynamoStore};
-use chat_edge::Auth;
 use chat_testing::harness::{self, JwtSigner, Reply};
 use jsonwebtoken::Header;
 use lambda_http::Request;
@@ -57,30 +56,17 @@ async fn world() -> World {
         ("JWKS_FILE", jwks.as_str()),
         ("MODEL_ID", "local.echo-v1:0"),
     ];
-    let lookup = |k: &str| {
-        env.iter()
-            .find(|(n, _)| *n == k)
-            .map(|(_, v)| v.to_string())
-    };
     let config = Config::from_pairs(&env).unwrap();
     let bedrock = LocalBedrock::start().await.unwrap();
     let sdk = bedrock.sdk_config().await;
     let (client, table) = LocalDynamo::shared().fresh_table().await;
     let store = DynamoStore::new(client, table, None);
+    let model = || BedrockModel::new(&sdk, config.model_timeout);
+    let auth = || harness::auth_from(&env);
     World {
-        chat: chat::App::new(
-            BedrockModel::new(&sdk, config.model_timeout),
-            store.clone(),
-            Auth::from_lookup(&lookup).unwrap(),
-            config.clone(),
-        ),
-        stream: chat_stream::App::new(
-            BedrockModel::new(&sdk, config.model_timeout),
-            store.clone(),
-            Auth::from_lookup(&lookup).unwrap(),
-            config.clone(),
-        ),
-        history: history::App::new(store, Auth::from_lookup(&lookup).unwrap(), &config),
+        chat: chat::App::new(model(), store.clone(), auth(), config.clone()),
+        stream: chat_stream::App::new(model(), store.clone(), auth(), config.clone()),
+        history: history::App::new(store, auth(), &config),
         alice: token(&signer, "alice", AUDIENCE, 3600),
         bob: token(&signer, "bob", AUDIENCE, 3600),
         _bedrock: bedrock,
@@ -116,6 +102,39 @@ impl World {
             Reply::buffered(self.chat.handle(req).await)
         };
         (reply.status.as_u16(), reply.body)
+    }
+
+    /// `GET path` as the holder of `token`.
+    async fn get(&self, path: &str, token: Option<&str>) -> (u16, String) {
+        self.send("GET", path, token, None).await
+    }
+
+    /// A new chat whose first turn, sent as the holder of `token`, is `text`: its id.
+    async fn chat_started(&self, token: Option<&str>, text: &str) -> String {
+        let first = json!({"messages": [{"role": "user", "content": text}]});
+        let (status, text) = self.send("POST", "/chat", token, Some(first)).await;
+        assert_eq!(status, 200, "{text}");
+        let answer: Value = serde_json::from_str(&text).unwrap();
+        answer["sessionState"].as_str().unwrap().to_string()
+    }
+
+    /// A chat made through the history API (`POST /chat-history` with `body`), as alice: its id.
+    async fn created(&self, body: Value) -> String {
+        let alice = Some(self.alice.as_str());
+        let (_, created) = self.json("POST", "/chat-history", alice, body).await;
+        created["id"].as_str().unwrap().to_string()
+    }
+
+    /// [`World::send`] of `body`, whose answer is JSON.
+    async fn json(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Value,
+    ) -> (u16, Value) {
+        let (status, text) = self.send(method, path, token, Some(body)).await;
+        (status, serde_json::from_str(&text).unwrap())
     }
 }
 
@@ -171,24 +190,10 @@ async fn another_users_chat_is_404_on_every_route_and_unchanged() {
     let w = world().await;
     let alice = Some(w.alice.as_str());
     let bob = Some(w.bob.as_str());
-    let (status, text) = w
-        .send(
-            "POST",
-            "/chat",
-            alice,
-            Some(json!({"messages": [{"role": "user", "content": "secret"}]})),
-        )
-        .await;
-    assert_eq!(status, 200, "{text}");
-    let id = serde_json::from_str::<Value>(&text).unwrap()["sessionState"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = w.chat_started(alice, "secret").await;
     let messages_path = format!("/chat-history/{id}/messages");
-    let (_, before) = w.send("GET", &messages_path, alice, None).await;
-    let (_, list_before) = w
-        .send("GET", "/chat-history?mode=standard", alice, None)
-        .await;
+    let (_, before) = w.get(&messages_path, alice).await;
+    let (_, list_before) = w.get("/chat-history?mode=standard", alice).await;
 
     let not_found = r#"{"error":"There is no chat with that id."}"#;
     let turn = |state: &str| json!({"messages": [{"role": "user", "content": "mine now"}], "sessionState": state});
@@ -225,44 +230,23 @@ async fn another_users_chat_is_404_on_every_route_and_unchanged() {
         );
     }
     // Bob's list does not show it; Alice's chat and list are as they were.
-    let (_, bobs) = w
-        .send("GET", "/chat-history?mode=standard", bob, None)
-        .await;
+    let (_, bobs) = w.get("/chat-history?mode=standard", bob).await;
     assert_eq!(bobs, "[]");
-    assert_eq!(w.send("GET", &messages_path, alice, None).await.1, before);
-    assert_eq!(
-        w.send("GET", "/chat-history?mode=standard", alice, None)
-            .await
-            .1,
-        list_before
-    );
+    assert_eq!(w.get(&messages_path, alice).await.1, before);
+    let (_, list_after) = w.get("/chat-history?mode=standard", alice).await;
+    assert_eq!(list_after, list_before);
     // A chat that does not exist answers exactly the same.
-    assert_eq!(
-        w.send(
-            "GET",
-            "/chat-history/0123456789abcdef0123456789abcdef/messages",
-            alice,
-            None
-        )
-        .await,
-        (404, not_found.to_string())
-    );
+    let unknown = "/chat-history/0123456789abcdef0123456789abcdef/messages";
+    assert_eq!(w.get(unknown, alice).await, (404, not_found.to_string()));
 }
 
 #[tokio::test]
 async fn the_history_api_creates_lists_replaces_reads_and_deletes() {
     let w = world().await;
     let alice = Some(w.alice.as_str());
-    let (status, created) = w
-        .send(
-            "POST",
-            "/chat-history",
-            alice,
-            Some(json!({"mode": "multiAgent", "title": "Planning"})),
-        )
-        .await;
+    let body = json!({"mode": "multiAgent", "title": "Planning"});
+    let (status, created) = w.json("POST", "/chat-history", alice, body).await;
     assert_eq!(status, 201, "{created}");
-    let created: Value = serde_json::from_str(&created).unwrap();
     assert_eq!(created["title"], "Planning");
     assert_eq!(created["messageCount"], 0);
     assert_eq!(created["lastMessage"], "");
@@ -277,35 +261,23 @@ async fn the_history_api_creates_lists_replaces_reads_and_deletes() {
         {"id": "msg-1", "content": "Why is the sky blue", "role": "user", "timestamp": "09:45 AM"},
         {"id": "msg-2", "content": "Rayleigh scattering.", "role": "assistant", "timestamp": "09:46 AM", "agentIdentifier": "BusinessAnalyst", "agentName": "Business Analyst"}
     ]});
-    let (status, updated) = w
-        .send(
-            "PUT",
-            &format!("/chat-history/{id}"),
-            alice,
-            Some(replace.clone()),
-        )
-        .await;
+    let chat_path = format!("/chat-history/{id}");
+    let (status, updated) = w.json("PUT", &chat_path, alice, replace.clone()).await;
     assert_eq!(status, 200, "{updated}");
-    let updated: Value = serde_json::from_str(&updated).unwrap();
     assert_eq!(updated["mode"], "multiAgent");
     assert_eq!(updated["messageCount"], 2);
     assert_eq!(updated["lastMessage"], "Rayleigh scattering.");
 
-    let (_, messages) = w
-        .send("GET", &format!("/chat-history/{id}/messages"), alice, None)
-        .await;
+    let messages_path = format!("/chat-history/{id}/messages");
+    let (_, messages) = w.get(&messages_path, alice).await;
     assert_eq!(
         serde_json::from_str::<Value>(&messages).unwrap(),
         replace["messages"]
     );
 
-    let (_, standard) = w
-        .send("GET", "/chat-history?mode=standard", alice, None)
-        .await;
+    let (_, standard) = w.get("/chat-history?mode=standard", alice).await;
     assert_eq!(standard, "[]");
-    let (_, multi) = w
-        .send("GET", "/chat-history?mode=multiAgent", alice, None)
-        .await;
+    let (_, multi) = w.get("/chat-history?mode=multiAgent", alice).await;
     assert_eq!(
         serde_json::from_str::<Value>(&multi).unwrap()[0]["id"],
         json!(id)
@@ -320,12 +292,7 @@ async fn the_history_api_creates_lists_replaces_reads_and_deletes() {
         )
         .await;
     assert_eq!((status, body.as_str()), (200, ""));
-    assert_eq!(
-        w.send("GET", &format!("/chat-history/{id}/messages"), alice, None)
-            .await
-            .0,
-        404
-    );
+    assert_eq!(w.get(&messages_path, alice).await.0, 404);
 }
 
 #[tokio::test]
@@ -437,18 +404,7 @@ async fn a_chat_of_three_megabytes_reads_back_whole_through_the_api() {
     use chat_core::{SessionStore, StoredMessage};
     let w = world().await;
     let alice = Some(w.alice.as_str());
-    let (_, created) = w
-        .send(
-            "POST",
-            "/chat-history",
-            alice,
-            Some(json!({"mode": "standard"})),
-        )
-        .await;
-    let id = serde_json::from_str::<Value>(&created).unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = w.created(json!({"mode": "standard"})).await;
     // 3 MB in 40 messages of 75 000 characters, written through the store (a request body is capped far lower).
     let store = w.history.store();
     for turn in 0..20u32 {
@@ -474,9 +430,7 @@ async fn a_chat_of_three_megabytes_reads_back_whole_through_the_api() {
             .await
             .unwrap();
     }
-    let (status, text) = w
-        .send("GET", &format!("/chat-history/{id}/messages"), alice, None)
-        .await;
+    let (status, text) = w.get(&format!("/chat-history/{id}/messages"), alice).await;
     assert_eq!(status, 200);
     let messages: Vec<Value> = serde_json::from_str(&text).unwrap();
     assert_eq!(messages.len(), 40);
@@ -520,12 +474,7 @@ async fn signing_keys_can_come_from_a_jwks_url() {
         ("JWT_AUDIENCE", AUDIENCE),
         ("JWKS_URL", url.as_str()),
     ];
-    let auth = Auth::from_lookup(&|k: &str| {
-        env.iter()
-            .find(|(n, _)| *n == k)
-            .map(|(_, v)| v.to_string())
-    })
-    .unwrap();
+    let auth = harness::auth_from(&env);
     let good = token(&signer, "carol", AUDIENCE, 3600);
     assert_eq!(
         auth.caller(&request("GET", "/chat-history", Some(&good), None))
@@ -554,19 +503,7 @@ async fn a_very_long_subject_chats_and_sees_only_its_own_history() {
     similar.replace_range(2999.., "t");
     let first = token(&w.signer, &long, AUDIENCE, 3600);
     let second = token(&w.signer, &similar, AUDIENCE, 3600);
-    let (status, text) = w
-        .send(
-            "POST",
-            "/chat",
-            Some(&first),
-            Some(json!({"messages": [{"role": "user", "content": "long names"}]})),
-        )
-        .await;
-    assert_eq!(status, 200, "{text}");
-    let id = serde_json::from_str::<Value>(&text).unwrap()["sessionState"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = w.chat_started(Some(&first), "long names").await;
     let (status, text) = w
         .send(
             "POST",
@@ -580,9 +517,7 @@ async fn a_very_long_subject_chats_and_sees_only_its_own_history() {
 
     // A fresh token for the same subject finds the chat, with both turns.
     let again = token(&w.signer, &long, AUDIENCE, 3600);
-    let (status, list) = w
-        .send("GET", "/chat-history?mode=standard", Some(&again), None)
-        .await;
+    let (status, list) = w.get("/chat-history?mode=standard", Some(&again)).await;
     assert_eq!(status, 200, "{list}");
     let list: Value = serde_json::from_str(&list).unwrap();
     assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
@@ -591,31 +526,17 @@ async fn a_very_long_subject_chats_and_sees_only_its_own_history() {
 
     // A subject differing in its last character is someone else.
     let messages = format!("/chat-history/{id}/messages");
-    assert_eq!(
-        w.send("GET", "/chat-history?mode=standard", Some(&second), None)
-            .await,
-        (200, "[]".to_string())
-    );
-    assert_eq!(w.send("GET", &messages, Some(&second), None).await.0, 404);
-    assert_eq!(w.send("GET", &messages, Some(&first), None).await.0, 200);
+    let list = w.get("/chat-history?mode=standard", Some(&second)).await;
+    assert_eq!(list, (200, "[]".to_string()));
+    assert_eq!(w.get(&messages, Some(&second)).await.0, 404);
+    assert_eq!(w.get(&messages, Some(&first)).await.0, 200);
 }
 
 #[tokio::test]
 async fn a_save_with_a_field_over_its_bound_is_400_and_changes_nothing() {
     let w = world().await;
     let alice = Some(w.alice.as_str());
-    let (_, created) = w
-        .send(
-            "POST",
-            "/chat-history",
-            alice,
-            Some(json!({"mode": "multiAgent"})),
-        )
-        .await;
-    let id = serde_json::from_str::<Value>(&created).unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = w.created(json!({"mode": "multiAgent"})).await;
     let path = format!("/chat-history/{id}");
     let message = |field: &str, text: String| {
         let mut m = json!({"id": "m-1", "content": "hi", "role": "user", "timestamp": "10:15 AM"});
@@ -647,20 +568,15 @@ async fn a_save_with_a_field_over_its_bound_is_400_and_changes_nothing() {
             )
         );
     }
-    assert_eq!(
-        w.send("GET", &format!("{path}/messages"), alice, None)
-            .await,
-        (200, "[]".to_string())
-    );
+    let stored = w.get(&format!("{path}/messages"), alice).await;
+    assert_eq!(stored, (200, "[]".to_string()));
     // At their bounds, the fields are stored and read back as sent.
     let mut at = message("id", "i".repeat(200));
     at["messages"][0]["agentName"] = json!("n".repeat(200));
     at["messages"][0]["agentIdentifier"] = json!("a".repeat(200));
     at["messages"][0]["timestamp"] = json!("t".repeat(64));
     assert_eq!(w.send("PUT", &path, alice, Some(at.clone())).await.0, 200);
-    let (_, stored) = w
-        .send("GET", &format!("{path}/messages"), alice, None)
-        .await;
+    let (_, stored) = w.get(&format!("{path}/messages"), alice).await;
     assert_eq!(
         serde_json::from_str::<Value>(&stored).unwrap(),
         at["messages"]
@@ -695,11 +611,8 @@ async fn an_oversized_session_state_is_refused_without_reaching_the_store() {
             .await;
         assert_eq!(status, 413, "{path}");
     }
-    assert_eq!(
-        w.send("GET", "/chat-history?mode=standard", alice, None)
-            .await,
-        (200, "[]".to_string())
-    );
+    let list = w.get("/chat-history?mode=standard", alice).await;
+    assert_eq!(list, (200, "[]".to_string()));
 }
 
 /// A chat id in the path that does not decode (`%FF` is no UTF-8) names no chat: the same JSON 404 as any unknown

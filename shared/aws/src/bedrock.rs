@@ -290,6 +290,23 @@ fn guard_content(
 }
 
 /// The system prompt, then a cache point when caching: it is the same on every turn.
+/// `$builder` (of a `converse` or a `converse_stream` call: two builder types with the same setters) given
+/// everything of `$request` both calls send alike: the model, the system prompt, the messages, the tools, the
+/// inference settings, the extra fields, the latency and the tier. The guardrail is set apart (a stream's has more).
+macro_rules! asked {
+    ($builder:expr, $request:expr) => {
+        $builder
+            .model_id(&$request.model_id)
+            .set_system(Some(system($request)?))
+            .set_messages(Some(messages($request)?))
+            .set_tool_config(tool_config($request)?)
+            .inference_config(inference($request))
+            .set_additional_model_request_fields(additional_fields($request))
+            .set_performance_config(performance($request))
+            .set_service_tier(service_tier($request))
+    };
+}
+
 fn system(request: &ModelRequest) -> Result<Vec<SystemContentBlock>, ModelError> {
     let mut blocks = vec![SystemContentBlock::Text(request.system.clone())];
     if request.prompt_caching {
@@ -837,18 +854,8 @@ impl ChatModel for BedrockModel {
             input_tokens = Empty,
             output_tokens = Empty
         );
-        let call = self
-            .client
-            .converse()
-            .model_id(&request.model_id)
-            .set_system(Some(system(request)?))
-            .set_messages(Some(messages(request)?))
-            .set_tool_config(tool_config(request)?)
-            .inference_config(inference(request))
+        let call = asked!(self.client.converse(), request)
             .set_guardrail_config(guardrail(request))
-            .set_additional_model_request_fields(additional_fields(request))
-            .set_performance_config(performance(request))
-            .set_service_tier(service_tier(request))
             .send();
         let output = match tokio::time::timeout(self.timeout, call)
             .instrument(span.clone())
@@ -956,18 +963,8 @@ impl ChatModel for BedrockModel {
                 })
                 .build()
         });
-        let call = self
-            .client
-            .converse_stream()
-            .model_id(&request.model_id)
-            .set_system(Some(system(request)?))
-            .set_messages(Some(messages(request)?))
-            .set_tool_config(tool_config(request)?)
-            .inference_config(inference(request))
+        let call = asked!(self.client.converse_stream(), request)
             .set_guardrail_config(guardrail)
-            .set_additional_model_request_fields(additional_fields(request))
-            .set_performance_config(performance(request))
-            .set_service_tier(service_tier(request))
             .send();
         // Opening the stream counts towards the wait for the first text.
         let output = match tokio::time::timeout(self.timeout, call)

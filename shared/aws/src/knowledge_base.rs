@@ -201,34 +201,40 @@ pub fn retrieval_filter(filter: &MetadataFilter) -> Result<Condition, SearchErro
             key,
             Document::Array(values.iter().map(document).collect()),
         )?)),
-        MetadataFilter::AndAll(members) => {
-            let mut kept = Vec::new();
-            for member in members {
-                match retrieval_filter(member)? {
-                    Condition::Never => return Ok(Condition::Never),
-                    Condition::Always => {}
-                    Condition::Filter(f) => kept.push(f),
-                }
-            }
-            Ok(group(kept, RetrievalFilter::AndAll).map_or(Condition::Always, Condition::Filter))
-        }
-        MetadataFilter::OrAll(members) => {
-            let mut kept = Vec::new();
-            for member in members {
-                match retrieval_filter(member)? {
-                    Condition::Always => return Ok(Condition::Always),
-                    Condition::Never => {}
-                    Condition::Filter(f) => kept.push(f),
-                }
-            }
-            Ok(group(kept, RetrievalFilter::OrAll).map_or(Condition::Never, Condition::Filter))
-        }
+        MetadataFilter::AndAll(members) => joined(members, RetrievalFilter::AndAll, false),
+        MetadataFilter::OrAll(members) => joined(members, RetrievalFilter::OrAll, true),
     }
 }
 
 /// Members joined by `join` (`andAll` / `orAll`, both associative) so that each group has 2 to
 /// [`MAX_GROUP_MEMBERS`] members: one member stands alone, more than five are nested in groups of at most five.
 /// `None` for no members.
+/// A group of `members` joined by `join`: with `any` (an `OrAll`) a member that always holds makes the group
+/// always hold, and one that never holds is dropped (an empty group never holds); without (an `AndAll`) the other
+/// way round.
+fn joined(
+    members: &[MetadataFilter],
+    join: fn(Vec<RetrievalFilter>) -> RetrievalFilter,
+    any: bool,
+) -> Result<Condition, SearchError> {
+    let mut kept = Vec::new();
+    for member in members {
+        match retrieval_filter(member)? {
+            Condition::Filter(f) => kept.push(f),
+            // The member that decides the group: one that always holds for an `OrAll`, never for an `AndAll`.
+            Condition::Always if any => return Ok(Condition::Always),
+            Condition::Never if !any => return Ok(Condition::Never),
+            Condition::Always | Condition::Never => {}
+        }
+    }
+    let empty = if any {
+        Condition::Never
+    } else {
+        Condition::Always
+    };
+    Ok(group(kept, join).map_or(empty, Condition::Filter))
+}
+
 fn group(
     mut members: Vec<RetrievalFilter>,
     join: fn(Vec<RetrievalFilter>) -> RetrievalFilter,

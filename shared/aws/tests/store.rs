@@ -1,16 +1,18 @@
 //! The DynamoDB store against moto's server, through the real SDK client; faults between them through a fault
 //! proxy.
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use chat_aws::DynamoStore;
-use chat_core::ChatMode;
-use chat_core::Role;
-use chat_core::{SessionStore, StoreError, StoreTimeouts};
-use chat_testing::contract::{Subject, chat, id, message};
+use chat_core::{ChatMode, ChatService, Role, SessionStore, StoreError, StoreTimeouts};
+use chat_testing::contract::{AT, Subject, chat, fails, id, listed, message, numbered, seed, turn};
+use chat_testing::{Script, ScriptedModel};
 use local_dynamodb::LocalDynamo;
 use local_dynamodb::fault_proxy::{Fault, FaultProxy, TRANSACT_WRITE_ITEMS};
+
+mod support;
 
 /// A store on a fresh table, whose items under a chat the contract's checks can count.
 async fn fresh() -> Subject<DynamoStore> {
@@ -31,27 +33,9 @@ chat_testing::store_contract!(fresh());
 async fn expired_chats_are_ignored() {
     let (client, table) = LocalDynamo::shared().fresh_table().await;
     let store = DynamoStore::new(client.clone(), table.clone(), Some(30));
-    store
-        .create(
-            "alice",
-            &chat("e", "2026-01-01T00:00:00.000Z"),
-            &[message(Role::User, "x")],
-        )
-        .await
-        .unwrap();
-    let item = client
-        .get_item()
-        .table_name(&table)
-        .key("pk", AttributeValue::S(format!("CHAT#{}#alice", id("e"))))
-        .key("sk", AttributeValue::S("META".into()))
-        .send()
-        .await
-        .unwrap();
-    let expires: i64 = item.item().unwrap()["expiresAt"]
-        .as_n()
-        .unwrap()
-        .parse()
-        .unwrap();
+    seed(&store, "alice", "e", &[message(Role::User, "x")]).await;
+    let item = chat_item(&client, &table, "e").await;
+    let expires: i64 = item["expiresAt"].as_n().unwrap().parse().unwrap();
     let now = time::OffsetDateTime::now_utc().unix_timestamp();
     assert!(
         (expires - now - 30 * 86_400).abs() < 60,
@@ -61,25 +45,14 @@ async fn expired_chats_are_ignored() {
     client
         .update_item()
         .table_name(&table)
-        .key("pk", AttributeValue::S(format!("CHAT#{}#alice", id("e"))))
-        .key("sk", AttributeValue::S("META".into()))
+        .set_key(chat_key("e"))
         .update_expression("SET expiresAt = :past")
         .expression_attribute_values(":past", AttributeValue::N((now - 1).to_string()))
         .send()
         .await
         .unwrap();
-    assert_eq!(
-        store.load("alice", &id("e")).await.unwrap_err(),
-        StoreError::NotFound
-    );
-    assert!(
-        store
-            .list("alice", ChatMode::Standard, 10, None)
-            .await
-            .unwrap()
-            .items
-            .is_empty()
-    );
+    fails(store.load("alice", &id("e")), StoreError::NotFound, "load").await;
+    assert!(listed(&store, "alice", ChatMode::Standard).await.is_empty());
 }
 
 // ---- Faults between the store and DynamoDB, through a fault proxy -------------------------------------------------
@@ -105,22 +78,21 @@ async fn behind_proxy_on_table() -> (
     FaultProxy,
     (aws_sdk_dynamodb::Client, String),
 ) {
-    let (client, table) = LocalDynamo::shared().fresh_table().await;
-    let proxy = FaultProxy::start(&LocalDynamo::shared().endpoint())
-        .await
-        .unwrap();
-    let sdk = LocalDynamo::sdk_config_at(&proxy.endpoint()).await;
-    (
-        DynamoStore::from_config(&sdk, &table, None, TIMEOUTS),
-        DynamoStore::new(client.clone(), table.clone(), None),
-        proxy,
-        (client, table),
-    )
+    support::behind_proxy(TIMEOUTS).await
 }
 
 /// Runs `op`, which must fail as unavailable, within the operation timeout and a second.
 async fn unavailable_in_time<T: std::fmt::Debug>(
     what: &str,
+    op: impl Future<Output = Result<T, StoreError>>,
+) {
+    unavailable_within(what, TIMEOUTS.operation, op).await;
+}
+
+/// Runs `op`, which must fail as unavailable, within `limit` and a second.
+async fn unavailable_within<T: std::fmt::Debug>(
+    what: &str,
+    limit: Duration,
     op: impl Future<Output = Result<T, StoreError>>,
 ) {
     let started = Instant::now();
@@ -131,7 +103,7 @@ async fn unavailable_in_time<T: std::fmt::Debug>(
         "{what}: {result:?}"
     );
     assert!(
-        took <= TIMEOUTS.operation + Duration::from_secs(1),
+        took <= limit + Duration::from_secs(1),
         "{what} took {took:?}"
     );
 }
@@ -140,15 +112,12 @@ async fn unavailable_in_time<T: std::fmt::Debug>(
 async fn a_silent_store_is_unavailable_within_its_timeout() {
     let (store, direct, proxy) = behind_proxy().await;
     let first = [message(Role::User, "hello")];
-    direct
-        .create("alice", &chat("quiet", "2026-01-01T00:00:00.000Z"), &first)
-        .await
-        .unwrap();
+    seed(&direct, "alice", "quiet", &first).await;
     proxy.set(Fault::Silent);
     unavailable_in_time("load", store.load("alice", &id("quiet"))).await;
     unavailable_in_time("list", store.list("alice", ChatMode::Standard, 10, None)).await;
-    let turn = [message(Role::User, "q"), message(Role::Assistant, "a")];
-    unavailable_in_time("append", store.append("alice", &id("quiet"), &turn)).await;
+    let asked = turn("q", "a");
+    unavailable_in_time("append", store.append("alice", &id("quiet"), &asked)).await;
     // Nothing landed, and once the store answers again, so does the store.
     proxy.set(Fault::None);
     let (record, msgs) = store.load("alice", &id("quiet")).await.unwrap();
@@ -158,39 +127,25 @@ async fn a_silent_store_is_unavailable_within_its_timeout() {
 #[tokio::test]
 async fn a_store_that_refuses_connections_is_unavailable() {
     let (store, direct, proxy) = behind_proxy().await;
-    direct
-        .create("alice", &chat("closed", "2026-01-01T00:00:00.000Z"), &[])
-        .await
-        .unwrap();
+    seed(&direct, "alice", "closed", &[]).await;
     // A connection first, so that the refusal also ends one the client holds.
     store.load("alice", &id("closed")).await.unwrap();
     proxy.set(Fault::Refuse);
     unavailable_in_time("load", store.load("alice", &id("closed"))).await;
-    let turn = [message(Role::User, "q")];
-    unavailable_in_time("append", store.append("alice", &id("closed"), &turn)).await;
+    let question = [message(Role::User, "q")];
+    unavailable_in_time("append", store.append("alice", &id("closed"), &question)).await;
     proxy.set(Fault::None);
-    assert_eq!(
-        store
-            .load("alice", &id("closed"))
-            .await
-            .unwrap()
-            .0
-            .message_count,
-        0
-    );
+    let (record, _) = store.load("alice", &id("closed")).await.unwrap();
+    assert_eq!(record.message_count, 0);
 }
 
 #[tokio::test]
 async fn a_turn_whose_answer_is_lost_once_is_stored_once() {
     let (store, direct, proxy) = behind_proxy().await;
-    let first = [message(Role::User, "q0"), message(Role::Assistant, "a0")];
-    direct
-        .create("alice", &chat("once", "2026-01-01T00:00:00.000Z"), &first)
-        .await
-        .unwrap();
+    let first = support::chat_of_one_turn(&direct, "once").await;
     proxy.set(Fault::drop_responses(TRANSACT_WRITE_ITEMS, Some(1)));
-    let turn = [message(Role::User, "q1"), message(Role::Assistant, "a1")];
-    let record = store.append("alice", &id("once"), &turn).await.unwrap();
+    let second = turn("q1", "a1");
+    let record = store.append("alice", &id("once"), &second).await.unwrap();
     assert_eq!(proxy.dropped(), 1);
     assert!(
         proxy.forwarded(TRANSACT_WRITE_ITEMS) >= 2,
@@ -199,20 +154,16 @@ async fn a_turn_whose_answer_is_lost_once_is_stored_once() {
     assert_eq!(record.message_count, 4);
     let (stored, msgs) = direct.load("alice", &id("once")).await.unwrap();
     assert_eq!(stored.message_count, 4);
-    assert_eq!(msgs, [first.as_slice(), &turn].concat());
+    assert_eq!(msgs, [first.as_slice(), &second].concat());
 }
 
 #[tokio::test]
 async fn a_turn_whose_answer_is_lost_on_every_attempt_is_stored_once_and_succeeds() {
     let (store, direct, proxy) = behind_proxy().await;
-    let first = [message(Role::User, "q0"), message(Role::Assistant, "a0")];
-    direct
-        .create("alice", &chat("always", "2026-01-01T00:00:00.000Z"), &first)
-        .await
-        .unwrap();
+    let first = support::chat_of_one_turn(&direct, "always").await;
     proxy.set(Fault::drop_responses(TRANSACT_WRITE_ITEMS, None));
-    let turn = [message(Role::User, "q1"), message(Role::Assistant, "a1")];
-    let record = store.append("alice", &id("always"), &turn).await.unwrap();
+    let second = turn("q1", "a1");
+    let record = store.append("alice", &id("always"), &second).await.unwrap();
     let sent = proxy.forwarded(TRANSACT_WRITE_ITEMS);
     assert!(sent >= 2, "the SDK tried {sent} times");
     assert_eq!(
@@ -222,24 +173,24 @@ async fn a_turn_whose_answer_is_lost_on_every_attempt_is_stored_once_and_succeed
     );
     assert_eq!(record.message_count, 4);
     let (_, msgs) = direct.load("alice", &id("always")).await.unwrap();
-    assert_eq!(msgs, [first.as_slice(), &turn].concat());
+    assert_eq!(msgs, [first.as_slice(), &second].concat());
     // A client that sends the same turn again makes a new request, which is a new turn, as any request is.
     proxy.set(Fault::None);
-    store.append("alice", &id("always"), &turn).await.unwrap();
+    store.append("alice", &id("always"), &second).await.unwrap();
     let (record, msgs) = direct.load("alice", &id("always")).await.unwrap();
     assert_eq!(record.message_count, 6);
-    assert_eq!(msgs, [first.as_slice(), &turn, &turn].concat());
+    assert_eq!(msgs, [first.as_slice(), &second, &second].concat());
 }
 
 #[tokio::test]
 async fn a_new_chat_whose_answer_is_lost_is_created_once() {
     let (store, direct, proxy) = behind_proxy().await;
-    let turn = [message(Role::User, "q"), message(Role::Assistant, "a")];
+    let first = turn("q", "a");
     for (name, times) in [("lost-once", Some(1)), ("lost-always", None)] {
         proxy.set(Fault::drop_responses(TRANSACT_WRITE_ITEMS, times));
         let dropped_before = proxy.dropped();
         let created = store
-            .create("alice", &chat(name, "2026-01-01T00:00:00.000Z"), &turn)
+            .create("alice", &chat(name, AT), &first)
             .await
             .unwrap_or_else(|e| panic!("{name}: {e:?}"));
         assert!(
@@ -248,22 +199,14 @@ async fn a_new_chat_whose_answer_is_lost_is_created_once() {
         );
         assert_eq!(created.message_count, 2, "{name}");
         let (_, msgs) = direct.load("alice", &id(name)).await.unwrap();
-        assert_eq!(msgs, turn, "{name}");
+        assert_eq!(msgs, first, "{name}");
     }
     proxy.set(Fault::None);
-    let listed = direct
-        .list("alice", ChatMode::Standard, 10, None)
-        .await
-        .unwrap();
-    assert_eq!(listed.items.len(), 2);
+    assert_eq!(listed(&direct, "alice", ChatMode::Standard).await.len(), 2);
     // A second create of the same id is still refused: only the write's own attempts count as its own.
-    assert_eq!(
-        store
-            .create("alice", &chat("lost-once", "x"), &turn)
-            .await
-            .unwrap_err(),
-        StoreError::AlreadyExists
-    );
+    let same = chat("lost-once", "x");
+    let again = store.create("alice", &same, &first);
+    fails(again, StoreError::AlreadyExists, "a second create").await;
 }
 
 /// The items under the key of alice's chat `chat` (a name).
@@ -303,27 +246,12 @@ async fn items_under(
 
 #[tokio::test]
 async fn a_replace_whose_answer_is_lost_lands_once_and_keeps_its_messages() {
-    let (client, table) = LocalDynamo::shared().fresh_table().await;
-    let proxy = FaultProxy::start(&LocalDynamo::shared().endpoint())
-        .await
-        .unwrap();
-    let sdk = LocalDynamo::sdk_config_at(&proxy.endpoint()).await;
-    let store = DynamoStore::from_config(&sdk, &table, None, TIMEOUTS);
-    let direct = DynamoStore::new(client.clone(), table.clone(), None);
-    let old: Vec<_> = (0..3)
-        .map(|i| message(Role::User, &format!("old {i}")))
-        .collect();
-    direct
-        .create("alice", &chat("put", "2026-01-01T00:00:00.000Z"), &old)
-        .await
-        .unwrap();
+    let (store, direct, proxy, (client, table)) = behind_proxy_on_table().await;
+    let old = numbered(Role::User, "old ", 3);
+    seed(&direct, "alice", "put", &old).await;
     // One transaction (the answer lost once, then on every attempt), then three (the first one's answer lost).
-    let small: Vec<_> = (0..2)
-        .map(|i| message(Role::Assistant, &format!("new {i}")))
-        .collect();
-    let large: Vec<_> = (0..150)
-        .map(|i| message(Role::Assistant, &format!("large {i}")))
-        .collect();
+    let small = numbered(Role::Assistant, "new ", 2);
+    let large = numbered(Role::Assistant, "large ", 150);
     for (what, times, messages) in [
         ("once", Some(1), &small),
         ("always", None, &small),
@@ -364,11 +292,7 @@ const UPDATE_ITEM: &str = "DynamoDB_20120810.UpdateItem";
 #[tokio::test]
 async fn a_rename_is_one_update_and_one_whose_answer_is_lost_is_read_back() {
     let (store, direct, proxy) = behind_proxy().await;
-    let first = [message(Role::User, "q0"), message(Role::Assistant, "a0")];
-    direct
-        .create("alice", &chat("named", "2026-01-01T00:00:00.000Z"), &first)
-        .await
-        .unwrap();
+    let first = support::chat_of_one_turn(&direct, "named").await;
     // One call: no read before it, nothing but the chat item written.
     let before = proxy.operations().len();
     let renamed = store
@@ -377,7 +301,7 @@ async fn a_rename_is_one_update_and_one_whose_answer_is_lost_is_read_back() {
         .unwrap();
     assert_eq!(proxy.operations()[before..], ["UpdateItem"]);
     assert_eq!(renamed.title, "First name");
-    assert_eq!(renamed.last_updated, "2026-01-01T00:00:00.000Z");
+    assert_eq!(renamed.last_updated, AT);
 
     // Every answer to the update lost: the SDK sends it again, then the store reads the chat back and finds the
     // title it wrote.
@@ -405,17 +329,9 @@ async fn a_rename_is_one_update_and_one_whose_answer_is_lost_is_read_back() {
     // operation timeout (the update may have landed before the silence: only a read can tell), and the title as
     // it was.
     proxy.set(Fault::Silent);
-    let started = Instant::now();
-    let result = store.rename("alice", &id("named"), "Third").await;
-    let took = started.elapsed();
-    assert!(
-        matches!(result, Err(StoreError::Unavailable(_))),
-        "{result:?}"
-    );
-    assert!(
-        took <= 2 * TIMEOUTS.operation + Duration::from_secs(1),
-        "rename took {took:?}"
-    );
+    let named = id("named");
+    let rename = store.rename("alice", &named, "Third");
+    unavailable_within("rename", 2 * TIMEOUTS.operation, rename).await;
     proxy.set(Fault::None);
     assert_eq!(
         direct.load("alice", &id("named")).await.unwrap().0.title,
@@ -431,50 +347,14 @@ async fn a_rename_is_one_update_and_one_whose_answer_is_lost_is_read_back() {
 /// context budget, a turn read the chat whole in one query: reads that grew with the chat.)
 #[tokio::test]
 async fn a_continued_turn_reads_once_and_writes_once() {
-    use chat_core::{Caller, ChatService, ChatSettings, Message, Overrides, TurnInput};
-
-    use chat_testing::{Script, ScriptedModel};
-
     let (store, _direct, proxy) = behind_proxy().await;
     let model = ScriptedModel::new();
-    let service = ChatService::new(
-        model.clone(),
-        store,
-        ChatSettings {
-            model_id: "test.model-v1".into(),
-            system_prompt: "Be brief.".into(),
-            default_max_tokens: 256,
-            guardrail: None,
-            limits: Default::default(),
-            retrieval: Default::default(),
-            model: chat_core::ModelOptions::for_model("test.model-v1", 8192),
-        },
-    );
-    let alice = Caller::owner("alice");
-    let ask = |text: &str, session: Option<&str>| TurnInput {
-        messages: vec![Message::new(Role::User, text)],
-        overrides: Overrides::default(),
-        session_state: session.map(|s| serde_json::Value::String(s.into())),
-        session_field: "sessionState",
-        store_new_chat: true,
-    };
-    let mut calls_per_turn = Vec::new();
-    let mut chat_id = None;
-    for turn in 0..20 {
-        model.push(Script::text(format!("answer {turn}")));
-        let before = proxy.operations().len();
-        let answer = service
-            .answer(
-                &alice,
-                &ask(&format!("question {turn}"), chat_id.as_deref()),
-            )
-            .await
-            .unwrap();
-        chat_id = answer
-            .session_state
-            .and_then(|s| s.as_str().map(str::to_string));
-        calls_per_turn.push(proxy.operations()[before..].join(" "));
-    }
+    let service = ChatService::new(model.clone(), store, chat_testing::settings());
+    let turns = support::turns_through(&service, &model, &proxy, 20, |turn| {
+        Script::text(format!("answer {turn}"))
+    })
+    .await;
+    let calls_per_turn: Vec<String> = turns.into_iter().map(|(calls, _)| calls).collect();
     assert_eq!(calls_per_turn[0], "TransactWriteItems", "a new chat");
     for (turn, calls) in calls_per_turn.iter().enumerate().skip(1) {
         // One query reads the chat item and what the budget takes (here, all of it).
@@ -485,18 +365,30 @@ async fn a_continued_turn_reads_once_and_writes_once() {
     assert_eq!(last.messages.len(), 39);
 }
 
+/// The chat item of alice's chat `chat` (a name), as it is in the table.
+async fn chat_item(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    chat: &str,
+) -> HashMap<String, AttributeValue> {
+    let get = client.get_item().table_name(table).set_key(chat_key(chat));
+    get.send().await.unwrap().item.unwrap()
+}
+
+/// The key of alice's chat `chat`'s chat item.
+fn chat_key(chat: &str) -> Option<HashMap<String, AttributeValue>> {
+    Some(HashMap::from([
+        (
+            "pk".into(),
+            AttributeValue::S(format!("CHAT#{}#alice", id(chat))),
+        ),
+        ("sk".into(), AttributeValue::S("META".into())),
+    ]))
+}
+
 /// The generation alice's chat `chat` is at, from its chat item.
 async fn generation_of(client: &aws_sdk_dynamodb::Client, table: &str, chat: &str) -> String {
-    let item = client
-        .get_item()
-        .table_name(table)
-        .key("pk", AttributeValue::S(format!("CHAT#{}#alice", id(chat))))
-        .key("sk", AttributeValue::S("META".into()))
-        .send()
-        .await
-        .unwrap()
-        .item
-        .unwrap();
+    let item = chat_item(client, table, chat).await;
     item["generation"].as_s().unwrap().clone()
 }
 
@@ -523,17 +415,8 @@ async fn put_message_item(client: &aws_sdk_dynamodb::Client, table: &str, chat: 
 #[tokio::test]
 async fn a_turn_reads_past_another_generations_items_and_ones_not_counted_yet() {
     let (store, direct, proxy, (client, table)) = behind_proxy_on_table().await;
-    let messages: Vec<_> = (0..30)
-        .map(|i| message(Role::User, &format!("m{i}")))
-        .collect();
-    direct
-        .create(
-            "alice",
-            &chat("mixed", "2026-01-01T00:00:00.000Z"),
-            &messages,
-        )
-        .await
-        .unwrap();
+    let messages = numbered(Role::User, "m", 30);
+    seed(&direct, "alice", "mixed", &messages).await;
     let generation = generation_of(&client, &table, "mixed").await;
     assert!(
         generation.starts_with('h') && generation.len() == 17,
@@ -598,21 +481,21 @@ async fn a_turn_reads_past_another_generations_items_and_ones_not_counted_yet() 
         .await
         .unwrap();
     assert_eq!(page.items, messages);
-    let turn = [message(Role::User, "q"), message(Role::Assistant, "a")];
+    let asked = turn("q", "a");
     let before = proxy.operations().len();
     store
         .append_after(
             "alice",
             &id("mixed"),
             loaded.mark.as_ref(),
-            &turn,
+            &asked,
             &Default::default(),
         )
         .await
         .unwrap();
     assert_eq!(proxy.operations()[before..], ["TransactWriteItems"]);
     let (_, all) = direct.load("alice", &id("mixed")).await.unwrap();
-    assert_eq!(all, [messages.as_slice(), &turn].concat());
+    assert_eq!(all, [messages.as_slice(), &asked].concat());
 
     // A delete takes every item under the chat, whatever its generation or where it sorts.
     store.delete("alice", &id("mixed")).await.unwrap();
@@ -628,14 +511,7 @@ async fn a_turn_reads_messages_over_several_pages_whole() {
     let messages: Vec<_> = (0..6)
         .map(|i| message(Role::Assistant, &format!("{i}{}", "x".repeat(500_000))))
         .collect();
-    direct
-        .create(
-            "alice",
-            &chat("pages", "2026-01-01T00:00:00.000Z"),
-            &messages,
-        )
-        .await
-        .unwrap();
+    seed(&direct, "alice", "pages", &messages).await;
     let before = proxy.operations().len();
     let loaded = store
         .load_for_turn("alice", &id("pages"), chat_core::HistoryBudget::UNLIMITED)
@@ -665,17 +541,8 @@ async fn a_turn_reads_messages_over_several_pages_whole() {
 #[tokio::test]
 async fn a_long_chat_of_short_messages_reads_on_from_its_first_query() {
     let (store, direct, proxy) = behind_proxy().await;
-    let messages: Vec<_> = (0..400)
-        .map(|i| message(Role::User, &format!("m{i}")))
-        .collect();
-    direct
-        .create(
-            "alice",
-            &chat("short", "2026-01-01T00:00:00.000Z"),
-            &messages,
-        )
-        .await
-        .unwrap();
+    let messages = numbered(Role::User, "m", 400);
+    seed(&direct, "alice", "short", &messages).await;
     for tokens in [0, 64, 640, 1_280, 100_000] {
         let budget = chat_core::HistoryBudget { tokens };
         let before = proxy.operations().len();

@@ -14,9 +14,10 @@ use chat_core::{
     ChatMode, ChatRecord, HistoryBudget, Role, SessionStore, StoreTimeouts, StoredFile,
     StoredMessage, TokenUsage, ToolExchange, ToolStatus, UsageTotals, estimate_stored_tokens,
 };
-use chat_testing::contract::{id, spent};
+use chat_testing::contract::{all_pages, id, spent};
 use local_dynamodb::LocalDynamo;
-use local_dynamodb::fault_proxy::FaultProxy;
+
+mod support;
 
 /// The old chat's messages' generation.
 const GENERATION: &str = "00000000deadbeef";
@@ -67,13 +68,8 @@ fn tools() -> Vec<ToolExchange> {
 fn messages() -> Vec<StoredMessage> {
     let message = |id: &str, role, content: String| StoredMessage {
         id: id.into(),
-        role,
-        content,
         timestamp: "10:15 AM".into(),
-        agent_identifier: None,
-        agent_name: None,
-        files: Vec::new(),
-        tools: Vec::new(),
+        ..chat_testing::contract::message(role, &content)
     };
     vec![
         StoredMessage {
@@ -215,20 +211,9 @@ async fn a_chat_in_the_old_layout_reads_back_whole_and_takes_a_turn() {
         .unwrap();
     assert_eq!(newest.messages, expected[2..]);
 
-    let mut paged = Vec::new();
-    let mut cursor = None;
-    loop {
-        let page = store
-            .load_page("alice", &chat_id, cursor.as_deref(), 1, usize::MAX)
-            .await
-            .unwrap();
-        assert_eq!(page.items.len(), 1);
-        paged.extend(page.items);
-        match page.next_cursor {
-            Some(next) => cursor = Some(next),
-            None => break,
-        }
-    }
+    let paged = pages_of(&store, &chat_id, 1).await;
+    assert!(paged.iter().all(|page| page.len() == 1), "{paged:?}");
+    let paged = paged.concat();
     assert_eq!(paged, expected);
 
     let listed = store
@@ -280,28 +265,21 @@ async fn a_chat_in_the_old_layout_reads_back_whole_and_takes_a_turn() {
 /// turn reads in one query.
 #[tokio::test]
 async fn an_old_chat_takes_turns_and_a_rewrite_moves_its_messages_before_its_chat_item() {
-    let (client, table) = LocalDynamo::shared().fresh_table().await;
-    let proxy = FaultProxy::start(&LocalDynamo::shared().endpoint())
-        .await
-        .unwrap();
-    let sdk = LocalDynamo::sdk_config_at(&proxy.endpoint()).await;
     let timeouts = StoreTimeouts {
         connect: Duration::from_secs(2),
         attempt: Duration::from_secs(5),
         operation: Duration::from_secs(10),
     };
-    let store = DynamoStore::from_config(&sdk, &table, None, timeouts);
+    let (store, _, proxy, (client, table)) = support::behind_proxy(timeouts).await;
     let chat_id = id("moved");
     put_old_chat(&client, &table, &chat_id).await;
     let old = messages();
     let calls = |from: usize| proxy.operations()[from..].join(" ");
+    let read_whole = || store.load_for_turn("alice", &chat_id, HistoryBudget::UNLIMITED);
 
     // A turn of the old chat: two queries (the chat item, then its messages after it) and the write.
     let before = proxy.operations().len();
-    let loaded = store
-        .load_for_turn("alice", &chat_id, HistoryBudget::UNLIMITED)
-        .await
-        .unwrap();
+    let loaded = read_whole().await.unwrap();
     assert_eq!(loaded.messages, old);
     let turn = vec![
         StoredMessage {
@@ -351,25 +329,10 @@ async fn an_old_chat_takes_turns_and_a_rewrite_moves_its_messages_before_its_cha
     // Every read as before, and a turn in one query and one write.
     let (record, msgs) = store.load("alice", &chat_id).await.unwrap();
     assert_eq!((record.message_count, &msgs), (125, &all));
-    let mut paged = Vec::new();
-    let mut cursor = None;
-    loop {
-        let page = store
-            .load_page("alice", &chat_id, cursor.as_deref(), 50, usize::MAX)
-            .await
-            .unwrap();
-        paged.extend(page.items);
-        match page.next_cursor {
-            Some(next) => cursor = Some(next),
-            None => break,
-        }
-    }
-    assert_eq!(paged, all);
+    let paged = pages_of(&store, &chat_id, 50).await;
+    assert_eq!(paged.concat(), all);
     let before = proxy.operations().len();
-    let loaded = store
-        .load_for_turn("alice", &chat_id, HistoryBudget::UNLIMITED)
-        .await
-        .unwrap();
+    let loaded = read_whole().await.unwrap();
     assert_eq!(loaded.messages, all);
     assert_eq!(loaded.items_read, 1 + 126);
     store
@@ -386,6 +349,15 @@ async fn an_old_chat_takes_turns_and_a_rewrite_moves_its_messages_before_its_cha
 }
 
 /// How many items under alice's chat have a sort key that starts with `prefix`.
+/// Every page of alice's chat `chat_id`, `size` messages a page.
+async fn pages_of(store: &DynamoStore, chat_id: &str, size: usize) -> Vec<Vec<StoredMessage>> {
+    all_pages(|cursor| async move {
+        let page = store.load_page("alice", chat_id, cursor.as_deref(), size, usize::MAX);
+        page.await.unwrap()
+    })
+    .await
+}
+
 async fn messages_under(client: &Client, table: &str, chat_id: &str, prefix: &str) -> i32 {
     client
         .query()

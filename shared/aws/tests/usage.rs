@@ -4,9 +4,11 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use chat_aws::{DynamoStore, DynamoUsage};
-use chat_core::{Hold, Limits, Periods, Reserve, UsageLedger};
+use chat_core::{Hold, LimitOverrides, Limits, Periods, Reserve, UsageLedger};
 use chat_testing::usage_contract;
 use local_dynamodb::LocalDynamo;
+
+mod support;
 
 async fn fresh() -> (DynamoUsage, aws_sdk_dynamodb::Client, String) {
     let (client, table) = LocalDynamo::shared().fresh_table().await;
@@ -14,46 +16,11 @@ async fn fresh() -> (DynamoUsage, aws_sdk_dynamodb::Client, String) {
     (ledger, client, table)
 }
 
-#[tokio::test]
-async fn spending_adds_up_per_owner_and_period() {
-    usage_contract::spending_adds_up_per_owner_and_period(&fresh().await.0).await;
-}
-
-#[tokio::test]
-async fn a_hold_is_counted_until_settled() {
-    usage_contract::a_hold_is_counted_until_settled(&fresh().await.0).await;
-}
-
-#[tokio::test]
-async fn a_settlement_sent_twice_counts_once() {
-    usage_contract::a_settlement_sent_twice_counts_once(&fresh().await.0).await;
-}
-
-#[tokio::test]
-async fn admission_is_one_atomic_step() {
-    usage_contract::admission_is_one_atomic_step(&fresh().await.0).await;
-}
-
-#[tokio::test]
-async fn turns_in_progress_count_against_a_quota() {
-    usage_contract::turns_in_progress_count_against_a_quota(&fresh().await.0).await;
-}
-
-#[tokio::test]
-async fn the_rate_window_slides_across_a_minute_boundary() {
-    usage_contract::the_rate_window_slides_across_a_minute_boundary(&fresh().await.0).await;
-}
-
-#[tokio::test]
-async fn concurrent_turns_all_count() {
-    usage_contract::concurrent_turns_all_count(&fresh().await.0).await;
-}
-
-/// The operator's item, written as docs/operations.md writes it (`put-item` with number attributes).
-#[tokio::test]
-async fn an_operators_limits_are_read_back() {
+/// A fresh ledger whose operator's items are written as docs/operations.md writes them (`put-item` with number
+/// attributes).
+async fn subject() -> usage_contract::Subject {
     let (ledger, client, table) = fresh().await;
-    usage_contract::an_operators_limits_are_read_back(&ledger, |owner, limits| {
+    usage_contract::Subject::new(ledger, move |owner, limits: LimitOverrides| {
         let mut put = client
             .put_item()
             .table_name(&table)
@@ -81,8 +48,10 @@ async fn an_operators_limits_are_read_back() {
             put.send().await.unwrap();
         }
     })
-    .await;
 }
+
+// The counters' contract, checked here on DynamoDB as the in-memory counters' are in chat-testing.
+chat_testing::usage_contract!(subject());
 
 /// Each counter expires after its period, so the table does not grow with every user's every day; so does a hold
 /// never settled.
@@ -147,10 +116,10 @@ async fn counters_expire_after_their_period() {
 // ---- A stored turn's settlement, in the turn's own transaction ---------------------------------------------------
 
 use chat_core::{
-    Caller, Charged, ChatService, ChatSettings, HistoryBudget, Message, Overrides, Role,
-    SessionStore, TokenUsage, TurnInput, UsageCharge, UsageSnapshot, UsageTotals,
+    Caller, Charged, ChatService, HistoryBudget, Role, SessionStore, TokenUsage, TurnInput,
+    UsageCharge, UsageSnapshot, UsageTotals,
 };
-use chat_testing::contract::{chat, id, message};
+use chat_testing::contract::{AT, chat, id, message, numbered, turn};
 use chat_testing::{InMemoryUsage, Script, ScriptedModel};
 use local_dynamodb::fault_proxy::{Fault, FaultProxy, TRANSACT_WRITE_ITEMS};
 
@@ -162,45 +131,13 @@ async fn behind_proxy() -> (
     FaultProxy,
     (aws_sdk_dynamodb::Client, String),
 ) {
-    let (client, table) = LocalDynamo::shared().fresh_table().await;
-    let proxy = FaultProxy::start(&LocalDynamo::shared().endpoint())
-        .await
-        .unwrap();
-    let sdk = LocalDynamo::sdk_config_at(&proxy.endpoint()).await;
-    (
-        DynamoStore::from_config(&sdk, &table, None, Default::default()),
-        DynamoStore::new(client.clone(), table.clone(), None),
-        proxy,
-        (client, table),
-    )
+    support::behind_proxy(Default::default()).await
 }
 
 fn service(store: DynamoStore, model: &ScriptedModel) -> ChatService<ScriptedModel, DynamoStore> {
     let ledger: std::sync::Arc<dyn UsageLedger> = std::sync::Arc::new(store.usage_ledger());
-    ChatService::new(
-        model.clone(),
-        store,
-        ChatSettings {
-            model_id: "test.model-v1".into(),
-            system_prompt: "Be brief.".into(),
-            default_max_tokens: 256,
-            guardrail: None,
-            limits: Default::default(),
-            retrieval: Default::default(),
-            model: chat_core::ModelOptions::for_model("test.model-v1", 8192),
-        },
-    )
-    .with_usage(Some(ledger), Default::default())
-}
-
-fn ask(text: &str, session: Option<&str>, store_new_chat: bool) -> TurnInput {
-    TurnInput {
-        messages: vec![Message::new(Role::User, text)],
-        overrides: Overrides::default(),
-        session_state: session.map(|s| serde_json::Value::String(s.into())),
-        session_field: "sessionState",
-        store_new_chat,
-    }
+    ChatService::new(model.clone(), store, chat_testing::settings())
+        .with_usage(Some(ledger), Default::default())
 }
 
 /// alice's counters now, read directly.
@@ -243,25 +180,15 @@ async fn a_stored_turn_is_settled_in_its_own_transaction() {
     let (store, direct, proxy, table) = behind_proxy().await;
     let model = ScriptedModel::new();
     let service = service(store, &model);
-    let alice = Caller::owner("alice");
+    let turns = support::turns_through(&service, &model, &proxy, 3, |turn| {
+        Script::text(format!("answer {turn}")).usage(10, 5)
+    })
+    .await;
     let mut calls = Vec::new();
-    let mut chat_id = None;
     let mut spent = UsageTotals::default();
-    for turn in 0..3 {
-        model.push(Script::text(format!("answer {turn}")).usage(10, 5));
-        let before = proxy.operations().len();
-        let answer = service
-            .answer(
-                &alice,
-                &ask(&format!("question {turn}"), chat_id.as_deref(), true),
-            )
-            .await
-            .unwrap();
+    for (called, answer) in turns {
         spent.add(&answer.spent.totals);
-        chat_id = answer
-            .session_state
-            .and_then(|s| s.as_str().map(str::to_string));
-        calls.push(proxy.operations()[before..].join(" "));
+        calls.push(called);
     }
     assert_eq!(
         calls,
@@ -302,11 +229,7 @@ async fn a_stored_turn_is_settled_in_its_own_transaction() {
     );
     for _ in 0..3 {
         let hold = Hold::new("bob", ceiling, now);
-        ledger
-            .admit(&hold, &Limits::default())
-            .await
-            .unwrap()
-            .unwrap();
+        usage_contract::admit(&ledger, &hold).await;
         ledger.settle(&hold, &each, None).await.unwrap();
     }
     for sk in [
@@ -328,8 +251,12 @@ async fn a_turn_not_stored_is_settled_through_the_ledger() {
     let service = service(store, &model);
     model.push(Script::text("answer").usage(10, 5));
     let before = proxy.operations().len();
+    let unstored = TurnInput {
+        store_new_chat: false,
+        ..chat_testing::ask("question", None)
+    };
     service
-        .answer(&Caller::owner("alice"), &ask("question", None, false))
+        .answer(&Caller::owner("alice"), &unstored)
         .await
         .unwrap();
     assert_eq!(
@@ -364,25 +291,37 @@ async fn admitted(ledger: &DynamoUsage) -> Hold {
         },
         time::OffsetDateTime::now_utc(),
     );
-    ledger
-        .admit(&hold, &Limits::default())
-        .await
-        .unwrap()
-        .unwrap();
+    usage_contract::admit(ledger, &hold).await;
     hold
 }
 
 /// A chat of alice's with two messages, and a turn's read of it (its mark).
 async fn chat_read_for_a_turn(direct: &DynamoStore, name: &str) -> chat_core::LoadedChat {
-    let first = [message(Role::User, "q0"), message(Role::Assistant, "a0")];
-    direct
-        .create("alice", &chat(name, "2026-01-01T00:00:00.000Z"), &first)
-        .await
-        .unwrap();
+    support::chat_of_one_turn(direct, name).await;
     direct
         .load_for_turn("alice", &id(name), HistoryBudget::UNLIMITED)
         .await
         .unwrap()
+}
+
+/// Appends `messages` to alice's chat `name` as of `read`, charging `spent` to `hold` in `ledger` in the same
+/// write where it has room.
+async fn append_charging(
+    store: &DynamoStore,
+    name: &str,
+    read: &chat_core::LoadedChat,
+    messages: &[chat_core::StoredMessage],
+    (ledger, hold, spent): (&DynamoUsage, &Hold, &UsageTotals),
+) -> (chat_core::ChatRecord, Charged) {
+    let charge = UsageCharge {
+        ledger,
+        hold,
+        spent,
+    };
+    let mark = read.mark.as_ref();
+    let chat_id = id(name);
+    let append = store.append_after_charging("alice", &chat_id, mark, messages, spent, &charge);
+    append.await.unwrap()
 }
 
 /// A turn that lost a race (another write landed after its read) is tried again with its settlement in the same
@@ -399,24 +338,10 @@ async fn a_turn_that_lost_a_race_carries_its_settlement_into_its_retry() {
     let ledger = store.usage_ledger();
     let hold = admitted(&ledger).await;
     let spent = spent_tokens(40);
-    let charge = UsageCharge {
-        ledger: &ledger,
-        hold: &hold,
-        spent: &spent,
-    };
-    let turn = [message(Role::User, "q1"), message(Role::Assistant, "a1")];
+    let second = turn("q1", "a1");
     let before = proxy.operations().len();
-    let (record, charged) = store
-        .append_after_charging(
-            "alice",
-            &id("raced"),
-            read.mark.as_ref(),
-            &turn,
-            &spent,
-            &charge,
-        )
-        .await
-        .unwrap();
+    let charge = (&ledger, &hold, &spent);
+    let (record, charged) = append_charging(&store, "raced", &read, &second, charge).await;
     assert_eq!(charged, Charged::WithTurn);
     assert_eq!(record.message_count, 5);
     assert_eq!(
@@ -444,24 +369,10 @@ async fn a_turn_whose_answer_is_lost_is_settled_once() {
         let ledger = store.usage_ledger();
         let hold = admitted(&ledger).await;
         let spent = spent_tokens(40);
-        let charge = UsageCharge {
-            ledger: &ledger,
-            hold: &hold,
-            spent: &spent,
-        };
         proxy.set(Fault::drop_responses(TRANSACT_WRITE_ITEMS, times));
-        let turn = [message(Role::User, "q1"), message(Role::Assistant, "a1")];
-        let (record, charged) = store
-            .append_after_charging(
-                "alice",
-                &id(name),
-                read.mark.as_ref(),
-                &turn,
-                &spent,
-                &charge,
-            )
-            .await
-            .unwrap();
+        let second = turn("q1", "a1");
+        let charge = (&ledger, &hold, &spent);
+        let (record, charged) = append_charging(&store, name, &read, &second, charge).await;
         proxy.set(Fault::None);
         assert!(proxy.dropped() >= 1, "{name}");
         assert!(proxy.forwarded(TRANSACT_WRITE_ITEMS) >= 2, "{name}");
@@ -482,28 +393,12 @@ async fn a_turn_without_room_for_its_settlement_leaves_it_to_the_ledger() {
     let ledger = store.usage_ledger();
     let hold = admitted(&ledger).await;
     let spent = spent_tokens(40);
-    let charge = UsageCharge {
-        ledger: &ledger,
-        hold: &hold,
-        spent: &spent,
-    };
     for (name, messages) in [("full", 97), ("rewritten", 150)] {
         let read = chat_read_for_a_turn(&direct, name).await;
-        let turn: Vec<_> = (0..messages)
-            .map(|i| message(Role::User, &format!("m{i}")))
-            .collect();
+        let many = numbered(Role::User, "m", messages as usize);
         let before = proxy.operations().len();
-        let (record, charged) = store
-            .append_after_charging(
-                "alice",
-                &id(name),
-                read.mark.as_ref(),
-                &turn,
-                &spent,
-                &charge,
-            )
-            .await
-            .unwrap();
+        let charge = (&ledger, &hold, &spent);
+        let (record, charged) = append_charging(&store, name, &read, &many, charge).await;
         assert_eq!((record.message_count, charged), (2 + messages, Charged::No));
         assert!(
             !proxy.operations()[before..].contains(&"UpdateItem".to_string()),
@@ -528,11 +423,7 @@ async fn a_ledger_kept_elsewhere_is_not_settled_by_the_store() {
         [("another-table", &elsewhere), ("in-memory", &in_memory)];
     for (name, ledger) in ledgers {
         let hold = Hold::new("alice", Reserve::default(), periods.now);
-        ledger
-            .admit(&hold, &Limits::default())
-            .await
-            .unwrap()
-            .unwrap();
+        usage_contract::admit(ledger, &hold).await;
         let charge = UsageCharge {
             ledger,
             hold: &hold,
@@ -541,7 +432,7 @@ async fn a_ledger_kept_elsewhere_is_not_settled_by_the_store() {
         let (_, charged) = store
             .create_charging(
                 "alice",
-                &chat(name, "2026-01-01T00:00:00.000Z"),
+                &chat(name, AT),
                 &[message(Role::User, "q")],
                 &charge,
             )

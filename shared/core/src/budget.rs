@@ -196,19 +196,7 @@ pub fn align_conversation(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn stored(role: Role, text: &str) -> StoredMessage {
-        StoredMessage {
-            id: "m".into(),
-            role,
-            content: text.into(),
-            timestamp: "t".into(),
-            agent_identifier: None,
-            agent_name: None,
-            files: Vec::new(),
-            tools: Vec::new(),
-        }
-    }
+    use crate::store::stored;
 
     #[test]
     fn estimates_over_count_english_and_count_every_byte_of_other_scripts() {

@@ -9,32 +9,18 @@ pub(crate) fn check_overrides(
     overrides: &crate::Overrides,
 ) -> Result<(), InvalidRequest> {
     let options = &settings.model;
-    if let Some(latency) = overrides
-        .latency
-        .filter(|l| !options.allowed_latencies.contains(l))
-    {
-        return Err(InvalidRequest::new(
-            "context.overrides.latency",
-            format!(
-                "{:?} is not allowed here (allowed: {})",
-                latency.as_str(),
-                allowed(options.allowed_latencies.iter().map(|l| l.as_str()))
-            ),
-        ));
-    }
-    if let Some(tier) = overrides
-        .service_tier
-        .filter(|t| !options.allowed_service_tiers.contains(t))
-    {
-        return Err(InvalidRequest::new(
-            "context.overrides.service_tier",
-            format!(
-                "{:?} is not allowed here (allowed: {})",
-                tier.as_str(),
-                allowed(options.allowed_service_tiers.iter().map(|t| t.as_str()))
-            ),
-        ));
-    }
+    only_allowed(
+        "context.overrides.latency",
+        overrides.latency,
+        &options.allowed_latencies,
+        |l| l.as_str(),
+    )?;
+    only_allowed(
+        "context.overrides.service_tier",
+        overrides.service_tier,
+        &options.allowed_service_tiers,
+        |t| t.as_str(),
+    )?;
     if overrides.reasoning_effort.is_some()
         && options.profile.reasoning == ReasoningStyle::Unsupported
     {
@@ -56,6 +42,26 @@ pub(crate) fn check_overrides(
         ));
     }
     Ok(())
+}
+
+/// Refuses `asked` (the override `field`) unless it is one of `allowed_values`, naming them (by `name`).
+fn only_allowed<T: PartialEq + Copy>(
+    field: &str,
+    asked: Option<T>,
+    allowed_values: &[T],
+    name: fn(&T) -> &'static str,
+) -> Result<(), InvalidRequest> {
+    match asked.filter(|a| !allowed_values.contains(a)) {
+        Some(value) => Err(InvalidRequest::new(
+            field,
+            format!(
+                "{:?} is not allowed here (allowed: {})",
+                name(&value),
+                allowed(allowed_values.iter().map(name))
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 fn allowed<'a>(values: impl Iterator<Item = &'a str>) -> String {

@@ -238,19 +238,7 @@ impl From<StoreError> for ChatError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn stored(role: Role, text: &str) -> StoredMessage {
-        StoredMessage {
-            id: "m".into(),
-            role,
-            content: text.into(),
-            timestamp: "t".into(),
-            agent_identifier: None,
-            agent_name: None,
-            files: Vec::new(),
-            tools: Vec::new(),
-        }
-    }
+    use crate::store::stored;
 
     fn msg(role: Role, text: &str) -> Message {
         Message::new(role, text)

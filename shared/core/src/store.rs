@@ -319,6 +319,22 @@ pub trait SessionStore: Send + Sync {
     ) -> impl Future<Output = Result<Page<ChatRecord>, StoreError>> + Send;
 }
 
+/// A message of `role` saying `text`, with the id `m`, the time `t` and nothing else: what the crate's unit tests
+/// store.
+#[cfg(test)]
+pub(crate) fn stored(role: Role, text: &str) -> StoredMessage {
+    StoredMessage {
+        id: "m".into(),
+        role,
+        content: text.into(),
+        timestamp: "t".into(),
+        agent_identifier: None,
+        agent_name: None,
+        files: Vec::new(),
+        tools: Vec::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

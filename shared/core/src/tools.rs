@@ -406,30 +406,21 @@ mod tests {
         Arc::from(vec![Arc::new(Slow) as Arc<dyn Tool>])
     }
 
+    /// `call` run for the caller `u` among [`tools`], in `round`, under `bounds`.
+    async fn ran(call: ToolCall, round: u32, bounds: ToolBounds) -> ToolRun {
+        run_call(tools(), Caller::owner("u"), call, round, bounds).await
+    }
+
     #[tokio::test]
     async fn a_call_past_its_time_is_an_error_the_model_reads() {
-        let run = run_call(
-            tools(),
-            Caller::owner("u"),
-            call("slow", json!({"ms": 5_000})),
-            0,
-            bounds(),
-        )
-        .await;
+        let run = ran(call("slow", json!({"ms": 5_000})), 0, bounds()).await;
         assert_eq!(run.exchange.status, ToolStatus::Error);
         assert!(run.exchange.output.contains("within 50 ms"), "{run:?}");
     }
 
     #[tokio::test]
     async fn an_unknown_tool_is_an_error_naming_what_is_offered() {
-        let run = run_call(
-            tools(),
-            Caller::owner("u"),
-            call("nope", json!({})),
-            0,
-            bounds(),
-        )
-        .await;
+        let run = ran(call("nope", json!({})), 0, bounds()).await;
         assert_eq!(run.exchange.status, ToolStatus::Error);
         assert!(run.exchange.output.contains("\"nope\""));
         assert!(run.exchange.output.contains("offered: slow"));
@@ -437,9 +428,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_long_result_is_cut_at_a_character_and_the_cut_said() {
-        let run = run_call(
-            tools(),
-            Caller::owner("u"),
+        let run = ran(
             call("slow", json!({"chars": 10})),
             1,
             ToolBounds {

@@ -5,61 +5,22 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use chat_core::{
-    Agent, AgentGroup, Attachment, AttachmentStore, Caller, ChatService, ChatSettings, FileKind,
-    ImageFormat, Message, Overrides, RequestLimits, RetrievalSettings, Role, SessionStore,
-    TurnInput,
+    AgentGroup, AttachmentStore, Caller, ChatService, ChatSettings, Message, Role, SessionStore,
 };
-use chat_testing::{InMemoryAttachments, InMemoryStore, Script, ScriptedModel};
-use serde_json::Value;
+use chat_testing::{InMemoryAttachments, InMemoryStore, Script, ScriptedModel, agents, input, png};
 
 const ALICE: &str = "alice";
 
 fn settings(max_prompt_tokens: Option<u64>) -> ChatSettings {
-    let mut model = chat_core::ModelOptions::for_model("test.model-v1", 8192);
+    let mut settings = chat_testing::settings();
     if let Some(max) = max_prompt_tokens {
-        model.max_prompt_tokens = max;
+        settings.model.max_prompt_tokens = max;
     }
-    ChatSettings {
-        model_id: "test.model-v1".into(),
-        system_prompt: "Be brief.".into(),
-        default_max_tokens: 256,
-        guardrail: None,
-        limits: RequestLimits::default(),
-        retrieval: RetrievalSettings::default(),
-        model,
-    }
-}
-
-fn png() -> Attachment {
-    Attachment::new(
-        "shot.png",
-        FileKind::Image(ImageFormat::Png),
-        Bytes::from_static(b"\x89PNG\r\n\x1a\nimage"),
-    )
+    settings
 }
 
 fn group() -> AgentGroup {
-    let agent = |name: &str| Agent {
-        name: name.into(),
-        instructions: format!("You are {name}'s role."),
-        model_id: None,
-        temperature: None,
-    };
-    AgentGroup {
-        agents: vec![agent("Analyst"), agent("Engineer")],
-        max_turns: 2,
-        approval_phrase: "APPROVED".into(),
-    }
-}
-
-fn input(messages: Vec<Message>, session: Option<&str>) -> TurnInput {
-    TurnInput {
-        messages,
-        overrides: Overrides::default(),
-        session_state: session.map(|s| Value::String(s.into())),
-        session_field: "sessionState",
-        store_new_chat: true,
-    }
+    agents(2)
 }
 
 #[tokio::test]

@@ -3,30 +3,17 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use chat_core::{
-    Attachment, AttachmentStore, Caller, ChatError, ChatService, ChatSettings, DocumentFormat,
-    FileKind, ImageFormat, Message, ModelError, Overrides, RequestLimits, RetrievalSettings, Role,
-    SessionStore, StoreError, TurnInput,
+    AttachmentStore, Caller, ChatError, ChatService, Message, ModelError, Role, SessionStore,
+    StoreError, TurnInput,
 };
-use chat_testing::{InMemoryAttachments, InMemoryStore, Script, ScriptedModel};
-use serde_json::Value;
+use chat_testing::{
+    InMemoryAttachments, InMemoryStore, Script, ScriptedModel, input, pdf, png, settings,
+};
 
 const ALICE: &str = "alice";
 
 type Service = ChatService<ScriptedModel, InMemoryStore>;
-
-fn settings() -> ChatSettings {
-    ChatSettings {
-        model_id: "test.model-v1".into(),
-        system_prompt: "Be brief.".into(),
-        default_max_tokens: 256,
-        guardrail: None,
-        limits: RequestLimits::default(),
-        retrieval: RetrievalSettings::default(),
-        model: chat_core::ModelOptions::for_model("test.model-v1", 8192),
-    }
-}
 
 fn fakes(
     scripts: impl IntoIterator<Item = Script>,
@@ -39,30 +26,12 @@ fn fakes(
     (service, model, store, files)
 }
 
-fn png() -> Attachment {
-    Attachment::new(
-        "shot.png",
-        FileKind::Image(ImageFormat::Png),
-        Bytes::from_static(b"\x89PNG\r\n\x1a\nimage"),
+/// A new chat's question "q" with an image.
+fn png_question() -> TurnInput {
+    input(
+        vec![Message::with_files(Role::User, "q", vec![png()])],
+        None,
     )
-}
-
-fn pdf() -> Attachment {
-    Attachment::new(
-        "report.pdf",
-        FileKind::Document(DocumentFormat::Pdf),
-        Bytes::from_static(b"%PDF-1.4 document"),
-    )
-}
-
-fn turn(messages: Vec<Message>, session: Option<&str>) -> TurnInput {
-    TurnInput {
-        messages,
-        overrides: Overrides::default(),
-        session_state: session.map(|s| Value::String(s.into())),
-        session_field: "sessionState",
-        store_new_chat: true,
-    }
 }
 
 fn alice() -> Caller {
@@ -74,7 +43,7 @@ async fn the_model_gets_the_files_and_the_turn_keeps_them_under_the_owner() {
     let (service, model, store, files) = fakes([Script::text("Two files.")]);
     let question = Message::with_files(Role::User, "What are these?", vec![png(), pdf()]);
     let answer = service
-        .answer(&alice(), &turn(vec![question], None))
+        .answer(&alice(), &input(vec![question], None))
         .await
         .unwrap();
     // The model got both files, bytes and all, in the question's message.
@@ -128,7 +97,7 @@ async fn a_chat_continued_with_its_latest_message_sends_the_earlier_files_again(
     let first = service
         .answer(
             &alice(),
-            &turn(
+            &input(
                 vec![Message::with_files(Role::User, "Look", vec![png(), pdf()])],
                 None,
             ),
@@ -139,7 +108,7 @@ async fn a_chat_continued_with_its_latest_message_sends_the_earlier_files_again(
     let second = service
         .answer(
             &alice(),
-            &turn(vec![Message::new(Role::User, "And now?")], Some(&chat_id)),
+            &input(vec![Message::new(Role::User, "And now?")], Some(&chat_id)),
         )
         .await
         .unwrap();
@@ -166,7 +135,7 @@ async fn a_chat_continued_with_its_latest_message_sends_the_earlier_files_again(
             .any(|t| t.title == "Files sent to the model")
     );
     // The same when the client sends the whole conversation again, the earlier message without its files.
-    let third = turn(
+    let third = input(
         vec![
             Message::new(Role::User, "Look"),
             Message::new(Role::Assistant, "Seen."),
@@ -186,12 +155,7 @@ async fn a_chat_continued_with_its_latest_message_sends_the_earlier_files_again(
 async fn a_turn_that_fails_keeps_no_file() {
     // The model fails: nothing is kept, nothing stored.
     let (service, _, store, files) = fakes([Script::error(ModelError::Throttled)]);
-    let question = || {
-        turn(
-            vec![Message::with_files(Role::User, "q", vec![png()])],
-            None,
-        )
-    };
+    let question = png_question;
     assert!(service.answer(&alice(), &question()).await.is_err());
     assert!(files.keys().is_empty());
     assert_eq!(store.chat_count(), 0);
@@ -228,16 +192,7 @@ async fn files_are_refused_without_a_place_to_keep_them_and_past_the_limits() {
     let model = ScriptedModel::with([Script::text("never")]);
     let store = InMemoryStore::new();
     let service = ChatService::new(model.clone(), store.clone(), settings());
-    let err = service
-        .answer(
-            &alice(),
-            &turn(
-                vec![Message::with_files(Role::User, "q", vec![png()])],
-                None,
-            ),
-        )
-        .await
-        .unwrap_err();
+    let err = service.answer(&alice(), &png_question()).await.unwrap_err();
     assert!(
         matches!(&err, ChatError::Invalid(e) if e.reason.contains("ATTACHMENTS_BUCKET")),
         "{err:?}"
@@ -247,7 +202,7 @@ async fn files_are_refused_without_a_place_to_keep_them_and_past_the_limits() {
     let (service, model, store, files) = fakes([Script::text("never")]);
     let six_pdfs = Message::with_files(Role::User, "q", (0..6).map(|_| pdf()).collect());
     let err = service
-        .answer(&alice(), &turn(vec![six_pdfs], None))
+        .answer(&alice(), &input(vec![six_pdfs], None))
         .await
         .unwrap_err();
     assert!(
@@ -260,7 +215,7 @@ async fn files_are_refused_without_a_place_to_keep_them_and_past_the_limits() {
         Message::new(Role::User, "q2"),
     ];
     assert!(matches!(
-        service.answer(&alice(), &turn(on_answer, None)).await.unwrap_err(),
+        service.answer(&alice(), &input(on_answer, None)).await.unwrap_err(),
         ChatError::Invalid(e) if e.path == "messages[1].files[0]"
     ));
     assert!(model.requests().is_empty());
@@ -271,25 +226,14 @@ async fn files_are_refused_without_a_place_to_keep_them_and_past_the_limits() {
 #[tokio::test]
 async fn another_owners_file_is_never_read() {
     let (service, _, store, files) = fakes([Script::text("a")]);
-    let answer = service
-        .answer(
-            &alice(),
-            &turn(
-                vec![Message::with_files(Role::User, "q", vec![png()])],
-                None,
-            ),
-        )
-        .await
-        .unwrap();
+    let answer = service.answer(&alice(), &png_question()).await.unwrap();
     let chat_id = answer.session_state.unwrap().as_str().unwrap().to_string();
     let stored = store.load(ALICE, &chat_id).await.unwrap().1[0].files[0].clone();
     let key = stored.key.clone();
     assert!(files.get("mallory", &key).await.is_err());
     assert!(files.url("mallory", &stored).await.is_err());
-    files
-        .delete("mallory", std::slice::from_ref(&key))
-        .await
-        .unwrap();
+    let keys = [key.clone()];
+    files.delete("mallory", &keys).await.unwrap();
     files.delete_chat("mallory", &chat_id).await.unwrap();
     assert_eq!(files.keys(), [key]);
 }

@@ -2,48 +2,36 @@
 //! budget, reasoning, prompt caching and cost, guardrail grounding, latency and tier. No network.
 
 use chat_core::{
-    Caller, ChatError, ChatService, ChatSettings, Guardrail, Latency, Message, ModelOptions,
-    Overrides, Prices, ReasoningEffort, ReasoningStyle, RequestLimits, RetrievalSettings, Role,
-    ServiceTier, SessionStore, TurnEvent, TurnInput,
+    Caller, ChatError, ChatService, ChatSettings, Guardrail, Latency, Message, Overrides, Prices,
+    ReasoningEffort, ReasoningStyle, Role, ServiceTier, SessionStore, TurnEvent, TurnInput,
 };
-use chat_testing::{InMemoryStore, Script, ScriptedModel, short_words};
+use chat_testing::{InMemoryStore, Script, ScriptedModel, ask, short_words};
 use serde_json::{Value, json};
 
 type Service = ChatService<ScriptedModel, InMemoryStore>;
 
 fn settings(model_id: &str) -> ChatSettings {
-    ChatSettings {
-        model_id: model_id.into(),
-        system_prompt: "Be brief.".into(),
-        default_max_tokens: 256,
-        guardrail: None,
-        limits: RequestLimits::default(),
-        retrieval: RetrievalSettings::default(),
-        model: ModelOptions::for_model(model_id, 8192),
-    }
+    chat_testing::settings_for(model_id)
 }
 
 fn service(
     settings: ChatSettings,
     scripts: Vec<Script>,
 ) -> (Service, ScriptedModel, InMemoryStore) {
-    let model = ScriptedModel::with(scripts);
-    let store = InMemoryStore::new();
-    (
-        ChatService::new(model.clone(), store.clone(), settings),
-        model,
-        store,
-    )
+    chat_testing::fakes(settings, scripts)
 }
 
-fn ask(text: &str, chat: Option<&str>) -> TurnInput {
-    TurnInput {
-        messages: vec![Message::new(Role::User, text)],
-        overrides: Overrides::default(),
-        session_state: chat.map(|c| Value::String(c.into())),
-        session_field: "sessionState",
-        store_new_chat: true,
-    }
+/// Settings whose prompts hold 300 tokens at most, counted by the model's token count before they are sent.
+fn counted_within_300() -> ChatSettings {
+    let mut s = settings("test.model-v1");
+    s.model.max_prompt_tokens = 300;
+    s.model.token_counter = Some("test.counter-v1".into());
+    s
+}
+
+/// The texts of a request's messages.
+fn texts(request: &chat_core::ModelRequest) -> impl Iterator<Item = &String> {
+    request.messages.iter().flat_map(|m| &m.texts)
 }
 
 fn alice() -> Caller {
@@ -75,12 +63,7 @@ async fn a_long_chat_sends_its_newest_messages_within_the_budget_and_says_how_ma
             .await
             .unwrap();
         let request = model.last_request().unwrap();
-        let words: usize = request
-            .messages
-            .iter()
-            .flat_map(|m| &m.texts)
-            .map(|t| t.len())
-            .sum();
+        let words: usize = texts(&request).map(|t| t.len()).sum();
         // Bytes of the messages and the system prompt stay within three bytes a token of the budget.
         assert!(
             words + request.system.len() <= 3 * 300,
@@ -403,9 +386,7 @@ async fn a_chat_that_fits_loses_nothing_to_the_cache_friendly_cut() {
 
 #[tokio::test]
 async fn a_prompt_the_estimate_under_counts_is_counted_exactly_and_cut_to_the_budget() {
-    let mut s = settings("test.model-v1");
-    s.model.max_prompt_tokens = 300;
-    s.model.token_counter = Some("test.counter-v1".into());
+    let s = counted_within_300();
     let (service, model, _) = service(s, vec![]);
     let first = service
         .answer(&alice(), &ask(&short_words(0), None))
@@ -423,10 +404,7 @@ async fn a_prompt_the_estimate_under_counts_is_counted_exactly_and_cut_to_the_bu
             .await
             .unwrap();
         let request = model.last_request().unwrap();
-        let sent: u64 = request
-            .messages
-            .iter()
-            .flat_map(|m| &m.texts)
+        let sent: u64 = texts(&request)
             .chain([&request.system])
             .map(|t| t.split_whitespace().count() as u64)
             .sum();
@@ -469,9 +447,7 @@ async fn a_prompt_the_estimate_under_counts_is_counted_exactly_and_cut_to_the_bu
 
 #[tokio::test]
 async fn a_count_that_fails_leaves_the_estimate_to_decide() {
-    let mut s = settings("test.model-v1");
-    s.model.max_prompt_tokens = 300;
-    s.model.token_counter = Some("test.counter-v1".into());
+    let s = counted_within_300();
     let (counted_service, model, _) = service(s, vec![]);
     model.fail_counts(Some(chat_core::ModelError::Timeout("no count".into())));
     let first = counted_service

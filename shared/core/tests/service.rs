@@ -3,52 +3,28 @@
 //! model's and the store's faults. No network: the whole suite runs in milliseconds.
 
 use chat_core::{
-    Agent, AgentGroup, Answer, Caller, ChatError, ChatMode, ChatService, ChatSettings,
-    FOLLOWUP_INSTRUCTIONS, FinishReason, Message, ModelError, ModelMessage, Overrides,
-    RequestLimits, RetrievalSettings, Role, SessionStore, StopReason, StoreError, TokenUsage,
-    TurnEvent, TurnInput,
+    AgentGroup, Answer, Caller, ChatError, ChatMode, ChatService, FOLLOWUP_INSTRUCTIONS,
+    FinishReason, Message, ModelError, ModelMessage, RetrievalSettings, Role, SessionStore,
+    StopReason, StoreError, TokenUsage, TurnEvent, TurnInput,
 };
-use chat_testing::{InMemoryStore, Script, ScriptedModel};
+use chat_testing::{InMemoryStore, Script, ScriptedModel, settings};
 use serde_json::{Value, json};
 
 const ALICE: &str = "alice";
 
 type Service = ChatService<ScriptedModel, InMemoryStore>;
 
-fn settings() -> ChatSettings {
-    ChatSettings {
-        model_id: "test.model-v1".into(),
-        system_prompt: "Be brief.".into(),
-        default_max_tokens: 256,
-        guardrail: None,
-        limits: RequestLimits::default(),
-        retrieval: RetrievalSettings::default(),
-        model: chat_core::ModelOptions::for_model("test.model-v1", 8192),
-    }
-}
-
 /// A service on fresh fakes, and handles on them (clones share their state).
 fn fakes(scripts: impl IntoIterator<Item = Script>) -> (Service, ScriptedModel, InMemoryStore) {
-    let model = ScriptedModel::with(scripts);
-    let store = InMemoryStore::new();
-    (
-        ChatService::new(model.clone(), store.clone(), settings()),
-        model,
-        store,
-    )
+    chat_testing::fakes(settings(), scripts)
 }
 
 fn input(messages: &[(Role, &str)], session: Option<&str>) -> TurnInput {
-    TurnInput {
-        messages: messages
-            .iter()
-            .map(|(role, text)| Message::new(*role, *text))
-            .collect(),
-        overrides: Overrides::default(),
-        session_state: session.map(|s| Value::String(s.into())),
-        session_field: "sessionState",
-        store_new_chat: true,
-    }
+    let messages = messages
+        .iter()
+        .map(|(role, text)| Message::new(*role, *text))
+        .collect();
+    chat_testing::input(messages, session)
 }
 
 fn ask(text: &str) -> TurnInput {
@@ -525,17 +501,7 @@ async fn a_session_state_that_is_not_a_string_is_invalid() {
 // ---- Agents ---------------------------------------------------------------------------------------------------------
 
 fn group(max_turns: usize) -> AgentGroup {
-    let agent = |name: &str| Agent {
-        name: name.into(),
-        instructions: format!("You are {name}'s role."),
-        model_id: None,
-        temperature: None,
-    };
-    AgentGroup {
-        agents: vec![agent("Analyst"), agent("Engineer")],
-        max_turns,
-        approval_phrase: "APPROVED".into(),
-    }
+    chat_testing::agents(max_turns)
 }
 
 #[tokio::test]

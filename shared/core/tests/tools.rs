@@ -6,28 +6,23 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chat_core::{
-    AgentGroup, Caller, ChatService, ChatSettings, Message, MetadataFilter, Overrides,
-    RequestLimits, RetrievalSettings, Role, SearchWhen, SessionStore, Tool, ToolBounds, ToolFuture,
-    ToolListing, ToolOutput, ToolSource, ToolSpec, ToolStatus, TurnEvent, TurnInput,
+    AgentGroup, Caller, ChatService, ChatSettings, MetadataFilter, RetrievalSettings, Role,
+    SearchWhen, SessionStore, StreamingTurn, Tool, ToolBounds, ToolFuture, ToolListing, ToolOutput,
+    ToolSource, ToolSpec, ToolStatus, TurnEvent,
 };
-use chat_testing::{FakeRetriever, InMemoryStore, Script, ScriptedModel};
+use chat_testing::{FakeRetriever, InMemoryStore, Script, ScriptedModel, ScriptedStream, ask};
 use serde_json::{Value, json};
 
 type Service = ChatService<ScriptedModel, InMemoryStore>;
 
 fn settings(when: SearchWhen) -> ChatSettings {
     ChatSettings {
-        model_id: "test.model-v1".into(),
-        system_prompt: "Be brief.".into(),
-        default_max_tokens: 256,
-        guardrail: None,
-        limits: RequestLimits::default(),
         retrieval: RetrievalSettings {
             query_rewrite: false,
             when,
             ..RetrievalSettings::default()
         },
-        model: chat_core::ModelOptions::for_model("test.model-v1", 8192),
+        ..chat_testing::settings()
     }
 }
 
@@ -118,14 +113,27 @@ fn service(
     (service, model, store, retriever)
 }
 
-fn ask(text: &str, session: Option<&str>) -> TurnInput {
-    TurnInput {
-        messages: vec![Message::new(Role::User, text)],
-        overrides: Overrides::default(),
-        session_state: session.map(|s| Value::String(s.into())),
-        session_field: "sessionState",
-        store_new_chat: true,
-    }
+/// [`service`] with the tools offered and documents searched before the model is called.
+fn with_tools(
+    scripts: impl IntoIterator<Item = Script>,
+) -> (Service, ScriptedModel, InMemoryStore, FakeRetriever) {
+    service(scripts, SearchWhen::Before)
+}
+
+/// The model's call of `add` with 2 and 3.
+fn add_2_3() -> Script {
+    Script::calls([("add", json!({"a": 2, "b": 3}))])
+}
+
+/// `caller`'s answer to `text`, in a new chat.
+async fn answered(service: &Service, caller: &Caller, text: &str) -> chat_core::Answer {
+    service.answer(caller, &ask(text, None)).await.unwrap()
+}
+
+/// Alice's streamed turn asking `text`, in a new chat.
+async fn streamed(service: &Service, text: &str) -> StreamingTurn<ScriptedStream> {
+    let caller = Caller::owner("alice");
+    service.stream(&caller, &ask(text, None)).await.unwrap()
 }
 
 fn titles(thoughts: &[chat_core::Thought]) -> Vec<String> {
@@ -134,22 +142,16 @@ fn titles(thoughts: &[chat_core::Thought]) -> Vec<String> {
 
 #[tokio::test]
 async fn the_model_calls_tools_together_reads_their_results_and_answers() {
-    let (service, model, store, _) = service(
-        [
-            Script::calls([
-                ("add", json!({"a": 2, "b": 3})),
-                ("fail", json!({})),
-                ("nope", json!({})),
-            ]),
-            Script::text("add returned 5"),
-        ],
-        SearchWhen::Before,
-    );
+    let (service, model, store, _) = with_tools([
+        Script::calls([
+            ("add", json!({"a": 2, "b": 3})),
+            ("fail", json!({})),
+            ("nope", json!({})),
+        ]),
+        Script::text("add returned 5"),
+    ]);
     let caller = Caller::owner("alice");
-    let answer = service
-        .answer(&caller, &ask("what is 2 + 3?", None))
-        .await
-        .unwrap();
+    let answer = answered(&service, &caller, "what is 2 + 3?").await;
     assert_eq!(answer.content, "add returned 5");
     // Two model calls; the second reads the calls and their results, in the order asked.
     let requests = model.requests();
@@ -176,14 +178,17 @@ async fn the_model_calls_tools_together_reads_their_results_and_answers() {
     );
     // The thoughts say what was called and what came back, and which server was down.
     let thoughts = titles(&answer.thoughts());
-    for title in [
+    let expected = [
         "Tools unavailable",
         "Tool call: add",
         "Tool result: add",
         "Tool result: fail",
-    ] {
-        assert!(thoughts.contains(&title.to_string()), "{thoughts:?}");
-    }
+    ];
+    let missing: Vec<&str> = expected
+        .into_iter()
+        .filter(|title| !thoughts.iter().any(|t| t == title))
+        .collect();
+    assert!(missing.is_empty(), "{missing:?} not in {thoughts:?}");
     assert_eq!(answer.spent.tool_calls, 3);
     assert_eq!(answer.spent.model_calls, 2);
     // The answer is stored with its tool use.
@@ -195,19 +200,13 @@ async fn the_model_calls_tools_together_reads_their_results_and_answers() {
 
 #[tokio::test]
 async fn a_continued_chat_replays_tool_use_to_the_model() {
-    let (service, model, _, _) = service(
-        [
-            Script::calls([("add", json!({"a": 2, "b": 3}))]),
-            Script::text("add returned 5"),
-            Script::text("10"),
-        ],
-        SearchWhen::Before,
-    );
+    let (service, model, _, _) = with_tools([
+        add_2_3(),
+        Script::text("add returned 5"),
+        Script::text("10"),
+    ]);
     let caller = Caller::owner("alice");
-    let first = service
-        .answer(&caller, &ask("what is 2 + 3?", None))
-        .await
-        .unwrap();
+    let first = answered(&service, &caller, "what is 2 + 3?").await;
     let chat = first.session_state.clone().unwrap();
     service
         .answer(&caller, &ask("and twice that?", chat.as_str()))
@@ -233,18 +232,9 @@ async fn a_continued_chat_replays_tool_use_to_the_model() {
 
 #[tokio::test]
 async fn tool_use_of_tools_no_longer_offered_is_replayed_as_text() {
-    let (service, _, store, _) = service(
-        [
-            Script::calls([("add", json!({"a": 2, "b": 3}))]),
-            Script::text("add returned 5"),
-        ],
-        SearchWhen::Before,
-    );
+    let (service, _, store, _) = with_tools([add_2_3(), Script::text("add returned 5")]);
     let caller = Caller::owner("alice");
-    let first = service
-        .answer(&caller, &ask("what is 2 + 3?", None))
-        .await
-        .unwrap();
+    let first = answered(&service, &caller, "what is 2 + 3?").await;
     let chat = first.session_state.unwrap();
     // The same chat, continued where no tools are configured.
     let model = ScriptedModel::with([Script::text("ok")]);
@@ -262,18 +252,8 @@ async fn tool_use_of_tools_no_longer_offered_is_replayed_as_text() {
 
 #[tokio::test]
 async fn a_streamed_turn_shows_each_call_and_result_as_it_happens_before_the_text() {
-    let (service, _, _, _) = service(
-        [
-            Script::calls([("add", json!({"a": 2, "b": 3}))]),
-            Script::pieces(["add ", "returned 5"]),
-        ],
-        SearchWhen::Before,
-    );
-    let caller = Caller::owner("alice");
-    let mut turn = service
-        .stream(&caller, &ask("what is 2 + 3?", None))
-        .await
-        .unwrap();
+    let (service, _, _, _) = with_tools([add_2_3(), Script::pieces(["add ", "returned 5"])]);
+    let mut turn = streamed(&service, "what is 2 + 3?").await;
     let mut order = Vec::new();
     while let Some(event) = turn.next().await.unwrap() {
         order.push(match event {
@@ -294,20 +274,18 @@ async fn a_streamed_turn_shows_each_call_and_result_as_it_happens_before_the_tex
         ]
     );
     assert_eq!(turn.tool_exchanges().len(), 1);
-    service.save_streamed(&caller, turn).await.unwrap();
+    service
+        .save_streamed(&Caller::owner("alice"), turn)
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
 async fn a_tool_loop_that_never_ends_is_bounded_and_still_answers() {
     let forever = || Script::calls([("add", json!({"a": 1, "b": 1}))]);
-    let (service, model, _, _) = service(
-        [forever(), forever(), forever(), Script::text("done")],
-        SearchWhen::Before,
-    );
-    let answer = service
-        .answer(&Caller::owner("alice"), &ask("loop", None))
-        .await
-        .unwrap();
+    let (service, model, _, _) =
+        with_tools([forever(), forever(), forever(), Script::text("done")]);
+    let answer = answered(&service, &Caller::owner("alice"), "loop").await;
     assert_eq!(answer.content, "done");
     let requests = model.requests();
     // Two rounds of calls run; the third round's calls are answered "not run", and the last request offers no
@@ -330,15 +308,9 @@ async fn a_round_asking_for_twenty_calls_runs_eight() {
     let calls: Vec<(&str, Value)> = (0..20)
         .map(|i| ("add", json!({"a": i, "b": 1000})))
         .collect();
-    let (service, model, store, _) = service(
-        [Script::calls(calls), Script::text("done")],
-        SearchWhen::Before,
-    );
+    let (service, model, store, _) = with_tools([Script::calls(calls), Script::text("done")]);
     let caller = Caller::owner("alice");
-    let answer = service
-        .answer(&caller, &ask("add them all", None))
-        .await
-        .unwrap();
+    let answer = answered(&service, &caller, "add them all").await;
     assert_eq!(answer.content, "done");
     // Eight calls ran: the first eight asked, each with its sum.
     assert_eq!(answer.spent.tool_calls, 8);
@@ -391,17 +363,11 @@ async fn a_round_asking_for_twenty_calls_runs_eight() {
 
 #[tokio::test]
 async fn a_tool_past_its_time_is_an_error_the_model_reads() {
-    let (service, model, _, _) = service(
-        [
-            Script::calls([("sleep", json!({"ms": 5_000}))]),
-            Script::text("it timed out"),
-        ],
-        SearchWhen::Before,
-    );
-    let answer = service
-        .answer(&Caller::owner("alice"), &ask("sleep", None))
-        .await
-        .unwrap();
+    let (service, model, _, _) = with_tools([
+        Script::calls([("sleep", json!({"ms": 5_000}))]),
+        Script::text("it timed out"),
+    ]);
+    let answer = answered(&service, &Caller::owner("alice"), "sleep").await;
     assert_eq!(answer.content, "it timed out");
     let requests = model.requests();
     let result = &requests[1].messages.last().unwrap().tool_results[0];
@@ -431,10 +397,7 @@ async fn search_documents_searches_under_the_callers_access_and_grounds_the_answ
         oid: Some("bob-oid".into()),
         groups: vec![],
     };
-    let answer = service
-        .answer(&caller, &ask("how long is parental leave?", None))
-        .await
-        .unwrap();
+    let answer = answered(&service, &caller, "how long is parental leave?").await;
     // No search before the model in `tools` mode: one search, the model's.
     let searches = retriever.requests();
     assert_eq!(searches.len(), 1);
@@ -481,10 +444,7 @@ async fn search_documents_top_is_bounded_by_max_top() {
     let service = ChatService::new(model.clone(), InMemoryStore::new(), settings)
         .with_retriever(Some(Arc::new(retriever.clone())))
         .with_tools(vec![Arc::new(Source)], bounds());
-    service
-        .answer(&Caller::owner("alice"), &ask("leave?", None))
-        .await
-        .unwrap();
+    answered(&service, &Caller::owner("alice"), "leave?").await;
     // The schema the model is offered says so.
     let requests = model.requests();
     let search = requests[0]
@@ -509,23 +469,15 @@ async fn search_documents_top_is_bounded_by_max_top() {
 #[tokio::test]
 async fn before_mode_does_not_offer_search_documents() {
     let (service, model, _, _) = service([Script::text("hi")], SearchWhen::Before);
-    service
-        .answer(&Caller::owner("alice"), &ask("hello", None))
-        .await
-        .unwrap();
+    answered(&service, &Caller::owner("alice"), "hello").await;
     let request = model.last_request().unwrap();
     assert!(request.tools.iter().all(|t| t.name != "search_documents"));
 }
 
 #[tokio::test]
 async fn an_agent_of_a_multi_agent_round_can_call_a_tool() {
-    let (service, model, store, _) = service(
-        [
-            Script::calls([("add", json!({"a": 2, "b": 3}))]),
-            Script::text("add returned 5. APPROVED"),
-        ],
-        SearchWhen::Before,
-    );
+    let (service, model, store, _) =
+        with_tools([add_2_3(), Script::text("add returned 5. APPROVED")]);
     let group = AgentGroup {
         max_turns: 1,
         ..AgentGroup::default_group()
@@ -573,28 +525,18 @@ async fn no_tools_are_offered_while_the_model_reasons() {
     assert!(titles(&answer.thoughts()).contains(&"Tools not offered".to_string()));
     // Without reasoning the same service offers them.
     model.push(Script::text("ok"));
-    service
-        .answer(&Caller::owner("alice"), &ask("why?", None))
-        .await
-        .unwrap();
+    answered(&service, &Caller::owner("alice"), "why?").await;
     assert_eq!(model.last_request().unwrap().tools.len(), 3);
 }
 
 #[tokio::test]
 async fn a_round_that_fails_after_a_tool_round_is_counted_with_the_rounds_before_it() {
-    let (service, _, _, _) = service(
-        [
-            Script::calls([("add", json!({"a": 2, "b": 3}))]).usage(100, 10),
-            Script::pieces(["add ", "returned ", "5"])
-                .fail_after(2, chat_core::ModelError::Failed("the stream broke".into())),
-        ],
-        SearchWhen::Before,
-    );
-    let caller = Caller::owner("alice");
-    let mut turn = service
-        .stream(&caller, &ask("what is 2 + 3?", None))
-        .await
-        .unwrap();
+    let (service, _, _, _) = with_tools([
+        add_2_3().usage(100, 10),
+        Script::pieces(["add ", "returned ", "5"])
+            .fail_after(2, chat_core::ModelError::Failed("the stream broke".into())),
+    ]);
+    let mut turn = streamed(&service, "what is 2 + 3?").await;
     let mut shown = String::new();
     loop {
         match turn.next().await {

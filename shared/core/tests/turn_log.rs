@@ -2,22 +2,9 @@
 //! caches per call site whether anyone listens, and a site first reached by another test's thread while this test
 //! installs its subscriber can be cached as unheard (the line is then never written); here no other test runs.
 
-use chat_core::{
-    Caller, ChatService, ChatSettings, Message, ModelOptions, Overrides, RequestLimits,
-    RetrievalSettings, Role, TurnInput,
-};
-use chat_testing::{InMemoryStore, Script, ScriptedModel};
+use chat_core::{Caller, ChatService};
+use chat_testing::{InMemoryStore, Script, ScriptedModel, ask};
 use serde_json::Value;
-
-fn ask(text: &str, chat: Option<&str>) -> TurnInput {
-    TurnInput {
-        messages: vec![Message::new(Role::User, text)],
-        overrides: Overrides::default(),
-        session_state: chat.map(|c| Value::String(c.into())),
-        session_field: "sessionState",
-        store_new_chat: true,
-    }
-}
 
 /// Log lines written while it is alive, as JSON objects: the subscriber is this thread's (a current-thread test).
 struct CapturedLogs {
@@ -66,15 +53,7 @@ impl std::io::Write for Sink {
 async fn each_turn_logs_its_tokens_cache_use_and_cost_and_never_its_words() {
     let logs = CapturedLogs::start();
     let model_id = "anthropic.claude-sonnet-4-5-20250929-v1:0";
-    let settings = ChatSettings {
-        model_id: model_id.into(),
-        system_prompt: "Be brief.".into(),
-        default_max_tokens: 256,
-        guardrail: None,
-        limits: RequestLimits::default(),
-        retrieval: RetrievalSettings::default(),
-        model: ModelOptions::for_model(model_id, 8192),
-    };
+    let settings = chat_testing::settings_for(model_id);
     let model = ScriptedModel::with([
         Script::text("first answer").cached_usage(100, 10, 0, 1000),
         Script::text("second answer").cached_usage(20, 10, 1000, 30),

@@ -5,34 +5,15 @@
 use std::sync::Arc;
 
 use chat_core::{
-    AgentGroup, Caller, ChatError, ChatService, ChatSettings, LimitKind, LimitOverrides, Limits,
-    Message, Overrides, Periods, RequestLimits, RetrievalSettings, Retriever, Role, TurnInput,
-    UsageLedger,
+    AgentGroup, Caller, ChatError, ChatService, LimitKind, LimitOverrides, Limits, Periods,
+    Retriever, TurnInput, UsageLedger,
 };
-use chat_testing::{FakeRetriever, InMemoryStore, InMemoryUsage, Script, ScriptedModel};
+use chat_testing::{FakeRetriever, InMemoryStore, InMemoryUsage, Script, ScriptedModel, settings};
 
 type Service = ChatService<ScriptedModel, InMemoryStore>;
 
-fn settings() -> ChatSettings {
-    ChatSettings {
-        model_id: "test.model-v1".into(),
-        system_prompt: "Be brief.".into(),
-        default_max_tokens: 256,
-        guardrail: None,
-        limits: RequestLimits::default(),
-        retrieval: RetrievalSettings::default(),
-        model: chat_core::ModelOptions::for_model("test.model-v1", 8192),
-    }
-}
-
 fn ask(text: &str) -> TurnInput {
-    TurnInput {
-        messages: vec![Message::new(Role::User, text)],
-        overrides: Overrides::default(),
-        session_state: None,
-        session_field: "sessionState",
-        store_new_chat: true,
-    }
+    chat_testing::ask(text, None)
 }
 
 fn service(model: &ScriptedModel, usage: &InMemoryUsage, limits: Limits) -> Service {
@@ -40,6 +21,14 @@ fn service(model: &ScriptedModel, usage: &InMemoryUsage, limits: Limits) -> Serv
         Some(Arc::new(usage.clone()) as Arc<dyn UsageLedger>),
         limits,
     )
+}
+
+/// A scripted model with nothing to say yet, fresh counters, and a service on both under `limits`.
+fn fakes(limits: Limits) -> (ScriptedModel, InMemoryUsage, Service) {
+    let model = ScriptedModel::with([]);
+    let usage = InMemoryUsage::new();
+    let svc = service(&model, &usage, limits);
+    (model, usage, svc)
 }
 
 async fn day_tokens(usage: &InMemoryUsage, owner: &str) -> (u64, u64) {
@@ -87,16 +76,10 @@ async fn turns_answer_until_the_daily_tokens_are_spent_then_none_reaches_the_mod
 
 #[tokio::test]
 async fn the_rate_limit_refuses_the_sixth_request_of_a_minute() {
-    let model = ScriptedModel::with([]);
-    let usage = InMemoryUsage::new();
-    let svc = service(
-        &model,
-        &usage,
-        Limits {
-            requests_per_minute: Some(5),
-            ..Limits::default()
-        },
-    );
+    let (_, _, svc) = fakes(Limits {
+        requests_per_minute: Some(5),
+        ..Limits::default()
+    });
     let alice = Caller::owner("alice");
     let mut answered = 0;
     let mut refused = None;
@@ -118,25 +101,14 @@ async fn the_rate_limit_refuses_the_sixth_request_of_a_minute() {
 
 #[tokio::test]
 async fn an_operators_item_raises_one_users_limit() {
-    let model = ScriptedModel::with([]);
-    let usage = InMemoryUsage::new();
-    let svc = service(
-        &model,
-        &usage,
-        Limits {
-            tokens_per_day: Some(10),
-            ..Limits::default()
-        },
-    );
+    let (model, usage, svc) = fakes(Limits {
+        tokens_per_day: Some(10),
+        ..Limits::default()
+    });
+    let (carol, q) = (Caller::owner("carol"), ask("q"));
     model.push(Script::text("a").usage(20, 5));
-    svc.answer(&Caller::owner("carol"), &ask("q"))
-        .await
-        .unwrap();
-    assert!(
-        svc.answer(&Caller::owner("carol"), &ask("q"))
-            .await
-            .is_err()
-    );
+    svc.answer(&carol, &q).await.unwrap();
+    assert!(svc.answer(&carol, &q).await.is_err());
     usage.set_limits(
         "carol",
         LimitOverrides {
@@ -144,9 +116,7 @@ async fn an_operators_item_raises_one_users_limit() {
             ..LimitOverrides::default()
         },
     );
-    svc.answer(&Caller::owner("carol"), &ask("q"))
-        .await
-        .unwrap();
+    svc.answer(&carol, &q).await.unwrap();
 }
 
 #[tokio::test]

@@ -63,6 +63,29 @@ fn names(listing: &ToolListing) -> Vec<String> {
     names
 }
 
+/// A source of the one server named "silent" at `addr`, given up after `timeout`.
+fn silent_source(addr: SocketAddr, timeout: Duration) -> McpServers {
+    let config = json!([{"name": "silent", "url": format!("http://{addr}/mcp")}]);
+    McpServers::from_json(&config.to_string(), timeout, chat_mcp::http_client()).unwrap()
+}
+
+/// What the listed tool `name` answers `input` (it must answer).
+async fn called(listing: &ToolListing, name: &str, input: Value) -> String {
+    call(&tool(listing, name), input).await.unwrap()
+}
+
+/// The one server a listing says is unavailable, when it lists no tool.
+fn only_unavailable(listing: &ToolListing) -> &str {
+    assert!(listing.tools.is_empty());
+    assert_eq!(listing.unavailable.len(), 1, "{:?}", listing.unavailable);
+    &listing.unavailable[0]
+}
+
+/// The local server with `options`.
+async fn start_with(options: local_mcp::Options) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    local_mcp::start_with(any_port(), options).await.unwrap()
+}
+
 fn tool(listing: &ToolListing, name: &str) -> Arc<dyn Tool> {
     listing
         .tools
@@ -97,16 +120,12 @@ async fn a_servers_tools_are_listed_and_called() {
     assert_eq!(call(&add, json!({"a": 2, "b": 3})).await.unwrap(), "5");
     assert_eq!(call(&add, json!({"a": 0.5, "b": 2})).await.unwrap(), "2.5");
     assert_eq!(
-        call(&tool(&listing, "echo"), json!({"message": "hello, tools"}))
-            .await
-            .unwrap(),
+        called(&listing, "echo", json!({"message": "hello, tools"})).await,
         "hello, tools"
     );
     let started = Instant::now();
     assert_eq!(
-        call(&tool(&listing, "sleep"), json!({"ms": 200}))
-            .await
-            .unwrap(),
+        called(&listing, "sleep", json!({"ms": 200})).await,
         "slept 200 ms"
     );
     assert!(started.elapsed() >= Duration::from_millis(200));
@@ -154,12 +173,7 @@ async fn a_server_that_is_down_is_said_and_listed_again_once_it_is_up() {
     let listing = source.list(&Caller::owner("u")).await;
     assert!(listing.unavailable.is_empty(), "{:?}", listing.unavailable);
     assert_eq!(names(&listing), ["add", "echo", "sleep"]);
-    assert_eq!(
-        call(&tool(&listing, "add"), json!({"a": 2, "b": 3}))
-            .await
-            .unwrap(),
-        "5"
-    );
+    assert_eq!(called(&listing, "add", json!({"a": 2, "b": 3})).await, "5");
 }
 
 #[tokio::test]
@@ -202,21 +216,14 @@ async fn tools_are_listed_once_and_again_after_a_call_loses_the_server() {
         "{error}"
     );
     let third = source.list(&Caller::owner("u")).await;
-    assert!(third.tools.is_empty());
-    assert_eq!(third.unavailable.len(), 1, "{:?}", third.unavailable);
-    assert!(
-        third.unavailable[0].contains("connection refused"),
-        "{:?}",
-        third.unavailable
-    );
+    let down = only_unavailable(&third);
+    assert!(down.contains("connection refused"), "{down}");
 
     let (_, _server) = local_mcp::start(at).await.unwrap();
     let fourth = source.list(&Caller::owner("u")).await;
     assert!(fourth.unavailable.is_empty(), "{:?}", fourth.unavailable);
     assert_eq!(
-        call(&tool(&fourth, "echo"), json!({"message": "back"}))
-            .await
-            .unwrap(),
+        called(&fourth, "echo", json!({"message": "back"})).await,
         "back"
     );
 }
@@ -243,9 +250,7 @@ async fn names_two_servers_share_are_prefixed_with_the_servers_names() {
         ]
     );
     assert_eq!(
-        call(&tool(&listing, "beta-2_add"), json!({"a": 2, "b": 3}))
-            .await
-            .unwrap(),
+        called(&listing, "beta-2_add", json!({"a": 2, "b": 3})).await,
         "5"
     );
     assert_eq!(
@@ -276,15 +281,11 @@ async fn allow_keeps_only_the_tools_it_names() {
 #[tokio::test]
 async fn configured_headers_are_sent_and_never_shown() {
     const TOKEN: &str = "tok-5ecr3t-value";
-    let (addr, _server) = local_mcp::start_with(
-        any_port(),
-        local_mcp::Options {
-            bearer_token: Some(TOKEN.into()),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let (addr, _server) = start_with(local_mcp::Options {
+        bearer_token: Some(TOKEN.into()),
+        ..Default::default()
+    })
+    .await;
     let with = servers(json!([{
         "name": "guarded",
         "url": local_mcp::url(addr),
@@ -293,12 +294,7 @@ async fn configured_headers_are_sent_and_never_shown() {
     let listing = with.list(&Caller::owner("u")).await;
     assert!(listing.unavailable.is_empty(), "{:?}", listing.unavailable);
     // Every request carries it: the calls after the handshake too.
-    assert_eq!(
-        call(&tool(&listing, "add"), json!({"a": 2, "b": 3}))
-            .await
-            .unwrap(),
-        "5"
-    );
+    assert_eq!(called(&listing, "add", json!({"a": 2, "b": 3})).await, "5");
     let debug = format!("{with:?}");
     assert!(!debug.contains(TOKEN), "{debug}");
     assert!(debug.contains("authorization"), "{debug}");
@@ -327,20 +323,8 @@ async fn configured_headers_are_sent_and_never_shown() {
 #[tokio::test]
 async fn a_server_that_does_not_answer_is_given_up_within_the_listing_timeout() {
     // Accepts connections and never answers.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let _silent = tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((socket, _)) = listener.accept().await {
-            held.push(socket);
-        }
-    });
-    let source = McpServers::from_json(
-        &json!([{"name": "silent", "url": format!("http://{addr}/mcp")}]).to_string(),
-        Duration::from_millis(300),
-        chat_mcp::http_client(),
-    )
-    .unwrap();
+    let (addr, _, _silent) = silent().await;
+    let source = silent_source(addr, Duration::from_millis(300));
     let started = Instant::now();
     let listing = source.list(&Caller::owner("u")).await;
     assert!(
@@ -363,14 +347,9 @@ async fn servers_are_listed_together() {
     let mut urls = Vec::new();
     let mut holders = Vec::new();
     for _ in 0..2 {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        urls.push(format!("http://{}/mcp", listener.local_addr().unwrap()));
-        holders.push(tokio::spawn(async move {
-            let mut held = Vec::new();
-            while let Ok((socket, _)) = listener.accept().await {
-                held.push(socket);
-            }
-        }));
+        let (addr, _, holder) = silent().await;
+        urls.push(format!("http://{addr}/mcp"));
+        holders.push(holder);
     }
     let source = McpServers::from_json(
         &json!([{"name": "s1", "url": urls[0]}, {"name": "s2", "url": urls[1]}]).to_string(),
@@ -387,21 +366,8 @@ async fn servers_are_listed_together() {
 
 #[tokio::test]
 async fn turns_that_arrive_together_share_one_attempt() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let _silent = tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((socket, _)) = listener.accept().await {
-            held.push(socket);
-        }
-    });
-    let source = McpServers::from_json(
-        &json!([{"name": "silent", "url": format!("http://{addr}/mcp")}]).to_string(),
-        Duration::from_millis(800),
-        chat_mcp::http_client(),
-    )
-    .unwrap()
-    .with_retry_after(Duration::ZERO);
+    let (addr, _, _silent) = silent().await;
+    let source = silent_source(addr, Duration::from_millis(800)).with_retry_after(Duration::ZERO);
     let started = Instant::now();
     let u = Caller::owner("u");
     let (first, second, third) = tokio::join!(source.list(&u), source.list(&u), source.list(&u));
@@ -439,13 +405,8 @@ async fn an_empty_source_lists_nothing() {
 #[tokio::test]
 async fn a_failed_server_is_not_listed_again_within_the_retry_interval() {
     let (addr, accepted, _silent) = silent().await;
-    let source = McpServers::from_json(
-        &json!([{"name": "silent", "url": format!("http://{addr}/mcp")}]).to_string(),
-        Duration::from_millis(300),
-        chat_mcp::http_client(),
-    )
-    .unwrap()
-    .with_retry_after(Duration::from_millis(1500));
+    let source = silent_source(addr, Duration::from_millis(300))
+        .with_retry_after(Duration::from_millis(1500));
     let line = "MCP server silent is unavailable (no answer within 300 ms): its tools are left out of this turn";
     let first = source.list(&Caller::owner("u")).await;
     assert!(first.tools.is_empty());
@@ -486,12 +447,10 @@ async fn a_server_lost_under_a_call_is_left_out_within_the_retry_interval() {
     // Up again at once, but the lost connection is the answer until the interval has passed.
     let (_, _server) = local_mcp::start(at).await.unwrap();
     let second = source.list(&Caller::owner("u")).await;
-    assert!(second.tools.is_empty());
-    assert_eq!(second.unavailable.len(), 1, "{:?}", second.unavailable);
+    let down = only_unavailable(&second);
     assert!(
-        second.unavailable[0].starts_with("MCP server local is unavailable ("),
-        "{:?}",
-        second.unavailable
+        down.starts_with("MCP server local is unavailable ("),
+        "{down}"
     );
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let third = source.list(&Caller::owner("u")).await;
@@ -502,12 +461,7 @@ async fn a_server_lost_under_a_call_is_left_out_within_the_retry_interval() {
 #[tokio::test]
 async fn the_listing_timeout_is_capped() {
     let (addr, _accepted, _silent) = silent().await;
-    let source = McpServers::from_json(
-        &json!([{"name": "silent", "url": format!("http://{addr}/mcp")}]).to_string(),
-        Duration::from_secs(60),
-        chat_mcp::http_client(),
-    )
-    .unwrap();
+    let source = silent_source(addr, Duration::from_secs(60));
     assert!(
         format!("{source:?}").contains(&format!("list_timeout: {:?}", chat_mcp::LIST_TIMEOUT_CAP)),
         "{source:?}"
@@ -562,15 +516,11 @@ async fn a_urls_user_info_and_query_are_never_shown() {
 /// The local server, recording what each request carried.
 async fn start_recorded() -> (SocketAddr, local_mcp::Recorder, tokio::task::JoinHandle<()>) {
     let record = local_mcp::Recorder::default();
-    let (addr, server) = local_mcp::start_with(
-        any_port(),
-        local_mcp::Options {
-            record: Some(record.clone()),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let (addr, server) = start_with(local_mcp::Options {
+        record: Some(record.clone()),
+        ..Default::default()
+    })
+    .await;
     (addr, record, server)
 }
 

@@ -6,6 +6,7 @@
 use bytes::Bytes;
 use chat_core::{ChatError, FileKind, FileLimits, ImageFormat, RequestLimits, Role};
 use chat_protocol::{ChatInput, Dialect, Endpoint, parse_chat_request, text_outside_files};
+use chat_testing::bytes::uint8array_json;
 use serde_json::{Value, json};
 
 /// A PNG's signature and header start: what the sniffing looks at.
@@ -33,16 +34,6 @@ fn base64(bytes: &[u8]) -> String {
     out
 }
 
-/// What `JSON.stringify` makes of a `Uint8Array`: `{"0": 137, "1": 80, …}`.
-fn uint8array(bytes: &[u8]) -> Value {
-    bytes
-        .iter()
-        .enumerate()
-        .map(|(i, b)| (i.to_string(), json!(b)))
-        .collect::<serde_json::Map<_, _>>()
-        .into()
-}
-
 fn question_with(files: Value) -> Value {
     json!({"messages": [{"role": "user", "content": "What is this?", "files": files}]})
 }
@@ -67,6 +58,14 @@ fn refused(body: &Value) -> String {
     }
 }
 
+/// Asserts that `error`, what `files` were refused with, starts with `expected`.
+fn starts_with(error: &str, expected: &str, files: &dyn std::fmt::Display) {
+    assert!(
+        error.starts_with(expected),
+        "{files}: {error:?} should start with {expected:?}"
+    );
+}
+
 /// The one file of the request's first message: its name, kind and bytes.
 fn only_file(input: &ChatInput) -> (String, FileKind, Bytes) {
     let files: Vec<_> = input.turn.messages[0].files().collect();
@@ -87,7 +86,7 @@ fn every_form_of_data_is_the_same_png_in_both_protocol_versions() {
         json!(padded.trim_end_matches('=')),
         json!(padded.replace('+', "-").replace('/', "_")),
         json!(format!("{}\r\n{}", &padded[..8], &padded[8..])),
-        uint8array(PNG),
+        uint8array_json(PNG),
         json!(PNG),
         json!({"type": "Buffer", "data": PNG}),
     ];
@@ -240,11 +239,7 @@ fn files_of_another_shape_are_a_400_naming_the_field() {
         ),
     ];
     for (files, expected) in cases {
-        let error = refused(&question_with(files.clone()));
-        assert!(
-            error.starts_with(expected),
-            "{files}: {error:?} should start with {expected:?}"
-        );
+        starts_with(&refused(&question_with(files.clone())), expected, &files);
     }
 }
 
@@ -486,11 +481,7 @@ fn files_are_held_to_the_json_a_body_is_held_to() {
             "body is not valid JSON: invalid escape",
         ),
     ] {
-        let error = refused(files);
-        assert!(
-            error.starts_with(expected),
-            "{files}: {error:?} should start with {expected:?}"
-        );
+        starts_with(&refused(files), expected, &files);
     }
 }
 

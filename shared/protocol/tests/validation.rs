@@ -2,7 +2,7 @@
 
 use chat_core::{RequestLimits, Role};
 use chat_protocol::{Dialect, Endpoint, SessionSpelling, parse_chat_request};
-use serde_json::json;
+use serde_json::{Value, json};
 
 fn parse(body: serde_json::Value) -> Result<chat_protocol::ChatInput, String> {
     parse_chat_request(
@@ -319,13 +319,13 @@ fn the_chat_uis_own_notes_are_no_part_of_the_conversation() {
     assert_eq!(roles, [Role::User, Role::User]);
     assert_eq!(input.turn.messages[1].text(), "again");
     // An error still names the message as the client sent it.
+    // (A note, a question, and then `last`.)
+    let after_a_note = |last: Value| {
+        let note = json!({"role": "system", "content": "note"});
+        ui(json!({"messages": [note, {"role": "user", "content": "hi"}, last]}))
+    };
     assert_eq!(
-        ui(json!({"messages": [
-            {"role": "system", "content": "note"},
-            {"role": "user", "content": "hi"},
-            {"role": "robot", "content": "x"}
-        ]}))
-        .unwrap_err(),
+        after_a_note(json!({"role": "robot", "content": "x"})).unwrap_err(),
         r#"messages[2].role: expected "user" or "assistant""#
     );
     // Other dialects know no such notes.
@@ -339,12 +339,7 @@ fn the_chat_uis_own_notes_are_no_part_of_the_conversation() {
 
     // A later check, made without the notes, still names the message as sent.
     assert_eq!(
-        ui(json!({"messages": [
-            {"role": "system", "content": "note"},
-            {"role": "user", "content": "hi"},
-            {"role": "user", "content": "  "}
-        ]}))
-        .unwrap_err(),
+        after_a_note(json!({"role": "user", "content": "  "})).unwrap_err(),
         "messages[2].content: must not be empty"
     );
     // A note is still a message: fields of the wrong type are refused, not dropped with it.

@@ -2,6 +2,8 @@
 //! the same questions under the same overrides: who asks, which sample document their question aims at, and
 //! whether they may be given it.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use chat_app::Config;
@@ -290,6 +292,134 @@ impl Fixture {
             response,
             model,
             stored,
+        }
+    }
+}
+
+/// A route of a function under the matrix: where a question goes, and how it is asked there.
+#[derive(Debug, Clone, Copy)]
+pub struct Route {
+    pub path: &'static str,
+    /// The `stream` field of the 2024-01-28 protocol, for a route asked in that version.
+    pub stream: Option<bool>,
+    /// Whether the route's client asks for server-sent events (`accept: text/event-stream`).
+    pub events: bool,
+}
+
+impl Route {
+    /// `path`, asked in the current protocol.
+    pub const fn to(path: &'static str) -> Self {
+        Self {
+            path,
+            stream: None,
+            events: false,
+        }
+    }
+
+    /// `path`, asked in the 2024-01-28 protocol with `stream`.
+    pub const fn first_version(path: &'static str, stream: bool) -> Self {
+        Self {
+            stream: Some(stream),
+            ..Self::to(path)
+        }
+    }
+
+    /// `path`, whose client asks for server-sent events.
+    pub const fn events(path: &'static str) -> Self {
+        Self {
+            events: true,
+            ..Self::to(path)
+        }
+    }
+}
+
+/// A user's `question`, with `overrides` as the request's context when there are any.
+pub fn question_body(question: &str, overrides: Option<&Value>) -> Value {
+    let mut body = json!({"messages": [{"role": "user", "content": question}]});
+    if let Some(overrides) = overrides {
+        body["context"] = json!({"overrides": overrides});
+    }
+    body
+}
+
+/// How a function's `App` answers a request: its status and its body as text.
+pub type Answers<A> =
+    for<'a> fn(&'a A, Request) -> Pin<Box<dyn Future<Output = (u16, String)> + 'a>>;
+
+/// A function under the matrix: its `App` twice over one [`Fixture`] ([`Fixture::apps`]), and how it answers.
+pub struct World<A> {
+    pub fixture: Fixture,
+    pub apps: Apps<A>,
+    send: Answers<A>,
+}
+
+impl<A> World<A> {
+    /// The fixture configured with `extra`, the function's `App` twice made by `make` ([`Fixture::apps`]), and
+    /// `send`, how it answers.
+    pub async fn start(
+        extra: &[(&str, &str)],
+        make: impl Fn(BedrockModel, DynamoStore, Auth, Config, Arc<dyn Retriever>) -> A,
+        send: Answers<A>,
+    ) -> Self {
+        let fixture = Fixture::start(extra).await;
+        let apps = fixture.apps(make).await;
+        Self {
+            fixture,
+            apps,
+            send,
+        }
+    }
+
+    /// `person` asks `question` on `route`, with `overrides`; what it left behind. The answer must be a 200.
+    pub async fn ask(
+        &self,
+        person: Person,
+        route: Route,
+        question: &str,
+        overrides: Option<&Value>,
+    ) -> Seen {
+        let mut body = question_body(question, overrides);
+        if let Some(stream) = route.stream {
+            body["stream"] = json!(stream);
+        }
+        let mut request = self.fixture.request(person, route.path, &body);
+        if route.events {
+            let accept = "text/event-stream".parse().expect("a header value");
+            request.headers_mut().insert("accept", accept);
+        }
+        let before = self.fixture.model_calls();
+        let (status, text) = (self.send)(self.apps.of(person), request).await;
+        assert_eq!(status, 200, "{route:?}: {text}");
+        self.fixture.seen(person, before, text).await
+    }
+
+    /// The matrix on every one of `routes`: each person asks each aim's question under each override case, and is
+    /// given the aim's document exactly when they may read it.
+    pub async fn check_every_route(&self, routes: &[Route]) {
+        for &route in routes {
+            for (case, overrides) in override_cases() {
+                for aim in &AIMS {
+                    for person in Person::ALL {
+                        let seen = self
+                            .ask(person, route, aim.question, overrides.as_ref())
+                            .await;
+                        seen.check(person, aim, &format!("{route:?}, {case}"));
+                    }
+                }
+            }
+        }
+    }
+
+    /// No combination of the security overrides gives the local user Alice's review, on any of `routes`.
+    pub async fn check_no_override_gives_the_local_user_alices_review(&self, routes: &[Route]) {
+        let review = &AIMS[0];
+        for overrides in every_override_combination() {
+            for &route in routes {
+                let seen = self
+                    .ask(Person::Local, route, review.question, Some(&overrides))
+                    .await;
+                seen.check(Person::Local, review, &format!("{route:?} {overrides}"));
+            }
         }
     }
 }

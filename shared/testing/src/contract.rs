@@ -12,8 +12,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use chat_core::{
-    ChatMode, ChatRecord, HistoryBudget, Role, SessionStore, StoreError, StoredMessage, TokenUsage,
-    UsageTotals,
+    ChatMode, ChatRecord, HistoryBudget, LoadedChat, Page, Role, SessionStore, StoreError,
+    StoredMessage, TokenUsage, UsageTotals,
 };
 
 /// Counts the records a store keeps under one chat: `(owner, chat_id)` to a count.
@@ -98,54 +98,152 @@ pub fn spent() -> UsageTotals {
     }
 }
 
+/// When a check's chats are made, unless it says otherwise.
+pub const AT: &str = "2026-01-01T00:00:00.000Z";
+
+/// `owner`'s standard chat `name`, made at [`AT`] with `msgs`: the record the store answers.
+pub async fn seed<S: SessionStore>(
+    store: &S,
+    owner: &str,
+    name: &str,
+    msgs: &[StoredMessage],
+) -> ChatRecord {
+    store.create(owner, &chat(name, AT), msgs).await.unwrap()
+}
+
+/// `n` messages of `role`, their contents `prefix` followed by their number from 0.
+pub fn numbered(role: Role, prefix: &str, n: usize) -> Vec<StoredMessage> {
+    (0..n)
+        .map(|i| message(role, &format!("{prefix}{i}")))
+        .collect()
+}
+
+/// A turn's two messages: the user's `question` and the assistant's `answer`.
+pub fn turn(question: &str, answer: &str) -> [StoredMessage; 2] {
+    [
+        message(Role::User, question),
+        message(Role::Assistant, answer),
+    ]
+}
+
+/// Turn `i`: the question `q{i}` and its answer `a{i}`.
+pub fn numbered_turn(i: usize) -> [StoredMessage; 2] {
+    turn(&format!("q{i}"), &format!("a{i}"))
+}
+
+/// The first ten of `owner`'s chats of `mode`.
+pub async fn listed<S: SessionStore>(store: &S, owner: &str, mode: ChatMode) -> Vec<ChatRecord> {
+    store.list(owner, mode, 10, None).await.unwrap().items
+}
+
+/// Asserts that `op` fails with `expected`.
+pub async fn fails<T: std::fmt::Debug>(
+    op: impl Future<Output = Result<T, StoreError>>,
+    expected: StoreError,
+    what: &str,
+) {
+    assert_eq!(op.await.unwrap_err(), expected, "{what}");
+}
+
+/// Every page of a paged read, from the first (no cursor) to the one without a next cursor.
+pub async fn all_pages<T, F, Fut>(mut read: F) -> Vec<Vec<T>>
+where
+    F: FnMut(Option<String>) -> Fut,
+    Fut: Future<Output = Page<T>>,
+{
+    let mut pages = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = read(cursor.take()).await;
+        pages.push(page.items);
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => return pages,
+        }
+    }
+}
+
+/// Asserts that `msgs` are `n` whole turns ([`numbered_turn`]), in any order: each question followed by its own
+/// answer, none split, interleaved or stored twice.
+pub fn assert_whole_turns(msgs: &[StoredMessage], n: usize) {
+    assert_eq!(msgs.len(), 2 * n);
+    let mut seen = HashSet::new();
+    for pair in msgs.chunks(2) {
+        let i = pair[0].content.strip_prefix('q').expect("a question first");
+        assert_eq!(pair[1].content, format!("a{i}"));
+        assert!(seen.insert(i.to_string()), "turn {i} stored twice");
+    }
+    assert_eq!(seen.len(), n);
+}
+
+/// `n` reads of alice's chat `name` for a turn, all made before any turn writes.
+async fn reads_for_turns<S: SessionStore>(store: &S, name: &str, n: usize) -> Vec<LoadedChat> {
+    let mut reads = Vec::new();
+    for _ in 0..n {
+        let chat_id = id(name);
+        let read = store.load_for_turn("alice", &chat_id, HistoryBudget::UNLIMITED);
+        reads.push(read.await.unwrap());
+    }
+    reads
+}
+
+/// Each read's turn ([`numbered_turn`]) appended at once to alice's chat `name`, as of that read, spending
+/// [`spent`]: the records the appends answer.
+async fn turns_as_of<S: SessionStore>(
+    store: &S,
+    name: &str,
+    reads: &[LoadedChat],
+) -> Vec<Result<ChatRecord, StoreError>> {
+    let turns = reads.iter().enumerate().map(|(i, read)| async move {
+        let pair = numbered_turn(i);
+        store
+            .append_after("alice", &id(name), read.mark.as_ref(), &pair, &spent())
+            .await
+    });
+    futures_util::future::join_all(turns).await
+}
+
 /// One `#[tokio::test]` per check of the contract, each on a fresh subject: `$fresh` is an expression whose
 /// `.await` is a [`Subject`] (e.g. `fresh_subject()`, an `async fn`). The crate using it depends on tokio.
 #[macro_export]
 macro_rules! store_contract {
-    (@each $fresh:expr; $($check:ident),+ $(,)?) => {
+    ($fresh:expr) => {
+        $crate::contract_tests!(contract, $fresh;
+            a_chat_is_created_read_back_and_listed, twenty_turns_at_once_all_land_whole,
+            turns_written_as_of_their_own_read_all_land_once,
+            a_chat_of_three_megabytes_is_stored_and_read_back_whole,
+            a_replace_is_seen_whole_and_the_old_messages_go, paging_through_120_chats_gives_each_once_newest_first,
+            another_owners_chat_is_not_found_by_any_operation, cursors_are_checked, a_deleted_chat_is_gone,
+            appends_too_large_for_one_transaction_race_without_mixing, deleting_a_chat_removes_every_message_item,
+            ids_that_are_not_chat_ids_name_no_chat, a_500000_character_message_is_stored_and_read_back_whole,
+            a_chat_is_read_in_pages_that_join_back_whole, a_messages_files_are_kept_with_it,
+            a_turn_reads_only_the_newest_messages_its_budget_takes, a_rename_changes_the_title_and_nothing_else,
+            a_rename_finds_only_the_owners_existing_chat, a_rename_among_turns_keeps_its_title_and_every_turn,
+        );
+    };
+}
+
+/// One `#[tokio::test]` per check named, each calling `$crate::$module::$check` with a fresh subject (`$fresh`,
+/// awaited): what [`store_contract!`](crate::store_contract) and [`usage_contract!`](crate::usage_contract) expand
+/// to.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! contract_tests {
+    ($module:ident, $fresh:expr; $($check:ident),+ $(,)?) => {
         $(
             #[::tokio::test]
             async fn $check() {
                 let subject = $fresh.await;
-                $crate::contract::$check(&subject).await;
+                $crate::$module::$check(&subject).await;
             }
         )+
-    };
-    ($fresh:expr) => {
-        $crate::store_contract!(@each $fresh;
-            a_chat_is_created_read_back_and_listed,
-            twenty_turns_at_once_all_land_whole,
-            turns_written_as_of_their_own_read_all_land_once,
-            a_chat_of_three_megabytes_is_stored_and_read_back_whole,
-            a_replace_is_seen_whole_and_the_old_messages_go,
-            paging_through_120_chats_gives_each_once_newest_first,
-            another_owners_chat_is_not_found_by_any_operation,
-            cursors_are_checked,
-            a_deleted_chat_is_gone,
-            appends_too_large_for_one_transaction_race_without_mixing,
-            deleting_a_chat_removes_every_message_item,
-            ids_that_are_not_chat_ids_name_no_chat,
-            a_500000_character_message_is_stored_and_read_back_whole,
-            a_chat_is_read_in_pages_that_join_back_whole,
-            a_messages_files_are_kept_with_it,
-            a_turn_reads_only_the_newest_messages_its_budget_takes,
-            a_rename_changes_the_title_and_nothing_else,
-            a_rename_finds_only_the_owners_existing_chat,
-            a_rename_among_turns_keeps_its_title_and_every_turn,
-        );
     };
 }
 
 pub async fn a_chat_is_created_read_back_and_listed<S: SessionStore>(subject: &Subject<S>) {
     let store = &subject.store;
-    let msgs = [
-        message(Role::User, "hello"),
-        message(Role::Assistant, "hi there"),
-    ];
-    let created = store
-        .create("alice", &chat("c1", "2026-01-01T00:00:00.000Z"), &msgs)
-        .await
-        .unwrap();
+    let msgs = turn("hello", "hi there");
+    let created = seed(store, "alice", "c1", &msgs).await;
     assert_eq!(created.message_count, 2);
     assert_eq!(created.last_message, "hi there");
     let (record, read) = store.load("alice", &id("c1")).await.unwrap();
@@ -158,33 +256,20 @@ pub async fn a_chat_is_created_read_back_and_listed<S: SessionStore>(subject: &S
     assert_eq!(page.items, [created]);
     assert_eq!(page.next_cursor, None);
     assert!(
-        store
-            .list("alice", ChatMode::MultiAgent, 10, None)
+        listed(store, "alice", ChatMode::MultiAgent)
             .await
-            .unwrap()
-            .items
             .is_empty()
     );
-    assert_eq!(
-        store
-            .create("alice", &chat("c1", "x"), &msgs)
-            .await
-            .unwrap_err(),
-        StoreError::AlreadyExists
-    );
+    let same = chat("c1", "x");
+    let again = store.create("alice", &same, &msgs);
+    fails(again, StoreError::AlreadyExists, "a second create").await;
 }
 
 pub async fn twenty_turns_at_once_all_land_whole<S: SessionStore>(subject: &Subject<S>) {
     let store = &subject.store;
-    store
-        .create("alice", &chat("busy", "2026-01-01T00:00:00.000Z"), &[])
-        .await
-        .unwrap();
+    seed(store, "alice", "busy", &[]).await;
     let turns = (0..20).map(|i| async move {
-        let pair = [
-            message(Role::User, &format!("q{i}")),
-            message(Role::Assistant, &format!("a{i}")),
-        ];
+        let pair = numbered_turn(i);
         store.append("alice", &id("busy"), &pair).await
     });
     for result in futures_util::future::join_all(turns).await {
@@ -192,15 +277,8 @@ pub async fn twenty_turns_at_once_all_land_whole<S: SessionStore>(subject: &Subj
     }
     let (record, msgs) = store.load("alice", &id("busy")).await.unwrap();
     assert_eq!(record.message_count, 40);
-    assert_eq!(msgs.len(), 40);
-    let mut seen = HashSet::new();
-    for pair in msgs.chunks(2) {
-        // Each turn's question is followed by its own answer: no turn was split or interleaved.
-        let i = pair[0].content.strip_prefix('q').expect("a question first");
-        assert_eq!(pair[1].content, format!("a{i}"));
-        assert!(seen.insert(i.to_string()), "turn {i} stored twice");
-    }
-    assert_eq!(seen.len(), 20);
+    // Each turn's question is followed by its own answer: no turn was split or interleaved.
+    assert_whole_turns(&msgs, 20);
     // Reading again gives the same order.
     assert_eq!(store.load("alice", &id("busy")).await.unwrap().1, msgs);
 }
@@ -211,40 +289,16 @@ pub async fn turns_written_as_of_their_own_read_all_land_once<S: SessionStore>(
     subject: &Subject<S>,
 ) {
     let store = &subject.store;
-    store
-        .create(
-            "alice",
-            &chat("marks", "2026-01-01T00:00:00.000Z"),
-            &[message(Role::User, "first")],
-        )
-        .await
-        .unwrap();
+    seed(store, "alice", "marks", &[message(Role::User, "first")]).await;
     // Every turn reads before any writes: all but the first write find the chat changed since their read.
-    let mut reads = Vec::new();
-    for _ in 0..8 {
-        reads.push(
-            store
-                .load_for_turn("alice", &id("marks"), HistoryBudget::UNLIMITED)
-                .await
-                .unwrap(),
-        );
-    }
+    let reads = reads_for_turns(store, "marks", 8).await;
     assert!(
         reads
             .iter()
             .all(|r| r.record.message_count == 1 && r.messages.len() == 1)
     );
-    let turns = reads.iter().enumerate().map(|(i, read)| async move {
-        let pair = [
-            message(Role::User, &format!("q{i}")),
-            message(Role::Assistant, &format!("a{i}")),
-        ];
-        store
-            .append_after("alice", &id("marks"), read.mark.as_ref(), &pair, &spent())
-            .await
-    });
     let mut counts = Vec::new();
-    for result in futures_util::future::join_all(turns).await {
+    for result in turns_as_of(store, "marks", &reads).await {
         counts.push(result.unwrap().message_count);
     }
     counts.sort();
@@ -265,37 +319,23 @@ pub async fn turns_written_as_of_their_own_read_all_land_once<S: SessionStore>(
         (totals.cost_usd.unwrap() - 0.008).abs() < 1e-9,
         "{totals:?}"
     );
-    let listed = store
-        .list("alice", ChatMode::Standard, 10, None)
-        .await
-        .unwrap();
-    assert_eq!(listed.items[0].usage, totals);
-    assert_eq!(loaded.messages[0].content, "first");
-    let mut seen = HashSet::new();
-    for pair in loaded.messages[1..].chunks(2) {
-        let i = pair[0].content.strip_prefix('q').expect("a question first");
-        assert_eq!(pair[1].content, format!("a{i}"));
-        assert!(seen.insert(i.to_string()), "turn {i} stored twice");
-    }
-    assert_eq!(seen.len(), 8);
-    // Another owner's read names no chat.
     assert_eq!(
-        store
-            .load_for_turn("bob", &id("marks"), HistoryBudget::UNLIMITED)
-            .await
-            .unwrap_err(),
-        StoreError::NotFound
+        listed(store, "alice", ChatMode::Standard).await[0].usage,
+        totals
     );
+    assert_eq!(loaded.messages[0].content, "first");
+    assert_whole_turns(&loaded.messages[1..], 8);
+    // Another owner's read names no chat.
+    let marks = id("marks");
+    let bobs = store.load_for_turn("bob", &marks, HistoryBudget::UNLIMITED);
+    fails(bobs, StoreError::NotFound, "bob's read").await;
 }
 
 pub async fn a_chat_of_three_megabytes_is_stored_and_read_back_whole<S: SessionStore>(
     subject: &Subject<S>,
 ) {
     let store = &subject.store;
-    store
-        .create("alice", &chat("big", "2026-01-01T00:00:00.000Z"), &[])
-        .await
-        .unwrap();
+    seed(store, "alice", "big", &[]).await;
     let mut expected = Vec::new();
     // 40 messages of 75 000 characters: 3 MB, each message its own item, far from the 400 KB item limit.
     for turn in 0..20 {
@@ -317,16 +357,8 @@ pub async fn a_replace_is_seen_whole_and_the_old_messages_go<S: SessionStore>(
     subject: &Subject<S>,
 ) {
     let store = &subject.store;
-    let old: Vec<_> = (0..150)
-        .map(|i| message(Role::User, &format!("old {i}")))
-        .collect();
-    store
-        .create("alice", &chat("r", "2026-01-01T00:00:00.000Z"), &old)
-        .await
-        .unwrap();
-    let new: Vec<_> = (0..120)
-        .map(|i| message(Role::Assistant, &format!("new {i}")))
-        .collect();
+    seed(store, "alice", "r", &numbered(Role::User, "old ", 150)).await;
+    let new = numbered(Role::Assistant, "new ", 120);
     let record = store.replace("alice", &id("r"), &new).await.unwrap();
     assert_eq!(record.message_count, 120);
     assert_eq!(record.last_message, "new 119");
@@ -343,35 +375,23 @@ pub async fn paging_through_120_chats_gives_each_once_newest_first<S: SessionSto
     let store = &subject.store;
     for i in 0..120 {
         let at = format!("2026-01-01T00:{:02}:{:02}.000Z", i / 60, i % 60);
-        store
-            .create("alice", &chat(&format!("c{i:03}"), &at), &[])
-            .await
-            .unwrap();
+        let made = chat(&format!("c{i:03}"), &at);
+        store.create("alice", &made, &[]).await.unwrap();
     }
-    store
-        .create("bob", &chat("bobs", "2027-01-01T00:00:00.000Z"), &[])
-        .await
-        .unwrap();
-    let mut ids = Vec::new();
-    let mut cursor: Option<String> = None;
-    let mut pages = 0;
-    loop {
-        let page = store
-            .list("alice", ChatMode::Standard, 25, cursor.as_deref())
-            .await
-            .unwrap();
-        assert!(page.items.len() <= 25);
-        ids.extend(page.items.into_iter().map(|c| c.id));
-        pages += 1;
-        match page.next_cursor {
-            Some(c) => cursor = Some(c),
-            None => break,
-        }
-    }
+    let bobs = chat("bobs", "2027-01-01T00:00:00.000Z");
+    store.create("bob", &bobs, &[]).await.unwrap();
+    let pages = all_pages(|cursor| async move {
+        let page = store.list("alice", ChatMode::Standard, 25, cursor.as_deref());
+        page.await.unwrap()
+    })
+    .await;
+    assert!(pages.iter().all(|page| page.len() <= 25));
     assert_eq!(
-        pages, 5,
+        pages.len(),
+        5,
         "120 chats in pages of 25, with no empty last page"
     );
+    let ids: Vec<String> = pages.concat().into_iter().map(|c| c.id).collect();
     let expected: Vec<String> = (0..120).rev().map(|i| id(&format!("c{i:03}"))).collect();
     assert_eq!(ids, expected);
 }
@@ -381,61 +401,36 @@ pub async fn another_owners_chat_is_not_found_by_any_operation<S: SessionStore>(
 ) {
     let store = &subject.store;
     let msgs = [message(Role::User, "mine")];
-    store
-        .create("alice", &chat("a1", "2026-01-01T00:00:00.000Z"), &msgs)
-        .await
-        .unwrap();
-    assert_eq!(
-        store.load("bob", &id("a1")).await.unwrap_err(),
-        StoreError::NotFound
-    );
-    assert_eq!(
-        store.append("bob", &id("a1"), &msgs).await.unwrap_err(),
-        StoreError::NotFound
-    );
-    assert_eq!(
-        store.replace("bob", &id("a1"), &[]).await.unwrap_err(),
-        StoreError::NotFound
-    );
-    assert_eq!(
-        store.delete("bob", &id("a1")).await.unwrap_err(),
-        StoreError::NotFound
-    );
-    assert_eq!(
-        store
-            .rename("bob", &id("a1"), "bob's now")
-            .await
-            .unwrap_err(),
-        StoreError::NotFound
-    );
-    assert!(
-        store
-            .list("bob", ChatMode::Standard, 10, None)
-            .await
-            .unwrap()
-            .items
-            .is_empty()
-    );
+    seed(store, "alice", "a1", &msgs).await;
+    let a1 = id("a1");
+    fails(store.load("bob", &a1), StoreError::NotFound, "load").await;
+    fails(
+        store.append("bob", &a1, &msgs),
+        StoreError::NotFound,
+        "append",
+    )
+    .await;
+    fails(
+        store.replace("bob", &a1, &[]),
+        StoreError::NotFound,
+        "replace",
+    )
+    .await;
+    fails(store.delete("bob", &a1), StoreError::NotFound, "delete").await;
+    let rename = store.rename("bob", &a1, "bob's now");
+    fails(rename, StoreError::NotFound, "rename").await;
+    assert!(listed(store, "bob", ChatMode::Standard).await.is_empty());
     // Alice's chat is as it was.
-    assert_eq!(store.load("alice", &id("a1")).await.unwrap().1, msgs);
-    assert_eq!(
-        store.load("alice", &id("a1")).await.unwrap().0.title,
-        "chat a1"
-    );
+    assert_eq!(store.load("alice", &a1).await.unwrap().1, msgs);
+    assert_eq!(store.load("alice", &a1).await.unwrap().0.title, "chat a1");
 }
 
 pub async fn cursors_are_checked<S: SessionStore>(subject: &Subject<S>) {
     let store = &subject.store;
     for i in 0..3 {
+        let at = format!("2026-01-0{}T00:00:00.000Z", i + 1);
         store
-            .create(
-                "alice",
-                &chat(
-                    &format!("c{i}"),
-                    &format!("2026-01-0{}T00:00:00.000Z", i + 1),
-                ),
-                &[],
-            )
+            .create("alice", &chat(&format!("c{i}"), &at), &[])
             .await
             .unwrap();
     }
@@ -444,68 +439,31 @@ pub async fn cursors_are_checked<S: SessionStore>(subject: &Subject<S>) {
         .await
         .unwrap();
     let cursor = page.next_cursor.unwrap();
-    assert_eq!(
-        store
-            .list("bob", ChatMode::Standard, 1, Some(&cursor))
-            .await
-            .unwrap_err(),
-        StoreError::InvalidCursor
-    );
-    assert_eq!(
-        store
-            .list("alice", ChatMode::Standard, 1, Some("not-a-cursor"))
-            .await
-            .unwrap_err(),
-        StoreError::InvalidCursor
-    );
+    for (owner, cursor) in [("bob", cursor.as_str()), ("alice", "not-a-cursor")] {
+        let listed = store.list(owner, ChatMode::Standard, 1, Some(cursor));
+        fails(listed, StoreError::InvalidCursor, owner).await;
+    }
 }
 
 pub async fn a_deleted_chat_is_gone<S: SessionStore>(subject: &Subject<S>) {
     let store = &subject.store;
-    store
-        .create(
-            "alice",
-            &chat("d", "2026-01-01T00:00:00.000Z"),
-            &[message(Role::User, "x")],
-        )
-        .await
-        .unwrap();
+    seed(store, "alice", "d", &[message(Role::User, "x")]).await;
     store.delete("alice", &id("d")).await.unwrap();
-    assert_eq!(
-        store.load("alice", &id("d")).await.unwrap_err(),
-        StoreError::NotFound
-    );
-    assert!(
-        store
-            .list("alice", ChatMode::Standard, 10, None)
-            .await
-            .unwrap()
-            .items
-            .is_empty()
-    );
-    assert_eq!(
-        store.delete("alice", &id("d")).await.unwrap_err(),
-        StoreError::NotFound
-    );
+    fails(store.load("alice", &id("d")), StoreError::NotFound, "load").await;
+    assert!(listed(store, "alice", ChatMode::Standard).await.is_empty());
+    let d = id("d");
+    let again = store.delete("alice", &d);
+    fails(again, StoreError::NotFound, "a second delete").await;
 }
 
 pub async fn appends_too_large_for_one_transaction_race_without_mixing<S: SessionStore>(
     subject: &Subject<S>,
 ) {
     let store = &subject.store;
-    store
-        .create(
-            "alice",
-            &chat("huge", "2026-01-01T00:00:00.000Z"),
-            &[message(Role::User, "start")],
-        )
-        .await
-        .unwrap();
+    seed(store, "alice", "huge", &[message(Role::User, "start")]).await;
     // Two writers of 150 messages each: each goes to its own generation, and they commit one after the other.
     let writers = ["a", "b"].map(|w| async move {
-        let batch: Vec<_> = (0..150)
-            .map(|i| message(Role::User, &format!("{w}{i}")))
-            .collect();
+        let batch = numbered(Role::User, w, 150);
         store.append("alice", &id("huge"), &batch).await
     });
     for result in futures_util::future::join_all(writers).await {
@@ -524,55 +482,27 @@ pub async fn appends_too_large_for_one_transaction_race_without_mixing<S: Sessio
 
 pub async fn deleting_a_chat_removes_every_message_item<S: SessionStore>(subject: &Subject<S>) {
     let store = &subject.store;
-    let msgs: Vec<_> = (0..130)
-        .map(|i| message(Role::User, &format!("m{i}")))
-        .collect();
-    store
-        .create("alice", &chat("gone", "2026-01-01T00:00:00.000Z"), &msgs)
-        .await
-        .unwrap();
-    store
-        .append("alice", &id("gone"), &msgs[..3])
-        .await
-        .unwrap();
-    store
-        .replace("alice", &id("gone"), &msgs[..5])
-        .await
-        .unwrap();
-    store.delete("alice", &id("gone")).await.unwrap();
-    assert_eq!(
-        store.load("alice", &id("gone")).await.unwrap_err(),
-        StoreError::NotFound
-    );
-    if let Some(left) = subject.items("alice", &id("gone")).await {
+    let msgs = numbered(Role::User, "m", 130);
+    seed(store, "alice", "gone", &msgs).await;
+    let gone = id("gone");
+    store.append("alice", &gone, &msgs[..3]).await.unwrap();
+    store.replace("alice", &gone, &msgs[..5]).await.unwrap();
+    store.delete("alice", &gone).await.unwrap();
+    fails(store.load("alice", &gone), StoreError::NotFound, "load").await;
+    if let Some(left) = subject.items("alice", &gone).await {
         assert_eq!(left, 0, "nothing of a deleted chat stays behind");
     }
 }
 
 pub async fn ids_that_are_not_chat_ids_name_no_chat<S: SessionStore>(subject: &Subject<S>) {
     let store = &subject.store;
-    store
-        .create(
-            "x#bob",
-            &chat("c", "2026-01-01T00:00:00.000Z"),
-            &[message(Role::User, "bob's")],
-        )
-        .await
-        .unwrap();
+    seed(store, "x#bob", "c", &[message(Role::User, "bob's")]).await;
     // An id with a '#' could otherwise reach the key of another owner's chat.
     let forged = format!("{}#x", id("c"));
-    assert_eq!(
-        store.load("bob", &forged).await.unwrap_err(),
-        StoreError::NotFound
-    );
-    assert_eq!(
-        store.delete("bob", &forged).await.unwrap_err(),
-        StoreError::NotFound
-    );
-    assert_eq!(
-        store.load("x#bob", "short").await.unwrap_err(),
-        StoreError::NotFound
-    );
+    fails(store.load("bob", &forged), StoreError::NotFound, "load").await;
+    fails(store.delete("bob", &forged), StoreError::NotFound, "delete").await;
+    let short = store.load("x#bob", "short");
+    fails(short, StoreError::NotFound, "a short id").await;
 }
 
 pub async fn a_500000_character_message_is_stored_and_read_back_whole<S: SessionStore>(
@@ -583,19 +513,13 @@ pub async fn a_500000_character_message_is_stored_and_read_back_whole<S: Session
     let digits = message(Role::Assistant, &"0123456789".repeat(50_000));
     let crabs = message(Role::Assistant, &"🦀".repeat(500_000));
     let first = [message(Role::User, "write a lot"), digits.clone()];
-    let created = store
-        .create("alice", &chat("long", "2026-01-01T00:00:00.000Z"), &first)
-        .await
-        .unwrap();
+    let created = seed(store, "alice", "long", &first).await;
     assert_eq!(created.message_count, 2);
     assert_eq!(created.last_message, "0123456789".repeat(20));
     let second = [message(Role::User, "more"), crabs.clone()];
     store.append("alice", &id("long"), &second).await.unwrap();
     // 4 MB in one turn: more than one transaction carries, so it goes through a new generation.
-    let third = [
-        message(Role::User, &"é".repeat(500_000)),
-        message(Role::Assistant, &"🦀".repeat(500_000)),
-    ];
+    let third = turn(&"é".repeat(500_000), &"🦀".repeat(500_000));
     let record = store.append("alice", &id("long"), &third).await.unwrap();
     assert_eq!(record.message_count, 6);
     let (record, msgs) = store.load("alice", &id("long")).await.unwrap();
@@ -607,28 +531,18 @@ pub async fn a_500000_character_message_is_stored_and_read_back_whole<S: Session
     if let Some(items) = subject.items("alice", &id("long")).await {
         assert!(items > 7);
     }
-    let listed = store
-        .list("alice", ChatMode::Standard, 10, None)
-        .await
-        .unwrap();
-    assert_eq!(listed.items.len(), 1);
-    assert_eq!(listed.items[0].message_count, 6);
-    assert_eq!(listed.items[0].last_message, "🦀".repeat(200));
+    let chats = listed(store, "alice", ChatMode::Standard).await;
+    assert_eq!(chats.len(), 1);
+    assert_eq!(chats[0].message_count, 6);
+    assert_eq!(chats[0].last_message, "🦀".repeat(200));
     // Pages split between messages, never inside one.
-    let mut paged = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let page = store
-            .load_page("alice", &id("long"), cursor.as_deref(), 2, usize::MAX)
-            .await
-            .unwrap();
-        paged.extend(page.items);
-        match page.next_cursor {
-            Some(next) => cursor = Some(next),
-            None => break,
-        }
-    }
-    assert_eq!(paged, msgs);
+    let paged = all_pages(|cursor| async move {
+        let long = id("long");
+        let page = store.load_page("alice", &long, cursor.as_deref(), 2, usize::MAX);
+        page.await.unwrap()
+    })
+    .await;
+    assert_eq!(paged.concat(), msgs);
 }
 
 pub async fn a_chat_is_read_in_pages_that_join_back_whole<S: SessionStore>(subject: &Subject<S>) {
@@ -636,31 +550,17 @@ pub async fn a_chat_is_read_in_pages_that_join_back_whole<S: SessionStore>(subje
     let msgs: Vec<_> = (0..30)
         .map(|i| message(Role::User, &format!("{i:02}").repeat(500)))
         .collect();
-    store
-        .create("alice", &chat("paged", "2026-01-01T00:00:00.000Z"), &msgs)
-        .await
-        .unwrap();
+    seed(store, "alice", "paged", &msgs).await;
     // By size: each page holds what fits, and at least one message.
     let budget = 3 * msgs[0].wire_size() + 10;
-    let mut pages = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let page = store
-            .load_page("alice", &id("paged"), cursor.as_deref(), usize::MAX, budget)
-            .await
-            .unwrap();
-        assert!(
-            page.items
-                .iter()
-                .map(StoredMessage::wire_size)
-                .sum::<usize>()
-                <= budget
-        );
-        pages.push(page.items);
-        match page.next_cursor {
-            Some(next) => cursor = Some(next),
-            None => break,
-        }
+    let pages = all_pages(|cursor| async move {
+        let paged = id("paged");
+        let page = store.load_page("alice", &paged, cursor.as_deref(), usize::MAX, budget);
+        page.await.unwrap()
+    })
+    .await;
+    for page in &pages {
+        assert!(page.iter().map(StoredMessage::wire_size).sum::<usize>() <= budget);
     }
     assert_eq!(pages.len(), 10);
     assert_eq!(pages.concat(), msgs);
@@ -677,10 +577,8 @@ pub async fn a_chat_is_read_in_pages_that_join_back_whole<S: SessionStore>(subje
         .await
         .unwrap();
     let cursor = first.next_cursor.unwrap();
-    store
-        .append("alice", &id("paged"), &[message(Role::User, "later")])
-        .await
-        .unwrap();
+    let later = [message(Role::User, "later")];
+    store.append("alice", &id("paged"), &later).await.unwrap();
     let rest = store
         .load_page("alice", &id("paged"), Some(&cursor), 20, usize::MAX)
         .await
@@ -689,47 +587,27 @@ pub async fn a_chat_is_read_in_pages_that_join_back_whole<S: SessionStore>(subje
     assert_eq!([first.items, rest.items].concat(), msgs);
 
     // A cursor is refused for another chat, for another owner, made up, or once the chat was replaced.
-    store
-        .create("alice", &chat("other", "2026-01-01T00:00:00.000Z"), &msgs)
-        .await
-        .unwrap();
-    store
-        .create("bob", &chat("paged", "2026-01-01T00:00:00.000Z"), &msgs)
-        .await
-        .unwrap();
+    seed(store, "alice", "other", &msgs).await;
+    seed(store, "bob", "paged", &msgs).await;
     for (owner, chat_id, cursor) in [
         ("alice", id("other"), cursor.as_str()),
         ("bob", id("paged"), cursor.as_str()),
         ("alice", id("paged"), "bm90IGEgY3Vyc29y"),
         ("alice", id("paged"), "!"),
     ] {
-        assert_eq!(
-            store
-                .load_page(owner, &chat_id, Some(cursor), 20, usize::MAX)
-                .await
-                .unwrap_err(),
-            StoreError::InvalidCursor,
-            "{owner} {chat_id} {cursor}"
-        );
+        let page = store.load_page(owner, &chat_id, Some(cursor), 20, usize::MAX);
+        let what = format!("{owner} {chat_id} {cursor}");
+        fails(page, StoreError::InvalidCursor, &what).await;
     }
     store
         .replace("alice", &id("paged"), &msgs[..25])
         .await
         .unwrap();
-    assert_eq!(
-        store
-            .load_page("alice", &id("paged"), Some(&cursor), 20, usize::MAX)
-            .await
-            .unwrap_err(),
-        StoreError::InvalidCursor
-    );
-    assert_eq!(
-        store
-            .load_page("bob", &id("nothing"), None, 20, usize::MAX)
-            .await
-            .unwrap_err(),
-        StoreError::NotFound
-    );
+    let (paged, nothing) = (id("paged"), id("nothing"));
+    let replaced = store.load_page("alice", &paged, Some(&cursor), 20, usize::MAX);
+    fails(replaced, StoreError::InvalidCursor, "replaced").await;
+    let no_chat = store.load_page("bob", &nothing, None, 20, usize::MAX);
+    fails(no_chat, StoreError::NotFound, "no such chat").await;
 }
 
 pub async fn a_messages_files_are_kept_with_it<S: SessionStore>(subject: &Subject<S>) {
@@ -740,20 +618,12 @@ pub async fn a_messages_files_are_kept_with_it<S: SessionStore>(subject: &Subjec
         size,
         key: format!("owner/{}/{name}", id("f1")),
     };
-    let mut question = message(Role::User, "What are these?");
+    let [mut question, answer] = turn("What are these?", "A screenshot and a report.");
     question.files = vec![
         file("shot.png", "image/png", 67),
         file("Q3 \"final\" report.pdf", "application/pdf", 4_718_592),
     ];
-    let answer = message(Role::Assistant, "A screenshot and a report.");
-    store
-        .create(
-            "alice",
-            &chat("f1", "2026-01-01T00:00:00.000Z"),
-            &[question.clone(), answer.clone()],
-        )
-        .await
-        .unwrap();
+    seed(store, "alice", "f1", &[question.clone(), answer.clone()]).await;
     // A long message with files: its files stay with it across its items.
     let mut long = message(Role::User, &"x".repeat(700_000));
     long.files = vec![file("big.md", "text/markdown", 10)];
@@ -793,14 +663,7 @@ pub async fn a_turn_reads_only_the_newest_messages_its_budget_takes<S: SessionSt
             message(role, &text)
         })
         .collect();
-    store
-        .create(
-            "alice",
-            &chat("budget", "2026-01-01T00:00:00.000Z"),
-            &messages,
-        )
-        .await
-        .unwrap();
+    seed(store, "alice", "budget", &messages).await;
     for tokens in [0, 50, 200, 1_000, 240_000, 400_000] {
         let budget = HistoryBudget { tokens };
         let loaded = store
@@ -817,48 +680,35 @@ pub async fn a_turn_reads_only_the_newest_messages_its_budget_takes<S: SessionSt
         );
         // What was read: the chat item, the messages' items (the long one's several), and less than a page more.
         let parts = if start <= 290 { 3 } else { 0 };
+        let read = (loaded.items_read, loaded.messages.len());
         assert!(
-            loaded.items_read <= 1 + (300 - start) as u64 + parts + 256,
-            "budget {tokens}: {} items read for {} messages",
-            loaded.items_read,
-            loaded.messages.len()
+            read.0 <= 1 + (300 - start) as u64 + parts + 256,
+            "budget {tokens}: {read:?} (items read, messages)"
         );
         if start > 200 {
             assert!(
-                loaded.items_read <= 2 * (300 - start) as u64 + 20,
-                "budget {tokens}: {} items read for {} messages",
-                loaded.items_read,
-                loaded.messages.len()
+                read.0 <= 2 * (300 - start) as u64 + 20,
+                "budget {tokens}: {read:?} (items read, messages)"
             );
         }
     }
-    assert_eq!(
-        store
-            .load_for_turn("alice", &id("budget"), HistoryBudget::UNLIMITED)
-            .await
-            .unwrap()
-            .messages,
-        messages
-    );
+    let budget = id("budget");
+    let whole = store.load_for_turn("alice", &budget, HistoryBudget::UNLIMITED);
+    assert_eq!(whole.await.unwrap().messages, messages);
 }
 
 /// A rename sets the title, as every read then shows it, and nothing else: the messages, the counts, the totals and
 /// `last_updated` stay, so the chat keeps its place in the list (a rename is not activity); no record is added.
 pub async fn a_rename_changes_the_title_and_nothing_else<S: SessionStore>(subject: &Subject<S>) {
     let store = &subject.store;
-    let msgs = [
-        message(Role::User, "hello"),
-        message(Role::Assistant, "hi there"),
-    ];
+    let msgs = turn("hello", "hi there");
     let older = ChatRecord {
         usage: spent(),
-        ..chat("older", "2026-01-01T00:00:00.000Z")
+        ..chat("older", AT)
     };
     store.create("alice", &older, &msgs).await.unwrap();
-    store
-        .create("alice", &chat("newer", "2030-01-02T00:00:00.000Z"), &[])
-        .await
-        .unwrap();
+    let newer = chat("newer", "2030-01-02T00:00:00.000Z");
+    store.create("alice", &newer, &[]).await.unwrap();
     let mut agents = chat("agents", "2026-01-03T00:00:00.000Z");
     agents.mode = ChatMode::MultiAgent;
     store.create("alice", &agents, &[]).await.unwrap();
@@ -879,44 +729,31 @@ pub async fn a_rename_changes_the_title_and_nothing_else<S: SessionStore>(subjec
     assert_eq!(read, msgs);
     assert_eq!(subject.items("alice", &id("older")).await, items_before);
     // The newer chat stays first: the rename did not move the older one up.
-    let listed = store
-        .list("alice", ChatMode::Standard, 10, None)
-        .await
-        .unwrap();
-    let ids: Vec<&str> = listed.items.iter().map(|c| c.id.as_str()).collect();
+    let chats = listed(store, "alice", ChatMode::Standard).await;
+    let ids: Vec<&str> = chats.iter().map(|c| c.id.as_str()).collect();
     assert_eq!(ids, [id("newer"), id("older")]);
-    assert_eq!(listed.items[1], renamed);
-    assert_eq!(listed.items[0].title, "chat newer");
+    assert_eq!(chats[1], renamed);
+    assert_eq!(chats[0].title, "chat newer");
 
     // Renamed again, and a chat of the other mode, in its own list.
     let again = store.rename("alice", &id("older"), "Plan").await.unwrap();
     assert_eq!((again.title.as_str(), again.usage), ("Plan", before.usage));
-    store
-        .rename("alice", &id("agents"), "Agents at work")
-        .await
-        .unwrap();
-    let agents = store
-        .list("alice", ChatMode::MultiAgent, 10, None)
-        .await
-        .unwrap();
-    assert_eq!(agents.items.len(), 1);
-    assert_eq!(agents.items[0].title, "Agents at work");
-    assert_eq!(agents.items[0].mode, ChatMode::MultiAgent);
-    assert_eq!(agents.items[0].last_updated, "2026-01-03T00:00:00.000Z");
+    let agents_id = id("agents");
+    let at_work = store.rename("alice", &agents_id, "Agents at work");
+    at_work.await.unwrap();
+    let agents = listed(store, "alice", ChatMode::MultiAgent).await;
+    assert_eq!(agents.len(), 1);
+    assert_eq!(agents[0].title, "Agents at work");
+    assert_eq!(agents[0].mode, ChatMode::MultiAgent);
+    assert_eq!(agents[0].last_updated, "2026-01-03T00:00:00.000Z");
 }
 
 /// A rename names a chat as every operation does: another owner's, a deleted one, one never made and an id that is
 /// no chat id are not found, and nothing is created or changed.
 pub async fn a_rename_finds_only_the_owners_existing_chat<S: SessionStore>(subject: &Subject<S>) {
     let store = &subject.store;
-    store
-        .create("x#bob", &chat("c", "2026-01-01T00:00:00.000Z"), &[])
-        .await
-        .unwrap();
-    store
-        .create("alice", &chat("gone", "2026-01-01T00:00:00.000Z"), &[])
-        .await
-        .unwrap();
+    seed(store, "x#bob", "c", &[]).await;
+    seed(store, "alice", "gone", &[]).await;
     store.delete("alice", &id("gone")).await.unwrap();
     let forged = format!("{}#x", id("c"));
     for (owner, chat_id) in [
@@ -927,26 +764,16 @@ pub async fn a_rename_finds_only_the_owners_existing_chat<S: SessionStore>(subje
         ("alice", id("never").as_str()),
         ("alice", "not-a-chat-id"),
     ] {
-        assert_eq!(
-            store.rename(owner, chat_id, "mine").await.unwrap_err(),
-            StoreError::NotFound,
-            "{owner} {chat_id}"
-        );
+        let rename = store.rename(owner, chat_id, "mine");
+        fails(rename, StoreError::NotFound, &format!("{owner} {chat_id}")).await;
     }
     assert_eq!(
         store.load("x#bob", &id("c")).await.unwrap().0.title,
         "chat c"
     );
     for owner in ["alice", "bob", "x"] {
-        assert!(
-            store
-                .list(owner, ChatMode::Standard, 10, None)
-                .await
-                .unwrap()
-                .items
-                .is_empty(),
-            "{owner}"
-        );
+        let chats = listed(store, owner, ChatMode::Standard).await;
+        assert!(chats.is_empty(), "{owner}");
     }
     if let Some(left) = subject.items("alice", &id("gone")).await {
         assert_eq!(left, 0, "a rename of a deleted chat makes nothing");
@@ -959,33 +786,8 @@ pub async fn a_rename_among_turns_keeps_its_title_and_every_turn<S: SessionStore
     subject: &Subject<S>,
 ) {
     let store = &subject.store;
-    store
-        .create(
-            "alice",
-            &chat("busy", "2026-01-01T00:00:00.000Z"),
-            &[message(Role::User, "first")],
-        )
-        .await
-        .unwrap();
-    let mut reads = Vec::new();
-    for _ in 0..6 {
-        reads.push(
-            store
-                .load_for_turn("alice", &id("busy"), HistoryBudget::UNLIMITED)
-                .await
-                .unwrap(),
-        );
-    }
-    let turns = reads.iter().enumerate().map(|(i, read)| async move {
-        let pair = [
-            message(Role::User, &format!("q{i}")),
-            message(Role::Assistant, &format!("a{i}")),
-        ];
-        store
-            .append_after("alice", &id("busy"), read.mark.as_ref(), &pair, &spent())
-            .await
-            .map(|_| ())
-    });
+    seed(store, "alice", "busy", &[message(Role::User, "first")]).await;
+    let reads = reads_for_turns(store, "busy", 6).await;
     let rename = async {
         store
             .rename("alice", &id("busy"), "Renamed while busy")
@@ -993,7 +795,7 @@ pub async fn a_rename_among_turns_keeps_its_title_and_every_turn<S: SessionStore
             .map(|_| ())
     };
     let (turns, renamed) =
-        futures_util::future::join(futures_util::future::join_all(turns), rename).await;
+        futures_util::future::join(turns_as_of(store, "busy", &reads), rename).await;
     renamed.unwrap();
     for result in turns {
         result.unwrap();
@@ -1003,26 +805,11 @@ pub async fn a_rename_among_turns_keeps_its_title_and_every_turn<S: SessionStore
     assert_eq!(record.message_count, 13);
     assert_eq!(msgs.len(), 13);
     assert_eq!(record.usage.tokens.input_tokens, 60);
-    let mut seen = HashSet::new();
-    for pair in msgs[1..].chunks(2) {
-        let i = pair[0].content.strip_prefix('q').expect("a question first");
-        assert_eq!(pair[1].content, format!("a{i}"));
-        assert!(seen.insert(i.to_string()), "turn {i} stored twice");
-    }
-    assert_eq!(seen.len(), 6);
+    assert_whole_turns(&msgs[1..], 6);
     // A turn after the rename keeps the title too.
-    let after = store
-        .append("alice", &id("busy"), &[message(Role::User, "later")])
-        .await
-        .unwrap();
+    let later = [message(Role::User, "later")];
+    let after = store.append("alice", &id("busy"), &later).await.unwrap();
     assert_eq!(after.title, "Renamed while busy");
-    assert_eq!(
-        store
-            .list("alice", ChatMode::Standard, 10, None)
-            .await
-            .unwrap()
-            .items[0]
-            .title,
-        "Renamed while busy"
-    );
+    let chats = listed(store, "alice", ChatMode::Standard).await;
+    assert_eq!(chats[0].title, "Renamed while busy");
 }

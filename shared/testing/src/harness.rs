@@ -2,16 +2,18 @@
 //! configuration from `(name, value)` pairs, the chat helpers (a new chat as the Chat UI makes one, a chat's stored
 //! history) and requests and replies (buffered bodies, and streamed ones frame by frame).
 //!
-//! Each function's `App` is wired in its own tests, from a [`Backend`]: `App::new(backend.model().await,
-//! backend.store.clone(), auth(), backend.config.clone())`. A harness that needs more (a retriever, a fault proxy,
-//! another auth) builds on the same pieces.
+//! Each function's `App` is wired in its own tests, from a [`Backend`]: `backend.app(App::new).await` gives
+//! `App::new` the backends' model and store, [`auth`] and the configuration. A harness that needs more (a retriever,
+//! a fault proxy, another auth) builds on the same pieces.
 
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use chat_app::Config;
 use chat_aws::{BedrockKnowledgeBase, BedrockModel, DynamoStore};
-use chat_core::{ChatMode, ChatRecord, Retriever, SessionStore};
+use chat_core::{
+    ChatMode, ChatRecord, Periods, Retriever, SessionStore, UsageLedger, UsageSnapshot,
+};
 use chat_edge::Auth;
 use http_body_util::BodyExt;
 use lambda_http::http::{HeaderMap, StatusCode};
@@ -36,6 +38,17 @@ pub fn config(env: &[(&str, &str)]) -> Config {
 /// `AUTH_MODE=none`, as [`USER`].
 pub fn auth() -> Auth {
     Auth::None { user: USER.into() }
+}
+
+/// The identity configured as the environment `env` would configure it (the last of a name counting).
+pub fn auth_from(env: &[(&str, &str)]) -> Auth {
+    Auth::from_lookup(&|name: &str| {
+        env.iter()
+            .rev()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.to_string())
+    })
+    .expect("the identity settings are valid")
 }
 
 /// The knowledge base id the local knowledge base serves in tests.
@@ -84,6 +97,13 @@ pub struct Backend {
     pub config: Config,
 }
 
+/// A function's `App` on backends of its own ([`Backend::wired`]), with handles on them.
+pub struct Wired<A> {
+    pub bedrock: LocalBedrock,
+    pub store: DynamoStore,
+    pub app: A,
+}
+
 impl Backend {
     /// The backends for a function configured with `env` (over [`config`]'s defaults).
     pub async fn start(env: &[(&str, &str)]) -> Self {
@@ -103,15 +123,49 @@ impl Backend {
         BedrockModel::new(&self.bedrock.sdk_config().await, self.config.model_timeout)
     }
 
+    /// [`Backend::app`], with handles on the local Bedrock server and the store.
+    pub async fn wired<A>(
+        self,
+        new: impl FnOnce(BedrockModel, DynamoStore, Auth, Config) -> A,
+    ) -> Wired<A> {
+        let app = self.app(new).await;
+        Wired {
+            bedrock: self.bedrock,
+            store: self.store,
+            app,
+        }
+    }
+
+    /// The usage counters in the table the chats are stored in, as a function's cold start builds them.
+    pub fn ledger(&self) -> Arc<dyn UsageLedger> {
+        Arc::new(self.store.usage_ledger())
+    }
+
+    /// A chat function's `App` on these backends: `new` (the function's `App::new`) given the [`Backend::model`],
+    /// the store, the [`auth`] of `AUTH_MODE=none` and the configuration.
+    pub async fn app<A>(
+        &self,
+        new: impl FnOnce(BedrockModel, DynamoStore, Auth, Config) -> A,
+    ) -> A {
+        new(
+            self.model().await,
+            self.store.clone(),
+            auth(),
+            self.config.clone(),
+        )
+    }
+
     /// The body of the last Converse call the model received.
     pub fn last_model_request(&self) -> Value {
-        self.bedrock
-            .requests()
-            .last()
-            .expect("the model was called")
-            .body
-            .clone()
+        last_model_request(&self.bedrock)
     }
+}
+
+/// The body of the last Converse call `bedrock` received.
+pub fn last_model_request(bedrock: &LocalBedrock) -> Value {
+    let requests = bedrock.requests();
+    let last = requests.last().expect("the model was called");
+    last.body.clone()
 }
 
 // ---- Chats ----------------------------------------------------------------------------------------------------------
@@ -143,6 +197,12 @@ pub async fn chat_count<S: SessionStore>(store: &S, mode: ChatMode) -> usize {
         .len()
 }
 
+/// [`OWNER`]'s usage counters now.
+pub async fn usage_now(store: &DynamoStore) -> UsageSnapshot {
+    let now = Periods::at(time::OffsetDateTime::now_utc());
+    store.usage_ledger().read(OWNER, &now).await.unwrap()
+}
+
 /// The stored messages of a chat of `owner`, as (role, content); `None` when there is no such chat.
 pub async fn stored<S: SessionStore>(
     store: &S,
@@ -163,6 +223,25 @@ pub async fn history<S: SessionStore>(store: &S, chat_id: &str) -> Vec<(String, 
     stored(store, OWNER, chat_id)
         .await
         .expect("the chat exists")
+}
+
+/// Who speaks in a round of the default agents (`AGENTS` unset) that runs to its turn limit, in order.
+pub const DEFAULT_ROUND: [&str; 6] = [
+    "BusinessAnalyst",
+    "SoftwareEngineer",
+    "ProductOwner",
+    "BusinessAnalyst",
+    "SoftwareEngineer",
+    "ProductOwner",
+];
+
+/// The text `field` of each item of the JSON array `array`.
+pub fn texts_of<'a>(array: &'a Value, field: &str) -> Vec<&'a str> {
+    let items = array.as_array().expect("an array");
+    items
+        .iter()
+        .map(|item| item[field].as_str().expect("a text"))
+        .collect()
 }
 
 // ---- Requests and replies -------------------------------------------------------------------------------------------
@@ -288,6 +367,15 @@ impl Streamed {
     /// Every frame, joined.
     pub fn text(&self) -> String {
         self.frames.iter().map(|(_, f)| f.as_str()).collect()
+    }
+
+    /// The chat the first line names (the 2024-05-29 stream's `sessionState`).
+    pub fn chat_id(&self) -> String {
+        let first = &self.lines()[0];
+        let id = first["sessionState"]
+            .as_str()
+            .expect("the first line names the chat");
+        id.to_string()
     }
 
     /// The body as JSON lines, each ending in a newline.

@@ -11,6 +11,7 @@ pub mod contract;
 mod memory;
 mod model;
 mod retriever;
+pub mod turns;
 mod usage;
 
 #[cfg(feature = "harness")]
@@ -22,4 +23,5 @@ pub use attachments::InMemoryAttachments;
 pub use memory::{InMemoryStore, StoreOp};
 pub use model::{Script, ScriptedModel, ScriptedStream, short_words};
 pub use retriever::FakeRetriever;
+pub use turns::{FakeService, agents, ask, fakes, input, pdf, png, settings, settings_for};
 pub use usage::{InMemoryUsage, usage_contract};

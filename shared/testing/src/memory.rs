@@ -81,6 +81,15 @@ pub struct InMemoryStore {
     state: Arc<Mutex<State>>,
 }
 
+/// Makes `record` say it holds `messages` (and no other): their count, and the last one's preview.
+fn holds(record: &mut ChatRecord, messages: &[StoredMessage]) {
+    record.last_message = messages
+        .last()
+        .map(|m| preview(&m.content))
+        .unwrap_or_default();
+    record.message_count = messages.len() as u64;
+}
+
 fn preview(content: &str) -> String {
     content.chars().take(PREVIEW_CHARS).collect()
 }
@@ -254,14 +263,8 @@ impl SessionStore for InMemoryStore {
         if state.chats.contains_key(&key) {
             return Err(StoreError::AlreadyExists);
         }
-        let record = ChatRecord {
-            last_message: messages
-                .last()
-                .map(|m| preview(&m.content))
-                .unwrap_or_default(),
-            message_count: messages.len() as u64,
-            ..chat.clone()
-        };
+        let mut record = chat.clone();
+        holds(&mut record, messages);
         let generation = Self::next_generation(&mut state);
         state.chats.insert(
             key,
@@ -325,11 +328,7 @@ impl SessionStore for InMemoryStore {
         let chat = state.chat_mut(owner, chat_id)?;
         chat.messages = messages.to_vec();
         chat.generation = generation;
-        chat.record.last_message = messages
-            .last()
-            .map(|m| preview(&m.content))
-            .unwrap_or_default();
-        chat.record.message_count = messages.len() as u64;
+        holds(&mut chat.record, messages);
         chat.record.last_updated = now_millis();
         Ok(chat.record.clone())
     }

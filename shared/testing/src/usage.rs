@@ -153,13 +153,65 @@ impl UsageLedger for InMemoryUsage {
     }
 }
 
-/// The checks every [`UsageLedger`] passes; `set_limits` writes an operator's item for an owner as the ledger's
-/// store keeps it.
+/// One `#[tokio::test]` per check of [`usage_contract`], each on a fresh subject: `$fresh` is an expression whose
+/// `.await` is a [`usage_contract::Subject`] (e.g. `fresh_subject()`, an `async fn`). The crate using it depends on
+/// tokio.
+#[macro_export]
+macro_rules! usage_contract {
+    ($fresh:expr) => {
+        $crate::contract_tests!(usage_contract, $fresh;
+            spending_adds_up_per_owner_and_period, a_hold_is_counted_until_settled,
+            a_settlement_sent_twice_counts_once, admission_is_one_atomic_step,
+            turns_in_progress_count_against_a_quota, the_rate_window_slides_across_a_minute_boundary,
+            concurrent_turns_all_count, an_operators_limits_are_read_back,
+        );
+    };
+}
+
+/// The checks every [`UsageLedger`] passes, each given a [`Subject`](usage_contract::Subject): a fresh ledger, and how
+/// to write an operator's item for an owner as the ledger's store keeps it.
 pub mod usage_contract {
     use super::*;
     use chat_core::{LimitKind, TokenUsage};
+    use std::future::Future;
+    use std::pin::Pin;
     use time::OffsetDateTime;
     use time::macros::datetime;
+
+    /// Writes an operator's limits item for an owner.
+    type SetLimits = Box<
+        dyn Fn(&'static str, LimitOverrides) -> Pin<Box<dyn Future<Output = ()>>> + Send + Sync,
+    >;
+
+    /// A fresh ledger under test, and how its operator's items are written.
+    pub struct Subject {
+        pub ledger: Box<dyn UsageLedger>,
+        set_limits: SetLimits,
+    }
+
+    impl Subject {
+        /// `set_limits` writes `owner`'s operator's item as `ledger`'s store keeps it.
+        pub fn new<F, Fut>(ledger: impl UsageLedger + 'static, set_limits: F) -> Self
+        where
+            F: Fn(&'static str, LimitOverrides) -> Fut + Send + Sync + 'static,
+            Fut: Future<Output = ()> + 'static,
+        {
+            Self {
+                ledger: Box::new(ledger),
+                set_limits: Box::new(move |owner, limits| Box::pin(set_limits(owner, limits))),
+            }
+        }
+
+        /// The in-memory counters, whose operator's items are [`InMemoryUsage::set_limits`].
+        pub fn in_memory() -> Self {
+            let ledger = InMemoryUsage::new();
+            let writer = ledger.clone();
+            Self::new(ledger, move |owner, limits| {
+                writer.set_limits(owner, limits);
+                async {}
+            })
+        }
+    }
 
     fn spent(total: u64, cost: f64) -> UsageTotals {
         UsageTotals {
@@ -190,17 +242,20 @@ pub mod usage_contract {
         used: UsageTotals,
     ) {
         let hold = Hold::new(owner, reserved, at);
-        ledger
-            .admit(&hold, &Limits::default())
-            .await
-            .unwrap()
-            .unwrap();
+        admit(ledger, &hold).await;
         ledger.settle(&hold, &used, None).await.unwrap();
+    }
+
+    /// Admits `hold` under the default limits (none).
+    pub async fn admit(ledger: &dyn UsageLedger, hold: &Hold) {
+        let admitted = ledger.admit(hold, &Limits::default()).await;
+        admitted.unwrap().unwrap();
     }
 
     /// Turns add up per owner and period: the day's and the month's, and another owner's apart; a settled turn
     /// holds nothing more.
-    pub async fn spending_adds_up_per_owner_and_period(ledger: &dyn UsageLedger) {
+    pub async fn spending_adds_up_per_owner_and_period(subject: &Subject) {
+        let ledger = &*subject.ledger;
         let today = datetime!(2026-11-25 10:00 UTC);
         let tomorrow = datetime!(2026-11-26 10:00 UTC);
         let r = reserve(1000, 1.0);
@@ -234,15 +289,12 @@ pub mod usage_contract {
     /// A turn holds its reservation from its admission until it settles: what it spent so far and a new
     /// reservation while it goes on, everything and nothing held once over. A turn never settled (its process gone)
     /// stays counted as reserved.
-    pub async fn a_hold_is_counted_until_settled(ledger: &dyn UsageLedger) {
+    pub async fn a_hold_is_counted_until_settled(subject: &Subject) {
+        let ledger = &*subject.ledger;
         let at = datetime!(2026-11-25 10:00 UTC);
         let periods = Periods::at(at);
         let mut hold = Hold::new("gina", reserve(500, 0.5), at);
-        ledger
-            .admit(&hold, &Limits::default())
-            .await
-            .unwrap()
-            .unwrap();
+        admit(ledger, &hold).await;
         let read = ledger.read("gina", &periods).await.unwrap();
         assert_eq!(read.day.reserved, reserve(500, 0.5));
         assert_eq!(read.month.reserved, reserve(500, 0.5));
@@ -267,27 +319,20 @@ pub mod usage_contract {
         assert_eq!(read.day.turns, 1);
         // Another turn admitted and never settled: its reservation stays.
         let lost = Hold::new("gina", reserve(900, 0.9), at);
-        ledger
-            .admit(&lost, &Limits::default())
-            .await
-            .unwrap()
-            .unwrap();
+        admit(ledger, &lost).await;
         let read = ledger.read("gina", &periods).await.unwrap();
         assert_eq!(read.day.reserved, reserve(900, 0.9));
         assert_eq!(read.day.held().tokens, 1220);
     }
 
     /// A settlement sent twice (its answer lost, say) is applied once; so is an admission.
-    pub async fn a_settlement_sent_twice_counts_once(ledger: &dyn UsageLedger) {
+    pub async fn a_settlement_sent_twice_counts_once(subject: &Subject) {
+        let ledger = &*subject.ledger;
         let at = datetime!(2026-11-25 10:00 UTC);
         let periods = Periods::at(at);
         let mut hold = Hold::new("hana", reserve(300, 0.3), at);
         for _ in 0..2 {
-            ledger
-                .admit(&hold, &Limits::default())
-                .await
-                .unwrap()
-                .unwrap();
+            admit(ledger, &hold).await;
         }
         for _ in 0..2 {
             ledger
@@ -308,7 +353,8 @@ pub mod usage_contract {
 
     /// Fifty requests at once under a rate limit of ten a minute: exactly ten are admitted, the others refused
     /// with the rate limit and when to try again.
-    pub async fn admission_is_one_atomic_step(ledger: &dyn UsageLedger) {
+    pub async fn admission_is_one_atomic_step(subject: &Subject) {
+        let ledger = &*subject.ledger;
         let at = datetime!(2026-11-25 10:00:10 UTC);
         let limits = Limits {
             requests_per_minute: Some(10),
@@ -335,7 +381,8 @@ pub mod usage_contract {
 
     /// Twenty turns at once under a daily token quota that holds five of their reservations: five are admitted
     /// (what their turns in progress hold counts), the rest refused; once one settles for less, one more gets in.
-    pub async fn turns_in_progress_count_against_a_quota(ledger: &dyn UsageLedger) {
+    pub async fn turns_in_progress_count_against_a_quota(subject: &Subject) {
+        let ledger = &*subject.ledger;
         let at = datetime!(2026-11-25 10:00 UTC);
         let limits = Limits {
             tokens_per_day: Some(5 * 1000),
@@ -371,7 +418,8 @@ pub mod usage_contract {
 
     /// A burst at the end of one minute holds the rate limit across the boundary: no 60 seconds admit more than
     /// the limit, and the first request after the burst has left the window is admitted.
-    pub async fn the_rate_window_slides_across_a_minute_boundary(ledger: &dyn UsageLedger) {
+    pub async fn the_rate_window_slides_across_a_minute_boundary(subject: &Subject) {
+        let ledger = &*subject.ledger;
         let limits = Limits {
             requests_per_minute: Some(10),
             ..Limits::default()
@@ -396,7 +444,8 @@ pub mod usage_contract {
     }
 
     /// Settlements at once from many turns all land (atomic adds, no lost update).
-    pub async fn concurrent_turns_all_count(ledger: &dyn UsageLedger) {
+    pub async fn concurrent_turns_all_count(subject: &Subject) {
+        let ledger = &*subject.ledger;
         let at = datetime!(2026-11-25 10:00 UTC);
         let holds: Vec<Hold> = (0..20)
             .map(|_| Hold::new("dana", reserve(50, 1.0), at))
@@ -422,11 +471,8 @@ pub mod usage_contract {
 
     /// The operator's item is read with the counters, and holds at admission, also when it changes after a user's
     /// first turn.
-    pub async fn an_operators_limits_are_read_back<F, Fut>(ledger: &dyn UsageLedger, set_limits: F)
-    where
-        F: Fn(&'static str, LimitOverrides) -> Fut,
-        Fut: std::future::Future<Output = ()>,
-    {
+    pub async fn an_operators_limits_are_read_back(subject: &Subject) {
+        let (ledger, set_limits) = (&*subject.ledger, &subject.set_limits);
         let at = datetime!(2026-11-25 10:00 UTC);
         let now = Periods::at(at);
         let raised = LimitOverrides {
@@ -450,25 +496,15 @@ pub mod usage_contract {
         assert_eq!(ledger.admit(&frank(100), &limits).await.unwrap(), Ok(()));
         assert!(ledger.admit(&frank(1), &limits).await.unwrap().is_err());
         // His item raises it, after he was seen: the next admission holds to it.
-        set_limits(
-            "frank",
-            LimitOverrides {
-                tokens_per_day: Some(150),
-                ..LimitOverrides::default()
-            },
-        )
-        .await;
+        let daily = |tokens| LimitOverrides {
+            tokens_per_day: Some(tokens),
+            ..LimitOverrides::default()
+        };
+        set_limits("frank", daily(150)).await;
         assert_eq!(ledger.admit(&frank(50), &limits).await.unwrap(), Ok(()));
         assert!(ledger.admit(&frank(1), &limits).await.unwrap().is_err());
         // Lowered again: refused at once.
-        set_limits(
-            "frank",
-            LimitOverrides {
-                tokens_per_day: Some(10),
-                ..LimitOverrides::default()
-            },
-        )
-        .await;
+        set_limits("frank", daily(10)).await;
         let lowered = ledger.admit(&frank(1), &limits).await.unwrap();
         assert_eq!(lowered.unwrap_err().kind, LimitKind::TokensPerDay);
         // Erin's item lifts her rate limit and raises her daily tokens.

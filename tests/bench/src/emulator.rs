@@ -498,6 +498,34 @@ impl Conn {
         }
     }
 
+    /// Header (or trailer) fields up to the empty line that ends them: each name lowercased, with its value.
+    async fn read_fields(&mut self) -> io::Result<Vec<(String, String)>> {
+        let mut fields = Vec::new();
+        loop {
+            let line = self.read_line().await?;
+            if line.is_empty() {
+                return Ok(fields);
+            }
+            if let Some((name, value)) = line.split_once(':') {
+                fields.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
+            }
+        }
+    }
+
+    /// Passes the body's next `remaining` bytes to `sink` as they arrive.
+    async fn pass_on(&mut self, mut remaining: usize, sink: &mut Sink) -> io::Result<()> {
+        while remaining > 0 {
+            if self.buf.is_empty() {
+                self.read_more().await?;
+            }
+            let take = remaining.min(self.buf.len());
+            sink.push(&self.buf[..take], self.last_read);
+            self.buf.drain(..take);
+            remaining -= take;
+        }
+        Ok(())
+    }
+
     /// The next request's head; `None` when the function closed the connection between requests.
     async fn read_head(&mut self) -> io::Result<Option<Head>> {
         while !self.buf.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -513,16 +541,7 @@ impl Conn {
         let mut parts = request_line.split_whitespace();
         let method = parts.next().unwrap_or_default().to_string();
         let path = parts.next().unwrap_or_default().to_string();
-        let mut headers = Vec::new();
-        loop {
-            let line = self.read_line().await?;
-            if line.is_empty() {
-                break;
-            }
-            if let Some((name, value)) = line.split_once(':') {
-                headers.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
-            }
-        }
+        let headers = self.read_fields().await?;
         Ok(Some(Head {
             method,
             path,
@@ -540,19 +559,11 @@ impl Conn {
             .header("transfer-encoding")
             .is_some_and(|te| te.to_ascii_lowercase().contains("chunked"));
         if !chunked {
-            let mut remaining: usize = head
+            let remaining: usize = head
                 .header("content-length")
                 .and_then(|l| l.parse().ok())
                 .unwrap_or(0);
-            while remaining > 0 {
-                if self.buf.is_empty() {
-                    self.read_more().await?;
-                }
-                let take = remaining.min(self.buf.len());
-                sink.push(&self.buf[..take], self.last_read);
-                self.buf.drain(..take);
-                remaining -= take;
-            }
+            self.pass_on(remaining, sink).await?;
             return Ok(Vec::new());
         }
         loop {
@@ -561,27 +572,9 @@ impl Conn {
                 usize::from_str_radix(size_line.split(';').next().unwrap_or_default().trim(), 16)
                     .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad chunk size"))?;
             if size == 0 {
-                let mut trailers = Vec::new();
-                loop {
-                    let line = self.read_line().await?;
-                    if line.is_empty() {
-                        return Ok(trailers);
-                    }
-                    if let Some((name, value)) = line.split_once(':') {
-                        trailers.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
-                    }
-                }
+                return self.read_fields().await;
             }
-            let mut remaining = size;
-            while remaining > 0 {
-                if self.buf.is_empty() {
-                    self.read_more().await?;
-                }
-                let take = remaining.min(self.buf.len());
-                sink.push(&self.buf[..take], self.last_read);
-                self.buf.drain(..take);
-                remaining -= take;
-            }
+            self.pass_on(size, sink).await?;
             while self.buf.len() < 2 {
                 self.read_more().await?;
             }

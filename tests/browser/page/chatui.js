@@ -82,19 +82,22 @@ async function tracked(fn) {
 // ---------------------------------------------------------------------------------------------------------------
 // History API (the same at both revisions)
 
+// A chat of the history's list (or the one it created), as the Chat UI keeps it.
+const chatOf = (item, mode) => ({
+  id: item.id,
+  title: item.title,
+  lastMessage: item.lastMessage || '',
+  lastUpdated: new Date(item.lastUpdated),
+  messageCount: item.messageCount || 0,
+  mode,
+});
+
 const historyApi = {
   async list(mode) {
     const res = await fetch(`${HIST}?mode=${mode}`, { method: 'GET', headers: JSON_HEADERS });
     if (!res.ok) throw new Error(`Failed to get chat histories: ${res.status}`);
     const data = await res.json();
-    return data.map((item) => ({
-      id: item.id,
-      title: item.title,
-      lastMessage: item.lastMessage || '',
-      lastUpdated: new Date(item.lastUpdated),
-      messageCount: item.messageCount || 0,
-      mode,
-    }));
+    return data.map((item) => chatOf(item, mode));
   },
 
   async messages(chatId) {
@@ -118,15 +121,7 @@ const historyApi = {
       body: JSON.stringify({ mode, title: 'New Chat' }),
     });
     if (!res.ok) throw new Error(`Failed to create chat: ${res.status}`);
-    const data = await res.json();
-    return {
-      id: data.id,
-      title: data.title,
-      lastMessage: data.lastMessage || '',
-      lastUpdated: new Date(data.lastUpdated),
-      messageCount: data.messageCount || 0,
-      mode,
-    };
+    return chatOf(await res.json(), mode);
   },
 
   async update(chatId, messages) {

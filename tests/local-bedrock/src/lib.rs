@@ -201,7 +201,7 @@ use aws_smithy_eventstream::frame::write_message_to;
 use aws_smithy_types::event_stream::{Header, HeaderValue, Message};
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, State};
+use axum::extract::{FromRequest, Path, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -611,22 +611,24 @@ fn input_tokens(
 /// in (the AWS SDK writes a tool's input schema, a Smithy document, in a hash map's order, which differs from one
 /// request to the next). Bedrock parses a request; two requests that differ only in key order are the same one.
 fn canonical(value: &Value) -> String {
-    fn sorted(value: &Value) -> Value {
-        match value {
-            Value::Object(map) => {
-                let mut keys: Vec<&String> = map.keys().collect();
-                keys.sort();
-                Value::Object(
-                    keys.into_iter()
-                        .map(|k| (k.clone(), sorted(&map[k])))
-                        .collect(),
-                )
-            }
-            Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
-            other => other.clone(),
-        }
-    }
     sorted(value).to_string()
+}
+
+/// `value` with every object's keys sorted, at every depth.
+pub fn sorted(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), sorted(&map[k])))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
 }
 
 /// The request's cache points in order (system first, then each message's content): each one's prefix (the model
@@ -1708,9 +1710,17 @@ fn record(state: &AppState, operation: Operation, model_id: String, body: Value)
     shared.requests.len() - 1
 }
 
-fn parse_body(bytes: &Bytes) -> Result<Value, Box<Response>> {
-    serde_json::from_slice(bytes).map_err(|_| {
-        Box::new(
+/// A request's body, which Bedrock refuses with a `SerializationException` unless it is JSON.
+struct JsonBody(Value);
+
+impl<S: Send + Sync> FromRequest<S> for JsonBody {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Response> {
+        let bytes = Bytes::from_request(request, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        serde_json::from_slice(&bytes).map(JsonBody).map_err(|_| {
             (
                 StatusCode::BAD_REQUEST,
                 [(
@@ -1719,21 +1729,17 @@ fn parse_body(bytes: &Bytes) -> Result<Value, Box<Response>> {
                 )],
                 json!({"message": "body is not JSON"}).to_string(),
             )
-                .into_response(),
-        )
-    })
+                .into_response()
+        })
+    }
 }
 
 async fn converse(
     State(state): State<AppState>,
     Path(model_id): Path<String>,
     _headers: HeaderMap,
-    bytes: Bytes,
+    JsonBody(body): JsonBody,
 ) -> Response {
-    let body = match parse_body(&bytes) {
-        Ok(b) => b,
-        Err(r) => return *r,
-    };
     let plan = plan(&body, state.pace);
     record(&state, Operation::Converse, model_id.clone(), body.clone());
     tokio::time::sleep(plan.first_delay).await;
@@ -1866,12 +1872,8 @@ async fn silence(tx: &mpsc::Sender<Result<Bytes, std::io::Error>>, pause: Durati
 async fn converse_stream(
     State(state): State<AppState>,
     Path(model_id): Path<String>,
-    bytes: Bytes,
+    JsonBody(body): JsonBody,
 ) -> Response {
-    let body = match parse_body(&bytes) {
-        Ok(b) => b,
-        Err(r) => return *r,
-    };
     let plan = plan(&body, state.pace);
     let index = record(
         &state,
@@ -1897,6 +1899,20 @@ async fn converse_stream(
             )
         };
         let stop = |index: usize| event("contentBlockStop", json!({"contentBlockIndex": index}));
+        // A delta after the plan's delay: none at all when unpaced (tokio's timer rounds a zero sleep up to its next
+        // millisecond tick). False once the client went away: stop producing.
+        let paced = async |index: usize, piece: Value| {
+            if !plan.delay.is_zero() {
+                tokio::time::sleep(plan.delay).await;
+            }
+            send(delta(index, piece)).await
+        };
+        let failed = || {
+            send(exception(
+                "modelStreamErrorException",
+                "The model stream failed.",
+            ))
+        };
         if !send(event("messageStart", json!({"role": "assistant"}))).await {
             return;
         }
@@ -1908,10 +1924,7 @@ async fn converse_stream(
         let mut output = 0;
         if let Some(reasoning) = &plan.reasoning {
             for piece in &reasoning.pieces {
-                if !plan.delay.is_zero() {
-                    tokio::time::sleep(plan.delay).await;
-                }
-                if !send(delta(block, json!({"reasoningContent": {"text": piece}}))).await {
+                if !paced(block, json!({"reasoningContent": {"text": piece}})).await {
                     return;
                 }
                 output += 1;
@@ -1952,19 +1965,11 @@ async fn converse_stream(
                 return;
             }
             if plan.stream_error_after == Some(i) {
-                send(exception(
-                    "modelStreamErrorException",
-                    "The model stream failed.",
-                ))
-                .await;
+                failed().await;
                 return;
             }
-            // No sleep at all when unpaced: tokio's timer rounds a zero sleep up to its next millisecond tick.
-            if !plan.delay.is_zero() {
-                tokio::time::sleep(plan.delay).await;
-            }
-            if !send(delta(block, json!({"text": piece}))).await {
-                return; // the client went away: stop producing
+            if !paced(block, json!({"text": piece})).await {
+                return;
             }
             output += 1;
             let now = SystemTime::now();
@@ -1992,11 +1997,7 @@ async fn converse_stream(
             return;
         }
         if plan.stream_error_after.is_some_and(|n| n >= pieces.len()) {
-            send(exception(
-                "modelStreamErrorException",
-                "The model stream failed.",
-            ))
-            .await;
+            failed().await;
             return;
         }
         if !send(stop(block)).await {
@@ -2014,10 +2015,7 @@ async fn converse_stream(
                 return;
             }
             for chunk in &call.chunks {
-                if !plan.delay.is_zero() {
-                    tokio::time::sleep(plan.delay).await;
-                }
-                if !send(delta(block, json!({"toolUse": {"input": chunk}}))).await {
+                if !paced(block, json!({"toolUse": {"input": chunk}})).await {
                     return;
                 }
                 output += 1;
@@ -2062,12 +2060,8 @@ fn counts_tokens(model_id: &str) -> bool {
 async fn count_tokens(
     State(state): State<AppState>,
     Path(model_id): Path<String>,
-    bytes: Bytes,
+    JsonBody(body): JsonBody,
 ) -> Response {
-    let body = match parse_body(&bytes) {
-        Ok(b) => b,
-        Err(r) => return *r,
-    };
     record(
         &state,
         Operation::CountTokens,

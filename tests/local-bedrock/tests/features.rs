@@ -16,42 +16,31 @@ use aws_sdk_bedrockruntime::types::{
     ReasoningContentBlock, ReasoningContentBlockDelta, SearchResultBlock, SearchResultContentBlock,
     ServiceTier, ServiceTierType, StopReason, SystemContentBlock, TokenUsage,
 };
-use aws_smithy_types::{Document, Number};
-use local_bedrock::{LocalBedrock, Operation};
+use local_bedrock::Operation;
 use serde_json::{Value, json};
+use support::{MODEL, document, error_text, message, start, text, user};
 
-const MODEL: &str = "anthropic.claude-test";
+mod support;
+
 const GUARDRAIL: &str = "gr-local-test";
 
-async fn start() -> (LocalBedrock, Client) {
-    let server = LocalBedrock::start().await.expect("the server starts");
-    let client = Client::new(&server.sdk_config().await);
-    (server, client)
+fn cache_point() -> ContentBlock {
+    ContentBlock::CachePoint(default_cache_point())
 }
 
-fn message(role: ConversationRole, content: Vec<ContentBlock>) -> Message {
-    Message::builder()
-        .role(role)
-        .set_content(Some(content))
+fn default_cache_point() -> CachePointBlock {
+    CachePointBlock::builder()
+        .r#type(CachePointType::Default)
         .build()
         .unwrap()
 }
 
-fn user(content: Vec<ContentBlock>) -> Message {
-    message(ConversationRole::User, content)
-}
-
-fn text(t: &str) -> ContentBlock {
-    ContentBlock::Text(t.to_string())
-}
-
-fn cache_point() -> ContentBlock {
-    ContentBlock::CachePoint(
-        CachePointBlock::builder()
-            .r#type(CachePointType::Default)
-            .build()
-            .unwrap(),
-    )
+/// A system prompt of `text`, then a cache point.
+fn cached_system(text: &str) -> Vec<SystemContentBlock> {
+    vec![
+        SystemContentBlock::Text(text.into()),
+        SystemContentBlock::CachePoint(default_cache_point()),
+    ]
 }
 
 fn guard(t: &str, qualifier: GuardrailConverseContentQualifier) -> ContentBlock {
@@ -64,21 +53,19 @@ fn guard(t: &str, qualifier: GuardrailConverseContentQualifier) -> ContentBlock 
     ))
 }
 
-fn document(value: &Value) -> Document {
-    match value {
-        Value::Null => Document::Null,
-        Value::Bool(b) => Document::Bool(*b),
-        Value::Number(n) => Document::Number(match (n.as_u64(), n.as_i64()) {
-            (Some(u), _) => Number::PosInt(u),
-            (None, Some(i)) => Number::NegInt(i),
-            _ => Number::Float(n.as_f64().unwrap()),
-        }),
-        Value::String(s) => Document::String(s.clone()),
-        Value::Array(a) => Document::Array(a.iter().map(document).collect()),
-        Value::Object(o) => {
-            Document::Object(o.iter().map(|(k, v)| (k.clone(), document(v))).collect())
-        }
-    }
+/// `$request`'s settings but the guardrail's, on `$call` (a `converse` or a `converse_stream`: their builders are
+/// of two types, with the same setters).
+macro_rules! common {
+    ($call:expr, $request:expr) => {
+        $call
+            .model_id($request.model())
+            .set_system(Some($request.system.clone()).filter(|s| !s.is_empty()))
+            .set_messages(Some($request.messages.clone()))
+            .set_additional_model_request_fields($request.fields.as_ref().map(document))
+            .set_inference_config($request.inference.clone())
+            .set_performance_config($request.performance())
+            .set_service_tier($request.tier())
+    };
 }
 
 /// One request, sent as `converse` or `converse_stream`.
@@ -119,13 +106,7 @@ impl Request {
     }
 
     async fn converse(&self, client: &Client) -> Result<ConverseResponse, String> {
-        client
-            .converse()
-            .model_id(self.model())
-            .set_system(Some(self.system.clone()).filter(|s| !s.is_empty()))
-            .set_messages(Some(self.messages.clone()))
-            .set_additional_model_request_fields(self.fields.as_ref().map(document))
-            .set_inference_config(self.inference.clone())
+        common!(client.converse(), self)
             .set_guardrail_config(self.guardrail.clone().map(|(trace, _)| {
                 GuardrailConfiguration::builder()
                     .guardrail_identifier(GUARDRAIL)
@@ -133,21 +114,13 @@ impl Request {
                     .trace(trace)
                     .build()
             }))
-            .set_performance_config(self.performance())
-            .set_service_tier(self.tier())
             .send()
             .await
             .map_err(|e| error_text(e.into_service_error()))
     }
 
     async fn stream(&self, client: &Client) -> Result<Vec<ConverseStreamOutput>, String> {
-        let mut output = client
-            .converse_stream()
-            .model_id(self.model())
-            .set_system(Some(self.system.clone()).filter(|s| !s.is_empty()))
-            .set_messages(Some(self.messages.clone()))
-            .set_additional_model_request_fields(self.fields.as_ref().map(document))
-            .set_inference_config(self.inference.clone())
+        let mut output = common!(client.converse_stream(), self)
             .set_guardrail_config(self.guardrail.clone().map(|(trace, mode)| {
                 GuardrailStreamConfiguration::builder()
                     .guardrail_identifier(GUARDRAIL)
@@ -156,8 +129,6 @@ impl Request {
                     .stream_processing_mode(mode)
                     .build()
             }))
-            .set_performance_config(self.performance())
-            .set_service_tier(self.tier())
             .send()
             .await
             .map_err(|e| error_text(e.into_service_error()))?;
@@ -167,15 +138,6 @@ impl Request {
         }
         Ok(events)
     }
-}
-
-/// `Code: message` of a service error.
-fn error_text(error: impl ProvideErrorMetadata) -> String {
-    format!(
-        "{}: {}",
-        error.code().unwrap_or("?"),
-        error.message().unwrap_or("")
-    )
 }
 
 /// The content blocks of a `converse` answer.
@@ -465,15 +427,7 @@ async fn budget_reasoning_is_validated_like_the_service() {
 async fn cache_points_write_then_read_and_a_longer_conversation_reads_the_earlier_prefix() {
     let (_server, client) = start().await;
     // 8 words, then a cache point.
-    let system = vec![
-        SystemContentBlock::Text("You are a helpful assistant for the test.".into()),
-        SystemContentBlock::CachePoint(
-            CachePointBlock::builder()
-                .r#type(CachePointType::Default)
-                .build()
-                .unwrap(),
-        ),
-    ];
+    let system = cached_system("You are a helpful assistant for the test.");
     // 5 words, a cache point (8 + 5 = 13 before it), then 2 words: 15 input words.
     let first = vec![
         text("Tell me about caching please"),
@@ -544,6 +498,20 @@ const GROUNDED_ANSWER: &str = "Employees may choose between two plans. [Benefit_
 const GROUNDED_QUESTION: &str = "Which plans may employees choose?";
 const BLOCKED: &str = "Sorry, the model cannot answer this question.";
 
+/// The latency and the tier a response (or a stream's metadata) echoes.
+fn echoed<'a>(
+    performance: Option<&'a PerformanceConfiguration>,
+    tier: Option<&'a ServiceTier>,
+) -> (
+    Option<&'a PerformanceConfigLatency>,
+    Option<&'a ServiceTierType>,
+) {
+    (performance.map(|p| p.latency()), tier.map(|t| t.r#type()))
+}
+
+/// The guardrail's checks before an answer is streamed.
+const SYNC: GuardrailStreamProcessingMode = GuardrailStreamProcessingMode::Sync;
+
 fn guarded(question: &str, trace: GuardrailTrace, mode: GuardrailStreamProcessingMode) -> Request {
     Request {
         guardrail: Some((trace, mode)),
@@ -552,6 +520,11 @@ fn guarded(question: &str, trace: GuardrailTrace, mode: GuardrailStreamProcessin
             guard(SOURCES, GuardrailConverseContentQualifier::GroundingSource),
         ])
     }
+}
+
+/// A guardrail filter's line: what it is (its type and two figures), its action and whether it detected anything.
+fn filter_line(kind: [&str; 3], action: &str, detected: Option<bool>) -> String {
+    format!("{} {action} {detected:?}", kind.join(" "))
 }
 
 /// `(input filters, output assessments, action reason)` of a guardrail trace, as short lines.
@@ -565,14 +538,9 @@ fn describe_trace(trace: Option<&GuardrailTraceAssessment>) -> (Vec<String>, Vec
         .filters()
         .iter()
         .map(|f| {
-            format!(
-                "{} {} {} {} {:?}",
-                f.r#type().as_str(),
-                f.confidence().as_str(),
-                f.filter_strength().map_or("-", |s| s.as_str()),
-                f.action().as_str(),
-                f.detected()
-            )
+            let strength = f.filter_strength().map_or("-", |s| s.as_str());
+            let kind = [f.r#type().as_str(), f.confidence().as_str(), strength];
+            filter_line(kind, f.action().as_str(), f.detected())
         })
         .collect();
     let outputs = trace.output_assessments().expect("output assessments");
@@ -582,14 +550,9 @@ fn describe_trace(trace: Option<&GuardrailTraceAssessment>) -> (Vec<String>, Vec
             .filters()
             .iter()
             .map(|f| {
-                format!(
-                    "{} {} {} {} {:?}",
-                    f.r#type().as_str(),
-                    f.threshold(),
-                    f.score(),
-                    f.action().as_str(),
-                    f.detected()
-                )
+                let (threshold, score) = (f.threshold().to_string(), f.score().to_string());
+                let kind = [f.r#type().as_str(), &threshold, &score];
+                filter_line(kind, f.action().as_str(), f.detected())
             })
             .collect::<Vec<_>>()
             .join(", "),
@@ -606,11 +569,7 @@ fn describe_trace(trace: Option<&GuardrailTraceAssessment>) -> (Vec<String>, Vec
 #[tokio::test]
 async fn guard_content_is_answered_as_text_blocks_and_the_trace_shows_the_grounding_scores() {
     let (server, client) = start().await;
-    let request = guarded(
-        GROUNDED_QUESTION,
-        GuardrailTrace::Enabled,
-        GuardrailStreamProcessingMode::Sync,
-    );
+    let request = guarded(GROUNDED_QUESTION, GuardrailTrace::Enabled, SYNC);
     let response = request.converse(&client).await.unwrap();
     assert_eq!(
         describe_blocks(&response),
@@ -644,21 +603,13 @@ async fn guard_content_is_answered_as_text_blocks_and_the_trace_shows_the_ground
     assert_eq!(describe_trace(trace), expected);
 
     // `enabled_full` traces the same; `disabled` does not trace.
-    let full = guarded(
-        GROUNDED_QUESTION,
-        GuardrailTrace::EnabledFull,
-        GuardrailStreamProcessingMode::Sync,
-    );
+    let full = guarded(GROUNDED_QUESTION, GuardrailTrace::EnabledFull, SYNC);
     let response = full.converse(&client).await.unwrap();
     assert_eq!(
         describe_trace(response.trace().and_then(|t| t.guardrail())),
         expected
     );
-    let untraced = guarded(
-        GROUNDED_QUESTION,
-        GuardrailTrace::Disabled,
-        GuardrailStreamProcessingMode::Sync,
-    );
+    let untraced = guarded(GROUNDED_QUESTION, GuardrailTrace::Disabled, SYNC);
     let response = untraced.converse(&client).await.unwrap();
     assert!(response.trace().is_none());
     let events = untraced.stream(&client).await.unwrap();
@@ -686,11 +637,7 @@ async fn the_grounding_check_blocks_an_ungrounded_answer() {
         "Guardrail blocked.".to_string(),
     );
 
-    let sync = guarded(
-        &question,
-        GuardrailTrace::Enabled,
-        GuardrailStreamProcessingMode::Sync,
-    );
+    let sync = guarded(&question, GuardrailTrace::Enabled, SYNC);
     let response = sync.converse(&client).await.unwrap();
     assert_eq!(describe_blocks(&response), [format!("text {BLOCKED}")]);
     assert_eq!(response.stop_reason(), &StopReason::GuardrailIntervened);
@@ -746,7 +693,7 @@ async fn the_grounding_check_blocks_an_ungrounded_answer() {
     let off_topic = guarded(
         "[[say:Employees may choose between two plans.]] Bananas color?",
         GuardrailTrace::Enabled,
-        GuardrailStreamProcessingMode::Sync,
+        SYNC,
     );
     let response = off_topic.converse(&client).await.unwrap();
     assert_eq!(response.stop_reason(), &StopReason::GuardrailIntervened);
@@ -812,11 +759,7 @@ async fn a_guardrail_fault_shows_a_blocked_input_in_the_trace() {
 #[tokio::test]
 async fn the_sdk_reads_grounding_filters_as_typed_values() {
     let (_server, client) = start().await;
-    let request = guarded(
-        GROUNDED_QUESTION,
-        GuardrailTrace::Enabled,
-        GuardrailStreamProcessingMode::Sync,
-    );
+    let request = guarded(GROUNDED_QUESTION, GuardrailTrace::Enabled, SYNC);
     let response = request.converse(&client).await.unwrap();
     let trace = response.trace().unwrap().guardrail().unwrap();
     let policy = trace.output_assessments().unwrap()[GUARDRAIL][0]
@@ -848,22 +791,20 @@ async fn performance_and_service_tier_are_echoed() {
     };
     let response = request.converse(&client).await.unwrap();
     assert_eq!(
-        response.performance_config().map(|p| p.latency()),
-        Some(&PerformanceConfigLatency::Optimized)
-    );
-    assert_eq!(
-        response.service_tier().map(|t| t.r#type()),
-        Some(&ServiceTierType::Priority)
+        echoed(response.performance_config(), response.service_tier()),
+        (
+            Some(&PerformanceConfigLatency::Optimized),
+            Some(&ServiceTierType::Priority)
+        )
     );
     let events = request.stream(&client).await.unwrap();
     let meta = metadata(&events);
     assert_eq!(
-        meta.performance_config().map(|p| p.latency()),
-        Some(&PerformanceConfigLatency::Optimized)
-    );
-    assert_eq!(
-        meta.service_tier().map(|t| t.r#type()),
-        Some(&ServiceTierType::Priority)
+        echoed(meta.performance_config(), meta.service_tier()),
+        (
+            Some(&PerformanceConfigLatency::Optimized),
+            Some(&ServiceTierType::Priority)
+        )
     );
 
     let other = Request {
@@ -873,12 +814,11 @@ async fn performance_and_service_tier_are_echoed() {
     };
     let response = other.converse(&client).await.unwrap();
     assert_eq!(
-        response.performance_config().map(|p| p.latency()),
-        Some(&PerformanceConfigLatency::Standard)
-    );
-    assert_eq!(
-        response.service_tier().map(|t| t.r#type()),
-        Some(&ServiceTierType::Flex)
+        echoed(response.performance_config(), response.service_tier()),
+        (
+            Some(&PerformanceConfigLatency::Standard),
+            Some(&ServiceTierType::Flex)
+        )
     );
     // Only the tier: no performance configuration comes back.
     let tier_only = Request {
@@ -962,15 +902,7 @@ async fn inference_profile_ids_and_arns_reach_the_server_decoded() {
 #[tokio::test]
 async fn count_tokens_counts_as_converse_does() {
     let (server, client) = start().await;
-    let system = vec![
-        SystemContentBlock::Text("Be brief and kind.".into()),
-        SystemContentBlock::CachePoint(
-            CachePointBlock::builder()
-                .r#type(CachePointType::Default)
-                .build()
-                .unwrap(),
-        ),
-    ];
+    let system = cached_system("Be brief and kind.");
     let search_result = ContentBlock::SearchResult(
         SearchResultBlock::builder()
             .source("s3://docs/a.md")

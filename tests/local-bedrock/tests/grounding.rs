@@ -5,32 +5,16 @@
 use aws_sdk_bedrockruntime::Client;
 use aws_sdk_bedrockruntime::types::{
     CitationGeneratedContent, CitationLocation, CitationSourceContent, CitationsConfig,
-    ContentBlock, ContentBlockDelta, ConversationRole, ConverseOutput, ConverseStreamOutput,
-    Message, SearchResultBlock, SearchResultContentBlock, SystemContentBlock,
+    ContentBlock, ContentBlockDelta, ConverseOutput, ConverseStreamOutput, SearchResultBlock,
+    SearchResultContentBlock, SystemContentBlock,
 };
-use local_bedrock::{LocalBedrock, Operation};
+use local_bedrock::Operation;
+use support::{MODEL, start, text, user};
 
-const MODEL: &str = "anthropic.claude-test";
+mod support;
+
 const FOLLOW_UPS: &str =
     "\n\n<<What else should I know?>>\n<<Can you give an example?>>\n<<Where can I read more?>>";
-
-async fn start() -> (LocalBedrock, Client) {
-    let server = LocalBedrock::start().await.expect("the server starts");
-    let client = Client::new(&server.sdk_config().await);
-    (server, client)
-}
-
-fn user(content: Vec<ContentBlock>) -> Message {
-    Message::builder()
-        .role(ConversationRole::User)
-        .set_content(Some(content))
-        .build()
-        .unwrap()
-}
-
-fn text(t: &str) -> ContentBlock {
-    ContentBlock::Text(t.to_string())
-}
 
 fn search_result(source: &str, title: &str, passage: &str, cited: Option<bool>) -> ContentBlock {
     let block = SearchResultBlock::builder()
@@ -48,17 +32,24 @@ fn search_result(source: &str, title: &str, passage: &str, cited: Option<bool>) 
     ContentBlock::SearchResult(block.build().unwrap())
 }
 
+/// `$call` (a `converse` or a `converse_stream`: their builders are of two types, with the same setters) of the
+/// model, with the system prompt `$system` if any and the user's `$content`.
+macro_rules! asked {
+    ($call:expr, $system:expr, $content:expr) => {
+        $call
+            .model_id(MODEL)
+            .set_system($system.map(|s| vec![SystemContentBlock::Text(s.to_string())]))
+            .messages(user($content))
+    };
+}
+
 /// The answer's content blocks of a `converse` call.
 async fn converse(
     client: &Client,
     system: Option<&str>,
     content: Vec<ContentBlock>,
 ) -> (Vec<ContentBlock>, i32) {
-    let output = client
-        .converse()
-        .model_id(MODEL)
-        .set_system(system.map(|s| vec![SystemContentBlock::Text(s.to_string())]))
-        .messages(user(content))
+    let output = asked!(client.converse(), system, content)
         .send()
         .await
         .expect("converse answers");
@@ -88,11 +79,7 @@ async fn stream(
     system: Option<&str>,
     content: Vec<ContentBlock>,
 ) -> Vec<ConverseStreamOutput> {
-    let mut output = client
-        .converse_stream()
-        .model_id(MODEL)
-        .set_system(system.map(|s| vec![SystemContentBlock::Text(s.to_string())]))
-        .messages(user(content))
+    let mut output = asked!(client.converse_stream(), system, content)
         .send()
         .await
         .expect("the stream opens");
@@ -126,6 +113,14 @@ async fn stream_text_of(
     content: Vec<ContentBlock>,
 ) -> String {
     stream_text(&stream(client, system, content).await)
+}
+
+/// The text of `prompt`'s answer, asked with `system`, as `converse` and as `converse_stream` answer it.
+async fn both_texts(client: &Client, system: Option<&str>, prompt: &str) -> [String; 2] {
+    [
+        converse_text(client, system, vec![text(prompt)]).await,
+        stream_text_of(client, system, vec![text(prompt)]).await,
+    ]
 }
 
 const GROUNDED: &str = "What are my benefit and travel options?\n\nSources:\n\
@@ -176,12 +171,8 @@ async fn the_last_sources_section_counts_and_follow_ups_still_end_the_answer() {
     let system = "Answer, then ask three <<follow-up questions>>.";
     let expected = format!("This one. [new.md]{FOLLOW_UPS}");
     assert_eq!(
-        converse_text(&client, Some(system), vec![text(prompt)]).await,
-        expected
-    );
-    assert_eq!(
-        stream_text_of(&client, Some(system), vec![text(prompt)]).await,
-        expected
+        both_texts(&client, Some(system), prompt).await,
+        [expected.as_str(); 2]
     );
 }
 
@@ -194,13 +185,8 @@ async fn an_empty_sources_section_is_answered_with_the_fixed_sentence() {
         "What is the dress code?\n\nSources:",
     ] {
         assert_eq!(
-            converse_text(&client, None, vec![text(prompt)]).await,
-            NO_ANSWER,
-            "{prompt:?}"
-        );
-        assert_eq!(
-            stream_text_of(&client, None, vec![text(prompt)]).await,
-            NO_ANSWER,
+            both_texts(&client, None, prompt).await,
+            [NO_ANSWER, NO_ANSWER],
             "{prompt:?}"
         );
     }
@@ -250,12 +236,8 @@ async fn a_query_rewrite_is_answered_with_the_search_query() {
     for (prompt, query) in cases {
         // The rewrite prompt holds `<<>>`, yet no follow-up questions are added.
         assert_eq!(
-            converse_text(&client, Some(REWRITE_PROMPT), vec![text(prompt)]).await,
-            query
-        );
-        assert_eq!(
-            stream_text_of(&client, Some(REWRITE_PROMPT), vec![text(prompt)]).await,
-            query
+            both_texts(&client, Some(REWRITE_PROMPT), prompt).await,
+            [query, query]
         );
     }
     // The rewrite prompt reached the server whole.
@@ -272,13 +254,8 @@ async fn a_query_rewrite_is_answered_with_the_search_query() {
 #[tokio::test]
 async fn faults_of_the_local_model_apply_to_a_query_rewrite() {
     let (_server, client) = start().await;
-    let error = client
-        .converse()
-        .model_id(MODEL)
-        .system(SystemContentBlock::Text(REWRITE_PROMPT.into()))
-        .messages(user(vec![text(
-            "Generate search query for: x [[fault:not-found]]",
-        )]))
+    let fault = vec![text("Generate search query for: x [[fault:not-found]]")];
+    let error = asked!(client.converse(), Some(REWRITE_PROMPT), fault)
         .send()
         .await
         .expect_err("the fault directive applies");
@@ -547,10 +524,7 @@ async fn an_echo_prompt_is_unchanged() {
 async fn a_cited_sentence_cut_by_max_tokens_loses_its_citation_and_stream_faults_still_apply() {
     let (_server, client) = start().await;
     // Six word pieces, a citation, a space: four tokens end inside the first sentence.
-    let output = client
-        .converse()
-        .model_id(MODEL)
-        .messages(user(results()))
+    let output = asked!(client.converse(), None::<&str>, results())
         .inference_config(
             aws_sdk_bedrockruntime::types::InferenceConfiguration::builder()
                 .max_tokens(4)

@@ -3,7 +3,6 @@
 //! `[[tool-loop:…]]` asking again on every round, and Bedrock's refusals of malformed tool use.
 
 use aws_sdk_bedrockruntime::Client;
-use aws_sdk_bedrockruntime::error::ProvideErrorMetadata;
 use aws_sdk_bedrockruntime::operation::converse::ConverseOutput as ConverseResponse;
 use aws_sdk_bedrockruntime::types::{
     ContentBlock, ContentBlockDelta, ContentBlockStart, ConversationRole, ConverseOutput,
@@ -11,64 +10,10 @@ use aws_sdk_bedrockruntime::types::{
     ToolConfiguration, ToolInputSchema, ToolResultBlock, ToolResultContentBlock, ToolResultStatus,
     ToolSpecification, ToolUseBlock,
 };
-use aws_smithy_types::{Document, Number};
-use local_bedrock::LocalBedrock;
 use serde_json::{Value, json};
+use support::{MODEL, document, error_text, json_of, message, start};
 
-const MODEL: &str = "anthropic.claude-test";
-
-async fn start() -> (LocalBedrock, Client) {
-    let server = LocalBedrock::start().await.expect("the server starts");
-    let client = Client::new(&server.sdk_config().await);
-    (server, client)
-}
-
-fn document(value: &Value) -> Document {
-    match value {
-        Value::Null => Document::Null,
-        Value::Bool(b) => Document::Bool(*b),
-        Value::Number(n) => Document::Number(match (n.as_u64(), n.as_i64()) {
-            (Some(u), _) => Number::PosInt(u),
-            (None, Some(i)) => Number::NegInt(i),
-            _ => Number::Float(n.as_f64().unwrap()),
-        }),
-        Value::String(s) => Document::String(s.clone()),
-        Value::Array(a) => Document::Array(a.iter().map(document).collect()),
-        Value::Object(o) => {
-            Document::Object(o.iter().map(|(k, v)| (k.clone(), document(v))).collect())
-        }
-    }
-}
-
-fn json_of(document: &Document) -> Value {
-    match document {
-        Document::Null => Value::Null,
-        Document::Bool(b) => Value::Bool(*b),
-        Document::Number(Number::PosInt(u)) => json!(u),
-        Document::Number(Number::NegInt(i)) => json!(i),
-        Document::Number(Number::Float(f)) => json!(f),
-        Document::String(s) => json!(s),
-        Document::Array(a) => Value::Array(a.iter().map(json_of).collect()),
-        // Keys sorted: the SDK reads an object into a hash map, whose order differs from run to run.
-        Document::Object(o) => {
-            let mut keys: Vec<&String> = o.keys().collect();
-            keys.sort();
-            Value::Object(
-                keys.into_iter()
-                    .map(|k| (k.clone(), json_of(&o[k])))
-                    .collect(),
-            )
-        }
-    }
-}
-
-fn message(role: ConversationRole, content: Vec<ContentBlock>) -> Message {
-    Message::builder()
-        .role(role)
-        .set_content(Some(content))
-        .build()
-        .unwrap()
-}
+mod support;
 
 fn user_text(t: &str) -> Message {
     message(ConversationRole::User, vec![ContentBlock::Text(t.into())])
@@ -124,10 +69,18 @@ async fn converse(
         .set_tool_config(config)
         .send()
         .await
-        .map_err(|e| {
-            let e = e.into_service_error();
-            format!("{}: {}", e.code().unwrap_or("?"), e.message().unwrap_or(""))
-        })
+        .map_err(|e| error_text(e.into_service_error()))
+}
+
+/// [`describe`] of a `converse` answer that ended its turn.
+async fn answered(
+    client: &Client,
+    config: Option<ToolConfiguration>,
+    messages: Vec<Message>,
+) -> Vec<String> {
+    let response = converse(client, config, messages).await.unwrap();
+    assert_eq!(response.stop_reason(), &StopReason::EndTurn);
+    describe(&response)
 }
 
 /// `text …` and `toolUse ID NAME INPUT` lines of a `converse` answer.
@@ -187,11 +140,10 @@ async fn a_tool_directive_is_answered_with_tool_use_blocks_in_order() {
     assert_ne!(calls[0].0, calls[1].0, "each call has an id of its own");
 
     // Without the tools offered, the same question is echoed as any other.
-    let response = converse(&client, None, vec![user_text(question)])
-        .await
-        .unwrap();
-    assert_eq!(response.stop_reason(), &StopReason::EndTurn);
-    assert_eq!(describe(&response), ["text Echo: Add them and look"]);
+    assert_eq!(
+        answered(&client, None, vec![user_text(question)]).await,
+        ["text Echo: Add them and look"]
+    );
 }
 
 #[tokio::test]
@@ -357,11 +309,10 @@ async fn a_loop_directive_asks_again_on_every_round_while_the_tool_is_offered() 
 
     // Offered another tool only, the model answers the last results. (The conversation's blocks still need a
     // toolConfig.)
-    let response = converse(&client, Some(tools(&["other"])), messages)
-        .await
-        .unwrap();
-    assert_eq!(response.stop_reason(), &StopReason::EndTurn);
-    assert_eq!(describe(&response), ["text tick returned tick 2"]);
+    assert_eq!(
+        answered(&client, Some(tools(&["other"])), messages).await,
+        ["text tick returned tick 2"]
+    );
 }
 
 #[tokio::test]

@@ -309,23 +309,12 @@ struct Run {
 }
 
 async fn run(run: Run) {
-    let Run {
-        root,
-        tools,
-        ports,
-        real_aws,
-        local_knowledge_base,
-        local_mcp,
-        exit_with_stdin,
-        via_cargo_lambda,
-        env,
-    } = run;
     let mut children = Children(Vec::new());
     let _bedrock;
     let _dynamodb;
     let _knowledge_base;
     let _mcp;
-    if real_aws {
+    if run.real_aws {
         eprintln!(
             "local-run: MODEL_ID and AWS credentials are set: using real Bedrock and DynamoDB (table {}).",
             std::env::var("TABLE_NAME")
@@ -342,16 +331,17 @@ async fn run(run: Run) {
                 })
                 .unwrap_or(DEFAULT_PACE_MS),
         );
-        _bedrock = LocalBedrock::start_paced(([127, 0, 0, 1], ports.bedrock).into(), true, pace)
-            .await
-            .unwrap_or_else(|e| fail(&format!("cannot start the local Bedrock server: {e}")));
+        _bedrock =
+            LocalBedrock::start_paced(([127, 0, 0, 1], run.ports.bedrock).into(), true, pace)
+                .await
+                .unwrap_or_else(|e| fail(&format!("cannot start the local Bedrock server: {e}")));
         eprintln!(
             "local-run: local Bedrock server on http://127.0.0.1:{}, {} ms a word",
-            ports.bedrock,
+            run.ports.bedrock,
             pace.as_millis()
         );
 
-        let dynamodb = LocalDynamo::start(Some(ports.dynamodb)).unwrap_or_else(|e| fail(&e));
+        let dynamodb = LocalDynamo::start(Some(run.ports.dynamodb)).unwrap_or_else(|e| fail(&e));
         let endpoint = dynamodb.endpoint();
         chat_aws::table::ensure_table(&dynamodb.client().await, TABLE_NAME)
             .await
@@ -371,14 +361,14 @@ async fn run(run: Run) {
         );
     }
 
-    if local_knowledge_base {
+    if run.local_knowledge_base {
         let collection = std::env::var_os("LOCAL_KB_COLLECTION")
             .filter(|c| !c.is_empty())
             .map(PathBuf::from)
-            .unwrap_or_else(|| root.join(SAMPLE_COLLECTION));
+            .unwrap_or_else(|| run.root.join(SAMPLE_COLLECTION));
         let started = Instant::now();
         let knowledge_base = LocalKnowledgeBase::start_on(
-            ([127, 0, 0, 1], ports.knowledge_base).into(),
+            ([127, 0, 0, 1], run.ports.knowledge_base).into(),
             LOCAL_KNOWLEDGE_BASE_ID,
             &collection,
         )
@@ -406,8 +396,8 @@ async fn run(run: Run) {
         }
     }
 
-    if local_mcp {
-        let (addr, server) = local_mcp::start(([127, 0, 0, 1], ports.mcp).into())
+    if run.local_mcp {
+        let (addr, server) = local_mcp::start(([127, 0, 0, 1], run.ports.mcp).into())
             .await
             .unwrap_or_else(|e| fail(&format!("cannot start the local MCP server: {e}")));
         eprintln!(
@@ -425,6 +415,7 @@ async fn run(run: Run) {
         }
     }
 
+    let exit_with_stdin = run.exit_with_stdin;
     let stdin_closed = async move {
         if exit_with_stdin {
             let _ = tokio::task::spawn_blocking(|| {
@@ -444,15 +435,15 @@ async fn run(run: Run) {
         eprintln!("local-run: stopping");
     };
 
-    if via_cargo_lambda {
+    if run.via_cargo_lambda {
         children.0.push(start_cargo_lambda_watch(
-            &root,
-            &tools,
-            ports.run,
-            exit_with_stdin,
-            env,
+            &run.root,
+            &run.tools,
+            run.ports.run,
+            run.exit_with_stdin,
+            run.env,
         ));
-        eprintln!("local-run: ready on http://127.0.0.1:{}", ports.run);
+        eprintln!("local-run: ready on http://127.0.0.1:{}", run.ports.run);
         stop.await;
         drop(children);
         return;
@@ -462,10 +453,10 @@ async fn run(run: Run) {
     let service = functions_service()
         .await
         .unwrap_or_else(|e| fail(&format!("the functions cannot start: {e}")));
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", ports.run))
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", run.ports.run))
         .await
-        .unwrap_or_else(|e| fail(&format!("cannot listen on port {}: {e}", ports.run)));
-    eprintln!("local-run: ready on http://127.0.0.1:{}", ports.run);
+        .unwrap_or_else(|e| fail(&format!("cannot listen on port {}: {e}", run.ports.run)));
+    eprintln!("local-run: ready on http://127.0.0.1:{}", run.ports.run);
     if let Err(e) = chat_runtime::serve_plain(listener, service, stop).await {
         fail(&format!("the server stopped: {e}"));
     }

@@ -8,6 +8,7 @@ mod support;
 use std::sync::OnceLock;
 use std::time::SystemTime;
 
+use chat_testing::harness;
 use serde_json::{Value, json};
 use support::LocalRun;
 
@@ -39,6 +40,11 @@ async fn post(path: &str, content_type: &str, body: String) -> (u16, String, Str
     (status, ct, response.text().await.unwrap())
 }
 
+/// The user's question `text`, as a chat request's body.
+fn asked(text: &str) -> Value {
+    json!({"messages": [{"role": "user", "content": text}]})
+}
+
 async fn post_json(path: &str, body: Value) -> (u16, String, String) {
     post(path, "application/json", body.to_string()).await
 }
@@ -46,11 +52,7 @@ async fn post_json(path: &str, body: Value) -> (u16, String, String) {
 #[tokio::test]
 async fn chat_answers_the_2024_05_29_shape() {
     // The README's first request, word for word.
-    let (status, ct, body) = post_json(
-        "/chat",
-        json!({"messages": [{"role": "user", "content": "hi"}]}),
-    )
-    .await;
+    let (status, ct, body) = post_json("/chat", asked("hi")).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(ct, "application/json");
     assert!(
@@ -74,11 +76,7 @@ async fn chat_answers_the_2024_05_29_shape() {
 
 #[tokio::test]
 async fn chat_ui_and_the_older_dialect_answer_on_the_same_address() {
-    let (status, _, body) = post_json(
-        "/chat-ui/chat",
-        json!({"messages": [{"role": "user", "content": "Hello"}]}),
-    )
-    .await;
+    let (status, _, body) = post_json("/chat-ui/chat", asked("Hello")).await;
     assert_eq!(status, 200, "{body}");
     let v: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v[0]["Items"][0]["Text"], "Echo: Hello");
@@ -114,17 +112,9 @@ async fn errors_are_json_on_the_local_run() {
         (status, body.as_str()),
         (404, r#"{"error":"There is nothing at /no/such/route."}"#)
     );
-    let (status, _, body) = post_json(
-        "/chat",
-        json!({"messages": [{"role": "user", "content": "[[fault:throttle]]"}]}),
-    )
-    .await;
+    let (status, _, body) = post_json("/chat", asked("[[fault:throttle]]")).await;
     assert_eq!(status, 429, "{body}");
-    let (status, _, body) = post_json(
-        "/chat",
-        json!({"messages": [{"role": "user", "content": "[[fault:guardrail]]"}]}),
-    )
-    .await;
+    let (status, _, body) = post_json("/chat", asked("[[fault:guardrail]]")).await;
     assert_eq!(
         (status, body.as_str()),
         (
@@ -332,12 +322,7 @@ async fn a_chat_made_through_chat_is_continued_and_listed_in_the_history() {
     assert_eq!(item["lastMessage"], "Echo: And the budget?");
     let (status, messages) = get_json(&format!("/chat-history/{id}/messages")).await;
     assert_eq!(status, 200);
-    let contents: Vec<&str> = messages
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["content"].as_str().unwrap())
-        .collect();
+    let contents: Vec<&str> = harness::texts_of(&messages, "content");
     assert_eq!(
         contents,
         [
@@ -381,17 +366,7 @@ async fn each_agent_message_arrives_as_one_event_per_read() {
         );
         authors.push(author);
     }
-    assert_eq!(
-        authors,
-        [
-            "BusinessAnalyst",
-            "SoftwareEngineer",
-            "ProductOwner",
-            "BusinessAnalyst",
-            "SoftwareEngineer",
-            "ProductOwner"
-        ]
-    );
+    assert_eq!(authors, harness::DEFAULT_ROUND);
 }
 
 /// Every answer reaches the client: 1,000 requests (`E2E_LIST_REQUESTS`: moto answers one request at a time, 4 to

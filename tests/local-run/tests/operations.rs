@@ -10,7 +10,7 @@ mod support;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use chat_testing::harness::JwtSigner;
+use chat_testing::harness::{self, JwtSigner};
 use serde_json::{Value, json};
 use support::LocalRun;
 use time::OffsetDateTime;
@@ -149,6 +149,12 @@ fn every_model_route(text: &str) -> Vec<(&'static str, Value)> {
     ]
 }
 
+/// `text` sent to `path` as `user`'s question.
+async fn ask(path: &str, user: &str, text: &str) -> Reply {
+    let body = json!({"messages": [{"role": "user", "content": text}]});
+    send("POST", path, Some(user), Some(body)).await
+}
+
 #[tokio::test]
 async fn turns_answer_until_the_quota_is_spent_then_every_model_route_is_a_429_for_that_user_only()
 {
@@ -204,22 +210,10 @@ async fn turns_answer_until_the_quota_is_spent_then_every_model_route_is_a_429_f
     }
 
     // Another user is not affected.
-    let bob = send(
-        "POST",
-        "/chat",
-        Some("bob"),
-        Some(json!({"messages": [{"role": "user", "content": format!("hello {SECRET_WORD}")}]})),
-    )
-    .await;
+    let bob = ask("/chat", "bob", &format!("hello {SECRET_WORD}")).await;
     assert_eq!(bob.status, 200, "{}", bob.body);
     let bob_tokens = answered_tokens(&bob.json());
-    let bob_stream = send(
-        "POST",
-        "/chat/stream",
-        Some("bob"),
-        Some(json!({"messages": [{"role": "user", "content": "hello again"}]})),
-    )
-    .await;
+    let bob_stream = ask("/chat/stream", "bob", "hello again").await;
     assert_eq!(bob_stream.status, 200, "{}", bob_stream.body);
 
     // GET /usage: each caller's own.
@@ -247,22 +241,10 @@ async fn turns_answer_until_the_quota_is_spent_then_every_model_route_is_a_429_f
 async fn a_rate_limit_of_five_a_minute_refuses_the_sixth_request() {
     // Six requests inside one sliding minute, whenever the clock's minute turns.
     for i in 0..5 {
-        let reply = send(
-            "POST",
-            "/chat",
-            Some("carol"),
-            Some(json!({"messages": [{"role": "user", "content": format!("rate {i} {SECRET_WORD}")}]})),
-        )
-        .await;
+        let reply = ask("/chat", "carol", &format!("rate {i} {SECRET_WORD}")).await;
         assert_eq!(reply.status, 200, "request {i}: {}", reply.body);
     }
-    let sixth = send(
-        "POST",
-        "/chat/stream",
-        Some("carol"),
-        Some(json!({"messages": [{"role": "user", "content": format!("rate 5 {SECRET_WORD}")}]})),
-    )
-    .await;
+    let sixth = ask("/chat/stream", "carol", &format!("rate 5 {SECRET_WORD}")).await;
     assert_eq!(sixth.status, 429, "{}", sixth.body);
     let retry: u64 = sixth.retry_after.as_deref().unwrap().parse().unwrap();
     // Until the window (seven buckets of 10 s) holds fewer than five.
@@ -271,13 +253,7 @@ async fn a_rate_limit_of_five_a_minute_refuses_the_sixth_request() {
     let usage = send("GET", "/usage", Some("carol"), None).await.json();
     assert_eq!(usage["this_minute"]["requests"], json!(5), "{usage}");
     // Another user's minute is their own.
-    let dave = send(
-        "POST",
-        "/chat",
-        Some("dave"),
-        Some(json!({"messages": [{"role": "user", "content": "hi"}]})),
-    )
-    .await;
+    let dave = ask("/chat", "dave", "hi").await;
     assert_eq!(dave.status, 200, "{}", dave.body);
 }
 
@@ -402,12 +378,7 @@ async fn each_turn_leaves_an_emf_record_and_no_log_line_holds_a_word_of_the_conv
             );
         }
         assert!(record.get("user").is_none() && !record.to_string().contains("erin"));
-        let named: Vec<&str> = directive["Metrics"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| m["Name"].as_str().unwrap())
-            .collect();
+        let named: Vec<&str> = harness::texts_of(&directive["Metrics"], "Name");
         // The `_aws` block names every metric the record holds, and each it names is there.
         for (key, value) in record.as_object().unwrap() {
             if key == "_aws" || dimensions.contains(&key.as_str()) {

@@ -64,6 +64,14 @@ async fn post(path: &str, body: Value) -> (u16, String) {
     (status, response.text().await.unwrap())
 }
 
+/// The 200 answer to `body` at `path`: its text, and its JSON.
+async fn answered(path: &str, body: Value) -> (String, Value) {
+    let (status, text) = post(path, body).await;
+    assert_eq!(status, 200, "{text}");
+    let json = serde_json::from_str(&text).unwrap();
+    (text, json)
+}
+
 fn ask(question: &str) -> Value {
     json!({"messages": [{"role": "user", "content": question}]})
 }
@@ -240,13 +248,11 @@ async fn a_round_asking_for_twenty_calls_runs_eight() {
 
 #[tokio::test]
 async fn an_agent_of_a_multi_agent_round_calls_a_tool() {
-    let (status, body) = post(
+    let (body, all) = answered(
         "/multi-agent-chat/batch",
         ask(r#"[[tool:add {"a":20,"b":22}]] What is 20 + 22?"#),
     )
     .await;
-    assert_eq!(status, 200, "{body}");
-    let all: Value = serde_json::from_str(&body).unwrap();
     let called = all
         .as_array()
         .unwrap()
@@ -262,9 +268,7 @@ async fn an_agent_of_a_multi_agent_round_calls_a_tool() {
 
 #[tokio::test]
 async fn a_tool_past_its_time_ends_in_an_answer() {
-    let (status, body) = post("/chat", ask(r#"[[tool:sleep {"ms":5000}]] Wait."#)).await;
-    assert_eq!(status, 200, "{body}");
-    let answer: Value = serde_json::from_str(&body).unwrap();
+    let (_, answer) = answered("/chat", ask(r#"[[tool:sleep {"ms":5000}]] Wait."#)).await;
     let content = answer["message"]["content"].as_str().unwrap();
     assert!(content.contains("sleep failed"), "{content}");
     assert!(content.contains("within 1000 ms"), "{content}");
@@ -272,13 +276,11 @@ async fn a_tool_past_its_time_ends_in_an_answer() {
 
 #[tokio::test]
 async fn a_tool_loop_that_never_ends_is_cut_at_max_tool_rounds_and_answers() {
-    let (status, body) = post(
+    let (body, answer) = answered(
         "/chat",
         ask(r#"[[tool-loop:echo {"message":"again"}]] Loop."#),
     )
     .await;
-    assert_eq!(status, 200, "{body}");
-    let answer: Value = serde_json::from_str(&body).unwrap();
     let thoughts = titles(&answer["context"]["thoughts"]);
     let calls = thoughts.iter().filter(|t| *t == "Tool call: echo").count();
     // Two rounds run, the third round's call is not run.

@@ -5,8 +5,9 @@
 
 #![allow(dead_code)]
 
+use std::ffi::OsStr;
 use std::net::SocketAddr;
-use std::process::Stdio;
+use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -110,7 +111,7 @@ pub struct Function {
 
 impl Function {
     /// Starts the built `chat` binary with only `env` (and `PATH`) in its environment.
-    pub fn spawn(env: &[(String, String)]) -> Self {
+    pub fn spawn(env: &[(impl AsRef<OsStr>, impl AsRef<OsStr>)]) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_chat"));
         command
             .env_clear()
@@ -166,34 +167,53 @@ impl Function {
         self.lines.lock().unwrap().clone()
     }
 
-    /// Ends the process (SIGTERM: a plain server finishes what is in flight) and returns every line it wrote.
-    pub async fn stop(mut self) -> Vec<String> {
+    /// Sends the process SIGTERM: a plain server finishes what is in flight, then ends.
+    fn terminate(&self) {
         if let Some(pid) = self.child.id() {
             let _ = std::process::Command::new("kill")
                 .args(["-TERM", &pid.to_string()])
                 .status();
         }
+    }
+
+    /// Every line the process wrote, once it has ended.
+    async fn all_lines(self) -> Vec<String> {
+        for reader in self.readers {
+            let _ = reader.await;
+        }
+        std::mem::take(&mut *self.lines.lock().unwrap())
+    }
+
+    /// Ends the process (SIGTERM, then a kill if it has not ended within 10 s) and returns every line it wrote.
+    pub async fn stop(mut self) -> Vec<String> {
+        self.terminate();
         if tokio::time::timeout(Duration::from_secs(10), self.child.wait())
             .await
             .is_err()
         {
             let _ = self.child.kill().await;
         }
-        for reader in self.readers {
-            let _ = reader.await;
-        }
-        std::mem::take(&mut *self.lines.lock().unwrap())
+        self.all_lines().await
+    }
+
+    /// Ends the process with SIGTERM (a plain server's stop); its status and every line it wrote.
+    pub async fn terminated(self) -> (ExitStatus, Vec<String>) {
+        self.terminate();
+        self.exited().await
+    }
+
+    /// Waits (a minute at most) for the process to end by itself; its status and every line it wrote.
+    pub async fn exited(mut self) -> (ExitStatus, Vec<String>) {
+        let status = tokio::time::timeout(Duration::from_secs(60), self.child.wait())
+            .await
+            .expect("the function ends by itself")
+            .unwrap();
+        (status, self.all_lines().await)
     }
 }
 
 /// A free loopback port (taken back from the system just before the function binds it).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+pub use chat_testing::harness::free_port;
 
 /// The function as a plain server on a free loopback port with `env`, once it answers; and its base URL.
 pub async fn plain_server(env: &[(String, String)]) -> (Function, String) {

@@ -5,7 +5,7 @@
 
 use chat::App;
 use chat_aws::{BedrockModel, DynamoStore};
-use chat_testing::harness::{self, Backend};
+use chat_testing::harness::{self, Backend, Wired};
 use serde_json::Value;
 
 #[allow(unused_imports)] // Each test file uses its own part of it.
@@ -23,16 +23,14 @@ pub async fn harness() -> Harness {
 
 /// A harness whose function configuration also holds `env` (as the environment would).
 pub async fn harness_with(env: &[(&str, &str)]) -> Harness {
-    let backend = Backend::start(env).await;
-    let app = App::new(
-        backend.model().await,
-        backend.store.clone(),
-        harness::auth(),
-        backend.config.clone(),
-    );
+    let Wired {
+        bedrock,
+        store,
+        app,
+    } = Backend::start(env).await.wired(App::new).await;
     Harness {
-        bedrock: backend.bedrock,
-        store: backend.store,
+        bedrock,
+        store,
         app,
     }
 }
@@ -71,11 +69,6 @@ impl Harness {
 
     /// The body of the last Converse call the model received.
     pub fn last_model_request(&self) -> Value {
-        self.bedrock
-            .requests()
-            .last()
-            .expect("the model was called")
-            .body
-            .clone()
+        harness::last_model_request(&self.bedrock)
     }
 }
