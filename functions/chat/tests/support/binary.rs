@@ -302,13 +302,27 @@ impl UnderLambda {
         }
     }
 
-    /// The function's answer to the event (panics if it failed or took over two minutes).
+    /// The function's answer to the event (panics if it failed or took over two minutes), once the function has
+    /// finished the invocation: the runtime's invocation span closes after the answer is posted, so a test that
+    /// ended the function at the answer's arrival could cut off that span's close line (it waits for that line,
+    /// ten seconds at most; what the lines hold is the test's to assert).
     pub async fn answer(&mut self) -> Value {
-        tokio::time::timeout(Duration::from_secs(120), self.answered.recv())
+        let answer = tokio::time::timeout(Duration::from_secs(120), self.answered.recv())
             .await
             .expect("the function answers the event")
             .expect("an answer")
-            .unwrap_or_else(|e| panic!("the function failed: {e}"))
+            .unwrap_or_else(|e| panic!("the function failed: {e}"));
+        let invocation_closed = |line: &String| {
+            serde_json::from_str::<Value>(line)
+                .is_ok_and(|l| l["message"] == "close" && l["span"] == "Lambda runtime invoke")
+        };
+        for _ in 0..500 {
+            if self.function.lines().iter().any(invocation_closed) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        answer
     }
 
     /// Ends the function and the emulator; every line the function wrote.
