@@ -313,7 +313,10 @@ async fn the_second_turn_reads_the_prompt_cache_and_its_cost_is_in_thoughts_and_
     // The chat's totals: both turns, as the history list shows them.
     let listed = backend
         .store
-        .list(harness::OWNER, ChatMode::Standard, 10, None)
+        .list(
+            harness::OWNER,
+            chat_core::ListRequest::first(ChatMode::Standard, 10),
+        )
         .await
         .unwrap();
     let item =

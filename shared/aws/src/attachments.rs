@@ -445,26 +445,19 @@ mod tests {
 
     #[test]
     fn only_images_and_pdfs_are_shown_in_place() {
-        assert_eq!(
-            served_as(&stored("a.png", "image/png")),
-            ("image/png", true)
-        );
-        assert_eq!(
-            served_as(&stored("a.pdf", "application/pdf")),
-            ("application/pdf", true)
-        );
-        assert_eq!(
-            served_as(&stored("a.html", "text/html")),
-            ("text/html", false)
-        );
-        assert_eq!(
-            served_as(&stored("a.md", "text/markdown")),
-            ("text/markdown", false)
-        );
-        assert_eq!(
-            served_as(&stored("a.svg", "image/svg+xml")),
-            ("application/octet-stream", false)
-        );
+        for (name, content_type, served) in [
+            ("a.png", "image/png", ("image/png", true)),
+            ("a.pdf", "application/pdf", ("application/pdf", true)),
+            ("a.html", "text/html", ("text/html", false)),
+            ("a.md", "text/markdown", ("text/markdown", false)),
+            (
+                "a.svg",
+                "image/svg+xml",
+                ("application/octet-stream", false),
+            ),
+        ] {
+            assert_eq!(served_as(&stored(name, content_type)), served, "{name}");
+        }
     }
 
     #[test]

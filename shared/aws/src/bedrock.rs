@@ -23,7 +23,6 @@ use aws_sdk_bedrockruntime::types::{
     SystemContentBlock, Tool as BedrockTool, ToolConfiguration, ToolInputSchema, ToolResultBlock,
     ToolResultContentBlock, ToolResultStatus, ToolSpecification, ToolUseBlock,
 };
-use aws_smithy_types::timeout::TimeoutConfig;
 use aws_smithy_types::{Blob, Document, Number};
 use chat_core::TokenUsage;
 use chat_core::{
@@ -50,16 +49,10 @@ impl BedrockModel {
     /// A client from the shared AWS configuration. `timeout` bounds a whole buffered call (every attempt and the
     /// back-offs between them), the wait for a stream's first text and any gap between its deltas.
     pub fn new(config: &aws_config::SdkConfig, timeout: Duration) -> Self {
-        // An attempt timeout alone let the SDK's retries multiply it (three attempts: three times the bound), so the
-        // whole operation gets the same bound. The SDK's timeouts stop once a response's headers are in, so a
-        // stream's body is timed below, and the calls carry a timer of their own as well.
+        // The SDK's timeouts stop once a response's headers are in, so a stream's body is timed below, and the calls
+        // carry a timer of their own as well.
         let conf = aws_sdk_bedrockruntime::config::Builder::from(config)
-            .timeout_config(
-                TimeoutConfig::builder()
-                    .operation_timeout(timeout)
-                    .operation_attempt_timeout(timeout)
-                    .build(),
-            )
+            .timeout_config(crate::whole_call_timeout(timeout))
             .build();
         Self {
             client: Client::from_conf(conf),

@@ -24,7 +24,6 @@ use aws_sdk_bedrockagentruntime::types::{
     KnowledgeBaseRetrievalResult, KnowledgeBaseVectorSearchConfiguration, RetrievalFilter,
     SearchType,
 };
-use aws_smithy_types::timeout::TimeoutConfig;
 use aws_smithy_types::{Document, Number};
 use chat_core::{
     MetadataFilter, Passage, Retriever, SearchError, SearchFuture, SearchMode, SearchRequest,
@@ -53,14 +52,8 @@ impl BedrockKnowledgeBase {
         knowledge_base_id: String,
         timeout: Duration,
     ) -> Self {
-        // As for the model: the operation gets the bound, not only each attempt, so that retries do not multiply it.
         let conf = aws_sdk_bedrockagentruntime::config::Builder::from(config)
-            .timeout_config(
-                TimeoutConfig::builder()
-                    .operation_timeout(timeout)
-                    .operation_attempt_timeout(timeout)
-                    .build(),
-            )
+            .timeout_config(crate::whole_call_timeout(timeout))
             .build();
         Self {
             client: Client::from_conf(conf),

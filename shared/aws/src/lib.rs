@@ -22,6 +22,17 @@ pub(crate) fn now_millis() -> String {
     chat_core::rfc3339_millis(time::OffsetDateTime::now_utc())
 }
 
+/// `timeout` as the bound of a whole call (every attempt and the back-offs between them) and of each attempt: an
+/// attempt's bound alone would let the SDK's retries multiply it (three attempts: three times the bound).
+pub(crate) fn whole_call_timeout(
+    timeout: std::time::Duration,
+) -> aws_smithy_types::timeout::TimeoutConfig {
+    aws_smithy_types::timeout::TimeoutConfig::builder()
+        .operation_timeout(timeout)
+        .operation_attempt_timeout(timeout)
+        .build()
+}
+
 /// Loads the AWS configuration once per cold start: region, credentials and endpoints from the environment
 /// (`AWS_ENDPOINT_URL_BEDROCK_RUNTIME`, `AWS_ENDPOINT_URL_BEDROCK_AGENT_RUNTIME` and `AWS_ENDPOINT_URL_DYNAMODB` point
 /// the clients at local servers), and one HTTP client, one connection pool, for every SDK client built from it

@@ -6,7 +6,10 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use chat_aws::DynamoStore;
-use chat_core::{ChatMode, ChatService, Role, SessionStore, StoreError, StoreTimeouts};
+use chat_core::{
+    ChatMode, ChatService, ListRequest, PageRequest, Role, SessionStore, StoreError, StoreTimeouts,
+    TurnWrite,
+};
 use chat_testing::contract::{AT, Subject, chat, fails, id, listed, message, numbered, seed, turn};
 use chat_testing::{Script, ScriptedModel};
 use local_dynamodb::LocalDynamo;
@@ -115,7 +118,11 @@ async fn a_silent_store_is_unavailable_within_its_timeout() {
     seed(&direct, "alice", "quiet", &first).await;
     proxy.set(Fault::Silent);
     unavailable_in_time("load", store.load("alice", &id("quiet"))).await;
-    unavailable_in_time("list", store.list("alice", ChatMode::Standard, 10, None)).await;
+    unavailable_in_time(
+        "list",
+        store.list("alice", ListRequest::first(ChatMode::Standard, 10)),
+    )
+    .await;
     let asked = turn("q", "a");
     unavailable_in_time("append", store.append("alice", &id("quiet"), &asked)).await;
     // Nothing landed, and once the store answers again, so does the store.
@@ -477,7 +484,7 @@ async fn a_turn_reads_past_another_generations_items_and_ones_not_counted_yet() 
     let (record, all) = store.load("alice", &id("mixed")).await.unwrap();
     assert_eq!((record.message_count, &all), (30, &messages));
     let page = store
-        .load_page("alice", &id("mixed"), None, 1000, usize::MAX)
+        .load_page("alice", &id("mixed"), PageRequest::unbounded(None, 1000))
         .await
         .unwrap();
     assert_eq!(page.items, messages);
@@ -487,9 +494,11 @@ async fn a_turn_reads_past_another_generations_items_and_ones_not_counted_yet() 
         .append_after(
             "alice",
             &id("mixed"),
-            loaded.mark.as_ref(),
-            &asked,
-            &Default::default(),
+            TurnWrite {
+                mark: loaded.mark.as_ref(),
+                messages: &asked,
+                spent: &Default::default(),
+            },
         )
         .await
         .unwrap();

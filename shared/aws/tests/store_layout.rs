@@ -11,8 +11,9 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::AttributeValue;
 use chat_aws::DynamoStore;
 use chat_core::{
-    ChatMode, ChatRecord, HistoryBudget, Role, SessionStore, StoreTimeouts, StoredFile,
-    StoredMessage, TokenUsage, ToolExchange, ToolStatus, UsageTotals, estimate_stored_tokens,
+    ChatMode, ChatRecord, HistoryBudget, ListRequest, LoadedChat, PageRequest, Role, SessionStore,
+    StoreTimeouts, StoredFile, StoredMessage, TokenUsage, ToolExchange, ToolStatus, TurnWrite,
+    UsageTotals, estimate_stored_tokens,
 };
 use chat_testing::contract::{all_pages, id, spent};
 use local_dynamodb::LocalDynamo;
@@ -217,7 +218,7 @@ async fn a_chat_in_the_old_layout_reads_back_whole_and_takes_a_turn() {
     assert_eq!(paged, expected);
 
     let listed = store
-        .list("alice", ChatMode::MultiAgent, 10, None)
+        .list("alice", ListRequest::first(ChatMode::MultiAgent, 10))
         .await
         .unwrap();
     assert_eq!(listed.items, [old_record(&chat_id)]);
@@ -233,10 +234,7 @@ async fn a_chat_in_the_old_layout_reads_back_whole_and_takes_a_turn() {
         files: Vec::new(),
         tools: Vec::new(),
     }];
-    let after = store
-        .append_after("alice", &chat_id, all.mark.as_ref(), &turn, &spent())
-        .await
-        .unwrap();
+    let after = append_after_read(&store, &chat_id, &all, &turn).await;
     assert_eq!(after.message_count, 4);
     assert_eq!(after.usage.tokens.input_tokens, 20);
     let meta = get(&client, &table, &chat_id, "META").await;
@@ -291,10 +289,7 @@ async fn an_old_chat_takes_turns_and_a_rewrite_moves_its_messages_before_its_cha
             ..old[1].clone()
         },
     ];
-    store
-        .append_after("alice", &chat_id, loaded.mark.as_ref(), &turn, &spent())
-        .await
-        .unwrap();
+    append_after_read(&store, &chat_id, &loaded, &turn).await;
     assert_eq!(calls(before), "Query Query TransactWriteItems");
     assert_eq!(
         messages_under(&client, &table, &chat_id, "MSG#").await,
@@ -335,10 +330,7 @@ async fn an_old_chat_takes_turns_and_a_rewrite_moves_its_messages_before_its_cha
     let loaded = read_whole().await.unwrap();
     assert_eq!(loaded.messages, all);
     assert_eq!(loaded.items_read, 1 + 126);
-    store
-        .append_after("alice", &chat_id, loaded.mark.as_ref(), &turn, &spent())
-        .await
-        .unwrap();
+    append_after_read(&store, &chat_id, &loaded, &turn).await;
     assert_eq!(calls(before), "Query TransactWriteItems");
     let (record, msgs) = store.load("alice", &chat_id).await.unwrap();
     assert_eq!(record.message_count, 127);
@@ -349,10 +341,29 @@ async fn an_old_chat_takes_turns_and_a_rewrite_moves_its_messages_before_its_cha
 }
 
 /// How many items under alice's chat have a sort key that starts with `prefix`.
+/// Alice's `turn` added to her chat `chat_id` as of the read `read`, with [`spent`].
+async fn append_after_read(
+    store: &DynamoStore,
+    chat_id: &str,
+    read: &LoadedChat,
+    turn: &[StoredMessage],
+) -> ChatRecord {
+    let write = TurnWrite {
+        mark: read.mark.as_ref(),
+        messages: turn,
+        spent: &spent(),
+    };
+    store.append_after("alice", chat_id, write).await.unwrap()
+}
+
 /// Every page of alice's chat `chat_id`, `size` messages a page.
 async fn pages_of(store: &DynamoStore, chat_id: &str, size: usize) -> Vec<Vec<StoredMessage>> {
     all_pages(|cursor| async move {
-        let page = store.load_page("alice", chat_id, cursor.as_deref(), size, usize::MAX);
+        let page = store.load_page(
+            "alice",
+            chat_id,
+            PageRequest::unbounded(cursor.as_deref(), size),
+        );
         page.await.unwrap()
     })
     .await

@@ -117,7 +117,7 @@ async fn counters_expire_after_their_period() {
 
 use chat_core::{
     Caller, Charged, ChatService, HistoryBudget, Role, SessionStore, TokenUsage, TurnInput,
-    UsageCharge, UsageSnapshot, UsageTotals,
+    TurnWrite, UsageCharge, UsageSnapshot, UsageTotals,
 };
 use chat_testing::contract::{AT, chat, id, message, numbered, turn};
 use chat_testing::{InMemoryUsage, Script, ScriptedModel};
@@ -318,9 +318,13 @@ async fn append_charging(
         hold,
         spent,
     };
-    let mark = read.mark.as_ref();
+    let turn = TurnWrite {
+        mark: read.mark.as_ref(),
+        messages,
+        spent,
+    };
     let chat_id = id(name);
-    let append = store.append_after_charging("alice", &chat_id, mark, messages, spent, &charge);
+    let append = store.append_after_charging("alice", &chat_id, turn, &charge);
     append.await.unwrap()
 }
 

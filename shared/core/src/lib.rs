@@ -74,8 +74,8 @@ pub use settings::{
 };
 pub use spans::tool_call_span;
 pub use store::{
-    ChatRecord, LoadedChat, Page, ReadMark, SessionStore, StoreError, StoreTimeouts, StoredMessage,
-    is_chat_id,
+    ChatRecord, ListRequest, LoadedChat, Page, PageRequest, ReadMark, SessionStore, StoreError,
+    StoreTimeouts, StoredMessage, TurnWrite, is_chat_id,
 };
 pub use streaming::{StreamingTurn, TurnEnd, TurnEvent};
 pub use thoughts::REDACTED;

@@ -7,7 +7,7 @@ use time::OffsetDateTime;
 use crate::turn::{Turn, new_stored_messages, rfc3339_millis};
 use crate::{
     Charged, ChatError, ChatModel, ChatRecord, ChatService, Session, SessionStore, StoredFile,
-    StoredMessage, UsageCharge, UsageTotals, display_time, title_of,
+    StoredMessage, TurnWrite, UsageCharge, UsageTotals, display_time, title_of,
 };
 
 impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
@@ -170,19 +170,21 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
                 }
             })
         } else {
-            let mark = session.read_mark.as_ref();
+            let write = TurnWrite {
+                mark: session.read_mark.as_ref(),
+                messages,
+                spent,
+            };
             let chat_id = &session.chat_id;
             Ok(match &charge {
                 Some(charge) => {
                     self.store
-                        .append_after_charging(owner, chat_id, mark, messages, spent, charge)
+                        .append_after_charging(owner, chat_id, write, charge)
                         .await?
                         .1
                 }
                 None => {
-                    self.store
-                        .append_after(owner, chat_id, mark, messages, spent)
-                        .await?;
+                    self.store.append_after(owner, chat_id, write).await?;
                     Charged::No
                 }
             })

@@ -189,6 +189,55 @@ pub struct LoadedChat {
     pub items_read: u64,
 }
 
+/// What a turn writes after its read ([`SessionStore::append_after`]): the read's mark, the turn's messages, and
+/// the tokens and cost it spent.
+#[derive(Debug, Clone, Copy)]
+pub struct TurnWrite<'a> {
+    pub mark: Option<&'a ReadMark>,
+    pub messages: &'a [StoredMessage],
+    pub spent: &'a crate::UsageTotals,
+}
+
+/// Which page of a chat's messages to read ([`SessionStore::load_page`]): from `cursor` (the start when `None`),
+/// at most `limit`, and as many as fit `max_bytes` ([`StoredMessage::wire_size`]) but at least one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageRequest<'a> {
+    pub cursor: Option<&'a str>,
+    pub limit: usize,
+    pub max_bytes: usize,
+}
+
+impl<'a> PageRequest<'a> {
+    /// From `cursor`, at most `limit` messages, with no bound on their size.
+    pub fn unbounded(cursor: Option<&'a str>, limit: usize) -> Self {
+        Self {
+            cursor,
+            limit,
+            max_bytes: usize::MAX,
+        }
+    }
+}
+
+/// Which page of an owner's chats to list ([`SessionStore::list`]): those of `mode`, at most `limit`, from `cursor`
+/// (the first page when `None`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListRequest<'a> {
+    pub mode: ChatMode,
+    pub limit: usize,
+    pub cursor: Option<&'a str>,
+}
+
+impl ListRequest<'_> {
+    /// The first `limit` chats of `mode`.
+    pub fn first(mode: ChatMode, limit: usize) -> Self {
+        Self {
+            mode,
+            limit,
+            cursor: None,
+        }
+    }
+}
+
 /// Where chats live. Every operation is scoped to an owner: another owner's chat is [`StoreError::NotFound`].
 pub trait SessionStore: Send + Sync {
     /// A chat and all its messages, as one consistent snapshot.
@@ -208,16 +257,14 @@ pub trait SessionStore: Send + Sync {
         budget: crate::HistoryBudget,
     ) -> impl Future<Output = Result<LoadedChat, StoreError>> + Send;
 
-    /// Adds a turn's `messages` at the end of the chat, and its tokens and cost (`spent`) to the chat's totals, all
-    /// or nothing, after the read that left `mark`: the store may write at once, as of that read, and read the
-    /// chat again only when another write got there first.
+    /// Adds a turn's `turn.messages` at the end of the chat, and its tokens and cost (`turn.spent`) to the chat's
+    /// totals, all or nothing, after the read that left `turn.mark`: the store may write at once, as of that read,
+    /// and read the chat again only when another write got there first.
     fn append_after(
         &self,
         owner: &str,
         chat_id: &str,
-        mark: Option<&ReadMark>,
-        messages: &[StoredMessage],
-        spent: &crate::UsageTotals,
+        turn: TurnWrite<'_>,
     ) -> impl Future<Output = Result<ChatRecord, StoreError>> + Send;
 
     /// [`SessionStore::append_after`], also adding the turn's `charge` to its owner's usage counters in the same
@@ -228,16 +275,12 @@ pub trait SessionStore: Send + Sync {
         &self,
         owner: &str,
         chat_id: &str,
-        mark: Option<&ReadMark>,
-        messages: &[StoredMessage],
-        spent: &crate::UsageTotals,
+        turn: TurnWrite<'_>,
         charge: &crate::UsageCharge<'_>,
     ) -> impl Future<Output = Result<(ChatRecord, Charged), StoreError>> + Send {
         let _ = charge;
         async move {
-            let record = self
-                .append_after(owner, chat_id, mark, messages, spent)
-                .await?;
+            let record = self.append_after(owner, chat_id, turn).await?;
             Ok((record, Charged::No))
         }
     }
@@ -279,17 +322,14 @@ pub trait SessionStore: Send + Sync {
         messages: &[StoredMessage],
     ) -> impl Future<Output = Result<ChatRecord, StoreError>> + Send;
 
-    /// One page of a chat's messages, oldest first: from `cursor` (the start when `None`), at most `limit`, and as
-    /// many as fit `max_bytes` ([`StoredMessage::wire_size`]) but at least one; with the cursor of the next
+    /// One page of a chat's messages, oldest first, as `page` asks ([`PageRequest`]); with the cursor of the next
     /// page when there is more. Pages follow the chat as it was when the first one was read; a cursor of another
     /// chat, or of a chat replaced since, is [`StoreError::InvalidCursor`].
     fn load_page(
         &self,
         owner: &str,
         chat_id: &str,
-        cursor: Option<&str>,
-        limit: usize,
-        max_bytes: usize,
+        page: PageRequest<'_>,
     ) -> impl Future<Output = Result<Page<StoredMessage>, StoreError>> + Send;
 
     fn delete(
@@ -309,13 +349,11 @@ pub trait SessionStore: Send + Sync {
         title: &str,
     ) -> impl Future<Output = Result<ChatRecord, StoreError>> + Send;
 
-    /// The owner's chats of `mode`, most recently updated first.
+    /// The owner's chats as `page` asks ([`ListRequest`]), most recently updated first.
     fn list(
         &self,
         owner: &str,
-        mode: ChatMode,
-        limit: usize,
-        cursor: Option<&str>,
+        page: ListRequest<'_>,
     ) -> impl Future<Output = Result<Page<ChatRecord>, StoreError>> + Send;
 }
 

@@ -231,7 +231,10 @@ async fn cache_tokens_and_cost_are_shown_and_added_to_the_chats_totals() {
     // Cache points were asked for (the model's profile supports them).
     assert!(model.last_request().unwrap().prompt_caching);
     let record = &store
-        .list("alice", chat_core::ChatMode::Standard, 10, None)
+        .list(
+            "alice",
+            chat_core::ListRequest::first(chat_core::ChatMode::Standard, 10),
+        )
         .await
         .unwrap()
         .items[0];

@@ -12,8 +12,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use chat_core::{
-    ChatMode, ChatRecord, HistoryBudget, LoadedChat, Page, Role, SessionStore, StoreError,
-    StoredMessage, TokenUsage, UsageTotals,
+    ChatMode, ChatRecord, HistoryBudget, ListRequest, LoadedChat, Page, PageRequest, Role,
+    SessionStore, StoreError, StoredMessage, TokenUsage, TurnWrite, UsageTotals,
 };
 
 /// Counts the records a store keeps under one chat: `(owner, chat_id)` to a count.
@@ -133,7 +133,11 @@ pub fn numbered_turn(i: usize) -> [StoredMessage; 2] {
 
 /// The first ten of `owner`'s chats of `mode`.
 pub async fn listed<S: SessionStore>(store: &S, owner: &str, mode: ChatMode) -> Vec<ChatRecord> {
-    store.list(owner, mode, 10, None).await.unwrap().items
+    store
+        .list(owner, ListRequest::first(mode, 10))
+        .await
+        .unwrap()
+        .items
 }
 
 /// Asserts that `op` fails with `expected`.
@@ -196,9 +200,12 @@ async fn turns_as_of<S: SessionStore>(
 ) -> Vec<Result<ChatRecord, StoreError>> {
     let turns = reads.iter().enumerate().map(|(i, read)| async move {
         let pair = numbered_turn(i);
-        store
-            .append_after("alice", &id(name), read.mark.as_ref(), &pair, &spent())
-            .await
+        let turn = TurnWrite {
+            mark: read.mark.as_ref(),
+            messages: &pair,
+            spent: &spent(),
+        };
+        store.append_after("alice", &id(name), turn).await
     });
     futures_util::future::join_all(turns).await
 }
@@ -250,7 +257,7 @@ pub async fn a_chat_is_created_read_back_and_listed<S: SessionStore>(subject: &S
     assert_eq!(record, created);
     assert_eq!(read, msgs);
     let page = store
-        .list("alice", ChatMode::Standard, 10, None)
+        .list("alice", ListRequest::first(ChatMode::Standard, 10))
         .await
         .unwrap();
     assert_eq!(page.items, [created]);
@@ -381,7 +388,13 @@ pub async fn paging_through_120_chats_gives_each_once_newest_first<S: SessionSto
     let bobs = chat("bobs", "2027-01-01T00:00:00.000Z");
     store.create("bob", &bobs, &[]).await.unwrap();
     let pages = all_pages(|cursor| async move {
-        let page = store.list("alice", ChatMode::Standard, 25, cursor.as_deref());
+        let page = store.list(
+            "alice",
+            ListRequest {
+                cursor: cursor.as_deref(),
+                ..ListRequest::first(ChatMode::Standard, 25)
+            },
+        );
         page.await.unwrap()
     })
     .await;
@@ -435,12 +448,18 @@ pub async fn cursors_are_checked<S: SessionStore>(subject: &Subject<S>) {
             .unwrap();
     }
     let page = store
-        .list("alice", ChatMode::Standard, 1, None)
+        .list("alice", ListRequest::first(ChatMode::Standard, 1))
         .await
         .unwrap();
     let cursor = page.next_cursor.unwrap();
     for (owner, cursor) in [("bob", cursor.as_str()), ("alice", "not-a-cursor")] {
-        let listed = store.list(owner, ChatMode::Standard, 1, Some(cursor));
+        let listed = store.list(
+            owner,
+            ListRequest {
+                cursor: Some(cursor),
+                ..ListRequest::first(ChatMode::Standard, 1)
+            },
+        );
         fails(listed, StoreError::InvalidCursor, owner).await;
     }
 }
@@ -538,7 +557,7 @@ pub async fn a_500000_character_message_is_stored_and_read_back_whole<S: Session
     // Pages split between messages, never inside one.
     let paged = all_pages(|cursor| async move {
         let long = id("long");
-        let page = store.load_page("alice", &long, cursor.as_deref(), 2, usize::MAX);
+        let page = store.load_page("alice", &long, PageRequest::unbounded(cursor.as_deref(), 2));
         page.await.unwrap()
     })
     .await;
@@ -555,7 +574,15 @@ pub async fn a_chat_is_read_in_pages_that_join_back_whole<S: SessionStore>(subje
     let budget = 3 * msgs[0].wire_size() + 10;
     let pages = all_pages(|cursor| async move {
         let paged = id("paged");
-        let page = store.load_page("alice", &paged, cursor.as_deref(), usize::MAX, budget);
+        let page = store.load_page(
+            "alice",
+            &paged,
+            PageRequest {
+                cursor: cursor.as_deref(),
+                limit: usize::MAX,
+                max_bytes: budget,
+            },
+        );
         page.await.unwrap()
     })
     .await;
@@ -566,21 +593,29 @@ pub async fn a_chat_is_read_in_pages_that_join_back_whole<S: SessionStore>(subje
     assert_eq!(pages.concat(), msgs);
     // A chat that fits one page has no cursor.
     let whole = store
-        .load_page("alice", &id("paged"), None, usize::MAX, usize::MAX)
+        .load_page(
+            "alice",
+            &id("paged"),
+            PageRequest::unbounded(None, usize::MAX),
+        )
         .await
         .unwrap();
     assert_eq!((whole.items, whole.next_cursor), (msgs.clone(), None));
 
     // Pages follow the chat as it was at the first page: a turn added meanwhile waits for a new read.
     let first = store
-        .load_page("alice", &id("paged"), None, 20, usize::MAX)
+        .load_page("alice", &id("paged"), PageRequest::unbounded(None, 20))
         .await
         .unwrap();
     let cursor = first.next_cursor.unwrap();
     let later = [message(Role::User, "later")];
     store.append("alice", &id("paged"), &later).await.unwrap();
     let rest = store
-        .load_page("alice", &id("paged"), Some(&cursor), 20, usize::MAX)
+        .load_page(
+            "alice",
+            &id("paged"),
+            PageRequest::unbounded(Some(&cursor), 20),
+        )
         .await
         .unwrap();
     assert_eq!(rest.next_cursor, None);
@@ -595,7 +630,7 @@ pub async fn a_chat_is_read_in_pages_that_join_back_whole<S: SessionStore>(subje
         ("alice", id("paged"), "bm90IGEgY3Vyc29y"),
         ("alice", id("paged"), "!"),
     ] {
-        let page = store.load_page(owner, &chat_id, Some(cursor), 20, usize::MAX);
+        let page = store.load_page(owner, &chat_id, PageRequest::unbounded(Some(cursor), 20));
         let what = format!("{owner} {chat_id} {cursor}");
         fails(page, StoreError::InvalidCursor, &what).await;
     }
@@ -604,9 +639,9 @@ pub async fn a_chat_is_read_in_pages_that_join_back_whole<S: SessionStore>(subje
         .await
         .unwrap();
     let (paged, nothing) = (id("paged"), id("nothing"));
-    let replaced = store.load_page("alice", &paged, Some(&cursor), 20, usize::MAX);
+    let replaced = store.load_page("alice", &paged, PageRequest::unbounded(Some(&cursor), 20));
     fails(replaced, StoreError::InvalidCursor, "replaced").await;
-    let no_chat = store.load_page("bob", &nothing, None, 20, usize::MAX);
+    let no_chat = store.load_page("bob", &nothing, PageRequest::unbounded(None, 20));
     fails(no_chat, StoreError::NotFound, "no such chat").await;
 }
 
@@ -634,7 +669,7 @@ pub async fn a_messages_files_are_kept_with_it<S: SessionStore>(subject: &Subjec
     let (_, read) = store.load("alice", &id("f1")).await.unwrap();
     assert_eq!(read, [question.clone(), answer, long]);
     let page = store
-        .load_page("alice", &id("f1"), None, 1, usize::MAX)
+        .load_page("alice", &id("f1"), PageRequest::unbounded(None, 1))
         .await
         .unwrap();
     assert_eq!(page.items[0].files, question.files);

@@ -190,7 +190,7 @@ pub async fn new_chat<S: SessionStore>(store: &S, mode: ChatMode) -> String {
 /// How many chats of `mode` [`OWNER`] has.
 pub async fn chat_count<S: SessionStore>(store: &S, mode: ChatMode) -> usize {
     store
-        .list(OWNER, mode, 100, None)
+        .list(OWNER, chat_core::ListRequest::first(mode, 100))
         .await
         .unwrap()
         .items

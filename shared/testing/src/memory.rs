@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use chat_core::{
-    ChatMode, ChatRecord, HistoryBudget, LoadedChat, Page, ReadMark, SessionStore, StoreError,
-    StoredMessage, UsageTotals, is_chat_id, rfc3339_millis,
+    ChatMode, ChatRecord, HistoryBudget, ListRequest, LoadedChat, Page, PageRequest, SessionStore,
+    StoreError, StoredMessage, TurnWrite, UsageTotals, is_chat_id, rfc3339_millis,
 };
 use serde_json::{Value, json};
 
@@ -300,11 +300,9 @@ impl SessionStore for InMemoryStore {
         &self,
         owner: &str,
         chat_id: &str,
-        _mark: Option<&ReadMark>,
-        messages: &[StoredMessage],
-        spent: &UsageTotals,
+        turn: TurnWrite<'_>,
     ) -> Result<ChatRecord, StoreError> {
-        self.appended(owner, chat_id, messages, spent)
+        self.appended(owner, chat_id, turn.messages, turn.spent)
     }
 
     async fn append(
@@ -336,10 +334,13 @@ impl SessionStore for InMemoryStore {
         &self,
         owner: &str,
         chat_id: &str,
-        cursor: Option<&str>,
-        limit: usize,
-        max_bytes: usize,
+        page: PageRequest<'_>,
     ) -> Result<Page<StoredMessage>, StoreError> {
+        let PageRequest {
+            cursor,
+            limit,
+            max_bytes,
+        } = page;
         let mut state = self.begin(StoreOp::LoadPage)?;
         let chat = state.chat_mut(owner, chat_id)?;
         let count = chat.messages.len() as u64;
@@ -413,9 +414,11 @@ impl SessionStore for InMemoryStore {
     async fn list(
         &self,
         owner: &str,
-        mode: ChatMode,
-        limit: usize,
-        cursor: Option<&str>,
+        ListRequest {
+            mode,
+            limit,
+            cursor,
+        }: ListRequest<'_>,
     ) -> Result<Page<ChatRecord>, StoreError> {
         let state = self.begin(StoreOp::List)?;
         let after = match cursor {

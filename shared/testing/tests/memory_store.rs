@@ -26,7 +26,10 @@ async fn an_injected_fault_fails_one_call_and_changes_nothing() {
     store.fail_next_on(StoreOp::List, StoreError::Failed("x".into()));
     assert!(
         store
-            .list("alice", ChatMode::Standard, 10, None)
+            .list(
+                "alice",
+                chat_core::ListRequest::first(ChatMode::Standard, 10)
+            )
             .await
             .is_err()
     );

@@ -13,8 +13,9 @@ use axum::http::{HeaderValue, Method, StatusCode};
 use axum::response::Response;
 use axum::routing::{get, put};
 use chat_core::{
-    AttachmentStore, Caller, ChatError, ChatMode, ChatRecord, InvalidRequest, Limits, Periods,
-    RequestLimits, SessionStore, StoredFile, UsageLedger, display_time, rfc3339_millis,
+    AttachmentStore, Caller, ChatError, ChatMode, ChatRecord, InvalidRequest, Limits, ListRequest,
+    PageRequest, Periods, RequestLimits, SessionStore, StoredFile, UsageLedger, display_time,
+    rfc3339_millis,
 };
 use chat_edge::{
     ApiError, Auth, Cors, EdgeState, Identified, JsonBody, Query, json_response, only,
@@ -236,7 +237,14 @@ async fn list<St: SessionStore>(
     let limit = limit(&params, DEFAULT_PAGE, MAX_PAGE)?;
     let page = app
         .store
-        .list(&owner, mode, limit, cursor(&params))
+        .list(
+            &owner,
+            ListRequest {
+                mode,
+                limit,
+                cursor: cursor(&params),
+            },
+        )
         .await
         .map_err(ChatError::from)?;
     let body: Vec<_> = page.items.iter().map(|c| summary(c, false)).collect();
@@ -277,7 +285,15 @@ async fn messages<St: SessionStore>(
     let limit = limit(&params, usize::MAX, MAX_MESSAGES_PAGE)?;
     let page = app
         .store
-        .load_page(&owner, &id, cursor(&params), limit, MESSAGES_PAGE_BYTES)
+        .load_page(
+            &owner,
+            &id,
+            PageRequest {
+                cursor: cursor(&params),
+                limit,
+                max_bytes: MESSAGES_PAGE_BYTES,
+            },
+        )
         .await
         .map_err(ChatError::from)?;
     let mut body: Vec<HistoryMessage> = page.items.iter().map(history_message).collect();

@@ -6,13 +6,36 @@ mod failure;
 
 use std::collections::HashMap;
 
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::http::HttpResponse;
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
+use tracing::Instrument;
 
 pub(crate) use expression::Expression;
 pub(crate) use failure::{failed, is_throttling};
 
 /// An item (or a key) as the SDK takes and gives it.
 pub(crate) type Item = HashMap<String, AttributeValue>;
+
+/// How a transaction failed: the store and the ledger each read what that means for them.
+pub(crate) type WriteFailure = SdkError<TransactWriteItemsError, HttpResponse>;
+
+/// Sends `items` as one transaction, all or none, traced as `span`.
+pub(crate) async fn transact(
+    client: &Client,
+    items: Vec<TransactWriteItem>,
+    span: tracing::Span,
+) -> Result<(), WriteFailure> {
+    client
+        .transact_write_items()
+        .set_transact_items(Some(items))
+        .send()
+        .instrument(span)
+        .await
+        .map(|_| ())
+}
 
 /// A string attribute.
 pub(crate) fn s(v: impl Into<String>) -> AttributeValue {

@@ -2,14 +2,11 @@
 //! landed all the same (which the store then reads back, see [`super::idempotency`]). What any failed call means
 //! (worth trying later, or a fault of ours) is [`crate::dynamo::failed`].
 
-use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use chat_core::StoreError;
 
-use crate::dynamo::is_throttling;
-
-pub(super) type WriteFailure = SdkError<TransactWriteItemsError, HttpResponse>;
+use crate::dynamo::{WriteFailure, is_throttling};
 
 /// Why a write did not land, or may not have.
 pub(super) enum WriteError {

@@ -3,14 +3,13 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use chat_core::{ChatMode, ChatRecord, Page, StoreError};
+use chat_core::{ChatRecord, ListRequest, Page, StoreError};
 use serde::{Deserialize, Serialize};
-use tracing::Instrument;
 
-use super::DynamoStore;
 use super::chat::ChatItem;
 use super::keys::list_pk;
-use crate::dynamo::{Item, failed, s};
+use super::{DynamoStore, query_page};
+use crate::dynamo::{Item, s};
 use crate::table::{LIST_INDEX, LIST_PARTITION_KEY};
 
 /// Where a page of the list ends: the table's and the index's key of its last chat, the query's start key of the
@@ -56,9 +55,11 @@ impl DynamoStore {
     pub(super) async fn list_chats(
         &self,
         owner: &str,
-        mode: ChatMode,
-        limit: usize,
-        cursor: Option<&str>,
+        ListRequest {
+            mode,
+            limit,
+            cursor,
+        }: ListRequest<'_>,
     ) -> Result<Page<ChatRecord>, StoreError> {
         let partition = list_pk(owner, mode);
         let start = cursor.map(|c| ListKey::decode(c, &partition)).transpose()?;
@@ -66,7 +67,7 @@ impl DynamoStore {
         let mut from = start;
         // One more than asked tells whether there is a next page; expired chats are skipped.
         while chats.len() <= limit {
-            let out = self
+            let query = self
                 .client
                 .query()
                 .table_name(&self.table)
@@ -75,12 +76,8 @@ impl DynamoStore {
                 .expression_attribute_names("#p", LIST_PARTITION_KEY)
                 .expression_attribute_values(":p", s(&partition))
                 .scan_index_forward(false)
-                .limit((limit + 1 - chats.len()) as i32)
-                .set_exclusive_start_key(from.take())
-                .send()
-                .instrument(tracing::info_span!("store.query"))
-                .await
-                .map_err(failed)?;
+                .limit((limit + 1 - chats.len()) as i32);
+            let out = query_page(query, from.take()).await?;
             for item in out.items.unwrap_or_default() {
                 let chat = ChatItem::read(item)?;
                 if !chat.expired() {

@@ -32,12 +32,32 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::StalledStreamProtectionConfig;
+use aws_sdk_dynamodb::operation::query::QueryOutput;
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::TransactWriteItem;
 use aws_smithy_types::timeout::TimeoutConfig;
 use chat_core::{
-    Charged, ChatMode, ChatRecord, HistoryBudget, LoadedChat, Page, ReadMark, SessionStore,
-    StoreError, StoreTimeouts, StoredMessage, UsageCharge, UsageTotals,
+    Charged, ChatRecord, HistoryBudget, ListRequest, LoadedChat, Page, PageRequest, SessionStore,
+    StoreError, StoreTimeouts, StoredMessage, TurnWrite, UsageCharge,
 };
+use tracing::Instrument;
+
+use crate::dynamo::{Item, failed, s};
+use crate::table::{PARTITION_KEY, SORT_KEY};
+
+/// Sends a query of the store, traced as `store.query`: its page of items from the key `start` (the first page when
+/// `None`).
+async fn query_page(
+    query: QueryFluentBuilder,
+    start: Option<Item>,
+) -> Result<QueryOutput, StoreError> {
+    query
+        .set_exclusive_start_key(start)
+        .send()
+        .instrument(tracing::info_span!("store.query"))
+        .await
+        .map_err(failed)
+}
 
 /// Chats and messages in one DynamoDB table.
 #[derive(Clone)]
@@ -99,6 +119,37 @@ impl DynamoStore {
             .counts_in(&self.table)
             .then(|| crate::usage::turn_settlement(&self.table, charge.hold, charge.spent))
     }
+
+    /// A query of the items of the partition `pk`, those whose sort key (`#sk`) meets `sort_condition`.
+    fn partition_query(&self, pk: &str, sort_condition: &str) -> QueryFluentBuilder {
+        self.client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression(format!("#pk = :pk AND {sort_condition}"))
+            .expression_attribute_names("#pk", PARTITION_KEY)
+            .expression_attribute_names("#sk", SORT_KEY)
+            .expression_attribute_values(":pk", s(pk))
+    }
+
+    /// A turn's write as of the read its mark holds (when the mark is this store's), with `charge` when given.
+    async fn append_turn(
+        &self,
+        owner: &str,
+        chat_id: &str,
+        turn: TurnWrite<'_>,
+        charge: Option<&UsageCharge<'_>>,
+    ) -> Result<(ChatRecord, Charged), StoreError> {
+        let read = turn.mark.and_then(|m| m.get::<chat::Meta>()).cloned();
+        self.append_as_of(
+            owner,
+            chat_id,
+            read,
+            turn.messages,
+            Some(turn.spent),
+            charge,
+        )
+        .await
+    }
 }
 
 impl SessionStore for DynamoStore {
@@ -123,14 +174,9 @@ impl SessionStore for DynamoStore {
         &self,
         owner: &str,
         chat_id: &str,
-        mark: Option<&ReadMark>,
-        messages: &[StoredMessage],
-        spent: &UsageTotals,
+        turn: TurnWrite<'_>,
     ) -> Result<ChatRecord, StoreError> {
-        let read = mark.and_then(|m| m.get::<chat::Meta>()).cloned();
-        let (record, _) = self
-            .append_as_of(owner, chat_id, read, messages, Some(spent), None)
-            .await?;
+        let (record, _) = self.append_turn(owner, chat_id, turn, None).await?;
         Ok(record)
     }
 
@@ -138,26 +184,19 @@ impl SessionStore for DynamoStore {
         &self,
         owner: &str,
         chat_id: &str,
-        mark: Option<&ReadMark>,
-        messages: &[StoredMessage],
-        spent: &UsageTotals,
+        turn: TurnWrite<'_>,
         charge: &UsageCharge<'_>,
     ) -> Result<(ChatRecord, Charged), StoreError> {
-        let read = mark.and_then(|m| m.get::<chat::Meta>()).cloned();
-        self.append_as_of(owner, chat_id, read, messages, Some(spent), Some(charge))
-            .await
+        self.append_turn(owner, chat_id, turn, Some(charge)).await
     }
 
     async fn load_page(
         &self,
         owner: &str,
         chat_id: &str,
-        cursor: Option<&str>,
-        limit: usize,
-        max_bytes: usize,
+        page: PageRequest<'_>,
     ) -> Result<Page<StoredMessage>, StoreError> {
-        self.page_of_messages(owner, chat_id, cursor, limit, max_bytes)
-            .await
+        self.page_of_messages(owner, chat_id, page).await
     }
 
     async fn create(
@@ -217,10 +256,8 @@ impl SessionStore for DynamoStore {
     async fn list(
         &self,
         owner: &str,
-        mode: ChatMode,
-        limit: usize,
-        cursor: Option<&str>,
+        page: ListRequest<'_>,
     ) -> Result<Page<ChatRecord>, StoreError> {
-        self.list_chats(owner, mode, limit, cursor).await
+        self.list_chats(owner, page).await
     }
 }

@@ -4,16 +4,14 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use chat_core::{Page, StoreError, StoredMessage};
+use chat_core::{Page, PageRequest, StoreError, StoredMessage};
 use serde::{Deserialize, Serialize};
-use tracing::Instrument;
 
-use super::DynamoStore;
 use super::chat::Meta;
 use super::keys::{chat_pk, message_end_sk, message_sk};
 use super::messages::Assembly;
-use crate::dynamo::{Item, failed, s};
-use crate::table::{PARTITION_KEY, SORT_KEY};
+use super::{DynamoStore, query_page};
+use crate::dynamo::{Item, s};
 
 /// A run of messages read from one generation.
 struct Run {
@@ -71,19 +69,23 @@ impl DynamoStore {
         &self,
         owner: &str,
         chat_id: &str,
-        cursor: Option<&str>,
-        limit: usize,
-        max_bytes: usize,
+        page: PageRequest<'_>,
     ) -> Result<Page<StoredMessage>, StoreError> {
         let pk = chat_pk(owner, chat_id);
         for _ in 0..10 {
             let meta = self.read_meta(owner, chat_id).await?;
-            let (from, end) = match cursor {
+            let (from, end) = match page.cursor {
                 None => (0, meta.record.message_count),
                 Some(cursor) => MessageCursor::decode(cursor, chat_id, &meta)?,
             };
             let run = self
-                .read_run(&pk, &meta.generation, (from, end), limit.max(1), max_bytes)
+                .read_run(
+                    &pk,
+                    &meta.generation,
+                    (from, end),
+                    page.limit.max(1),
+                    page.max_bytes,
+                )
                 .await?;
             // Replaced while being read: the first page starts again; a later page's cursor is refused next time.
             if !run.whole {
@@ -153,14 +155,10 @@ impl DynamoStore {
         let mut start: Option<Item> = None;
         'pages: loop {
             let wanted = limit.saturating_sub(run.messages.len()).clamp(1, 1000);
-            let out = self
+            let query = self
                 .messages_query(pk, generation, (from, to))
-                .limit(wanted as i32)
-                .set_exclusive_start_key(start.take())
-                .send()
-                .instrument(tracing::info_span!("store.query"))
-                .await
-                .map_err(failed)?;
+                .limit(wanted as i32);
+            let out = query_page(query, start.take()).await?;
             for item in out.items.unwrap_or_default() {
                 let Some((seq, message)) = assembly.push(item, generation) else {
                     continue;
@@ -201,13 +199,7 @@ impl DynamoStore {
         generation: &str,
         (from, to): (u64, u64),
     ) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
-        self.client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("#pk = :pk AND #sk BETWEEN :first AND :last")
-            .expression_attribute_names("#pk", PARTITION_KEY)
-            .expression_attribute_names("#sk", SORT_KEY)
-            .expression_attribute_values(":pk", s(pk))
+        self.partition_query(pk, "#sk BETWEEN :first AND :last")
             .expression_attribute_values(":first", s(message_sk(generation, from)))
             .expression_attribute_values(":last", s(message_end_sk(generation, to - 1)))
             .consistent_read(true)

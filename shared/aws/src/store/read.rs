@@ -6,15 +6,14 @@ use chat_core::{
     ChatRecord, HistoryBudget, LoadedChat, ReadMark, StoreError, StoredMessage,
     estimate_stored_tokens, is_chat_id,
 };
-use tracing::Instrument;
 
-use super::DynamoStore;
 use super::chat::{ChatItem, Meta};
 use super::keys::{
     MESSAGES_BEFORE_META, META, chat_pk, message_end_sk, message_sk, sorts_before_meta,
 };
 use super::messages::{Assembly, position_of};
-use crate::dynamo::{Item, failed, s};
+use super::{DynamoStore, query_page};
+use crate::dynamo::{Item, s};
 use crate::table::{PARTITION_KEY, SORT_KEY};
 
 /// The estimated tokens of a message, on average, that a turn's first query is sized by: most chats' messages are
@@ -255,19 +254,15 @@ impl DynamoStore {
         let mut read: Option<Forwards> = None;
         let mut start: Option<Item> = None;
         loop {
-            let out = self
+            let query = self
                 .client
                 .query()
                 .table_name(&self.table)
                 .key_condition_expression("#pk = :pk")
                 .expression_attribute_names("#pk", PARTITION_KEY)
                 .expression_attribute_values(":pk", s(pk))
-                .consistent_read(true)
-                .set_exclusive_start_key(start.take())
-                .send()
-                .instrument(tracing::info_span!("store.query"))
-                .await
-                .map_err(failed)?;
+                .consistent_read(true);
+            let out = query_page(query, start.take()).await?;
             for item in out.items.unwrap_or_default() {
                 if let Some(read) = &mut read {
                     read.take(item);
@@ -303,23 +298,14 @@ impl DynamoStore {
     /// The chat item, and in the same query backwards the newest items that sort before it (what the budget should
     /// take of a generation that sorts before it); an expired chat is not found.
     async fn read_head(&self, pk: &str, budget: HistoryBudget) -> Result<Head, StoreError> {
-        let out = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("#pk = :pk AND #sk BETWEEN :messages AND :meta")
-            .expression_attribute_names("#pk", PARTITION_KEY)
-            .expression_attribute_names("#sk", SORT_KEY)
-            .expression_attribute_values(":pk", s(pk))
+        let query = self
+            .partition_query(pk, "#sk BETWEEN :messages AND :meta")
             .expression_attribute_values(":messages", s(MESSAGES_BEFORE_META))
             .expression_attribute_values(":meta", s(META))
             .scan_index_forward(false)
             .limit(first_page(budget))
-            .consistent_read(true)
-            .send()
-            .instrument(tracing::info_span!("store.query"))
-            .await
-            .map_err(failed)?;
+            .consistent_read(true);
+        let out = query_page(query, None).await?;
         let items_read = out.items().len() as u64;
         let mut items = out.items.unwrap_or_default().into_iter();
         // The chat item sorts last of the range: without it there is no chat (only what a delete left behind).
@@ -384,15 +370,11 @@ impl DynamoStore {
         let unread = (0, read.expected);
         let mut page = read.page(meta);
         loop {
-            let out = self
+            let query = self
                 .messages_query(pk, generation, unread)
                 .scan_index_forward(false)
-                .limit(page)
-                .set_exclusive_start_key(start.take())
-                .send()
-                .instrument(tracing::info_span!("store.query"))
-                .await
-                .map_err(failed)?;
+                .limit(page);
+            let out = query_page(query, start.take()).await?;
             newest.items_read += out.items().len() as u64;
             if let Some(messages) = read.take_all(out.items.unwrap_or_default()) {
                 newest.messages = messages;

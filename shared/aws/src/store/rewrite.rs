@@ -6,14 +6,13 @@ use aws_sdk_dynamodb::types::{DeleteRequest, WriteRequest};
 use chat_core::{ChatRecord, StoreError, StoredMessage, UsageTotals};
 use tracing::Instrument;
 
-use super::DynamoStore;
 use super::chat::{self, Commit, Meta, version_guard};
 use super::errors::{WriteError, lost_race, refused};
 use super::idempotency::new_token;
 use super::keys::{ALL_MESSAGES, chat_pk, generation_prefix, new_generation};
 use super::messages::messages_items;
-use crate::dynamo::{Item, failed, s};
-use crate::table::{PARTITION_KEY, SORT_KEY};
+use super::{DynamoStore, query_page};
+use crate::dynamo::{Item, failed, s, transact};
 
 impl DynamoStore {
     /// The chat's messages replaced by `messages`, whatever they were.
@@ -100,13 +99,8 @@ impl DynamoStore {
     pub(super) async fn delete_chat(&self, owner: &str, chat_id: &str) -> Result<(), StoreError> {
         let pk = chat_pk(owner, chat_id);
         self.read_meta(owner, chat_id).await?;
-        let deleted = self
-            .client
-            .transact_write_items()
-            .transact_items(chat::delete(&self.table, &pk))
-            .send()
-            .instrument(tracing::info_span!("store.transact_write_items"))
-            .await;
+        let span = tracing::info_span!("store.transact_write_items");
+        let deleted = transact(&self.client, vec![chat::delete(&self.table, &pk)], span).await;
         match deleted {
             Ok(_) => {}
             Err(e) if lost_race(&e) => return Err(StoreError::NotFound),
@@ -131,20 +125,11 @@ impl DynamoStore {
     async fn delete_messages(&self, pk: &str, prefix: &str) {
         let mut start: Option<Item> = None;
         loop {
-            let page = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
-                .expression_attribute_names("#pk", PARTITION_KEY)
-                .expression_attribute_names("#sk", SORT_KEY)
-                .expression_attribute_values(":pk", s(pk))
+            let query = self
+                .partition_query(pk, "begins_with(#sk, :prefix)")
                 .expression_attribute_values(":prefix", s(prefix))
-                .projection_expression("#pk, #sk")
-                .set_exclusive_start_key(start.take())
-                .send()
-                .instrument(tracing::info_span!("store.query"))
-                .await;
+                .projection_expression("#pk, #sk");
+            let page = query_page(query, start.take()).await;
             let page = match page {
                 Ok(page) => page,
                 Err(e) => {

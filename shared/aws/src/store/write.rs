@@ -6,11 +6,10 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, TransactWriteItem};
 use chat_core::StoreError;
-use tracing::Instrument;
 
 use super::DynamoStore;
 use super::errors::{WriteError, lost_race, refused};
-use crate::dynamo::{Expression, Item, failed};
+use crate::dynamo::{Expression, Item, failed, transact};
 
 /// How many items one transaction may hold.
 const TRANSACTION_LIMIT: usize = 100;
@@ -112,14 +111,8 @@ impl DynamoStore {
                         .build(),
                 );
             }
-            if let Err(e) = self
-                .client
-                .transact_write_items()
-                .set_transact_items(Some(items))
-                .send()
-                .instrument(tracing::info_span!("store.transact_write_items"))
-                .await
-            {
+            let span = tracing::info_span!("store.transact_write_items");
+            if let Err(e) = transact(&self.client, items, span).await {
                 return Err(if lost_race(&e) {
                     WriteError::Race { commit: is_commit }
                 } else if !is_commit || refused(&e) {

@@ -40,7 +40,7 @@ use chat_core::{
 };
 use tracing::Instrument;
 
-use crate::dynamo::{Item, failed};
+use crate::dynamo::{Item, WriteFailure, failed, transact};
 use crate::table::SORT_KEY;
 use items::{
     LIMITS_SK, LimitsItem, PeriodItem, day_sk, hold_key, hold_put, hold_settled, key,
@@ -94,12 +94,7 @@ pub(crate) fn turn_settlement(
 }
 
 /// Why a transaction of the ledger was cancelled: by which of its writes, in order.
-fn cancellation_reasons(
-    e: &aws_sdk_dynamodb::error::SdkError<
-        TransactWriteItemsError,
-        aws_sdk_dynamodb::config::http::HttpResponse,
-    >,
-) -> Option<Vec<Option<String>>> {
+fn cancellation_reasons(e: &WriteFailure) -> Option<Vec<Option<String>>> {
     match e.as_service_error() {
         Some(TransactWriteItemsError::TransactionCanceledException(c)) => Some(
             c.cancellation_reasons()
@@ -112,12 +107,7 @@ fn cancellation_reasons(
 }
 
 /// Whether a cancelled transaction was only held up by another one (nothing applied, worth sending again).
-fn conflicted(
-    e: &aws_sdk_dynamodb::error::SdkError<
-        TransactWriteItemsError,
-        aws_sdk_dynamodb::config::http::HttpResponse,
-    >,
-) -> bool {
+fn conflicted(e: &WriteFailure) -> bool {
     match e.as_service_error() {
         Some(TransactWriteItemsError::TransactionCanceledException(c)) => {
             c.cancellation_reasons()
@@ -327,13 +317,8 @@ impl DynamoUsage {
                 None => Limits::default(),
             };
             let (writes, layout) = self.admission(hold, &limits, seen.as_ref());
-            let sent = self
-                .client
-                .transact_write_items()
-                .set_transact_items(Some(writes))
-                .send()
-                .instrument(tracing::info_span!("store.usage.admit"))
-                .await;
+            let span = tracing::info_span!("store.usage.admit");
+            let sent = transact(&self.client, writes, span).await;
             let e = match sent {
                 Ok(_) => {
                     if let Some(item) = seen {
@@ -414,13 +399,9 @@ impl DynamoUsage {
         // Whether the hold is past the version this settlement was written for: then it landed already.
         let landed = |version: Option<u32>| version.is_none_or(|v| v > hold.version);
         for attempt in 1..=ATTEMPTS {
-            let sent = self
-                .client
-                .transact_write_items()
-                .set_transact_items(Some(settlement(&self.table, hold, spent, next, true)))
-                .send()
-                .instrument(tracing::info_span!("store.usage.settle"))
-                .await;
+            let writes = settlement(&self.table, hold, spent, next, true);
+            let span = tracing::info_span!("store.usage.settle");
+            let sent = transact(&self.client, writes, span).await;
             let e = match sent {
                 Ok(_) => return Ok(()),
                 Err(e) => e,
