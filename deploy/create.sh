@@ -67,11 +67,8 @@ case $ARCH in
   *) echo "create.sh: ARCH is arm64 or x86_64" >&2; exit 2 ;;
 esac
 
-ACCOUNT=$(aws sts get-caller-identity --query Account --output text)
-PARTITION=$(aws sts get-caller-identity --query Arn --output text | cut -d: -f2)
-TABLE=$NAME
-BUCKET=$NAME-files-$ACCOUNT-$REGION
-ROLE=$NAME-functions
+# shellcheck source=deploy/names.sh
+source deploy/names.sh
 step() { printf '\n== %s\n' "$*"; }
 
 step "build (cargo lambda build --release ${BUILD_ARCH[*]})"

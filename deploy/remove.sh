@@ -18,11 +18,8 @@ case "${1:-}" in
   *) echo "usage: remove.sh [--delete-data]" >&2; exit 2 ;;
 esac
 
-ACCOUNT=$(aws sts get-caller-identity --query Account --output text)
-PARTITION=$(aws sts get-caller-identity --query Arn --output text | cut -d: -f2)
-TABLE=$NAME
-BUCKET=$NAME-files-$ACCOUNT-$REGION
-ROLE=$NAME-functions
+# shellcheck source=deploy/names.sh
+source "$(dirname "$0")/names.sh"
 USERS_POLICY_ARN=arn:$PARTITION:iam::$ACCOUNT:policy/$NAME-chat-users
 
 for f in chat chat-stream history; do

@@ -11,6 +11,11 @@ async fn chat(h: &Harness, body: Value) -> Reply {
     h.post("/chat", &body).await
 }
 
+/// `body` to `/chat` of a backend of its own, for a test that asks it one thing.
+async fn chat_once(body: Value) -> Reply {
+    chat(&harness().await, body).await
+}
+
 /// `body` to `/chat-ui/chat`.
 async fn chat_ui(h: &Harness, body: Value) -> Reply {
     h.post("/chat-ui/chat", &body).await
@@ -120,12 +125,9 @@ async fn session_state_comes_back_in_the_requests_spelling() {
 
 #[tokio::test]
 async fn v2024_01_28_without_stream_is_a_chat_completion() {
-    let h = harness().await;
-    let r = chat(
-        &h,
-        json!({"messages": user("hello there"), "stream": false, "session_state": null}),
-    )
-    .await;
+    let r =
+        chat_once(json!({"messages": user("hello there"), "stream": false, "session_state": null}))
+            .await;
     assert_eq!(r.status, 200);
     let body = r.json();
     assert_eq!(body["object"], "chat.completion");
@@ -152,12 +154,7 @@ async fn v2024_01_28_without_stream_is_a_chat_completion() {
 
 #[tokio::test]
 async fn v2024_01_28_with_stream_is_all_its_chunks_at_once() {
-    let h = harness().await;
-    let r = chat(
-        &h,
-        json!({"messages": user("one two three"), "stream": true}),
-    )
-    .await;
+    let r = chat_once(json!({"messages": user("one two three"), "stream": true})).await;
     assert_eq!(r.status, 200);
     assert_eq!(r.content_type(), "application/json-lines");
     assert!(r.body.ends_with('\n'));
@@ -364,13 +361,9 @@ async fn an_override_the_operator_does_not_allow_is_refused_by_name() {
 
 #[tokio::test]
 async fn overrides_this_backend_does_not_define_are_named_in_the_prompt_thought() {
-    let h = harness().await;
-    let r = chat(
-        &h,
-        json!({"messages": user("x"), "context": {"overrides": {
-            "semantic_ranker": true, "use_gpt4v": false, "top": 2
-        }}}),
-    )
+    let r = chat_once(json!({"messages": user("x"), "context": {"overrides": {
+        "semantic_ranker": true, "use_gpt4v": false, "top": 2
+    }}}))
     .await;
     assert_eq!(r.status, 200, "{}", r.body);
     let thoughts = r.json()["context"]["thoughts"].clone();
@@ -410,8 +403,7 @@ async fn reasoning_beyond_the_operators_cap_is_refused() {
 
 #[tokio::test]
 async fn max_tokens_cut_is_finish_reason_length() {
-    let h = harness().await;
-    let r = chat(&h, json!({"messages": user("a b c d"), "stream": false, "context": {"overrides": {"max_tokens": 2}}}))
+    let r = chat_once(json!({"messages": user("a b c d"), "stream": false, "context": {"overrides": {"max_tokens": 2}}}))
         .await;
     assert_eq!(r.json()["choices"][0]["finish_reason"], "length");
 }

@@ -8,12 +8,8 @@ use history::{App, PageSettings};
 use serde_json::{Value, json};
 
 fn app(auth: chat_edge::Auth, page: &[(&str, &str)]) -> App<InMemoryStore> {
-    let settings = PageSettings::from_lookup(|name| {
-        page.iter()
-            .find(|(k, _)| *k == name)
-            .map(|(_, v)| v.to_string())
-    })
-    .expect("valid page settings");
+    let settings =
+        PageSettings::from_lookup(chat_edge::settings_in(page)).expect("valid page settings");
     App::new(InMemoryStore::new(), auth, &harness::config(&[])).with_page(&settings)
 }
 
@@ -57,12 +53,7 @@ fn jwt_app(issuer: &str, page: &[(&str, &str)]) -> App<InMemoryStore> {
         ("JWT_AUDIENCE", "client-1"),
         ("JWKS_FILE", jwks.to_str().unwrap()),
     ];
-    let lookup = |name: &str| {
-        env.iter()
-            .find(|(k, _)| *k == name)
-            .map(|(_, v)| v.to_string())
-    };
-    let auth = chat_edge::Auth::from_lookup(&lookup).unwrap();
+    let auth = chat_edge::Auth::from_lookup(&chat_edge::settings_in(&env)).unwrap();
     app(auth, page)
 }
 
@@ -238,14 +229,7 @@ async fn without_a_client_jwt_mode_offers_no_sign_in_and_allows_no_issuer() {
 
 #[test]
 fn page_settings_are_checked() {
-    let with = |pairs: &[(&str, &str)]| {
-        PageSettings::from_lookup(|name| {
-            pairs
-                .iter()
-                .find(|(k, _)| *k == name)
-                .map(|(_, v)| v.to_string())
-        })
-    };
+    let with = |pairs: &[(&str, &str)]| PageSettings::from_lookup(chat_edge::settings_in(pairs));
     assert_eq!(
         with(&[("PAGE_OIDC_TOKEN", "refresh")]).unwrap_err().name,
         "PAGE_OIDC_TOKEN"

@@ -209,6 +209,15 @@ const fn profile(
     }
 }
 
+/// A Claude of 3.5 Haiku or later: a 200k window, prompt caching, and prompts `CountTokens` counts.
+const fn claude(
+    family: &'static str,
+    reasoning: ReasoningStyle,
+    prices: Option<Prices>,
+) -> ModelProfile {
+    profile(family, 200_000, reasoning, true, prices).counted()
+}
+
 impl ModelProfile {
     /// The same profile, for a model whose prompts `CountTokens` counts.
     const fn counted(mut self) -> Self {
@@ -224,102 +233,30 @@ const OPUS_4_5: Option<Prices> = Some(Prices::new(5.0, 25.0, 0.50, 6.25));
 
 /// The known families, a longer id start before a shorter one it begins with.
 const PROFILES: &[ModelProfile] = &[
-    profile(
-        "anthropic.claude-opus-4-6",
-        200_000,
-        AnthropicAdaptive,
-        true,
-        OPUS_4_5,
-    )
-    .counted(),
-    profile(
-        "anthropic.claude-opus-4-7",
-        200_000,
-        AnthropicAdaptive,
-        true,
-        OPUS_4_5,
-    )
-    .counted(),
-    profile(
-        "anthropic.claude-sonnet-4-6",
-        200_000,
-        AnthropicAdaptive,
-        true,
-        SONNET,
-    )
-    .counted(),
-    profile(
-        "anthropic.claude-opus-5",
-        200_000,
-        AnthropicAdaptive,
-        true,
-        None,
-    )
-    .counted(),
-    profile(
-        "anthropic.claude-sonnet-5",
-        200_000,
-        AnthropicAdaptive,
-        true,
-        None,
-    )
-    .counted(),
-    profile(
-        "anthropic.claude-opus-4-5",
-        200_000,
-        AnthropicBudget,
-        true,
-        OPUS_4_5,
-    )
-    .counted(),
-    profile(
-        "anthropic.claude-sonnet-4-5",
-        200_000,
-        AnthropicBudget,
-        true,
-        SONNET,
-    )
-    .counted(),
-    profile(
+    claude("anthropic.claude-opus-4-6", AnthropicAdaptive, OPUS_4_5),
+    claude("anthropic.claude-opus-4-7", AnthropicAdaptive, OPUS_4_5),
+    claude("anthropic.claude-sonnet-4-6", AnthropicAdaptive, SONNET),
+    claude("anthropic.claude-opus-5", AnthropicAdaptive, None),
+    claude("anthropic.claude-sonnet-5", AnthropicAdaptive, None),
+    claude("anthropic.claude-opus-4-5", AnthropicBudget, OPUS_4_5),
+    claude("anthropic.claude-sonnet-4-5", AnthropicBudget, SONNET),
+    claude(
         "anthropic.claude-haiku-4-5",
-        200_000,
         AnthropicBudget,
-        true,
         Some(Prices::new(1.0, 5.0, 0.10, 1.25)),
-    )
-    .counted(),
-    profile(
+    ),
+    claude(
         "anthropic.claude-opus-4",
-        200_000,
         AnthropicBudget,
-        true,
         Some(Prices::new(15.0, 75.0, 1.50, 18.75)),
-    )
-    .counted(),
-    profile(
-        "anthropic.claude-sonnet-4",
-        200_000,
-        AnthropicBudget,
-        true,
-        SONNET,
-    )
-    .counted(),
-    profile(
-        "anthropic.claude-3-7-sonnet",
-        200_000,
-        AnthropicBudget,
-        true,
-        SONNET,
-    )
-    .counted(),
-    profile(
+    ),
+    claude("anthropic.claude-sonnet-4", AnthropicBudget, SONNET),
+    claude("anthropic.claude-3-7-sonnet", AnthropicBudget, SONNET),
+    claude(
         "anthropic.claude-3-5-haiku",
-        200_000,
         Unsupported,
-        true,
         Some(Prices::new(0.80, 4.0, 0.08, 1.0)),
-    )
-    .counted(),
+    ),
     profile(
         "anthropic.claude-3-5-sonnet",
         200_000,

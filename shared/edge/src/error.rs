@@ -16,6 +16,17 @@ pub struct ConfigError {
     pub reason: String,
 }
 
+/// A lookup of settings in name/value pairs, the first pair of a name winning: what a `from_lookup` reads in place of
+/// the environment, for tests and tools.
+pub fn settings_in<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+    move |name| {
+        pairs
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.to_string())
+    }
+}
+
 /// Everything a request can fail with, from the edge (route, method, body) to the model.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ApiError {

@@ -10,7 +10,9 @@ mod request;
 mod routes;
 
 pub use cors::{Cors, LOOPBACK_ORIGINS};
-pub use error::{ApiError, ConfigError, error_body, error_line, error_response, json_response};
+pub use error::{
+    ApiError, ConfigError, error_body, error_line, error_response, json_response, settings_in,
+};
 pub use extract::{
     Arrived, CallerAnd, ChatEdgeState, ChatRequest, ChatRoute, ChatUiRoute, Deadline, EdgeState,
     Identified, JsonBody, ProtocolRoute, ROOM_TO_FINISH,

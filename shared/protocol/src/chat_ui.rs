@@ -118,24 +118,17 @@ impl ChatMessageContent {
         if !answer.tools.is_empty() {
             extra.insert("ToolCalls".into(), tool_calls(&answer.tools));
         }
-        Self {
-            author_name: None,
-            role: RoleLabel {
-                label: "Assistant".to_string(),
-            },
-            items: vec![ContentItem::text(answer.content.clone())],
-            model_id: Some(answer.model.clone()),
-            metadata: Some(MessageMetadata {
-                id: Some(answer.id.clone()),
-                created_at: Some(answer.created_at.clone()),
-                usage: Some(answer.usage.into()),
-                finish_reason: Field::Value(
-                    semantic_kernel_finish_reason(answer.finish_reason).to_string(),
-                ),
-                extra,
-            }),
-            extra: Map::new(),
-        }
+        let reply = AgentReply {
+            agent: "",
+            text: &answer.content,
+            model: &answer.model,
+            id: &answer.id,
+            created_at: &answer.created_at,
+            usage: answer.usage,
+            finish_reason: answer.finish_reason,
+            session_state: None,
+        };
+        Self::assistant(None, &reply, extra)
     }
 }
 
@@ -159,8 +152,18 @@ impl ChatMessageContent {
         if let Some(state) = reply.session_state {
             extra.insert("SessionState".into(), state.clone());
         }
+        Self::assistant(Some(reply.agent.to_string()), reply, extra)
+    }
+
+    /// An assistant's message of `reply`'s text, model, id, time, usage and finish reason (not its agent or session
+    /// state: the caller's `author_name` and metadata `extra` carry what it shows of them).
+    fn assistant(
+        author_name: Option<String>,
+        reply: &AgentReply<'_>,
+        extra: Map<String, Value>,
+    ) -> Self {
         Self {
-            author_name: Some(reply.agent.to_string()),
+            author_name,
             role: RoleLabel {
                 label: "Assistant".to_string(),
             },

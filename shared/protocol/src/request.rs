@@ -341,32 +341,23 @@ fn overrides(
     };
     let temperature = unit("temperature", wire.temperature.into_option())?;
     let top_p = unit("top_p", wire.top_p.into_option())?;
-    let max_tokens = match wire.max_tokens.into_option() {
-        None => None,
-        Some(n) if n >= 1 && n <= u64::from(limits.max_output_tokens) => Some(n as u32),
-        Some(_) => {
-            return Err(InvalidRequest::new(
-                "context.overrides.max_tokens",
-                format!("must be between 1 and {}", limits.max_output_tokens),
-            ));
-        }
+    // A count of at least 1 and at most `max`.
+    let count = |name: &str, v: Option<u64>, max: u64| match v {
+        Some(n) if !(1..=max).contains(&n) => Err(InvalidRequest::new(
+            format!("context.overrides.{name}"),
+            format!("must be between 1 and {max}"),
+        )),
+        _ => Ok(v),
     };
-    let top = match wire.top.into_option() {
-        None => None,
-        Some(n) if n >= 1 && n <= limits.max_top as u64 => Some(n as usize),
-        Some(_) => {
-            return Err(InvalidRequest::new(
-                "context.overrides.top",
-                format!("must be between 1 and {}", limits.max_top),
-            ));
-        }
-    };
-    let retrieval_mode = match wire.retrieval_mode.into_option() {
-        None => None,
-        Some(mode) => Some(mode.parse().map_err(|reason: String| {
-            InvalidRequest::new("context.overrides.retrieval_mode", reason)
-        })?),
-    };
+    let max_output_tokens = u64::from(limits.max_output_tokens);
+    let max_tokens = count(
+        "max_tokens",
+        wire.max_tokens.into_option(),
+        max_output_tokens,
+    )?
+    .map(|n| n as u32);
+    let top = count("top", wire.top.into_option(), limits.max_top as u64)?.map(|n| n as usize);
+    let retrieval_mode = choice("retrieval_mode", wire.retrieval_mode.into_option())?;
     let minimum_search_score = unit(
         "minimum_search_score",
         wire.minimum_search_score.into_option(),

@@ -51,6 +51,7 @@ const OUR_CRATES: &[&str] = &[
     "local_bedrock",
     "local_dynamodb",
     "local_knowledge_base",
+    "local_serve",
     "chat_mcp",
     "local_mcp",
     "bench",

@@ -293,12 +293,7 @@ mod tests {
     use std::cell::Cell;
 
     fn settings(pairs: &[(&str, &str)]) -> Result<RuntimeSettings, ConfigError> {
-        RuntimeSettings::from_lookup(|name| {
-            pairs
-                .iter()
-                .find(|(k, _)| *k == name)
-                .map(|(_, v)| v.to_string())
-        })
+        RuntimeSettings::from_lookup(chat_edge::settings_in(pairs))
     }
 
     #[test]

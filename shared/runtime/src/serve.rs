@@ -218,12 +218,7 @@ mod tests {
     use super::*;
 
     fn address(pairs: &[(&str, &str)]) -> Result<SocketAddr, ConfigError> {
-        server_address(|name| {
-            pairs
-                .iter()
-                .find(|(k, _)| *k == name)
-                .map(|(_, v)| v.to_string())
-        })
+        server_address(chat_edge::settings_in(pairs))
     }
 
     #[test]

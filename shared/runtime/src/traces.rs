@@ -339,14 +339,7 @@ mod tests {
 
     #[test]
     fn export_is_configured_by_either_endpoint_variable() {
-        let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |name: &str| {
-                pairs
-                    .iter()
-                    .find(|(k, _)| *k == name)
-                    .map(|(_, v)| v.to_string())
-            }
-        };
+        let env = chat_edge::settings_in;
         assert!(!export_configured(env(&[])));
         assert!(!export_configured(env(&[(
             "OTEL_EXPORTER_OTLP_ENDPOINT",

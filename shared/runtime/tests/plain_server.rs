@@ -44,6 +44,11 @@ async fn server() -> SocketAddr {
     address
 }
 
+/// A connection to a server of its own.
+async fn connected() -> TcpStream {
+    TcpStream::connect(server().await).await.unwrap()
+}
+
 /// One response read off `stream`: its status and its JSON body (by its `Content-Length`).
 async fn response(stream: &mut TcpStream) -> (u16, Value) {
     let mut head = Vec::new();
@@ -101,8 +106,7 @@ fn is_too_large(answer: &(u16, Value)) {
 
 #[tokio::test]
 async fn a_client_that_writes_8_mib_whole_reads_its_413() {
-    let address = server().await;
-    let mut stream = TcpStream::connect(address).await.unwrap();
+    let mut stream = connected().await;
     small_request_is_read(&mut stream).await;
 
     let body = body_of(8 * MIB);
@@ -120,12 +124,9 @@ async fn a_client_that_writes_8_mib_whole_reads_its_413() {
 
 #[tokio::test]
 async fn a_chunked_body_of_8_mib_gets_its_413_too() {
-    let address = server().await;
-    let mut stream = TcpStream::connect(address).await.unwrap();
-    stream
-        .write_all(head("Transfer-Encoding: chunked\r\n").as_bytes())
-        .await
-        .unwrap();
+    let mut stream = connected().await;
+    let request = head("Transfer-Encoding: chunked\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
     let body = body_of(8 * MIB);
     for chunk in body.chunks(64 * 1024) {
         stream
@@ -163,8 +164,7 @@ async fn a_body_said_to_be_too_large_is_refused_before_it_is_sent() {
 
 #[tokio::test]
 async fn a_body_at_its_limit_is_read_whole() {
-    let address = server().await;
-    let mut stream = TcpStream::connect(address).await.unwrap();
+    let mut stream = connected().await;
     let body = body_of(LIMIT);
     let request = head(&format!("Content-Length: {}\r\n", body.len()));
     stream.write_all(request.as_bytes()).await.unwrap();
@@ -179,8 +179,7 @@ async fn a_body_at_its_limit_is_read_whole() {
 
 #[tokio::test]
 async fn a_body_trickled_past_its_limit_is_not_waited_for_past_the_drain_time() {
-    let address = server().await;
-    let mut stream = TcpStream::connect(address).await.unwrap();
+    let mut stream = connected().await;
     // Says 8 MiB, sends a little past the limit, then nothing more: the server answers when its drain time is up,
     // instead of holding the connection for as long as the client likes.
     let request = head(&format!("Content-Length: {}\r\n", 8 * MIB));

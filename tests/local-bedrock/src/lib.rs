@@ -205,7 +205,6 @@ use axum::extract::{FromRequest, Path, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use axum::serve::ListenerExt;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
@@ -276,14 +275,8 @@ impl LocalBedrock {
             ..AppState::default()
         };
         let app = router(state.clone());
-        // Every event frame leaves as it is written: with Nagle's algorithm on, a frame written while the previous
-        // one is unacknowledged waits for the client's delayed ACK (about 40 ms on Linux).
-        let listener = listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
+        // Every event frame leaves as it is written.
+        let task = local_serve::serve(listener, app);
         Ok(Self { addr, state, task })
     }
 
@@ -295,16 +288,7 @@ impl LocalBedrock {
     /// An SDK configuration whose clients talk to this server: test credentials, and the SDK's standard retries
     /// with short back-offs so throttling tests stay quick.
     pub async fn sdk_config(&self) -> aws_config::SdkConfig {
-        aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .region(aws_config::Region::new("us-east-1"))
-            .credentials_provider(aws_credentials())
-            .endpoint_url(self.endpoint())
-            .retry_config(
-                aws_config::retry::RetryConfig::standard()
-                    .with_initial_backoff(Duration::from_millis(5)),
-            )
-            .load()
-            .await
+        local_serve::sdk_config(self.endpoint(), "local-bedrock").await
     }
 
     /// Every request received so far, oldest first.
@@ -316,10 +300,6 @@ impl LocalBedrock {
     pub async fn wait(self) {
         let _ = (&mut { self }.task).await;
     }
-}
-
-fn aws_credentials() -> aws_credential_types::Credentials {
-    aws_credential_types::Credentials::new("test", "test", None, None, "local-bedrock")
 }
 
 impl Drop for LocalBedrock {

@@ -17,7 +17,9 @@ pub struct LocalDynamo {
     keeper: Child,
 }
 
-fn workspace_root() -> PathBuf {
+/// The workspace's root directory (where `.tools` and `Cargo.toml` are), for the local servers and tools that
+/// run from it.
+pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .ancestors()
         .nth(2)

@@ -52,7 +52,6 @@ use axum::extract::{Path as UrlPath, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::serve::ListenerExt;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
@@ -158,12 +157,7 @@ impl LocalKnowledgeBase {
             .route("/__local/requests", get(inspect))
             .with_state(served.clone());
         // Small answers leave as they are written, not after the client's delayed ACK.
-        let listener = listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
+        let task = local_serve::serve(listener, app);
         Ok(Self { addr, served, task })
     }
 
@@ -185,22 +179,7 @@ impl LocalKnowledgeBase {
     /// An SDK configuration whose clients talk to this server: test credentials, region `us-east-1`, and the SDK's
     /// standard retries with short back-offs so throttling tests stay quick.
     pub async fn sdk_config(&self) -> aws_config::SdkConfig {
-        aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .region(aws_config::Region::new("us-east-1"))
-            .credentials_provider(aws_credential_types::Credentials::new(
-                "test",
-                "test",
-                None,
-                None,
-                "local-knowledge-base",
-            ))
-            .endpoint_url(self.endpoint())
-            .retry_config(
-                aws_config::retry::RetryConfig::standard()
-                    .with_initial_backoff(Duration::from_millis(5)),
-            )
-            .load()
-            .await
+        local_serve::sdk_config(self.endpoint(), "local-knowledge-base").await
     }
 
     /// Every request received so far, oldest first.

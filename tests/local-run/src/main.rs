@@ -41,7 +41,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use local_bedrock::LocalBedrock;
-use local_dynamodb::LocalDynamo;
+use local_dynamodb::{LocalDynamo, workspace_root};
 use local_knowledge_base::LocalKnowledgeBase;
 
 const TABLE_NAME: &str = "chat-local";
@@ -71,14 +71,6 @@ fn port(name: &str, default: u16) -> u16 {
 fn fail(message: &str) -> ! {
     eprintln!("local-run: {message}");
     std::process::exit(1);
-}
-
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .expect("tests/local-run sits two levels below the workspace root")
-        .to_path_buf()
 }
 
 fn port_is_free(port: u16) -> bool {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::{FromRequestParts, Path, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::response::Response;
@@ -277,11 +277,8 @@ async fn usage<St: SessionStore>(
 async fn messages<St: SessionStore>(
     State(app): AppState<St>,
     Identified(Caller { owner, .. }): Identified,
-    id: Result<Path<String>, PathRejection>,
-    parts: Parts,
+    ChatQuery { id, params }: ChatQuery,
 ) -> Result<Response, ApiError> {
-    let id = chat_id(id)?;
-    let Query(params) = query(&parts)?;
     let limit = limit(&params, usize::MAX, MAX_MESSAGES_PAGE)?;
     let page = app
         .store
@@ -390,11 +387,8 @@ async fn rename<St: SessionStore>(
 async fn delete<St: SessionStore>(
     State(app): AppState<St>,
     Identified(Caller { owner, .. }): Identified,
-    id: Result<Path<String>, PathRejection>,
-    parts: Parts,
+    ChatQuery { id, params }: ChatQuery,
 ) -> Result<Response, ApiError> {
-    let id = chat_id(id)?;
-    let Query(params) = query(&parts)?;
     mode(&params)?;
     // The files first: a delete that fails there can be tried again whole. Then again after the chat, for a file a
     // turn stored meanwhile.
@@ -422,6 +416,23 @@ fn chat_id(id: Result<Path<String>, PathRejection>) -> Result<String, ApiError> 
 /// The request's query, typed.
 fn query(parts: &Parts) -> Result<Query<Params>, ApiError> {
     Query::from_uri(&parts.uri)
+}
+
+/// The chat id of the path, then the request's query: what a handler of one chat's listing or deletion reads after
+/// the caller.
+struct ChatQuery {
+    id: String,
+    params: Params,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for ChatQuery {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let id = chat_id(Path::<String>::from_request_parts(parts, state).await)?;
+        let Query(params) = query(parts)?;
+        Ok(Self { id, params })
+    }
 }
 
 impl<St: SessionStore> EdgeState for Shared<St> {
