@@ -414,12 +414,9 @@ impl SessionStore for InMemoryStore {
     async fn list(
         &self,
         owner: &str,
-        ListRequest {
-            mode,
-            limit,
-            cursor,
-        }: ListRequest<'_>,
+        page: ListRequest<'_>,
     ) -> Result<Page<ChatRecord>, StoreError> {
+        let (mode, limit, cursor) = (page.mode, page.limit, page.cursor);
         let state = self.begin(StoreOp::List)?;
         let after = match cursor {
             None => None,

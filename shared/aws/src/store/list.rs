@@ -55,14 +55,14 @@ impl DynamoStore {
     pub(super) async fn list_chats(
         &self,
         owner: &str,
-        ListRequest {
-            mode,
-            limit,
-            cursor,
-        }: ListRequest<'_>,
+        page: ListRequest<'_>,
     ) -> Result<Page<ChatRecord>, StoreError> {
-        let partition = list_pk(owner, mode);
-        let start = cursor.map(|c| ListKey::decode(c, &partition)).transpose()?;
+        let limit = page.limit;
+        let partition = list_pk(owner, page.mode);
+        let start = page
+            .cursor
+            .map(|c| ListKey::decode(c, &partition))
+            .transpose()?;
         let mut chats: Vec<ChatItem> = Vec::new();
         let mut from = start;
         // One more than asked tells whether there is a next page; expired chats are skipped.
