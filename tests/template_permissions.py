@@ -479,7 +479,7 @@ def test_every_parameter_is_in_one_group_with_a_label():
 # ---- The numeric parameters' bounds against what the code accepts ----
 
 U64_MAX = 2**64 - 1
-CONFIG_SOURCES = ["shared/app/src/config.rs", "shared/edge/src/identity.rs"]
+CONFIG_SOURCES = ["shared/app/src/config.rs", "shared/edge/src/identity/mod.rs"]
 
 
 def code_bounds():
