@@ -8,6 +8,7 @@ mod attachments;
 mod budget;
 mod call;
 mod checks;
+mod completion;
 mod conversation;
 mod driver;
 mod error;
@@ -43,6 +44,7 @@ pub use budget::{
     estimate_message_tokens, estimate_request_tokens, estimate_stored_tokens, estimate_tokens,
     fit_conversation,
 };
+pub use completion::{Completion, ResponseFormat, ToolChoice};
 pub use conversation::{
     Answer, ChatMode, ContentPart, DataPoints, FinishReason, Message, Overrides, RetrievalMode,
     Role, Thought, TokenUsage, TurnInput, UsageTotals, display_time,
