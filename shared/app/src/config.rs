@@ -229,6 +229,7 @@ impl Config {
         let max_output = to_u32("MAX_OUTPUT_TOKENS", max_output_tokens)?;
         let model = model_options(&get, &model_id, max_output, &flag)?;
         let usage_limits = usage_limits(&get, model.prices.is_some())?;
+        let allowed_models = allowed_models(&model_id, get("ALLOWED_MODELS").as_deref())?;
         Ok(Self {
             chat: ChatSettings {
                 model,
@@ -272,6 +273,9 @@ impl Config {
                         })?,
                     },
                 },
+                allowed_models,
+                openai_retrieval: flag("OPENAI_RETRIEVAL", false)?,
+                openai_server_tools: flag("OPENAI_SERVER_TOOLS", false)?,
             },
             max_body_bytes: number("MAX_BODY_BYTES", 1024 * 1024)? as usize,
             max_history_body_bytes: number(
@@ -440,6 +444,25 @@ fn choices<T: std::str::FromStr<Err = String>>(
         .collect()
 }
 
+/// The models a completion may name: `MODEL_ID`, then each of `ALLOWED_MODELS` (comma-separated Bedrock model ids,
+/// inference profile ids and ARNs), each once. An id with white space in it is no id.
+fn allowed_models(model_id: &str, list: Option<&str>) -> Result<Vec<String>, ConfigError> {
+    let others: Vec<String> = list
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|id| !id.is_empty())
+        .map(str::to_string)
+        .collect();
+    if let Some(bad) = others.iter().find(|id| id.chars().any(char::is_whitespace)) {
+        return Err(ConfigError {
+            name: "ALLOWED_MODELS",
+            reason: format!("{bad:?} is not a model id: ids are separated by commas"),
+        });
+    }
+    Ok(ChatSettings::allowed(model_id, &others))
+}
+
 /// What the turn asks of the model and may spend: from the model's profile (by `BASE_MODEL_ID`, for an application
 /// inference profile whose ARN names no model, else by `MODEL_ID`), each overridden by its variable.
 fn model_options(
@@ -530,6 +553,35 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         Config::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn the_models_a_completion_may_name_start_with_model_id_once_each() {
+        let c = config(&[
+            ("MODEL_ID", "us.anthropic.claude-sonnet-4-5-20250929-v1:0"),
+            (
+                "ALLOWED_MODELS",
+                " amazon.nova-lite-v1:0, us.anthropic.claude-sonnet-4-5-20250929-v1:0,,arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/a1b2c3 ",
+            ),
+        ])
+        .unwrap();
+        assert_eq!(
+            c.chat.allowed_models,
+            [
+                "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+                "amazon.nova-lite-v1:0",
+                "arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/a1b2c3",
+            ]
+        );
+        assert!(!c.chat.openai_retrieval && !c.chat.openai_server_tools);
+        let bare = config(&[]).unwrap();
+        assert_eq!(bare.chat.allowed_models, std::slice::from_ref(&bare.chat.model_id));
+        let on = config(&[("OPENAI_RETRIEVAL", "on"), ("OPENAI_SERVER_TOOLS", "true")]).unwrap();
+        assert!(on.chat.openai_retrieval && on.chat.openai_server_tools);
+        let bad = config(&[("ALLOWED_MODELS", "a.b-v1 c.d-v1")]).unwrap_err();
+        assert_eq!(bad.name, "ALLOWED_MODELS");
+        let bad = config(&[("OPENAI_RETRIEVAL", "maybe")]).unwrap_err();
+        assert_eq!(bad.name, "OPENAI_RETRIEVAL");
     }
 
     #[test]

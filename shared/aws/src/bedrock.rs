@@ -10,17 +10,19 @@ use aws_sdk_bedrockruntime::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_bedrockruntime::primitives::event_stream::EventReceiver;
 use aws_sdk_bedrockruntime::types::error::ConverseStreamOutputError;
 use aws_sdk_bedrockruntime::types::{
-    CachePointBlock, CachePointType, CitationLocation, CitationsConfig, ContentBlock,
-    ContentBlockDelta, ContentBlockStart, ConversationRole, ConverseOutput, ConverseStreamOutput,
-    ConverseTokensRequest, CountTokensInput, DocumentBlock,
+    AnyToolChoice, CachePointBlock, CachePointType, CitationLocation, CitationsConfig,
+    ContentBlock, ContentBlockDelta, ContentBlockStart, ConversationRole, ConverseOutput,
+    ConverseStreamOutput, ConverseTokensRequest, CountTokensInput, DocumentBlock,
     DocumentFormat as BedrockDocumentFormat, DocumentSource, GuardrailConfiguration,
     GuardrailConverseContentBlock, GuardrailConverseContentQualifier, GuardrailConverseTextBlock,
     GuardrailStreamConfiguration, GuardrailStreamProcessingMode, GuardrailTrace, ImageBlock,
-    ImageFormat as BedrockImageFormat, ImageSource, InferenceConfiguration, Message,
+    ImageFormat as BedrockImageFormat, ImageSource, InferenceConfiguration, JsonSchemaDefinition,
+    Message, OutputConfig, OutputFormat, OutputFormatStructure, OutputFormatType,
     PerformanceConfigLatency, PerformanceConfiguration, ReasoningContentBlock,
-    ReasoningContentBlockDelta, SearchResultBlock, SearchResultContentBlock,
-    ServiceTier as BedrockServiceTier, ServiceTierType, StopReason as BedrockStop,
-    SystemContentBlock, Tool as BedrockTool, ToolConfiguration, ToolInputSchema, ToolResultBlock,
+    ReasoningContentBlockDelta, ReasoningTextBlock, SearchResultBlock, SearchResultContentBlock,
+    ServiceTier as BedrockServiceTier, ServiceTierType, SpecificToolChoice,
+    StopReason as BedrockStop, SystemContentBlock, Tool as BedrockTool,
+    ToolChoice as BedrockToolChoice, ToolConfiguration, ToolInputSchema, ToolResultBlock,
     ToolResultContentBlock, ToolResultStatus, ToolSpecification, ToolUseBlock,
 };
 use aws_smithy_types::{Blob, Document, Number};
@@ -168,6 +170,24 @@ fn messages(request: &ModelRequest) -> Result<Vec<Message>, ModelError> {
                 chat_core::Role::Assistant => ConversationRole::Assistant,
             };
             let mut message = Message::builder().role(role);
+            // An assistant message's signed reasoning first, unchanged, as the model wants it back before the tool
+            // uses it led to (a block without a signature is never given back).
+            if offered {
+                for block in m.reasoning.iter().filter(|_| !m.tool_uses.is_empty()) {
+                    let Some(signature) = &block.signature else {
+                        continue;
+                    };
+                    message = message.content(ContentBlock::ReasoningContent(
+                        ReasoningContentBlock::ReasoningText(
+                            ReasoningTextBlock::builder()
+                                .text(&block.text)
+                                .signature(signature)
+                                .build()
+                                .map_err(rejected)?,
+                        ),
+                    ));
+                }
+            }
             // The results of the previous message's calls come first in a user message, as Claude wants them.
             for result in &m.tool_results {
                 message = message.content(if offered {
@@ -297,6 +317,7 @@ macro_rules! asked {
             .set_additional_model_request_fields(additional_fields($request))
             .set_performance_config(performance($request))
             .set_service_tier(service_tier($request))
+            .set_output_config(output_config($request)?)
     };
 }
 
@@ -327,7 +348,50 @@ fn tool_config(request: &ModelRequest) -> Result<Option<ToolConfiguration>, Mode
             .map_err(rejected)?;
         config = config.tools(BedrockTool::ToolSpec(spec));
     }
+    // `auto` is Converse's default: it is not sent, so a model that takes no tool choice is asked nothing new.
+    config = config.set_tool_choice(match &request.tool_choice {
+        chat_core::ToolChoice::Auto | chat_core::ToolChoice::None => None,
+        chat_core::ToolChoice::Required => {
+            Some(BedrockToolChoice::Any(AnyToolChoice::builder().build()))
+        }
+        chat_core::ToolChoice::Function(name) => Some(BedrockToolChoice::Tool(
+            SpecificToolChoice::builder()
+                .name(name)
+                .build()
+                .map_err(rejected)?,
+        )),
+    });
     config.build().map(Some).map_err(rejected)
+}
+
+/// The answer's format: Bedrock's structured output (`outputConfig.textFormat`) with the schema the request asks
+/// for; a JSON object of any shape is the schema `{"type": "object"}`. `None` for text.
+fn output_config(request: &ModelRequest) -> Result<Option<OutputConfig>, ModelError> {
+    let (schema, name, description) = match &request.response_format {
+        chat_core::ResponseFormat::Text => return Ok(None),
+        chat_core::ResponseFormat::JsonObject => {
+            (serde_json::json!({"type": "object"}), None, None)
+        }
+        chat_core::ResponseFormat::JsonSchema {
+            name,
+            description,
+            schema,
+            ..
+        } => (schema.clone(), Some(name.clone()), description.clone()),
+    };
+    let rejected = |e: BuildError| ModelError::Rejected(e.to_string());
+    let definition = JsonSchemaDefinition::builder()
+        .schema(schema.to_string())
+        .set_name(name)
+        .set_description(description)
+        .build()
+        .map_err(rejected)?;
+    let format = OutputFormat::builder()
+        .r#type(OutputFormatType::JsonSchema)
+        .structure(OutputFormatStructure::JsonSchema(definition))
+        .build()
+        .map_err(rejected)?;
+    Ok(Some(OutputConfig::builder().text_format(format).build()))
 }
 
 /// A JSON value as a Smithy document (for `additionalModelRequestFields`, tool schemas and tool inputs).
@@ -455,6 +519,9 @@ fn inference(request: &ModelRequest) -> InferenceConfiguration {
         .max_tokens(i32::try_from(i.max_tokens).unwrap_or(i32::MAX))
         .set_temperature(i.temperature.map(|t| t as f32))
         .set_top_p(i.top_p.map(|p| p as f32))
+        .set_stop_sequences(
+            (!request.stop_sequences.is_empty()).then(|| request.stop_sequences.clone()),
+        )
         .build()
 }
 
@@ -669,8 +736,13 @@ impl ModelStream for BedrockStream {
                                 .get_or_insert_with(|| millis(self.started));
                             return Ok(Some(ModelEvent::RedactedReasoning));
                         }
-                        // The signature proves the reasoning to the model when sent back; this backend never sends
-                        // reasoning back (it is not stored), so it is not kept.
+                        // The signature proves the reasoning to the model when it is given back with the tool uses
+                        // it led to: it closes the block.
+                        ReasoningContentBlockDelta::Signature(signature)
+                            if !signature.is_empty() =>
+                        {
+                            return Ok(Some(ModelEvent::ReasoningSignature(signature.clone())));
+                        }
                         _ => {}
                     },
                     // A piece of a tool call's input: the model is writing, so it is not silent, though nothing
@@ -863,6 +935,7 @@ impl ChatModel for BedrockModel {
         let mut citations = Vec::new();
         let mut reasoning = String::new();
         let mut reasoning_redacted = false;
+        let mut reasoning_blocks = Vec::new();
         let mut tool_calls = Vec::new();
         if let Some(ConverseOutput::Message(m)) = output.output() {
             for block in m.content() {
@@ -870,6 +943,12 @@ impl ChatModel for BedrockModel {
                     ContentBlock::Text(t) => text.push_str(t),
                     ContentBlock::ReasoningContent(ReasoningContentBlock::ReasoningText(r)) => {
                         reasoning.push_str(r.text());
+                        if let Some(signature) = r.signature() {
+                            reasoning_blocks.push(chat_core::ReasoningBlock {
+                                text: r.text().to_string(),
+                                signature: Some(signature.to_string()),
+                            });
+                        }
                     }
                     ContentBlock::ReasoningContent(ReasoningContentBlock::RedactedContent(_)) => {
                         reasoning_redacted = true;
@@ -915,6 +994,7 @@ impl ChatModel for BedrockModel {
                 .map(guardrail_trace),
             served: served(output.performance_config(), output.service_tier()),
             tool_calls,
+            reasoning_blocks,
         };
         span.record("input_tokens", reply.usage.input_tokens);
         span.record("output_tokens", reply.usage.output_tokens);

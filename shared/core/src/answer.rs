@@ -17,7 +17,16 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         caller: &Caller,
         input: &TurnInput,
     ) -> Result<StreamingTurn<M::Stream>, ChatError> {
-        let (mut turn, call) = self.prepare_standard(caller, input).await?;
+        let (turn, call) = self.prepare_standard(caller, input).await?;
+        self.stream_prepared(turn, call).await
+    }
+
+    /// Starts the streamed answer of a prepared turn's call ([`Self::stream`]).
+    pub(crate) async fn stream_prepared(
+        &self,
+        mut turn: Turn,
+        call: Call,
+    ) -> Result<StreamingTurn<M::Stream>, ChatError> {
         let first = self.model.converse_stream(&call.request);
         let first = turn
             .account
@@ -35,7 +44,17 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
 
     /// Answers a validated request in full, and stores the turn before returning it.
     pub async fn answer(&self, caller: &Caller, input: &TurnInput) -> Result<Answer, ChatError> {
-        let (mut turn, call) = self.prepare_standard(caller, input).await?;
+        let (turn, call) = self.prepare_standard(caller, input).await?;
+        self.answer_prepared(caller, turn, call).await
+    }
+
+    /// Answers a prepared turn's call in full, and stores the turn ([`Self::answer`]).
+    pub(crate) async fn answer_prepared(
+        &self,
+        caller: &Caller,
+        mut turn: Turn,
+        call: Call,
+    ) -> Result<Answer, ChatError> {
         let first = self.model.converse(&call.request);
         let reply = turn
             .account

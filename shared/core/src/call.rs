@@ -1,11 +1,11 @@
 //! The one way any speaker's model call is made ready: the turn's conversation as the speaker sees it, fitted to
-//! the prompt budget with the passages and the tools, the tools left out while the model reasons, and the prompt
-//! counted where exactness matters.
+//! the prompt budget with the passages and the tools (a completion's own among them), and the prompt counted where
+//! exactness matters.
 
 use serde_json::{Value, json};
 
 use crate::budget::passage_tokens;
-use crate::driver::{TurnTools, tools_with_reasoning};
+use crate::driver::TurnTools;
 use crate::prompt::{PreparedTurn, Speaker, model_request};
 use crate::thoughts::history_thought;
 use crate::turn::{Turn, TurnHeader};
@@ -31,7 +31,7 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
     /// built, the tools left out while the model reasons, the prompt counted where exactness matters, and the
     /// thoughts that tell what was sent.
     pub(crate) async fn speak(&self, turn: &Turn, input: &TurnInput, speaker: Speaker) -> Call {
-        let settings = &self.settings;
+        let settings = turn.scope.settings(&self.settings);
         let budget = settings.model.max_prompt_tokens;
         let session = &turn.session;
         let mut conversation = speaker.view(&session.conversation, &session.authors);
@@ -69,17 +69,22 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
                 .iter()
                 .flat_map(|t| t.tools.iter().map(|tool| tool.spec().clone()))
                 .collect();
+            // A stateless completion's own: the client's tools after the server's, its choice, stop sequences and
+            // answer format, and the reasoning kept for the calls it continues.
+            if let Some(plan) = &turn.scope.completion {
+                plan.apply(&mut prepared.request);
+            }
             prepared
         };
-        let mut prepared: PreparedTurn = build(&conversation, &None);
         let mut thoughts = Vec::new();
-        let (tools, reasoning_note) = tools_with_reasoning(&prepared.request, turn.tools.clone());
-        thoughts.extend(reasoning_note);
-        prepared = build(&conversation, &tools);
+        // Tools are offered while the model reasons too: each round's signed reasoning goes back with its tool uses.
+        let tools = turn.tools.clone();
+        let mut prepared: PreparedTurn = build(&conversation, &tools);
         let tool_tokens = crate::budget::estimate_tool_specs(&prepared.request.tools);
         estimated += tool_tokens;
         let counted = self
             .count_within_budget(
+                settings,
                 system + passages + tool_tokens,
                 (&mut conversation, &mut left_out),
                 &mut prepared,

@@ -247,6 +247,9 @@ pub enum FinishReason {
     Stop,
     Length,
     ContentFilter,
+    /// The model asks for the client's tools ([`Answer::tool_calls`]): the client runs them and sends their results
+    /// back (a stateless completion's answer only).
+    ToolCalls,
 }
 
 /// Token counts of one model call.
@@ -346,6 +349,9 @@ pub struct Answer {
     pub reasoning_redacted: bool,
     /// The tools the model called while answering, with their results, in order.
     pub tools: Vec<crate::ToolExchange>,
+    /// The client's tools the model asks for, in order, with [`FinishReason::ToolCalls`] (a stateless completion's
+    /// answer only; empty otherwise).
+    pub tool_calls: Vec<crate::ToolCall>,
 }
 
 impl Answer {

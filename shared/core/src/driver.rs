@@ -44,6 +44,8 @@ pub(crate) enum DriverEvent {
     Text(String),
     /// A tool call as the model asks for it, or its result as it arrives.
     Thought(Thought),
+    /// The model asks for a tool of the client's: the answer ends once the round does, for the client to run it.
+    ToolCall(ToolCall),
     /// The answer is complete: why the last round stopped. The last event.
     Done(StopReason),
 }
@@ -101,6 +103,16 @@ pub(crate) struct RoundDriver<S> {
     deadline: Option<tokio::time::Instant>,
     /// Whether the deadline stopped the answer: it ended with what it had ([`StopReason::MaxTokens`]).
     pub timed_out: bool,
+    /// The names of the client's tools (a stateless completion's): a call of one ends the answer.
+    client_tools: Vec<String>,
+    /// Whether at most one client call is returned (`parallel_tool_calls: false`).
+    one_client_call: bool,
+    /// The client's tools the model asked for, in order.
+    pub client_calls: Vec<ToolCall>,
+    /// The current round's reasoning, block by block as the model provider signed them, and the text of the
+    /// block not signed yet: given back before the round's tool uses.
+    pub round_reasoning: Vec<crate::ReasoningBlock>,
+    reasoning_open: String,
 }
 
 /// `work`, unless `deadline` comes first (`None`).
@@ -155,7 +167,18 @@ impl<S: ModelStream> RoundDriver<S> {
             round_prompt: Some(prompt_tokens),
             deadline: None,
             timed_out: false,
+            client_tools: Vec::new(),
+            one_client_call: false,
+            client_calls: Vec::new(),
+            round_reasoning: Vec::new(),
+            reasoning_open: String::new(),
         }
+    }
+
+    /// Calls of the tools named `names` are the client's: the answer ends with them (at most one when `one`).
+    pub(crate) fn client_tools(&mut self, names: Vec<String>, one: bool) {
+        self.client_tools = names;
+        self.one_client_call = one;
     }
 
     /// Stops the answer at `deadline` with what it has: the model's round or the tools running are cut off there
@@ -331,6 +354,7 @@ impl<S: ModelStream> RoundDriver<S> {
             Some(ModelEvent::Reasoning(text)) => {
                 if !text.is_empty() {
                     self.reasoning.push_str(&text);
+                    self.reasoning_open.push_str(&text);
                     self.ready.push_back(DriverEvent::Reasoning(text));
                 }
             }
@@ -340,6 +364,20 @@ impl<S: ModelStream> RoundDriver<S> {
                     let note =
                         reasoning_text(&self.reasoning, true)[self.reasoning.len()..].to_string();
                     self.ready.push_back(DriverEvent::RedactedReasoning(note));
+                }
+            }
+            Some(ModelEvent::ReasoningSignature(signature)) => {
+                self.round_reasoning.push(crate::ReasoningBlock {
+                    text: std::mem::take(&mut self.reasoning_open),
+                    signature: Some(signature),
+                });
+            }
+            Some(ModelEvent::ToolUse(call)) if self.client_tools.contains(&call.name) => {
+                if self.one_client_call && !self.client_calls.is_empty() {
+                    tracing::info!(tool = %call.name, "parallel_tool_calls is false: a further call is left out");
+                } else {
+                    self.client_calls.push(call.clone());
+                    self.ready.push_back(DriverEvent::ToolCall(call));
                 }
             }
             Some(ModelEvent::ToolUse(call)) => {
@@ -362,8 +400,19 @@ impl<S: ModelStream> RoundDriver<S> {
                         "the model stream ended before the answer did".into(),
                     ))
                 })?;
+                // Calls of the client's tools end the answer, for the client to run them (the server's calls of the
+                // same round, if any, are not run: the client continues from its own calls).
+                if !self.client_calls.is_empty() {
+                    if !self.round_calls.is_empty() {
+                        tracing::info!(
+                            calls = self.round_calls.len(),
+                            "the model asked for server tools beside the client's: only the client's are returned"
+                        );
+                    }
+                    self.ready.push_back(DriverEvent::Done(StopReason::ToolUse));
+                    self.done = true;
                 // Calls of a request that offered no tools (which Bedrock would not send) end the answer.
-                if stop == StopReason::ToolUse
+                } else if stop == StopReason::ToolUse
                     && !self.round_calls.is_empty()
                     && !self.request.tools.is_empty()
                 {
@@ -465,6 +514,11 @@ impl<S: ModelStream> RoundDriver<S> {
             asked.texts.push(text);
         }
         asked.tool_uses = std::mem::take(&mut self.round_calls);
+        // The round's signed reasoning goes back before its tool uses, as the model wants it.
+        asked.reasoning = std::mem::take(&mut self.round_reasoning);
+        self.reasoning_open.clear();
+        // A choice the client forced holds for the first round only: then the model answers as it chooses.
+        self.request.tool_choice = crate::ToolChoice::Auto;
         let mut answered = ModelMessage::text(Role::User, Vec::new());
         answered.tool_results = runs
             .iter()
@@ -557,27 +611,4 @@ pub(crate) fn tools_as_text(messages: Vec<ModelMessage>) -> Vec<ModelMessage> {
         out.push(message);
     }
     out
-}
-
-/// The tools a request may be offered: none while the model reasons (extended thinking), since a round that called
-/// tools would have to give the model its reasoning blocks back, signed, which this backend does not keep yet; the
-/// thought says so.
-pub(crate) fn tools_with_reasoning(
-    request: &ModelRequest,
-    tools: Option<TurnTools>,
-) -> (Option<TurnTools>, Option<Thought>) {
-    match tools {
-        Some(tools) if request.reasoning.is_some() => (
-            None,
-            Some(Thought {
-                title: "Tools not offered".into(),
-                description: Value::String(
-                    "the model reasons before it answers (reasoning_effort): tools are not offered with reasoning"
-                        .into(),
-                ),
-                props: Some(json!({ "tools": tools.tools.len() })),
-            }),
-        ),
-        tools => (tools, None),
-    }
 }

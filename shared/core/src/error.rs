@@ -33,6 +33,9 @@ pub enum ChatError {
     TooLarge(InvalidRequest),
     #[error("a guardrail or content filter blocked the conversation")]
     ContentFiltered,
+    /// The request names a model the operator does not allow (`MODEL_ID`, `ALLOWED_MODELS`): the model id.
+    #[error("no such model: {0}")]
+    ModelNotFound(String),
     /// The session state names a chat that does not exist for this caller.
     #[error("no such chat for this caller")]
     ChatNotFound,

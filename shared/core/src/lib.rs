@@ -8,6 +8,7 @@ mod attachments;
 mod budget;
 mod call;
 mod checks;
+mod complete;
 mod completion;
 mod conversation;
 mod driver;
@@ -56,7 +57,7 @@ pub use invalid::InvalidRequest;
 pub(crate) use model::ReplyStream;
 pub use model::{
     ChatModel, GuardrailFinding, GuardrailTrace, InferenceSettings, ModelEvent, ModelMessage,
-    ModelReply, ModelRequest, ModelStream, ReplyCitation, Served, StopReason,
+    ModelReply, ModelRequest, ModelStream, ReasoningBlock, ReplyCitation, Served, StopReason,
 };
 pub use models::{
     Latency, ModelProfile, Prices, Reasoning, ReasoningEffort, ReasoningStyle, ServiceTier,
@@ -76,8 +77,8 @@ pub use settings::{
 };
 pub use spans::tool_call_span;
 pub use store::{
-    ChatRecord, ListRequest, LoadedChat, Page, PageRequest, ReadMark, SessionStore, StoreError,
-    StoreTimeouts, StoredMessage, TurnWrite, is_chat_id,
+    ChatRecord, ListRequest, LoadedChat, Page, PageRequest, REASONING_KEPT_FOR, ReadMark,
+    SessionStore, StoreError, StoreTimeouts, StoredMessage, TurnWrite, is_chat_id,
 };
 pub use streaming::{StreamingTurn, TurnEnd, TurnEvent};
 pub use thoughts::REDACTED;

@@ -19,6 +19,17 @@ pub struct ModelMessage {
     /// The results a user message gives the model for the calls of the assistant message before it (before its
     /// texts).
     pub tool_results: Vec<ToolResult>,
+    /// What an assistant message reasoned before it asked for its tools (first of all its blocks), signed by the
+    /// model provider: a model that reasons wants its reasoning back, unchanged, before the tool uses it led to.
+    pub reasoning: Vec<ReasoningBlock>,
+}
+
+/// One block of a model's reasoning, as the model provider signed it (its signature proves the text unchanged when
+/// it is given back); a block without a signature is never given back.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ReasoningBlock {
+    pub text: String,
+    pub signature: Option<String>,
 }
 
 impl ModelMessage {
@@ -30,6 +41,7 @@ impl ModelMessage {
             files: Vec::new(),
             tool_uses: Vec::new(),
             tool_results: Vec::new(),
+            reasoning: Vec::new(),
         }
     }
 }
@@ -67,6 +79,13 @@ pub struct ModelRequest {
     /// Which message is the question (its search results, its guardrail query and the cache point before it go
     /// with it); `None`: the last user message that is not a round of tool results.
     pub question: Option<usize>,
+    /// Which of `tools` the model must or may ask for ([`crate::ToolChoice::None`] is never sent: the tools are then
+    /// not offered).
+    pub tool_choice: crate::ToolChoice,
+    /// Sequences that end the answer where the model would write them.
+    pub stop_sequences: Vec<String>,
+    /// The shape the answer's text must have (the model provider's structured output).
+    pub response_format: crate::ResponseFormat,
 }
 
 /// Why the model stopped.
@@ -103,6 +122,9 @@ pub struct ModelReply {
     pub served: Served,
     /// The tools the model asks for, in order (with [`StopReason::ToolUse`]).
     pub tool_calls: Vec<ToolCall>,
+    /// The reasoning as the model provider signed it, block by block (its text is `reasoning`'s); empty when the
+    /// provider signed none.
+    pub reasoning_blocks: Vec<ReasoningBlock>,
 }
 
 /// How Bedrock served a call: the latency setting and service tier it used (`None` when it did not say).
@@ -162,6 +184,9 @@ pub struct ReplyCitation {
 pub enum ModelEvent {
     /// A piece of the model's reasoning, which comes before its answer.
     Reasoning(String),
+    /// The reasoning block the pieces since the last signature make is complete, signed thus by the model provider
+    /// (to give it back, unchanged, with the tool uses it led to).
+    ReasoningSignature(String),
     /// Reasoning the model provider sent encrypted: there is nothing of it to show.
     RedactedReasoning,
     Text(String),
@@ -219,8 +244,19 @@ pub(crate) struct ReplyStream {
 impl ReplyStream {
     pub(crate) fn new(reply: ModelReply) -> Self {
         let mut events = VecDeque::with_capacity(6 + 2 * reply.citations.len());
-        if !reply.reasoning.is_empty() {
-            events.push_back(ModelEvent::Reasoning(reply.reasoning));
+        if reply.reasoning_blocks.is_empty() {
+            if !reply.reasoning.is_empty() {
+                events.push_back(ModelEvent::Reasoning(reply.reasoning));
+            }
+        } else {
+            for block in reply.reasoning_blocks {
+                if !block.text.is_empty() {
+                    events.push_back(ModelEvent::Reasoning(block.text));
+                }
+                if let Some(signature) = block.signature {
+                    events.push_back(ModelEvent::ReasoningSignature(signature));
+                }
+            }
         }
         if reply.reasoning_redacted {
             events.push_back(ModelEvent::RedactedReasoning);

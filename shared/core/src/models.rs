@@ -190,6 +190,12 @@ pub struct ModelProfile {
     /// Whether Bedrock's `CountTokens` counts its prompts exactly (Claude from 3.5 on; not Nova, Llama or the
     /// open-weight models, and not every newer Claude in every Region: a refusal turns counting off at run time).
     pub token_counting: bool,
+    /// Whether Converse's `toolChoice` (`any`, or a named tool) may make it call a tool (Claude, Nova, Mistral
+    /// Large, as Bedrock documents it).
+    pub tool_choice: bool,
+    /// Whether Converse's `outputConfig.textFormat` holds its answer to a JSON schema (Bedrock's structured output:
+    /// Claude from 4.5 and OpenAI's open-weight models when this was written).
+    pub structured_output: bool,
 }
 
 const fn profile(
@@ -206,22 +212,38 @@ const fn profile(
         prompt_caching,
         prices,
         token_counting: false,
+        tool_choice: false,
+        structured_output: false,
     }
 }
 
-/// A Claude of 3.5 Haiku or later: a 200k window, prompt caching, and prompts `CountTokens` counts.
+/// A Claude of 3.5 Haiku or later: a 200k window, prompt caching, prompts `CountTokens` counts, and tool choice.
 const fn claude(
     family: &'static str,
     reasoning: ReasoningStyle,
     prices: Option<Prices>,
 ) -> ModelProfile {
-    profile(family, 200_000, reasoning, true, prices).counted()
+    profile(family, 200_000, reasoning, true, prices)
+        .counted()
+        .choosing()
 }
 
 impl ModelProfile {
     /// The same profile, for a model whose prompts `CountTokens` counts.
     const fn counted(mut self) -> Self {
         self.token_counting = true;
+        self
+    }
+
+    /// The same profile, for a model `toolChoice` can make call a tool.
+    const fn choosing(mut self) -> Self {
+        self.tool_choice = true;
+        self
+    }
+
+    /// The same profile, for a model Bedrock's structured output holds to a JSON schema.
+    const fn structured(mut self) -> Self {
+        self.structured_output = true;
         self
     }
 }
@@ -233,18 +255,19 @@ const OPUS_4_5: Option<Prices> = Some(Prices::new(5.0, 25.0, 0.50, 6.25));
 
 /// The known families, a longer id start before a shorter one it begins with.
 const PROFILES: &[ModelProfile] = &[
-    claude("anthropic.claude-opus-4-6", AnthropicAdaptive, OPUS_4_5),
-    claude("anthropic.claude-opus-4-7", AnthropicAdaptive, OPUS_4_5),
-    claude("anthropic.claude-sonnet-4-6", AnthropicAdaptive, SONNET),
-    claude("anthropic.claude-opus-5", AnthropicAdaptive, None),
-    claude("anthropic.claude-sonnet-5", AnthropicAdaptive, None),
-    claude("anthropic.claude-opus-4-5", AnthropicBudget, OPUS_4_5),
-    claude("anthropic.claude-sonnet-4-5", AnthropicBudget, SONNET),
+    claude("anthropic.claude-opus-4-6", AnthropicAdaptive, OPUS_4_5).structured(),
+    claude("anthropic.claude-opus-4-7", AnthropicAdaptive, OPUS_4_5).structured(),
+    claude("anthropic.claude-sonnet-4-6", AnthropicAdaptive, SONNET).structured(),
+    claude("anthropic.claude-opus-5", AnthropicAdaptive, None).structured(),
+    claude("anthropic.claude-sonnet-5", AnthropicAdaptive, None).structured(),
+    claude("anthropic.claude-opus-4-5", AnthropicBudget, OPUS_4_5).structured(),
+    claude("anthropic.claude-sonnet-4-5", AnthropicBudget, SONNET).structured(),
     claude(
         "anthropic.claude-haiku-4-5",
         AnthropicBudget,
         Some(Prices::new(1.0, 5.0, 0.10, 1.25)),
-    ),
+    )
+    .structured(),
     claude(
         "anthropic.claude-opus-4",
         AnthropicBudget,
@@ -264,38 +287,43 @@ const PROFILES: &[ModelProfile] = &[
         false,
         Some(Prices::new(3.0, 15.0, 3.0, 3.0)),
     )
-    .counted(),
+    .counted()
+    .choosing(),
     profile(
         "anthropic.claude-3-haiku",
         200_000,
         Unsupported,
         false,
         Some(Prices::new(0.25, 1.25, 0.25, 0.25)),
-    ),
-    profile("anthropic.claude", 200_000, Unsupported, false, None),
-    profile("amazon.nova-2-lite", 1_000_000, NovaEffort, true, None),
-    profile("amazon.nova-premier", 1_000_000, Unsupported, true, None),
+    )
+    .choosing(),
+    profile("anthropic.claude", 200_000, Unsupported, false, None).choosing(),
+    profile("amazon.nova-2-lite", 1_000_000, NovaEffort, true, None).choosing(),
+    profile("amazon.nova-premier", 1_000_000, Unsupported, true, None).choosing(),
     profile(
         "amazon.nova-pro",
         300_000,
         Unsupported,
         true,
         Some(Prices::new(0.80, 3.20, 0.20, 0.80)),
-    ),
+    )
+    .choosing(),
     profile(
         "amazon.nova-lite",
         300_000,
         Unsupported,
         true,
         Some(Prices::new(0.06, 0.24, 0.015, 0.06)),
-    ),
+    )
+    .choosing(),
     profile(
         "amazon.nova-micro",
         128_000,
         Unsupported,
         true,
         Some(Prices::new(0.035, 0.14, 0.00875, 0.035)),
-    ),
+    )
+    .choosing(),
     profile(
         "meta.llama3-3-70b",
         128_000,
@@ -310,14 +338,16 @@ const PROFILES: &[ModelProfile] = &[
         OpenAiEffort,
         false,
         Some(Prices::new(0.15, 0.60, 0.15, 0.15)),
-    ),
+    )
+    .structured(),
     profile(
         "openai.gpt-oss-20b",
         128_000,
         OpenAiEffort,
         false,
         Some(Prices::new(0.07, 0.30, 0.07, 0.07)),
-    ),
+    )
+    .structured(),
     profile(
         "deepseek.r1",
         128_000,
@@ -325,7 +355,7 @@ const PROFILES: &[ModelProfile] = &[
         false,
         Some(Prices::new(1.35, 5.40, 1.35, 1.35)),
     ),
-    profile("mistral.mistral-large", 128_000, Unsupported, false, None),
+    profile("mistral.mistral-large", 128_000, Unsupported, false, None).choosing(),
 ];
 
 /// A model this table does not know: a modest window, nothing asked of it that it might refuse.

@@ -10,7 +10,7 @@ use crate::checks::check_overrides;
 use crate::driver::TurnTools;
 use crate::search::search;
 use crate::session::{continued_session, new_session, requested_chat};
-use crate::turn::Turn;
+use crate::turn::{Scope, Turn};
 use crate::{
     AttachmentError, Caller, ChatError, ChatMode, ChatModel, ChatService, ContentPart,
     HistoryBudget, InvalidRequest, Message, Session, SessionStore, Thought, TurnInput,
@@ -55,15 +55,18 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
     }
 
     /// The history a turn reads: what the prompt budget leaves beside the system prompt and the question.
-    pub(crate) fn history_budget(&self, input: &TurnInput, system: &str) -> HistoryBudget {
+    pub(crate) fn history_budget(
+        settings: &crate::ChatSettings,
+        input: &TurnInput,
+        system: &str,
+    ) -> HistoryBudget {
         let question = input
             .messages
             .last()
             .map(crate::estimate_message_tokens)
             .unwrap_or(0);
         HistoryBudget {
-            tokens: self
-                .settings
+            tokens: settings
                 .model
                 .max_prompt_tokens
                 .saturating_sub(estimate_tokens(system) + question),
@@ -75,16 +78,21 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
     /// (a server down) is said in the thought returned, never the turn's failure.
     pub(crate) async fn turn_tools(
         &self,
+        scope: &Scope,
         caller: &Caller,
         input: &TurnInput,
     ) -> (Option<TurnTools>, Option<Thought>) {
+        if !scope.server_tools {
+            return (None, None);
+        }
+        let settings = scope.settings(&self.settings);
         let mut tools: Vec<Arc<dyn crate::Tool>> = Vec::new();
-        if let Some(retriever) = &self.retriever
-            && self.settings.retrieval.when.as_tool()
+        if let Some(retriever) = self.retriever.as_ref().filter(|_| scope.retrieval)
+            && settings.retrieval.when.as_tool()
         {
             tools.push(Arc::new(crate::search::SearchDocuments::new(
                 retriever.clone(),
-                &self.settings,
+                settings,
                 &input.overrides,
             )));
         }
@@ -123,13 +131,27 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         input: &TurnInput,
         (mode, hint): (ChatMode, &str),
     ) -> Result<Turn, ChatError> {
+        self.prepare_scoped(caller, input, (mode, hint), Scope::standard())
+            .await
+    }
+
+    /// [`Self::prepare`] under `scope`: the settings, grounding and tools of the turn's route.
+    pub(crate) async fn prepare_scoped(
+        &self,
+        caller: &Caller,
+        input: &TurnInput,
+        (mode, hint): (ChatMode, &str),
+        scope: Scope,
+    ) -> Result<Turn, ChatError> {
+        let settings = scope.settings(&self.settings);
         self.check_files(input)?;
-        check_overrides(&self.settings, &input.overrides)?;
+        check_overrides(settings, &input.overrides)?;
+        let budget = Self::history_budget(settings, input, hint);
         let (mut account, session) = self
-            .admit_and_begin(caller, input, mode, self.history_budget(input, hint))
+            .admit_and_begin(settings, caller, input, mode, budget)
             .await?;
         match self
-            .prepare_admitted(caller, input, (session, hint), &mut account)
+            .prepare_admitted(caller, input, (session, hint), &mut account, scope)
             .await
         {
             Ok(turn) => Ok(turn),
@@ -147,8 +169,10 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         input: &TurnInput,
         (mut session, hint): (Session, &str),
         account: &mut crate::TurnAccount,
+        scope: Scope,
     ) -> Result<Turn, ChatError> {
-        let budget = self.settings.model.max_prompt_tokens;
+        let settings = scope.settings(&self.settings);
+        let budget = settings.model.max_prompt_tokens;
         // Whether the budget cut the history: the store stopped before the oldest message, or a fit must cut.
         let fixed = estimate_tokens(hint);
         let cut = session.left_out > 0
@@ -168,12 +192,14 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         {
             thoughts.push(thought);
         }
-        let (tools, tools_thought) = self.turn_tools(caller, input).await;
+        let (tools, tools_thought) = self.turn_tools(&scope, caller, input).await;
         thoughts.extend(tools_thought);
-        // Tool calls of earlier turns go to the model as tool use while it is offered those tools; as text otherwise.
+        // Tool calls of earlier turns go to the model as tool use while it is offered those tools (the client's
+        // among them); as text otherwise.
         let offered: Vec<String> = tools
             .iter()
             .flat_map(|t| t.tools.iter().map(|tool| tool.spec().name.clone()))
+            .chain(scope.client_tool_names())
             .collect();
         crate::prompt::tools_offered_or_text(
             &mut session.conversation,
@@ -183,14 +209,14 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         let grounding = match self
             .retriever
             .as_ref()
-            .filter(|_| self.settings.retrieval.when.before())
+            .filter(|_| scope.retrieval && settings.retrieval.when.before())
         {
             None => None,
             Some(retriever) => {
                 let found = search(
                     (self.model.as_ref(), &mut *account),
                     retriever.as_ref(),
-                    &self.settings,
+                    settings,
                     caller,
                     input,
                     &session.conversation,
@@ -201,17 +227,20 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
                 Some(found.grounding)
             }
         };
+        let prices = settings.model.prices;
         Ok(Turn {
+            scope,
             session,
             cut,
             tools,
             grounding,
             thoughts,
-            prices: self.settings.model.prices,
+            prices,
             spent_before,
             account: account.take(),
             said: Vec::new(),
             tool_calls: 0,
+            kept_reasoning: None,
         })
     }
 
@@ -225,6 +254,7 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
     /// `rebuild` makes the model call again from what is left of it: every speaker of a turn is counted alike.
     pub(crate) async fn count_within_budget(
         &self,
+        settings: &crate::ChatSettings,
         fixed: u64,
         (conversation, left_out): (&mut Vec<Message>, &mut usize),
         prepared: &mut crate::PreparedTurn,
@@ -233,8 +263,8 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
     ) -> Option<u64> {
         /// At most this many counts a turn: a cut sized by one count is close, and the last one is checked.
         const MAX_COUNTS: usize = 3;
-        let counter = self.settings.model.token_counter.as_deref()?;
-        let budget = self.settings.model.max_prompt_tokens;
+        let counter = settings.model.token_counter.as_deref()?;
+        let budget = settings.model.max_prompt_tokens;
         if estimated.saturating_mul(2) <= budget {
             return None;
         }
@@ -263,7 +293,7 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
                 fit_conversation(conversation, fixed, scaled.min(estimated.saturating_sub(1)));
             *left_out += more;
             *estimated = kept;
-            if self.settings.model.prompt_caching {
+            if settings.model.prompt_caching {
                 let (more, tokens) =
                     crate::align_conversation(conversation, *left_out, crate::CACHE_FRIENDLY_STEP);
                 *left_out += more;

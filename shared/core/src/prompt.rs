@@ -82,7 +82,12 @@ pub(crate) fn model_messages(messages: &[Message]) -> Vec<ModelMessage> {
     let mut out: Vec<ModelMessage> = Vec::with_capacity(messages.len());
     for m in messages {
         push_tool_rounds(&mut out, m);
-        push_text(&mut out, m.role, m.text());
+        // An answer of tool calls alone (a client that ran them continues) says nothing after them.
+        let text = m.text();
+        if text.is_empty() && m.tools().next().is_some() {
+            continue;
+        }
+        push_text(&mut out, m.role, text);
         if let Some(last) = out.last_mut() {
             last.files.extend(m.files().cloned());
         }
@@ -352,6 +357,9 @@ pub(crate) fn model_request(
         grounding_source,
         tools: Vec::new(),
         question: None,
+        tool_choice: crate::ToolChoice::Auto,
+        stop_sequences: Vec::new(),
+        response_format: crate::ResponseFormat::Text,
     };
     let mut prompt_thought = prompt_thought(&request);
     if !input.overrides.not_used.is_empty()
@@ -442,6 +450,9 @@ mod tests {
             limits: RequestLimits::default(),
             retrieval: crate::RetrievalSettings::default(),
             model: crate::ModelOptions::for_model("m", 8192),
+            allowed_models: vec!["m".into()],
+            openai_retrieval: false,
+            openai_server_tools: false,
         }
     }
 

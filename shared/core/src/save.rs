@@ -21,6 +21,12 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         turn: &mut Turn,
         updated_at: Option<&str>,
     ) -> Result<(), ChatError> {
+        if let Some((call_id, blocks)) = turn.kept_reasoning.take()
+            && let Err(e) = self.store.keep_reasoning(owner, &call_id, &blocks).await
+        {
+            // The answer stands: its continuation is answered without this reasoning.
+            tracing::warn!(error = %e, call_id = %call_id, "keeping the reasoning of the tool calls failed");
+        }
         let said = std::mem::take(&mut turn.said);
         let (session, account) = (&turn.session, &mut turn.account);
         let mut spent = UsageTotals::default();

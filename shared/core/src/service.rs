@@ -96,13 +96,23 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         caller: &Caller,
         input: &TurnInput,
     ) -> Result<TurnAccount, ChatError> {
-        let prices = self.settings.model.prices;
+        self.admit_under(&self.settings, caller, input).await
+    }
+
+    /// [`Self::admit`] for a turn that answers under `settings` (a completion's model, priced as it is).
+    pub(crate) async fn admit_under(
+        &self,
+        settings: &ChatSettings,
+        caller: &Caller,
+        input: &TurnInput,
+    ) -> Result<TurnAccount, ChatError> {
+        let prices = settings.model.prices;
         let Some(ledger) = self.ledger.clone() else {
             return Ok(TurnAccount::unmetered(prices));
         };
         let ceiling = Reserve::of_call(
-            self.settings.model.max_prompt_tokens,
-            u64::from(crate::prompt::output_cap(&self.settings, input)),
+            settings.model.max_prompt_tokens,
+            u64::from(crate::prompt::output_cap(settings, input)),
             prices.as_ref(),
         );
         let hold = Hold::new(&caller.owner, ceiling, OffsetDateTime::now_utc());
@@ -121,13 +131,14 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
     /// whose read fails is closed again.
     pub(crate) async fn admit_and_begin(
         &self,
+        settings: &ChatSettings,
         caller: &Caller,
         input: &TurnInput,
         mode: crate::ChatMode,
         budget: crate::HistoryBudget,
     ) -> Result<(TurnAccount, crate::Session), ChatError> {
         let (admitted, begun) = futures_util::future::join(
-            self.admit(caller, input),
+            self.admit_under(settings, caller, input),
             self.begin(&caller.owner, input, mode, budget),
         )
         .await;

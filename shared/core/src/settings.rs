@@ -20,6 +20,15 @@ pub struct ChatSettings {
     pub limits: RequestLimits,
     pub retrieval: RetrievalSettings,
     pub model: ModelOptions,
+    /// The models a stateless completion may name (`MODEL_ID` first, then `ALLOWED_MODELS`; Bedrock model ids and
+    /// inference profile ids or ARNs), without repeats. [`ChatSettings::allowed`] keeps `model_id` first.
+    pub allowed_models: Vec<String>,
+    /// Whether a stateless completion is grounded in the knowledge base, under the caller's document access
+    /// (`OPENAI_RETRIEVAL`; off by default).
+    pub openai_retrieval: bool,
+    /// Whether a stateless completion offers the server's tools (`search_documents`, MCP) beside the client's
+    /// (`OPENAI_SERVER_TOOLS`; off by default).
+    pub openai_server_tools: bool,
 }
 
 /// What the turn asks of the model beyond its words, and what it may spend: configured once, from the model's
@@ -155,6 +164,17 @@ pub enum CitationMode {
 }
 
 impl ChatSettings {
+    /// `model_id` first, then `others` in order, each once (blank ids left out): the models a completion may name.
+    pub fn allowed(model_id: &str, others: &[String]) -> Vec<String> {
+        let mut all = vec![model_id.to_string()];
+        for id in others.iter().map(|id| id.trim()) {
+            if !id.is_empty() && !all.iter().any(|a| a == id) {
+                all.push(id.to_string());
+            }
+        }
+        all
+    }
+
     pub const DEFAULT_SYSTEM_PROMPT: &'static str =
         "You are a helpful assistant. Answer clearly and concisely.";
     pub const DEFAULT_MAX_TOKENS: u32 = 1024;

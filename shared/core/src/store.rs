@@ -16,6 +16,9 @@ pub fn is_chat_id(id: &str) -> bool {
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
+/// How long the reasoning of an answer that ended in the client's tool calls is kept for its continuation.
+pub const REASONING_KEPT_FOR: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// A message as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredMessage {
@@ -284,6 +287,24 @@ pub trait SessionStore: Send + Sync {
             Ok((record, Charged::No))
         }
     }
+
+    /// Keeps the signed reasoning `blocks` of an answer of `owner`'s that ended in the client's tool calls, under
+    /// the first call's id, for a day ([`REASONING_KEPT_FOR`]): a stateless client sends the calls back without
+    /// it, and a reasoning model wants it back with them.
+    fn keep_reasoning(
+        &self,
+        owner: &str,
+        call_id: &str,
+        blocks: &[crate::ReasoningBlock],
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// The reasoning [`SessionStore::keep_reasoning`] kept for `owner` under `call_id`; `None` when there is none
+    /// (never kept, another owner's, or expired).
+    fn kept_reasoning(
+        &self,
+        owner: &str,
+        call_id: &str,
+    ) -> impl Future<Output = Result<Option<Vec<crate::ReasoningBlock>>, StoreError>> + Send;
 
     /// Creates a chat holding `messages`, with `chat.usage` as its totals so far.
     fn create(

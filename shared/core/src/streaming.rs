@@ -26,6 +26,9 @@ pub enum TurnEvent {
     Text(String),
     /// A thought to show now: a tool call as the model asks for it, or its result as it arrives.
     Thought(Thought),
+    /// The model asks for a tool of the client's (a stateless completion's), as the call arrives whole: the answer
+    /// ends with [`FinishReason::ToolCalls`] once the model's round does.
+    ToolCall(crate::ToolCall),
     /// The answer is complete; this is the last event.
     End(TurnEnd),
 }
@@ -70,17 +73,21 @@ impl<S: ModelStream> StreamingTurn<S> {
         thoughts: Vec<Thought>,
     ) -> Self {
         let account = turn.account.take();
+        let mut driver = RoundDriver::new(
+            call.request,
+            first,
+            start,
+            call.tools,
+            turn.grounding.clone(),
+            (account, call.prompt_tokens),
+        );
+        if let Some(plan) = &turn.scope.completion {
+            driver.client_tools(turn.scope.client_tool_names().collect(), !plan.parallel);
+        }
         Self {
             header: call.header,
             thoughts,
-            driver: RoundDriver::new(
-                call.request,
-                first,
-                start,
-                call.tools,
-                turn.grounding.clone(),
-                (account, call.prompt_tokens),
-            ),
+            driver,
             splitter: call.speaker.followups.then(FollowupSplitter::new),
             speaker: call.speaker,
             prices: turn.prices,
@@ -200,8 +207,20 @@ impl<S: ModelStream> StreamingTurn<S> {
             tool_thoughts: driver.tool_thoughts,
             grounding: driver.grounding,
             reasoning: driver.reasoning,
+            tool_calls: driver.client_calls,
         };
         turn.account = driver.account;
+        // The signed reasoning of an answer that asks for the client's tools is kept for the continuation.
+        let signed: Vec<crate::ReasoningBlock> = driver
+            .round_reasoning
+            .into_iter()
+            .filter(|b| b.signature.is_some())
+            .collect();
+        if let Some(first) = finished.tool_calls.first()
+            && !signed.is_empty()
+        {
+            turn.kept_reasoning = Some((first.id.clone(), signed));
+        }
         turn.say(&finished);
         (finished, turn)
     }
@@ -243,6 +262,7 @@ impl<S: ModelStream> StreamingTurn<S> {
                 .then(|| reasoning_text(&finished.reasoning, finished.reasoning_redacted)),
             reasoning_redacted: finished.reasoning_redacted,
             tools: finished.tools,
+            tool_calls: finished.tool_calls,
         };
         (answer, turn)
     }
@@ -269,6 +289,7 @@ impl<S: ModelStream> StreamingTurn<S> {
                 self.ready.push_back(TurnEvent::RedactedReasoning(note))
             }
             DriverEvent::Thought(thought) => self.ready.push_back(TurnEvent::Thought(thought)),
+            DriverEvent::ToolCall(call) => self.ready.push_back(TurnEvent::ToolCall(call)),
             DriverEvent::Done(stop) => {
                 let driver = &self.driver;
                 if let Err(e) = finish_reason(&stop) {
@@ -308,8 +329,13 @@ impl<S: ModelStream> StreamingTurn<S> {
                     result_thoughts.push(guardrail_thought(trace));
                 }
                 result_thoughts.push(usage_thought(usage, &stop, cost_usd, &driver.served));
+                let finish_reason = if driver.client_calls.is_empty() {
+                    finish_reason(&stop)?
+                } else {
+                    FinishReason::ToolCalls
+                };
                 self.ready.push_back(TurnEvent::End(TurnEnd {
-                    finish_reason: finish_reason(&stop)?,
+                    finish_reason,
                     usage,
                     cost_usd,
                     followup_questions,

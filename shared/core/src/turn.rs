@@ -40,6 +40,8 @@ impl TurnHeader {
 /// files read), the tools offered, what the search found, the thoughts of the steps before any answer, its account
 /// with the owner's counters, and what was answered so far (to store once the turn is over).
 pub(crate) struct Turn {
+    /// The route's settings, grounding and tools the turn answers under.
+    pub scope: Scope,
     pub session: Session,
     /// Whether the budget cut the chat's history before any answer (a prompt cache then wants the cut in steps).
     pub cut: bool,
@@ -59,6 +61,46 @@ pub(crate) struct Turn {
     pub said: Vec<(StoredMessage, TokenUsage)>,
     /// The tool calls its answers ran.
     pub tool_calls: u32,
+    /// The signed reasoning of an answer that ended in the client's tool calls, under the first call's id: kept
+    /// in the store when the turn is saved, to give back to the model when the client continues.
+    pub kept_reasoning: Option<(String, Vec<crate::ReasoningBlock>)>,
+}
+
+/// What a turn's route decides beyond its request: the settings it answers under when not the service's (a
+/// completion's model and instructions), whether the knowledge base grounds it, whether the server's tools are
+/// offered, and what a stateless completion adds.
+pub(crate) struct Scope {
+    pub own: Option<Box<crate::ChatSettings>>,
+    pub retrieval: bool,
+    pub server_tools: bool,
+    pub completion: Option<Box<crate::complete::Plan>>,
+}
+
+impl Scope {
+    /// The protocol routes': the service's settings, its search and its tools, as configured.
+    pub(crate) fn standard() -> Self {
+        Self {
+            own: None,
+            retrieval: true,
+            server_tools: true,
+            completion: None,
+        }
+    }
+
+    /// The settings the turn answers under.
+    pub(crate) fn settings<'a>(
+        &'a self,
+        service: &'a crate::ChatSettings,
+    ) -> &'a crate::ChatSettings {
+        self.own.as_deref().unwrap_or(service)
+    }
+
+    /// The names of the client's tools the model is offered.
+    pub(crate) fn client_tool_names(&self) -> impl Iterator<Item = String> + '_ {
+        self.completion
+            .iter()
+            .flat_map(|plan| plan.tools.iter().map(|t| t.name.clone()))
+    }
 }
 
 impl Turn {
@@ -137,6 +179,8 @@ pub(crate) struct Finished {
     pub reasoning_redacted: bool,
     /// Whether the answer's deadline cut it off.
     pub timed_out: bool,
+    /// The client's tools the model asks for (a stateless completion's answer).
+    pub tool_calls: Vec<crate::ToolCall>,
 }
 
 /// A new message id: 32 hex characters.

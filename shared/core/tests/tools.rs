@@ -506,27 +506,39 @@ async fn an_agent_of_a_multi_agent_round_can_call_a_tool() {
 }
 
 #[tokio::test]
-async fn no_tools_are_offered_while_the_model_reasons() {
+async fn tools_are_offered_while_the_model_reasons_and_its_signed_reasoning_goes_back_with_its_calls()
+ {
     let mut s = settings(SearchWhen::Before);
     s.model_id = "anthropic.claude-sonnet-4-5-20250929-v1:0".into();
     s.model = chat_core::ModelOptions::for_model(&s.model_id, 8192);
-    let model = ScriptedModel::with([Script::text("thought it through")]);
+    let model = ScriptedModel::with([
+        add_2_3().reasoning(["I should ", "add."]).signed("sig-1"),
+        Script::text("5").reasoning(["Done."]).signed("sig-2"),
+    ]);
     let service = ChatService::new(model.clone(), InMemoryStore::new(), s)
         .with_tools(vec![Arc::new(Source)], bounds());
-    let mut input = ask("why?", None);
+    let mut input = ask("what is 2 + 3?", None);
     input.overrides.reasoning_effort = Some(chat_core::ReasoningEffort::Medium);
     let answer = service
         .answer(&Caller::owner("alice"), &input)
         .await
         .unwrap();
-    let request = model.last_request().unwrap();
-    assert!(request.reasoning.is_some());
-    assert!(request.tools.is_empty(), "{:?}", request.tools);
-    assert!(titles(&answer.thoughts()).contains(&"Tools not offered".to_string()));
-    // Without reasoning the same service offers them.
-    model.push(Script::text("ok"));
-    answered(&service, &Caller::owner("alice"), "why?").await;
-    assert_eq!(model.last_request().unwrap().tools.len(), 3);
+    assert_eq!(answer.content, "5");
+    let requests = model.requests();
+    assert!(requests[0].reasoning.is_some());
+    assert_eq!(requests[0].tools.len(), 3, "{:?}", requests[0].tools);
+    // The second round gives the first round's reasoning back, signed, before its call.
+    let asked = &requests[1].messages[requests[1].messages.len() - 2];
+    assert_eq!(asked.tool_uses[0].name, "add");
+    assert_eq!(
+        asked.reasoning,
+        [chat_core::ReasoningBlock {
+            text: "I should add.".into(),
+            signature: Some("sig-1".into()),
+        }]
+    );
+    assert!(!titles(&answer.thoughts()).contains(&"Tools not offered".to_string()));
+    assert_eq!(answer.reasoning.as_deref(), Some("I should add.Done."));
 }
 
 #[tokio::test]

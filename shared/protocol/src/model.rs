@@ -59,6 +59,7 @@ pub fn openai_finish_reason(reason: FinishReason) -> &'static str {
         FinishReason::Stop => "stop",
         FinishReason::Length => "length",
         FinishReason::ContentFilter => "content_filter",
+        FinishReason::ToolCalls => "tool_calls",
     }
 }
 
@@ -68,6 +69,8 @@ pub fn semantic_kernel_finish_reason(reason: FinishReason) -> &'static str {
         FinishReason::Stop => "Stop",
         FinishReason::Length => "Length",
         FinishReason::ContentFilter => "ContentFilter",
+        // Only a stateless completion's answer asks for the client's tools; no turn of this dialect does.
+        FinishReason::ToolCalls => "Stop",
     }
 }
 

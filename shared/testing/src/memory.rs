@@ -24,6 +24,8 @@ pub enum StoreOp {
     Delete,
     Rename,
     List,
+    KeepReasoning,
+    KeptReasoning,
 }
 
 impl StoreOp {
@@ -35,6 +37,7 @@ impl StoreOp {
                 | StoreOp::Replace
                 | StoreOp::Delete
                 | StoreOp::Rename
+                | StoreOp::KeepReasoning
         )
     }
 }
@@ -72,6 +75,8 @@ struct State {
     generations: u64,
     faults: VecDeque<(Target, StoreError)>,
     calls: Vec<StoreOp>,
+    /// Reasoning kept for tool calls, by (owner, first call id): its blocks, and until when (Unix seconds).
+    reasoning: BTreeMap<(String, String), (Vec<chat_core::ReasoningBlock>, i64)>,
 }
 
 /// Chats and their messages in memory. Clones share the same chats, so a test keeps one to look at what a service
@@ -235,7 +240,52 @@ impl State {
     }
 }
 
+impl InMemoryStore {
+    /// Makes the reasoning kept for `owner`'s call `call_id` expire now (as DynamoDB's TTL would a day later).
+    pub fn expire_reasoning(&self, owner: &str, call_id: &str) {
+        if let Some(kept) = self
+            .lock()
+            .reasoning
+            .get_mut(&(owner.to_string(), call_id.to_string()))
+        {
+            kept.1 = 0;
+        }
+    }
+}
+
+fn now_seconds() -> i64 {
+    time::OffsetDateTime::now_utc().unix_timestamp()
+}
+
 impl SessionStore for InMemoryStore {
+    async fn keep_reasoning(
+        &self,
+        owner: &str,
+        call_id: &str,
+        blocks: &[chat_core::ReasoningBlock],
+    ) -> Result<(), StoreError> {
+        let mut state = self.begin(StoreOp::KeepReasoning)?;
+        let until = now_seconds() + chat_core::REASONING_KEPT_FOR.as_secs() as i64;
+        state.reasoning.insert(
+            (owner.to_string(), call_id.to_string()),
+            (blocks.to_vec(), until),
+        );
+        Ok(())
+    }
+
+    async fn kept_reasoning(
+        &self,
+        owner: &str,
+        call_id: &str,
+    ) -> Result<Option<Vec<chat_core::ReasoningBlock>>, StoreError> {
+        let state = self.begin(StoreOp::KeptReasoning)?;
+        Ok(state
+            .reasoning
+            .get(&(owner.to_string(), call_id.to_string()))
+            .filter(|(_, until)| *until > now_seconds())
+            .map(|(blocks, _)| blocks.clone()))
+    }
+
     async fn load(
         &self,
         owner: &str,

@@ -24,6 +24,8 @@ pub struct Script {
     /// Reasoning pieces before the answer, and whether a redacted block follows them.
     pub reasoning: Vec<String>,
     pub redacted: bool,
+    /// The signature the model provider gives the reasoning (one block of all its pieces); `None`: unsigned.
+    pub signature: Option<String>,
     /// The tools the model asks for after its text (the answer then stops for them).
     pub tool_calls: Vec<chat_core::ToolCall>,
 }
@@ -60,6 +62,7 @@ impl Script {
             citations: Vec::new(),
             reasoning: Vec::new(),
             redacted: false,
+            signature: None,
             tool_calls: Vec::new(),
         }
     }
@@ -71,6 +74,12 @@ impl Script {
         S: Into<String>,
     {
         self.reasoning = pieces.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The reasoning comes as one block signed `signature`.
+    pub fn signed(mut self, signature: impl Into<String>) -> Self {
+        self.signature = Some(signature.into());
         self
     }
 
@@ -304,6 +313,14 @@ impl ChatModel for ScriptedModel {
             reasoning: script.reasoning.concat(),
             reasoning_redacted: script.redacted,
             tool_calls: script.tool_calls.clone(),
+            reasoning_blocks: script
+                .signature
+                .iter()
+                .map(|signature| chat_core::ReasoningBlock {
+                    text: script.reasoning.concat(),
+                    signature: Some(signature.clone()),
+                })
+                .collect(),
             ..ModelReply::default()
         })
     }
@@ -316,6 +333,9 @@ impl ChatModel for ScriptedModel {
         let mut events = VecDeque::new();
         for piece in &script.reasoning {
             events.push_back(Ok(ModelEvent::Reasoning(piece.clone())));
+        }
+        if let Some(signature) = &script.signature {
+            events.push_back(Ok(ModelEvent::ReasoningSignature(signature.clone())));
         }
         if script.redacted {
             events.push_back(Ok(ModelEvent::RedactedReasoning));

@@ -436,6 +436,8 @@ async fn write_stream<M: ChatModel + 'static, St: SessionStore>(
             }
             Ok(Some(TurnEvent::Reasoning(piece))) => framing.reasoning(&piece, false),
             Ok(Some(TurnEvent::RedactedReasoning(note))) => framing.reasoning(&note, true),
+            // Only a stateless completion's answer asks for the client's tools; no turn of these dialects does.
+            Ok(Some(TurnEvent::ToolCall(_))) => continue,
             Ok(Some(TurnEvent::Thought(thought))) => {
                 // Data points go again only when a tool found passages: the first line had the others.
                 let points = turn.data_points();

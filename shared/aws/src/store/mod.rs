@@ -24,6 +24,7 @@ mod list;
 mod messages;
 mod pages;
 mod read;
+mod reasoning;
 mod rewrite;
 mod save;
 mod write;
@@ -153,6 +154,23 @@ impl DynamoStore {
 }
 
 impl SessionStore for DynamoStore {
+    async fn keep_reasoning(
+        &self,
+        owner: &str,
+        call_id: &str,
+        blocks: &[chat_core::ReasoningBlock],
+    ) -> Result<(), StoreError> {
+        self.put_reasoning(owner, call_id, blocks).await
+    }
+
+    async fn kept_reasoning(
+        &self,
+        owner: &str,
+        call_id: &str,
+    ) -> Result<Option<Vec<chat_core::ReasoningBlock>>, StoreError> {
+        self.get_reasoning(owner, call_id).await
+    }
+
     async fn load(
         &self,
         owner: &str,

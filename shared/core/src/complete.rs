@@ -1,0 +1,294 @@
+//! A stateless completion (OpenAI's Chat Completions): a turn whose client sends the whole conversation, answered
+//! through the same steps and driver as every route, under the model and instructions the client names, with the
+//! client's function tools (a call of one ends the answer), its tool choice, stop sequences and answer format; the
+//! knowledge base and the server's tools only where the operator turns them on; nothing stored in history.
+
+use std::collections::HashMap;
+
+use crate::prompt::{Speaker, system_prompt};
+use crate::turn::Scope;
+use crate::{
+    Answer, Caller, ChatError, ChatMode, ChatModel, ChatService, ChatSettings, Completion,
+    InvalidRequest, ModelOptions, ModelProfile, ModelRequest, ReasoningBlock, ReasoningStyle,
+    ResponseFormat, Role, SessionStore, StreamingTurn, ToolChoice, ToolSpec, TurnInput,
+};
+
+/// The most stop sequences a request may name (Converse's bound for the models that take them).
+pub const MAX_STOP_SEQUENCES: usize = 4;
+
+/// What a completion adds to each of its model calls.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Plan {
+    /// The client's tools the model is offered (none with [`ToolChoice::None`]).
+    pub tools: Vec<ToolSpec>,
+    pub tool_choice: ToolChoice,
+    /// Whether the model may ask for several client tools in one answer (otherwise only its first call is
+    /// returned: Converse has no field that says so for every model).
+    pub parallel: bool,
+    pub stop: Vec<String>,
+    pub response_format: ResponseFormat,
+    /// The signed reasoning kept for an earlier answer's client calls, under its first call's id.
+    pub reasoning: HashMap<String, Vec<ReasoningBlock>>,
+}
+
+impl Plan {
+    /// Adds the completion's own to a model call: the client's tools after the server's, the tool choice when
+    /// tools are offered, the stop sequences, the answer format, and the kept reasoning before the tool uses it led
+    /// to (while the model reasons).
+    pub(crate) fn apply(&self, request: &mut ModelRequest) {
+        request.tools.extend(self.tools.iter().cloned());
+        if !request.tools.is_empty() {
+            request.tool_choice = self.tool_choice.clone();
+        }
+        request.stop_sequences = self.stop.clone();
+        request.response_format = self.response_format.clone();
+        if request.reasoning.is_some() {
+            for message in request
+                .messages
+                .iter_mut()
+                .filter(|m| m.role == Role::Assistant)
+            {
+                if let Some(blocks) = message
+                    .tool_uses
+                    .first()
+                    .and_then(|call| self.reasoning.get(&call.id))
+                {
+                    message.reasoning = blocks.clone();
+                }
+            }
+        }
+    }
+}
+
+impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
+    /// Starts a completion's streamed answer ([`Self::stream`] for a stateless turn): its text, reasoning and
+    /// thoughts as they come, each client tool call as [`crate::TurnEvent::ToolCall`], then the end
+    /// ([`crate::FinishReason::ToolCalls`] when the model asked for the client's tools). Once the end is read, hand
+    /// the turn to [`Self::save_streamed`]: nothing goes to history, but the account settles there, and the
+    /// reasoning of client calls is kept for the continuation.
+    pub async fn complete_stream(
+        &self,
+        caller: &Caller,
+        input: &TurnInput,
+        completion: &Completion,
+    ) -> Result<StreamingTurn<M::Stream>, ChatError> {
+        let (turn, call) = self.prepare_completion(caller, input, completion).await?;
+        self.stream_prepared(turn, call).await
+    }
+
+    /// A completion's whole answer ([`Self::answer`] for a stateless turn), the client's tool calls in
+    /// [`Answer::tool_calls`]; its account settled, nothing stored in history.
+    pub async fn complete(
+        &self,
+        caller: &Caller,
+        input: &TurnInput,
+        completion: &Completion,
+    ) -> Result<Answer, ChatError> {
+        let (turn, call) = self.prepare_completion(caller, input, completion).await?;
+        self.answer_prepared(caller, turn, call).await
+    }
+
+    /// The settings a completion answers under: the model it names (one the operator allows, with its own
+    /// profile's window, prices, caching and reasoning style) and its instructions in place of the system prompt.
+    pub fn completion_settings(&self, completion: &Completion) -> Result<ChatSettings, ChatError> {
+        let mut settings = self.settings.clone();
+        if let Some(id) = completion
+            .model_id
+            .as_deref()
+            .filter(|id| *id != settings.model_id)
+        {
+            if !settings.allowed_models.iter().any(|m| m == id) {
+                return Err(ChatError::ModelNotFound(id.to_string()));
+            }
+            let configured = &settings.model;
+            let mut options = ModelOptions::for_model(id, settings.limits.max_output_tokens);
+            // What the operator turned off for the configured model stays off for the others.
+            options.prompt_caching &=
+                configured.prompt_caching || !configured.profile.prompt_caching;
+            if configured.token_counter.is_none() && configured.profile.token_counting {
+                options.token_counter = None;
+            }
+            options.reasoning_effort = configured.reasoning_effort;
+            options.max_reasoning_effort = configured.max_reasoning_effort;
+            options.latency = configured.latency;
+            options.allowed_latencies = configured.allowed_latencies.clone();
+            options.service_tier = configured.service_tier;
+            options.allowed_service_tiers = configured.allowed_service_tiers.clone();
+            settings.model_id = id.to_string();
+            settings.model = options;
+        }
+        if let Some(instructions) = &completion.instructions {
+            settings.system_prompt = instructions.clone();
+        }
+        Ok(settings)
+    }
+
+    /// A completion's turn prepared under its settings and scope, and its call made ready.
+    async fn prepare_completion(
+        &self,
+        caller: &Caller,
+        input: &TurnInput,
+        completion: &Completion,
+    ) -> Result<(crate::turn::Turn, crate::call::Call), ChatError> {
+        let mut settings = self.completion_settings(completion)?;
+        let mut input = input.clone();
+        check_completion(&settings, &input, completion)?;
+        if let Some(user) = &completion.user {
+            tracing::info!(end_user = %user, "the completion's end user");
+        }
+        let reasoning = self.kept_reasoning(caller, &input, &settings).await;
+        if reasoning.is_none() {
+            // The model would refuse its own tool calls without their reasoning: it answers without reasoning.
+            settings.model.reasoning_effort = None;
+            input.overrides.reasoning_effort = None;
+        }
+        let plan = Plan {
+            tools: match completion.tool_choice {
+                ToolChoice::None => Vec::new(),
+                _ => completion.tools.clone(),
+            },
+            tool_choice: completion.tool_choice.clone(),
+            parallel: completion.parallel_tool_calls,
+            stop: completion.stop.clone(),
+            response_format: completion.response_format.clone(),
+            reasoning: reasoning.unwrap_or_default(),
+        };
+        let retrieval = settings.openai_retrieval;
+        let grounded_hint = retrieval && self.retriever.is_some();
+        let hint = system_prompt(&settings, &input, grounded_hint);
+        let scope = Scope {
+            server_tools: settings.openai_server_tools
+                && completion.tool_choice != ToolChoice::None,
+            retrieval,
+            own: Some(Box::new(settings)),
+            completion: Some(Box::new(plan)),
+        };
+        let turn = self
+            .prepare_scoped(caller, &input, (ChatMode::Standard, &hint), scope)
+            .await?;
+        let speaker = Speaker::standard(
+            turn.scope.settings(&self.settings),
+            &input,
+            turn.grounding.is_some(),
+        );
+        let call = self.speak(&turn, &input, speaker).await;
+        Ok((turn, call))
+    }
+
+    /// The reasoning kept for the client calls a conversation continues (its last message, an answer of tool
+    /// calls): `Some` (empty when nothing is needed) or `None` when the model reasons but its reasoning for those
+    /// calls is gone, so the continuation must be answered without reasoning (which is logged).
+    async fn kept_reasoning(
+        &self,
+        caller: &Caller,
+        input: &TurnInput,
+        settings: &ChatSettings,
+    ) -> Option<HashMap<String, Vec<ReasoningBlock>>> {
+        let reasons = input
+            .overrides
+            .reasoning_effort
+            .or(settings.model.reasoning_effort)
+            .is_some()
+            && settings.model.profile.reasoning != ReasoningStyle::Unsupported;
+        let continued = input
+            .messages
+            .last()
+            .filter(|m| m.role == Role::Assistant)
+            .and_then(|m| m.tools().next());
+        let (true, Some(first)) = (reasons, continued) else {
+            return Some(HashMap::new());
+        };
+        match self.store.kept_reasoning(&caller.owner, &first.id).await {
+            Ok(Some(blocks)) => Some(HashMap::from([(first.id.clone(), blocks)])),
+            Ok(None) => {
+                tracing::info!(call_id = %first.id, "no reasoning is kept for the tool calls continued (expired, or never made): the model answers without reasoning");
+                None
+            }
+            Err(e) => {
+                tracing::warn!(call_id = %first.id, error = %e, "reading the reasoning of the tool calls continued failed: the model answers without reasoning");
+                None
+            }
+        }
+    }
+}
+
+/// Refuses what the completion's model cannot do, naming the field: too many stop sequences, a tool choice of a
+/// tool not offered or a model that cannot be made to call one, an answer format the model cannot keep to.
+fn check_completion(
+    settings: &ChatSettings,
+    input: &TurnInput,
+    completion: &Completion,
+) -> Result<(), ChatError> {
+    let model = &settings.model_id;
+    let profile = ModelProfile::of(model);
+    if completion.stop.len() > MAX_STOP_SEQUENCES {
+        return Err(InvalidRequest::new(
+            "stop",
+            format!(
+                "at most {MAX_STOP_SEQUENCES} stop sequences, not {}",
+                completion.stop.len()
+            ),
+        )
+        .into());
+    }
+    if completion.stop.iter().any(|s| s.is_empty()) {
+        return Err(InvalidRequest::new("stop", "a stop sequence may not be empty").into());
+    }
+    let forced = match &completion.tool_choice {
+        ToolChoice::Auto | ToolChoice::None => false,
+        ToolChoice::Required => {
+            if completion.tools.is_empty() {
+                return Err(InvalidRequest::new("tool_choice", "\"required\" needs tools").into());
+            }
+            true
+        }
+        ToolChoice::Function(name) => {
+            if !completion.tools.iter().any(|t| t.name == *name) {
+                return Err(InvalidRequest::new(
+                    "tool_choice",
+                    format!("names the function {name:?}, which is not among the tools"),
+                )
+                .into());
+            }
+            true
+        }
+    };
+    if forced {
+        if !profile.tool_choice {
+            return Err(InvalidRequest::new(
+                "tool_choice",
+                format!(
+                    "the model {model} cannot be made to call a tool: use \"auto\" or \"none\""
+                ),
+            )
+            .into());
+        }
+        let reasons = input
+            .overrides
+            .reasoning_effort
+            .or(settings.model.reasoning_effort)
+            .is_some();
+        if reasons
+            && matches!(
+                profile.reasoning,
+                ReasoningStyle::AnthropicBudget | ReasoningStyle::AnthropicAdaptive
+            )
+        {
+            return Err(InvalidRequest::new(
+                "tool_choice",
+                format!(
+                    "the model {model} cannot be made to call a tool while it reasons: use \"auto\" or \"none\", or no reasoning_effort"
+                ),
+            )
+            .into());
+        }
+    }
+    if completion.response_format != ResponseFormat::Text && !profile.structured_output {
+        return Err(InvalidRequest::new(
+            "response_format",
+            format!("the model {model} cannot be held to a JSON format (structured output): use \"text\""),
+        )
+        .into());
+    }
+    Ok(())
+}

@@ -1,0 +1,529 @@
+//! Stateless completions (OpenAI's Chat Completions) against the fakes: the client's tools end the answer with
+//! their calls (streamed and whole), a continuation gives the model the calls and their results, the tool choice,
+//! stop sequences and answer format reach the model or are refused by name, the model is one the operator allows,
+//! the client's instructions replace the system prompt, nothing goes to history while the usage is settled, and a
+//! reasoning model gets its signed reasoning back across the client's round trip.
+
+use std::sync::Arc;
+
+use chat_core::{
+    Caller, ChatError, ChatService, ChatSettings, Completion, ContentPart, FinishReason, Message,
+    Periods, ReasoningBlock, ReasoningEffort, ResponseFormat, Role, SearchWhen, SessionStore,
+    StopReason, Tool, ToolBounds, ToolChoice, ToolExchange, ToolFuture, ToolListing, ToolOutput,
+    ToolSource, ToolSpec, ToolStatus, TurnEvent, TurnInput, UsageLedger,
+};
+use chat_testing::{InMemoryStore, InMemoryUsage, Script, ScriptedModel, StoreOp, input};
+use serde_json::json;
+
+type Service = ChatService<ScriptedModel, InMemoryStore>;
+
+const CLAUDE: &str = "us.anthropic.claude-sonnet-4-5-20250929-v1:0";
+const NOVA: &str = "amazon.nova-lite-v1:0";
+
+/// The tests' settings with Claude and Nova allowed beside the tests' model.
+fn settings() -> ChatSettings {
+    let mut s = chat_testing::settings();
+    s.allowed_models = ChatSettings::allowed(&s.model_id, &[CLAUDE.into(), NOVA.into()]);
+    s
+}
+
+/// A server tool, to show it is not offered unless the operator says so.
+struct Clock {
+    spec: ToolSpec,
+}
+
+impl Tool for Clock {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn call<'a>(&'a self, _caller: &'a Caller, _input: &'a serde_json::Value) -> ToolFuture<'a> {
+        Box::pin(async {
+            Ok(ToolOutput {
+                text: "noon".into(),
+                passages: Vec::new(),
+            })
+        })
+    }
+}
+
+struct Server;
+
+impl ToolSource for Server {
+    fn list<'a>(
+        &'a self,
+        _caller: &'a Caller,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ToolListing> + Send + 'a>> {
+        Box::pin(async {
+            ToolListing {
+                tools: vec![Arc::new(Clock {
+                    spec: ToolSpec {
+                        name: "clock".into(),
+                        description: "the time".into(),
+                        input_schema: json!({"type": "object"}),
+                    },
+                }) as Arc<dyn Tool>],
+                unavailable: Vec::new(),
+            }
+        })
+    }
+}
+
+/// A service on the fakes, with a server tool and counted usage.
+fn service(
+    settings: ChatSettings,
+    scripts: impl IntoIterator<Item = Script>,
+) -> (Service, ScriptedModel, InMemoryStore, InMemoryUsage) {
+    let model = ScriptedModel::with(scripts);
+    let store = InMemoryStore::new();
+    let usage = InMemoryUsage::new();
+    let service = ChatService::new(model.clone(), store.clone(), settings)
+        .with_tools(vec![Arc::new(Server)], ToolBounds::default())
+        .with_usage(
+            Some(Arc::new(usage.clone()) as Arc<dyn UsageLedger>),
+            Default::default(),
+        );
+    (service, model, store, usage)
+}
+
+fn weather() -> ToolSpec {
+    ToolSpec {
+        name: "get_weather".into(),
+        description: "The weather in a city.".into(),
+        input_schema: json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+    }
+}
+
+/// A client's stateless turn: `messages`, stored nowhere.
+fn stateless(messages: Vec<Message>) -> TurnInput {
+    let mut turn = input(messages, None);
+    turn.store_new_chat = false;
+    turn
+}
+
+fn question(text: &str) -> TurnInput {
+    stateless(vec![Message::new(Role::User, text)])
+}
+
+/// A completion offering the client's `get_weather`.
+fn with_weather() -> Completion {
+    Completion {
+        tools: vec![weather()],
+        ..Completion::default()
+    }
+}
+
+fn alice() -> Caller {
+    Caller::owner("alice")
+}
+
+/// The conversation after the model asked for `get_weather` in Paris (call `id`) and the client ran it.
+fn continued(id: &str) -> TurnInput {
+    stateless(vec![
+        Message::new(Role::User, "Weather in Paris?"),
+        Message {
+            role: Role::Assistant,
+            content: vec![ContentPart::Tool(ToolExchange {
+                round: 0,
+                id: id.into(),
+                name: "get_weather".into(),
+                input: json!({"city": "Paris"}),
+                output: "sunny, 21 C".into(),
+                status: ToolStatus::Success,
+            })],
+        },
+    ])
+}
+
+async fn day_tokens(usage: &InMemoryUsage, owner: &str) -> u64 {
+    let now = Periods::at(time::OffsetDateTime::now_utc());
+    usage
+        .read(owner, &now)
+        .await
+        .unwrap()
+        .day
+        .spent
+        .tokens
+        .total_tokens
+}
+
+#[tokio::test]
+async fn a_client_tool_call_ends_the_whole_answer_with_tool_calls() {
+    let (service, model, _, _) = service(
+        settings(),
+        [Script::calls([("get_weather", json!({"city": "Paris"}))])],
+    );
+    let answer = service
+        .complete(&alice(), &question("Weather in Paris?"), &with_weather())
+        .await
+        .unwrap();
+    assert_eq!(answer.finish_reason, FinishReason::ToolCalls);
+    assert_eq!(answer.tool_calls.len(), 1);
+    assert_eq!(answer.tool_calls[0].name, "get_weather");
+    assert_eq!(answer.tool_calls[0].input, json!({"city": "Paris"}));
+    assert!(
+        answer.tools.is_empty(),
+        "the client runs it, not the server"
+    );
+    // One model call: the client's tool, and no server tool (OPENAI_SERVER_TOOLS is off).
+    let requests = model.requests();
+    assert_eq!(requests.len(), 1);
+    let names: Vec<&str> = requests[0].tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["get_weather"]);
+}
+
+#[tokio::test]
+async fn a_client_tool_call_is_streamed_as_it_comes_then_the_end_says_tool_calls() {
+    let (service, _, store, _) = service(
+        settings(),
+        [Script::calls([
+            ("get_weather", json!({"city": "Paris"})),
+            ("get_weather", json!({"city": "Rome"})),
+        ])],
+    );
+    let mut turn = service
+        .complete_stream(&alice(), &question("Paris and Rome?"), &with_weather())
+        .await
+        .unwrap();
+    let mut calls = Vec::new();
+    let end = loop {
+        match turn.next().await.unwrap().unwrap() {
+            TurnEvent::ToolCall(call) => calls.push(call.input["city"].clone()),
+            TurnEvent::End(end) => break end,
+            _ => {}
+        }
+    };
+    assert_eq!(calls, [json!("Paris"), json!("Rome")]);
+    assert_eq!(end.finish_reason, FinishReason::ToolCalls);
+    service.save_streamed(&alice(), turn).await.unwrap();
+    assert_eq!(store.chat_count(), 0, "nothing stored in history");
+}
+
+#[tokio::test]
+async fn without_parallel_tool_calls_only_the_first_call_is_returned() {
+    let (service, _, _, _) = service(
+        settings(),
+        [Script::calls([
+            ("get_weather", json!({"city": "Paris"})),
+            ("get_weather", json!({"city": "Rome"})),
+        ])],
+    );
+    let completion = Completion {
+        parallel_tool_calls: false,
+        ..with_weather()
+    };
+    let answer = service
+        .complete(&alice(), &question("Paris and Rome?"), &completion)
+        .await
+        .unwrap();
+    assert_eq!(answer.tool_calls.len(), 1);
+    assert_eq!(answer.tool_calls[0].input, json!({"city": "Paris"}));
+}
+
+#[tokio::test]
+async fn a_continuation_gives_the_model_the_calls_and_their_results_and_it_answers() {
+    let (service, model, _, _) = service(settings(), [Script::text("Sunny in Paris.")]);
+    let answer = service
+        .complete(&alice(), &continued("call_1"), &with_weather())
+        .await
+        .unwrap();
+    assert_eq!(answer.content, "Sunny in Paris.");
+    assert_eq!(answer.finish_reason, FinishReason::Stop);
+    let request = model.last_request().unwrap();
+    let roles: Vec<Role> = request.messages.iter().map(|m| m.role).collect();
+    assert_eq!(roles, [Role::User, Role::Assistant, Role::User]);
+    assert_eq!(request.messages[1].tool_uses[0].id, "call_1");
+    assert!(
+        request.messages[1].texts.is_empty(),
+        "{:?}",
+        request.messages[1]
+    );
+    assert_eq!(request.messages[2].tool_results[0].text, "sunny, 21 C");
+}
+
+#[tokio::test]
+async fn tool_choice_none_offers_no_tools_and_required_or_a_function_is_sent() {
+    let mut s = settings();
+    s.openai_server_tools = true;
+    let (service, model, _, _) = service(
+        s,
+        [
+            Script::text("no tools"),
+            Script::calls([("get_weather", json!({"city": "Paris"}))]),
+            Script::calls([("get_weather", json!({"city": "Paris"}))]),
+        ],
+    );
+    let none = Completion {
+        tool_choice: ToolChoice::None,
+        ..with_weather()
+    };
+    service
+        .complete(&alice(), &question("hi"), &none)
+        .await
+        .unwrap();
+    assert!(model.last_request().unwrap().tools.is_empty());
+    let on_claude = |choice| Completion {
+        model_id: Some(CLAUDE.into()),
+        tool_choice: choice,
+        ..with_weather()
+    };
+    service
+        .complete(&alice(), &question("hi"), &on_claude(ToolChoice::Required))
+        .await
+        .unwrap();
+    let request = model.last_request().unwrap();
+    assert_eq!(request.tool_choice, ToolChoice::Required);
+    // The server's tools too, when the operator turns them on.
+    let names: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["clock", "get_weather"]);
+    let named = ToolChoice::Function("get_weather".into());
+    service
+        .complete(&alice(), &question("hi"), &on_claude(named.clone()))
+        .await
+        .unwrap();
+    assert_eq!(model.last_request().unwrap().tool_choice, named);
+}
+
+#[tokio::test]
+async fn a_tool_choice_the_model_or_the_tools_cannot_meet_is_refused_naming_tool_choice() {
+    let (service, model, _, usage) = service(settings(), []);
+    let refused = |e: ChatError| match e {
+        ChatError::Invalid(e) => e,
+        other => panic!("{other:?}"),
+    };
+    let unknown = Completion {
+        model_id: Some(CLAUDE.into()),
+        tool_choice: ToolChoice::Function("nope".into()),
+        ..with_weather()
+    };
+    let e = refused(
+        service
+            .complete(&alice(), &question("hi"), &unknown)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.path, "tool_choice");
+    assert!(e.reason.contains("nope"), "{e}");
+    // The tests' model is one whose profile takes no tool choice.
+    let forced = Completion {
+        tool_choice: ToolChoice::Required,
+        ..with_weather()
+    };
+    let e = refused(
+        service
+            .complete(&alice(), &question("hi"), &forced)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.path, "tool_choice");
+    assert!(e.reason.contains("test.model-v1"), "{e}");
+    assert!(model.requests().is_empty());
+    assert_eq!(day_tokens(&usage, "alice").await, 0);
+}
+
+#[tokio::test]
+async fn stop_sequences_and_the_answer_format_reach_the_model_or_are_refused_by_name() {
+    let (service, model, _, _) = service(
+        settings(),
+        [Script::text("{}").stop(StopReason::StopSequence)],
+    );
+    let schema = ResponseFormat::JsonSchema {
+        name: "person".into(),
+        description: None,
+        schema: json!({"type": "object", "properties": {"name": {"type": "string"}}}),
+        strict: true,
+    };
+    let completion = Completion {
+        model_id: Some(CLAUDE.into()),
+        stop: vec!["END".into()],
+        response_format: schema.clone(),
+        ..Completion::default()
+    };
+    let answer = service
+        .complete(&alice(), &question("who?"), &completion)
+        .await
+        .unwrap();
+    assert_eq!(answer.finish_reason, FinishReason::Stop);
+    let request = model.last_request().unwrap();
+    assert_eq!(request.stop_sequences, ["END"]);
+    assert_eq!(request.response_format, schema);
+    let too_many = Completion {
+        stop: vec!["a".into(), "b".into(), "c".into(), "d".into(), "e".into()],
+        ..Completion::default()
+    };
+    let Err(ChatError::Invalid(e)) = service.complete(&alice(), &question("x"), &too_many).await
+    else {
+        panic!("five stop sequences taken")
+    };
+    assert_eq!(e.path, "stop");
+    // Nova holds no answer to a schema here.
+    let on_nova = Completion {
+        model_id: Some(NOVA.into()),
+        response_format: ResponseFormat::JsonObject,
+        ..Completion::default()
+    };
+    let Err(ChatError::Invalid(e)) = service.complete(&alice(), &question("x"), &on_nova).await
+    else {
+        panic!("json_object on Nova taken")
+    };
+    assert_eq!(e.path, "response_format");
+    assert!(e.reason.contains(NOVA), "{e}");
+}
+
+#[tokio::test]
+async fn a_model_the_operator_does_not_allow_is_not_found_and_an_allowed_one_answers_at_its_prices()
+{
+    let (service, model, _, usage) = service(settings(), [Script::text("hi").usage(1000, 1000)]);
+    let other = Completion {
+        model_id: Some("anthropic.claude-opus-4-1-20250805-v1:0".into()),
+        ..Completion::default()
+    };
+    let err = service
+        .complete(&alice(), &question("hi"), &other)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        ChatError::ModelNotFound("anthropic.claude-opus-4-1-20250805-v1:0".into())
+    );
+    assert!(model.requests().is_empty());
+    let claude = Completion {
+        model_id: Some(CLAUDE.into()),
+        ..Completion::default()
+    };
+    let answer = service
+        .complete(&alice(), &question("hi"), &claude)
+        .await
+        .unwrap();
+    assert_eq!(model.last_request().unwrap().model_id, CLAUDE);
+    assert_eq!(answer.model, CLAUDE);
+    // Sonnet's prices: $3 and $15 a million.
+    assert_eq!(answer.cost_usd, Some(0.018));
+    assert!(
+        model.last_request().unwrap().prompt_caching,
+        "Claude caches"
+    );
+    assert_eq!(day_tokens(&usage, "alice").await, 2000);
+}
+
+#[tokio::test]
+async fn the_clients_instructions_replace_the_system_prompt() {
+    let (service, model, _, _) = service(settings(), [Script::text("a"), Script::text("b")]);
+    let completion = Completion {
+        instructions: Some("You are a pirate.".into()),
+        ..Completion::default()
+    };
+    service
+        .complete(&alice(), &question("hi"), &completion)
+        .await
+        .unwrap();
+    assert_eq!(model.last_request().unwrap().system, "You are a pirate.");
+    service
+        .complete(&alice(), &question("hi"), &Completion::default())
+        .await
+        .unwrap();
+    assert_eq!(model.last_request().unwrap().system, "Be brief.");
+}
+
+#[tokio::test]
+async fn nothing_is_stored_in_history_and_the_usage_is_settled() {
+    let (service, _, store, usage) = service(settings(), [Script::text("hello").usage(40, 2)]);
+    let answer = service
+        .complete(&alice(), &question("hi"), &Completion::default())
+        .await
+        .unwrap();
+    assert!(answer.session_state.is_none());
+    assert_eq!(store.chat_count(), 0);
+    assert!(
+        !store
+            .calls()
+            .iter()
+            .any(|op| matches!(op, StoreOp::Create | StoreOp::Append)),
+        "{:?}",
+        store.calls()
+    );
+    assert_eq!(day_tokens(&usage, "alice").await, 42);
+    assert_eq!(usage.open_holds(), 0, "the reservation is released");
+}
+
+#[tokio::test]
+async fn reasoning_is_given_back_across_the_clients_round_trip_and_its_loss_answers_without_it() {
+    let (service, model, store, _) = service(
+        settings(),
+        [
+            Script::calls([("get_weather", json!({"city": "Paris"}))])
+                .reasoning(["Paris: ", "ask the tool."])
+                .signed("sig-paris"),
+            Script::text("Sunny."),
+            Script::text("Sunny again."),
+        ],
+    );
+    let mut asked = question("Weather in Paris?");
+    asked.overrides.reasoning_effort = Some(ReasoningEffort::Low);
+    let completion = Completion {
+        model_id: Some(CLAUDE.into()),
+        ..with_weather()
+    };
+    let answer = service
+        .complete(&alice(), &asked, &completion)
+        .await
+        .unwrap();
+    assert_eq!(answer.finish_reason, FinishReason::ToolCalls);
+    assert_eq!(answer.reasoning.as_deref(), Some("Paris: ask the tool."));
+    assert!(model.last_request().unwrap().reasoning.is_some());
+    let id = answer.tool_calls[0].id.clone();
+    // The client runs the tool and continues: the model gets its reasoning back before its call.
+    let mut next = continued(&id);
+    next.overrides.reasoning_effort = Some(ReasoningEffort::Low);
+    service
+        .complete(&alice(), &next, &completion)
+        .await
+        .unwrap();
+    let request = model.last_request().unwrap();
+    assert!(request.reasoning.is_some());
+    assert_eq!(
+        request.messages[1].reasoning,
+        [ReasoningBlock {
+            text: "Paris: ask the tool.".into(),
+            signature: Some("sig-paris".into()),
+        }]
+    );
+    // Another owner has none of it; once it is gone, the model answers without reasoning rather than fail.
+    assert_eq!(store.kept_reasoning("bob", &id).await.unwrap(), None);
+    store.expire_reasoning("alice", &id);
+    let answer = service
+        .complete(&alice(), &next, &completion)
+        .await
+        .unwrap();
+    assert_eq!(answer.content, "Sunny again.");
+    let request = model.last_request().unwrap();
+    assert!(request.reasoning.is_none());
+    assert!(request.messages[1].reasoning.is_empty());
+}
+
+#[tokio::test]
+async fn retrieval_stays_off_for_completions_unless_the_operator_turns_it_on() {
+    let mut s = settings();
+    s.retrieval.when = SearchWhen::Before;
+    s.retrieval.query_rewrite = false;
+    let retriever = chat_testing::FakeRetriever::new();
+    let (service, model, _, _) = service(s.clone(), [Script::text("a")]);
+    let service = service.with_retriever(Some(Arc::new(retriever.clone())));
+    service
+        .complete(&alice(), &question("policy?"), &Completion::default())
+        .await
+        .unwrap();
+    assert_eq!(model.last_request().unwrap().system, "Be brief.");
+    let mut on = s;
+    on.openai_retrieval = true;
+    let (service, model, _, _) = self::service(on, [Script::text("b")]);
+    let service = service.with_retriever(Some(Arc::new(retriever.clone())));
+    service
+        .complete(&alice(), &question("policy?"), &Completion::default())
+        .await
+        .unwrap();
+    assert!(
+        model.last_request().unwrap().system.len() > "Be brief.".len(),
+        "the grounding instructions join the prompt"
+    );
+}
