@@ -575,7 +575,10 @@ mod tests {
         );
         assert!(!c.chat.openai_retrieval && !c.chat.openai_server_tools);
         let bare = config(&[]).unwrap();
-        assert_eq!(bare.chat.allowed_models, std::slice::from_ref(&bare.chat.model_id));
+        assert_eq!(
+            bare.chat.allowed_models,
+            std::slice::from_ref(&bare.chat.model_id)
+        );
         let on = config(&[("OPENAI_RETRIEVAL", "on"), ("OPENAI_SERVER_TOOLS", "true")]).unwrap();
         assert!(on.chat.openai_retrieval && on.chat.openai_server_tools);
         let bad = config(&[("ALLOWED_MODELS", "a.b-v1 c.d-v1")]).unwrap_err();

@@ -186,6 +186,38 @@
 //! | a `toolResult` whose `toolUseId` no `toolUse` of the message before has | ``messages.I.content.K: unexpected `tool_use_id` found in `tool_result` blocks: ID. …`` |
 //! | a `toolUse` the next message answers with no `toolResult` | ``messages.I: `tool_use` ids were found without `tool_result` blocks immediately after: ID. …`` |
 //!
+//! # Tool choice, stop sequences, structured output
+//!
+//! | the request | the answer |
+//! |---|---|
+//! | `toolConfig.toolChoice` `{"tool":{"name":N}}` | only the calls of N the directives ask for; with none, one call of N whose input is the *example* of N's input schema (below, required properties only), as if `[[tool:N {example}]]` asked for it (the text `Let me call N.`, `stopReason` `tool_use`) |
+//! | `toolConfig.toolChoice` `{"any":{}}` | the directives' calls; with none, one call of the first offered tool, its input the example of its schema |
+//! | `toolConfig.toolChoice` `{"auto":{}}` or none | as without it |
+//! | `inferenceConfig.stopSequences` `[S…]` | the answer's text (after the rows above chose it, before `maxTokens` cuts it) ends just before the first place any S occurs in it, S left out; then `stopReason` `stop_sequence` and no `toolUse` blocks. An S the text does not hold changes nothing |
+//! | `outputConfig` `{"textFormat":{"type":"json_schema","structure":{"jsonSchema":{"schema":J,"name","description"}}}}`, J a JSON schema as a string | unless the answer is a query rewrite or tool calls: the example of J's schema with all its properties, as compact JSON, in the pieces a tool's input streams in (no follow-up questions) |
+//!
+//! The *example* of a schema is the same every time and valid against it: its `const`, its first `enum` value, the
+//! example of its first `anyOf`/`oneOf` alternative, else by its `type` (the first that is not `null` of a list):
+//! an object of its properties' examples (all, or the `required` ones), an array of `max(minItems, 1)` examples of
+//! `items` (at most `maxItems`), the string `example` (padded with `x` to `minLength`), the `minimum` (else 1, at
+//! most `maximum`) for `integer` and `number`, `true`, `null`; a schema without a type is an object when it has
+//! `properties`, else `{}` ([`example`]).
+//!
+//! Refused as `ValidationException`s, after the tool refusals above and in this order:
+//!
+//! | the request | the message |
+//! |---|---|
+//! | `toolChoice.tool.name` N not offered | `toolConfig.toolChoice.tool.name: N is not one of the tools` |
+//! | a `toolChoice` `any` or `tool` while `thinking` is `enabled` or `adaptive` (with an effort) | `Thinking may not be enabled when tool_choice forces tool use.` |
+//! | `thinking` `enabled` or `adaptive` (with an effort), and the last assistant message has `toolUse` blocks but does not start with a `reasoningContent` block | ``messages.I.content.0.type: Expected `thinking` or `redacted_thinking`, but found `K`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks). …`` (K `tool_use` or `text`), as Bedrock refuses Claude's tool use without the reasoning that led to it |
+//! | the same, a `reasoningText` block of that message whose `signature` is not the one this server gives its `text` (`local-signature-…`, see Reasoning) | ``messages.I.content.K: Invalid `signature` in `thinking` block`` |
+//! | an `outputConfig.textFormat` whose `type` is not `json_schema` | `outputConfig.textFormat.type: must be json_schema` |
+//! | no `structure.jsonSchema.schema` string | `outputConfig.textFormat.structure.jsonSchema.schema: is required` |
+//! | a schema that is not a JSON object | `outputConfig.textFormat.structure.jsonSchema.schema: is not a JSON schema object` |
+//!
+//! So reasoning is kept across a tool call exactly when the reasoning block this server sent, text and signature
+//! unchanged, comes back first in the assistant message that made the calls.
+//!
 //! Without these fields a request is answered as before (no reasoning, no cache fields, no trace, no echo).
 //! `performanceConfig`/`serviceTier` are checked after reasoning; the first refusal wins.
 //!
@@ -1099,20 +1131,268 @@ fn planned_calls(body: &Value, messages: &[Value]) -> Vec<PlannedCall> {
             .collect()
     };
     let request = body.to_string();
-    directives
+    let mut calls: Vec<(String, Value)> = directives
         .into_iter()
         .filter(|d| offered.contains(&d.name.as_str()))
+        .map(|d| (d.name, d.input))
+        .collect();
+    // A tool choice that forces a call: the named tool (its directives' calls only), or any (the first offered
+    // when no directive asks), its input made from its schema.
+    match forced_tool(body) {
+        Some(Forced::Tool(name)) => {
+            calls.retain(|(n, _)| *n == name);
+            if calls.is_empty() && offered.contains(&name.as_str()) {
+                let input = example(&tool_schema(body, &name), true);
+                calls.push((name, input));
+            }
+        }
+        Some(Forced::Any) if calls.is_empty() => {
+            if let Some(name) = offered.first() {
+                calls.push((name.to_string(), example(&tool_schema(body, name), true)));
+            }
+        }
+        _ => {}
+    }
+    calls
+        .into_iter()
         .enumerate()
-        .map(|(i, d)| {
-            let json = d.input.to_string();
+        .map(|(i, (name, input))| {
+            let json = input.to_string();
             PlannedCall {
                 id: format!("tooluse_{:016x}", fnv1a(&format!("{request}#{i}"))),
                 chunks: input_chunks(&json),
-                name: d.name,
-                input: d.input,
+                name,
+                input,
             }
         })
         .collect()
+}
+
+/// A `toolConfig.toolChoice` that forces a call.
+#[derive(Debug, PartialEq)]
+enum Forced {
+    Any,
+    Tool(String),
+}
+
+/// The call `toolConfig.toolChoice` forces: `{"any":{}}` or `{"tool":{"name"}}`; `{"auto":{}}` or none forces none.
+fn forced_tool(body: &Value) -> Option<Forced> {
+    let choice = body.pointer("/toolConfig/toolChoice")?;
+    if choice.get("any").is_some() {
+        return Some(Forced::Any);
+    }
+    choice
+        .pointer("/tool/name")
+        .and_then(Value::as_str)
+        .map(|name| Forced::Tool(name.to_string()))
+}
+
+/// The input schema of the offered tool `name` (`{}` if it has none).
+fn tool_schema(body: &Value, name: &str) -> Value {
+    blocks_of(body.pointer("/toolConfig/tools"))
+        .iter()
+        .find(|t| t.pointer("/toolSpec/name").and_then(Value::as_str) == Some(name))
+        .and_then(|t| t.pointer("/toolSpec/inputSchema/json"))
+        .cloned()
+        .unwrap_or_else(|| json!({}))
+}
+
+/// A JSON value valid against `schema`, the same every time: its `const`, its first `enum` value, its first
+/// `anyOf`/`oneOf` alternative, else by its `type` (the first that is not `null` when a list): an object of its
+/// required properties (all of its properties unless `required_only`), each an example of its own schema; an
+/// array of `max(minItems, 1)` examples of `items` (at most `maxItems`); the string `example` (padded with `x` to
+/// `minLength`); the integer or number `minimum`, else 1 (at most `maximum`); `true`; `null`. A schema without a
+/// type is an object when it has `properties`, else `{}`.
+pub fn example(schema: &Value, required_only: bool) -> Value {
+    if let Some(value) = schema.get("const") {
+        return value.clone();
+    }
+    if let Some(first) = schema
+        .get("enum")
+        .and_then(Value::as_array)
+        .and_then(|e| e.first())
+    {
+        return first.clone();
+    }
+    for key in ["anyOf", "oneOf"] {
+        if let Some(first) = schema
+            .get(key)
+            .and_then(Value::as_array)
+            .and_then(|a| a.first())
+        {
+            return example(first, required_only);
+        }
+    }
+    let kind = match schema.get("type") {
+        Some(Value::String(t)) => t.as_str(),
+        Some(Value::Array(types)) => types
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|t| *t != "null")
+            .unwrap_or("null"),
+        _ if schema.get("properties").is_some() => "object",
+        _ => return json!({}),
+    };
+    let bounded = |default: f64| {
+        let low = schema.get("minimum").and_then(Value::as_f64);
+        let high = schema.get("maximum").and_then(Value::as_f64);
+        let value = low.unwrap_or(default);
+        high.map_or(value, |h| value.min(h))
+    };
+    match kind {
+        "object" => {
+            let required: Vec<&str> = schema
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let mut out = serde_json::Map::new();
+            if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+                for (name, property) in properties {
+                    if !required_only || required.contains(&name.as_str()) {
+                        out.insert(name.clone(), example(property, required_only));
+                    }
+                }
+            }
+            Value::Object(out)
+        }
+        "array" => {
+            let min = schema.get("minItems").and_then(Value::as_u64).unwrap_or(0);
+            let max = schema
+                .get("maxItems")
+                .and_then(Value::as_u64)
+                .unwrap_or(u64::MAX);
+            let items = schema.get("items").cloned().unwrap_or_else(|| json!({}));
+            let count = min.max(1).min(max);
+            Value::Array((0..count).map(|_| example(&items, required_only)).collect())
+        }
+        "string" => {
+            let min = schema.get("minLength").and_then(Value::as_u64).unwrap_or(0) as usize;
+            let mut text = String::from("example");
+            while text.len() < min {
+                text.push('x');
+            }
+            Value::String(text)
+        }
+        "integer" => json!(bounded(1.0) as i64),
+        "number" => json!(bounded(1.0)),
+        "boolean" => Value::Bool(true),
+        _ => Value::Null,
+    }
+}
+
+/// The JSON schema `outputConfig.textFormat` holds the answer to, or the `ValidationException` message of a
+/// format Bedrock refuses; `None` without an `outputConfig`.
+fn output_schema(body: &Value) -> Option<Result<Value, String>> {
+    let format = body.pointer("/outputConfig/textFormat")?;
+    if format.get("type").and_then(Value::as_str) != Some("json_schema") {
+        return Some(Err(
+            "outputConfig.textFormat.type: must be json_schema".into()
+        ));
+    }
+    let Some(text) = format
+        .pointer("/structure/jsonSchema/schema")
+        .and_then(Value::as_str)
+    else {
+        return Some(Err(
+            "outputConfig.textFormat.structure.jsonSchema.schema: is required".into(),
+        ));
+    };
+    Some(
+        serde_json::from_str::<Value>(text)
+            .ok()
+            .filter(Value::is_object)
+            .ok_or_else(|| {
+                "outputConfig.textFormat.structure.jsonSchema.schema: is not a JSON schema object"
+                    .into()
+            }),
+    )
+}
+
+/// The `ValidationException` message of a tool choice Bedrock refuses: a named tool not offered, or a forced call
+/// while Claude thinks.
+fn tool_choice_refusal(body: &Value, thinking: bool) -> Option<String> {
+    match forced_tool(body)? {
+        Forced::Tool(name) if !offered_tools(body).contains(&name.as_str()) => Some(format!(
+            "toolConfig.toolChoice.tool.name: {name} is not one of the tools"
+        )),
+        _ if thinking => {
+            Some("Thinking may not be enabled when tool_choice forces tool use.".into())
+        }
+        _ => None,
+    }
+}
+
+/// Whether Claude's `thinking` is on (`enabled` or `adaptive`).
+fn thinking(body: &Value) -> bool {
+    matches!(
+        body.pointer("/additionalModelRequestFields/thinking/type")
+            .and_then(Value::as_str),
+        Some("enabled" | "adaptive")
+    )
+}
+
+/// The `ValidationException` message of a request whose last assistant message asks for tools without the
+/// reasoning that led to them, while Claude thinks: it must start with a `reasoningContent` block, and each of its
+/// `reasoningText` blocks must carry the signature this server gave that text.
+fn reasoning_refusal(messages: &[Value]) -> Option<String> {
+    let (i, last) = messages
+        .iter()
+        .enumerate()
+        .rev()
+        .find(|(_, m)| m.get("role").and_then(Value::as_str) == Some("assistant"))?;
+    if tool_uses(Some(last)).is_empty() {
+        return None;
+    }
+    let blocks = blocks_of(last.get("content"));
+    let first = blocks.first()?;
+    if first.get("reasoningContent").is_none() {
+        let kind = if first.get("toolUse").is_some() {
+            "tool_use"
+        } else {
+            "text"
+        };
+        return Some(format!(
+            "messages.{i}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{kind}`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking blocks from previous turns. To avoid this requirement, disable `thinking`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
+        ));
+    }
+    blocks.iter().enumerate().find_map(|(k, block)| {
+        let text = block.pointer("/reasoningContent/reasoningText")?;
+        let said = text.get("text").and_then(Value::as_str).unwrap_or_default();
+        let signed = text.get("signature").and_then(Value::as_str);
+        (signed != Some(signature(said).as_str()))
+            .then(|| format!("messages.{i}.content.{k}: Invalid `signature` in `thinking` block"))
+    })
+}
+
+/// The answer cut before the first of `stops` it holds, and whether it was cut.
+fn cut_at_stop(pieces: &mut Vec<String>, stops: &[&str]) -> bool {
+    let text = pieces.concat();
+    let Some(at) = stops
+        .iter()
+        .filter(|s| !s.is_empty())
+        .filter_map(|s| text.find(s))
+        .min()
+    else {
+        return false;
+    };
+    let mut kept = Vec::new();
+    let mut from = 0;
+    for piece in pieces.drain(..) {
+        if from >= at {
+            break;
+        }
+        let end = from + piece.len();
+        kept.push(if end <= at {
+            piece
+        } else {
+            piece[..at - from].to_string()
+        });
+        from = end;
+    }
+    kept.retain(|p| !p.is_empty());
+    *pieces = kept;
+    true
 }
 
 fn plan(body: &Value, pace: Duration) -> Plan {
@@ -1155,11 +1435,15 @@ fn plan(body: &Value, pace: Duration) -> Plan {
         }
         _ => Vec::new(),
     };
+    let structured = output_schema(body);
     let mut pieces = if system.contains(QUERY_REWRITE) {
         pieces(&search_query(&last_user))
     } else if !tool_calls.is_empty() {
         let names: Vec<&str> = tool_calls.iter().map(|c| c.name.as_str()).collect();
         pieces(&format!("Let me call {}.", names.join(", ")))
+    } else if let Some(Ok(schema)) = &structured {
+        // Structured output: a JSON value of the schema, with all its properties, in pieces.
+        input_chunks(&example(schema, false).to_string())
     } else if !last_results.is_empty() {
         let before = messages.len().checked_sub(2).and_then(|i| messages.get(i));
         let mut answer = tool_results_answer(&last_results, &tool_uses(before));
@@ -1219,6 +1503,25 @@ fn plan(body: &Value, pace: Duration) -> Plan {
     };
     if invalid.is_none() {
         invalid = tool_refusal(body);
+    }
+    let thinks = effort.is_some() && thinking(body);
+    if invalid.is_none() {
+        invalid = tool_choice_refusal(body, thinks);
+    }
+    if invalid.is_none() && thinks {
+        invalid = reasoning_refusal(&messages);
+    }
+    if invalid.is_none() {
+        invalid = structured.and_then(Result::err);
+    }
+    // The answer ends before the first stop sequence it would write.
+    let stops: Vec<&str> = blocks_of(body.pointer("/inferenceConfig/stopSequences"))
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    if cut_at_stop(&mut pieces, &stops) {
+        citations.retain(|c| c.end <= pieces.len());
+        stop_reason = "stop_sequence";
     }
     let mut reasoning_pieces = effort.map(|effort| {
         self::pieces(&format!(
@@ -2085,6 +2388,46 @@ async fn count_tokens(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_example_is_valid_against_its_schema_and_the_same_every_time() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "s": {"type": "string", "minLength": 9},
+                "n": {"type": ["null", "number"], "minimum": 2.5},
+                "i": {"type": "integer", "maximum": 0},
+                "e": {"enum": ["b", "a"]},
+                "c": {"const": 7},
+                "a": {"type": "array", "items": {"type": "boolean"}, "minItems": 2},
+                "o": {"anyOf": [{"type": "null"}, {"type": "string"}]},
+                "x": {"properties": {"y": {"type": "integer"}}, "required": []},
+            },
+            "required": ["s", "a"],
+        });
+        assert_eq!(
+            example(&schema, false),
+            json!({"s": "examplexx", "n": 2.5, "i": 0, "e": "b", "c": 7, "a": [true, true], "o": null, "x": {"y": 1}})
+        );
+        assert_eq!(
+            example(&schema, true),
+            json!({"s": "examplexx", "a": [true, true]})
+        );
+        assert_eq!(example(&json!({}), true), json!({}));
+    }
+
+    #[test]
+    fn a_stop_sequence_cuts_the_pieces_before_it() {
+        let mut p = pieces("one two STOP three");
+        assert!(cut_at_stop(&mut p, &["three", "STOP"]));
+        assert_eq!(p.concat(), "one two ");
+        let mut p = pieces("one two");
+        assert!(!cut_at_stop(&mut p, &["zz", ""]));
+        assert_eq!(p.concat(), "one two");
+        let mut p = pieces("abc def");
+        assert!(cut_at_stop(&mut p, &["c d"]));
+        assert_eq!(p, ["ab"]);
+    }
 
     #[test]
     fn a_grounded_answer_leaves_out_the_passages_heading_marks() {
