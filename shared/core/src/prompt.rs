@@ -80,10 +80,19 @@ pub(crate) fn push_text(out: &mut Vec<ModelMessage>, role: Role, text: String) {
 /// Consecutive messages of one role become one model message with several text blocks (and their files).
 pub(crate) fn model_messages(messages: &[Message]) -> Vec<ModelMessage> {
     let mut out: Vec<ModelMessage> = Vec::with_capacity(messages.len());
-    for m in messages {
-        push_tool_rounds(&mut out, m);
-        // An answer of tool calls alone (a client that ran them continues) says nothing after them.
+    for (i, m) in messages.iter().enumerate() {
         let text = m.text();
+        // The conversation ends in the client's calls, which it ran (a stateless completion continues): what the
+        // answer said went before its calls, and their results are the last message.
+        if i + 1 == messages.len() && m.role == Role::Assistant && m.tools().next().is_some() {
+            if !text.is_empty() {
+                push_text(&mut out, m.role, text);
+            }
+            push_tool_rounds(&mut out, m);
+            continue;
+        }
+        push_tool_rounds(&mut out, m);
+        // An answer of tool calls alone says nothing after them.
         if text.is_empty() && m.tools().next().is_some() {
             continue;
         }

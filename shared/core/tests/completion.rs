@@ -242,6 +242,24 @@ async fn a_continuation_gives_the_model_the_calls_and_their_results_and_it_answe
 }
 
 #[tokio::test]
+async fn what_the_answer_said_before_its_calls_stays_before_them_when_the_client_continues() {
+    let (service, model, _, _) = service(settings(), [Script::text("Sunny.")]);
+    let mut turn = continued("call_1");
+    turn.messages[1]
+        .content
+        .push(ContentPart::Text("Let me check.".into()));
+    service
+        .complete(&alice(), &turn, &with_weather())
+        .await
+        .unwrap();
+    let request = model.last_request().unwrap();
+    assert_eq!(request.messages.len(), 3);
+    assert_eq!(request.messages[1].texts, ["Let me check."]);
+    assert_eq!(request.messages[1].tool_uses[0].id, "call_1");
+    assert_eq!(request.messages[2].tool_results[0].id, "call_1");
+}
+
+#[tokio::test]
 async fn tool_choice_none_offers_no_tools_and_required_or_a_function_is_sent() {
     let mut s = settings();
     s.openai_server_tools = true;
