@@ -132,6 +132,13 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
     ) -> Result<(crate::turn::Turn, crate::call::Call), ChatError> {
         let mut settings = self.completion_settings(completion)?;
         let mut input = input.clone();
+        // The overrides are the completion's own fields (`reasoning_effort`, …): a refusal names them so.
+        crate::checks::check_overrides(&settings, &input.overrides).map_err(|mut e| {
+            if let Some(field) = e.path.strip_prefix("context.overrides.") {
+                e.path = field.to_string();
+            }
+            e
+        })?;
         check_completion(&settings, &input, completion)?;
         if let Some(user) = &completion.user {
             tracing::info!(end_user = %user, "the completion's end user");

@@ -335,6 +335,16 @@ async fn a_tool_choice_the_model_or_the_tools_cannot_meet_is_refused_naming_tool
     );
     assert_eq!(e.path, "tool_choice");
     assert!(e.reason.contains("test.model-v1"), "{e}");
+    // Reasoning the tests' model cannot do is refused naming the completion's own field.
+    let mut reasoning = question("hi");
+    reasoning.overrides.reasoning_effort = Some(ReasoningEffort::High);
+    let e = refused(
+        service
+            .complete(&alice(), &reasoning, &Completion::default())
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.path, "reasoning_effort");
     assert!(model.requests().is_empty());
     assert_eq!(day_tokens(&usage, "alice").await, 0);
 }
