@@ -174,18 +174,20 @@ fn messages(request: &ModelRequest) -> Result<Vec<Message>, ModelError> {
             // uses it led to (a block without a signature is never given back).
             if offered {
                 for block in m.reasoning.iter().filter(|_| !m.tool_uses.is_empty()) {
-                    let Some(signature) = &block.signature else {
-                        continue;
-                    };
-                    message = message.content(ContentBlock::ReasoningContent(
-                        ReasoningContentBlock::ReasoningText(
+                    let content = match (&block.signature, &block.redacted) {
+                        (_, Some(bytes)) => {
+                            ReasoningContentBlock::RedactedContent(Blob::new(bytes.clone()))
+                        }
+                        (Some(signature), None) => ReasoningContentBlock::ReasoningText(
                             ReasoningTextBlock::builder()
                                 .text(&block.text)
                                 .signature(signature)
                                 .build()
                                 .map_err(rejected)?,
                         ),
-                    ));
+                        (None, None) => continue,
+                    };
+                    message = message.content(ContentBlock::ReasoningContent(content));
                 }
             }
             // The results of the previous message's calls come first in a user message, as Claude wants them.
@@ -731,10 +733,12 @@ impl ModelStream for BedrockStream {
                                 .get_or_insert_with(|| millis(self.started));
                             return Ok(Some(ModelEvent::Reasoning(text.clone())));
                         }
-                        ReasoningContentBlockDelta::RedactedContent(_) => {
+                        ReasoningContentBlockDelta::RedactedContent(bytes) => {
                             self.first_text_ms
                                 .get_or_insert_with(|| millis(self.started));
-                            return Ok(Some(ModelEvent::RedactedReasoning));
+                            return Ok(Some(ModelEvent::RedactedReasoning(
+                                bytes.as_ref().to_vec(),
+                            )));
                         }
                         // The signature proves the reasoning to the model when it is given back with the tool uses
                         // it led to: it closes the block.
@@ -944,14 +948,16 @@ impl ChatModel for BedrockModel {
                     ContentBlock::ReasoningContent(ReasoningContentBlock::ReasoningText(r)) => {
                         reasoning.push_str(r.text());
                         if let Some(signature) = r.signature() {
-                            reasoning_blocks.push(chat_core::ReasoningBlock {
-                                text: r.text().to_string(),
-                                signature: Some(signature.to_string()),
-                            });
+                            reasoning_blocks
+                                .push(chat_core::ReasoningBlock::signed(r.text(), signature));
                         }
                     }
-                    ContentBlock::ReasoningContent(ReasoningContentBlock::RedactedContent(_)) => {
+                    ContentBlock::ReasoningContent(ReasoningContentBlock::RedactedContent(
+                        bytes,
+                    )) => {
                         reasoning_redacted = true;
+                        reasoning_blocks
+                            .push(chat_core::ReasoningBlock::redacted(bytes.as_ref().to_vec()));
                     }
                     // Cited text: the citations follow the text they support.
                     ContentBlock::CitationsContent(cited) => {

@@ -243,10 +243,10 @@ async fn the_server_refuses_tool_use_without_its_signed_reasoning_while_claude_t
         matches!(&err, ModelError::Rejected(m) if m.contains("Expected `thinking` or `redacted_thinking`, but found `tool_use`")),
         "{err:?}"
     );
-    let forged = vec![ReasoningBlock {
-        text: "I will look it up.".into(),
-        signature: Some("local-signature-0000000000000000".into()),
-    }];
+    let forged = vec![ReasoningBlock::signed(
+        "I will look it up.",
+        "local-signature-0000000000000000",
+    )];
     let err = model.converse(&conversation(forged)).await.unwrap_err();
     assert!(
         matches!(&err, ModelError::Rejected(m) if m.contains("Invalid `signature`")),
@@ -414,4 +414,57 @@ async fn across_the_clients_round_trip_the_reasoning_kept_in_dynamodb_goes_back(
     let body = &server.requests()[2].body;
     assert!(body.get("additionalModelRequestFields").is_none(), "{body}");
     assert!(first_block(&server, 2, 1)["toolUse"].is_object());
+}
+
+#[tokio::test]
+async fn a_redacted_reasoning_block_goes_back_as_it_came_beside_the_signed_one() {
+    let (server, model) = start().await;
+    let mut s = settings();
+    s.openai_server_tools = true;
+    let service = ChatService::new(model, InMemoryStore::new(), s)
+        .with_tools(vec![Arc::new(Tools)], ToolBounds::default());
+    let answer = service
+        .answer(
+            &Caller::owner("alice"),
+            &thinking_turn(
+                r#"What is 2 + 3? [[tool:add {"a": 2, "b": 3}]] [[redacted-reasoning]]"#,
+            ),
+        )
+        .await
+        .expect("Bedrock takes the reasoning back");
+    assert!(answer.reasoning_redacted);
+    assert!(
+        answer.content.ends_with("add returned 5"),
+        "{}",
+        answer.content
+    );
+    let asked = &server.requests()[1].body["messages"][1]["content"];
+    assert!(
+        asked[0]["reasoningContent"]["reasoningText"]["signature"].is_string(),
+        "{asked}"
+    );
+    // The bytes the server sent ("redacted by local-bedrock"), in base64.
+    assert_eq!(
+        asked[1]["reasoningContent"]["redactedContent"],
+        json!("cmVkYWN0ZWQgYnkgbG9jYWwtYmVkcm9jaw==")
+    );
+    assert!(asked[3]["toolUse"].is_object(), "{asked}");
+    // Streamed: the signature and the redacted bytes come as deltas, and go back alike.
+    let mut turn = service
+        .stream(
+            &Caller::owner("alice"),
+            &thinking_turn(
+                r#"What is 2 + 3? [[tool:add {"a": 2, "b": 3}]] [[redacted-reasoning]]"#,
+            ),
+        )
+        .await
+        .expect("Bedrock takes the reasoning back");
+    let mut text = String::new();
+    while let Some(event) = turn.next().await.unwrap() {
+        if let chat_core::TurnEvent::Text(t) = event {
+            text.push_str(&t);
+        }
+    }
+    assert!(text.ends_with("add returned 5"), "{text}");
+    assert_eq!(&server.requests()[3].body["messages"][1]["content"], asked);
 }

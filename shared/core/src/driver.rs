@@ -358,7 +358,11 @@ impl<S: ModelStream> RoundDriver<S> {
                     self.ready.push_back(DriverEvent::Reasoning(text));
                 }
             }
-            Some(ModelEvent::RedactedReasoning) => {
+            Some(ModelEvent::RedactedReasoning(bytes)) => {
+                if !bytes.is_empty() {
+                    self.round_reasoning
+                        .push(crate::ReasoningBlock::redacted(bytes));
+                }
                 if !self.reasoning_redacted {
                     self.reasoning_redacted = true;
                     let note =
@@ -367,10 +371,10 @@ impl<S: ModelStream> RoundDriver<S> {
                 }
             }
             Some(ModelEvent::ReasoningSignature(signature)) => {
-                self.round_reasoning.push(crate::ReasoningBlock {
-                    text: std::mem::take(&mut self.reasoning_open),
-                    signature: Some(signature),
-                });
+                self.round_reasoning.push(crate::ReasoningBlock::signed(
+                    std::mem::take(&mut self.reasoning_open),
+                    signature,
+                ));
             }
             Some(ModelEvent::ToolUse(call)) if self.client_tools.contains(&call.name) => {
                 if self.one_client_call && !self.client_calls.is_empty() {

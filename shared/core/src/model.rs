@@ -25,11 +25,40 @@ pub struct ModelMessage {
 }
 
 /// One block of a model's reasoning, as the model provider signed it (its signature proves the text unchanged when
-/// it is given back); a block without a signature is never given back.
+/// it is given back), or as it sent it encrypted (`redacted`, then no text); a block with neither a signature nor
+/// redacted bytes is never given back.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ReasoningBlock {
     pub text: String,
     pub signature: Option<String>,
+    /// The encrypted reasoning of a redacted block, given back as it came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redacted: Option<Vec<u8>>,
+}
+
+impl ReasoningBlock {
+    /// A block of reasoning text and the signature its provider gave it.
+    pub fn signed(text: impl Into<String>, signature: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            signature: Some(signature.into()),
+            redacted: None,
+        }
+    }
+
+    /// A redacted block: the provider's encrypted bytes.
+    pub fn redacted(bytes: Vec<u8>) -> Self {
+        Self {
+            text: String::new(),
+            signature: None,
+            redacted: Some(bytes),
+        }
+    }
+
+    /// Whether the block may be given back to the model (signed, or redacted).
+    pub fn kept(&self) -> bool {
+        self.signature.is_some() || self.redacted.is_some()
+    }
 }
 
 impl ModelMessage {
@@ -187,8 +216,9 @@ pub enum ModelEvent {
     /// The reasoning block the pieces since the last signature make is complete, signed thus by the model provider
     /// (to give it back, unchanged, with the tool uses it led to).
     ReasoningSignature(String),
-    /// Reasoning the model provider sent encrypted: there is nothing of it to show.
-    RedactedReasoning,
+    /// Reasoning the model provider sent encrypted (its bytes, to give back as they came): there is nothing of it to
+    /// show.
+    RedactedReasoning(Vec<u8>),
     Text(String),
     /// The text so far cites the request's search result at this position.
     Citation(usize),
@@ -244,6 +274,7 @@ pub(crate) struct ReplyStream {
 impl ReplyStream {
     pub(crate) fn new(reply: ModelReply) -> Self {
         let mut events = VecDeque::with_capacity(6 + 2 * reply.citations.len());
+        let redacted_block = reply.reasoning_blocks.iter().any(|b| b.redacted.is_some());
         if reply.reasoning_blocks.is_empty() {
             if !reply.reasoning.is_empty() {
                 events.push_back(ModelEvent::Reasoning(reply.reasoning));
@@ -256,10 +287,13 @@ impl ReplyStream {
                 if let Some(signature) = block.signature {
                     events.push_back(ModelEvent::ReasoningSignature(signature));
                 }
+                if let Some(bytes) = block.redacted {
+                    events.push_back(ModelEvent::RedactedReasoning(bytes));
+                }
             }
         }
-        if reply.reasoning_redacted {
-            events.push_back(ModelEvent::RedactedReasoning);
+        if reply.reasoning_redacted && !redacted_block {
+            events.push_back(ModelEvent::RedactedReasoning(Vec::new()));
         }
         let mut from = 0;
         for citation in &reply.citations {

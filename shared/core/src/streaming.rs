@@ -214,7 +214,7 @@ impl<S: ModelStream> StreamingTurn<S> {
         let signed: Vec<crate::ReasoningBlock> = driver
             .round_reasoning
             .into_iter()
-            .filter(|b| b.signature.is_some())
+            .filter(crate::ReasoningBlock::kept)
             .collect();
         if let Some(first) = finished.tool_calls.first()
             && !signed.is_empty()

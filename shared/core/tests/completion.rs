@@ -511,10 +511,7 @@ async fn reasoning_is_given_back_across_the_clients_round_trip_and_its_loss_answ
     assert!(request.reasoning.is_some());
     assert_eq!(
         request.messages[1].reasoning,
-        [ReasoningBlock {
-            text: "Paris: ask the tool.".into(),
-            signature: Some("sig-paris".into()),
-        }]
+        [ReasoningBlock::signed("Paris: ask the tool.", "sig-paris")]
     );
     // Another owner has none of it; once it is gone, the model answers without reasoning rather than fail.
     assert_eq!(store.kept_reasoning("bob", &id).await.unwrap(), None);

@@ -532,10 +532,7 @@ async fn tools_are_offered_while_the_model_reasons_and_its_signed_reasoning_goes
     assert_eq!(asked.tool_uses[0].name, "add");
     assert_eq!(
         asked.reasoning,
-        [chat_core::ReasoningBlock {
-            text: "I should add.".into(),
-            signature: Some("sig-1".into()),
-        }]
+        [chat_core::ReasoningBlock::signed("I should add.", "sig-1")]
     );
     assert!(!titles(&answer.thoughts()).contains(&"Tools not offered".to_string()));
     assert_eq!(answer.reasoning.as_deref(), Some("I should add.Done."));

@@ -8,6 +8,9 @@ use chat_core::{
     StopReason, TokenUsage,
 };
 
+/// The bytes of a scripted redacted reasoning block.
+pub const REDACTED: &[u8] = b"redacted by the script";
+
 /// One scripted answer: its text in pieces, why it stops, its usage, and faults at its start or after some pieces.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Script {
@@ -316,10 +319,14 @@ impl ChatModel for ScriptedModel {
             reasoning_blocks: script
                 .signature
                 .iter()
-                .map(|signature| chat_core::ReasoningBlock {
-                    text: script.reasoning.concat(),
-                    signature: Some(signature.clone()),
+                .map(|signature| {
+                    chat_core::ReasoningBlock::signed(script.reasoning.concat(), signature)
                 })
+                .chain(
+                    script
+                        .redacted
+                        .then(|| chat_core::ReasoningBlock::redacted(REDACTED.to_vec())),
+                )
                 .collect(),
             ..ModelReply::default()
         })
@@ -338,7 +345,7 @@ impl ChatModel for ScriptedModel {
             events.push_back(Ok(ModelEvent::ReasoningSignature(signature.clone())));
         }
         if script.redacted {
-            events.push_back(Ok(ModelEvent::RedactedReasoning));
+            events.push_back(Ok(ModelEvent::RedactedReasoning(REDACTED.to_vec())));
         }
         for (i, piece) in script.pieces.iter().enumerate() {
             if let Some((after, e)) = &script.fail_after
