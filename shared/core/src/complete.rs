@@ -183,8 +183,8 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
     }
 
     /// The reasoning kept for the client calls a conversation continues (its last message, an answer of tool
-    /// calls): `Some` (empty when nothing is needed) or `None` when the model reasons but its reasoning for those
-    /// calls is gone, so the continuation must be answered without reasoning (which is logged).
+    /// calls): `Some` (empty when nothing is needed or kept) or `None` when Claude reasons but its reasoning for
+    /// those calls is gone, so the continuation must be answered without reasoning (which is logged).
     async fn kept_reasoning(
         &self,
         caller: &Caller,
@@ -205,8 +205,18 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         let (true, Some(first)) = (reasons, continued) else {
             return Some(HashMap::new());
         };
+        // Claude refuses its tool use without the reasoning that led to it; other models take it without.
+        let required = matches!(
+            settings.model.profile.reasoning,
+            ReasoningStyle::AnthropicBudget | ReasoningStyle::AnthropicAdaptive
+        );
         match self.store.kept_reasoning(&caller.owner, &first.id).await {
             Ok(Some(blocks)) => Some(HashMap::from([(first.id.clone(), blocks)])),
+            Ok(None) if !required => Some(HashMap::new()),
+            Err(e) if !required => {
+                tracing::warn!(call_id = %first.id, error = %e, "reading the reasoning of the tool calls continued failed");
+                Some(HashMap::new())
+            }
             Ok(None) => {
                 tracing::info!(call_id = %first.id, "no reasoning is kept for the tool calls continued (expired, or never made): the model answers without reasoning");
                 None
