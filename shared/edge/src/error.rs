@@ -289,6 +289,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_model_the_operator_does_not_allow_is_a_404_naming_it() {
+        let e = ApiError::Chat(ChatError::ModelNotFound("x.y-v1".into()));
+        assert_eq!(e.status(), StatusCode::NOT_FOUND);
+        assert!(
+            e.public_message().contains("\"x.y-v1\""),
+            "{}",
+            e.public_message()
+        );
+    }
+
+    #[test]
     fn what_a_client_wrote_is_not_logged_with_its_refusal() {
         assert_eq!(
             without_quotes(
