@@ -5,6 +5,7 @@
 //! |---|---|---|---|
 //! | a chat | `CHAT#{chatId}#{owner}` | `META` | `LIST#{mode}#{owner}`, `{lastUpdated}#{chatId}` |
 //! | a message | `CHAT#{chatId}#{owner}` | `M#{generation}#{seq}` | none |
+//! | kept reasoning (`store/reasoning.rs`) | `REASONING#{owner}` | the first tool call's id | none |
 //!
 //! A message sorts before its chat item (`'#' < 'E'`), so that a turn reads both in one query backwards from
 //! `META`; the generations written before that (16 hex digits) keep their messages after it, as
