@@ -232,6 +232,18 @@ impl Config {
         Ok(Self {
             chat: ChatSettings {
                 model,
+                // Placeholder until the core's reading lands: MODEL_ID, then ALLOWED_MODELS (comma-separated).
+                allowed_models: std::iter::once(model_id.clone())
+                    .chain(
+                        get("ALLOWED_MODELS")
+                            .unwrap_or_default()
+                            .split(',')
+                            .map(str::trim)
+                            .filter(|id| !id.is_empty() && *id != model_id)
+                            .map(str::to_string)
+                            .collect::<Vec<_>>(),
+                    )
+                    .collect(),
                 model_id,
                 system_prompt: get("SYSTEM_PROMPT")
                     .unwrap_or_else(|| ChatSettings::DEFAULT_SYSTEM_PROMPT.into()),

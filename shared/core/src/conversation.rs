@@ -247,6 +247,8 @@ pub enum FinishReason {
     Stop,
     Length,
     ContentFilter,
+    /// The model asks the client to run its tools ([`Answer::tool_calls`]).
+    ToolCalls,
 }
 
 /// Token counts of one model call.
@@ -346,6 +348,8 @@ pub struct Answer {
     pub reasoning_redacted: bool,
     /// The tools the model called while answering, with their results, in order.
     pub tools: Vec<crate::ToolExchange>,
+    /// The client's tools the model asks for (a stateless completion's), in order.
+    pub tool_calls: Vec<crate::ToolCall>,
 }
 
 impl Answer {

@@ -36,6 +36,9 @@ pub enum ChatError {
     /// The session state names a chat that does not exist for this caller.
     #[error("no such chat for this caller")]
     ChatNotFound,
+    /// A completion names a model the operator does not allow (`MODEL_ID`, `ALLOWED_MODELS`).
+    #[error("the model {0} is not one this deployment serves")]
+    ModelNotFound(String),
     #[error(transparent)]
     Store(crate::StoreError),
     #[error(transparent)]

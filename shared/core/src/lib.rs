@@ -9,6 +9,7 @@ mod budget;
 mod call;
 mod checks;
 mod completion;
+mod completion_entry;
 mod conversation;
 mod driver;
 mod error;

@@ -442,6 +442,7 @@ mod tests {
             limits: RequestLimits::default(),
             retrieval: crate::RetrievalSettings::default(),
             model: crate::ModelOptions::for_model("m", 8192),
+            allowed_models: vec!["m".into()],
         }
     }
 

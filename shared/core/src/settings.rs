@@ -20,6 +20,8 @@ pub struct ChatSettings {
     pub limits: RequestLimits,
     pub retrieval: RetrievalSettings,
     pub model: ModelOptions,
+    /// The models a completion may name: `MODEL_ID` first, then `ALLOWED_MODELS`.
+    pub allowed_models: Vec<String>,
 }
 
 /// What the turn asks of the model beyond its words, and what it may spend: configured once, from the model's

@@ -26,6 +26,9 @@ pub enum TurnEvent {
     Text(String),
     /// A thought to show now: a tool call as the model asks for it, or its result as it arrives.
     Thought(Thought),
+    /// The model asks the client to run one of its tools (a stateless completion's), in order; the answer then ends
+    /// with [`FinishReason::ToolCalls`].
+    ToolCall(crate::ToolCall),
     /// The answer is complete; this is the last event.
     End(TurnEnd),
 }
@@ -243,6 +246,7 @@ impl<S: ModelStream> StreamingTurn<S> {
                 .then(|| reasoning_text(&finished.reasoning, finished.reasoning_redacted)),
             reasoning_redacted: finished.reasoning_redacted,
             tools: finished.tools,
+            tool_calls: Vec::new(),
         };
         (answer, turn)
     }

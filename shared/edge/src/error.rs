@@ -64,7 +64,8 @@ const INTERNAL: &str = "The app encountered an error processing your request.\nI
 impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
-            ApiError::NotFound(_) | ApiError::Chat(ChatError::ChatNotFound) => {
+            ApiError::NotFound(_)
+            | ApiError::Chat(ChatError::ChatNotFound | ChatError::ModelNotFound(_)) => {
                 StatusCode::NOT_FOUND
             }
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
@@ -127,6 +128,9 @@ impl ApiError {
         match self {
             ApiError::NotFound(path) => format!("There is nothing at {path}."),
             ApiError::Chat(ChatError::ChatNotFound) => "There is no chat with that id.".into(),
+            ApiError::Chat(ChatError::ModelNotFound(id)) => format!(
+                "The model `{id}` does not exist or this deployment does not serve it; GET /v1/models lists those it does."
+            ),
             ApiError::Unauthorized(_) => "Missing or invalid credentials.".into(),
             ApiError::InvalidCursor | ApiError::Chat(ChatError::Store(StoreError::InvalidCursor)) => {
                 "cursor: not a cursor this list gave".into()

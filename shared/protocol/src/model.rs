@@ -59,6 +59,7 @@ pub fn openai_finish_reason(reason: FinishReason) -> &'static str {
         FinishReason::Stop => "stop",
         FinishReason::Length => "length",
         FinishReason::ContentFilter => "content_filter",
+        FinishReason::ToolCalls => "tool_calls",
     }
 }
 
@@ -68,6 +69,7 @@ pub fn semantic_kernel_finish_reason(reason: FinishReason) -> &'static str {
         FinishReason::Stop => "Stop",
         FinishReason::Length => "Length",
         FinishReason::ContentFilter => "ContentFilter",
+        FinishReason::ToolCalls => "ToolCalls",
     }
 }
 

@@ -27,6 +27,7 @@ pub fn settings_for(model_id: &str) -> ChatSettings {
         limits: Default::default(),
         retrieval: Default::default(),
         model: ModelOptions::for_model(model_id, 8192),
+        allowed_models: vec![model_id.into()],
     }
 }
 

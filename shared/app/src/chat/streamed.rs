@@ -443,6 +443,8 @@ async fn write_stream<M: ChatModel + 'static, St: SessionStore>(
                 sent_points = points.as_ref().map(|p| p.text.len());
                 framing.thought(&thought, points.as_ref().filter(|_| grew))
             }
+            // Only a completion's turn asks for the client's tools; these routes' turns offer none.
+            Ok(Some(TurnEvent::ToolCall(_))) => continue,
             Ok(Some(TurnEvent::End(end))) => {
                 // Only a client still there gets the turn stored: holding a slot for the last line first makes
                 // the store and the end line go together.
