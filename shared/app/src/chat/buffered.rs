@@ -51,11 +51,17 @@ impl ChatFunction for Buffered {
     fn routes<M: ChatModel + 'static, St: SessionStore + 'static>(
         state: &Arc<ChatState<M, St>>,
     ) -> Router {
-        Self::own_routes(state).merge(
-            Router::new()
-                .route("/multi-agent-chat", only("POST", post(agents_chat)))
-                .with_state(state.clone()),
-        )
+        Self::own_routes(state)
+            .merge(
+                Router::new()
+                    .route("/multi-agent-chat", only("POST", post(agents_chat)))
+                    .with_state(state.clone()),
+            )
+            // OpenAI's API, answered whole (`stream: true` is the streaming function's).
+            .merge(super::openai::routes(
+                state,
+                super::openai::Streaming::Refused(FUNCTION),
+            ))
     }
 }
 

@@ -19,6 +19,7 @@ use chat_runtime::{FunctionService, TurnMeter};
 use crate::Config;
 
 mod buffered;
+mod openai;
 mod streamed;
 
 pub use buffered::Buffered;
