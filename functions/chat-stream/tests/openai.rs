@@ -270,6 +270,20 @@ async fn models_lists_the_operators_models_with_their_prices() {
     assert_eq!(wrong.status, 405);
     assert_eq!(wrong.headers["allow"], "POST");
     assert_eq!(wrong.json()["error"]["code"], "method_not_allowed");
+    // A path OpenAI's API does not have here is OpenAI's 404.
+    let nowhere = get(&h, "/v1/assistants").await;
+    assert_eq!(error_of(&nowhere), (404, json!("unknown_url"), Value::Null));
+}
+
+#[tokio::test]
+async fn a_body_over_the_limit_is_openais_413() {
+    let h = harness_with(&[("MAX_BODY_BYTES", "2048"), ("MAX_UPLOAD_BYTES", "4096")]).await;
+    let reply = post(&h, &ask(&"word ".repeat(2000))).await;
+    assert_eq!(
+        error_of(&reply),
+        (413, json!("request_too_large"), Value::Null)
+    );
+    assert!(h.bedrock.requests().is_empty());
 }
 
 #[tokio::test]

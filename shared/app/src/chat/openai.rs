@@ -12,7 +12,7 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::Response;
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use bytes::Bytes;
 use chat_core::{Caller, ChatError, ChatModel, ChatService, InvalidRequest, SessionStore};
 use chat_core::{StreamingTurn, TurnEvent};
@@ -64,7 +64,13 @@ pub(crate) fn routes<M: ChatModel + 'static, St: SessionStore + 'static>(
         .route("/v1/models", only_openai("GET", get(list_models)))
         // A model id may be an ARN, slashes and all.
         .route("/v1/models/{*id}", only_openai("GET", get(one_model)))
+        // Any other path of OpenAI's API is OpenAI's 404, as its clients expect it.
+        .route("/v1/{*rest}", any(unknown))
         .with_state(state.clone())
+}
+
+async fn unknown(uri: axum::http::Uri) -> Response {
+    openai_error_response(&ApiError::NotFound(uri.path().to_string()))
 }
 
 /// Every model a completion may name, with the prices its cost is counted by: the configured ones for `MODEL_ID`,
