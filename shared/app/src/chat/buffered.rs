@@ -1,5 +1,6 @@
 //! The buffered chat function's routes: `POST /chat` (both protocol versions), `POST /chat-ui/chat` and
-//! `POST /multi-agent-chat/batch` (and the bare `POST /multi-agent-chat`), each answer written whole.
+//! `POST /multi-agent-chat/batch` (and the bare `POST /multi-agent-chat`), each answer written whole; and OpenAI's API
+//! answered whole ([`super::openai`]).
 
 use std::future::Future;
 use std::sync::Arc;

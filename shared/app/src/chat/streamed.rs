@@ -1,6 +1,6 @@
 //! The streaming chat function's routes: `POST /chat/stream`, each line written and flushed as the model produces
 //! text, and `POST /multi-agent-chat/stream` (and the bare `POST /multi-agent-chat`), one server-sent event per
-//! agent message.
+//! agent message; and OpenAI's API, `stream: true` as server-sent events ([`super::openai`]).
 
 use std::convert::Infallible;
 use std::sync::Arc;
