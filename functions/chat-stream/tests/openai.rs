@@ -496,3 +496,36 @@ async fn a_completion_naming_an_allowed_model_is_answered_by_it() {
     assert_eq!(reply.json()["model"], HAIKU);
     assert_eq!(h.bedrock.requests().last().unwrap().model_id, HAIKU);
 }
+
+#[tokio::test]
+async fn an_image_sent_as_a_data_url_reaches_the_model_whole() {
+    // As deployed: the owners' files kept in S3 (moto).
+    let attachments: std::sync::Arc<dyn chat_core::AttachmentStore> =
+        std::sync::Arc::new(harness::fresh_attachments().await);
+    let backend = Backend::start(&[]).await;
+    let h = backend
+        .wired(|m, s, a, c| App::new(m, s, a, c).with_attachments(Some(attachments)))
+        .await;
+    // chat_testing::bytes::PNG, in base64.
+    const PNG_BASE64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1Pe";
+    let reply = post(
+        &h,
+        &json!({"model": ECHO_MODEL, "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "What is this?"},
+            {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{PNG_BASE64}")}}
+        ]}]}),
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let content = reply.json()["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        content.contains(&format!(
+            "image-1: image png {} bytes",
+            chat_testing::bytes::PNG.len()
+        )),
+        "{content}"
+    );
+}
