@@ -306,7 +306,7 @@ def distribution_routing(s):
 
 
 def concrete(path):
-    return path.replace("{id}", "3f2a9c").replace("{*path}", "anything/else")
+    return path.replace("{id}", "3f2a9c").replace("{*path}", "anything/else").replace("{*id}", "us.model-v1:0")
 
 
 def test_distribution_sends_every_route_to_its_function():
@@ -315,12 +315,15 @@ def test_distribution_sends_every_route_to_its_function():
     # The routes each function declares (its routes in the composition root, shared/app); a path two functions
     # declare (the bare /multi-agent-chat) may go to either.
     declared = {}
+    # OpenAI's routes (chat/openai.rs) are on both chat functions; the distribution sends them to chat-stream, which
+    # answers stream: true too.
     for function, source in (("chat", "chat/buffered.rs"), ("chat-stream", "chat/streamed.rs"),
-                             ("history", "history/mod.rs")):
+                             ("chat-stream", "chat/openai.rs"), ("history", "history/mod.rs")):
         with open(os.path.join(ROOT, "shared", "app", "src", source)) as f:
             for path in re.findall(r'\.route\(\s*"([^"]+)"', f.read()):
                 declared.setdefault(concrete(path), set()).add(function)
     assert len(declared) >= 10 and "/" in declared and "/chat/stream" in declared, declared
+    assert "/v1/chat/completions" in declared and "/v1/models" in declared, declared
     wrong = {p: (function_for(p), fs) for p, fs in declared.items() if function_for(p) not in fs}
     assert not wrong, f"the distribution sends these paths elsewhere: {wrong}"
     # The local run's router (Cargo.toml) names each path's function exactly; its catch-alls (`/`, `/{*path}`)
@@ -565,6 +568,104 @@ def test_numeric_parameters_allow_only_what_the_code_accepts():
                 problems.append(f"{parameter}: AllowedPattern refuses {least}, the least {variable} takes")
     assert checked >= 20, f"only {checked} numeric parameters found: {variables}"
     assert not problems, "\n".join(problems)
+
+
+def rendered(node, values):
+    """`node` with the functions a policy's ARNs are made with (Ref, Fn::Sub, Fn::Join, Fn::Split) evaluated."""
+    if isinstance(node, list):
+        return [rendered(n, values) for n in node]
+    if not isinstance(node, dict):
+        return node
+    if len(node) == 1:
+        (function, argument), = node.items()
+        if function == "Ref":
+            return values[argument]
+        if function == "Fn::Sub" and isinstance(argument, str):
+            return re.sub(r"\$\{([^}]+)\}", lambda m: values[m.group(1)], argument)
+        if function == "Fn::Join":
+            separator, items = argument
+            return separator.join(str(i) for i in rendered(items, values))
+        if function == "Fn::Split":
+            separator, text = argument
+            return str(rendered(text, values)).split(separator)
+    return {k: rendered(v, values) for k, v in node.items()}
+
+
+def bedrock_statements(s, function):
+    """The Allow statements of `function`'s role that name a Bedrock action, rendered."""
+    role = s.resources[f"{function}Role"]["Properties"]
+    statements = []
+    for policy in role.get("Policies", []):
+        for statement in as_list(policy["PolicyDocument"]["Statement"]):
+            if any(a.startswith("bedrock:") for a in as_list(statement["Action"])):
+                statements.append(rendered(statement, s.values))
+    return statements
+
+
+def allows(statements, action, arn, profile=None):
+    """Whether one statement allows `action` on `arn` (IAM's wildcards), called through the inference profile
+    `profile` (the bedrock:InferenceProfileArn of the request) when one is given."""
+    def like(pattern, value):
+        return re.fullmatch(re.escape(pattern).replace(r"\*", ".*").replace(r"\?", "."), value) is not None
+
+    for statement in statements:
+        if statement["Effect"] != "Allow" or action not in as_list(statement["Action"]):
+            continue
+        if not any(like(r, arn) for r in as_list(statement["Resource"])):
+            continue
+        conditions = statement.get("Condition", {})
+        wanted = {**conditions.get("StringEquals", {}), **conditions.get("StringLike", {})}
+        if set(wanted) - {"bedrock:InferenceProfileArn"}:
+            continue
+        if "bedrock:InferenceProfileArn" in wanted:
+            patterns = as_list(wanted["bedrock:InferenceProfileArn"])
+            exact = "StringEquals" in conditions
+            if profile is None or not any(p == profile if exact else like(p, profile) for p in patterns):
+                continue
+        return True
+    return False
+
+
+def test_the_functions_invoke_exactly_the_configured_and_allowed_models():
+    nova, haiku = "amazon.nova-pro-v1:0", "us.anthropic.claude-3-5-haiku-20241022-v1:0"
+    fm = "arn:aws:bedrock:{}::foundation-model/{}".format
+    profile = "arn:aws:bedrock:us-east-1:123456789012:inference-profile/{}".format
+    configured = MODES["jwt"]
+    default_model = raw_template()["Parameters"]["ModelId"]["Default"]  # a global profile
+    s = Stack(transformed({**configured, "AllowedModels": f"{nova},{haiku}"}), {**configured,
+                                                                                "AllowedModels": f"{nova},{haiku}"})
+    for function, actions in (("ChatFunction", ["bedrock:InvokeModel"]),
+                              ("ChatStreamFunction", ["bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"])):
+        statements = bedrock_statements(s, function)
+        assert "ALLOWED_MODELS" in str(s.resources[function]["Properties"]["Environment"]), function
+        for action in actions:
+            # The configured model (through its profile, in every Region it routes to); the streaming function
+            # also answers whole (an OpenAI request with stream: false).
+            assert allows(statements, action, profile(default_model)), (function, action)
+            assert allows(statements, action, fm("eu-west-1", default_model.split(".", 1)[1]),
+                          profile(default_model)), (function, action)
+            # A foundation model of the list, called directly.
+            assert allows(statements, action, fm("us-east-1", nova)), (function, action)
+            # A profile of the list, and its foundation model in a Region it routes to, through it only.
+            base = haiku.split(".", 1)[1]
+            assert allows(statements, action, profile(haiku)), (function, action)
+            assert allows(statements, action, fm("us-west-2", base), profile(haiku)), (function, action)
+            assert not allows(statements, action, fm("us-west-2", base)), (function, action)
+            # Nothing else: another model, directly or through another profile.
+            other = "meta.llama3-70b-instruct-v1:0"
+            assert not allows(statements, action, fm("us-east-1", other)), (function, action)
+            assert not allows(statements, action, profile(f"us.{other}")), (function, action)
+            assert not allows(statements, action, fm("us-east-1", other), profile(f"us.{other}")), (function, action)
+        # The buffered function never streams.
+        if function == "ChatFunction":
+            assert not allows(statements, "bedrock:InvokeModelWithResponseStream", profile(default_model))
+    # Without AllowedModels, only the configured model.
+    plain = stack("jwt")
+    for function in ("ChatFunction", "ChatStreamFunction"):
+        statements = bedrock_statements(plain, function)
+        assert not any("Allowed" in st.get("Sid", "") for st in statements), statements
+        assert not allows(statements, "bedrock:InvokeModel", fm("us-east-1", nova))
+        assert allows(statements, "bedrock:InvokeModel", profile(default_model))
 
 
 if __name__ == "__main__":

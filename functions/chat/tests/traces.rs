@@ -461,3 +461,37 @@ async fn a_plain_server_gives_each_request_its_ids_and_exports_its_trace_when_it
             .any(|w| w == SECRET_WORD.as_bytes())
     );
 }
+
+#[tokio::test]
+async fn an_openai_completion_records_its_user_and_metadata_in_the_turns_span() {
+    let backends = backends().await;
+    let token = backends.token();
+    let body = serde_json::json!({
+        "model": chat_testing::harness::ECHO_MODEL,
+        "messages": [{"role": "user", "content": "Hello"}],
+        "user": "end-user-42",
+        "metadata": {"ticket": "T-1001"}
+    });
+    let mut event = url_event(&body, &token);
+    event["rawPath"] = "/v1/chat/completions".into();
+    event["requestContext"]["http"]["path"] = "/v1/chat/completions".into();
+    let mut lambda = UnderLambda::start(event, &backends.env, "INFO").await;
+    let answer = lambda.answer().await;
+    assert_eq!(answer["statusCode"], 200, "{answer}");
+    let lines = parsed(&lambda.stop().await);
+    let during = request_lines(&lines);
+    let closed = closes(during, "chat.completion");
+    assert_eq!(closed.len(), 1, "{during:#?}");
+    let span = closed[0];
+    assert_eq!(span["user"], "end-user-42", "{span}");
+    assert_eq!(span["model"], chat_testing::harness::ECHO_MODEL, "{span}");
+    let metadata: Value = serde_json::from_str(span["metadata"].as_str().unwrap()).unwrap();
+    assert_eq!(metadata, serde_json::json!({"ticket": "T-1001"}));
+    // The model's call ran inside it.
+    assert!(
+        during
+            .iter()
+            .any(|l| l["span"] == "model.converse" && l["message"] == "close"),
+        "{during:#?}"
+    );
+}

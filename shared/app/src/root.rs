@@ -41,8 +41,11 @@ pub struct History;
 /// `/multi-agent-chat`, which each function URL takes), the streaming function answers it.
 pub struct Everything;
 
+/// What the chat functions' routes answer: their turns (POST), and OpenAI's `GET /v1/models`.
+const CHAT_METHODS: &[Method] = &[Method::GET, Method::POST];
+
 impl Function for Buffered {
-    const METHODS: &'static [Method] = &[Method::POST];
+    const METHODS: &'static [Method] = CHAT_METHODS;
 
     fn routes(parts: Parts<'_>) -> Result<Router, ConfigError> {
         Ok(chat::<Self>(parts)?.routes())
@@ -50,7 +53,7 @@ impl Function for Buffered {
 }
 
 impl Function for Streamed {
-    const METHODS: &'static [Method] = &[Method::POST];
+    const METHODS: &'static [Method] = CHAT_METHODS;
 
     fn routes(parts: Parts<'_>) -> Result<Router, ConfigError> {
         Ok(chat::<Self>(parts)?.routes())

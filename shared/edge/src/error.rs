@@ -128,9 +128,9 @@ impl ApiError {
         match self {
             ApiError::NotFound(path) => format!("There is nothing at {path}."),
             ApiError::Chat(ChatError::ChatNotFound) => "There is no chat with that id.".into(),
-            ApiError::Chat(ChatError::ModelNotFound(id)) => {
-                format!("The model {id:?} does not exist or is not allowed here.")
-            }
+            ApiError::Chat(ChatError::ModelNotFound(id)) => format!(
+                "The model `{id}` does not exist or this deployment does not serve it; GET /v1/models lists those it does."
+            ),
             ApiError::Unauthorized(_) => "Missing or invalid credentials.".into(),
             ApiError::InvalidCursor | ApiError::Chat(ChatError::Store(StoreError::InvalidCursor)) => {
                 "cursor: not a cursor this list gave".into()
@@ -234,6 +234,72 @@ pub fn error_response(err: &ApiError) -> Response {
     response
 }
 
+/// The error as OpenAI's API answers it, on the `/v1` routes: `{"error": {"message", "type", "param", "code"}}` with
+/// the same status and `Retry-After` as [`error_response`] (so 401 `invalid_api_key`, 404 `model_not_found`, 429
+/// `rate_limit_exceeded`, 400 `invalid_request_error` naming `param`); the details are logged alike.
+pub fn openai_error_response(err: &ApiError) -> Response {
+    let body = openai_error_body(err);
+    let mut response = json_response(err.status(), &body);
+    if let ApiError::MethodNotAllowed { allow } = err {
+        response
+            .headers_mut()
+            .insert(header::ALLOW, header::HeaderValue::from_static(allow));
+    }
+    if let Some(seconds) = err.retry_after() {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from(seconds));
+    }
+    response
+}
+
+/// OpenAI's error body for `err` (also what a stream that has begun sends as its last event); logged like
+/// [`error_response`].
+pub fn openai_error_body(err: &ApiError) -> chat_protocol::openai::ErrorBody {
+    let status = status_and_log(err);
+    let (kind, code) = err.openai_type_and_code(status);
+    chat_protocol::openai::ErrorBody::new(err.public_message(), kind, err.param(), code)
+}
+
+impl ApiError {
+    /// OpenAI's `type` and `code` for this fault, answered with `status` ([`Self::status`]).
+    fn openai_type_and_code(&self, status: StatusCode) -> (&'static str, Option<&'static str>) {
+        const INVALID: &str = "invalid_request_error";
+        match self {
+            ApiError::Unauthorized(_) => (INVALID, Some("invalid_api_key")),
+            ApiError::Chat(ChatError::ModelNotFound(_)) => (INVALID, Some("model_not_found")),
+            ApiError::Chat(ChatError::OverLimit(over)) if !over.is_rate() => {
+                ("insufficient_quota", Some("rate_limit_exceeded"))
+            }
+            ApiError::Chat(ChatError::ContentFiltered) => (INVALID, Some("content_filter")),
+            ApiError::NotFound(_) => (INVALID, Some("unknown_url")),
+            ApiError::MethodNotAllowed { .. } => (INVALID, Some("method_not_allowed")),
+            _ if status == StatusCode::PAYLOAD_TOO_LARGE => (INVALID, Some("request_too_large")),
+            _ if status == StatusCode::TOO_MANY_REQUESTS => {
+                ("requests", Some("rate_limit_exceeded"))
+            }
+            _ if status == StatusCode::SERVICE_UNAVAILABLE => {
+                ("server_error", Some("service_unavailable"))
+            }
+            _ if status.is_server_error() => ("server_error", None),
+            _ => (INVALID, None),
+        }
+    }
+
+    /// The request's field at fault, when one is.
+    fn param(&self) -> Option<String> {
+        match self {
+            ApiError::Chat(ChatError::Invalid(e) | ChatError::TooLarge(e))
+                if !e.path.is_empty() =>
+            {
+                Some(e.path.clone())
+            }
+            ApiError::Chat(ChatError::ModelNotFound(_)) => Some("model".into()),
+            _ => None,
+        }
+    }
+}
+
 /// The error's body for a stream that has already begun (a JSONL line or an SSE event carries it); logged like
 /// [`error_response`].
 pub fn error_body(err: &ApiError) -> ErrorBody {
@@ -319,6 +385,61 @@ mod tests {
             without_quotes("body larger than 10 bytes"),
             "body larger than 10 bytes"
         );
+    }
+
+    async fn openai_body(err: ApiError) -> (StatusCode, Option<String>, serde_json::Value) {
+        let response = openai_error_response(&err);
+        let status = response.status();
+        let retry = response
+            .headers()
+            .get(header::RETRY_AFTER)
+            .map(|v| v.to_str().unwrap().to_string());
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        (status, retry, serde_json::from_slice(&bytes).unwrap())
+    }
+
+    #[tokio::test]
+    async fn openai_routes_answer_faults_in_openais_shape_with_the_same_status() {
+        let (status, _, body) = openai_body(ApiError::Unauthorized("bad signature".into())).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        assert_eq!(body["error"]["type"], "invalid_request_error");
+        assert_eq!(body["error"]["code"], "invalid_api_key");
+        assert_eq!(body["error"]["param"], serde_json::Value::Null);
+        assert!(!body.to_string().contains("bad signature"));
+
+        let (status, _, body) = openai_body(ChatError::ModelNotFound("gpt-4o".into()).into()).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert_eq!(body["error"]["code"], "model_not_found");
+        assert_eq!(body["error"]["param"], "model");
+
+        let over = chat_core::OverLimit {
+            kind: chat_core::LimitKind::RequestsPerMinute,
+            retry_after: 42,
+            message: "Too many requests.".into(),
+        };
+        let (status, retry, body) = openai_body(ChatError::OverLimit(over).into()).await;
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(retry.as_deref(), Some("42"));
+        assert_eq!(body["error"]["code"], "rate_limit_exceeded");
+        assert_eq!(body["error"]["message"], "Too many requests.");
+
+        let (status, _, body) =
+            openai_body(chat_core::InvalidRequest::new("n", "must be 1").into()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_eq!(body["error"]["type"], "invalid_request_error");
+        assert_eq!(body["error"]["param"], "n");
+        assert_eq!(body["error"]["message"], "n: must be 1");
+
+        let (status, _, body) = openai_body(ApiError::PayloadTooLarge { limit: 10 }).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(body["error"]["code"], "request_too_large");
+
+        let (status, _, body) =
+            openai_body(ChatError::Model(ModelError::Failed("x".into())).into()).await;
+        assert_eq!(status, StatusCode::BAD_GATEWAY);
+        assert_eq!(body["error"]["type"], "server_error");
     }
 
     #[tokio::test]

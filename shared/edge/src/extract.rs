@@ -17,6 +17,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use bytes::Bytes;
 use chat_core::{Caller, RequestLimits};
+use chat_protocol::openai::{CompletionRequest, parse_completion_request};
 use chat_protocol::{ChatInput, Endpoint};
 
 use crate::{ApiError, Auth, read_chat_request, read_json_body};
@@ -184,6 +185,24 @@ impl<S: ChatEdgeState, R: ChatRoute> FromRequest<S> for ChatRequest<R> {
             input,
             route: PhantomData,
         })
+    }
+}
+
+/// A Chat Completions request (`POST /v1/chat/completions`): JSON within the larger of the state's JSON and upload
+/// limits (its images and files come inside it, in base64), parsed strictly ([`parse_completion_request`]).
+pub struct CompletionBody(pub CompletionRequest);
+
+impl<S: ChatEdgeState> FromRequest<S> for CompletionBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        let (parts, body) = request.into_parts();
+        let limit = state.max_body_bytes().max(state.max_upload_bytes());
+        let body = read_json_body(&parts.headers, body, limit).await?;
+        Ok(CompletionBody(parse_completion_request(
+            &body,
+            state.request_limits(),
+        )?))
     }
 }
 

@@ -11,14 +11,15 @@ mod routes;
 
 pub use cors::{Cors, LOOPBACK_ORIGINS};
 pub use error::{
-    ApiError, ConfigError, error_body, error_line, error_response, json_response, settings_in,
+    ApiError, ConfigError, error_body, error_line, error_response, json_response,
+    openai_error_body, openai_error_response, settings_in,
 };
 pub use extract::{
-    Arrived, CallerAnd, ChatEdgeState, ChatRequest, ChatRoute, ChatUiRoute, Deadline, EdgeState,
-    Identified, JsonBody, ProtocolRoute, ROOM_TO_FINISH,
+    Arrived, CallerAnd, ChatEdgeState, ChatRequest, ChatRoute, ChatUiRoute, CompletionBody,
+    Deadline, EdgeState, Identified, JsonBody, ProtocolRoute, ROOM_TO_FINISH,
 };
 pub use identity::{Auth, CallerParts, JwtVerifier, KeySource};
 pub use request::{
     DRAIN_FOR, DRAIN_LIMIT_BYTES, Query, accepts, read_chat_request, read_json_body,
 };
-pub use routes::only;
+pub use routes::{only, only_openai};

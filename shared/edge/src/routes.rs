@@ -15,3 +15,13 @@ pub fn only<S: Clone + Send + Sync + 'static>(
     // An explicit HEAD handler comes first; without one axum hands HEAD to the GET handler.
     methods.head(refuse).fallback(refuse)
 }
+
+/// [`only`] for OpenAI's routes (`/v1/…`): the 405 in OpenAI's error shape.
+pub fn only_openai<S: Clone + Send + Sync + 'static>(
+    allow: &'static str,
+    methods: MethodRouter<S>,
+) -> MethodRouter<S> {
+    let refuse =
+        move || async move { crate::openai_error_response(&ApiError::MethodNotAllowed { allow }) };
+    methods.head(refuse).fallback(refuse)
+}

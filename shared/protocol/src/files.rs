@@ -274,7 +274,7 @@ fn bytes_of(path: &str, data: Option<&RawValue>) -> Result<Vec<u8>, ChatError> {
 }
 
 /// Base64 as encoders write it: the standard or the URL-safe alphabet, padded or not, in lines or not.
-fn base64(path: &str, text: &str) -> Result<Vec<u8>, ChatError> {
+pub(crate) fn base64(path: &str, text: &str) -> Result<Vec<u8>, ChatError> {
     if text.starts_with("data:") {
         return Err(invalid(
             path,

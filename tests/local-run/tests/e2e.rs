@@ -498,3 +498,34 @@ async fn bytes_that_are_not_utf8_or_ascii_reach_the_functions() {
     assert_eq!(response.status(), 415);
     assert!(response.json::<Value>().await.unwrap()["error"].is_string());
 }
+
+#[tokio::test]
+async fn openai_clients_are_served_at_the_same_address_streamed_by_the_streaming_function() {
+    let models: Value = reqwest::get(format!("{}/v1/models", base()))
+        .await
+        .expect("the local run answers")
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(models["object"], "list");
+    let model = models["data"][0]["id"]
+        .as_str()
+        .expect("a model")
+        .to_string();
+    let ask = |stream: bool| {
+        json!({"model": model, "stream": stream, "messages": [{"role": "user", "content": "Hello"}]})
+            .to_string()
+    };
+    let (status, ct, body) = post("/v1/chat/completions", "application/json", ask(false)).await;
+    assert_eq!((status, ct.as_str()), (200, "application/json"), "{body}");
+    let completion: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        completion["choices"][0]["message"]["content"],
+        "Echo: Hello"
+    );
+    // stream: true is answered here, as the streaming function answers it (the buffered one would refuse it).
+    let (status, ct, body) = post("/v1/chat/completions", "application/json", ask(true)).await;
+    assert_eq!((status, ct.as_str()), (200, "text/event-stream"), "{body}");
+    assert!(body.starts_with("data: {"), "{body}");
+    assert!(body.ends_with("data: [DONE]\n\n"), "{body}");
+}

@@ -1,5 +1,6 @@
 //! The buffered chat function's routes: `POST /chat` (both protocol versions), `POST /chat-ui/chat` and
-//! `POST /multi-agent-chat/batch` (and the bare `POST /multi-agent-chat`), each answer written whole.
+//! `POST /multi-agent-chat/batch` (and the bare `POST /multi-agent-chat`), each answer written whole; and OpenAI's API
+//! answered whole ([`super::openai`]).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -51,11 +52,17 @@ impl ChatFunction for Buffered {
     fn routes<M: ChatModel + 'static, St: SessionStore + 'static>(
         state: &Arc<ChatState<M, St>>,
     ) -> Router {
-        Self::own_routes(state).merge(
-            Router::new()
-                .route("/multi-agent-chat", only("POST", post(agents_chat)))
-                .with_state(state.clone()),
-        )
+        Self::own_routes(state)
+            .merge(
+                Router::new()
+                    .route("/multi-agent-chat", only("POST", post(agents_chat)))
+                    .with_state(state.clone()),
+            )
+            // OpenAI's API, answered whole (`stream: true` is the streaming function's).
+            .merge(super::openai::routes(
+                state,
+                super::openai::Streaming::Refused(FUNCTION),
+            ))
     }
 }
 

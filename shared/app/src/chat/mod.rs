@@ -19,6 +19,7 @@ use chat_runtime::{FunctionService, TurnMeter};
 use crate::Config;
 
 mod buffered;
+mod openai;
 mod streamed;
 
 pub use buffered::Buffered;
@@ -117,7 +118,7 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static, F: ChatFunction> ChatAp
 
     /// The function's whole edge, as Lambda and the plain server run it.
     pub fn service(&self) -> FunctionService {
-        chat_runtime::function_service(self.routes(), &self.cors, &[Method::POST])
+        chat_runtime::function_service(self.routes(), &self.cors, &[Method::GET, Method::POST])
     }
 
     /// Answers one request through the whole edge (what tests call; the runtime serves [`ChatApp::service`]).

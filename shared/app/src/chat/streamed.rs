@@ -1,6 +1,6 @@
 //! The streaming chat function's routes: `POST /chat/stream`, each line written and flushed as the model produces
 //! text, and `POST /multi-agent-chat/stream` (and the bare `POST /multi-agent-chat`), one server-sent event per
-//! agent message.
+//! agent message; and OpenAI's API, `stream: true` as server-sent events ([`super::openai`]).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -35,7 +35,8 @@ pub struct Streamed;
 
 impl ChatFunction for Streamed {
     /// The routes: `POST /chat/stream`, `POST /multi-agent-chat/stream` and the bare `POST /multi-agent-chat` the
-    /// Chat UI's documentation configures (events when asked for, else the whole round).
+    /// Chat UI's documentation configures (events when asked for, else the whole round); and OpenAI's API, `stream: true`
+    /// as server-sent events (`super::openai`).
     fn routes<M: ChatModel + 'static, St: SessionStore + 'static>(
         state: &Arc<ChatState<M, St>>,
     ) -> Router {
@@ -47,6 +48,10 @@ impl ChatFunction for Streamed {
             )
             .route("/multi-agent-chat", only("POST", post(agents_bare)))
             .with_state(state.clone())
+            .merge(super::openai::routes(
+                state,
+                super::openai::Streaming::Events(FUNCTION),
+            ))
     }
 }
 

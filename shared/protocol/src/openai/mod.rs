@@ -1,0 +1,13 @@
+//! OpenAI's Chat Completions API as a dialect (`/v1/chat/completions`, `/v1/models`): its request read strictly
+//! into the core's turn and completion ([`request`]), its answers as `chat.completion` and
+//! `chat.completion.chunk` ([`response`]), its error body ([`error`]) and model objects ([`models`]).
+
+pub mod error;
+pub mod models;
+pub mod request;
+pub mod response;
+
+pub use error::{ErrorBody, ErrorObject};
+pub use models::{Model, ModelList, Pricing};
+pub use request::{CompletionRequest, MAX_METADATA_PAIRS, parse_completion_request};
+pub use response::{ChatCompletion, ChatCompletionChunk, ChunkHeader, SSE_DONE, Usage, sse_data};

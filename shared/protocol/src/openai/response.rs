@@ -1,0 +1,305 @@
+//! A completion's answer as OpenAI's SDKs parse it: `chat.completion` whole, or `chat.completion.chunk`s streamed as
+//! server-sent events (`data: {chunk}\n\n`, ending `data: [DONE]\n\n`).
+
+use serde::Serialize;
+
+use chat_core::{Answer, FinishReason, TokenUsage, ToolCall, estimate_tokens};
+
+use crate::openai_finish_reason;
+
+/// `usage`, in OpenAI's terms. Bedrock counts input read from or written to the prompt cache apart from the rest;
+/// OpenAI's `prompt_tokens` counts all of the prompt, and `cached_tokens` the part read from the cache. Bedrock does
+/// not report reasoning tokens apart: `reasoning_tokens` is an estimate from the reasoning's text (a token per three
+/// bytes, at most the output), counted within `completion_tokens` as OpenAI counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+    pub prompt_tokens_details: PromptTokensDetails,
+    pub completion_tokens_details: CompletionTokensDetails,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PromptTokensDetails {
+    pub cached_tokens: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct CompletionTokensDetails {
+    pub reasoning_tokens: u64,
+}
+
+impl Usage {
+    /// The usage of an answer that reasoned `reasoning` (the text shown, empty when it did not).
+    pub fn of(usage: &TokenUsage, reasoning: &str) -> Self {
+        let prompt_tokens =
+            usage.input_tokens + usage.cache_read_input_tokens + usage.cache_write_input_tokens;
+        Self {
+            prompt_tokens,
+            completion_tokens: usage.output_tokens,
+            total_tokens: prompt_tokens + usage.output_tokens,
+            prompt_tokens_details: PromptTokensDetails {
+                cached_tokens: usage.cache_read_input_tokens,
+            },
+            completion_tokens_details: CompletionTokensDetails {
+                reasoning_tokens: estimate_tokens(reasoning).min(usage.output_tokens),
+            },
+        }
+    }
+}
+
+/// A tool call as a message carries it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MessageToolCall {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub function: FunctionCall,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FunctionCall {
+    pub name: String,
+    /// The input as JSON text.
+    pub arguments: String,
+}
+
+impl From<&ToolCall> for MessageToolCall {
+    fn from(call: &ToolCall) -> Self {
+        Self {
+            id: call.id.clone(),
+            kind: "function",
+            function: FunctionCall {
+                name: call.name.clone(),
+                arguments: call.input.to_string(),
+            },
+        }
+    }
+}
+
+/// `chat.completion`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChatCompletion {
+    pub id: String,
+    pub object: &'static str,
+    pub created: i64,
+    pub model: String,
+    pub choices: Vec<Choice>,
+    pub usage: Usage,
+    pub system_fingerprint: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Choice {
+    pub index: u32,
+    pub message: AssistantMessage,
+    pub logprobs: Option<()>,
+    pub finish_reason: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AssistantMessage {
+    pub role: &'static str,
+    /// `null` when the answer is only tool calls.
+    pub content: Option<String>,
+    pub refusal: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<MessageToolCall>,
+    /// What the model reasoned before it answered, as the Bedrock access gateway and DeepSeek's API name it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
+}
+
+/// The spelling of a finish reason.
+pub fn finish_reason(reason: FinishReason) -> &'static str {
+    openai_finish_reason(reason)
+}
+
+impl ChatCompletion {
+    /// `answer` as a `chat.completion` of `model` (the id the request named).
+    pub fn from_answer(answer: &Answer, model: &str) -> Self {
+        let reasoning = answer.reasoning.as_deref().unwrap_or("");
+        let content = (!answer.content.is_empty() || answer.tool_calls.is_empty())
+            .then(|| answer.content.clone());
+        Self {
+            id: answer.id.clone(),
+            object: "chat.completion",
+            created: answer.created,
+            model: model.to_string(),
+            choices: vec![Choice {
+                index: 0,
+                message: AssistantMessage {
+                    role: "assistant",
+                    content,
+                    refusal: None,
+                    tool_calls: answer
+                        .tool_calls
+                        .iter()
+                        .map(MessageToolCall::from)
+                        .collect(),
+                    reasoning_content: answer.reasoning.clone(),
+                },
+                logprobs: None,
+                finish_reason: finish_reason(answer.finish_reason),
+            }],
+            usage: Usage::of(&answer.usage, reasoning),
+            system_fingerprint: None,
+        }
+    }
+}
+
+/// What every chunk of one answer repeats.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChunkHeader {
+    pub id: String,
+    pub created: i64,
+    pub model: String,
+    /// Whether every chunk has `usage` (`null` but in the last), as `stream_options.include_usage` asks.
+    pub include_usage: bool,
+}
+
+/// `chat.completion.chunk`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChatCompletionChunk {
+    pub id: String,
+    pub object: &'static str,
+    pub created: i64,
+    pub model: String,
+    pub system_fingerprint: Option<String>,
+    pub choices: Vec<ChunkChoice>,
+    /// Present (`null` but in the usage chunk) only when the request asked for usage.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Option<Usage>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChunkChoice {
+    pub index: u32,
+    pub delta: ChunkDelta,
+    pub logprobs: Option<()>,
+    pub finish_reason: Option<&'static str>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct ChunkDelta {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCallDelta>,
+}
+
+/// A tool call streamed: the whole call in one fragment (its arguments complete).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolCallDelta {
+    pub index: u32,
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub function: FunctionCall,
+}
+
+impl ChatCompletionChunk {
+    fn with(header: &ChunkHeader, delta: ChunkDelta, finish: Option<FinishReason>) -> Self {
+        Self {
+            id: header.id.clone(),
+            object: "chat.completion.chunk",
+            created: header.created,
+            model: header.model.clone(),
+            system_fingerprint: None,
+            choices: vec![ChunkChoice {
+                index: 0,
+                delta,
+                logprobs: None,
+                finish_reason: finish.map(finish_reason),
+            }],
+            usage: header.include_usage.then_some(None),
+        }
+    }
+
+    /// The first chunk: the role, and empty content.
+    pub fn start(header: &ChunkHeader) -> Self {
+        Self::with(
+            header,
+            ChunkDelta {
+                role: Some("assistant"),
+                content: Some(String::new()),
+                ..ChunkDelta::default()
+            },
+            None,
+        )
+    }
+
+    pub fn content(header: &ChunkHeader, text: String) -> Self {
+        Self::with(
+            header,
+            ChunkDelta {
+                content: Some(text),
+                ..ChunkDelta::default()
+            },
+            None,
+        )
+    }
+
+    pub fn reasoning(header: &ChunkHeader, text: String) -> Self {
+        Self::with(
+            header,
+            ChunkDelta {
+                reasoning_content: Some(text),
+                ..ChunkDelta::default()
+            },
+            None,
+        )
+    }
+
+    /// The `index`-th tool call of the answer, whole.
+    pub fn tool_call(header: &ChunkHeader, index: u32, call: &ToolCall) -> Self {
+        let call = MessageToolCall::from(call);
+        Self::with(
+            header,
+            ChunkDelta {
+                tool_calls: vec![ToolCallDelta {
+                    index,
+                    id: call.id,
+                    kind: call.kind,
+                    function: call.function,
+                }],
+                ..ChunkDelta::default()
+            },
+            None,
+        )
+    }
+
+    /// The last chunk of the choice: an empty delta and why it finished.
+    pub fn finish(header: &ChunkHeader, reason: FinishReason) -> Self {
+        Self::with(header, ChunkDelta::default(), Some(reason))
+    }
+
+    /// The usage chunk after the last, when asked for: no choices.
+    pub fn usage(header: &ChunkHeader, usage: Usage) -> Self {
+        Self {
+            id: header.id.clone(),
+            object: "chat.completion.chunk",
+            created: header.created,
+            model: header.model.clone(),
+            system_fingerprint: None,
+            choices: Vec::new(),
+            usage: Some(Some(usage)),
+        }
+    }
+}
+
+/// One server-sent event carrying `value` as JSON: `data: {json}\n\n`.
+pub fn sse_data<T: Serialize>(value: &T) -> Vec<u8> {
+    let mut event = b"data: ".to_vec();
+    serde_json::to_writer(&mut event, value).expect("wire types always serialize");
+    event.extend_from_slice(b"\n\n");
+    event
+}
+
+/// The event that ends a stream.
+pub const SSE_DONE: &[u8] = b"data: [DONE]\n\n";
