@@ -11,6 +11,7 @@ mod checks;
 mod completion;
 mod conversation;
 mod driver;
+mod embeddings;
 mod error;
 mod followups;
 mod grounding;
@@ -48,6 +49,11 @@ pub use completion::{Completion, ResponseFormat, ToolChoice};
 pub use conversation::{
     Answer, ChatMode, ContentPart, DataPoints, FinishReason, Message, Overrides, RetrievalMode,
     Role, Thought, TokenUsage, TurnInput, UsageTotals, display_time,
+};
+pub use embeddings::{
+    EmbedError, EmbedFuture, Embedded, Embedder, EmbeddingFamily, EmbeddingModels,
+    EmbeddingProfile, EmbeddingRequest, Embeddings, MAX_CONCURRENT_CALLS, MAX_INPUTS,
+    MAX_REQUEST_TOKENS, check_texts,
 };
 pub use error::{ChatError, ModelError};
 pub use followups::FollowupSplitter;
