@@ -7,6 +7,7 @@ mod field;
 mod files;
 mod model;
 mod multipart;
+pub mod openai;
 mod request;
 pub mod v2024_01_28;
 pub mod v2024_05_29;
