@@ -54,7 +54,8 @@ impl ChatFunction for Buffered {
         Self::own_routes(state).merge(
             Router::new()
                 .route("/multi-agent-chat", only("POST", post(agents_chat)))
-                .with_state(state.clone()),
+                .with_state(state.clone())
+                .merge(super::embeddings::routes(state, FUNCTION)),
         )
     }
 }

@@ -47,6 +47,7 @@ impl ChatFunction for Streamed {
             )
             .route("/multi-agent-chat", only("POST", post(agents_bare)))
             .with_state(state.clone())
+            .merge(super::embeddings::routes(state, FUNCTION))
     }
 }
 
