@@ -307,3 +307,25 @@ async fn an_unknown_caller_is_refused_with_401() {
     assert_eq!(reply.status, 401, "{}", reply.body);
     assert_eq!(error_of(&reply)["code"], "invalid_api_key");
 }
+
+/// Each function as its cold start builds it (the composition root, from this process's environment: IAM callers,
+/// Titan by default): the buffered function, the streaming one and the local run's every function on one address
+/// each answer `POST /v1/embeddings` (an unsigned caller's 401 in OpenAI's shape, not a 404 for an unknown path).
+#[tokio::test]
+async fn every_function_and_the_local_run_serve_the_route() {
+    async fn ask<F: chat_app::Function>() -> Reply {
+        let app = chat_app::App::build::<F>().await.unwrap();
+        let body = json!({"input": "a", "model": "amazon.titan-embed-text-v2:0"});
+        let request = harness::json_request("POST", "/v1/embeddings", Some(&body));
+        Reply::collected(chat_runtime::answer_one(app.service(), request).await).await
+    }
+    let replies = [
+        ("chat", ask::<chat_app::Buffered>().await),
+        ("chat-stream", ask::<chat_app::Streamed>().await),
+        ("local run", ask::<chat_app::Everything>().await),
+    ];
+    for (function, reply) in replies {
+        assert_eq!(reply.status, 401, "{function}: {}", reply.body);
+        assert_eq!(error_of(&reply)["code"], "invalid_api_key", "{function}");
+    }
+}

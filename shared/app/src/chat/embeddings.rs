@@ -97,6 +97,10 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatState<M, St> {
             Ok::<_, Refusal>((json_response(StatusCode::OK, &answer), spent))
         }
         .await;
+        // A metric's model is one the deployment serves: a client's made-up name would be a dimension of its own.
+        if self.embedding_models.allowed(&model).is_none() {
+            model.clear();
+        }
         let meter = TurnMeter::start_at(function, ROUTE, &model, at);
         match answered {
             Ok((response, spent)) => {
