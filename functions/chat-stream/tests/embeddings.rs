@@ -329,3 +329,30 @@ async fn every_function_and_the_local_run_serve_the_route() {
         assert_eq!(error_of(&reply)["code"], "invalid_api_key", "{function}");
     }
 }
+
+#[tokio::test]
+async fn a_model_that_throttles_is_a_429_charged_only_where_a_call_may_have_run() {
+    let h = harness(&[]).await;
+    let titan = "amazon.titan-embed-text-v2:0";
+    // One call, refused by the model: nothing spent.
+    let reply = embed(&h, json!({"input": "[[fault:throttle]]", "model": titan})).await;
+    assert_eq!(reply.status, 429, "{}", reply.body);
+    assert_eq!(error_of(&reply)["code"], "rate_limit_exceeded");
+    // Not the caller's limit: no Retry-After to wait for.
+    assert!(reply.headers.get("retry-after").is_none());
+    let usage = harness::usage_now(&h.store).await;
+    assert_eq!(usage.day.turns, 1);
+    assert_eq!(usage.day.spent.tokens.total_tokens, 0);
+    // Two calls (Titan takes one text a call), one refused: the other may have been answered, and billed, first;
+    // the request is charged its estimate.
+    let texts = ["fine", "[[fault:throttle]]"];
+    let reply = embed(&h, json!({"input": texts, "model": titan})).await;
+    assert_eq!(reply.status, 429, "{}", reply.body);
+    let usage = harness::usage_now(&h.store).await;
+    assert_eq!(usage.day.turns, 2);
+    assert_eq!(
+        usage.day.spent.tokens.total_tokens,
+        texts.iter().map(|t| estimate_tokens(t)).sum::<u64>()
+    );
+    assert_eq!(usage.day.reserved.tokens, 0);
+}

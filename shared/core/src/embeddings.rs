@@ -270,7 +270,8 @@ impl<M, St> ChatService<M, St> {
     /// Embeds `request` with `embedder`, when `models` allow its model: the texts checked against their bounds,
     /// then the request admitted as a turn is (one atomic write of the caller's counters: refused over a quota or
     /// the rate limit, else counted and holding its texts' estimated tokens, priced), the model asked, and what it
-    /// read settled (its own count, or the estimate when a call failed after it may have run).
+    /// read settled (its own count; the estimate when it failed after a call may have run: a call that failed
+    /// other than by the model's refusal, or any failure of a request of several calls).
     pub async fn embed(
         &self,
         embedder: &dyn Embedder,
@@ -317,10 +318,12 @@ impl<M, St> ChatService<M, St> {
                 )))
             }
         });
+        // A request of several calls that failed may have had some of them answered (and billed) before one failed.
+        let calls = request.texts.len().div_ceil(profile.texts_per_call.max(1));
         let read = match &outcome {
             Ok(embedded) => Some(embedded.input_tokens),
-            // A model that may have run may have read every text.
-            Err(e) if !model_did_not_run(e) => Some(estimate),
+            // A model that may have run may have read every text: counted as the estimate, more rather than less.
+            Err(e) if calls > 1 || !model_did_not_run(e) => Some(estimate),
             Err(_) => None,
         };
         if let Some(tokens) = read {
