@@ -112,6 +112,9 @@ class Stack:
         if function == "Fn::Select":
             index, items = argument
             return self.evaluate(items)[int(self.evaluate(index))]
+        if function == "Fn::Join":
+            separator, items = argument
+            return separator.join(str(i) for i in self.evaluate(items))
         raise ValueError(f"no evaluation of {function} in a condition")
 
     def resolve_ifs(self, node):
@@ -450,6 +453,38 @@ def test_self_sign_up_is_refused_without_a_pool_domains_or_a_token_quota():
     for value in ("", "example.com", "Example.COM,mail.example.org", "a-b.example.co.uk"):
         assert re.fullmatch(pattern, value), value
     for value in ("example", "@example.com", "example.com, example.org", "example.com,", "*.example.com"):
+        assert not re.fullmatch(pattern, value), value
+
+
+def embedding_models_invoked(**parameters):
+    """{function: [model id, …]} of the statement each chat function's role grants /v1/embeddings (none: absent)."""
+    s = Stack(transformed({**MODES["jwt"], **parameters}), {**MODES["jwt"], **parameters})
+    found = {}
+    for function in ("ChatFunction", "ChatStreamFunction"):
+        for policy in s.resources[f"{function}Role"]["Properties"]["Policies"]:
+            for statement in as_list(policy["PolicyDocument"]["Statement"]):
+                if statement.get("Sid") == "EmbedWithTheConfiguredEmbeddingModels":
+                    assert statement["Action"] == ["bedrock:InvokeModel"], statement
+                    prefix = "arn:${AWS::Partition}:bedrock:${AWS::Region}::foundation-model/"
+                    arns = [r["Fn::Sub"] for r in statement["Resource"]]
+                    assert all(a.startswith(prefix) for a in arns), arns
+                    found[function] = sorted(a[len(prefix):] for a in arns)
+    return found
+
+
+def test_the_chat_functions_may_invoke_exactly_the_embedding_models():
+    titan = ["amazon.titan-embed-text-v2:0"]
+    assert embedding_models_invoked() == {"ChatFunction": titan, "ChatStreamFunction": titan}
+    two = ["cohere.embed-english-v3", "cohere.embed-v4:0"]
+    assert embedding_models_invoked(EmbeddingModels="cohere.embed-v4:0,cohere.embed-english-v3") == {
+        "ChatFunction": two, "ChatStreamFunction": two}
+    assert embedding_models_invoked(EmbeddingModels="") == {}
+    # The parameter takes only the ids the statement knows, comma-separated without spaces.
+    pattern = raw_template()["Parameters"]["EmbeddingModels"]["AllowedPattern"]
+    for value in ("", "amazon.titan-embed-text-v2:0", "cohere.embed-multilingual-v3,cohere.embed-v4:0"):
+        assert re.fullmatch(pattern, value), value
+    for value in ("amazon.titan-embed-text-v1", "cohere.embed-v4:0, amazon.titan-embed-text-v2:0", "x,",
+                  "us.cohere.embed-v4:0"):
         assert not re.fullmatch(pattern, value), value
 
 

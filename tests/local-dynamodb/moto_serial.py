@@ -8,6 +8,10 @@ each other between requests, which is what the store's version checks are for.
 Two changes of moto's own bookkeeping keep a long test run fast, without changing what a request does or answers:
 * a transaction snapshots the table for its rollback once per table, where moto took the same snapshot once per
   item (nothing is written until all are taken), which made a transaction cost its items times the table's size;
+* numbers in exponent notation add up: moto reads an operand without a `.` as an integer, and its own Decimal sums
+  write amounts under a millionth that way (`3E-7`, `0E-10`), so the next `ADD` or `SET a = a + :v` on such a
+  counter failed (`invalid literal for int()`) where DynamoDB adds them (the cost counters of embeddings, at $0.02
+  per million tokens, hold such amounts). Integers still add as integers;
 * model objects are not tracked: moto remembers every one it ever made, for its dashboard (`/moto-api/`, unused
   here), so every snapshot's copies stayed alive. A long run grew moto to many GB, and the garbage collector's
   passes over them stalled requests for seconds at a time.
@@ -16,11 +20,13 @@ Usage: python moto_serial.py HOST PORT
 """
 
 import copy
+import decimal
 import sys
 import threading
 import types
 
 import moto.dynamodb.models as dynamodb
+from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.core.common_models import BaseModel
 from moto.moto_server.werkzeug_app import (
     DomainDispatcherApplication,
@@ -35,6 +41,25 @@ def _untracked(cls, *args, **kwargs):
 
 
 BaseModel.__new__ = staticmethod(_untracked)
+
+def _number(text):
+    try:
+        return int(text)
+    except ValueError:
+        return decimal.Decimal(text)
+
+
+def _arithmetic(original, operate):
+    def numbers(self, other):
+        if self.is_number() and other.is_number() and self.type == other.type:
+            return DynamoType({"N": f"{operate(_number(self.value), _number(other.value))}"})
+        return original(self, other)
+
+    return numbers
+
+
+DynamoType.__add__ = _arithmetic(DynamoType.__add__, lambda a, b: a + b)
+DynamoType.__sub__ = _arithmetic(DynamoType.__sub__, lambda a, b: a - b)
 
 _transact_write_items = dynamodb.DynamoDBBackend.transact_write_items
 

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use chat_aws::{BedrockKnowledgeBase, BedrockModel, DynamoStore, S3Attachments};
-use chat_core::{AttachmentStore, Retriever, ToolSource};
+use chat_aws::{BedrockEmbedder, BedrockKnowledgeBase, BedrockModel, DynamoStore, S3Attachments};
+use chat_core::{AttachmentStore, Embedder, Retriever, ToolSource};
 
 use chat_edge::ConfigError;
 
@@ -25,6 +25,18 @@ impl Backends {
     /// Bedrock Converse, each call bounded by `MODEL_TIMEOUT_MS`.
     pub fn model(&self, config: &Config) -> BedrockModel {
         BedrockModel::new(&self.aws, config.model_timeout)
+    }
+
+    /// Bedrock's embedding models for `POST /v1/embeddings`, each call bounded by `MODEL_TIMEOUT_SECONDS`; `None`
+    /// when `EMBEDDING_MODELS` names none.
+    pub fn embedder(&self, config: &Config) -> Option<Arc<dyn Embedder>> {
+        if config.embedding_models.is_empty() {
+            return None;
+        }
+        Some(Arc::new(BedrockEmbedder::new(
+            &self.aws,
+            config.model_timeout,
+        )))
     }
 
     /// The chats' table, with the store's timeouts and the chats' time to live.

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use chat_core::EmbeddingModels;
 use chat_core::{
     AgentGroup, AllowedOverrides, ChatSettings, CitationMode, DocumentAccess, FileLimits,
     Guardrail, Latency, Limits, ModelOptions, ReasoningStyle, RequestLimits, RetrievalSettings,
@@ -66,6 +67,9 @@ pub struct Config {
     pub mcp_max_sessions: usize,
     /// How long a caller's MCP session is kept unused before it is closed (`MCP_SESSION_IDLE_MS`).
     pub mcp_session_idle: Duration,
+    /// The embedding models `POST /v1/embeddings` serves (`EMBEDDING_MODELS`, comma-separated; set empty: none,
+    /// and the route answers every model with 404).
+    pub embedding_models: EmbeddingModels,
 }
 
 /// Configuration that holds secrets (MCP servers' header values): its `Debug` never shows them.
@@ -84,6 +88,8 @@ impl Config {
     /// (Haiku 4.5 is not offered on demand in-Region; the global profile runs it wherever there is capacity, at the
     /// source Region's price). template.yaml's `ModelId` has the same default.
     pub const DEFAULT_MODEL_ID: &'static str = "global.anthropic.claude-haiku-4-5-20251001-v1:0";
+    /// The embedding model `POST /v1/embeddings` serves unless `EMBEDDING_MODELS` says otherwise.
+    pub const DEFAULT_EMBEDDING_MODEL: &'static str = "amazon.titan-embed-text-v2:0";
     /// What fits in a Lambda request: 6 MB of event, in which a function URL carries a binary body in base64.
     pub const DEFAULT_MAX_UPLOAD_BYTES: usize = 4_500_000;
     /// Lambda's limit on a synchronous invocation's request, 6 MB as Lambda counts it (6,291,456 bytes): no body a
@@ -343,6 +349,7 @@ impl Config {
             mcp_servers: get("MCP_SERVERS").map(SecretJson),
             mcp_max_sessions: number("MCP_MAX_SESSIONS", 16)?.min(100_000) as usize,
             mcp_session_idle: Duration::from_millis(number("MCP_SESSION_IDLE_MS", 300_000)?),
+            embedding_models: embedding_models(lookup("EMBEDDING_MODELS"))?,
         })
     }
 }
@@ -540,6 +547,43 @@ fn model_options(
     options.allowed_service_tiers = choices("ALLOWED_SERVICE_TIERS", get("ALLOWED_SERVICE_TIERS"))?;
     options.allowed_service_tiers.extend(options.service_tier);
     Ok(options)
+}
+
+/// The embedding models of `EMBEDDING_MODELS` (`value`): unset, Titan Text Embeddings V2; set empty, none.
+fn embedding_models(value: Option<String>) -> Result<EmbeddingModels, ConfigError> {
+    let list = value.unwrap_or_else(|| Config::DEFAULT_EMBEDDING_MODEL.into());
+    let ids: Vec<String> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|id| !id.is_empty())
+        .map(String::from)
+        .collect();
+    EmbeddingModels::new(ids).map_err(|reason| ConfigError {
+        name: "EMBEDDING_MODELS",
+        reason,
+    })
+}
+
+#[cfg(test)]
+mod embedding_models_tests {
+    use super::*;
+
+    #[test]
+    fn titan_by_default_none_when_set_empty_and_unknown_models_refused() {
+        let default = Config::from_pairs(&[]).unwrap().embedding_models;
+        assert_eq!(default.ids(), [Config::DEFAULT_EMBEDDING_MODEL]);
+        let off = Config::from_pairs(&[("EMBEDDING_MODELS", " ")]).unwrap();
+        assert!(off.embedding_models.is_empty());
+        let two = Config::from_pairs(&[(
+            "EMBEDDING_MODELS",
+            "cohere.embed-english-v3, amazon.titan-embed-text-v2:0",
+        )])
+        .unwrap();
+        assert_eq!(two.embedding_models.ids().len(), 2);
+        let refused =
+            Config::from_pairs(&[("EMBEDDING_MODELS", "amazon.nova-pro-v1:0")]).unwrap_err();
+        assert_eq!(refused.name, "EMBEDDING_MODELS");
+    }
 }
 
 #[cfg(test)]

@@ -164,7 +164,8 @@ fn chat<F: ChatFunction>(
             .with_retriever(backends.knowledge_base(config))
             .with_attachments(backends.attachments(config))
             .with_tools(tools, config.tool_bounds)
-            .with_usage(Some(ledger)),
+            .with_usage(Some(ledger))
+            .with_embedder(backends.embedder(config)),
     )
 }
 

@@ -4,6 +4,7 @@
 mod attachments;
 mod bedrock;
 mod dynamo;
+mod embeddings;
 mod guardrail_trace;
 pub mod https;
 mod knowledge_base;
@@ -13,6 +14,7 @@ mod usage;
 
 pub use attachments::S3Attachments;
 pub use bedrock::{BedrockModel, BedrockStream};
+pub use embeddings::BedrockEmbedder;
 pub use knowledge_base::BedrockKnowledgeBase;
 pub use store::DynamoStore;
 pub use usage::DynamoUsage;

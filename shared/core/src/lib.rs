@@ -12,6 +12,7 @@ mod complete;
 mod completion;
 mod conversation;
 mod driver;
+mod embeddings;
 mod error;
 mod followups;
 mod grounding;
@@ -49,6 +50,11 @@ pub use completion::{Completion, ResponseFormat, ToolChoice};
 pub use conversation::{
     Answer, ChatMode, ContentPart, DataPoints, FinishReason, Message, Overrides, RetrievalMode,
     Role, Thought, TokenUsage, TurnInput, UsageTotals, display_time,
+};
+pub use embeddings::{
+    EmbedFuture, Embedded, Embedder, EmbeddingFamily, EmbeddingModels, EmbeddingProfile,
+    EmbeddingRequest, Embeddings, MAX_CONCURRENT_CALLS, MAX_INPUTS, MAX_REQUEST_TOKENS,
+    check_texts,
 };
 pub use error::{ChatError, ModelError};
 pub use followups::FollowupSplitter;

@@ -149,6 +149,7 @@
 //! | `performanceConfig` `{"latency":"standard"\|"optimized"}` | the same `performanceConfig` in `converse`'s response and the stream's `metadata` event; another `latency` (or none) is refused: `ValidationException` `performanceConfig.latency: must be one of standard, optimized` |
 //! | `serviceTier` `{"type":"default"\|"priority"\|"flex"}` | the same `serviceTier`, likewise; another `type`: `ValidationException` `serviceTier.type: must be one of default, priority, flex` |
 //! | a model id that is an inference profile id (`us.…`, `global.…`) or an ARN (`arn:aws:bedrock:…:application-inference-profile/…`), percent-encoded in the path by the SDK | answered as any model id; [`RecordedRequest::model_id`] holds it decoded |
+//! | `POST /model/{id}/invoke` for an embedding model (Titan Text Embeddings V2, Cohere Embed v3 and v4) | deterministic vectors in the model's wire format: see [`embeddings`] |
 //! | `POST /model/{id}/count-tokens` `{"input":{"converse":{"system":…,"messages":…}}}` | `{"inputTokens":N}`, N the input tokens a `converse` request of the same `system`, `messages` and `toolConfig` has (cache points count nothing, no cache is read). With `{"input":{"invokeModel":{"body":B}}}`: the whitespace words of the decoded body. Otherwise a `ValidationException`. Only a foundation model of Anthropic's counts (its id, or its `…:foundation-model/…` ARN): any other id, an inference profile's included, is refused as Bedrock refuses it, `ValidationException` "The provided model doesn't support counting tokens." Recorded as [`Operation::CountTokens`]; no directives apply |
 //!
 //! # Tools
@@ -223,6 +224,8 @@
 //!
 //! [`LocalBedrock::requests`] (and `GET /__local/requests`) keep each request's whole JSON body, so tests can
 //! assert what reached the model: the system prompt, `searchResult` blocks, the Sources section.
+
+pub mod embeddings;
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -347,6 +350,7 @@ fn router(state: AppState) -> Router {
         .route("/model/{model_id}/count-tokens", post(count_tokens))
         .route("/__local/requests", axum::routing::get(inspect))
         .with_state(state)
+        .merge(embeddings::router())
 }
 
 /// `GET /__local/requests`: what the server received and when it sent each delta (Unix milliseconds), for tests

@@ -63,6 +63,7 @@ impl ChatFunction for Buffered {
                 state,
                 super::openai::Streaming::Refused(FUNCTION),
             ))
+            .merge(super::embeddings::routes(state, FUNCTION))
     }
 }
 

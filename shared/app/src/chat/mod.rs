@@ -9,8 +9,8 @@ use axum::Router;
 use axum::http::Method;
 use axum::response::Response;
 use chat_core::{
-    AgentGroup, AttachmentStore, ChatModel, ChatService, Limits, RequestLimits, Retriever,
-    SessionStore, ToolBounds, ToolSource, UsageLedger,
+    AgentGroup, AttachmentStore, ChatModel, ChatService, Embedder, EmbeddingModels, Limits,
+    RequestLimits, Retriever, SessionStore, ToolBounds, ToolSource, UsageLedger,
 };
 use chat_edge::{Arrived, Auth, ChatEdgeState, Cors, EdgeState};
 use chat_protocol::chat_ui::ReplyShape;
@@ -19,6 +19,7 @@ use chat_runtime::{FunctionService, TurnMeter};
 use crate::Config;
 
 mod buffered;
+mod embeddings;
 mod openai;
 mod streamed;
 
@@ -52,6 +53,10 @@ pub struct ChatState<M, St> {
     ui_reply: ReplyShape,
     /// The limits users are held to once a ledger counts what they spend ([`ChatApp::with_usage`]).
     usage_limits: Limits,
+    /// The embedding models `POST /v1/embeddings` serves (`EMBEDDING_MODELS`), and the adapter that asks them
+    /// ([`ChatApp::with_embedder`]); without one, the route serves no model.
+    embedding_models: EmbeddingModels,
+    embedder: Option<Arc<dyn Embedder>>,
 }
 
 impl<M: ChatModel + 'static, St: SessionStore + 'static, F: ChatFunction> ChatApp<M, St, F> {
@@ -65,6 +70,8 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static, F: ChatFunction> ChatAp
                 max_upload_bytes: config.max_upload_bytes,
                 ui_reply: config.chat_ui_reply,
                 usage_limits: config.usage_limits,
+                embedding_models: config.embedding_models,
+                embedder: None,
             }),
             cors: config.cors,
             function: PhantomData,
@@ -91,6 +98,19 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static, F: ChatFunction> ChatAp
     pub fn with_usage(self, ledger: Option<Arc<dyn UsageLedger>>) -> Self {
         let limits = self.state.usage_limits;
         self.map_service(|service| service.with_usage(ledger, limits))
+    }
+
+    /// Embeds texts for `POST /v1/embeddings` with `embedder` (the models of `EMBEDDING_MODELS`); `None` serves
+    /// no embedding model.
+    pub fn with_embedder(self, embedder: Option<Arc<dyn Embedder>>) -> Self {
+        let Ok(state) = Arc::try_unwrap(self.state) else {
+            unreachable!("the state is shared only once the app serves")
+        };
+        Self {
+            state: Arc::new(ChatState { embedder, ..state }),
+            cors: self.cors,
+            function: PhantomData,
+        }
     }
 
     /// The app with its chat service changed by `change` (before it serves).

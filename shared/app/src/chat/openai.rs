@@ -73,8 +73,8 @@ async fn unknown(uri: axum::http::Uri) -> Response {
     openai_error_response(&ApiError::NotFound(uri.path().to_string()))
 }
 
-/// Every model a completion may name, with the prices its cost is counted by: the configured ones for `MODEL_ID`,
-/// each other model's list prices.
+/// Every model a request may name, with the prices its cost is counted by: the chat models (the configured prices
+/// for `MODEL_ID`, each other model's list prices), then the embedding models.
 fn models<M: ChatModel + 'static, St: SessionStore>(app: &ChatState<M, St>) -> Vec<Model> {
     let settings = app.service.settings();
     let mut ids: Vec<&str> = vec![settings.model_id.as_str()];
@@ -94,6 +94,11 @@ fn models<M: ChatModel + 'static, St: SessionStore>(app: &ChatState<M, St>) -> V
             };
             Model::new(id, prices.as_ref())
         })
+        // The embedding models `/v1/embeddings` takes, with their input prices.
+        .chain(app.embedding_models.ids().iter().map(|id| {
+            let prices = app.embedding_models.allowed(id).map(|profile| profile.prices);
+            Model::new(id, prices.as_ref())
+        }))
         .collect()
 }
 

@@ -52,6 +52,7 @@ impl ChatFunction for Streamed {
                 state,
                 super::openai::Streaming::Events(FUNCTION),
             ))
+            .merge(super::embeddings::routes(state, FUNCTION))
     }
 }
 
