@@ -147,7 +147,8 @@ def main():
                                  "--", "--nocapture"])])
 
     try:
-        with LocalRun():
+        # An embedding model allowed, so that schemathesis's /v1/embeddings examples reach the local Bedrock server.
+        with LocalRun(env={"EMBEDDING_MODELS": "amazon.titan-embed-text-v2:0"}):
             # Conformance first: schemathesis leaves hundreds of chats behind, which would make the history lists
             # the Chat UI's calls read long and slow (moto reads a long list slowly).
             section(f"conformance: official JS client, raw HTTP, Chat UI calls against {BASE}")

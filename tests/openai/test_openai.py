@@ -435,6 +435,10 @@ class Tools(unittest.TestCase):
         self.assertEqual(answer.choices[0].finish_reason, "stop")
         self.assertIn("get_weather returned rain, 14 degrees", content)
         self.assertIn("get_time returned 09:30 JST", content)
+        # Converse takes a turn's tool results in one user message: the two `tool` messages became one.
+        results_sent = last_model_request()["messages"][-1]["content"]
+        self.assertEqual([b["toolResult"]["toolUseId"] for b in results_sent if "toolResult" in b],
+                         [c.id for c in calls])
 
     def test_tool_choice_reaches_the_model(self):
         cases = [
@@ -512,6 +516,7 @@ class Reasoning(unittest.TestCase):
         self.assertTrue("".join(reasoning).startswith("Reasoning ("))
         self.assertIn("Echo: Why is the sky blue?", "".join(content))
         self.assertEqual(kinds, sorted(kinds, key=lambda k: k != "reasoning"), "all reasoning precedes the text")
+        self.assertIsNotNone(chunks[-1].usage, "include_usage: the last chunk has the usage")
         self.assertIsInstance(chunks[-1].usage.completion_tokens_details.reasoning_tokens, int)
 
 
