@@ -24,6 +24,10 @@ page (JWT)    the page at / in JWT mode signs in against a local OpenID Connect 
               port 9081; code + PKCE), chats and renews its token (refresh token, or prompt=none without one), signs
               out (revocation, end of the issuer's session; Cognito's /logout), sends a question typed after its
               sign-in ended once signed in again, against a local run of its own on port 9080;
+openai        the official `openai` Python SDK (tools/requirements.txt) against a local run of its own on port 9090
+              (tests/openai/test_openai.py): /v1/models, buffered and streamed completions, client tools, files,
+              reasoning across a tool call, structured output, embeddings, each refusal as the SDK's typed error,
+              API keys; with a second run on port 9095 limited to two requests a minute for the 429;
 docs          every shell example of README.md and docs/ that talks to the local run (tests/docs_examples.py), against
               a local run of its own on port 9070 with make run's defaults (retrieval on, the local MCP server).
 
@@ -143,7 +147,8 @@ def main():
                                  "--", "--nocapture"])])
 
     try:
-        with LocalRun():
+        # An embedding model allowed, so that schemathesis's /v1/embeddings examples reach the local Bedrock server.
+        with LocalRun(env={"EMBEDDING_MODELS": "amazon.titan-embed-text-v2:0"}):
             # Conformance first: schemathesis leaves hundreds of chats behind, which would make the history lists
             # the Chat UI's calls read long and slow (moto reads a long list slowly).
             section(f"conformance: official JS client, raw HTTP, Chat UI calls against {BASE}")
@@ -227,6 +232,30 @@ def main():
     except RuntimeError as e:
         print(e, file=sys.stderr)
         results.append(("page (JWT)", False, 0.0))
+
+    # OpenAI's SDK: a local run of its own (port 9090) allowing a second model (a cross-Region profile without
+    # structured output) and two embedding models, with a short key cache so that a revoked key stops at once, and
+    # no server-side grounding or MCP tools (the OpenAI routes' defaults); and a run limited to two requests a
+    # minute (port 9095) for the 429 and a key's turns counted against its owner's limit. The test runs with the
+    # venv's Python, which has the SDK.
+    section("openai: the official openai Python SDK against /v1 (tests/openai/test_openai.py)")
+    second_model, embedding_model, cohere_model = ("us.amazon.nova-pro-v1:0", "amazon.titan-embed-text-v2:0",
+                                                   "cohere.embed-english-v3")
+    openai_env = {"ALLOWED_MODELS": second_model, "EMBEDDING_MODELS": f"{embedding_model},{cohere_model}",
+                  "API_KEY_CACHE_SECONDS": "1", "MCP_SERVERS": "", "LOCAL_MODEL_PACE_MS": "0"}
+    try:
+        with LocalRun(9090, "openai", openai_env) as backend, \
+                LocalRun(9095, "openai-limited", {**openai_env, "RATE_LIMIT_PER_MINUTE": "2"}) as limited:
+            suite("openai", [lambda: run(
+                [os.path.join(ROOT, ".tools/venv/bin/python"), "tests/openai/test_openai.py", "-v"],
+                env={"OPENAI_TEST_BASE_URL": backend.base, "OPENAI_TEST_BEDROCK_URL": "http://127.0.0.1:9190",
+                     "OPENAI_TEST_LIMITED_BASE_URL": limited.base, "OPENAI_TEST_MODEL": "local.echo-v1:0",
+                     "OPENAI_TEST_SECOND_MODEL": second_model, "OPENAI_TEST_EMBEDDING_MODEL": embedding_model,
+                     "OPENAI_TEST_COHERE_MODEL": cohere_model, "OPENAI_TEST_KEY_CACHE_SECONDS": "1"},
+            )])
+    except RuntimeError as e:
+        print(e, file=sys.stderr)
+        results.append(("openai", False, 0.0))
 
     # Docs: every shell example of README.md and docs/ that talks to the local run, run against a local run of its
     # own (port 9070) with make run's defaults: retrieval on and the local MCP server (tests/docs_examples.py).
