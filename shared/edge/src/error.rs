@@ -359,7 +359,7 @@ mod tests {
         let e = ApiError::Chat(ChatError::ModelNotFound("x.y-v1".into()));
         assert_eq!(e.status(), StatusCode::NOT_FOUND);
         assert!(
-            e.public_message().contains("\"x.y-v1\""),
+            e.public_message().contains("`x.y-v1`"),
             "{}",
             e.public_message()
         );
