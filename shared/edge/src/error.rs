@@ -41,6 +41,9 @@ pub enum ApiError {
     UploadTooLarge { limit: usize },
     #[error("unauthorized: {0}")]
     Unauthorized(String),
+    /// The caller is known, and may not do this; the text says why, to them.
+    #[error("forbidden: {0}")]
+    Forbidden(String),
     #[error("invalid cursor")]
     InvalidCursor,
     #[error("content type {0:?} is not JSON")]
@@ -68,6 +71,7 @@ impl ApiError {
                 StatusCode::NOT_FOUND
             }
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::InvalidCursor => StatusCode::BAD_REQUEST,
             ApiError::Chat(ChatError::Store(
                 StoreError::Contended | StoreError::Unavailable(_),
@@ -128,6 +132,7 @@ impl ApiError {
             ApiError::NotFound(path) => format!("There is nothing at {path}."),
             ApiError::Chat(ChatError::ChatNotFound) => "There is no chat with that id.".into(),
             ApiError::Unauthorized(_) => "Missing or invalid credentials.".into(),
+            ApiError::Forbidden(why) => why.clone(),
             ApiError::InvalidCursor | ApiError::Chat(ChatError::Store(StoreError::InvalidCursor)) => {
                 "cursor: not a cursor this list gave".into()
             }
