@@ -197,3 +197,156 @@ impl ApiKeys {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use chat_core::{ApiKeyFuture, ApiKeyRefusal, NewApiKey};
+
+    use super::*;
+
+    /// A store of one key that counts what it is asked.
+    #[derive(Default)]
+    struct Counting {
+        key: Mutex<Option<ApiKeyRecord>>,
+        finds: AtomicUsize,
+        touches: AtomicUsize,
+        /// Every find fails, as a table out of reach.
+        down: bool,
+    }
+
+    impl ApiKeyStore for Counting {
+        fn create<'a>(
+            &'a self,
+            _: &'a ApiKeyRecord,
+            _: usize,
+            _: i64,
+        ) -> ApiKeyFuture<'a, Result<(), ApiKeyRefusal>> {
+            unimplemented!("not used here")
+        }
+
+        fn find<'a>(&'a self, hash: &'a str) -> ApiKeyFuture<'a, Option<ApiKeyRecord>> {
+            self.finds.fetch_add(1, Ordering::SeqCst);
+            let found = self.key.lock().unwrap().clone().filter(|k| k.hash == hash);
+            let down = self.down;
+            Box::pin(async move {
+                if down {
+                    Err(StoreError::Unavailable("down".into()))
+                } else {
+                    Ok(found)
+                }
+            })
+        }
+
+        fn list<'a>(&'a self, _: &'a str) -> ApiKeyFuture<'a, Vec<ApiKeyRecord>> {
+            unimplemented!("not used here")
+        }
+
+        fn revoke<'a>(&'a self, _: &'a str, _: &'a str) -> ApiKeyFuture<'a, Option<ApiKeyRecord>> {
+            unimplemented!("not used here")
+        }
+
+        fn touch<'a>(&'a self, _: &'a ApiKeyRecord, _: i64) -> ApiKeyFuture<'a, ()> {
+            self.touches.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async { Ok(()) })
+        }
+    }
+
+    fn keys(store: &Arc<Counting>, cache_life: Duration) -> ApiKeys {
+        ApiKeys::new(
+            store.clone(),
+            ApiKeySettings { cache_life },
+            Duration::from_secs(1),
+        )
+    }
+
+    fn now() -> i64 {
+        OffsetDateTime::now_utc().unix_timestamp()
+    }
+
+    #[tokio::test]
+    async fn a_key_is_read_once_per_cache_life_and_its_use_recorded_once() {
+        let new = NewApiKey::generate(Caller::owner("jwt:i:alice"), "k", now(), None);
+        let store = Arc::new(Counting::default());
+        *store.key.lock().unwrap() = Some(new.record.clone());
+        let keys = keys(&store, Duration::from_millis(300));
+        for _ in 0..20 {
+            assert_eq!(keys.check(&new.key).await.unwrap().owner, "jwt:i:alice");
+        }
+        // The use is written in a task of its own: given time to run.
+        for _ in 0..100 {
+            if store.touches.load(Ordering::SeqCst) > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(store.finds.load(Ordering::SeqCst), 1, "one read");
+        assert_eq!(
+            store.touches.load(Ordering::SeqCst),
+            1,
+            "one write of its use"
+        );
+        // Revoked in the store: still taken within the life, refused after it.
+        *store.key.lock().unwrap() = None;
+        keys.check(&new.key).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(350)).await;
+        assert!(matches!(
+            keys.check(&new.key).await,
+            Err(ApiError::Unauthorized(_))
+        ));
+        assert_eq!(store.finds.load(Ordering::SeqCst), 2);
+        // An unknown key is remembered as unknown for the life too.
+        let unknown = NewApiKey::generate(Caller::owner("x"), "u", now(), None);
+        for _ in 0..5 {
+            assert!(keys.check(&unknown.key).await.is_err());
+        }
+        assert_eq!(store.finds.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn an_expired_key_is_refused_though_it_was_cached_alive_and_a_down_store_is_a_503() {
+        let mut new = NewApiKey::generate(Caller::owner("jwt:i:alice"), "k", now(), None);
+        new.record.expires = Some(now() + 1);
+        let store = Arc::new(Counting::default());
+        *store.key.lock().unwrap() = Some(new.record.clone());
+        let keys = keys(&store, Duration::from_secs(60));
+        keys.check(&new.key).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(2100)).await;
+        assert!(matches!(
+            keys.check(&new.key).await,
+            Err(ApiError::Unauthorized(why)) if why.contains("expired")
+        ));
+        assert_eq!(store.finds.load(Ordering::SeqCst), 1);
+
+        let down = Arc::new(Counting {
+            down: true,
+            ..Counting::default()
+        });
+        let refused = ApiKeys::new(down, ApiKeySettings::default(), Duration::from_secs(1))
+            .check(&new.key)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            refused.status(),
+            axum::http::StatusCode::SERVICE_UNAVAILABLE
+        );
+        assert!(refused.retry_after().is_some());
+    }
+
+    #[test]
+    fn the_cache_life_is_read_and_checked() {
+        let read = |v: &'static str| {
+            ApiKeySettings::from_lookup(&move |name: &str| {
+                (name == "API_KEY_CACHE_SECONDS").then(|| v.to_string())
+            })
+        };
+        assert_eq!(read("").unwrap().cache_life, Duration::from_secs(60));
+        assert_eq!(read("0").unwrap().cache_life, Duration::ZERO);
+        assert_eq!(read(" 5 ").unwrap().cache_life, Duration::from_secs(5));
+        for bad in ["-1", "3601", "soon"] {
+            assert_eq!(read(bad).unwrap_err().name, "API_KEY_CACHE_SECONDS");
+        }
+    }
+}
