@@ -63,6 +63,7 @@ async fn world() -> World {
         ))
     };
     let minute = Duration::from_secs(60);
+    let ledger = || -> Arc<dyn chat_core::UsageLedger> { Arc::new(store.usage_ledger()) };
     let token = |sub: &str, groups: Value| {
         signer.token_with(
             ISSUER,
@@ -72,9 +73,12 @@ async fn world() -> World {
         )
     };
     World {
-        chat: chat::App::new(model(), store.clone(), keyed(minute), config.clone()),
-        stream: chat_stream::App::new(model(), store.clone(), keyed(minute), config.clone()),
-        history: history::App::new(store.clone(), keyed(minute), &config),
+        chat: chat::App::new(model(), store.clone(), keyed(minute), config.clone())
+            .with_usage(Some(ledger())),
+        stream: chat_stream::App::new(model(), store.clone(), keyed(minute), config.clone())
+            .with_usage(Some(ledger())),
+        history: history::App::new(store.clone(), keyed(minute), &config)
+            .with_usage(Some(ledger())),
         other_history: history::App::new(store.clone(), keyed(CACHE), &config),
         alice: token("alice", json!(["staff", "eng"])),
         bob: token("bob", json!([])),
@@ -178,6 +182,16 @@ async fn a_key_acts_as_its_owner_on_every_function() {
         .collect();
     assert!(ids.contains(&chat_id), "{ids:?}");
     assert_eq!(ids.len(), 2, "both turns' chats are alice's");
+    // Its turns are counted as alice's: her JWT reads them in her usage, and so does the key.
+    let usage = w.send("GET", "/usage", Some(&w.alice), None).await;
+    assert_eq!(usage.status, 200, "{}", usage.body);
+    assert_eq!(usage.json()["today"]["turns"], 2, "{}", usage.body);
+    assert_eq!(
+        w.send("GET", "/usage", Some(key), None).await.json(),
+        usage.json()
+    );
+    let bobs = w.send("GET", "/usage", Some(&w.bob), None).await.json();
+    assert_eq!(bobs["today"]["turns"], 0);
     // And the key reads alice's history; bob's JWT does not see it.
     let by_key = w
         .send(
