@@ -187,8 +187,8 @@ async fn a_key_acts_as_its_owner_on_every_function() {
     assert_eq!(usage.status, 200, "{}", usage.body);
     assert_eq!(usage.json()["today"]["turns"], 2, "{}", usage.body);
     assert_eq!(
-        w.send("GET", "/usage", Some(key), None).await.json(),
-        usage.json()
+        w.send("GET", "/usage", Some(key), None).await.json()["today"],
+        usage.json()["today"]
     );
     let bobs = w.send("GET", "/usage", Some(&w.bob), None).await.json();
     assert_eq!(bobs["today"]["turns"], 0);
