@@ -1,7 +1,8 @@
 // The backend's own page (web/index.html, served at `/`) in headless Chromium, as a person uses it: asks a question
 // the sample knowledge base answers and sees the answer stream in with a `[Parental_Leave.md]` citation that opens
 // its passage, opens the thoughts, reads the usage, finds the chat in history and renames, opens and deletes it,
-// sends a file with a question, stops an answer, switches to multi-agent mode and sees each agent's message; with no
+// sends a file with a question, stops an answer, switches to multi-agent mode and sees each agent's message; makes an
+// API key (shown once, copied), sees it listed, uses it and revokes it; with no
 // failed request (but the stopped one), no answer of 400 or more and no console error on the way.
 //
 //   CHAT_BASE_URL=http://127.0.0.1:9050 [PAGE_SCREENSHOT_DIR=docs/screenshots] node --test tests/browser/page.test.mjs
@@ -238,6 +239,53 @@ describe(`the page at ${BASE}/`, () => {
     assert.deepEqual(seen.console, [], 'console errors');
     assert.deepEqual(seen.pageErrors, [], 'script errors');
     assert.ok(seen.calls.includes('PATCH /chat-history/' + chat.id), 'the rename was a PATCH');
+    await page.close();
+  });
+
+  test('API keys: makes a key shown once with a copy button, lists it, the key acts as the user, revokes it', { timeout: TEST_TIMEOUT_MS }, async () => {
+    await browser.defaultBrowserContext().overridePermissions(BASE, ['clipboard-read', 'clipboard-write', 'clipboard-sanitized-write']);
+    const page = await browser.newPage();
+    page.setDefaultTimeout(STEP_TIMEOUT_MS);
+    const seen = watch(page);
+    await page.goto(`${BASE}/`, { waitUntil: 'load' });
+    await page.waitForSelector('#api-keys:not([hidden])');
+    const name = `page key ${Date.now()}`;
+    await page.type('#api-key-name', name);
+    await page.type('#api-key-days', '7');
+    await page.click('#api-key-create');
+    await page.waitForSelector('#api-key-new:not([hidden])');
+    const key = await page.$eval('#api-key-value', (i) => i.value);
+    assert.match(key, /^cbk_[A-Za-z0-9_-]{43}$/);
+    await page.click('#api-key-copy');
+    await page.waitForFunction(() => document.getElementById('api-key-copy').textContent === 'Copied');
+    assert.equal(await page.evaluate(() => navigator.clipboard.readText()), key, 'the key is on the clipboard');
+
+    // Listed by name and hint, never the key itself.
+    const item = await page.waitForSelector(`xpath///ul[@id="api-key-list"]/li[contains(., "${name}")]`);
+    const text = await item.evaluate((li) => li.textContent);
+    assert.ok(text.includes(`cbk_…${key.slice(-4)}`), text);
+    assert.ok(!text.includes(key), 'the list never shows the key');
+    assert.match(text, /never used/);
+    assert.match(text, /expires/);
+    const id = await item.evaluate((li) => li.dataset.id);
+
+    // The key acts as the page's user: it lists the same chats.
+    const byKey = await fetch(`${BASE}/chat-history?mode=standard`, { headers: { authorization: `Bearer ${key}` } });
+    assert.equal(byKey.status, 200);
+    assert.deepEqual((await byKey.json()).map((c) => c.id), (await chats('standard')).map((c) => c.id));
+
+    // Revoked through its dialog: gone from the list, and refused.
+    await (await item.$('button.revoke')).click();
+    await page.waitForSelector('#revoke-dialog[open]');
+    await page.click('#revoke-confirm');
+    await page.waitForFunction((gone) => !document.querySelector(`#api-key-list li[data-id="${gone}"]`), {}, id);
+    const refused = await fetch(`${BASE}/chat-history?mode=standard`, { headers: { authorization: `Bearer ${key}` } });
+    assert.equal(refused.status, 401);
+
+    assert.deepEqual(seen.failed, [], 'failed requests');
+    assert.deepEqual(seen.bad, [], 'answers of 400 and above');
+    assert.deepEqual(seen.console, [], 'console errors');
+    assert.deepEqual(seen.pageErrors, [], 'script errors');
     await page.close();
   });
 });

@@ -8,7 +8,7 @@ use axum::Router;
 use axum::http::Method;
 use chat_aws::{BedrockModel, DynamoStore};
 use chat_core::UsageLedger;
-use chat_edge::{Auth, ConfigError, Cors};
+use chat_edge::{ApiKeySettings, ApiKeys, Auth, ConfigError, Cors};
 use chat_runtime::{FunctionService, Responses};
 
 use crate::chat::{Buffered, ChatApp, ChatFunction, Streamed};
@@ -105,8 +105,9 @@ impl App {
     /// ledger, and the routes over them.
     pub async fn build<F: Function>() -> Result<Self, ConfigError> {
         let config = Config::from_env()?;
-        let auth = Auth::from_env(chat_runtime::http_client)?;
         let backends = Backends::load().await;
+        let auth = Auth::from_env(chat_runtime::http_client)?;
+        let auth = with_api_keys(auth, &backends, &config, ApiKeySettings::from_env()?);
         let routes = F::routes(Parts {
             backends: &backends,
             config: &config,
@@ -184,6 +185,25 @@ fn history(
         .with_page(&page)
         .with_attachments(backends.attachments(config))
         .with_usage(Some(ledger)))
+}
+
+/// `auth` taking the API keys kept in the store's table (in JWT mode and local runs; IAM mode takes none), every
+/// check of them bounded by the store's timeout for a whole call.
+fn with_api_keys(
+    auth: Auth,
+    backends: &Backends,
+    config: &Config,
+    settings: ApiKeySettings,
+) -> Auth {
+    if matches!(auth, Auth::Iam) {
+        return auth;
+    }
+    let store = Arc::new(backends.store(config).api_keys());
+    auth.with_api_keys(ApiKeys::new(
+        store,
+        settings,
+        config.store_timeouts.operation,
+    ))
 }
 
 fn usage_ledger(store: &DynamoStore) -> Arc<dyn UsageLedger> {

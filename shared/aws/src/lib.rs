@@ -1,6 +1,7 @@
 //! Adapters from the chat core's ports to AWS: Bedrock Converse is the model, DynamoDB the store, a Bedrock
 //! knowledge base the retriever.
 
+mod api_keys;
 mod attachments;
 mod bedrock;
 mod dynamo;
@@ -12,6 +13,7 @@ mod store;
 pub mod table;
 mod usage;
 
+pub use api_keys::DynamoApiKeys;
 pub use attachments::S3Attachments;
 pub use bedrock::{BedrockModel, BedrockStream};
 pub use embeddings::BedrockEmbedder;

@@ -6,12 +6,17 @@
 //! | a chat | `CHAT#{chatId}#{owner}` | `META` | `LIST#{mode}#{owner}`, `{lastUpdated}#{chatId}` |
 //! | a message | `CHAT#{chatId}#{owner}` | `M#{generation}#{seq}` | none |
 //! | kept reasoning (`store/reasoning.rs`) | `REASONING#{owner}` | the first tool call's id | none |
+//! | an API key, as it is checked | `APIKEY#{sha256 of the key}` | `APIKEY` | none |
+//! | an API key, as its owner lists it | `APIKEYS#{owner}` | `KEY#{id}` | none |
 //!
 //! A message sorts before its chat item (`'#' < 'E'`), so that a turn reads both in one query backwards from
 //! `META`; the generations written before that (16 hex digits) keep their messages after it, as
 //! `MSG#{generation}#{seq}`.
 //!
-//! The owner is part of every key, so another owner's chat is not found, exactly like one that does not exist.
+//! The usage counters' items are described in [`crate::DynamoUsage`]'s module, the API keys' in
+//! [`crate::DynamoApiKeys`]'s.
+//!
+//! The owner is part of every chat's key, so another owner's chat is not found, exactly like one that does not exist.
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::ProvideErrorMetadata;

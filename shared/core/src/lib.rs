@@ -4,6 +4,7 @@
 mod account;
 mod agents;
 mod answer;
+mod api_keys;
 mod attachments;
 mod budget;
 mod call;
@@ -37,6 +38,10 @@ mod usage;
 
 pub use account::TurnAccount;
 pub use agents::{Agent, AgentGroup, AgentMessage, AgentRound};
+pub use api_keys::{
+    API_KEY_PREFIX, ApiKeyFuture, ApiKeyRecord, ApiKeyRefusal, ApiKeyStore, MAX_KEY_DAYS,
+    MAX_KEY_NAME_CHARS, MAX_KEYS_PER_OWNER, NewApiKey, api_key_hash, is_api_key,
+};
 pub use attachments::{
     Attachment, AttachmentError, AttachmentFuture, AttachmentStore, DocumentFormat, FileKind,
     FileLimits, FileRefusal, ImageFormat, StoredFile, distinct_names, document_name, identify,

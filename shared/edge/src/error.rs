@@ -41,6 +41,9 @@ pub enum ApiError {
     UploadTooLarge { limit: usize },
     #[error("unauthorized: {0}")]
     Unauthorized(String),
+    /// The caller is known, and may not do this; the text says why, to them.
+    #[error("forbidden: {0}")]
+    Forbidden(String),
     #[error("invalid cursor")]
     InvalidCursor,
     #[error("content type {0:?} is not JSON")]
@@ -69,6 +72,7 @@ impl ApiError {
                 StatusCode::NOT_FOUND
             }
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::InvalidCursor => StatusCode::BAD_REQUEST,
             ApiError::Chat(ChatError::Store(
                 StoreError::Contended | StoreError::Unavailable(_),
@@ -132,6 +136,7 @@ impl ApiError {
                 "The model `{id}` does not exist or this deployment does not serve it; GET /v1/models lists those it does."
             ),
             ApiError::Unauthorized(_) => "Missing or invalid credentials.".into(),
+            ApiError::Forbidden(why) => why.clone(),
             ApiError::InvalidCursor | ApiError::Chat(ChatError::Store(StoreError::InvalidCursor)) => {
                 "cursor: not a cursor this list gave".into()
             }

@@ -20,7 +20,7 @@ use chat_core::{Caller, RequestLimits};
 use chat_protocol::openai::{CompletionRequest, parse_completion_request};
 use chat_protocol::{ChatInput, Endpoint};
 
-use crate::{ApiError, Auth, read_chat_request, read_json_body};
+use crate::{ApiError, Auth, Proof, read_chat_request, read_json_body};
 
 /// What the extractors read of a function's state: how callers are known, and the largest JSON body.
 pub trait EdgeState: Send + Sync {
@@ -121,6 +121,19 @@ impl<S: EdgeState> FromRequestParts<S> for Identified {
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
         state.auth().identify(&*parts).await.map(Identified)
+    }
+}
+
+/// Who calls and how they were proven (by an API key, or by the mode); else 401.
+#[derive(Debug, Clone)]
+pub struct Proven(pub Caller, pub Proof);
+
+impl<S: EdgeState> FromRequestParts<S> for Proven {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let (caller, proof) = state.auth().identify_proven(&*parts).await?;
+        Ok(Proven(caller, proof))
     }
 }
 

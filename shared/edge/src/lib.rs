@@ -16,9 +16,12 @@ pub use error::{
 };
 pub use extract::{
     Arrived, CallerAnd, ChatEdgeState, ChatRequest, ChatRoute, ChatUiRoute, CompletionBody,
-    Deadline, EdgeState, Identified, JsonBody, ProtocolRoute, ROOM_TO_FINISH,
+    Deadline, EdgeState, Identified, JsonBody, ProtocolRoute, Proven, ROOM_TO_FINISH,
 };
-pub use identity::{Auth, CallerParts, JwtVerifier, KeySource};
+pub use identity::{
+    ApiKeySettings, ApiKeys, Auth, CallerParts, DEFAULT_CACHE_SECONDS, JwtVerifier, KeySource,
+    Keyed, Proof,
+};
 pub use request::{
     DRAIN_FOR, DRAIN_LIMIT_BYTES, Query, accepts, read_chat_request, read_json_body,
 };

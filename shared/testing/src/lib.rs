@@ -5,6 +5,7 @@
 //!
 //! It is a dev-dependency only: nothing here is production code.
 
+pub mod api_keys;
 mod attachments;
 pub mod bytes;
 pub mod contract;
@@ -19,6 +20,7 @@ pub mod access;
 #[cfg(feature = "harness")]
 pub mod harness;
 
+pub use api_keys::{InMemoryApiKeys, api_key_contract};
 pub use attachments::InMemoryAttachments;
 pub use memory::{InMemoryStore, StoreOp};
 pub use model::{Script, ScriptedModel, ScriptedStream, short_words};

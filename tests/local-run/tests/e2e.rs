@@ -529,3 +529,94 @@ async fn openai_clients_are_served_at_the_same_address_streamed_by_the_streaming
     assert!(body.starts_with("data: {"), "{body}");
     assert!(body.ends_with("data: [DONE]\n\n"), "{body}");
 }
+
+/// A client of the local run sending `Authorization: Bearer` when given a key (the API keys' test).
+struct Client {
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Client {
+    async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        bearer: Option<&str>,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let mut request = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(key) = bearer {
+            request = request.bearer_auth(key);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.expect("the local run answers");
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+}
+
+#[tokio::test]
+async fn the_local_run_issues_keys_to_its_user_and_refuses_any_other() {
+    // API keys as an OpenAI client would try them: a request without `Authorization` is the local user as before; one
+    // with `Authorization: Bearer` must carry a key this local run issued (else 401), and then acts as the local
+    // user; a revoked key gets 401.
+    let c = Client {
+        base: base().to_string(),
+        http: reqwest::Client::new(),
+    };
+    use reqwest::Method;
+    let chat = json!({"messages": [{"role": "user", "content": "hello"}]});
+
+    let (status, created) = c
+        .send(
+            Method::POST,
+            "/api-keys",
+            None,
+            Some(json!({"name": "sdk"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let key = created["key"].as_str().unwrap().to_string();
+    let id = created["id"].as_str().unwrap().to_string();
+
+    // The key is the local user: a chat it starts is listed to the local user.
+    let (status, answer) = c
+        .send(Method::POST, "/chat", Some(&key), Some(chat.clone()))
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    let chat_id = answer["sessionState"].as_str().unwrap().to_string();
+    let (status, listed) = c
+        .send(Method::GET, "/chat-history?mode=standard", None, None)
+        .await;
+    assert_eq!(status, 200);
+    assert!(
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["id"] == chat_id.as_str()),
+        "{listed}"
+    );
+
+    // A Bearer token this run did not issue: 401, whether shaped like a key or not.
+    for other in [
+        "cbk_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+        "sk-not-ours",
+    ] {
+        let (status, body) = c
+            .send(Method::POST, "/chat", Some(other), Some(chat.clone()))
+            .await;
+        assert_eq!(status, 401, "{other}: {body}");
+    }
+
+    // Revoked: 401 at once (one instance serves every route here, and it forgets what it revoked).
+    let (status, _) = c
+        .send(Method::DELETE, &format!("/api-keys/{id}"), None, None)
+        .await;
+    assert_eq!(status, 204);
+    let (status, _) = c.send(Method::POST, "/chat", Some(&key), Some(chat)).await;
+    assert_eq!(status, 401);
+}

@@ -96,7 +96,10 @@ fn models<M: ChatModel + 'static, St: SessionStore>(app: &ChatState<M, St>) -> V
         })
         // The embedding models `/v1/embeddings` takes, with their input prices.
         .chain(app.embedding_models.ids().iter().map(|id| {
-            let prices = app.embedding_models.allowed(id).map(|profile| profile.prices);
+            let prices = app
+                .embedding_models
+                .allowed(id)
+                .map(|profile| profile.prices);
             Model::new(id, prices.as_ref())
         }))
         .collect()

@@ -1,5 +1,5 @@
-//! The history function's application: the Chat UI's `/chat-history` API, `GET /usage`, and the backend's own page
-//! at `GET /`.
+//! The history function's application: the Chat UI's `/chat-history` API, `GET /usage`, the caller's API keys
+//! (`/api-keys`), and the backend's own page at `GET /`.
 //! Every operation is the caller's own: another user's chat answers 404, exactly like one that does not exist.
 
 use std::sync::Arc;
@@ -28,6 +28,7 @@ use chat_runtime::FunctionService;
 use serde::Deserialize;
 use time::OffsetDateTime;
 
+mod api_keys;
 mod page;
 pub use page::{Page, PageSettings};
 
@@ -183,7 +184,8 @@ impl<St: SessionStore + 'static> HistoryApp<St> {
     }
 
     /// The routes: the page at `GET /`, `GET` and `POST /chat-history`, `PUT`, `PATCH` and `DELETE
-    /// /chat-history/{id}`, and `GET /chat-history/{id}/messages`.
+    /// /chat-history/{id}`, `GET /chat-history/{id}/messages`, `GET /usage`, `GET` and `POST /api-keys` and `DELETE
+    /// /api-keys/{id}`.
     pub fn routes(&self) -> Router {
         Router::new()
             .route("/", self.page.route())
@@ -197,6 +199,14 @@ impl<St: SessionStore + 'static> HistoryApp<St> {
             )
             .route("/chat-history/{id}/messages", only("GET", get(messages)))
             .route("/usage", only("GET", get(usage)))
+            .route(
+                "/api-keys",
+                only("GET, POST", get(api_keys::list).post(api_keys::create)),
+            )
+            .route(
+                "/api-keys/{id}",
+                only("DELETE", axum::routing::delete(api_keys::revoke)),
+            )
             .with_state(self.shared.clone())
     }
 

@@ -111,11 +111,7 @@ pub struct Page {
 impl Page {
     /// The page for a function that identifies callers by `auth`, configured by `settings`.
     pub fn new(auth: &Auth, settings: &PageSettings) -> Self {
-        let mode = match auth {
-            Auth::Iam => "iam",
-            Auth::Jwt(_) => "jwt",
-            Auth::None { .. } => "none",
-        };
+        let mode = auth.mode_name();
         // The sign-in service, when the page signs in: the issuer's origin (its discovery document) first, then the
         // other origins of its endpoints.
         let sign_in = match (mode, &settings.oidc_client_id, &settings.oidc_issuer) {

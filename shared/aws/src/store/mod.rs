@@ -108,6 +108,11 @@ impl DynamoStore {
         crate::DynamoUsage::new(self.client.clone(), &self.table)
     }
 
+    /// The API keys, in this store's table (through the same client, so within the same timeouts).
+    pub fn api_keys(&self) -> crate::DynamoApiKeys {
+        crate::DynamoApiKeys::new(self.client.clone(), &self.table)
+    }
+
     /// The writes that make `charge` (a turn's last settlement) in the turn's transaction, when its ledger counts
     /// in this table; `None` when it counts elsewhere (another table, or not DynamoDB), where this store cannot.
     fn counter_updates(&self, charge: Option<&UsageCharge<'_>>) -> Option<Vec<TransactWriteItem>> {

@@ -1,7 +1,9 @@
 //! Who is calling, in one place for every function: the IAM caller of a function URL, the `sub` of a verified
-//! Bearer JWT, or one local user when authentication is off for local runs.
+//! Bearer JWT, or one local user when authentication is off for local runs; and, in JWT mode and local runs, the
+//! owner of an API key sent in place of a JWT.
 //!
 //! - [`iam`]: the function URL's IAM caller (or a Cognito identity);
+//! - [`api_keys`]: an API key checked by one read of its hash, kept briefly per instance;
 //! - [`jwt`]: a Bearer token verified: its signature, issuer, audience, times and claims;
 //! - [`jwks`]: the issuer's keys, fetched and kept so that no caller can turn the fetch against the service.
 
@@ -11,10 +13,12 @@ use lambda_http::request::RequestContext;
 
 use crate::{ApiError, ConfigError};
 
+mod api_keys;
 mod iam;
 mod jwks;
 mod jwt;
 
+pub use api_keys::{ApiKeySettings, ApiKeys, DEFAULT_CACHE_SECONDS};
 pub use jwks::KeySource;
 pub use jwt::JwtVerifier;
 
@@ -27,6 +31,24 @@ pub enum Auth {
     Jwt(Box<JwtVerifier>),
     /// Everyone is the one configured user (local runs only).
     None { user: String },
+    /// A mode ([`Auth::Jwt`] or [`Auth::None`]) that also takes API keys: see [`Auth::with_api_keys`].
+    Keyed(Box<Keyed>),
+}
+
+/// A mode and the API keys it takes besides.
+#[derive(Clone)]
+pub struct Keyed {
+    mode: Auth,
+    keys: ApiKeys,
+}
+
+/// How a caller was proven.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proof {
+    /// By an API key: a program acting for the key's owner.
+    ApiKey,
+    /// By the mode itself: a JWT, the function URL's IAM auth, or the local run's one user.
+    Mode,
 }
 
 /// The longest owner id kept as it is. Owner ids go into partition keys (`CHAT#{chatId}#{owner}`,
@@ -128,10 +150,70 @@ impl Auth {
         }
     }
 
-    /// Who calls, or 401: their owner id, and what documents' access lists name them by (their oid: the local
-    /// user's name, the IAM caller's ARN, or the token's `oid`, else `sub`; and, for a token, its groups claim).
-    pub async fn identify(&self, request: &impl CallerParts) -> Result<Caller, ApiError> {
+    /// This mode, taking `keys` as well: in JWT mode a Bearer token that is an API key (`cbk_…`) acts as its owner,
+    /// any other is verified as a JWT; in a local run (`none`) a request without a Bearer token is the local user as
+    /// before, one with a Bearer token must carry a key this backend issued. In IAM mode keys are off (the function
+    /// URL's IAM auth is the identity, and its `Authorization` header is a SigV4 signature): `self` is returned as
+    /// it is.
+    pub fn with_api_keys(self, keys: ApiKeys) -> Self {
         match self {
+            Auth::Iam => Auth::Iam,
+            Auth::Keyed(keyed) => Auth::Keyed(Box::new(Keyed {
+                mode: keyed.mode,
+                keys,
+            })),
+            mode => Auth::Keyed(Box::new(Keyed { mode, keys })),
+        }
+    }
+
+    /// The API keys this mode takes, if any.
+    pub fn api_keys(&self) -> Option<&ApiKeys> {
+        match self {
+            Auth::Keyed(keyed) => Some(&keyed.keys),
+            _ => None,
+        }
+    }
+
+    /// The mode's name, as `AUTH_MODE` spells it: `iam`, `jwt` or `none`.
+    pub fn mode_name(&self) -> &'static str {
+        match self {
+            Auth::Iam => "iam",
+            Auth::Jwt(_) => "jwt",
+            Auth::None { .. } => "none",
+            Auth::Keyed(keyed) => keyed.mode.mode_name(),
+        }
+    }
+
+    /// Who calls, or 401: their owner id, and what documents' access lists name them by (their oid: the local
+    /// user's name, the IAM caller's ARN, or the token's `oid`, else `sub`; and, for a token, its groups claim). A
+    /// key acts as its owner as they were when it was made.
+    pub async fn identify(&self, request: &impl CallerParts) -> Result<Caller, ApiError> {
+        Ok(self.identify_proven(request).await?.0)
+    }
+
+    /// Who calls, and how they were proven (by an API key or by the mode), or 401.
+    pub async fn identify_proven(
+        &self,
+        request: &impl CallerParts,
+    ) -> Result<(Caller, Proof), ApiError> {
+        let Auth::Keyed(keyed) = self else {
+            return Ok((self.identify_by_mode(request).await?, Proof::Mode));
+        };
+        match jwt::bearer(request) {
+            Some(token) if chat_core::is_api_key(token) => {
+                Ok((keyed.keys.check(token).await?, Proof::ApiKey))
+            }
+            Some(_) if matches!(keyed.mode, Auth::None { .. }) => Err(ApiError::Unauthorized(
+                "a local run takes as a Bearer token only an API key it issued".into(),
+            )),
+            _ => Ok((keyed.mode.identify_by_mode(request).await?, Proof::Mode)),
+        }
+    }
+
+    /// Who the mode itself says calls.
+    async fn identify_by_mode(&self, request: &impl CallerParts) -> Result<Caller, ApiError> {
+        match self {
+            Auth::Keyed(keyed) => Box::pin(keyed.mode.identify_by_mode(request)).await,
             Auth::None { user } => Ok(Caller {
                 owner: owner_id("local", user),
                 oid: Some(user.clone()),
