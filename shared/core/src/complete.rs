@@ -9,8 +9,8 @@ use crate::prompt::{Speaker, system_prompt};
 use crate::turn::Scope;
 use crate::{
     Answer, Caller, ChatError, ChatMode, ChatModel, ChatService, ChatSettings, Completion,
-    InvalidRequest, ModelOptions, ModelProfile, ModelRequest, ReasoningBlock, ReasoningStyle,
-    ResponseFormat, Role, SessionStore, StreamingTurn, ToolChoice, ToolSpec, TurnInput,
+    InvalidRequest, ModelOptions, ModelRequest, ReasoningBlock, ReasoningStyle, ResponseFormat,
+    Role, SessionStore, StreamingTurn, ToolChoice, ToolSpec, TurnInput,
 };
 
 /// The most stop sequences a request may name (Converse's bound for the models that take them).
@@ -237,7 +237,8 @@ fn check_completion(
     completion: &Completion,
 ) -> Result<(), ChatError> {
     let model = &settings.model_id;
-    let profile = ModelProfile::of(model);
+    // The model's profile as the settings hold it: `BASE_MODEL_ID`'s for the configured model.
+    let profile = settings.model.profile;
     if completion.stop.len() > MAX_STOP_SEQUENCES {
         return Err(InvalidRequest::new(
             "stop",

@@ -634,6 +634,9 @@ fn conversation(
                     None => String::new(),
                     Some(content) => text_content(&content_path, content, true)?,
                 };
+                // The reasoning this backend sent with the answer, as clients send an answer back whole: the model
+                // gets the reasoning the backend kept (signed, as the model provider needs it), not this copy.
+                message.take::<String>("reasoning_content")?;
                 // A refusal the client got back is what the model said.
                 if let Some(refusal) = message.take::<String>("refusal")? {
                     if !text.is_empty() {
