@@ -164,8 +164,8 @@
 //! | the last message is a user message with `toolResult` blocks, and the last user message with text (the question) holds `[[tool-loop:NAME {json}]]` for an offered NAME | the same: the model asks for NAME again on every round while NAME is offered (for tests of a bound on rounds) |
 //! | the last message is a user message with `toolResult` blocks | a paragraph per result, in order, joined by a blank line: `NAME returned TEXT`, or `NAME failed: TEXT` for `status` `error`. NAME is the `name` of the `toolUse` of the same `toolUseId` in the message before; TEXT is the result's content (`text` blocks, `json` blocks as JSON, `[image]`, `[document]`, joined by a space), its whitespace runs made one space, cut to 600 characters with `…` after a cut. Follow-up questions end it as usual |
 //!
-//! A call's id is `tooluse_` and 16 hex digits of a hash of the request and the call's position: the same request
-//! gets the same ids, and each round of a conversation new ones. A call is made only when nothing else ended the
+//! A call's id is `tooluse_` and 16 hex digits of a hash of the request (its objects' keys sorted) and the call's
+//! position: the same request gets the same ids, whatever order its objects' keys come in, and each round of a conversation new ones. A call is made only when nothing else ended the
 //! answer (a `fault`, a guardrail's intervention, `maxTokens`); then there are no `toolUse` blocks.
 //!
 //! | | stream | `converse` |
@@ -1134,7 +1134,8 @@ fn planned_calls(body: &Value, messages: &[Value]) -> Vec<PlannedCall> {
             .filter(|d| d.looping)
             .collect()
     };
-    let request = body.to_string();
+    // Its keys sorted: a client may write a JSON object's keys in any order (the SDK's documents are hash maps).
+    let request = canonical(body);
     let mut calls: Vec<(String, Value)> = directives
         .into_iter()
         .filter(|d| offered.contains(&d.name.as_str()))
