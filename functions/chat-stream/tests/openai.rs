@@ -241,7 +241,13 @@ async fn models_lists_the_operators_models_with_their_prices() {
         .iter()
         .map(|m| m["id"].as_str().unwrap())
         .collect();
-    assert_eq!(ids, [ECHO_MODEL, HAIKU]);
+    // The chat models first (MODEL_ID, then ALLOWED_MODELS), then the embedding models (EMBEDDING_MODELS, Titan
+    // Text Embeddings V2 by default), each with its input price.
+    assert_eq!(ids, [ECHO_MODEL, HAIKU, "amazon.titan-embed-text-v2:0"]);
+    assert!(
+        body["data"][2]["pricing"]["input"].as_f64().unwrap() > 0.0,
+        "{body}"
+    );
     let haiku = &body["data"][1];
     assert_eq!(haiku["object"], "model");
     assert_eq!(haiku["owned_by"], "anthropic");

@@ -48,6 +48,7 @@ const OUR_CRATES: &[&str] = &[
     "chat_app",
     "chat_testing",
     "local_run",
+    "api_keys",
     "local_bedrock",
     "local_dynamodb",
     "local_knowledge_base",
