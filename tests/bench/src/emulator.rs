@@ -77,6 +77,42 @@ impl Invocation {
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
     }
+
+    /// The streamed body's server-sent events (`text/event-stream`), read from its [`lines`](Self::lines): each as
+    /// a [`Line`] whose text is the event's data (its `data:` fields joined by `\n`) and whose times are the
+    /// arrival of the empty line that ended it, when the event had arrived whole. Other fields and comments are
+    /// skipped, as a client skips them; an event without data is none.
+    pub fn sse_events(&self) -> Vec<Line> {
+        sse_events(&self.lines)
+    }
+}
+
+/// The events of `lines` (see [`Invocation::sse_events`]).
+fn sse_events(lines: &[Line]) -> Vec<Line> {
+    let mut events = Vec::new();
+    let mut data: Option<String> = None;
+    for line in lines {
+        let text = line.text.strip_suffix('\r').unwrap_or(&line.text);
+        if text.is_empty() {
+            if let Some(data) = data.take() {
+                events.push(Line {
+                    text: data,
+                    at: line.at,
+                    instant: line.instant,
+                });
+            }
+        } else if let Some(value) = text.strip_prefix("data:") {
+            let value = value.strip_prefix(' ').unwrap_or(value);
+            match &mut data {
+                Some(data) => {
+                    data.push('\n');
+                    data.push_str(value);
+                }
+                None => data = Some(value.to_string()),
+            }
+        }
+    }
+    events
 }
 
 struct Queued {
@@ -580,5 +616,48 @@ impl Conn {
             }
             self.buf.drain(..2);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Line, sse_events};
+    use std::time::{Duration, Instant, SystemTime};
+
+    #[test]
+    fn server_sent_events_are_timed_by_the_line_that_ends_them() {
+        let start = SystemTime::now();
+        let lines: Vec<Line> = [
+            ": a comment",
+            "data: {\"a\":1}",
+            "",
+            "event: ignored",
+            "data: two",
+            "data:lines\r",
+            "\r",
+            "",
+            "data: [DONE]",
+            "",
+            "data: unfinished",
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, text)| Line {
+            text: text.to_string(),
+            at: start + Duration::from_millis(i as u64),
+            instant: Instant::now(),
+        })
+        .collect();
+        let events = sse_events(&lines);
+        let seen: Vec<(&str, SystemTime)> =
+            events.iter().map(|e| (e.text.as_str(), e.at)).collect();
+        assert_eq!(
+            seen,
+            [
+                ("{\"a\":1}", start + Duration::from_millis(2)),
+                ("two\nlines", start + Duration::from_millis(6)),
+                ("[DONE]", start + Duration::from_millis(9)),
+            ]
+        );
     }
 }

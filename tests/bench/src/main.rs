@@ -6,12 +6,15 @@
 //! algorithm on the Runtime API connection, through the bench-only switches `CHAT_RUNTIME_FLAVOR` and
 //! `CHAT_TCP_NODELAY`) and as they are:
 //!
-//! - the relay: streamed lines' delay from the local Bedrock server's sending of a delta to the emulator's receipt
-//!   of its line (30 deltas 20 ms apart per stream, 30 streams), p50/p99, and the first byte of an unpaced stream
-//!   (from the event handed to the function to the first body byte after the metadata prelude);
+//! - the relay, for each streamed route ([`Streamed`]: `/chat/stream`'s JSON lines, `/v1/chat/completions`'s
+//!   server-sent events): each delta's delay from the local Bedrock server's sending of it to the emulator's
+//!   receipt of the line or event that carries it (30 deltas 20 ms apart per stream, 30 streams), p50/p99, and the
+//!   first byte of an unpaced stream (from the event handed to the function to the first body byte after the
+//!   metadata prelude);
 //! - CPU per request (user + system time of the function's process, from `/proc/<pid>/stat`) over N requests of
 //!   each kind: `/chat` new chat, `/chat` continuing a chat of 20 stored messages, `/chat/stream` of 30 deltas,
-//!   the history calls that stored those chats, and the history list; and each function's peak RSS over them.
+//!   `/v1/chat/completions` buffered (chat) and streamed with `include_usage` (chat-stream, 30 deltas), the history
+//!   calls that stored those chats, and the history list; and the peak RSS of each kind's process.
 //!
 //! Then, as they are only ([`measures`]): bootstrap sizes, plain and zipped (arm64 when `make bench` could build
 //! it); init (exec → first `GET /runtime/invocation/next`, `BENCH_STARTS` starts, 21); the latency the chat
@@ -27,7 +30,7 @@ mod measures;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use bench::{Emulator, EmulatorOptions, Function, Invocation, function_url_event, quantile};
+use bench::{Emulator, EmulatorOptions, Function, Invocation, Line, function_url_event, quantile};
 use local_bedrock::{LocalBedrock, Operation};
 use local_dynamodb::LocalDynamo;
 use local_dynamodb::fault_proxy::FaultProxy;
@@ -47,6 +50,8 @@ const RSS_TARGET_MIB: f64 = 16.0;
 /// A continued turn's read and write (issue 31), and its admission's write (issue 38), made while the chat is read.
 const CONTINUED_CALLS_TARGET: usize = 3;
 const DELTAS: usize = 30;
+/// The model every function is given (`MODEL_ID`), which `/v1/models` lists and an OpenAI request names.
+pub(crate) const MODEL_ID: &str = "local.echo-v1:0";
 const PACE_MS: u64 = 20;
 const STORED: usize = 20;
 
@@ -85,7 +90,7 @@ impl World {
     /// What every function is started with besides the variant's switches: the local servers, `table`, one user.
     fn env<'a>(&'a self, dynamo_url: &'a str, table: &'a str) -> Vec<(&'a str, &'a str)> {
         vec![
-            ("MODEL_ID", "local.echo-v1:0"),
+            ("MODEL_ID", MODEL_ID),
             (
                 "AWS_ENDPOINT_URL_BEDROCK_RUNTIME",
                 self.bedrock_url.as_str(),
@@ -205,12 +210,14 @@ impl CpuMark<'_> {
     }
 }
 
-/// CPU used over some calls of one kind, summed over batches.
+/// CPU used over some calls of one kind, summed over batches, and the most memory their processes held.
 #[derive(Default, Clone, Copy)]
 struct CpuSum {
     total: Duration,
     system: Duration,
     calls: usize,
+    /// The highest peak RSS (`VmHWM`, KiB) of a process that served this kind, read when its calls were done.
+    peak_rss_kib: u64,
 }
 
 impl CpuSum {
@@ -219,6 +226,8 @@ impl CpuSum {
         self.total += total;
         self.system += system;
         self.calls += calls;
+        let kib = mark.function.peak_rss_kib().unwrap_or(0);
+        self.peak_rss_kib = self.peak_rss_kib.max(kib);
     }
 
     /// Per call, in ms: (user + system, system).
@@ -228,53 +237,122 @@ impl CpuSum {
     }
 }
 
-fn streamed_ok(invocation: &Invocation) {
-    assert!(
-        invocation.streamed && invocation.status() == Some(200) && invocation.error.is_none(),
-        "a streamed 200 without error: {:?} {}",
-        invocation.error,
-        invocation.text()
-    );
+/// A streamed route of the chat-stream function, measured alike: the AI Chat Protocol's `/chat/stream` (a JSON line
+/// per delta) or OpenAI's `/v1/chat/completions` with `stream: true` and `stream_options.include_usage` (a
+/// server-sent event, `data: {chunk}\n\n`, per delta).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Streamed {
+    Lines,
+    Events,
 }
 
-fn content_lines(invocation: &Invocation) -> Vec<&bench::Line> {
-    invocation
-        .lines
-        .iter()
-        .filter(|l| {
-            serde_json::from_str::<Value>(&l.text).is_ok_and(|v| v["delta"]["content"].is_string())
-        })
-        .collect()
+impl Streamed {
+    const ALL: [Streamed; 2] = [Streamed::Lines, Streamed::Events];
+
+    /// The route, and what carries a delta, as the tables name them.
+    fn name(self) -> &'static str {
+        match self {
+            Streamed::Lines => "`/chat/stream` (lines)",
+            Streamed::Events => "`/v1/chat/completions` (SSE chunks)",
+        }
+    }
+
+    fn path(self) -> &'static str {
+        match self {
+            Streamed::Lines => "/chat/stream",
+            Streamed::Events => "/v1/chat/completions",
+        }
+    }
+
+    /// A request asking `text` of the model (the local Bedrock server reads directives such as `[[deltas:30]]`).
+    fn body(self, text: &str) -> Value {
+        let messages = json!([{"role": "user", "content": text}]);
+        match self {
+            Streamed::Lines => json!({ "messages": messages }),
+            Streamed::Events => json!({
+                "model": MODEL_ID,
+                "messages": messages,
+                "stream": true,
+                "stream_options": {"include_usage": true},
+            }),
+        }
+    }
+
+    /// The answer's pieces of text, each the line or event that carried it with its arrival time, once the answer
+    /// is checked whole: a streamed 200 without error; for server-sent events, the role's chunk first, and the
+    /// usage chunk then `[DONE]` last.
+    fn deltas(self, invocation: &Invocation) -> Vec<Line> {
+        assert!(
+            invocation.streamed && invocation.status() == Some(200) && invocation.error.is_none(),
+            "a streamed 200 without error: {:?} {}",
+            invocation.error,
+            invocation.text()
+        );
+        let json = |l: &Line| serde_json::from_str::<Value>(&l.text).unwrap_or(Value::Null);
+        match self {
+            Streamed::Lines => invocation
+                .lines
+                .iter()
+                .filter(|l| json(l)["delta"]["content"].is_string())
+                .cloned()
+                .collect(),
+            Streamed::Events => {
+                let events = invocation.sse_events();
+                let whole = match events.as_slice() {
+                    [first, .., usage, done] => {
+                        json(first)["choices"][0]["delta"]["role"] == "assistant"
+                            && json(usage)["usage"]["completion_tokens"].is_u64()
+                            && json(usage)["choices"] == json!([])
+                            && done.text == "[DONE]"
+                    }
+                    _ => false,
+                };
+                assert!(
+                    whole,
+                    "the role's chunk, the usage chunk and [DONE]: {}",
+                    invocation.text()
+                );
+                events
+                    .into_iter()
+                    .filter(|e| {
+                        let delta = &json(e)["choices"][0]["delta"];
+                        delta["content"].is_string() && delta["role"].is_null()
+                    })
+                    .collect()
+            }
+        }
+    }
 }
 
 struct Relay {
-    line_ms: Vec<f64>,
+    /// Each delta's delay, send → receipt of its line or event.
+    delta_ms: Vec<f64>,
     first_byte_ms: Vec<f64>,
 }
 
-async fn relay(world: &World, variant: &Variant, dynamo: &Store, streams: usize) -> Relay {
+async fn relay(
+    world: &World,
+    variant: &Variant,
+    dynamo: &Store,
+    streams: usize,
+    route: Streamed,
+) -> Relay {
     let table = dynamo.fresh_table().await;
     let running = world.start("chat-stream", variant, dynamo, &table).await;
     let stream = |text: String| {
         let running = &running;
         async move {
-            let invocation = running
-                .call(
-                    "POST",
-                    "/chat/stream",
-                    &json!({"messages": [{"role": "user", "content": text}]}),
-                )
-                .await;
-            streamed_ok(&invocation);
-            invocation
+            let invocation = running.call("POST", route.path(), &route.body(&text)).await;
+            let deltas = route.deltas(&invocation);
+            (invocation, deltas)
         }
     };
     for _ in 0..5 {
         stream("warm up".into()).await;
     }
-    let mut line_ms = Vec::new();
+    let mut delta_ms = Vec::new();
     for _ in 0..streams {
-        let invocation = stream(format!("[[deltas:{DELTAS}]] [[delay-ms:{PACE_MS}]]")).await;
+        let (_, deltas) = stream(format!("[[deltas:{DELTAS}]] [[delay-ms:{PACE_MS}]]")).await;
         let request = world
             .bedrock
             .requests()
@@ -282,20 +360,19 @@ async fn relay(world: &World, variant: &Variant, dynamo: &Store, streams: usize)
             .rev()
             .find(|r| r.operation == Operation::ConverseStream)
             .expect("the model was called");
-        let lines = content_lines(&invocation);
         assert_eq!(
-            lines.len(),
+            deltas.len(),
             request.deltas_sent_at.len(),
-            "one line per delta"
+            "one line or event per delta"
         );
-        for (line, sent) in lines.iter().zip(&request.deltas_sent_at) {
-            let delay = line.at.duration_since(*sent).unwrap_or_default();
-            line_ms.push(delay.as_secs_f64() * 1000.0);
+        for (delta, sent) in deltas.iter().zip(&request.deltas_sent_at) {
+            let delay = delta.at.duration_since(*sent).unwrap_or_default();
+            delta_ms.push(delay.as_secs_f64() * 1000.0);
         }
     }
     let mut first_byte_ms = Vec::new();
     for _ in 0..streams * 5 / 3 {
-        let invocation = stream(format!("[[deltas:{DELTAS}]] first byte")).await;
+        let (invocation, _) = stream(format!("[[deltas:{DELTAS}]] first byte")).await;
         let first = invocation
             .first_body_byte_at
             .expect("a streamed body")
@@ -303,7 +380,7 @@ async fn relay(world: &World, variant: &Variant, dynamo: &Store, streams: usize)
         first_byte_ms.push(first.as_secs_f64() * 1000.0);
     }
     Relay {
-        line_ms,
+        delta_ms,
         first_byte_ms,
     }
 }
@@ -314,16 +391,31 @@ struct Cpu {
     new_chat: CpuSum,
     continued: CpuSum,
     stream: CpuSum,
+    /// `/v1/chat/completions` answered whole by the chat function.
+    completion: CpuSum,
+    /// `/v1/chat/completions` with `stream: true` on the chat-stream function.
+    completion_stream: CpuSum,
     history: CpuSum,
     list: CpuSum,
-    /// The most resident memory each function's process held (chat, chat-stream, history), in KiB.
-    peak_rss_kib: [u64; 3],
 }
 
 impl Cpu {
-    fn rss(&mut self, function: usize, running: &Running) {
-        let kib = running.function.peak_rss_kib().unwrap_or(0);
-        self.peak_rss_kib[function] = self.peak_rss_kib[function].max(kib);
+    /// The most resident memory a process of `function` (one of [`measures::FUNCTIONS`]) held, in MiB: serving the
+    /// AI Chat Protocol's routes (or history's), and serving `/v1/chat/completions` (`None`: history serves none).
+    fn peak_rss_mib(&self, function: &str) -> (f64, Option<f64>) {
+        let (protocol, openai) = match function {
+            "chat" => (
+                self.new_chat.peak_rss_kib.max(self.continued.peak_rss_kib),
+                Some(self.completion.peak_rss_kib),
+            ),
+            "chat-stream" => (
+                self.stream.peak_rss_kib,
+                Some(self.completion_stream.peak_rss_kib),
+            ),
+            _ => (self.history.peak_rss_kib.max(self.list.peak_rss_kib), None),
+        };
+        let mib = |kib: u64| kib as f64 / 1024.0;
+        (mib(protocol), openai.map(mib))
     }
 }
 
@@ -375,7 +467,6 @@ async fn cpu_batch(world: &World, variant: &Variant, dynamo: &Store, n: usize, c
         assert_eq!(list.as_array().map(Vec::len), Some(n.min(50)));
     }
     cpu.list.add(mark, n);
-    cpu.rss(2, &history);
     drop(history);
 
     let hi = json!({"messages": [{"role": "user", "content": "hi"}]});
@@ -391,7 +482,6 @@ async fn cpu_batch(world: &World, variant: &Variant, dynamo: &Store, n: usize, c
         assert_eq!(answer["sessionState"], *id, "the chat was continued");
     }
     cpu.continued.add(mark, n);
-    cpu.rss(0, &chat);
     drop(chat);
 
     let chat = world.start("chat", variant, dynamo, &new_table).await;
@@ -403,24 +493,55 @@ async fn cpu_batch(world: &World, variant: &Variant, dynamo: &Store, n: usize, c
         chat.json("POST", "/chat", &hi).await;
     }
     cpu.new_chat.add(mark, n);
-    cpu.rss(0, &chat);
     drop(chat);
 
-    let chat_stream = world
-        .start("chat-stream", variant, dynamo, &new_table)
-        .await;
-    let body = json!({"messages": [{"role": "user", "content": format!("[[deltas:{DELTAS}]]")}]});
+    // OpenAI's API answered whole, by the chat function: stateless, nothing stored. The model is one `/v1/models`
+    // lists; `AUTH_MODE=none` makes a request without `Authorization` the local user's.
+    let chat = world.start("chat", variant, dynamo, &new_table).await;
+    let models = chat.json("GET", "/v1/models", &Value::Null).await;
+    assert!(
+        models["data"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["id"] == MODEL_ID)),
+        "/v1/models lists {MODEL_ID}: {models}"
+    );
+    let completion = json!({"model": MODEL_ID, "messages": [{"role": "user", "content": "hi"}]});
+    let answered = |answer: &Value| {
+        assert!(
+            answer["object"] == "chat.completion"
+                && answer["choices"][0]["message"]["content"].is_string(),
+            "a chat.completion: {answer}"
+        );
+    };
     for _ in 0..WARM_UP {
-        streamed_ok(&chat_stream.call("POST", "/chat/stream", &body).await);
+        answered(&chat.json("POST", "/v1/chat/completions", &completion).await);
     }
-    let mark = chat_stream.cpu_mark();
+    let mark = chat.cpu_mark();
     for _ in 0..n {
-        let invocation = chat_stream.call("POST", "/chat/stream", &body).await;
-        streamed_ok(&invocation);
-        assert_eq!(content_lines(&invocation).len(), DELTAS);
+        answered(&chat.json("POST", "/v1/chat/completions", &completion).await);
     }
-    cpu.stream.add(mark, n);
-    cpu.rss(1, &chat_stream);
+    cpu.completion.add(mark, n);
+    drop(chat);
+
+    // Each streamed route in its own process, as the other kinds.
+    for route in Streamed::ALL {
+        let chat_stream = world
+            .start("chat-stream", variant, dynamo, &new_table)
+            .await;
+        let body = route.body(&format!("[[deltas:{DELTAS}]]"));
+        for _ in 0..WARM_UP {
+            route.deltas(&chat_stream.call("POST", route.path(), &body).await);
+        }
+        let mark = chat_stream.cpu_mark();
+        for _ in 0..n {
+            let invocation = chat_stream.call("POST", route.path(), &body).await;
+            assert_eq!(route.deltas(&invocation).len(), DELTAS);
+        }
+        match route {
+            Streamed::Lines => cpu.stream.add(mark, n),
+            Streamed::Events => cpu.completion_stream.add(mark, n),
+        }
+    }
 }
 
 fn env_number(name: &str, default: usize) -> usize {
@@ -480,16 +601,23 @@ async fn main() {
         dynamos.push(Store::start().await);
     }
 
-    // The relay's variants one after the other, so that neither's timing disturbs the other's.
+    // The relay's routes and variants one after the other, so that none's timing disturbs another's.
     let mut relays = Vec::new();
-    for (variant, dynamo) in VARIANTS.iter().zip(&dynamos) {
-        let relay_started = Instant::now();
-        relays.push(relay(&world, variant, dynamo, streams).await);
-        eprintln!(
-            "bench: relay, {}: {:.1} s",
-            variant.name,
-            relay_started.elapsed().as_secs_f64()
-        );
+    for route in Streamed::ALL {
+        for (variant, dynamo) in VARIANTS.iter().zip(&dynamos) {
+            let relay_started = Instant::now();
+            relays.push((
+                route,
+                variant,
+                relay(&world, variant, dynamo, streams, route).await,
+            ));
+            eprintln!(
+                "bench: relay, {}, {}: {:.1} s",
+                route.name(),
+                variant.name,
+                relay_started.elapsed().as_secs_f64()
+            );
+        }
     }
     // CPU time is counted per process, so the variants' batches run side by side, each with its own moto: whatever
     // else the machine does weighs on both alike, and the run takes half as long.
@@ -548,35 +676,42 @@ async fn main() {
         "release"
     };
     println!(
-        "Streamed lines under the Runtime API emulator (chat-stream, {build}): {streams} streams of {DELTAS} deltas \
-         {PACE_MS} ms apart, delay from the local Bedrock server's send to the emulator's receipt; first byte of {} \
-         unpaced streams, from the event handed over to the first body byte",
+        "Streamed deltas under the Runtime API emulator (chat-stream, {build}): {streams} streams of {DELTAS} deltas \
+         {PACE_MS} ms apart per route, each delta's delay from the local Bedrock server's send to the emulator's \
+         receipt of its line (`/chat/stream`) or of its whole `data:` event (`/v1/chat/completions`, `stream: true`, \
+         `include_usage`); first byte of {} unpaced streams, from the event handed over to the first body byte",
         streams * 5 / 3
     );
     println!();
-    println!("| build | line p50 | line p99 | line max | first byte p50 | first byte p99 |");
-    println!("|---|---|---|---|---|---|");
-    for (variant, relay) in VARIANTS.iter().zip(&relays) {
+    println!(
+        "| route | build | delta p50 | delta p99 | delta max | first byte p50 | first byte p99 |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for (route, variant, relay) in &relays {
         println!(
-            "| {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            route.name(),
             variant.name,
-            ms(quantile(&relay.line_ms, 0.5)),
-            ms(quantile(&relay.line_ms, 0.99)),
-            ms(quantile(&relay.line_ms, 1.0)),
+            ms(quantile(&relay.delta_ms, 0.5)),
+            ms(quantile(&relay.delta_ms, 0.99)),
+            ms(quantile(&relay.delta_ms, 1.0)),
             ms(quantile(&relay.first_byte_ms, 0.5)),
             ms(quantile(&relay.first_byte_ms, 0.99)),
         );
     }
-    let after = &relays[1];
-    let line_p99 = quantile(&after.line_ms, 0.99).unwrap_or(f64::MAX);
-    let first_byte = quantile(&after.first_byte_ms, 0.5).unwrap_or(f64::MAX);
     let verdict = |ok: bool| if ok { "met" } else { "NOT MET" };
     println!();
-    println!(
-        "Targets (after): line p99 ≤ {LINE_P99_TARGET_MS} ms: {}; first byte p50 ≤ {FIRST_BYTE_TARGET_MS} ms: {}",
-        verdict(line_p99 <= LINE_P99_TARGET_MS),
-        verdict(first_byte <= FIRST_BYTE_TARGET_MS)
-    );
+    // Issue 17's targets were set for `/chat/stream`'s lines; an SSE chunk takes the same way out.
+    for (route, _, after) in relays.iter().filter(|(_, v, _)| v.name == VARIANTS[1].name) {
+        let delta_p99 = quantile(&after.delta_ms, 0.99).unwrap_or(f64::MAX);
+        let first_byte = quantile(&after.first_byte_ms, 0.5).unwrap_or(f64::MAX);
+        println!(
+            "Targets (after), {}: delta p99 ≤ {LINE_P99_TARGET_MS} ms: {}; first byte p50 ≤ {FIRST_BYTE_TARGET_MS} ms: {}",
+            route.name(),
+            verdict(delta_p99 <= LINE_P99_TARGET_MS),
+            verdict(first_byte <= FIRST_BYTE_TARGET_MS)
+        );
+    }
 
     println!();
     println!(
@@ -605,6 +740,18 @@ async fn main() {
             before.stream,
             after.stream,
             Some(STREAM_CPU_TARGET_MS),
+        ),
+        (
+            "`/v1/chat/completions`, buffered (chat)",
+            before.completion,
+            after.completion,
+            None,
+        ),
+        (
+            "`/v1/chat/completions`, `stream: true`, 30 deltas, usage (chat-stream)",
+            before.completion_stream,
+            after.completion_stream,
+            None,
         ),
         (
             "history: `POST /chat-history`, `PUT` 20 messages",
@@ -664,23 +811,27 @@ async fn main() {
 
     println!();
     println!(
-        "Init (exec of the binary → its first GET /runtime/invocation/next under the emulator, {starts} starts) \
-         and peak RSS (VmHWM over the CPU runs above)"
+        "Init (exec of the binary → its first GET /runtime/invocation/next under the emulator, {starts} starts: one \
+         figure per function, whatever route it then serves) and peak RSS (VmHWM of the processes of the CPU runs \
+         above, after): those serving the AI Chat Protocol's routes (history: its own), and those serving \
+         `/v1/chat/completions`"
     );
     println!();
     println!(
-        "| function | init p50 | init max | init p50 ≤ {INIT_P50_TARGET_MS} ms | peak RSS | RSS ≤ {RSS_TARGET_MIB} MiB |"
+        "| function | init p50 | init max | init p50 ≤ {INIT_P50_TARGET_MS} ms | peak RSS, protocol routes | peak RSS, \
+         `/v1/chat/completions` | RSS ≤ {RSS_TARGET_MIB} MiB |"
     );
-    println!("|---|---|---|---|---|---|");
-    for (i, (function, times)) in inits.iter().enumerate() {
+    println!("|---|---|---|---|---|---|---|");
+    for (function, times) in &inits {
         let p50 = measures::median(times).unwrap_or(f64::MAX);
-        let rss_mib = after_cpu.peak_rss_kib[i] as f64 / 1024.0;
+        let (protocol, openai) = after_cpu.peak_rss_mib(function);
         println!(
-            "| {function} | {} | {} | {} | {rss_mib:.1} MiB | {} |",
+            "| {function} | {} | {} | {} | {protocol:.1} MiB | {} | {} |",
             ms(Some(p50)),
             ms(quantile(times, 1.0)),
             verdict_of(p50 <= INIT_P50_TARGET_MS),
-            verdict_of(rss_mib <= RSS_TARGET_MIB),
+            openai.map_or("-".to_string(), |mib| format!("{mib:.1} MiB")),
+            verdict_of(protocol.max(openai.unwrap_or(0.0)) <= RSS_TARGET_MIB),
         );
     }
 

@@ -126,7 +126,7 @@ pub async fn added_latency(
         assert!(Instant::now() < deadline, "the chat server did not come up");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let direct_url = format!("{bedrock_url}/model/local.echo-v1:0/converse");
+    let direct_url = format!("{bedrock_url}/model/{}/converse", crate::MODEL_ID);
     let direct_body =
         json!({"messages": [{"role": "user", "content": [{"text": "hi"}]}]}).to_string();
     let ours_body = json!({"messages": [{"role": "user", "content": "hi"}]}).to_string();
