@@ -225,18 +225,10 @@ pub fn json_response<T: Serialize>(status: StatusCode, body: &T) -> Response {
 /// The error as the client sees it, `{"error": "…"}` with its status; the details are logged.
 pub fn error_response(err: &ApiError) -> Response {
     let status = status_and_log(err);
-    let mut response = json_response(status, &ErrorBody::new(err.public_message()));
-    if let ApiError::MethodNotAllowed { allow } = err {
-        response
-            .headers_mut()
-            .insert(header::ALLOW, header::HeaderValue::from_static(allow));
-    }
-    if let Some(seconds) = err.retry_after() {
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, header::HeaderValue::from(seconds));
-    }
-    response
+    with_error_headers(
+        json_response(status, &ErrorBody::new(err.public_message())),
+        err,
+    )
 }
 
 /// The error as OpenAI's API answers it, on the `/v1` routes: `{"error": {"message", "type", "param", "code"}}` with
@@ -244,7 +236,12 @@ pub fn error_response(err: &ApiError) -> Response {
 /// `rate_limit_exceeded`, 400 `invalid_request_error` naming `param`); the details are logged alike.
 pub fn openai_error_response(err: &ApiError) -> Response {
     let body = openai_error_body(err);
-    let mut response = json_response(err.status(), &body);
+    with_error_headers(json_response(err.status(), &body), err)
+}
+
+/// `response` with the headers `err` calls for, whatever the body's shape: `Allow` on a 405, `Retry-After` when the
+/// client should try again later.
+fn with_error_headers(mut response: Response, err: &ApiError) -> Response {
     if let ApiError::MethodNotAllowed { allow } = err {
         response
             .headers_mut()

@@ -4,13 +4,11 @@
 //! rest and refuses `stream: true`, naming where to send it. A completion is the same turn as every route's (its
 //! meter under the route `/v1/chat/completions`), stateless, with the client's `user` and `metadata` in its span.
 
-use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Body;
 use axum::extract::{Path, State};
-use axum::http::{StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::{any, get, post};
 use bytes::Bytes;
@@ -229,19 +227,6 @@ async fn whole<M: ChatModel + 'static, St: SessionStore>(
     }
 }
 
-/// A body written event by event by whoever holds the sender, each sent as soon as it is written; it ends when the
-/// sender is dropped, and never fails: a fault travels as an error event.
-fn event_body() -> (mpsc::Sender<Bytes>, Body) {
-    // One event in flight: a slow client slows the reading from the model instead of filling memory.
-    let (tx, rx) = mpsc::channel::<Bytes>(1);
-    let events = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv()
-            .await
-            .map(|event| (Ok::<_, Infallible>(event), rx))
-    });
-    (tx, Body::from_stream(events))
-}
-
 /// A completion streamed as server-sent events, written by a task of its own as the model answers.
 fn events<M: ChatModel + 'static, St: SessionStore + 'static>(
     service: Arc<ChatService<M, St>>,
@@ -257,14 +242,9 @@ fn events<M: ChatModel + 'static, St: SessionStore + 'static>(
         model: request.model.clone(),
         include_usage: request.include_usage,
     };
-    let (tx, body) = event_body();
+    let (tx, body) = super::streamed::line_body();
     tokio::spawn(write_events(service, caller, turn, header, tx, meter).instrument(span));
-    Response::builder()
-        .status(StatusCode::OK)
-        .header(header::CONTENT_TYPE, "text/event-stream")
-        .header(header::CACHE_CONTROL, "no-cache")
-        .body(body)
-        .expect("a response built from valid parts")
+    super::streamed::event_stream(body)
 }
 
 /// Writes the answer chunk by chunk: the role first, then each piece of text, reasoning and each tool call as the

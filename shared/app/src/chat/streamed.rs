@@ -78,7 +78,7 @@ type AppState<M, St> = State<Arc<ChatState<M, St>>>;
 
 /// A body written line by line by whoever holds the sender, each line sent as soon as it is written; it ends when
 /// the sender is dropped. Its stream never fails: faults travel as the protocol's error lines.
-fn line_body() -> (mpsc::Sender<Bytes>, Body) {
+pub(super) fn line_body() -> (mpsc::Sender<Bytes>, Body) {
     // One line in flight: a slow client slows the reading from the model instead of filling memory.
     let (tx, rx) = mpsc::channel::<Bytes>(1);
     let lines = futures_util::stream::unfold(rx, |mut rx| async move {
@@ -346,13 +346,18 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> ChatState<M, St> {
             )
             .instrument(tracing::Span::current()),
         );
-        Response::builder()
-            .status(StatusCode::OK)
-            .header(header::CONTENT_TYPE, "text/event-stream")
-            .header(header::CACHE_CONTROL, "no-cache")
-            .body(body)
-            .expect("a response built from valid parts")
+        event_stream(body)
     }
+}
+
+/// A 200 of server-sent events whose `body` a task writes as the answer goes on.
+pub(super) fn event_stream(body: Body) -> Response {
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(body)
+        .expect("a response built from valid parts")
 }
 
 /// Writes each agent's message as one event, then stores the round before the stream ends; a fault becomes an
