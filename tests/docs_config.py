@@ -15,7 +15,8 @@ the code names it:
 The page's rows: `| `NAME` | default | meaning |` in a table whose header is `| variable | default | meaning |` (the
 variables the functions read: each must be read by the code), and `| `NAME` | set by | meaning |` in the table
 headed `| variable | set by | meaning |` (set by Lambda, or read by the AWS SDK or OpenTelemetry themselves: each
-must be read by the code or be one of LIBRARY_VARIABLES below). One variable a row.
+must be read by the code or be one of LIBRARY_VARIABLES below). One variable a row. The one exception: a variable
+of SET_BY_THE_TEMPLATE_FOR_CODE_TO_COME below may be a row that no code reads yet, if template.yaml sets it.
 
 And the page's template parameters, against template.yaml: every parameter of its `Parameters` section is named
 (`` `Name` ``) in the first cell of a row of the table headed `| parameter | default | becomes |`, and every name
@@ -39,6 +40,11 @@ LIBRARY_VARIABLES = {
     "OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
 }
 LIBRARY_PREFIXES = ("AWS_ENDPOINT_URL_",)  # the SDK's per-service endpoints
+
+# Set by the template for code that is still to come: a row of the functions' tables that no code reads yet is
+# allowed for these only, and only while template.yaml sets them (the documents routes of issue 41 will read them;
+# once they do, the name can leave this list).
+SET_BY_THE_TEMPLATE_FOR_CODE_TO_COME = {"DOCUMENTS_BUCKET", "KNOWLEDGE_BASE_DATA_SOURCE_ID"}
 
 NAME_WITH_UNDERSCORE = re.compile(r'(?<!env!\()"([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)"')
 READ_ONE_WORD = re.compile(
@@ -173,7 +179,13 @@ def main():
     missing = sorted(set(code) - set(functions) - set(library))
     for name in missing:
         problems.append(f"read by the code but not a row of {PAGE}: {name} ({', '.join(sorted(set(code[name])))})")
+    template = open(os.path.join(ROOT, "template.yaml"), encoding="utf-8").read()
     for name, number in sorted(functions.items()):
+        if name in SET_BY_THE_TEMPLATE_FOR_CODE_TO_COME and name not in code:
+            if not re.search(rf"^\s+{name}:", template, re.M):
+                problems.append(f"{PAGE}:{number}: {name} is a row that no code reads yet, and template.yaml does "
+                                "not set it either")
+            continue
         if name not in code:
             problems.append(f"{PAGE}:{number}: {name} is a row but the code does not read it")
     for name, number in sorted(library.items()):

@@ -19,7 +19,12 @@ and JWT mode is wired to the pool; the distribution sends every route each funct
 and every path of the local run's router (Cargo.toml) to that function, uncached; the page's address is one; IAM mode
 with either is refused by the template's Rules. Sign-up: by default the pool admits only the users an administrator
 creates (no pre-sign-up trigger); with SelfSignUp, Cognito may call the pre-sign-up check (tests/sign_up_check.py runs
-its code), and the Rules refuse SelfSignUp without a user pool, e-mail domains or a token quota. Every parameter is in
+its code), and the Rules refuse SelfSignUp without a user pool, e-mail domains or a token quota. CreateKnowledgeBase:
+false (the default) makes none of its resources and grants nothing on them, an existing KnowledgeBaseId is searched as
+before; true makes the knowledge base on S3 Vectors (its index sized for the embedding model, Bedrock's own keys
+non-filterable), the documents bucket (private, TLS only) and the S3 data source, wires the chat functions' Retrieve and
+the history function's documents settings to them, and scopes every role to exactly them; with KnowledgeBaseId too,
+the Rules refuse it. Every parameter is in
 one group with a label. And each numeric parameter allows only what the configuration code accepts, as its source
 says (code_bounds reads config.rs).
 
@@ -56,6 +61,10 @@ MODES = {
     # The same, where people at two domains sign up themselves, under a daily token quota.
     "signup": {"AuthMode": "jwt", "CreateUserPool": "true", "CreateDistribution": "true", "SelfSignUp": "true",
                "SignUpEmailDomains": "example.com,example.org", "QuotaTokensPerDay": "200000"},
+    # The stack makes the knowledge base (S3 Vectors, a documents bucket and its data source).
+    "kb": {"AuthMode": "jwt", "CreateUserPool": "true", "CreateKnowledgeBase": "true"},
+    # An existing knowledge base, as before CreateKnowledgeBase.
+    "existing-kb": {"AuthMode": "jwt", "CreateUserPool": "true", "KnowledgeBaseId": "ABCDEFGHIJ"},
 }
 NO_VALUE = {"Ref": "AWS::NoValue"}
 
@@ -701,6 +710,202 @@ def test_the_functions_invoke_exactly_the_configured_and_allowed_models():
         assert not any("Allowed" in st.get("Sid", "") for st in statements), statements
         assert not allows(statements, "bedrock:InvokeModel", fm("us-east-1", nova))
         assert allows(statements, "bedrock:InvokeModel", profile(default_model))
+
+
+# ---- The knowledge base the stack makes (CreateKnowledgeBase) ----
+
+KB_TYPES = ("AWS::Bedrock::KnowledgeBase", "AWS::Bedrock::DataSource", "AWS::S3Vectors::VectorBucket",
+            "AWS::S3Vectors::Index")
+KB_RESOURCES = {"DocumentsBucket", "DocumentsBucketPolicy", "DocumentsVectorBucket", "DocumentsVectorIndex",
+                "KnowledgeBaseRole", "KnowledgeBase", "DocumentsDataSource"}
+KB_OUTPUTS = {"DocumentsBucketName", "KnowledgeBaseId", "KnowledgeBaseDataSourceId"}
+# The output size of each embedding model KnowledgeBaseEmbeddingModel allows (its default, as Bedrock's model cards say):
+# the index must have it. A model added to the parameter without its size here fails the test below.
+EMBEDDING_DIMENSIONS = {"amazon.titan-embed-text-v2:0": 1024, "cohere.embed-english-v3": 1024,
+                        "cohere.embed-multilingual-v3": 1024}
+DOCUMENT_ACTIONS = ["bedrock:IngestKnowledgeBaseDocuments", "bedrock:GetKnowledgeBaseDocuments",
+                    "bedrock:ListKnowledgeBaseDocuments", "bedrock:DeleteKnowledgeBaseDocuments"]
+
+
+def role_statements(s, role):
+    """Every statement of the inline policies of `role` (a function's SAM-made role is `{function}Role`)."""
+    return [st for policy in s.resources[role]["Properties"].get("Policies", [])
+            for st in as_list(policy["PolicyDocument"]["Statement"])]
+
+
+def naming(statements, text):
+    return [st for st in statements if text in str(st["Resource"])]
+
+
+def test_without_create_knowledge_base_nothing_of_it_is_made_or_granted():
+    for mode in ("jwt", "pool", "existing-kb"):
+        s = stack(mode)
+        assert not [n for n in s.resources if n in KB_RESOURCES], (mode, sorted(set(s.resources) & KB_RESOURCES))
+        assert not [r for kind in KB_TYPES for r in s.of_type(kind)], mode
+        assert not set(s.outputs) & KB_OUTPUTS, (mode, s.outputs.keys())
+        history = environment(s, "HistoryFunction")
+        assert history["DOCUMENTS_BUCKET"] == "" and history["KNOWLEDGE_BASE_DATA_SOURCE_ID"] == "", history
+        for function in FUNCTIONS:
+            statements = role_statements(s, f"{function}Role")
+            assert not naming(statements, "Documents") and not naming(statements, "KnowledgeBase."), function
+            assert not [st for st in statements if set(as_list(st["Action"])) & set(DOCUMENT_ACTIONS)], function
+
+
+def test_an_existing_knowledge_base_is_searched_as_before():
+    s = stack("existing-kb")
+    arn = "arn:aws:bedrock:us-east-1:123456789012:knowledge-base/ABCDEFGHIJ"
+    for function in ("ChatFunction", "ChatStreamFunction", "HistoryFunction"):
+        assert environment(s, function)["KNOWLEDGE_BASE_ID"] == {"Ref": "KnowledgeBaseId"}, function
+    for function in ("ChatFunction", "ChatStreamFunction"):
+        statements = bedrock_statements(s, function)
+        assert allows(statements, "bedrock:Retrieve", arn), function
+        assert not allows(statements, "bedrock:Retrieve", arn.replace("ABCDEFGHIJ", "KLMNOPQRST")), function
+    # No knowledge base at all: no Retrieve.
+    plain = stack("pool")
+    for function in ("ChatFunction", "ChatStreamFunction"):
+        assert not [st for st in bedrock_statements(plain, function) if "bedrock:Retrieve" in as_list(st["Action"])]
+
+
+def test_create_knowledge_base_makes_a_knowledge_base_on_s3_vectors_over_a_documents_bucket():
+    s = stack("kb")
+    assert KB_RESOURCES <= set(s.resources), KB_RESOURCES - set(s.resources)
+    for kind in KB_TYPES:
+        assert len(s.of_type(kind)) == 1, (kind, list(s.of_type(kind)))
+    kb = s.resources["KnowledgeBase"]["Properties"]
+    config = kb["KnowledgeBaseConfiguration"]
+    assert config["Type"] == "VECTOR", config
+    vector = config["VectorKnowledgeBaseConfiguration"]
+    assert rendered(vector["EmbeddingModelArn"], s.values) == \
+        "arn:aws:bedrock:us-east-1::foundation-model/amazon.titan-embed-text-v2:0", vector
+    assert vector["EmbeddingModelConfiguration"] == {
+        "BedrockEmbeddingModelConfiguration": {"Dimensions": 1024, "EmbeddingDataType": "FLOAT32"}}, vector
+    assert kb["StorageConfiguration"] == {"Type": "S3_VECTORS", "S3VectorsConfiguration": {
+        "IndexArn": {"Fn::GetAtt": ["DocumentsVectorIndex", "IndexArn"]}}}, kb["StorageConfiguration"]
+    assert kb["RoleArn"] == {"Fn::GetAtt": ["KnowledgeBaseRole", "Arn"]}, kb
+    # The index: in the vector bucket, float32 of the model's size, and Bedrock's own keys (the chunk's text, its
+    # bookkeeping) non-filterable, so that they do not count against a vector's 2 KB of filterable metadata while the
+    # access lists (oids, groups) stay filterable.
+    index = s.resources["DocumentsVectorIndex"]["Properties"]
+    assert index["VectorBucketArn"] == {"Fn::GetAtt": ["DocumentsVectorBucket", "VectorBucketArn"]}, index
+    assert index["DataType"] == "float32" and index["Dimension"] == 1024, index
+    assert index["DistanceMetric"] in ("cosine", "euclidean"), index
+    keys = index["MetadataConfiguration"]["NonFilterableMetadataKeys"]
+    assert sorted(keys) == ["AMAZON_BEDROCK_METADATA", "AMAZON_BEDROCK_TEXT"], keys
+    assert not {"oids", "groups"} & set(keys), keys
+    # The data source: S3, over the documents bucket of this account; its vectors go when it does.
+    source = s.resources["DocumentsDataSource"]["Properties"]
+    assert source["KnowledgeBaseId"] == {"Fn::GetAtt": ["KnowledgeBase", "KnowledgeBaseId"]}, source
+    assert source["DataSourceConfiguration"] == {"Type": "S3", "S3Configuration": {
+        "BucketArn": {"Fn::GetAtt": ["DocumentsBucket", "Arn"]},
+        "BucketOwnerAccountId": {"Ref": "AWS::AccountId"}}}, source
+    assert source["DataDeletionPolicy"] == "DELETE", source
+    # The documents bucket: encrypted, never public, unversioned (a delete removes), kept with the stack; TLS only.
+    bucket = s.resources["DocumentsBucket"]
+    props = bucket["Properties"]
+    assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"][
+        "SSEAlgorithm"] in ("AES256", "aws:kms"), props
+    assert props["PublicAccessBlockConfiguration"] == {"BlockPublicAcls": True, "BlockPublicPolicy": True,
+                                                       "IgnorePublicAcls": True, "RestrictPublicBuckets": True}, props
+    assert props.get("VersioningConfiguration", {}).get("Status") != "Enabled", props
+    assert bucket["DeletionPolicy"] == "Retain", bucket
+    (deny,) = as_list(s.resources["DocumentsBucketPolicy"]["Properties"]["PolicyDocument"]["Statement"])
+    assert deny["Effect"] == "Deny" and deny["Principal"] == "*" and deny["Action"] == "s3:*", deny
+    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}, deny
+    assert sorted(map(str, deny["Resource"])) == sorted(map(str, [
+        {"Fn::GetAtt": ["DocumentsBucket", "Arn"]}, {"Fn::Sub": "${DocumentsBucket.Arn}/*"}])), deny
+    assert s.outputs["DocumentsBucketName"]["Value"] == {"Ref": "DocumentsBucket"}
+    assert s.outputs["KnowledgeBaseId"]["Value"] == {"Fn::GetAtt": ["KnowledgeBase", "KnowledgeBaseId"]}
+    assert s.outputs["KnowledgeBaseDataSourceId"]["Value"] == {"Fn::GetAtt": ["DocumentsDataSource", "DataSourceId"]}
+
+
+def test_the_knowledge_base_index_fits_each_embedding_model_it_may_use():
+    allowed = raw_template()["Parameters"]["KnowledgeBaseEmbeddingModel"]["AllowedValues"]
+    assert raw_template()["Parameters"]["KnowledgeBaseEmbeddingModel"]["Default"] == "amazon.titan-embed-text-v2:0"
+    assert set(allowed) <= set(EMBEDDING_DIMENSIONS), set(allowed) - set(EMBEDDING_DIMENSIONS)
+    for model in allowed:
+        parameters = {**MODES["kb"], "KnowledgeBaseEmbeddingModel": model}
+        s = Stack(transformed(parameters), parameters)
+        assert s.resources["DocumentsVectorIndex"]["Properties"]["Dimension"] == EMBEDDING_DIMENSIONS[model], model
+        vector = s.resources["KnowledgeBase"]["Properties"]["KnowledgeBaseConfiguration"][
+            "VectorKnowledgeBaseConfiguration"]
+        assert rendered(vector["EmbeddingModelArn"], s.values).endswith(f"::foundation-model/{model}"), vector
+        told = vector.get("EmbeddingModelConfiguration", {}).get("BedrockEmbeddingModelConfiguration", {})
+        assert told.get("Dimensions", EMBEDDING_DIMENSIONS[model]) == EMBEDDING_DIMENSIONS[model], (model, told)
+        # The knowledge base's role embeds with that model only.
+        invoke = [st for st in role_statements(s, "KnowledgeBaseRole") if "bedrock:InvokeModel" in as_list(st["Action"])]
+        assert [rendered(st["Resource"], s.values) for st in invoke] == [
+            [f"arn:aws:bedrock:us-east-1::foundation-model/{model}"]], invoke
+
+
+def test_the_created_knowledge_base_is_wired_to_the_functions_and_scoped():
+    s = stack("kb")
+    kb_id = {"Fn::GetAtt": ["KnowledgeBase", "KnowledgeBaseId"]}
+    kb_arn = {"Fn::GetAtt": ["KnowledgeBase", "KnowledgeBaseArn"]}
+    for function in FUNCTIONS:
+        assert environment(s, function)["KNOWLEDGE_BASE_ID"] == kb_id, function
+    # The chat functions search it (Retrieve on it alone) and touch neither the documents nor their ingestion.
+    for function in ("ChatFunction", "ChatStreamFunction"):
+        statements = role_statements(s, f"{function}Role")
+        (retrieve,) = [st for st in statements if "bedrock:Retrieve" in as_list(st["Action"])]
+        assert as_list(retrieve["Action"]) == ["bedrock:Retrieve"] and as_list(retrieve["Resource"]) == [kb_arn]
+        assert not naming(statements, "Documents"), function
+        assert not [st for st in statements if set(as_list(st["Action"])) & set(DOCUMENT_ACTIONS)], function
+        env = environment(s, function)
+        assert "DOCUMENTS_BUCKET" not in env and "KNOWLEDGE_BASE_DATA_SOURCE_ID" not in env, function
+    # The history function keeps, ingests and deletes documents: exactly these actions on exactly these resources.
+    env = environment(s, "HistoryFunction")
+    assert env["DOCUMENTS_BUCKET"] == {"Ref": "DocumentsBucket"}, env
+    assert env["KNOWLEDGE_BASE_DATA_SOURCE_ID"] == {"Fn::GetAtt": ["DocumentsDataSource", "DataSourceId"]}, env
+    statements = role_statements(s, "HistoryFunctionRole")
+    on_documents = naming(statements, "DocumentsBucket")
+    assert [(sorted(as_list(st["Action"])), as_list(st["Resource"])) for st in on_documents] == [
+        (["s3:DeleteObject", "s3:GetObject", "s3:PutObject"], [{"Fn::Sub": "${DocumentsBucket.Arn}/*"}])], on_documents
+    on_kb = naming(statements, "KnowledgeBase")
+    assert [(sorted(as_list(st["Action"])), as_list(st["Resource"])) for st in on_kb] == [
+        (sorted(DOCUMENT_ACTIONS), [kb_arn])], on_kb
+    assert all(st["Effect"] == "Allow" and "Condition" not in st for st in on_documents + on_kb)
+    # Nothing else in the stack may use the knowledge base's role or ingest into it.
+    for name, r in s.resources.items():
+        if name not in ("KnowledgeBase", "KnowledgeBaseRole") and "KnowledgeBaseRole" in str(r):
+            raise AssertionError(f"{name} names KnowledgeBaseRole")
+
+
+def test_the_knowledge_base_role_is_bedrocks_for_this_account_and_reaches_only_its_own_resources():
+    s = stack("kb")
+    role = s.resources["KnowledgeBaseRole"]["Properties"]
+    (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Effect"] == "Allow" and trust["Action"] == "sts:AssumeRole", trust
+    assert trust["Principal"] == {"Service": "bedrock.amazonaws.com"}, trust
+    assert trust["Condition"]["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}, trust
+    assert rendered(trust["Condition"]["ArnLike"]["aws:SourceArn"], s.values) == \
+        "arn:aws:bedrock:us-east-1:123456789012:knowledge-base/*", trust
+    granted = {}
+    for st in role_statements(s, "KnowledgeBaseRole"):
+        assert st["Effect"] == "Allow", st
+        for action in as_list(st["Action"]):
+            assert "*" not in action, st
+            granted.setdefault(action, []).extend(str(r) for r in as_list(st["Resource"]))
+    index = str({"Fn::GetAtt": ["DocumentsVectorIndex", "IndexArn"]})
+    assert granted == {
+        "bedrock:InvokeModel": [str({"Fn::Sub": "arn:${AWS::Partition}:bedrock:${AWS::Region}::foundation-model/"
+                                            "${KnowledgeBaseEmbeddingModel}"})],
+        "s3:ListBucket": [str({"Fn::GetAtt": ["DocumentsBucket", "Arn"]})],
+        "s3:GetObject": [str({"Fn::Sub": "${DocumentsBucket.Arn}/*"})],
+        "s3vectors:GetIndex": [index], "s3vectors:PutVectors": [index], "s3vectors:GetVectors": [index],
+        "s3vectors:DeleteVectors": [index], "s3vectors:QueryVectors": [index],
+    }, granted
+
+
+def test_create_knowledge_base_with_a_knowledge_base_id_is_refused():
+    rules = raw_template()["Rules"]
+    def refusals(**parameters):
+        return Stack(raw_template_conditions(), parameters).refusals(rules)
+    both = refusals(**MODES["kb"], KnowledgeBaseId="ABCDEFGHIJ")
+    assert len(both) == 1 and "KnowledgeBaseId" in both[0] and "CreateKnowledgeBase" in both[0], both
+    assert refusals(**MODES["kb"]) == []
+    assert refusals(**MODES["existing-kb"]) == []
+    p = raw_template()["Parameters"]["CreateKnowledgeBase"]
+    assert p["Default"] == "false" and sorted(p["AllowedValues"]) == ["false", "true"], p
 
 
 if __name__ == "__main__":
