@@ -281,9 +281,9 @@ impl<M, St> ChatService<M, St> {
                     Ok(Ok(())) => TurnAccount::held(ledger, hold, prices),
                     Ok(Err(refused)) => {
                         tracing::info!(limit = ?refused.kind, retry_after = refused.retry_after, "over a limit: embedding refused");
-                        return Err(ChatError::OverLimit(refused).into());
+                        return Err(ChatError::OverLimit(refused));
                     }
-                    Err(e) => return Err(ChatError::Store(e).into()),
+                    Err(e) => return Err(ChatError::Store(e)),
                 }
             }
         };
@@ -336,7 +336,7 @@ impl<M, St> ChatService<M, St> {
             }
             Err(e) => {
                 tracing::warn!(model_id = %request.model, error = %e, "embedding failed");
-                Err(ChatError::Model(e).into())
+                Err(ChatError::Model(e))
             }
         }
     }
