@@ -62,6 +62,7 @@ pub use documents::{
     DocumentError, DocumentFuture, DocumentIndex, DocumentPage, DocumentRecord, DocumentSettings,
     DocumentStatus, DocumentStore, DocumentType, Documents, IndexError, IndexState,
     MAX_DOCUMENT_GROUPS, MAX_DOCUMENT_NAME_BYTES, NewDocument, document_file_name, is_document_id,
+    new_document_id,
 };
 pub use embeddings::{
     EmbedFuture, Embedded, Embedder, EmbeddingFamily, EmbeddingModels, EmbeddingProfile,
