@@ -538,6 +538,39 @@ impl KnowledgeBaseDocuments {
             .collect())
     }
 
+    /// One page of what the data source holds (`ListKnowledgeBaseDocuments`): each document's S3 URI and where it
+    /// stands, and the token of the next page. For the operator's bulk load and reconciliation, which compare the
+    /// data source with the records.
+    pub async fn list_ingested(
+        &self,
+        next: Option<String>,
+    ) -> Result<(Vec<(String, IndexState)>, Option<String>), IndexError> {
+        let call = async {
+            let out = self
+                .agent
+                .list_knowledge_base_documents()
+                .knowledge_base_id(&self.knowledge_base_id)
+                .data_source_id(&self.data_source_id)
+                .set_next_token(next)
+                .send()
+                .instrument(tracing::info_span!("documents.list_ingested"))
+                .await
+                .map_err(|e| index_failed("the data source's documents", e))?;
+            let listed = out
+                .document_details()
+                .iter()
+                .filter_map(|d| {
+                    Some((
+                        Self::detail_uri(d)?.to_string(),
+                        state_of(d.status(), d.status_reason()),
+                    ))
+                })
+                .collect();
+            Ok((listed, out.next_token().map(str::to_string)))
+        };
+        self.bounded("the data source's documents", call).await
+    }
+
     async fn bounded<T>(
         &self,
         what: &str,

@@ -176,6 +176,18 @@ async fn an_upload_is_pending_then_indexed_and_found_by_its_owner_alone() {
         let done = settled(&parts, &alice, &d.id).await;
         assert_eq!(done.status, DocumentStatus::Indexed, "{done:?}");
     }
+    // The data source lists both, by their S3 URIs, indexed.
+    let (listed, next) = parts.index.list_ingested(None).await.unwrap();
+    assert_eq!(next, None);
+    let mut uris: Vec<&str> = listed
+        .iter()
+        .inspect(|(_, state)| assert_eq!(state.status, DocumentStatus::Indexed))
+        .map(|(uri, _)| uri.as_str())
+        .collect();
+    uris.sort();
+    let mut expected: Vec<String> = uploaded.iter().map(|d| parts.index.uri(d)).collect();
+    expected.sort();
+    assert_eq!(uris, expected);
     let mut alice_finds = found(&parts, &alice, "zephyrine").await;
     alice_finds.sort();
     alice_finds.dedup();
