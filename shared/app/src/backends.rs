@@ -3,12 +3,18 @@
 
 use std::sync::Arc;
 
-use chat_aws::{BedrockEmbedder, BedrockKnowledgeBase, BedrockModel, DynamoStore, S3Attachments};
-use chat_core::{AttachmentStore, Embedder, Retriever, ToolSource};
+use chat_aws::{
+    BedrockEmbedder, BedrockKnowledgeBase, BedrockModel, DynamoStore, KnowledgeBaseDocuments,
+    S3Attachments,
+};
+use chat_core::{AttachmentStore, DocumentSettings, Documents, Embedder, Retriever, ToolSource};
 
 use chat_edge::ConfigError;
 
 use crate::Config;
+
+/// How long one call of the documents' ports may take (a document of a few MB to S3, an ingestion, a status).
+pub const DOCUMENT_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The AWS configuration (region, credentials, endpoints from the environment), loaded once.
 pub struct Backends {
@@ -58,6 +64,47 @@ impl Backends {
             config.attachment_url_lifetime,
             config.store_timeouts,
         )))
+    }
+
+    /// The documents people upload into the knowledge base, when `KNOWLEDGE_BASE_ID`,
+    /// `KNOWLEDGE_BASE_DATA_SOURCE_ID` and `DOCUMENTS_BUCKET` name one, its S3 data source and its bucket: records in
+    /// the chats' table, bytes in the bucket, ingestion through bedrock-agent (`AWS_ENDPOINT_URL_BEDROCK_AGENT`
+    /// points it at a local server), each call bounded by [`DOCUMENT_CALL_TIMEOUT`].
+    pub fn documents(&self, config: &Config) -> Option<Documents> {
+        let d = &config.documents;
+        let (Some(kb), Some(ds), Some(bucket)) = (
+            config.knowledge_base_id.as_deref(),
+            d.data_source_id.as_deref(),
+            d.bucket.as_deref(),
+        ) else {
+            return None;
+        };
+        let index = KnowledgeBaseDocuments::from_config(
+            &self.aws,
+            &self.aws,
+            bucket,
+            kb,
+            ds,
+            DOCUMENT_CALL_TIMEOUT,
+            config.store_timeouts,
+        );
+        let everyone_group = match &config.chat.retrieval.access {
+            chat_core::DocumentAccess::Enforced { everyone_group } => everyone_group.clone(),
+            chat_core::DocumentAccess::Open => {
+                chat_core::DocumentAccess::DEFAULT_EVERYONE_GROUP.to_string()
+            }
+        };
+        Some(Documents::new(
+            Arc::new(self.store(config).documents()),
+            Arc::new(index),
+            DocumentSettings {
+                admin_group: d.admin_group.clone(),
+                everyone_group,
+                max_bytes: d.max_bytes,
+                max_per_upload: d.max_per_upload,
+                timeout: DOCUMENT_CALL_TIMEOUT,
+            },
+        ))
     }
 
     /// The knowledge base standard turns search, when `KNOWLEDGE_BASE_ID` names one.

@@ -70,6 +70,24 @@ pub struct Config {
     /// The embedding models `POST /v1/embeddings` serves (`EMBEDDING_MODELS`, comma-separated; set empty: none,
     /// and the route answers every model with 404).
     pub embedding_models: EmbeddingModels,
+    /// Documents people upload into the knowledge base (`/documents` on the history function).
+    pub documents: DocumentsConfig,
+}
+
+/// Where uploaded documents go and what an upload may hold. The routes are on when a knowledge base, its data
+/// source and a bucket are all named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocumentsConfig {
+    /// The S3 bucket of the knowledge base's data source that uploads go into (`DOCUMENTS_BUCKET`).
+    pub bucket: Option<String>,
+    /// The knowledge base's S3 data source over that bucket (`KNOWLEDGE_BASE_DATA_SOURCE_ID`).
+    pub data_source_id: Option<String>,
+    /// The group whose members may share what they upload and list everyone's (`DOCUMENT_ADMIN_GROUP`).
+    pub admin_group: Option<String>,
+    /// The largest file one may upload, in bytes (`MAX_UPLOADED_DOCUMENT_BYTES`).
+    pub max_bytes: usize,
+    /// The most files one upload may hold (`MAX_DOCUMENTS_PER_UPLOAD`).
+    pub max_per_upload: usize,
 }
 
 /// Configuration that holds secrets (MCP servers' header values): its `Debug` never shows them.
@@ -350,6 +368,21 @@ impl Config {
             mcp_max_sessions: number("MCP_MAX_SESSIONS", 16)?.min(100_000) as usize,
             mcp_session_idle: Duration::from_millis(number("MCP_SESSION_IDLE_MS", 300_000)?),
             embedding_models: embedding_models(lookup("EMBEDDING_MODELS"))?,
+            documents: DocumentsConfig {
+                bucket: get("DOCUMENTS_BUCKET").map(|b| b.trim().to_string()),
+                data_source_id: get("KNOWLEDGE_BASE_DATA_SOURCE_ID").map(|d| d.trim().to_string()),
+                admin_group: get("DOCUMENT_ADMIN_GROUP").map(|g| g.trim().to_string()),
+                max_bytes: number(
+                    "MAX_UPLOADED_DOCUMENT_BYTES",
+                    chat_core::DEFAULT_MAX_DOCUMENT_BYTES as u64,
+                )?
+                .max(1) as usize,
+                max_per_upload: number(
+                    "MAX_DOCUMENTS_PER_UPLOAD",
+                    chat_core::DEFAULT_MAX_DOCUMENTS_PER_UPLOAD as u64,
+                )?
+                .clamp(1, 100) as usize,
+            },
         })
     }
 }
@@ -862,6 +895,30 @@ mod tests {
             .name,
             "REASONING_EFFORT"
         );
+    }
+
+    #[test]
+    fn documents_are_off_until_named_and_bounded_as_set() {
+        let c = config(&[]).unwrap();
+        assert_eq!(c.documents.bucket, None);
+        assert_eq!(c.documents.max_bytes, chat_core::DEFAULT_MAX_DOCUMENT_BYTES);
+        assert_eq!(c.documents.max_per_upload, 10);
+        let c = config(&[
+            ("DOCUMENTS_BUCKET", " docs "),
+            ("KNOWLEDGE_BASE_DATA_SOURCE_ID", "DS1"),
+            ("DOCUMENT_ADMIN_GROUP", "doc-admins"),
+            ("MAX_UPLOADED_DOCUMENT_BYTES", "1000"),
+            ("MAX_DOCUMENTS_PER_UPLOAD", "3"),
+        ])
+        .unwrap();
+        assert_eq!(c.documents.bucket.as_deref(), Some("docs"));
+        assert_eq!(c.documents.data_source_id.as_deref(), Some("DS1"));
+        assert_eq!(c.documents.admin_group.as_deref(), Some("doc-admins"));
+        assert_eq!(
+            (c.documents.max_bytes, c.documents.max_per_upload),
+            (1000, 3)
+        );
+        assert!(config(&[("MAX_DOCUMENTS_PER_UPLOAD", "many")]).is_err());
     }
 
     #[test]

@@ -170,7 +170,8 @@ fn chat<F: ChatFunction>(
     )
 }
 
-/// The history function: the store, the files of messages, the usage ledger `GET /usage` reads, and the page.
+/// The history function: the store, the files of messages, the usage ledger `GET /usage` reads, the documents
+/// uploaded into the knowledge base, and the page.
 fn history(
     Parts {
         backends,
@@ -184,7 +185,8 @@ fn history(
     Ok(HistoryApp::new(store, auth, config)
         .with_page(&page)
         .with_attachments(backends.attachments(config))
-        .with_usage(Some(ledger)))
+        .with_usage(Some(ledger))
+        .with_documents(backends.documents(config)))
 }
 
 /// `auth` taking the API keys kept in the store's table (in JWT mode and local runs; IAM mode takes none), every

@@ -48,7 +48,7 @@ const DIGEST_MARK: &str = "sha256.";
 /// that to fit in a key (over 718 bytes) is named by the hex SHA-256 of its bytes instead, as the table names a
 /// long caller: keys of every owner that fits stay as they always were, and a longer one never had a file (S3
 /// refused its keys), so no stored file is left behind.
-fn owner_prefix(owner: &str) -> String {
+pub(crate) fn owner_prefix(owner: &str) -> String {
     let plain = URL_SAFE_NO_PAD.encode(owner.as_bytes());
     if plain.len() <= MAX_OWNER_PART_BYTES {
         return format!("{plain}/");

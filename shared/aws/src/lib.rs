@@ -4,6 +4,7 @@
 mod api_keys;
 mod attachments;
 mod bedrock;
+mod documents;
 mod dynamo;
 mod embeddings;
 mod guardrail_trace;
@@ -16,6 +17,7 @@ mod usage;
 pub use api_keys::DynamoApiKeys;
 pub use attachments::S3Attachments;
 pub use bedrock::{BedrockModel, BedrockStream};
+pub use documents::{DynamoDocuments, KnowledgeBaseDocuments, metadata_file, state_of};
 pub use embeddings::BedrockEmbedder;
 pub use knowledge_base::BedrockKnowledgeBase;
 pub use store::DynamoStore;

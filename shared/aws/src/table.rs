@@ -8,6 +8,7 @@
 //! | kept reasoning (`store/reasoning.rs`) | `REASONING#{owner}` | the first tool call's id | none |
 //! | an API key, as it is checked | `APIKEY#{sha256 of the key}` | `APIKEY` | none |
 //! | an API key, as its owner lists it | `APIKEYS#{owner}` | `KEY#{id}` | none |
+//! | a document uploaded into the knowledge base | `DOCS#{owner}` | `DOC#{id}` | `DOCUMENTS`, `{id}` |
 //!
 //! A message sorts before its chat item (`'#' < 'E'`), so that a turn reads both in one query backwards from
 //! `META`; the generations written before that (16 hex digits) keep their messages after it, as

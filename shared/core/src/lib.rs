@@ -12,6 +12,7 @@ mod checks;
 mod complete;
 mod completion;
 mod conversation;
+mod documents;
 mod driver;
 mod embeddings;
 mod error;
@@ -55,6 +56,13 @@ pub use completion::{Completion, ResponseFormat, ToolChoice};
 pub use conversation::{
     Answer, ChatMode, ContentPart, DataPoints, FinishReason, Message, Overrides, RetrievalMode,
     Role, Thought, TokenUsage, TurnInput, UsageTotals, display_time,
+};
+pub use documents::{
+    AccessChoice, AccessList, DEFAULT_MAX_DOCUMENT_BYTES, DEFAULT_MAX_DOCUMENTS_PER_UPLOAD,
+    DocumentError, DocumentFuture, DocumentIndex, DocumentPage, DocumentRecord, DocumentSettings,
+    DocumentStatus, DocumentStore, DocumentType, Documents, IndexError, IndexState,
+    MAX_DOCUMENT_GROUPS, MAX_DOCUMENT_NAME_BYTES, NewDocument, document_file_name, is_document_id,
+    new_document_id,
 };
 pub use embeddings::{
     EmbedFuture, Embedded, Embedder, EmbeddingFamily, EmbeddingModels, EmbeddingProfile,

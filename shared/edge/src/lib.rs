@@ -24,5 +24,6 @@ pub use identity::{
 };
 pub use request::{
     DRAIN_FOR, DRAIN_LIMIT_BYTES, Query, accepts, read_chat_request, read_json_body,
+    read_upload_body,
 };
 pub use routes::{only, only_openai};

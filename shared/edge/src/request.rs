@@ -43,6 +43,16 @@ pub async fn read_json_body(
     read_body(headers, body, limit, ApiError::PayloadTooLarge { limit }).await
 }
 
+/// A body of files (`multipart/form-data`, the documents' upload), no larger than `limit` bytes; past it a 413
+/// (`ApiError::UploadTooLarge`), read as [`read_json_body`] reads (only as much as the limit allows is held).
+pub async fn read_upload_body(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+) -> Result<Bytes, ApiError> {
+    read_body(headers, body, limit, ApiError::UploadTooLarge { limit }).await
+}
+
 /// Refuses a body that says it is something other than JSON.
 fn check_json_type(headers: &HeaderMap) -> Result<(), ApiError> {
     if let Some(value) = headers.get(header::CONTENT_TYPE) {

@@ -38,12 +38,13 @@
 //! `GET /__local/requests` lists the requests received, for tests that run the server in another process.
 
 mod collection;
+mod documents;
 mod filter;
 mod index;
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use axum::Router;
@@ -51,7 +52,7 @@ use axum::body::Bytes;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
@@ -59,6 +60,7 @@ pub use collection::{
     BUCKET, CHUNK_ID_KEY, Chunk, DATA_SOURCE_ID, DATA_SOURCE_ID_KEY, PAGE_NUMBER_KEY,
     SOURCE_URI_KEY,
 };
+pub use documents::{parse as parse_document, simple_pdf, strip_html};
 pub use filter::{Filter, Op};
 pub use index::{Hit, TextIndex, normalise, terms};
 
@@ -110,8 +112,41 @@ impl RecordedRequest {
 
 struct Served {
     knowledge_base_id: String,
-    index: TextIndex,
+    /// The collection's passages and the indexed uploads', rebuilt when an upload is indexed or deleted.
+    index: RwLock<TextIndex>,
+    /// The collection's own passages.
+    collection: Vec<Chunk>,
+    /// The documents ingested through the document APIs.
+    ingestions: Mutex<documents::Ingestions>,
+    /// Where ingested documents are read from.
+    s3: Option<aws_sdk_s3::Client>,
+    /// How long an ingestion waits before it starts (the service's take seconds).
+    ingest_delay_ms: u64,
     requests: Mutex<Vec<RecordedRequest>>,
+}
+
+impl Served {
+    /// Rebuilds the index over the collection and every indexed upload (a few hundred passages: milliseconds).
+    fn reindex(&self, ingestions: &documents::Ingestions) {
+        let mut chunks = self.collection.clone();
+        for ingested in ingestions.values() {
+            chunks.extend(ingested.chunks.iter().cloned());
+        }
+        match TextIndex::build(chunks) {
+            Ok(index) => *self.index.write().unwrap() = index,
+            Err(e) => eprintln!("local-knowledge-base: the index could not be rebuilt: {e}"),
+        }
+    }
+}
+
+/// What the document APIs need beyond the collection: where uploads are read from.
+#[derive(Clone, Default)]
+pub struct DocumentSource {
+    /// The SDK configuration of the S3 server that holds uploaded documents (moto's); `None`: an ingestion fails
+    /// saying it cannot read S3.
+    pub s3: Option<aws_config::SdkConfig>,
+    /// How long an ingestion waits before it starts, in milliseconds.
+    pub ingest_delay_ms: u64,
 }
 
 /// A running server; it stops when dropped.
@@ -141,18 +176,61 @@ impl LocalKnowledgeBase {
         knowledge_base_id: impl Into<String>,
         collection_dir: impl AsRef<Path>,
     ) -> std::io::Result<Self> {
-        let index = TextIndex::build(collection::load(collection_dir.as_ref())?)?;
+        Self::start_with(
+            addr,
+            knowledge_base_id,
+            collection_dir,
+            DocumentSource::default(),
+        )
+        .await
+    }
+
+    /// Serves `knowledge_base_id` over the documents of `collection_dir` on `addr`, and its data source
+    /// [`DATA_SOURCE_ID`]'s document APIs over the S3 server `documents` names.
+    pub async fn start_with(
+        addr: SocketAddr,
+        knowledge_base_id: impl Into<String>,
+        collection_dir: impl AsRef<Path>,
+        documents: DocumentSource,
+    ) -> std::io::Result<Self> {
+        let collection = collection::load(collection_dir.as_ref())?;
+        let index = TextIndex::build(collection.clone())?;
         let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
+        let s3 = documents.s3.as_ref().map(|config| {
+            aws_sdk_s3::Client::from_conf(
+                aws_sdk_s3::config::Builder::from(config)
+                    .force_path_style(true)
+                    .build(),
+            )
+        });
         let served = Arc::new(Served {
             knowledge_base_id: knowledge_base_id.into(),
-            index,
+            index: RwLock::new(index),
+            collection,
+            ingestions: Mutex::new(Default::default()),
+            s3,
+            ingest_delay_ms: documents.ingest_delay_ms,
             requests: Mutex::new(Vec::new()),
         });
+        let documents_path =
+            "/knowledgebases/{knowledge_base_id}/datasources/{data_source_id}/documents";
         let app = Router::new()
             .route(
                 "/knowledgebases/{knowledge_base_id}/retrieve",
                 post(retrieve),
+            )
+            .route(
+                documents_path,
+                put(documents::ingest).post(documents::list_documents),
+            )
+            .route(
+                &format!("{documents_path}/getDocuments"),
+                post(documents::get_documents),
+            )
+            .route(
+                &format!("{documents_path}/deleteDocuments"),
+                post(documents::delete_documents),
             )
             .route("/__local/requests", get(inspect))
             .with_state(served.clone());
@@ -173,7 +251,17 @@ impl LocalKnowledgeBase {
 
     /// How many passages the collection was cut into.
     pub fn passages(&self) -> usize {
-        self.served.index.chunks().len()
+        self.served.index.read().unwrap().chunks().len()
+    }
+
+    /// The status the data source holds for the document at `uri` (`s3://bucket/key`), if it was given one.
+    pub fn document_status(&self, uri: &str) -> Option<(String, Option<String>)> {
+        self.served
+            .ingestions
+            .lock()
+            .unwrap()
+            .get(uri)
+            .map(|d| (d.status.to_string(), d.reason.clone()))
     }
 
     /// An SDK configuration whose clients talk to this server: test credentials, region `us-east-1`, and the SDK's
@@ -216,7 +304,7 @@ async fn inspect(State(served): State<Arc<Served>>) -> Response {
 }
 
 /// An error as the service sends it: the status, `x-amzn-errortype`, and `{"message"}`.
-fn error(status: u16, kind: &str, message: impl Into<String>) -> Response {
+pub(crate) fn error(status: u16, kind: &str, message: impl Into<String>) -> Response {
     let mut response = (
         StatusCode::from_u16(status).expect("a valid status"),
         [
@@ -238,7 +326,7 @@ fn error(status: u16, kind: &str, message: impl Into<String>) -> Response {
     response
 }
 
-fn validation(message: impl Into<String>) -> Response {
+pub(crate) fn validation(message: impl Into<String>) -> Response {
     error(400, "ValidationException", message)
 }
 
@@ -383,17 +471,15 @@ async fn retrieve(
     if body.get("nextToken").is_some_and(|t| !t.is_null()) {
         return ok(json!({"retrievalResults": []}));
     }
-    let hits = match served
-        .index
-        .search(&search.query, search.top, search.filter.as_ref())
-    {
+    let index = served.index.read().unwrap();
+    let hits = match index.search(&search.query, search.top, search.filter.as_ref()) {
         Ok(hits) => hits,
         Err(e) => return error(500, "InternalServerException", e.to_string()),
     };
     let results: Vec<Value> = hits
         .iter()
         .map(|hit| {
-            let chunk = &served.index.chunks()[hit.chunk];
+            let chunk = &index.chunks()[hit.chunk];
             json!({
                 "content": {"text": chunk.text, "type": "TEXT"},
                 "location": {"type": "S3", "s3Location": {"uri": chunk.source_uri}},
@@ -405,7 +491,7 @@ async fn retrieve(
     ok(json!({ "retrievalResults": results }))
 }
 
-fn ok(body: Value) -> Response {
+pub(crate) fn ok(body: Value) -> Response {
     (
         [
             (header::CONTENT_TYPE, "application/json"),

@@ -14,7 +14,9 @@
 //! serves the knowledge base `LOCALKB001` over the sample collection `samples/knowledge-base` (or the folder
 //! `LOCAL_KB_COLLECTION` names) in the `Retrieve` API's wire format, and gives the functions
 //! `KNOWLEDGE_BASE_ID=LOCALKB001` and `AWS_ENDPOINT_URL_BEDROCK_AGENT_RUNTIME` pointing at it, so that every
-//! standard turn is grounded in those documents. When `KNOWLEDGE_BASE_ID` is set in the environment it is passed to
+//! standard turn is grounded in those documents. Its data source `LOCALDATA1` takes uploads (`/documents`:
+//! `DOCUMENTS_BUCKET=chat-local-documents` in moto's S3, `KNOWLEDGE_BASE_DATA_SOURCE_ID` and
+//! `AWS_ENDPOINT_URL_BEDROCK_AGENT` pointing at it), which it reads back from moto and indexes. When `KNOWLEDGE_BASE_ID` is set in the environment it is passed to
 //! the functions as it is and no local knowledge base starts: `KNOWLEDGE_BASE_ID=` (empty) turns retrieval off (the
 //! test suites' shared runs do this), any other id is searched wherever `AWS_ENDPOINT_URL_BEDROCK_AGENT_RUNTIME`
 //! (or, with real AWS, the region) points. With real AWS (below) and no `KNOWLEDGE_BASE_ID`, retrieval is off.
@@ -47,6 +49,8 @@ use local_knowledge_base::LocalKnowledgeBase;
 const TABLE_NAME: &str = "chat-local";
 /// The bucket of the files of messages, in moto beside the table.
 const ATTACHMENTS_BUCKET: &str = "chat-local-attachments";
+/// The bucket of the documents uploaded into the local knowledge base (`/documents`), in moto too.
+const DOCUMENTS_BUCKET: &str = "chat-local-documents";
 const LOCAL_MODEL_ID: &str = "local.echo-v1:0";
 /// The model whose features and prices the local model takes.
 const LOCAL_BASE_MODEL_ID: &str = "anthropic.claude-sonnet-4-5-20250929-v1:0";
@@ -220,6 +224,16 @@ fn main() {
                 "AWS_ENDPOINT_URL_BEDROCK_AGENT_RUNTIME",
                 format!("http://127.0.0.1:{}", ports.knowledge_base),
             ),
+            // Uploads (`/documents`): into moto's bucket, ingested by the local knowledge base's data source.
+            ("DOCUMENTS_BUCKET", DOCUMENTS_BUCKET.to_string()),
+            (
+                "KNOWLEDGE_BASE_DATA_SOURCE_ID",
+                local_knowledge_base::DATA_SOURCE_ID.to_string(),
+            ),
+            (
+                "AWS_ENDPOINT_URL_BEDROCK_AGENT",
+                format!("http://127.0.0.1:{}", ports.knowledge_base),
+            ),
         ]);
     }
     // The model searches the sample documents as its tool too (search_documents), beside the search before it.
@@ -359,10 +373,29 @@ async fn run(run: Run) {
             .map(PathBuf::from)
             .unwrap_or_else(|| run.root.join(SAMPLE_COLLECTION));
         let started = Instant::now();
-        let knowledge_base = LocalKnowledgeBase::start_on(
+        // Uploaded documents are read from moto's S3, where the functions put them.
+        let s3 =
+            LocalDynamo::sdk_config_at(&format!("http://127.0.0.1:{}", run.ports.dynamodb)).await;
+        chat_aws::KnowledgeBaseDocuments::from_config(
+            &s3,
+            &s3,
+            DOCUMENTS_BUCKET,
+            LOCAL_KNOWLEDGE_BASE_ID,
+            local_knowledge_base::DATA_SOURCE_ID,
+            Duration::from_secs(30),
+            chat_core::StoreTimeouts::default(),
+        )
+        .ensure_bucket()
+        .await
+        .unwrap_or_else(|e| fail(&format!("cannot create the documents bucket: {e}")));
+        let knowledge_base = LocalKnowledgeBase::start_with(
             ([127, 0, 0, 1], run.ports.knowledge_base).into(),
             LOCAL_KNOWLEDGE_BASE_ID,
             &collection,
+            local_knowledge_base::DocumentSource {
+                s3: Some(s3),
+                ingest_delay_ms: 100,
+            },
         )
         .await
         .unwrap_or_else(|e| {

@@ -29,6 +29,7 @@ use serde::Deserialize;
 use time::OffsetDateTime;
 
 mod api_keys;
+mod documents;
 mod page;
 pub use page::{Page, PageSettings};
 
@@ -65,6 +66,8 @@ struct Shared<St> {
     /// Where what each user spends is counted (`GET /usage` reads it), and the configured limits.
     ledger: Option<Arc<dyn UsageLedger>>,
     usage_limits: Limits,
+    /// The documents people bring into the knowledge base (`/documents`), when they are on.
+    documents: Option<chat_core::Documents>,
 }
 
 type AppState<St> = State<Arc<Shared<St>>>;
@@ -136,6 +139,7 @@ impl<St: SessionStore + 'static> HistoryApp<St> {
                 limits: config.chat.limits,
                 ledger: None,
                 usage_limits: config.usage_limits,
+                documents: None,
             }),
             cors: config.cors.clone(),
         }
@@ -178,6 +182,21 @@ impl<St: SessionStore + 'static> HistoryApp<St> {
         }
     }
 
+    /// Serves `/documents` over `documents`; `None` answers those routes 404.
+    pub fn with_documents(self, documents: Option<chat_core::Documents>) -> Self {
+        let Ok(shared) = Arc::try_unwrap(self.shared) else {
+            unreachable!("the state is shared only once the app serves")
+        };
+        Self {
+            shared: Arc::new(Shared {
+                documents,
+                ..shared
+            }),
+            cors: self.cors,
+            page: self.page,
+        }
+    }
+
     /// The store behind the API.
     pub fn store(&self) -> &St {
         &self.shared.store
@@ -206,6 +225,17 @@ impl<St: SessionStore + 'static> HistoryApp<St> {
             .route(
                 "/api-keys/{id}",
                 only("DELETE", axum::routing::delete(api_keys::revoke)),
+            )
+            .route(
+                "/documents",
+                only("GET, POST", get(documents::list).post(documents::upload)),
+            )
+            .route(
+                "/documents/{id}",
+                only(
+                    "GET, DELETE",
+                    get(documents::get_one).delete(documents::delete),
+                ),
             )
             .with_state(self.shared.clone())
     }

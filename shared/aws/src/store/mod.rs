@@ -108,6 +108,11 @@ impl DynamoStore {
         crate::DynamoUsage::new(self.client.clone(), &self.table)
     }
 
+    /// The documents' records, in this store's table (through the same client, so within the same timeouts).
+    pub fn documents(&self) -> crate::DynamoDocuments {
+        crate::DynamoDocuments::new(self.client.clone(), &self.table)
+    }
+
     /// The API keys, in this store's table (through the same client, so within the same timeouts).
     pub fn api_keys(&self) -> crate::DynamoApiKeys {
         crate::DynamoApiKeys::new(self.client.clone(), &self.table)

@@ -1,0 +1,278 @@
+//! `POST`, `GET /documents`, `GET` and `DELETE /documents/{id}`: people bring documents into the knowledge base
+//! and follow their ingestion, under the core's rules ([`chat_core::Documents`]): what a user uploads is theirs
+//! alone unless they are a document administrator; another user's document answers 404; only administrators list
+//! everyone's (`?all=true`). Where documents are off (no knowledge base, data source or bucket configured) these
+//! routes answer 404.
+//!
+//! The upload is `multipart/form-data`: one or more file parts (any part with a file name; the part's name is
+//! conventionally `files`), and, for administrators, the text parts `groups` (names, comma-separated, or the part
+//! repeated) and `everyone` (`true`). It answers 201 with the documents as stored, each `pending` (or already
+//! further along), to be followed with `GET /documents/{id}` until `indexed` or `failed`.
+
+use axum::body::Body;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, Request, State};
+use axum::http::{StatusCode, header};
+use axum::response::Response;
+use bytes::Bytes;
+use chat_core::{
+    AccessChoice, ChatError, DocumentError, DocumentRecord, Documents, IndexError, InvalidRequest,
+    NewDocument, SessionStore, StoreError, rfc3339_millis,
+};
+use chat_edge::{ApiError, Identified, Query, json_response, read_upload_body};
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use super::{AppState, Shared, page_response};
+
+const DEFAULT_PAGE: usize = 50;
+const MAX_PAGE: usize = 100;
+/// Room for the multipart framing and the text parts beside the files.
+const FRAMING_BYTES: usize = 64 * 1024;
+
+/// A document as the API answers it.
+#[derive(Serialize)]
+pub(super) struct DocumentView<'a> {
+    id: &'a str,
+    name: &'a str,
+    #[serde(rename = "type")]
+    kind: &'a str,
+    bytes: u64,
+    status: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
+    /// Who may find it in search: `oids` and `groups`, as its metadata says.
+    access: AccessView<'a>,
+    created: String,
+    updated: String,
+    /// Whose it is (in everyone's list, for administrators).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    owner: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct AccessView<'a> {
+    oids: &'a [String],
+    groups: &'a [String],
+}
+
+fn time_of(unix: i64) -> String {
+    OffsetDateTime::from_unix_timestamp(unix)
+        .map(rfc3339_millis)
+        .unwrap_or_default()
+}
+
+fn view(d: &DocumentRecord, with_owner: bool) -> DocumentView<'_> {
+    DocumentView {
+        id: &d.id,
+        name: &d.name,
+        kind: d.kind.as_str(),
+        bytes: d.bytes,
+        status: d.status.as_str(),
+        reason: d.reason.as_deref(),
+        access: AccessView {
+            oids: &d.access.oids,
+            groups: &d.access.groups,
+        },
+        created: time_of(d.created),
+        updated: time_of(d.updated),
+        owner: with_owner.then_some(d.owner.as_str()),
+    }
+}
+
+fn not_found() -> ApiError {
+    ApiError::NotFound("/documents/{id} (no such document)".into())
+}
+
+/// The documents of the app, when they are on; else a 404 for the whole family of routes.
+fn documents_of<St>(app: &Shared<St>) -> Result<&Documents, ApiError> {
+    app.documents
+        .as_ref()
+        .ok_or_else(|| ApiError::NotFound("/documents (documents are off here)".into()))
+}
+
+/// A documents error as the API answers it.
+fn api_error(e: DocumentError) -> ApiError {
+    match e {
+        DocumentError::NotFound => not_found(),
+        DocumentError::Forbidden(why) => ApiError::Forbidden(why),
+        DocumentError::Invalid { field, reason } => InvalidRequest::new(field, reason).into(),
+        DocumentError::TooLarge { name, limit } => InvalidRequest::new(
+            "files",
+            format!("{name} is larger than {limit} bytes, the most one document may be"),
+        )
+        .into(),
+        DocumentError::Store(e) => ApiError::Chat(ChatError::Store(e)),
+        DocumentError::Index(IndexError::Unavailable(detail)) => {
+            ApiError::Chat(ChatError::Store(StoreError::Unavailable(detail)))
+        }
+        DocumentError::Index(IndexError::Failed(detail)) => {
+            ApiError::Chat(ChatError::Store(StoreError::Failed(detail)))
+        }
+    }
+}
+
+/// What an upload's parts say: its files and the access chosen.
+async fn read_upload(
+    content_type: &str,
+    body: Bytes,
+) -> Result<(Vec<NewDocument>, AccessChoice), ApiError> {
+    let invalid = |reason: String| ApiError::from(InvalidRequest::new("", reason));
+    let boundary = multer::parse_boundary(content_type).map_err(|e| {
+        invalid(format!(
+            "send the files as multipart/form-data with a boundary: {e}"
+        ))
+    })?;
+    let stream = futures_util::stream::once(async move { Ok::<_, std::convert::Infallible>(body) });
+    let mut multipart = multer::Multipart::new(stream, boundary);
+    let mut files = Vec::new();
+    let mut choice = AccessChoice::default();
+    while let Some(field) = multipart
+        .next_field()
+        .await
+        .map_err(|e| invalid(format!("the multipart body is malformed: {e}")))?
+    {
+        let name = field.name().unwrap_or_default().to_string();
+        if let Some(file_name) = field.file_name().map(str::to_string) {
+            let bytes = field
+                .bytes()
+                .await
+                .map_err(|e| invalid(format!("the part {name} could not be read: {e}")))?;
+            files.push(NewDocument {
+                name: file_name,
+                bytes,
+            });
+            continue;
+        }
+        let text = field
+            .text()
+            .await
+            .map_err(|e| invalid(format!("the part {name} could not be read: {e}")))?;
+        match name.as_str() {
+            "groups" => choice.groups.extend(
+                text.split(',')
+                    .map(str::trim)
+                    .filter(|g| !g.is_empty())
+                    .map(str::to_string),
+            ),
+            "everyone" => {
+                choice.everyone = match text.trim() {
+                    "true" => true,
+                    "false" | "" => false,
+                    _ => {
+                        return Err(
+                            InvalidRequest::new("everyone", "expected true or false").into()
+                        );
+                    }
+                }
+            }
+            other => {
+                return Err(InvalidRequest::new(
+                    other,
+                    "unknown part: send files (parts with a file name), groups and everyone",
+                )
+                .into());
+            }
+        }
+    }
+    Ok((files, choice))
+}
+
+// Each handler names the caller first: a request without credentials is a 401 before anything else of it is read.
+
+pub(super) async fn upload<St: SessionStore>(
+    State(app): AppState<St>,
+    Identified(caller): Identified,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let documents = documents_of(&app)?;
+    let (parts, body) = request.into_parts();
+    let content_type = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .unwrap_or_default();
+    if !chat_protocol::is_multipart(&content_type) {
+        return Err(ApiError::UnsupportedMediaType(content_type));
+    }
+    let settings = documents.settings();
+    let limit = settings
+        .max_bytes
+        .saturating_mul(settings.max_per_upload)
+        .saturating_add(FRAMING_BYTES);
+    let body = read_upload_body(&parts.headers, body, limit).await?;
+    let (files, choice) = read_upload(&content_type, body).await?;
+    let uploaded = documents
+        .upload(&caller, files, &choice)
+        .await
+        .map_err(api_error)?;
+    let body: Vec<_> = uploaded.iter().map(|d| view(d, false)).collect();
+    Ok(json_response(StatusCode::CREATED, &body))
+}
+
+/// The query of `GET /documents`.
+#[derive(Debug, Default, Deserialize)]
+struct ListParams {
+    all: Option<String>,
+    limit: Option<String>,
+    cursor: Option<String>,
+}
+
+pub(super) async fn list<St: SessionStore>(
+    State(app): AppState<St>,
+    Identified(caller): Identified,
+    parts: axum::http::request::Parts,
+) -> Result<Response, ApiError> {
+    let documents = documents_of(&app)?;
+    let Query(params) = Query::<ListParams>::from_uri(&parts.uri)?;
+    let all = match params.all.as_deref() {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(_) => return Err(InvalidRequest::new("all", "expected true or false").into()),
+    };
+    let limit = match params.limit.as_deref() {
+        None => DEFAULT_PAGE,
+        Some(v) => v
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=MAX_PAGE).contains(n))
+            .ok_or_else(|| {
+                InvalidRequest::new(
+                    "limit",
+                    format!("expected a whole number from 1 to {MAX_PAGE}"),
+                )
+            })?,
+    };
+    let cursor = params.cursor.as_deref().filter(|c| !c.is_empty());
+    let page = documents
+        .list(&caller, all, limit, cursor)
+        .await
+        .map_err(api_error)?;
+    let body: Vec<_> = page.items.iter().map(|d| view(d, all)).collect();
+    Ok(page_response(&body, page.next))
+}
+
+pub(super) async fn get_one<St: SessionStore>(
+    State(app): AppState<St>,
+    Identified(caller): Identified,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiError> {
+    let documents = documents_of(&app)?;
+    let Path(id) = id.map_err(|_| not_found())?;
+    let record = documents.get(&caller, &id).await.map_err(api_error)?;
+    Ok(json_response(StatusCode::OK, &view(&record, false)))
+}
+
+pub(super) async fn delete<St: SessionStore>(
+    State(app): AppState<St>,
+    Identified(caller): Identified,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiError> {
+    let documents = documents_of(&app)?;
+    let Path(id) = id.map_err(|_| not_found())?;
+    documents.delete(&caller, &id).await.map_err(api_error)?;
+    Ok(Response::builder()
+        .status(StatusCode::NO_CONTENT)
+        .body(Body::empty())
+        .expect("a response built from valid parts"))
+}

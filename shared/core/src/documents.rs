@@ -1,0 +1,843 @@
+//! Documents people bring into the knowledge base, under the same access rules as search: what a document is, who
+//! may see it, its ingestion status, the two ports that keep it ([`DocumentStore`]: the records, per owner;
+//! [`DocumentIndex`]: the bytes beside their access list, and the knowledge base's ingestion), and the service the
+//! routes and the operator's command share ([`Documents`]), which decides what each caller may do.
+//!
+//! - A document a user uploads is theirs alone: its access list is `oids` = their oid (their owner id when the way
+//!   they were proven gives no oid), in the metadata convention of docs/document-access.md. An administrator (a
+//!   member of `DOCUMENT_ADMIN_GROUP`) may give it `groups`, or the everyone group.
+//! - Records are kept under their owner: another owner's document is not found (404), exactly like one that does
+//!   not exist, for a read, a listing and a delete alike. Only an administrator lists everyone's (`all`).
+//! - An upload that fails half-way (the bytes stored, the ingestion refused) removes what it put: nothing is left
+//!   half-visible.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::{Caller, StoreError};
+
+/// `MAX_DOCUMENT_BYTES` when unset: 4 MiB, what a function URL's 6 MB request carries with room for the multipart
+/// framing (and the base64 a Lambda event adds to a binary body).
+pub const DEFAULT_MAX_DOCUMENT_BYTES: usize = 4 * 1024 * 1024;
+/// `MAX_DOCUMENTS_PER_UPLOAD` when unset.
+pub const DEFAULT_MAX_DOCUMENTS_PER_UPLOAD: usize = 10;
+/// The longest file name kept, in bytes (the key holds it, and S3's keys are at most 1024 bytes).
+pub const MAX_DOCUMENT_NAME_BYTES: usize = 200;
+/// The most groups an administrator may give one document.
+pub const MAX_DOCUMENT_GROUPS: usize = 20;
+
+/// The kinds of documents a Bedrock knowledge base parses, as this backend takes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DocumentType {
+    Pdf,
+    Markdown,
+    Text,
+    Html,
+    Word,
+    Csv,
+}
+
+impl DocumentType {
+    pub const ALL: [DocumentType; 6] = [
+        DocumentType::Pdf,
+        DocumentType::Markdown,
+        DocumentType::Text,
+        DocumentType::Html,
+        DocumentType::Word,
+        DocumentType::Csv,
+    ];
+
+    /// The type a file name's extension says (case-insensitive), if it is one taken.
+    pub fn from_name(name: &str) -> Option<Self> {
+        let (_, ext) = name.rsplit_once('.')?;
+        Some(match ext.to_ascii_lowercase().as_str() {
+            "pdf" => Self::Pdf,
+            "md" | "markdown" => Self::Markdown,
+            "txt" => Self::Text,
+            "html" | "htm" => Self::Html,
+            "doc" | "docx" => Self::Word,
+            "csv" => Self::Csv,
+            _ => return None,
+        })
+    }
+
+    /// What the API and the records call it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pdf => "pdf",
+            Self::Markdown => "markdown",
+            Self::Text => "text",
+            Self::Html => "html",
+            Self::Word => "word",
+            Self::Csv => "csv",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+
+    /// The `Content-Type` its bytes are stored with.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Self::Pdf => "application/pdf",
+            Self::Markdown => "text/markdown",
+            Self::Text => "text/plain",
+            Self::Html => "text/html",
+            Self::Word => "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+            Self::Csv => "text/csv",
+        }
+    }
+
+    /// Whether `bytes` can be this type: a PDF starts `%PDF-`, a Word file is a ZIP (`.docx`) or an OLE file
+    /// (`.doc`), and the text types are UTF-8. What the knowledge base cannot parse beyond that is its to say
+    /// (the document ends `failed` with its reason).
+    fn accepts(self, bytes: &[u8]) -> bool {
+        match self {
+            Self::Pdf => bytes.starts_with(b"%PDF-"),
+            Self::Word => {
+                bytes.starts_with(b"PK\x03\x04") || bytes.starts_with(&[0xD0, 0xCF, 0x11, 0xE0])
+            }
+            Self::Markdown | Self::Text | Self::Html | Self::Csv => {
+                std::str::from_utf8(bytes).is_ok()
+            }
+        }
+    }
+}
+
+/// Where a document stands in the knowledge base.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DocumentStatus {
+    /// Stored and handed to the knowledge base, which has not started on it.
+    Pending,
+    /// The knowledge base is parsing and embedding it.
+    Indexing,
+    /// Searchable, for those its access list names.
+    Indexed,
+    /// The knowledge base could not index it; the record's `reason` says why.
+    Failed,
+}
+
+impl DocumentStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Indexing => "indexing",
+            Self::Indexed => "indexed",
+            Self::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Pending, Self::Indexing, Self::Indexed, Self::Failed]
+            .into_iter()
+            .find(|t| t.as_str() == s)
+    }
+
+    /// Whether it can still change without anyone asking (the knowledge base is still at work).
+    pub fn is_settled(self) -> bool {
+        matches!(self, Self::Indexed | Self::Failed)
+    }
+}
+
+/// Who may find a document in search: the metadata attributes `oids` and `groups` of docs/document-access.md.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AccessList {
+    pub oids: Vec<String>,
+    pub groups: Vec<String>,
+}
+
+/// What an administrator asks for the documents they upload; anyone else's are theirs alone.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AccessChoice {
+    /// The groups whose members may read them.
+    pub groups: Vec<String>,
+    /// Everyone (the everyone group).
+    pub everyone: bool,
+}
+
+impl AccessChoice {
+    pub fn is_private(&self) -> bool {
+        self.groups.is_empty() && !self.everyone
+    }
+}
+
+/// One document, as its record keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocumentRecord {
+    /// 32 hex digits, random.
+    pub id: String,
+    /// The owner id of whoever uploaded it: it is kept, listed and deleted under it.
+    pub owner: String,
+    /// The file name as uploaded (made safe for a key): what answers cite.
+    pub name: String,
+    pub kind: DocumentType,
+    pub bytes: u64,
+    pub access: AccessList,
+    pub status: DocumentStatus,
+    /// Why it failed, for a person.
+    pub reason: Option<String>,
+    /// Unix seconds.
+    pub created: i64,
+    pub updated: i64,
+}
+
+/// A file to upload.
+#[derive(Debug, Clone)]
+pub struct NewDocument {
+    pub name: String,
+    pub bytes: Bytes,
+}
+
+/// A page of records and the cursor of the next.
+#[derive(Debug, Clone, Default)]
+pub struct DocumentPage {
+    pub items: Vec<DocumentRecord>,
+    pub next: Option<String>,
+}
+
+/// What the knowledge base says of one document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexState {
+    pub status: DocumentStatus,
+    pub reason: Option<String>,
+}
+
+/// Why the knowledge base or the bucket did not do what was asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IndexError {
+    /// No answer in time, throttled past the retries, or unavailable: a later try may work.
+    #[error("the knowledge base is unavailable: {0}")]
+    Unavailable(String),
+    /// Refused or failed (access denied, validation, an unknown knowledge base or bucket).
+    #[error("the knowledge base failed: {0}")]
+    Failed(String),
+}
+
+/// Why a documents operation did not happen; each says what to tell the caller.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DocumentError {
+    /// No such document for this caller (whether it does not exist or is someone else's).
+    #[error("no such document")]
+    NotFound,
+    /// The caller may not do this (a non-administrator asking for groups, everyone, or everyone's list).
+    #[error("{0}")]
+    Forbidden(String),
+    /// A file or field the caller sent is not acceptable; `field` names it.
+    #[error("{field}: {reason}")]
+    Invalid { field: String, reason: String },
+    /// A file larger than `MAX_DOCUMENT_BYTES`.
+    #[error("{name} is larger than {limit} bytes")]
+    TooLarge { name: String, limit: usize },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Index(#[from] IndexError),
+}
+
+fn invalid(field: impl Into<String>, reason: impl Into<String>) -> DocumentError {
+    DocumentError::Invalid {
+        field: field.into(),
+        reason: reason.into(),
+    }
+}
+
+/// What a port's call gives.
+pub type DocumentFuture<'a, T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send + 'a>>;
+
+/// The documents' records, per owner (DynamoDB).
+pub trait DocumentStore: Send + Sync {
+    /// Stores a new record (its id is new).
+    fn put<'a>(&'a self, record: &'a DocumentRecord) -> DocumentFuture<'a, (), StoreError>;
+    /// `owner`'s document `id`; `None` when they hold none by that id.
+    fn get<'a>(
+        &'a self,
+        owner: &'a str,
+        id: &'a str,
+    ) -> DocumentFuture<'a, Option<DocumentRecord>, StoreError>;
+    /// `owner`'s documents (`None`: everyone's), newest first, `limit` at most, from `cursor`.
+    fn list<'a>(
+        &'a self,
+        owner: Option<&'a str>,
+        limit: usize,
+        cursor: Option<&'a str>,
+    ) -> DocumentFuture<'a, DocumentPage, StoreError>;
+    /// Records a new status (and reason) of the document.
+    fn set_status<'a>(&'a self, record: &'a DocumentRecord) -> DocumentFuture<'a, (), StoreError>;
+    /// Removes `owner`'s record `id` (nothing when there is none).
+    fn delete<'a>(&'a self, owner: &'a str, id: &'a str) -> DocumentFuture<'a, (), StoreError>;
+}
+
+/// The bytes and their access list where the knowledge base reads them, and the knowledge base's ingestion.
+pub trait DocumentIndex: Send + Sync {
+    /// Stores the bytes and, beside them, the access list as their metadata.
+    fn put<'a>(
+        &'a self,
+        record: &'a DocumentRecord,
+        bytes: Bytes,
+    ) -> DocumentFuture<'a, (), IndexError>;
+    /// Asks the knowledge base to ingest the document put; answers where it stands.
+    fn ingest<'a>(
+        &'a self,
+        record: &'a DocumentRecord,
+    ) -> DocumentFuture<'a, IndexState, IndexError>;
+    /// Where each document stands, in the order asked.
+    fn states<'a>(
+        &'a self,
+        records: &'a [DocumentRecord],
+    ) -> DocumentFuture<'a, Vec<IndexState>, IndexError>;
+    /// Removes the document from the knowledge base and its bytes and metadata from the bucket (what exists).
+    fn remove<'a>(&'a self, record: &'a DocumentRecord) -> DocumentFuture<'a, (), IndexError>;
+}
+
+/// The documents' rules, shared by the routes and the operator's command.
+#[derive(Clone)]
+pub struct Documents {
+    store: Arc<dyn DocumentStore>,
+    index: Arc<dyn DocumentIndex>,
+    settings: DocumentSettings,
+}
+
+/// The documents' settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocumentSettings {
+    /// `DOCUMENT_ADMIN_GROUP`: its members may give what they upload to groups or everyone, and list everyone's.
+    pub admin_group: Option<String>,
+    /// `DOCUMENT_EVERYONE_GROUP`.
+    pub everyone_group: String,
+    pub max_bytes: usize,
+    pub max_per_upload: usize,
+    /// Bounds each call of the ports (the adapters bound their own calls too).
+    pub timeout: Duration,
+}
+
+impl Default for DocumentSettings {
+    fn default() -> Self {
+        Self {
+            admin_group: None,
+            everyone_group: "everyone".into(),
+            max_bytes: DEFAULT_MAX_DOCUMENT_BYTES,
+            max_per_upload: DEFAULT_MAX_DOCUMENTS_PER_UPLOAD,
+            timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A file name made safe for a key and a citation: its last path segment, without control characters, `/`, `\`
+/// or `#` (which a citation's `#page=N` would confuse), at most [`MAX_DOCUMENT_NAME_BYTES`].
+pub fn document_file_name(name: &str) -> Option<String> {
+    let last = name.rsplit(['/', '\\']).next().unwrap_or(name);
+    let clean: String = last
+        .chars()
+        .filter(|c| !c.is_control() && !matches!(c, '#' | '?' | '%'))
+        .collect();
+    let clean = clean.trim().trim_start_matches('.').to_string();
+    if clean.is_empty() || clean.len() > MAX_DOCUMENT_NAME_BYTES {
+        return None;
+    }
+    Some(clean)
+}
+
+fn now() -> i64 {
+    time::OffsetDateTime::now_utc().unix_timestamp()
+}
+
+impl Documents {
+    pub fn new(
+        store: Arc<dyn DocumentStore>,
+        index: Arc<dyn DocumentIndex>,
+        settings: DocumentSettings,
+    ) -> Self {
+        Self {
+            store,
+            index,
+            settings,
+        }
+    }
+
+    pub fn settings(&self) -> &DocumentSettings {
+        &self.settings
+    }
+
+    /// Whether `caller` is an administrator of documents.
+    pub fn is_admin(&self, caller: &Caller) -> bool {
+        self.settings
+            .admin_group
+            .as_ref()
+            .is_some_and(|g| caller.groups.iter().any(|c| c == g))
+    }
+
+    async fn bounded<T, E: Into<DocumentError>>(
+        &self,
+        what: &str,
+        call: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, DocumentError> {
+        match tokio::time::timeout(self.settings.timeout, call).await {
+            Ok(result) => result.map_err(Into::into),
+            Err(_) => Err(IndexError::Unavailable(format!("{what}: no answer in time")).into()),
+        }
+    }
+
+    /// The access list of what `caller` uploads, as they chose it.
+    pub fn access_for(
+        &self,
+        caller: &Caller,
+        choice: &AccessChoice,
+    ) -> Result<AccessList, DocumentError> {
+        if choice.is_private() {
+            let oid = caller.oid.clone().unwrap_or_else(|| caller.owner.clone());
+            return Ok(AccessList {
+                oids: vec![oid],
+                groups: Vec::new(),
+            });
+        }
+        if !self.is_admin(caller) {
+            return Err(DocumentError::Forbidden(
+                "Only a document administrator may share a document with groups or everyone: what you upload \
+                 is yours alone."
+                    .into(),
+            ));
+        }
+        if choice.groups.len() > MAX_DOCUMENT_GROUPS {
+            return Err(invalid(
+                "groups",
+                format!("at most {MAX_DOCUMENT_GROUPS} groups"),
+            ));
+        }
+        let mut groups = Vec::new();
+        for g in &choice.groups {
+            let g = g.trim();
+            if g.is_empty() || g.len() > 256 || g.chars().any(char::is_control) {
+                return Err(invalid(
+                    "groups",
+                    "a group is a name of 1 to 256 characters",
+                ));
+            }
+            if !groups.iter().any(|have: &String| have == g) {
+                groups.push(g.to_string());
+            }
+        }
+        if choice.everyone && !groups.contains(&self.settings.everyone_group) {
+            groups.push(self.settings.everyone_group.clone());
+        }
+        Ok(AccessList {
+            oids: Vec::new(),
+            groups,
+        })
+    }
+
+    /// Checks every file before anything is stored: their count, each one's name, type and size.
+    pub fn check(
+        &self,
+        files: &[NewDocument],
+    ) -> Result<Vec<(String, DocumentType)>, DocumentError> {
+        if files.is_empty() {
+            return Err(invalid("files", "send at least one file"));
+        }
+        if files.len() > self.settings.max_per_upload {
+            return Err(invalid(
+                "files",
+                format!(
+                    "at most {} files in one upload",
+                    self.settings.max_per_upload
+                ),
+            ));
+        }
+        files
+            .iter()
+            .map(|file| {
+                let name = document_file_name(&file.name).ok_or_else(|| {
+                    invalid(
+                        "files",
+                        format!("{:?} is not a usable file name", file.name),
+                    )
+                })?;
+                let kind = DocumentType::from_name(&name).ok_or_else(|| {
+                    invalid(
+                        "files",
+                        format!(
+                            "{name}: the knowledge base takes PDF, Markdown, text, HTML, Word and CSV files \
+                             (.pdf, .md, .txt, .html, .docx, .doc, .csv)"
+                        ),
+                    )
+                })?;
+                if file.bytes.len() > self.settings.max_bytes {
+                    return Err(DocumentError::TooLarge {
+                        name,
+                        limit: self.settings.max_bytes,
+                    });
+                }
+                if file.bytes.is_empty() {
+                    return Err(invalid("files", format!("{name} is empty")));
+                }
+                if !kind.accepts(&file.bytes) {
+                    return Err(invalid(
+                        "files",
+                        format!("{name}: its bytes are not a {} file", kind.as_str()),
+                    ));
+                }
+                Ok((name, kind))
+            })
+            .collect()
+    }
+
+    /// Uploads `files` for `caller` with the access they chose, each ingested at once. Every file is checked
+    /// before any is stored; a file whose bytes or ingestion fail has what was put of it removed, and the error
+    /// is answered (the files before it stay uploaded).
+    pub async fn upload(
+        &self,
+        caller: &Caller,
+        files: Vec<NewDocument>,
+        choice: &AccessChoice,
+    ) -> Result<Vec<DocumentRecord>, DocumentError> {
+        let access = self.access_for(caller, choice)?;
+        let checked = self.check(&files)?;
+        let mut done = Vec::with_capacity(files.len());
+        for (file, (name, kind)) in files.into_iter().zip(checked) {
+            let now = now();
+            let mut record = DocumentRecord {
+                id: new_document_id(),
+                owner: caller.owner.clone(),
+                name,
+                kind,
+                bytes: file.bytes.len() as u64,
+                access: access.clone(),
+                status: DocumentStatus::Pending,
+                reason: None,
+                created: now,
+                updated: now,
+            };
+            self.bounded("the record", self.store.put(&record)).await?;
+            let state = match self
+                .bounded("the bytes", self.index.put(&record, file.bytes))
+                .await
+            {
+                Ok(()) => {
+                    self.bounded("the ingestion", self.index.ingest(&record))
+                        .await
+                }
+                Err(e) => Err(e),
+            };
+            let state = match state {
+                Ok(state) => state,
+                Err(e) => {
+                    self.undo(&record).await;
+                    return Err(e);
+                }
+            };
+            record.status = state.status;
+            record.reason = state.reason;
+            record.updated = now;
+            self.bounded("the record", self.store.set_status(&record))
+                .await?;
+            tracing::info!(document = %record.id, owner = %record.owner, status = record.status.as_str(), "document uploaded");
+            done.push(record);
+        }
+        Ok(done)
+    }
+
+    /// Removes what an upload put, as far as it can: a failure here is logged (the record says what was meant).
+    async fn undo(&self, record: &DocumentRecord) {
+        if let Err(e) = self.bounded("the removal", self.index.remove(record)).await {
+            tracing::warn!(document = %record.id, error = %e, "a failed upload's bytes were not removed");
+        }
+        if let Err(e) = self
+            .bounded("the record", self.store.delete(&record.owner, &record.id))
+            .await
+        {
+            tracing::warn!(document = %record.id, error = %e, "a failed upload's record was not removed");
+        }
+    }
+
+    /// `caller`'s document `id`, its status brought up to date.
+    pub async fn get(&self, caller: &Caller, id: &str) -> Result<DocumentRecord, DocumentError> {
+        if !is_document_id(id) {
+            return Err(DocumentError::NotFound);
+        }
+        let record = self
+            .bounded("the record", self.store.get(&caller.owner, id))
+            .await?
+            .ok_or(DocumentError::NotFound)?;
+        let mut records = vec![record];
+        self.refresh(&mut records).await?;
+        Ok(records.pop().expect("one record"))
+    }
+
+    /// A page of `caller`'s documents, or (`all`, administrators only) everyone's, their statuses brought up to
+    /// date.
+    pub async fn list(
+        &self,
+        caller: &Caller,
+        all: bool,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<DocumentPage, DocumentError> {
+        if all && !self.is_admin(caller) {
+            return Err(DocumentError::Forbidden(
+                "Only a document administrator may list everyone's documents.".into(),
+            ));
+        }
+        let owner = (!all).then_some(caller.owner.as_str());
+        let mut page = self
+            .bounded("the records", self.store.list(owner, limit, cursor))
+            .await?;
+        self.refresh(&mut page.items).await?;
+        Ok(page)
+    }
+
+    /// Asks the knowledge base where the unsettled ones stand, and records what changed.
+    async fn refresh(&self, records: &mut [DocumentRecord]) -> Result<(), DocumentError> {
+        let unsettled: Vec<usize> = (0..records.len())
+            .filter(|&i| !records[i].status.is_settled())
+            .collect();
+        if unsettled.is_empty() {
+            return Ok(());
+        }
+        let asked: Vec<DocumentRecord> = unsettled.iter().map(|&i| records[i].clone()).collect();
+        let states = self
+            .bounded("the statuses", self.index.states(&asked))
+            .await?;
+        for (&i, state) in unsettled.iter().zip(states) {
+            let record = &mut records[i];
+            if record.status != state.status || record.reason != state.reason {
+                record.status = state.status;
+                record.reason = state.reason;
+                record.updated = now();
+                self.bounded("the record", self.store.set_status(record))
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes `caller`'s document `id`: from the knowledge base, the bucket, then its record.
+    pub async fn delete(&self, caller: &Caller, id: &str) -> Result<(), DocumentError> {
+        if !is_document_id(id) {
+            return Err(DocumentError::NotFound);
+        }
+        let record = self
+            .bounded("the record", self.store.get(&caller.owner, id))
+            .await?
+            .ok_or(DocumentError::NotFound)?;
+        self.bounded("the removal", self.index.remove(&record))
+            .await?;
+        self.bounded("the record", self.store.delete(&record.owner, &record.id))
+            .await?;
+        tracing::info!(document = %record.id, owner = %record.owner, "document deleted");
+        Ok(())
+    }
+}
+
+/// A new document id: 32 lowercase hex digits, the first 12 the time in milliseconds and the rest random, so that
+/// ids sort by when they were made (a store lists the newest first by its keys alone).
+pub fn new_document_id() -> String {
+    let millis = time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000;
+    let random = uuid::Uuid::new_v4().simple().to_string();
+    format!("{:012x}{}", millis as u64 & 0xffff_ffff_ffff, &random[..20])
+}
+
+/// Whether `id` is shaped like a document id (32 lowercase hex digits).
+pub fn is_document_id(id: &str) -> bool {
+    id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn docs(admin: Option<&str>) -> DocumentSettings {
+        DocumentSettings {
+            admin_group: admin.map(str::to_string),
+            max_bytes: 100,
+            max_per_upload: 2,
+            ..DocumentSettings::default()
+        }
+    }
+
+    struct Nothing;
+    impl DocumentStore for Nothing {
+        fn put<'a>(&'a self, _: &'a DocumentRecord) -> DocumentFuture<'a, (), StoreError> {
+            Box::pin(async { Ok(()) })
+        }
+        fn get<'a>(
+            &'a self,
+            _: &'a str,
+            _: &'a str,
+        ) -> DocumentFuture<'a, Option<DocumentRecord>, StoreError> {
+            Box::pin(async { Ok(None) })
+        }
+        fn list<'a>(
+            &'a self,
+            _: Option<&'a str>,
+            _: usize,
+            _: Option<&'a str>,
+        ) -> DocumentFuture<'a, DocumentPage, StoreError> {
+            Box::pin(async { Ok(DocumentPage::default()) })
+        }
+        fn set_status<'a>(&'a self, _: &'a DocumentRecord) -> DocumentFuture<'a, (), StoreError> {
+            Box::pin(async { Ok(()) })
+        }
+        fn delete<'a>(&'a self, _: &'a str, _: &'a str) -> DocumentFuture<'a, (), StoreError> {
+            Box::pin(async { Ok(()) })
+        }
+    }
+    impl DocumentIndex for Nothing {
+        fn put<'a>(
+            &'a self,
+            _: &'a DocumentRecord,
+            _: Bytes,
+        ) -> DocumentFuture<'a, (), IndexError> {
+            Box::pin(async { Ok(()) })
+        }
+        fn ingest<'a>(
+            &'a self,
+            _: &'a DocumentRecord,
+        ) -> DocumentFuture<'a, IndexState, IndexError> {
+            Box::pin(async {
+                Ok(IndexState {
+                    status: DocumentStatus::Pending,
+                    reason: None,
+                })
+            })
+        }
+        fn states<'a>(
+            &'a self,
+            r: &'a [DocumentRecord],
+        ) -> DocumentFuture<'a, Vec<IndexState>, IndexError> {
+            Box::pin(async move {
+                Ok(r.iter()
+                    .map(|_| IndexState {
+                        status: DocumentStatus::Indexed,
+                        reason: None,
+                    })
+                    .collect())
+            })
+        }
+        fn remove<'a>(&'a self, _: &'a DocumentRecord) -> DocumentFuture<'a, (), IndexError> {
+            Box::pin(async { Ok(()) })
+        }
+    }
+
+    fn service(admin: Option<&str>) -> Documents {
+        Documents::new(Arc::new(Nothing), Arc::new(Nothing), docs(admin))
+    }
+
+    fn caller(owner: &str, oid: Option<&str>, groups: &[&str]) -> Caller {
+        Caller {
+            owner: owner.into(),
+            oid: oid.map(str::to_string),
+            groups: groups.iter().map(|g| g.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn what_a_user_uploads_is_theirs_alone_and_only_an_administrator_shares() {
+        let s = service(Some("doc-admins"));
+        let alice = caller("jwt:alice", Some("alice"), &["engineering"]);
+        assert_eq!(
+            s.access_for(&alice, &AccessChoice::default()).unwrap(),
+            AccessList {
+                oids: vec!["alice".into()],
+                groups: vec![]
+            }
+        );
+        // Without an oid, the owner id names them.
+        let local = caller("local-user", None, &[]);
+        assert_eq!(
+            s.access_for(&local, &AccessChoice::default()).unwrap().oids,
+            ["local-user"]
+        );
+        let share = AccessChoice {
+            groups: vec!["leadership".into(), "leadership".into()],
+            everyone: false,
+        };
+        assert!(matches!(
+            s.access_for(&alice, &share),
+            Err(DocumentError::Forbidden(_))
+        ));
+        let admin = caller("jwt:dana", Some("dana"), &["doc-admins"]);
+        assert_eq!(
+            s.access_for(&admin, &share).unwrap(),
+            AccessList {
+                oids: vec![],
+                groups: vec!["leadership".into()]
+            }
+        );
+        let everyone = AccessChoice {
+            groups: vec![],
+            everyone: true,
+        };
+        assert_eq!(
+            s.access_for(&admin, &everyone).unwrap().groups,
+            ["everyone"]
+        );
+        // No administrator group configured: nobody shares.
+        assert!(service(None).access_for(&admin, &everyone).is_err());
+    }
+
+    #[test]
+    fn files_are_checked_for_count_type_size_and_bytes() {
+        let s = service(None);
+        let file = |name: &str, bytes: &'static [u8]| NewDocument {
+            name: name.into(),
+            bytes: Bytes::from_static(bytes),
+        };
+        assert_eq!(
+            s.check(&[file("../notes/Plan.MD", b"# plan")]).unwrap(),
+            [("Plan.MD".to_string(), DocumentType::Markdown)]
+        );
+        assert!(s.check(&[]).is_err());
+        assert!(
+            s.check(&[file("a.md", b"a"), file("b.md", b"b"), file("c.md", b"c")])
+                .is_err()
+        );
+        assert!(matches!(
+            s.check(&[file("tool.exe", b"MZ")]),
+            Err(DocumentError::Invalid { .. })
+        ));
+        assert!(matches!(
+            s.check(&[file("big.txt", &[b'a'; 101])]),
+            Err(DocumentError::TooLarge { limit: 100, .. })
+        ));
+        assert!(s.check(&[file("fake.pdf", b"hello")]).is_err());
+        assert!(s.check(&[file("real.pdf", b"%PDF-1.4 ...")]).is_ok());
+        assert!(s.check(&[file("bin.txt", &[0xff, 0xfe, 0x00])]).is_err());
+        assert!(s.check(&[file("empty.md", b"")]).is_err());
+    }
+
+    #[test]
+    fn names_are_made_safe_for_keys_and_citations() {
+        assert_eq!(
+            document_file_name("C:\\x\\a#b.md").as_deref(),
+            Some("ab.md")
+        );
+        assert_eq!(document_file_name("..").as_deref(), None);
+        assert_eq!(document_file_name(&"a".repeat(300)), None);
+        assert!(is_document_id("0123456789abcdef0123456789abcdef"));
+        assert!(!is_document_id("../etc"));
+        let (a, b) = (new_document_id(), new_document_id());
+        assert!(is_document_id(&a) && a != b);
+    }
+
+    #[tokio::test]
+    async fn everyone_s_list_is_for_administrators_only_and_another_s_document_is_not_found() {
+        let s = service(Some("doc-admins"));
+        let alice = caller("jwt:alice", Some("alice"), &[]);
+        assert!(matches!(
+            s.list(&alice, true, 10, None).await,
+            Err(DocumentError::Forbidden(_))
+        ));
+        assert!(s.list(&alice, false, 10, None).await.is_ok());
+        let admin = caller("jwt:dana", Some("dana"), &["doc-admins"]);
+        assert!(s.list(&admin, true, 10, None).await.is_ok());
+        assert_eq!(
+            s.get(&alice, "0123456789abcdef0123456789abcdef").await,
+            Err(DocumentError::NotFound)
+        );
+        assert_eq!(s.delete(&alice, "nope").await, Err(DocumentError::NotFound));
+    }
+}
