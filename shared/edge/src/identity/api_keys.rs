@@ -217,13 +217,15 @@ mod tests {
     }
 
     impl ApiKeyStore for Counting {
+        /// Keeps `key` as the one key (these tests check keys; they make none through here).
         fn create<'a>(
             &'a self,
-            _: &'a ApiKeyRecord,
+            key: &'a ApiKeyRecord,
             _: usize,
             _: i64,
         ) -> ApiKeyFuture<'a, Result<(), ApiKeyRefusal>> {
-            unimplemented!("not used here")
+            *self.key.lock().unwrap() = Some(key.clone());
+            Box::pin(async { Ok(Ok(())) })
         }
 
         fn find<'a>(&'a self, hash: &'a str) -> ApiKeyFuture<'a, Option<ApiKeyRecord>> {
@@ -239,12 +241,26 @@ mod tests {
             })
         }
 
-        fn list<'a>(&'a self, _: &'a str) -> ApiKeyFuture<'a, Vec<ApiKeyRecord>> {
-            unimplemented!("not used here")
+        fn list<'a>(&'a self, owner: &'a str) -> ApiKeyFuture<'a, Vec<ApiKeyRecord>> {
+            let keys: Vec<ApiKeyRecord> = self
+                .key
+                .lock()
+                .unwrap()
+                .clone()
+                .filter(|k| k.caller.owner == owner)
+                .into_iter()
+                .collect();
+            Box::pin(async move { Ok(keys) })
         }
 
-        fn revoke<'a>(&'a self, _: &'a str, _: &'a str) -> ApiKeyFuture<'a, Option<ApiKeyRecord>> {
-            unimplemented!("not used here")
+        fn revoke<'a>(
+            &'a self,
+            owner: &'a str,
+            id: &'a str,
+        ) -> ApiKeyFuture<'a, Option<ApiKeyRecord>> {
+            let mut key = self.key.lock().unwrap();
+            let revoked = key.take_if(|k| k.caller.owner == owner && k.id == id);
+            Box::pin(async move { Ok(revoked) })
         }
 
         fn touch<'a>(&'a self, _: &'a ApiKeyRecord, _: i64) -> ApiKeyFuture<'a, ()> {
