@@ -140,9 +140,6 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
             e
         })?;
         check_completion(&settings, &input, completion)?;
-        if let Some(user) = &completion.user {
-            tracing::info!(end_user = %user, "the completion's end user");
-        }
         let reasoning = self.kept_reasoning(caller, &input, &settings).await;
         if reasoning.is_none() {
             // The model would refuse its own tool calls without their reasoning: it answers without reasoning.
