@@ -757,6 +757,8 @@ def test_an_existing_knowledge_base_is_searched_as_before():
     for function in ("ChatFunction", "ChatStreamFunction", "HistoryFunction"):
         assert environment(s, function)["KNOWLEDGE_BASE_ID"] == {"Ref": "KnowledgeBaseId"}, function
     for function in ("ChatFunction", "ChatStreamFunction"):
+        # Hybrid search as the operator says their store takes it.
+        assert environment(s, function)["KNOWLEDGE_BASE_HYBRID_SEARCH"] == {"Ref": "KnowledgeBaseHybridSearch"}
         statements = bedrock_statements(s, function)
         assert allows(statements, "bedrock:Retrieve", arn), function
         assert not allows(statements, "bedrock:Retrieve", arn.replace("ABCDEFGHIJ", "KLMNOPQRST")), function
@@ -852,6 +854,8 @@ def test_the_created_knowledge_base_is_wired_to_the_functions_and_scoped():
         assert not [st for st in statements if set(as_list(st["Action"])) & set(DOCUMENT_ACTIONS)], function
         env = environment(s, function)
         assert "DOCUMENTS_BUCKET" not in env and "KNOWLEDGE_BASE_DATA_SOURCE_ID" not in env, function
+        # S3 Vectors takes SEMANTIC search only: Bedrock refuses HYBRID on any store but OpenSearch Serverless.
+        assert env["KNOWLEDGE_BASE_HYBRID_SEARCH"] == "false", function
     # The history function keeps, ingests and deletes documents: exactly these actions on exactly these resources.
     env = environment(s, "HistoryFunction")
     assert env["DOCUMENTS_BUCKET"] == {"Ref": "DocumentsBucket"}, env

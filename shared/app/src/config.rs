@@ -296,6 +296,7 @@ impl Config {
                             reason,
                         })?,
                     },
+                    hybrid: flag("KNOWLEDGE_BASE_HYBRID_SEARCH", true)?,
                 },
                 allowed_models,
                 openai_retrieval: flag("OPENAI_RETRIEVAL", false)?,

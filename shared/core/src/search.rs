@@ -67,10 +67,7 @@ pub(crate) async fn search<M: ChatModel>(
     let search = SearchRequest {
         query: query.clone(),
         top: overrides.top.unwrap_or(settings.retrieval.default_top),
-        mode: match mode {
-            RetrievalMode::Vectors => SearchMode::Semantic,
-            RetrievalMode::Hybrid | RetrievalMode::Text => SearchMode::Hybrid,
-        },
+        mode: search_mode(mode, settings.retrieval.hybrid),
         filter: filter(&settings.retrieval.access, overrides, caller),
     };
     // A security filter that can name nobody (a caller with no groups) matches nothing: no search is needed.
@@ -213,6 +210,8 @@ pub(crate) struct SearchDocuments {
     access: DocumentAccess,
     overrides: crate::Overrides,
     default_top: usize,
+    /// Whether the knowledge base takes `HYBRID` search.
+    hybrid: bool,
     /// The most passages one call may ask for: the operator's `MAX_TOP`, the bound of a request's own `top`.
     max_top: usize,
     spec: ToolSpec,
@@ -228,6 +227,7 @@ impl SearchDocuments {
         Self {
             retriever,
             access: settings.retrieval.access.clone(),
+            hybrid: settings.retrieval.hybrid,
             overrides: overrides.clone(),
             default_top: overrides
                 .top
@@ -279,14 +279,12 @@ impl Tool for SearchDocuments {
                         self.max_top
                     ))? as usize,
             };
-            let mode = match self
-                .overrides
-                .retrieval_mode
-                .unwrap_or(RetrievalMode::Hybrid)
-            {
-                RetrievalMode::Vectors => SearchMode::Semantic,
-                RetrievalMode::Hybrid | RetrievalMode::Text => SearchMode::Hybrid,
-            };
+            let mode = search_mode(
+                self.overrides
+                    .retrieval_mode
+                    .unwrap_or(RetrievalMode::Hybrid),
+                self.hybrid,
+            );
             let search = SearchRequest {
                 query: query.to_string(),
                 top,
@@ -349,6 +347,16 @@ fn query_thought(request: &ModelRequest, query: &str) -> Thought {
     }
 }
 
+/// The knowledge base's search type for the mode asked: `vectors` is `SEMANTIC`; `hybrid` and `text` (a knowledge
+/// base has no text-only search) are `HYBRID` where the vector store takes it, else `SEMANTIC` (Bedrock refuses
+/// `HYBRID` on any store but OpenSearch Serverless).
+fn search_mode(mode: RetrievalMode, hybrid: bool) -> SearchMode {
+    match mode {
+        RetrievalMode::Hybrid | RetrievalMode::Text if hybrid => SearchMode::Hybrid,
+        _ => SearchMode::Semantic,
+    }
+}
+
 fn search_thought(
     input: &TurnInput,
     access: &DocumentAccess,
@@ -367,11 +375,20 @@ fn search_thought(
             SearchMode::Semantic => "SEMANTIC",
         }),
     );
-    if mode == RetrievalMode::Text {
-        props.insert(
-            "note".into(),
-            json!("a knowledge base has no text-only search; hybrid search, which ranks text matches, was used"),
-        );
+    match (mode, search.mode) {
+        (RetrievalMode::Text, SearchMode::Hybrid) => {
+            props.insert(
+                "note".into(),
+                json!("a knowledge base has no text-only search; hybrid search, which ranks text matches, was used"),
+            );
+        }
+        (RetrievalMode::Text | RetrievalMode::Hybrid, SearchMode::Semantic) => {
+            props.insert(
+                "note".into(),
+                json!("this knowledge base's vector store has no hybrid search (KNOWLEDGE_BASE_HYBRID_SEARCH=false); semantic search was used"),
+            );
+        }
+        _ => {}
     }
     if let Some(minimum) = overrides.minimum_search_score {
         props.insert("minimum_search_score".into(), json!(minimum));

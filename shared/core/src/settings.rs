@@ -107,6 +107,10 @@ pub struct RetrievalSettings {
     /// When the knowledge base is searched: before the model answers, as the model's `search_documents` tool, or
     /// both (`RETRIEVAL`).
     pub when: crate::SearchWhen,
+    /// Whether the knowledge base's vector store takes `HYBRID` search (`KNOWLEDGE_BASE_HYBRID_SEARCH`): Bedrock
+    /// offers it on OpenSearch Serverless with a filterable text field only; on any other store (Amazon S3 Vectors,
+    /// the template's) every search must be `SEMANTIC`.
+    pub hybrid: bool,
 }
 
 impl Default for RetrievalSettings {
@@ -117,6 +121,7 @@ impl Default for RetrievalSettings {
             citations: CitationMode::Prompted,
             access: DocumentAccess::default(),
             when: crate::SearchWhen::default(),
+            hybrid: true,
         }
     }
 }

@@ -795,6 +795,64 @@ mod retrieval {
     }
 
     #[tokio::test]
+    async fn a_store_without_hybrid_search_is_searched_semantically_and_the_thought_says_so() {
+        for (hybrid, asked, expected) in [
+            (true, None, SearchMode::Hybrid),
+            (
+                true,
+                Some(chat_core::RetrievalMode::Text),
+                SearchMode::Hybrid,
+            ),
+            (false, None, SearchMode::Semantic),
+            (
+                false,
+                Some(chat_core::RetrievalMode::Hybrid),
+                SearchMode::Semantic,
+            ),
+            (
+                false,
+                Some(chat_core::RetrievalMode::Text),
+                SearchMode::Semantic,
+            ),
+        ] {
+            let model = ScriptedModel::with([]);
+            let retriever = FakeRetriever::new();
+            let mut s = settings();
+            s.retrieval = RetrievalSettings {
+                query_rewrite: false,
+                hybrid,
+                ..RetrievalSettings::default()
+            };
+            let service = ChatService::new(model, InMemoryStore::new(), s)
+                .with_retriever(Some(Arc::new(retriever.clone()) as Arc<dyn Retriever>));
+            let mut turn = ask("salary");
+            turn.overrides.retrieval_mode = asked;
+            let answer = service.answer(&alice(), &turn).await.unwrap();
+            assert_eq!(retriever.requests()[0].mode, expected, "{hybrid} {asked:?}");
+            let thoughts: Vec<Value> = answer
+                .thoughts()
+                .into_iter()
+                .filter_map(|t| t.props)
+                .collect();
+            let thoughts = Value::Array(thoughts).to_string();
+            let expected_type = if expected == SearchMode::Hybrid {
+                "HYBRID"
+            } else {
+                "SEMANTIC"
+            };
+            assert!(
+                thoughts.contains(&format!("\"search_type\":\"{expected_type}\"")),
+                "{thoughts}"
+            );
+            assert_eq!(
+                thoughts.contains("KNOWLEDGE_BASE_HYBRID_SEARCH=false"),
+                !hybrid,
+                "{thoughts}"
+            );
+        }
+    }
+
+    #[tokio::test]
     async fn passages_under_the_minimum_score_are_dropped() {
         let (service, _, _, retriever) = grounded([], CitationMode::Prompted, false);
         retriever.push(vec![
