@@ -3,11 +3,13 @@
 finds them in answers, with several signed-in callers of one run.
 
 alice uploads a PDF and a Markdown file and sees them go `pending` → `indexed`; she asks about them and gets answers
-citing them; bob asks the same and gets neither name nor word of them, buffered (`/chat`), streamed (`/chat/stream`),
-through the model's own `search_documents` tool and in a multi-agent round; bob's `GET`/`DELETE` of alice's document
-is a 404; dana (an administrator) uploads a document for the group `leadership` and only lee (a member) finds it; a
-Word file and a damaged PDF, which the local knowledge base cannot parse, end `failed` with a reason a person can
-read; a delete removes the document from answers. It prints the seconds from upload to `indexed`.
+citing them; bob asks the same and gets neither name nor word of them, buffered (`/chat`, `/chat-ui/chat`), streamed
+(`/chat/stream`), through the model's own `search_documents` tool, in a multi-agent round (and, with
+OPENAI_RETRIEVAL=on, through `/v1/chat/completions`); bob's `GET`/`DELETE` of alice's document is a 404; dana (an
+administrator) uploads a document for the group `leadership` and only lee (a member) finds it, and one for everyone
+that bob finds; a Word file and a damaged PDF, which the local knowledge base cannot parse, end `failed` with a
+reason a person can read; a delete removes the document from answers. It prints the seconds from upload to
+`indexed`.
 
 Run by tests/suites.py (its "documents" suite) with the venv's Python (`cryptography` signs the tokens), against a
 local run of its own with retrieval on (the local knowledge base; `RETRIEVAL=both`, so the model also has
@@ -20,6 +22,7 @@ local run of its own with retrieval on (the local knowledge base; `RETRIEVAL=bot
 
     DOCS_TEST_ISSUER, DOCS_TEST_AUDIENCE   the run's JWT_ISSUER and JWT_AUDIENCE (defaults: ISSUER and AUDIENCE below)
     DOCS_TEST_ADMIN_GROUP                  the run's DOCUMENT_ADMIN_GROUP (default doc-admins)
+    DOCS_TEST_OPENAI_RETRIEVAL=on          the run has OPENAI_RETRIEVAL=on: /v1/chat/completions is checked too
 
 The local model (tests/local-bedrock) answers a grounded question with each passage's first sentence followed by
 ` [citation]`, a tool result with `NAME returned TEXT`; the local knowledge base searches its passages by their
@@ -44,6 +47,9 @@ AUDIENCE = os.environ.get("DOCS_TEST_AUDIENCE", "chat-documents-suite")
 ADMIN_GROUP = os.environ.get("DOCS_TEST_ADMIN_GROUP", "doc-admins")
 BASE = os.environ.get("DOCS_TEST_BASE_URL", "http://127.0.0.1:9045").rstrip("/")
 KEY_FILE = os.environ.get("DOCS_TEST_KEY_FILE", "")
+# The run's model, and whether its OpenAI-compatible route is grounded too (OPENAI_RETRIEVAL=on).
+MODEL = os.environ.get("DOCS_TEST_MODEL", "local.echo-v1:0")
+OPENAI_RETRIEVAL = os.environ.get("DOCS_TEST_OPENAI_RETRIEVAL") == "on"
 KID = "documents-suite-1"
 TIMEOUT = 60
 # How long an upload may take to settle before the test gives up on it (the local knowledge base takes ~0.1 s).
@@ -72,6 +78,10 @@ TOOL_QUESTION = (
 LEAD_NAME, LEAD_WORD = "Summit_Retreat_Plan.md", "Glimmerholt"
 LEAD_TEXT = f"The leadership summit retreat is hosted at the {LEAD_WORD} lodge in the hills. Bring boots.\n"
 LEAD_QUESTION = "Where is the leadership summit retreat hosted?"
+# And one for everyone.
+ALL_NAME, ALL_WORD = "Canteen_Menu.md", "Plumbleberry"
+ALL_TEXT = f"The canteen menu this week offers {ALL_WORD} pie on Fridays. Soup is served daily.\n"
+ALL_QUESTION = "What pie does the canteen menu offer on Fridays?"
 
 # What the local knowledge base cannot parse: a Word file (it does not parse Word) and a damaged PDF.
 DOCX_NAME = "Quarterly_Notes.docx"
@@ -269,8 +279,9 @@ class Documents(unittest.TestCase):
 
     # The documents' names and words are nowhere they could leak from but the documents themselves.
     def test_00_the_words_are_only_in_the_documents(self):
-        for word in (MD_WORD, PDF_WORD, LEAD_WORD):
-            for text in (QUESTION, TOOL_QUESTION, LEAD_QUESTION, MD_NAME, PDF_NAME, LEAD_NAME):
+        for word in (MD_WORD, PDF_WORD, LEAD_WORD, ALL_WORD):
+            for text in (QUESTION, TOOL_QUESTION, LEAD_QUESTION, ALL_QUESTION, MD_NAME, PDF_NAME, LEAD_NAME,
+                         ALL_NAME):
                 self.assertNotIn(word.lower(), text.lower())
         for name in (MD_NAME, PDF_NAME, LEAD_NAME):
             for text in (QUESTION, TOOL_QUESTION, LEAD_QUESTION):
@@ -322,7 +333,14 @@ class Documents(unittest.TestCase):
 
         r = self.bob.ask("/chat", QUESTION)
         self.assertTrue(r.json()["message"]["content"], r.text)
+        # His search runs and finds what he may read (the sample collection's public documents): only hers are out.
+        self.assertTrue(citations_of(r.json()), r.text)
         self.assertShowsNothingOf(r.text, [MD_NAME, PDF_NAME], [MD_WORD, PDF_WORD], "bob's /chat")
+        # The Chat UI's standard chat is grounded the same way.
+        r = self.bob.ask("/chat-ui/chat", QUESTION, accept="application/json")
+        self.assertShowsNothingOf(r.text, [MD_NAME, PDF_NAME], [MD_WORD, PDF_WORD], "bob's /chat-ui/chat")
+        r = self.alice.ask("/chat-ui/chat", QUESTION, accept="application/json")
+        self.assertIn(MD_WORD, r.text)
 
     def test_03_the_same_streamed(self):
         r = self.alice.ask("/chat/stream", QUESTION)
@@ -371,6 +389,19 @@ class Documents(unittest.TestCase):
         r = self.bob.ask("/multi-agent-chat/stream", QUESTION, accept="text/event-stream")
         self.assertIn("data: ", r.text)
         self.assertShowsNothingOf(r.text, [MD_NAME, PDF_NAME], [MD_WORD, PDF_WORD], "bob's streamed round")
+
+    @unittest.skipUnless(OPENAI_RETRIEVAL, "the run's OPENAI_RETRIEVAL is not on (DOCS_TEST_OPENAI_RETRIEVAL)")
+    def test_05a_the_same_through_the_openai_compatible_route(self):
+        for stream in (False, True):
+            body = {"model": MODEL, "stream": stream, "messages": [{"role": "user", "content": QUESTION}]}
+            r = self.alice.request("POST", "/v1/chat/completions", body)
+            self.assertEqual(r.status, 200, r.text)
+            for leak in (MD_NAME, MD_WORD, PDF_NAME, PDF_WORD):
+                self.assertIn(leak, r.text)
+            r = self.bob.request("POST", "/v1/chat/completions", body)
+            self.assertEqual(r.status, 200, r.text)
+            self.assertShowsNothingOf(r.text, [MD_NAME, PDF_NAME], [MD_WORD, PDF_WORD],
+                                      f"bob's /v1/chat/completions (stream {stream})")
 
     def test_06_bob_cannot_get_list_or_delete_alices_document(self):
         for id in self.ids.values():
@@ -421,8 +452,19 @@ class Documents(unittest.TestCase):
                 r = user.ask(path, LEAD_QUESTION)
                 self.assertShowsNothingOf(r.text, [LEAD_NAME], [LEAD_WORD], f"{user.name}'s {path}")
         # Nor may lee read or delete the record: it is dana's.
-        r = self.lee.request("GET", f"/documents/{uploaded[0]['id']}")
-        self.assertEqual(r.status, 404, r.text)
+        for method in ("GET", "DELETE"):
+            r = self.lee.request(method, f"/documents/{uploaded[0]['id']}")
+            self.assertEqual(r.status, 404, r.text)
+
+        # What she marks for everyone, bob finds too: his answers lack the others by their access lists alone.
+        r = self.dana.upload([(ALL_NAME, ALL_TEXT.encode())], [("everyone", "true")])
+        self.assertEqual(r.status, 201, r.text)
+        self.assertEqual(r.json()[0]["access"], {"oids": [], "groups": ["everyone"]}, r.text)
+        seen, settled, _ = follow(self.dana, r.json(), time.monotonic())
+        self.assertEqual([d["status"] for d in settled.values()], ["indexed"], seen)
+        r = self.bob.ask("/chat", ALL_QUESTION)
+        self.assertIn(ALL_NAME, citations_of(r.json()), r.text)
+        self.assertIn(ALL_WORD, r.json()["message"]["content"])
 
     def test_08_what_the_knowledge_base_cannot_parse_ends_failed_with_a_reason(self):
         r = self.alice.upload([(DOCX_NAME, DOCX_BYTES), (BROKEN_PDF_NAME, BROKEN_PDF_BYTES)])
