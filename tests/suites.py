@@ -28,6 +28,13 @@ openai        the official `openai` Python SDK (tools/requirements.txt) against 
               (tests/openai/test_openai.py): /v1/models, buffered and streamed completions, client tools, files,
               reasoning across a tool call, structured output, embeddings, each refusal as the SDK's typed error,
               API keys; with a second run on port 9095 limited to two requests a minute for the 429;
+documents     uploads through the local knowledge base in JWT mode (tests/documents/test_documents.py, tokens signed
+              with a key it writes, read by the run from JWKS_FILE): alice's PDF and Markdown go pending → indexed and
+              her answers cite them, while bob's show neither name nor word of them (buffered, streamed, the
+              search_documents tool, multi-agent, /v1/chat/completions with OPENAI_RETRIEVAL=on); bob's GET/DELETE of
+              hers is a 404; an administrator's document for the group leadership is found by its members only;
+              unparseable files end failed with a reason; a delete removes a document from answers; it prints the
+              seconds from upload to indexed. Against a local run of its own on port 9045 with retrieval on;
 docs          every shell example of README.md and docs/ that talks to the local run (tests/docs_examples.py), against
               a local run of its own on port 9070 with make run's defaults (retrieval on, the local MCP server).
 
@@ -256,6 +263,35 @@ def main():
     except RuntimeError as e:
         print(e, file=sys.stderr)
         results.append(("openai", False, 0.0))
+
+    # Documents: a local run of its own (port 9045) with retrieval on (the local knowledge base and its data source
+    # in moto's S3) in JWT mode, so that alice, bob, an administrator and a member of leadership call one run; the
+    # test writes the signing key and the JWKS file the run reads (JWKS_FILE) before the run starts, and runs with the
+    # venv's Python, whose `cryptography` signs the tokens. No MCP servers: the model's one tool is search_documents.
+    # The OpenAI-compatible route is grounded too (OPENAI_RETRIEVAL=on), as one more way to ask.
+    section("documents: uploads, status, access in answers (tests/documents/test_documents.py)")
+    venv_python = os.path.join(ROOT, ".tools/venv/bin/python")
+    documents_test = "tests/documents/test_documents.py"
+    documents_jwt = {"AUTH_MODE": "jwt", "JWT_ISSUER": "https://issuer.documents-suite.test",
+                     "JWT_AUDIENCE": "chat-documents-suite", "DOCUMENT_ADMIN_GROUP": "doc-admins",
+                     "MCP_SERVERS": "", "OPENAI_RETRIEVAL": "on"}
+    try:
+        with tempfile.TemporaryDirectory() as keys:
+            if not run([venv_python, documents_test, "--write-keys", keys]):
+                raise RuntimeError("the documents suite's keys could not be written")
+            with LocalRun(9045, "documents", {**documents_jwt, "JWKS_FILE": os.path.join(keys, "jwks.json")},
+                          retrieval=True) as backend:
+                suite("documents", [lambda: run(
+                    [venv_python, documents_test, "-v"],
+                    env={"DOCS_TEST_BASE_URL": backend.base, "DOCS_TEST_KEY_FILE": os.path.join(keys, "key.pem"),
+                         "DOCS_TEST_ISSUER": documents_jwt["JWT_ISSUER"],
+                         "DOCS_TEST_AUDIENCE": documents_jwt["JWT_AUDIENCE"],
+                         "DOCS_TEST_ADMIN_GROUP": documents_jwt["DOCUMENT_ADMIN_GROUP"],
+                         "DOCS_TEST_OPENAI_RETRIEVAL": "on"},
+                )])
+    except RuntimeError as e:
+        print(e, file=sys.stderr)
+        results.append(("documents", False, 0.0))
 
     # Docs: every shell example of README.md and docs/ that talks to the local run, run against a local run of its
     # own (port 9070) with make run's defaults: retrieval on and the local MCP server (tests/docs_examples.py).
