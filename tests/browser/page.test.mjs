@@ -396,4 +396,67 @@ describe(`the page at ${BASE}/`, () => {
     assert.deepEqual(seen.pageErrors, [], 'script errors');
     await page.close();
   });
+
+  test('Documents, as an administrator would: the access chooser sends groups or everyone with the upload', { timeout: TEST_TIMEOUT_MS }, async () => {
+    // The local user is no document administrator: the settings' answer is made to say so here, to see what the page
+    // offers one and sends; the real backend then refuses the share (403), which the page shows.
+    const page = await browser.newPage();
+    page.setDefaultTimeout(STEP_TIMEOUT_MS);
+    const seen = watch(page);
+    const posted = [];
+    await page.setRequestInterception(true);
+    page.on('request', async (r) => {
+      const url = new URL(r.url());
+      if (r.method() === 'GET' && url.pathname === '/documents/settings') {
+        return r.respond({ status: 200, contentType: 'application/json',
+          body: JSON.stringify({ administrator: true, everyone_group: 'everyone', max_bytes: 4194304, max_per_upload: 10 }) });
+      }
+      // A multipart body's file parts are not in postData(): the browser hands them over when asked.
+      if (r.method() === 'POST' && url.pathname === '/documents') posted.push(r.postData() || (await r.fetchPostData()) || '');
+      return r.continue();
+    });
+    await page.goto(`${BASE}/`, { waitUntil: 'load' });
+    await page.waitForSelector('#doc-access:not([hidden])');
+    assert.equal(await page.$eval('input[name="doc-access"]:checked', (r) => r.value), 'me', 'only me by default');
+    assert.equal(await page.$eval('#doc-groups', (i) => i.disabled), true);
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'page-documents-'));
+    const file = path.join(dir, 'Shared_Plan.md');
+    fs.writeFileSync(file, '# Plan\n\nThe plan is shared.\n');
+
+    // Groups: the box opens for names; an empty one is asked for before anything is sent.
+    await page.click('input[name="doc-access"][value="groups"]');
+    await page.waitForFunction(() => !document.getElementById('doc-groups').disabled && document.activeElement.id === 'doc-groups');
+    await (await page.$('#doc-files')).uploadFile(file);
+    await page.waitForFunction(() => /at least one group/.test(document.getElementById('doc-error').innerText));
+    assert.equal(posted.length, 0, 'nothing sent without a group');
+    await page.type('#doc-groups', 'leadership, finance');
+    await (await page.$('#doc-files')).uploadFile(file);
+    await page.waitForFunction(() => /administrator/.test(document.getElementById('doc-error').innerText));
+    assert.equal(posted.length, 1);
+    assert.match(posted[0], /name="groups"\r\n\r\nleadership, finance\r\n/, 'the groups part');
+    assert.match(posted[0], /name="files"; filename="Shared_Plan.md"/, 'the file part');
+    assert.doesNotMatch(posted[0], /name="everyone"/);
+
+    // Everyone: the groups box closes, and `everyone=true` goes instead.
+    await page.click('input[name="doc-access"][value="everyone"]');
+    assert.equal(await page.$eval('#doc-groups', (i) => i.disabled), true);
+    await (await page.$('#doc-files')).uploadFile(file);
+    for (const started = Date.now(); posted.length < 2 && Date.now() - started < STEP_TIMEOUT_MS;) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    assert.equal(posted.length, 2);
+    await page.waitForFunction(() => /administrator/.test(document.getElementById('doc-error').innerText)
+      && document.getElementById('doc-status').textContent === '');
+    assert.match(posted[1], /name="everyone"\r\n\r\ntrue\r\n/, 'the everyone part');
+    assert.doesNotMatch(posted[1], /name="groups"/);
+
+    fs.rmSync(dir, { recursive: true, force: true });
+    // The refused shares were the backend's 403s, shown in the panel; nothing else failed.
+    assert.equal(seen.bad.length, 2, JSON.stringify(seen.bad));
+    assert.ok(seen.bad.every((b) => /^POST .*\/documents -> 403$/.test(b)), JSON.stringify(seen.bad));
+    assert.ok(seen.console.every((c) => /status of 403/.test(c)), JSON.stringify(seen.console));
+    assert.deepEqual(seen.failed, [], 'failed requests');
+    assert.deepEqual(seen.pageErrors, [], 'script errors');
+    await page.close();
+  });
 });
