@@ -36,8 +36,8 @@ pub struct Streamed;
 
 impl ChatFunction for Streamed {
     /// The routes: `POST /chat/stream`, `POST /multi-agent-chat/stream` and the bare `POST /multi-agent-chat` the
-    /// Chat UI's documentation configures (events when asked for, else the whole round); and OpenAI's API, `stream: true`
-    /// as server-sent events (`super::openai`).
+    /// Chat UI's documentation configures (events when asked for, else the whole round); `GET /documents/events`
+    /// (`super::document_events`); and OpenAI's API, `stream: true` as server-sent events (`super::openai`).
     fn routes<M: ChatModel + 'static, St: SessionStore + 'static>(
         state: &Arc<ChatState<M, St>>,
     ) -> Router {
