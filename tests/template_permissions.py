@@ -23,7 +23,7 @@ its code), and the Rules refuse SelfSignUp without a user pool, e-mail domains o
 false (the default) makes none of its resources and grants nothing on them, an existing KnowledgeBaseId is searched as
 before; true makes the knowledge base on S3 Vectors (its index sized for the embedding model, Bedrock's own keys
 non-filterable), the documents bucket (private, TLS only) and the S3 data source, wires the chat functions' Retrieve and
-the history function's documents settings to them, and scopes every role to exactly them; with KnowledgeBaseId too,
+the history function's documents settings (and the streaming function's reading of their statuses) to them, and scopes every role to exactly them; with KnowledgeBaseId too,
 the Rules refuse it. Every parameter is in
 one group with a label. And each numeric parameter allows only what the configuration code accepts, as its source
 says (code_bounds reads config.rs).
@@ -743,8 +743,9 @@ def test_without_create_knowledge_base_nothing_of_it_is_made_or_granted():
         assert not [n for n in s.resources if n in KB_RESOURCES], (mode, sorted(set(s.resources) & KB_RESOURCES))
         assert not [r for kind in KB_TYPES for r in s.of_type(kind)], mode
         assert not set(s.outputs) & KB_OUTPUTS, (mode, s.outputs.keys())
-        history = environment(s, "HistoryFunction")
-        assert history["DOCUMENTS_BUCKET"] == "" and history["KNOWLEDGE_BASE_DATA_SOURCE_ID"] == "", history
+        for function in ("HistoryFunction", "ChatStreamFunction"):
+            env = environment(s, function)
+            assert env["DOCUMENTS_BUCKET"] == "" and env["KNOWLEDGE_BASE_DATA_SOURCE_ID"] == "", (function, env)
         for function in FUNCTIONS:
             statements = role_statements(s, f"{function}Role")
             assert not naming(statements, "Documents") and not naming(statements, "KnowledgeBase."), function
@@ -845,15 +846,24 @@ def test_the_created_knowledge_base_is_wired_to_the_functions_and_scoped():
     kb_arn = {"Fn::GetAtt": ["KnowledgeBase", "KnowledgeBaseArn"]}
     for function in FUNCTIONS:
         assert environment(s, function)["KNOWLEDGE_BASE_ID"] == kb_id, function
-    # The chat functions search it (Retrieve on it alone) and touch neither the documents nor their ingestion.
+    # The chat functions search it (Retrieve on it alone) and touch neither the documents' bytes nor their
+    # ingestion; the streaming one reads where each stands (GET /documents/events pushes it) and nothing more.
     for function in ("ChatFunction", "ChatStreamFunction"):
         statements = role_statements(s, f"{function}Role")
         (retrieve,) = [st for st in statements if "bedrock:Retrieve" in as_list(st["Action"])]
         assert as_list(retrieve["Action"]) == ["bedrock:Retrieve"] and as_list(retrieve["Resource"]) == [kb_arn]
-        assert not naming(statements, "Documents"), function
-        assert not [st for st in statements if set(as_list(st["Action"])) & set(DOCUMENT_ACTIONS)], function
+        assert not naming(statements, "DocumentsBucket"), function
+        on_documents = [st for st in statements if set(as_list(st["Action"])) & set(DOCUMENT_ACTIONS)]
         env = environment(s, function)
-        assert "DOCUMENTS_BUCKET" not in env and "KNOWLEDGE_BASE_DATA_SOURCE_ID" not in env, function
+        if function == "ChatFunction":
+            assert not on_documents, function
+            assert "DOCUMENTS_BUCKET" not in env and "KNOWLEDGE_BASE_DATA_SOURCE_ID" not in env, function
+        else:
+            assert [(as_list(st["Action"]), as_list(st["Resource"])) for st in on_documents] == [
+                (["bedrock:GetKnowledgeBaseDocuments"], [kb_arn])], on_documents
+            assert all(st["Effect"] == "Allow" and "Condition" not in st for st in on_documents)
+            assert env["DOCUMENTS_BUCKET"] == {"Ref": "DocumentsBucket"}, env
+            assert env["KNOWLEDGE_BASE_DATA_SOURCE_ID"] == {"Fn::GetAtt": ["DocumentsDataSource", "DataSourceId"]}, env
         # S3 Vectors takes SEMANTIC search only: Bedrock refuses HYBRID on any store but OpenSearch Serverless.
         assert env["KNOWLEDGE_BASE_HYBRID_SEARCH"] == "false", function
     # The history function keeps, ingests and deletes documents: exactly these actions on exactly these resources.

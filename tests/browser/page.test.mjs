@@ -2,17 +2,20 @@
 // the sample knowledge base answers and sees the answer stream in with a `[Parental_Leave.md]` citation that opens
 // its passage, opens the thoughts, reads the usage, finds the chat in history and renames, opens and deletes it,
 // sends a file with a question, stops an answer, switches to multi-agent mode and sees each agent's message; makes an
-// API key (shown once, copied), sees it listed, uses it and revokes it; with no
-// failed request (but the stopped one), no answer of 400 or more and no console error on the way.
+// API key (shown once, copied), sees it listed, uses it and revokes it; uploads a document in the Documents panel
+// (file picker, then a drop), sees its status pushed to `indexed`, asks about it and sees it cited, deletes it and
+// asks again without it; with no failed request (but the stopped one), no answer of 400 or more and no console
+// error on the way.
 //
 //   CHAT_BASE_URL=http://127.0.0.1:9050 [PAGE_SCREENSHOT_DIR=docs/screenshots] node --test tests/browser/page.test.mjs
 //
 // against a local run with retrieval on (the local knowledge base over samples/knowledge-base), no sign-in
 // (AUTH_MODE=none) and the local model pacing its words (LOCAL_MODEL_PACE_MS=30): tests/suites.py, section "page".
-// With PAGE_SCREENSHOT_DIR it saves page-light.png, page-dark.png and page-phone.png there.
+// With PAGE_SCREENSHOT_DIR it saves page-light.png, page-dark.png, page-phone.png and page-documents.png there.
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { launchChromium } from './chromium.mjs';
@@ -285,6 +288,174 @@ describe(`the page at ${BASE}/`, () => {
     assert.deepEqual(seen.failed, [], 'failed requests');
     assert.deepEqual(seen.bad, [], 'answers of 400 and above');
     assert.deepEqual(seen.console, [], 'console errors');
+    assert.deepEqual(seen.pageErrors, [], 'script errors');
+    await page.close();
+  });
+
+  test('Documents: uploads (picker and drop), sees the status pushed to indexed, asks and sees the citation, deletes', { timeout: TEST_TIMEOUT_MS }, async () => {
+    const page = await browser.newPage();
+    page.setDefaultTimeout(STEP_TIMEOUT_MS);
+    const seen = watch(page);
+    const config = await (await fetch(`${BASE}/`)).text();
+    assert.match(config, /"documents":true/, 'the server tells the page that documents are on');
+    await page.goto(`${BASE}/`, { waitUntil: 'load' });
+    await page.waitForSelector('#documents:not([hidden])');
+    // The local user is no document administrator: no access chooser.
+    assert.equal(await page.$eval('#doc-access', (f) => f.hidden), true, 'no access chooser for a non-administrator');
+
+    // A Markdown file holding a made-up fact, picked with the file input (as the keyboard and the label reach it).
+    const stamp = Date.now().toString(36);
+    const name = `Quorvex_Lighthouse_${stamp}.md`;
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'page-documents-'));
+    const file = path.join(dir, name);
+    fs.writeFileSync(file, `# The quorvex lighthouse\n\nThe quorvex lighthouse keeps a brass telescope named Miranda${stamp}.\n`);
+    // Every status the list shows for it, in order.
+    await page.evaluate((n) => {
+      window.__docStatuses = [];
+      new MutationObserver(() => {
+        const li = [...document.querySelectorAll('#doc-list li')].find((l) => l.querySelector('.name')?.textContent === n);
+        const status = li?.dataset.status;
+        if (status && window.__docStatuses.at(-1) !== status) window.__docStatuses.push(status);
+      }).observe(document.getElementById('doc-list'), { subtree: true, childList: true, characterData: true, attributes: true });
+    }, name);
+    step('uploading a document');
+    const callsBefore = seen.calls.length;
+    const input = await page.$('#doc-files');
+    await input.uploadFile(file);
+    const item = await page.waitForSelector(`xpath///ul[@id="doc-list"]/li[.//span[@class="name" and text()="${name}"]]`);
+    await page.waitForFunction((li) => li.dataset.status === 'indexed', { timeout: STEP_TIMEOUT_MS }, item);
+    const statuses = await page.evaluate(() => window.__docStatuses);
+    step(`statuses shown: ${statuses.join(' → ')}`);
+    assert.equal(statuses[0], 'pending', `the upload answered pending first: ${statuses}`);
+    assert.equal(statuses.at(-1), 'indexed');
+    const meta = await item.evaluate((li) => li.querySelector('.meta').textContent);
+    assert.match(meta, /^markdown · \d+ B · indexed$/, meta);
+    const after = seen.calls.slice(callsBefore);
+    assert.ok(after.includes('POST /documents'), `the upload was a POST /documents: ${after}`);
+    assert.ok(after.includes('GET /documents/events'), `the status was pushed (GET /documents/events): ${after}`);
+    assert.ok(!after.includes('GET /documents'), `no polling of the list: ${after}`);
+    assert.match(await page.$eval('#doc-status', (s) => s.textContent), /indexed/, 'the change is announced');
+    const id = await item.evaluate((li) => li.dataset.id);
+    const stored = await (await fetch(`${BASE}/documents/${id}`)).json();
+    assert.equal(stored.status, 'indexed');
+    assert.equal(stored.name, name);
+
+    if (SHOTS) {
+      fs.mkdirSync(SHOTS, { recursive: true });
+      const panel = await page.$('#documents');
+      await panel.screenshot({ path: path.join(SHOTS, 'page-documents.png') });
+    }
+
+    // Asked about it: the streamed answer cites the uploaded file.
+    step('asking about it');
+    await ask(page, `What is the brass telescope at the quorvex lighthouse named?`);
+    const CHIP = `#log article.msg.assistant button.cite[data-citation="${name}"]`;
+    await page.waitForSelector(CHIP);
+    await turnDone(page);
+    const answer = await page.$eval('#log article.msg.assistant .body', (b) => b.innerText);
+    assert.ok(answer.includes(`Miranda${stamp}`), `the answer is grounded in the upload: ${answer}`);
+
+    // Deleted through its dialog: gone from the list and the backend.
+    step('deleting it');
+    await (await item.$('button.delete')).click();
+    await page.waitForSelector('#doc-delete-dialog[open]');
+    await page.click('#doc-delete-confirm');
+    await page.waitForFunction((i) => !document.querySelector(`#doc-list li[data-id="${i}"]`), {}, id);
+    assert.equal((await fetch(`${BASE}/documents/${id}`)).status, 404, 'the backend no longer has it');
+
+    // Asked again in a new chat: no citation of it, no word of its fact.
+    await page.click('#new-chat');
+    await ask(page, `What is the brass telescope at the quorvex lighthouse named?`);
+    await turnDone(page);
+    assert.equal(await page.$(CHIP), null, 'the deleted document is no longer cited');
+    const again = await page.$eval('#log article.msg.assistant .body', (b) => b.innerText);
+    assert.ok(!again.includes(`Miranda${stamp}`), `the deleted document's fact is gone: ${again}`);
+
+    // A file dropped on the drop zone (a drop event carrying the file, as a drag from the desktop delivers it).
+    step('dropping a document');
+    const dropped = `Dropped_${stamp}.md`;
+    await page.$eval('#doc-drop', (zone, n) => {
+      const data = new DataTransfer();
+      data.items.add(new File([`# Dropped\n\nThe dropped note mentions the velkari bridge.\n`], n, { type: 'text/markdown' }));
+      zone.dispatchEvent(new DragEvent('dragover', { dataTransfer: data, bubbles: true, cancelable: true }));
+      zone.dispatchEvent(new DragEvent('drop', { dataTransfer: data, bubbles: true, cancelable: true }));
+    }, dropped);
+    const droppedItem = await page.waitForSelector(`xpath///ul[@id="doc-list"]/li[.//span[@class="name" and text()="${dropped}"]]`);
+    await page.waitForFunction((li) => li.dataset.status === 'indexed', { timeout: STEP_TIMEOUT_MS }, droppedItem);
+    assert.equal(await page.$eval('#doc-drop', (z) => z.classList.contains('over')), false, 'the drop zone is no longer highlighted');
+    const droppedId = await droppedItem.evaluate((li) => li.dataset.id);
+    await (await droppedItem.$('button.delete')).click();
+    await page.waitForSelector('#doc-delete-dialog[open]');
+    await page.click('#doc-delete-confirm');
+    await page.waitForFunction((i) => !document.querySelector(`#doc-list li[data-id="${i}"]`), {}, droppedId);
+
+    fs.rmSync(dir, { recursive: true, force: true });
+    assert.deepEqual(seen.failed, [], 'failed requests');
+    assert.deepEqual(seen.bad, [], 'answers of 400 and above');
+    assert.deepEqual(seen.console, [], 'console errors');
+    assert.deepEqual(seen.pageErrors, [], 'script errors');
+    await page.close();
+  });
+
+  test('Documents, as an administrator would: the access chooser sends groups or everyone with the upload', { timeout: TEST_TIMEOUT_MS }, async () => {
+    // The local user is no document administrator: the settings' answer is made to say so here, to see what the page
+    // offers one and sends; the real backend then refuses the share (403), which the page shows.
+    const page = await browser.newPage();
+    page.setDefaultTimeout(STEP_TIMEOUT_MS);
+    const seen = watch(page);
+    const posted = [];
+    await page.setRequestInterception(true);
+    page.on('request', async (r) => {
+      const url = new URL(r.url());
+      if (r.method() === 'GET' && url.pathname === '/documents/settings') {
+        return r.respond({ status: 200, contentType: 'application/json',
+          body: JSON.stringify({ administrator: true, everyone_group: 'everyone', max_bytes: 4194304, max_per_upload: 10 }) });
+      }
+      // A multipart body's file parts are not in postData(): the browser hands them over when asked.
+      if (r.method() === 'POST' && url.pathname === '/documents') posted.push(r.postData() || (await r.fetchPostData()) || '');
+      return r.continue();
+    });
+    await page.goto(`${BASE}/`, { waitUntil: 'load' });
+    await page.waitForSelector('#doc-access:not([hidden])');
+    assert.equal(await page.$eval('input[name="doc-access"]:checked', (r) => r.value), 'me', 'only me by default');
+    assert.equal(await page.$eval('#doc-groups', (i) => i.disabled), true);
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'page-documents-'));
+    const file = path.join(dir, 'Shared_Plan.md');
+    fs.writeFileSync(file, '# Plan\n\nThe plan is shared.\n');
+
+    // Groups: the box opens for names; an empty one is asked for before anything is sent.
+    await page.click('input[name="doc-access"][value="groups"]');
+    await page.waitForFunction(() => !document.getElementById('doc-groups').disabled && document.activeElement.id === 'doc-groups');
+    await (await page.$('#doc-files')).uploadFile(file);
+    await page.waitForFunction(() => /at least one group/.test(document.getElementById('doc-error').innerText));
+    assert.equal(posted.length, 0, 'nothing sent without a group');
+    await page.type('#doc-groups', 'leadership, finance');
+    await (await page.$('#doc-files')).uploadFile(file);
+    await page.waitForFunction(() => /administrator/.test(document.getElementById('doc-error').innerText));
+    assert.equal(posted.length, 1);
+    assert.match(posted[0], /name="groups"\r\n\r\nleadership, finance\r\n/, 'the groups part');
+    assert.match(posted[0], /name="files"; filename="Shared_Plan.md"/, 'the file part');
+    assert.doesNotMatch(posted[0], /name="everyone"/);
+
+    // Everyone: the groups box closes, and `everyone=true` goes instead.
+    await page.click('input[name="doc-access"][value="everyone"]');
+    assert.equal(await page.$eval('#doc-groups', (i) => i.disabled), true);
+    await (await page.$('#doc-files')).uploadFile(file);
+    for (const started = Date.now(); posted.length < 2 && Date.now() - started < STEP_TIMEOUT_MS;) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    assert.equal(posted.length, 2);
+    await page.waitForFunction(() => /administrator/.test(document.getElementById('doc-error').innerText)
+      && document.getElementById('doc-status').textContent === '');
+    assert.match(posted[1], /name="everyone"\r\n\r\ntrue\r\n/, 'the everyone part');
+    assert.doesNotMatch(posted[1], /name="groups"/);
+
+    fs.rmSync(dir, { recursive: true, force: true });
+    // The refused shares were the backend's 403s, shown in the panel; nothing else failed.
+    assert.equal(seen.bad.length, 2, JSON.stringify(seen.bad));
+    assert.ok(seen.bad.every((b) => /^POST .*\/documents -> 403$/.test(b)), JSON.stringify(seen.bad));
+    assert.ok(seen.console.every((c) => /status of 403/.test(c)), JSON.stringify(seen.console));
+    assert.deepEqual(seen.failed, [], 'failed requests');
     assert.deepEqual(seen.pageErrors, [], 'script errors');
     await page.close();
   });

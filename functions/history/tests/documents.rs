@@ -397,8 +397,42 @@ async fn without_documents_configured_the_routes_are_not_found() {
     for (method, path) in [
         ("GET", "/documents"),
         ("GET", "/documents/0123456789abcdef0123456789abcdef"),
+        ("GET", "/documents/settings"),
     ] {
         let r = Reply::buffered(app.handle(harness::json_request(method, path, None)).await);
         assert_eq!(r.status, 404, "{method} {path}: {}", r.body);
     }
+    // The page is not told of documents, so it asks nothing of them.
+    let page = Reply::buffered(app.handle(harness::json_request("GET", "/", None)).await);
+    assert_eq!(page.status, 200);
+    assert!(!page.body.contains(r#""documents":true"#), "{}", page.body);
+}
+
+#[tokio::test]
+async fn the_settings_say_who_may_share_and_the_page_is_told_documents_are_on() {
+    let w = world().await;
+    let admin = w
+        .call(w.request(Who::Admin, "GET", "/documents/settings"))
+        .await;
+    assert_eq!(admin.status, 200, "{}", admin.body);
+    assert_eq!(
+        admin.json(),
+        json!({"administrator": true, "everyone_group": "everyone", "max_bytes": 4194304, "max_per_upload": 10})
+    );
+    let alice = w
+        .call(w.request(Who::Alice, "GET", "/documents/settings"))
+        .await;
+    assert_eq!(alice.status, 200, "{}", alice.body);
+    assert_eq!(alice.json()["administrator"], false);
+    // Without credentials: a 401, as every documents route.
+    let anonymous = w
+        .call(harness::json_request("GET", "/documents/settings", None))
+        .await;
+    assert_eq!(anonymous.status, 401, "{}", anonymous.body);
+    let page = w.call(harness::json_request("GET", "/", None)).await;
+    assert_eq!(page.status, 200);
+    assert!(
+        page.body.contains(r#""documents":true"#),
+        "the page's configuration says documents are on"
+    );
 }

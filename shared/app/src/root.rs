@@ -147,7 +147,8 @@ pub fn run<F: Function>(responses: Responses) -> Result<(), lambda_http::Error> 
 }
 
 /// A chat function: the model, the store, the knowledge base standard turns search (first, or as the model's tool:
-/// `RETRIEVAL`), the files of messages, the MCP servers' tools, and every turn counted in the usage ledger.
+/// `RETRIEVAL`), the files of messages, the MCP servers' tools, every turn counted in the usage ledger, and the
+/// uploaded documents whose statuses the streaming function pushes.
 fn chat<F: ChatFunction>(
     Parts {
         backends,
@@ -166,7 +167,10 @@ fn chat<F: ChatFunction>(
             .with_attachments(backends.attachments(config))
             .with_tools(tools, config.tool_bounds)
             .with_usage(Some(ledger))
-            .with_embedder(backends.embedder(config)),
+            .with_embedder(backends.embedder(config))
+            // The streaming function pushes the documents' statuses (`GET /documents/events`); the buffered one
+            // serves no documents route (and, on AWS, is given no documents bucket).
+            .with_documents(backends.documents(config)),
     )
 }
 

@@ -9,8 +9,8 @@ use axum::Router;
 use axum::http::Method;
 use axum::response::Response;
 use chat_core::{
-    AgentGroup, AttachmentStore, ChatModel, ChatService, Embedder, EmbeddingModels, Limits,
-    RequestLimits, Retriever, SessionStore, ToolBounds, ToolSource, UsageLedger,
+    AgentGroup, AttachmentStore, ChatModel, ChatService, Documents, Embedder, EmbeddingModels,
+    Limits, RequestLimits, Retriever, SessionStore, ToolBounds, ToolSource, UsageLedger,
 };
 use chat_edge::{Arrived, Auth, ChatEdgeState, Cors, EdgeState};
 use chat_protocol::chat_ui::ReplyShape;
@@ -19,6 +19,7 @@ use chat_runtime::{FunctionService, TurnMeter};
 use crate::Config;
 
 mod buffered;
+mod document_events;
 mod embeddings;
 mod openai;
 mod streamed;
@@ -57,6 +58,9 @@ pub struct ChatState<M, St> {
     /// ([`ChatApp::with_embedder`]); without one, the route serves no model.
     embedding_models: EmbeddingModels,
     embedder: Option<Arc<dyn Embedder>>,
+    /// The documents people upload, whose statuses `GET /documents/events` pushes ([`ChatApp::with_documents`]);
+    /// `None`: documents are off here (404).
+    documents: Option<Documents>,
 }
 
 impl<M: ChatModel + 'static, St: SessionStore + 'static, F: ChatFunction> ChatApp<M, St, F> {
@@ -72,6 +76,7 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static, F: ChatFunction> ChatAp
                 usage_limits: config.usage_limits,
                 embedding_models: config.embedding_models,
                 embedder: None,
+                documents: None,
             }),
             cors: config.cors,
             function: PhantomData,
@@ -108,6 +113,19 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static, F: ChatFunction> ChatAp
         };
         Self {
             state: Arc::new(ChatState { embedder, ..state }),
+            cors: self.cors,
+            function: PhantomData,
+        }
+    }
+
+    /// Pushes the statuses of the documents of `documents` (`GET /documents/events`, on the streaming function);
+    /// `None` answers that route 404.
+    pub fn with_documents(self, documents: Option<Documents>) -> Self {
+        let Ok(state) = Arc::try_unwrap(self.state) else {
+            unreachable!("the state is shared only once the app serves")
+        };
+        Self {
+            state: Arc::new(ChatState { documents, ..state }),
             cors: self.cors,
             function: PhantomData,
         }

@@ -1,6 +1,7 @@
 //! The streaming chat function's routes: `POST /chat/stream`, each line written and flushed as the model produces
 //! text, and `POST /multi-agent-chat/stream` (and the bare `POST /multi-agent-chat`), one server-sent event per
-//! agent message; and OpenAI's API, `stream: true` as server-sent events ([`super::openai`]).
+//! agent message; OpenAI's API, `stream: true` as server-sent events ([`super::openai`]); and `GET /documents/events`,
+//! the statuses of the caller's documents pushed as they change ([`super::document_events`]).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -10,7 +11,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
-use axum::routing::post;
+use axum::routing::{get, post};
 use bytes::Bytes;
 use chat_core::{
     AgentGroup, AgentMessage, AgentRound, Caller, ChatModel, ChatService, DataPoints, ModelStream,
@@ -35,8 +36,8 @@ pub struct Streamed;
 
 impl ChatFunction for Streamed {
     /// The routes: `POST /chat/stream`, `POST /multi-agent-chat/stream` and the bare `POST /multi-agent-chat` the
-    /// Chat UI's documentation configures (events when asked for, else the whole round); and OpenAI's API, `stream: true`
-    /// as server-sent events (`super::openai`).
+    /// Chat UI's documentation configures (events when asked for, else the whole round); `GET /documents/events`
+    /// (`super::document_events`); and OpenAI's API, `stream: true` as server-sent events (`super::openai`).
     fn routes<M: ChatModel + 'static, St: SessionStore + 'static>(
         state: &Arc<ChatState<M, St>>,
     ) -> Router {
@@ -47,6 +48,10 @@ impl ChatFunction for Streamed {
                 only("POST", post(agents_stream)),
             )
             .route("/multi-agent-chat", only("POST", post(agents_bare)))
+            .route(
+                "/documents/events",
+                only("GET", get(super::document_events::events)),
+            )
             .with_state(state.clone())
             .merge(super::openai::routes(
                 state,
@@ -74,7 +79,7 @@ struct RoundInProgress {
 const FUNCTION: &str = "chat-stream";
 
 /// The state every route of this function holds.
-type AppState<M, St> = State<Arc<ChatState<M, St>>>;
+pub(super) type AppState<M, St> = State<Arc<ChatState<M, St>>>;
 
 /// A body written line by line by whoever holds the sender, each line sent as soon as it is written; it ends when
 /// the sender is dropped. Its stream never fails: faults travel as the protocol's error lines.

@@ -32,7 +32,7 @@ const FRAMING_BYTES: usize = 64 * 1024;
 
 /// A document as the API answers it.
 #[derive(Serialize)]
-pub(super) struct DocumentView<'a> {
+pub(crate) struct DocumentView<'a> {
     id: &'a str,
     name: &'a str,
     #[serde(rename = "type")]
@@ -62,7 +62,8 @@ fn time_of(unix: i64) -> String {
         .unwrap_or_default()
 }
 
-fn view(d: &DocumentRecord, with_owner: bool) -> DocumentView<'_> {
+/// A document as the API answers it (`with_owner`: in everyone's list).
+pub(crate) fn view(d: &DocumentRecord, with_owner: bool) -> DocumentView<'_> {
     DocumentView {
         id: &d.id,
         name: &d.name,
@@ -92,7 +93,7 @@ fn documents_of<St>(app: &Shared<St>) -> Result<&Documents, ApiError> {
 }
 
 /// A documents error as the API answers it.
-fn api_error(e: DocumentError) -> ApiError {
+pub(crate) fn api_error(e: DocumentError) -> ApiError {
     match e {
         DocumentError::NotFound => not_found(),
         DocumentError::Forbidden(why) => ApiError::Forbidden(why),
@@ -208,6 +209,38 @@ pub(super) async fn upload<St: SessionStore>(
         .map_err(api_error)?;
     let body: Vec<_> = uploaded.iter().map(|d| view(d, false)).collect();
     Ok(json_response(StatusCode::CREATED, &body))
+}
+
+/// What `GET /documents/settings` answers: what one upload may hold, and whether the caller may share what they
+/// upload (a document administrator), so that a page offers only what the routes take.
+#[derive(Serialize)]
+struct UploadSettings<'a> {
+    /// The caller is a member of `DOCUMENT_ADMIN_GROUP`: they may give an upload `groups` or `everyone`, and list
+    /// everyone's documents.
+    administrator: bool,
+    /// The group every signed-in person is in (what `everyone=true` gives).
+    everyone_group: &'a str,
+    /// `MAX_UPLOADED_DOCUMENT_BYTES`.
+    max_bytes: usize,
+    /// `MAX_DOCUMENTS_PER_UPLOAD`.
+    max_per_upload: usize,
+}
+
+pub(super) async fn settings<St: SessionStore>(
+    State(app): AppState<St>,
+    Identified(caller): Identified,
+) -> Result<Response, ApiError> {
+    let documents = documents_of(&app)?;
+    let settings = documents.settings();
+    Ok(json_response(
+        StatusCode::OK,
+        &UploadSettings {
+            administrator: documents.is_admin(&caller),
+            everyone_group: &settings.everyone_group,
+            max_bytes: settings.max_bytes,
+            max_per_upload: settings.max_per_upload,
+        },
+    ))
 }
 
 /// The query of `GET /documents`.

@@ -29,7 +29,7 @@ use serde::Deserialize;
 use time::OffsetDateTime;
 
 mod api_keys;
-mod documents;
+pub(crate) mod documents;
 mod page;
 pub use page::{Page, PageSettings};
 
@@ -49,8 +49,9 @@ pub const MESSAGES_PAGE_BYTES: usize = 5 * 1024 * 1024;
 pub struct HistoryApp<St> {
     shared: Arc<Shared<St>>,
     cors: Cors,
-    /// The page at `GET /`, built once.
+    /// The page at `GET /`, built once, and what it was built from.
     page: Page,
+    page_settings: PageSettings,
 }
 
 struct Shared<St> {
@@ -127,9 +128,11 @@ fn now() -> String {
 
 impl<St: SessionStore + 'static> HistoryApp<St> {
     pub fn new(store: St, auth: Auth, config: &Config) -> Self {
-        let page = Page::new(&auth, &PageSettings::default());
+        let page_settings = PageSettings::default();
+        let page = Page::new(&auth, &page_settings);
         Self {
             page,
+            page_settings,
             shared: Arc::new(Shared {
                 store,
                 attachments: None,
@@ -148,8 +151,13 @@ impl<St: SessionStore + 'static> HistoryApp<St> {
     /// The page at `GET /` configured by `settings` (the default: no sign-in offered, every URL the page's own
     /// origin).
     pub fn with_page(self, settings: &PageSettings) -> Self {
+        let settings = PageSettings {
+            documents: self.shared.documents.is_some(),
+            ..settings.clone()
+        };
         Self {
-            page: Page::new(&self.shared.auth, settings),
+            page: Page::new(&self.shared.auth, &settings),
+            page_settings: settings,
             ..self
         }
     }
@@ -167,6 +175,7 @@ impl<St: SessionStore + 'static> HistoryApp<St> {
             }),
             cors: self.cors,
             page: self.page,
+            page_settings: self.page_settings,
         }
     }
 
@@ -179,21 +188,28 @@ impl<St: SessionStore + 'static> HistoryApp<St> {
             shared: Arc::new(Shared { ledger, ..shared }),
             cors: self.cors,
             page: self.page,
+            page_settings: self.page_settings,
         }
     }
 
-    /// Serves `/documents` over `documents`; `None` answers those routes 404.
+    /// Serves `/documents` over `documents`; `None` answers those routes 404. The page is told whether they are on.
     pub fn with_documents(self, documents: Option<chat_core::Documents>) -> Self {
         let Ok(shared) = Arc::try_unwrap(self.shared) else {
             unreachable!("the state is shared only once the app serves")
         };
+        let page_settings = PageSettings {
+            documents: documents.is_some(),
+            ..self.page_settings
+        };
+        let page = Page::new(&shared.auth, &page_settings);
         Self {
+            page,
+            page_settings,
             shared: Arc::new(Shared {
                 documents,
                 ..shared
             }),
             cors: self.cors,
-            page: self.page,
         }
     }
 
@@ -230,6 +246,7 @@ impl<St: SessionStore + 'static> HistoryApp<St> {
                 "/documents",
                 only("GET, POST", get(documents::list).post(documents::upload)),
             )
+            .route("/documents/settings", only("GET", get(documents::settings)))
             .route(
                 "/documents/{id}",
                 only(

@@ -36,6 +36,9 @@ pub struct PageSettings {
     /// `PAGE_OIDC_ORIGINS`: the origins of the issuer's endpoints that are not the issuer's own (Cognito's hosted
     /// sign-in domain), which the page calls (token, revocation) and frames (silent renewal).
     pub oidc_origins: Vec<String>,
+    /// Whether the documents routes are on (not read from the environment: the history app says so), so that the
+    /// page offers its Documents panel without asking first.
+    pub documents: bool,
 }
 
 impl PageSettings {
@@ -96,6 +99,7 @@ impl PageSettings {
             oidc_scope: get("PAGE_OIDC_SCOPE").unwrap_or_else(|| "openid email".into()),
             oidc_token,
             oidc_origins,
+            documents: false,
         })
     }
 }
@@ -132,13 +136,16 @@ impl Page {
             }),
             None => serde_json::Value::Null,
         };
-        let config = json!({
+        let mut config = json!({
             "auth": mode,
             "chatUrl": settings.chat_url,
             "streamUrl": settings.stream_url,
             "historyUrl": "",
             "oidc": oidc,
         });
+        if settings.documents {
+            config["documents"] = json!(true);
+        }
         let html = TEMPLATE.replacen(
             CONFIG_ELEMENT,
             &format!(
