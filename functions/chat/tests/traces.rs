@@ -462,36 +462,220 @@ async fn a_plain_server_gives_each_request_its_ids_and_exports_its_trace_when_it
     );
 }
 
-#[tokio::test]
-async fn an_openai_completion_records_its_user_and_metadata_in_the_turns_span() {
-    let backends = backends().await;
-    let token = backends.token();
-    let body = serde_json::json!({
+/// What an OpenAI client sends of its own beside a conversation, each a string nothing else holds: the completion's
+/// `user`, `safety_identifier` and a `metadata` value, and the embeddings' `user`. The exported trace carries them;
+/// no log line may (they are the body's text).
+const END_USER: &str = "enduserquagga81";
+const SAFETY_ID: &str = "safetyokapi62";
+const TICKET: &str = "ticketnarwhal93";
+const EMBEDDINGS_USER: &str = "embedspangolin47";
+/// A model no deployment serves, as a client may name it: refused, and its name on no line either.
+const UNKNOWN_MODEL: &str = "modelwombat55";
+
+fn completion_body() -> Value {
+    serde_json::json!({
         "model": chat_testing::harness::ECHO_MODEL,
         "messages": [{"role": "user", "content": "Hello"}],
-        "user": "end-user-42",
-        "metadata": {"ticket": "T-1001"}
-    });
-    let mut event = url_event(&body, &token);
+        "user": END_USER,
+        "safety_identifier": SAFETY_ID,
+        "metadata": {"ticket": TICKET}
+    })
+}
+
+/// No line written holds a string the client sent of its own, and the lines were written at TRACE (`trace_marker`),
+/// so that the scan read everything the function can write.
+fn assert_no_client_label(lines: &[String], trace_marker: &str) {
+    let all = lines.join("\n");
+    assert!(lines.iter().any(|l| l.contains(trace_marker)), "{all}");
+    for label in [END_USER, SAFETY_ID, TICKET, EMBEDDINGS_USER, UNKNOWN_MODEL] {
+        let found: Vec<&String> = lines.iter().filter(|l| l.contains(label)).collect();
+        assert!(found.is_empty(), "{label} is logged: {found:#?}");
+    }
+}
+
+/// The exported spans named `name` (at least one).
+fn exported<'a>(spans: &'a [(String, Span)], name: &str) -> Vec<&'a Span> {
+    let named: Vec<&Span> = spans
+        .iter()
+        .map(|(_, s)| s)
+        .filter(|s| s.name == name)
+        .collect();
+    assert!(!named.is_empty(), "no {name}: {spans:#?}");
+    named
+}
+
+/// The completions' spans, as exported: each with the client's labels under their trace-only names; and the model
+/// of each (none where the client named one the deployment does not serve).
+fn completions_exported(spans: &[(String, Span)]) -> Vec<Option<String>> {
+    let mut models = Vec::new();
+    for span in exported(spans, "chat.completion") {
+        let attribute = |key| string_attribute(&span.attributes, key);
+        assert_eq!(attribute("trace_only.user").as_deref(), Some(END_USER));
+        assert_eq!(
+            attribute("trace_only.safety_identifier").as_deref(),
+            Some(SAFETY_ID)
+        );
+        let metadata: Value =
+            serde_json::from_str(&attribute("trace_only.metadata").unwrap()).unwrap();
+        assert_eq!(metadata, serde_json::json!({"ticket": TICKET}));
+        models.push(attribute("model"));
+    }
+    models.sort();
+    models
+}
+
+#[tokio::test]
+async fn under_lambda_an_openai_clients_user_and_metadata_reach_the_trace_and_no_log_line() {
+    let backends = backends().await;
+    let collector = Collector::start().await;
+    let token = backends.token();
+    let mut env = backends.env.clone();
+    env.push((
+        "OTEL_EXPORTER_OTLP_ENDPOINT".to_string(),
+        collector.endpoint.clone(),
+    ));
+    env.push((NO_TIMER.0.to_string(), NO_TIMER.1.to_string()));
+    let mut event = url_event(&completion_body(), &token);
     event["rawPath"] = "/v1/chat/completions".into();
     event["requestContext"]["http"]["path"] = "/v1/chat/completions".into();
-    let mut lambda = UnderLambda::start(event, &backends.env, "INFO").await;
+    let mut lambda = UnderLambda::start(event, &env, "TRACE").await;
     let answer = lambda.answer().await;
     assert_eq!(answer["statusCode"], 200, "{answer}");
-    let lines = parsed(&lambda.stop().await);
+    let spans = collector
+        .wait_for("Lambda runtime invoke", Duration::from_secs(15))
+        .await;
+    let raw_lines = lambda.stop().await;
+
+    assert_no_client_label(&raw_lines, "\"level\":\"TRACE\"");
+    // The completion's span closed in a line of its own, with the fields that may be logged, the model's call inside
+    // it.
+    let lines = parsed(&raw_lines);
     let during = request_lines(&lines);
     let closed = closes(during, "chat.completion");
     assert_eq!(closed.len(), 1, "{during:#?}");
     let span = closed[0];
-    assert_eq!(span["user"], "end-user-42", "{span}");
     assert_eq!(span["model"], chat_testing::harness::ECHO_MODEL, "{span}");
-    let metadata: Value = serde_json::from_str(span["metadata"].as_str().unwrap()).unwrap();
-    assert_eq!(metadata, serde_json::json!({"ticket": "T-1001"}));
-    // The model's call ran inside it.
+    assert_eq!(span["stream"], false, "{span}");
+    for key in ["user", "safety_identifier", "metadata", "trace_only.user"] {
+        assert!(span.get(key).is_none(), "{key}: {span}");
+    }
     assert!(
         during
             .iter()
             .any(|l| l["span"] == "model.converse" && l["message"] == "close"),
         "{during:#?}"
     );
+    let echo = Some(chat_testing::harness::ECHO_MODEL.to_string());
+    assert_eq!(completions_exported(&spans), [echo]);
+    let completion = exported(&spans, "chat.completion")[0];
+    let model = exported(&spans, "model.converse");
+    assert_eq!(model.len(), 1);
+    assert_eq!(model[0].parent_span_id, completion.span_id);
+}
+
+/// As a plain server, its lines JSON (`json`) or text: a completion and an embeddings request, each with the client's
+/// labels; none is on a line, each is on its route's exported span.
+async fn a_plain_servers_client_labels_reach_only_the_trace(json: bool) {
+    let backends = backends().await;
+    let collector = Collector::start().await;
+    let mut env = backends.env.clone();
+    env.extend(
+        [
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint.clone()),
+            (NO_TIMER.0, NO_TIMER.1.to_string()),
+        ]
+        .map(|(k, v)| (k.to_string(), v)),
+    );
+    if json {
+        env.push(("AWS_LAMBDA_LOG_FORMAT".to_string(), "JSON".to_string()));
+    }
+    let (function, base) = plain_server(&env).await;
+    let token = backends.token();
+    let client = reqwest::Client::new();
+    let completion = client
+        .post(format!("{base}/v1/chat/completions"))
+        .bearer_auth(&token)
+        .json(&completion_body())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(completion.status(), 200);
+    let embeddings = client
+        .post(format!("{base}/v1/embeddings"))
+        .bearer_auth(&token)
+        .json(&serde_json::json!({
+            "model": "amazon.titan-embed-text-v2:0",
+            "input": "Hello",
+            "user": EMBEDDINGS_USER
+        }))
+        .send()
+        .await
+        .unwrap();
+    let status = embeddings.status();
+    assert_eq!(status, 200, "{}", embeddings.text().await.unwrap());
+    // A model the deployment does not serve is a 404 that names it to the client, and to no log line.
+    let mut unknown = completion_body();
+    unknown["model"] = UNKNOWN_MODEL.into();
+    for (path, body) in [
+        ("/v1/chat/completions", unknown),
+        (
+            "/v1/embeddings",
+            serde_json::json!({"model": UNKNOWN_MODEL, "input": "Hello", "user": EMBEDDINGS_USER}),
+        ),
+    ] {
+        let refused = client
+            .post(format!("{base}{path}"))
+            .bearer_auth(&token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), 404, "{path}");
+        let answer = refused.text().await.unwrap();
+        assert!(answer.contains(UNKNOWN_MODEL), "{path}: {answer}");
+    }
+    let lines = function.stop().await;
+
+    let marker = if json { "\"level\":\"TRACE\"" } else { "TRACE" };
+    assert_no_client_label(&lines, marker);
+    // Each route's span closed in a line of its own (its fields were written, and scanned).
+    for name in ["chat.completion", "embeddings"] {
+        let closed = lines.iter().any(|l| {
+            if json {
+                l.contains(&format!("\"span\":\"{name}\"")) && l.contains("\"message\":\"close\"")
+            } else {
+                // The span last in the line's context: `…:name{fields}: close time.busy=…` or `…:name: close …`
+                // (its fields hold no `}`).
+                l.split(&format!(":{name}")).nth(1).is_some_and(|rest| {
+                    let rest = match rest.strip_prefix('{') {
+                        Some(fields) => fields.split_once('}').map_or("", |(_, after)| after),
+                        None => rest,
+                    };
+                    rest.starts_with(": close time.busy=")
+                })
+            }
+        });
+        assert!(closed, "no {name} span closed:\n{}", lines.join("\n"));
+    }
+    let spans = collector.spans();
+    let echo = Some(chat_testing::harness::ECHO_MODEL.to_string());
+    assert_eq!(completions_exported(&spans), [None, echo]);
+    let embeddings = exported(&spans, "embeddings");
+    assert_eq!(embeddings.len(), 2, "{embeddings:#?}");
+    for span in embeddings {
+        assert_eq!(
+            string_attribute(&span.attributes, "trace_only.user").as_deref(),
+            Some(EMBEDDINGS_USER)
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_plain_server_writes_no_client_label_on_a_json_line() {
+    a_plain_servers_client_labels_reach_only_the_trace(true).await;
+}
+
+#[tokio::test]
+async fn a_plain_server_writes_no_client_label_on_a_text_line() {
+    a_plain_servers_client_labels_reach_only_the_trace(false).await;
 }

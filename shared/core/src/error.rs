@@ -33,8 +33,10 @@ pub enum ChatError {
     TooLarge(InvalidRequest),
     #[error("a guardrail or content filter blocked the conversation")]
     ContentFiltered,
-    /// The request names a model the operator does not allow (`MODEL_ID`, `ALLOWED_MODELS`): the model id.
-    #[error("no such model: {0}")]
+    /// The request names a model the operator does not allow (`MODEL_ID`, `ALLOWED_MODELS`): the model id. The
+    /// message leaves it out, as it is logged with the refusal and the id is the client's text; the client's answer
+    /// names it (chat-edge's `public_message`).
+    #[error("no such model")]
     ModelNotFound(String),
     /// The session state names a chat that does not exist for this caller.
     #[error("no such chat for this caller")]

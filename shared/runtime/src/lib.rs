@@ -10,6 +10,7 @@ mod metrics;
 mod runtime;
 mod serve;
 mod service;
+mod trace_only;
 mod traces;
 
 pub use http_client::http_client;
@@ -22,3 +23,4 @@ pub use runtime::{
 };
 pub use serve::{FirstRead, Responses, serve, serve_plain, server_address, shutdown_signal};
 pub use service::{FunctionService, WithCors, answer_one, function_service};
+pub use trace_only::TRACE_ONLY;

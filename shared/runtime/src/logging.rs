@@ -6,7 +6,8 @@
 //! formatter lifts those onto every line written inside them, spawned stream writers included (they run inside
 //! the request's span), with the trace header's `Root` as `xrayTraceId`. A span's close is one line too: its name
 //! (`span`), its fields and `duration_ms`, from its creation to its end. Nothing here logs message text: turns log
-//! sizes, token counts and latencies only, and spans hold ids, counts and outcomes.
+//! sizes, token counts and latencies only, and spans hold ids, counts and outcomes. A field named `trace_only.…`
+//! (what a client sent, for the exported trace) is on no line, in either format ([`crate::trace_only`]).
 //!
 //! Other crates are held at INFO whatever the level asked, because below it they write what passes through them:
 //! the Lambda runtime the whole raw event (headers with the `Authorization` token and cookies, the body with the
@@ -26,11 +27,13 @@ use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Level, Metadata, Subscriber};
 use tracing_subscriber::Layer;
 use tracing_subscriber::filter::{LevelFilter, Targets, filter_fn};
-use tracing_subscriber::fmt::format::{FmtSpan, JsonFields, Writer};
+use tracing_subscriber::fmt::format::{FmtSpan, Writer};
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormattedFields};
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
+
+use crate::trace_only::{LogJsonFields, LogTextFields, Omitting};
 
 /// Span fields lifted onto every line.
 const LIFTED: [&str; 2] = ["requestId", "xrayTraceId"];
@@ -90,25 +93,7 @@ pub fn init_logging() {
         .or_else(|_| std::env::var("RUST_LOG"))
         .ok();
     let filter = asked_filter(level.as_deref());
-    let layer = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stdout)
-        .with_span_events(FmtSpan::CLOSE);
-    let layer = if json {
-        layer
-            .fmt_fields(JsonFields::new())
-            .event_format(LambdaJson)
-            .boxed()
-    } else {
-        // No time on the line (Lambda, or the terminal, adds its own), but the layer keeps its span timings: its
-        // own `without_time` would drop the `time.busy`/`time.idle` of a span's close line too.
-        layer
-            .event_format(
-                tracing_subscriber::fmt::format()
-                    .without_time()
-                    .with_target(false),
-            )
-            .boxed()
-    };
+    let layer = log_layer(json, std::io::stdout);
     // Nothing of OpenTelemetry is built unless a collector is configured.
     let (tracer, trace_setup) = match crate::traces::exporting_tracer() {
         Ok(tracer) => (tracer, None),
@@ -133,6 +118,35 @@ pub fn init_logging() {
         "logging at TRACE for this workspace's crates; other crates' lines at INFO and above only, as theirs \
          below hold requests, events and credentials"
     );
+}
+
+/// The layer that writes the lines, to `writer`: JSON ([`LambdaJson`]) or text, a span's close a line of its own,
+/// no `trace_only.…` field on any line ([`crate::trace_only`]).
+fn log_layer<S, W>(json: bool, writer: W) -> Box<dyn Layer<S> + Send + Sync>
+where
+    S: Subscriber + for<'a> LookupSpan<'a> + 'static,
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    let layer = tracing_subscriber::fmt::layer()
+        .with_writer(writer)
+        .with_span_events(FmtSpan::CLOSE);
+    if json {
+        layer
+            .fmt_fields(LogJsonFields)
+            .event_format(LambdaJson)
+            .boxed()
+    } else {
+        // No time on the line (Lambda, or the terminal, adds its own), but the layer keeps its span timings: its
+        // own `without_time` would drop the `time.busy`/`time.idle` of a span's close line too.
+        layer
+            .fmt_fields(LogTextFields)
+            .event_format(
+                tracing_subscriber::fmt::format()
+                    .without_time()
+                    .with_target(false),
+            )
+            .boxed()
+    }
 }
 
 /// The level asked: a level name (Lambda's, `FATAL` included), or `RUST_LOG`'s directives (`level,target=level,…`;
@@ -174,13 +188,13 @@ fn lambda_level(level: Option<&str>) -> LevelFilter {
 /// `{"timestamp","level","requestId","message",…fields,"target"}` on one line.
 struct LambdaJson;
 
-impl<S> FormatEvent<S, JsonFields> for LambdaJson
+impl<S> FormatEvent<S, LogJsonFields> for LambdaJson
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     fn format_event(
         &self,
-        ctx: &FmtContext<'_, S, JsonFields>,
+        ctx: &FmtContext<'_, S, LogJsonFields>,
         mut writer: Writer<'_>,
         event: &Event<'_>,
     ) -> fmt::Result {
@@ -204,7 +218,7 @@ where
                     }
                 }
                 if closing && event.parent() == Some(&span.id()) {
-                    let Some(fields) = extensions.get::<FormattedFields<JsonFields>>() else {
+                    let Some(fields) = extensions.get::<FormattedFields<LogJsonFields>>() else {
                         continue;
                     };
                     if let Ok(Value::Object(map)) = serde_json::from_str::<Value>(fields) {
@@ -229,7 +243,7 @@ where
                     line.insert("duration_ms".into(), ms.into());
                 }
             }
-            None => event.record(&mut Fields(&mut line)),
+            None => event.record(&mut Omitting(Fields(&mut line))),
         }
         line.insert("target".into(), event.metadata().target().into());
         writeln!(writer, "{}", Value::Object(line))
@@ -378,7 +392,7 @@ mod tests {
         let subscriber = tracing_subscriber::registry().with(SpanNotes).with(
             tracing_subscriber::fmt::layer()
                 .with_span_events(span_events)
-                .fmt_fields(JsonFields::new())
+                .fmt_fields(LogJsonFields)
                 .event_format(LambdaJson)
                 .with_writer(move || writer.clone()),
         );
@@ -489,6 +503,79 @@ mod tests {
         assert!(close.get("time.busy").is_none(), "{close}");
         assert_eq!(parsed[2]["span"], "Lambda runtime invoke");
         assert!(parsed[2]["duration_ms"].as_f64().unwrap() >= duration);
+    }
+
+    /// Writes, in the given format as init_logging composes it, a span with trace-only fields (one given when it
+    /// opens, one recorded later), an event inside it with one, and the span's close; returns the text written.
+    fn with_trace_only_fields(json: bool) -> String {
+        let lines = Lines::default();
+        let writer = lines.clone();
+        let subscriber = tracing_subscriber::registry()
+            .with(SpanNotes)
+            .with(log_layer(json, move || writer.clone()));
+        tracing::subscriber::with_default(subscriber, || {
+            let request = tracing::info_span!("request", requestId = "req-9");
+            let _request = request.enter();
+            let span = tracing::info_span!(
+                "chat.completion",
+                model = "m1",
+                trace_only.user = "USERSECRET",
+                trace_only.metadata = tracing::field::Empty,
+                outcome = tracing::field::Empty,
+            );
+            {
+                let _inside = span.enter();
+                tracing::info!(trace_only.note = "EVENTSECRET", tokens = 3u64, "inside");
+            }
+            span.record("trace_only.metadata", "METADATASECRET");
+            span.record("outcome", "ok");
+            // A record of trace-only fields alone adds nothing to the line, not even a separator.
+            span.record("trace_only.user", "USERSECRET2");
+        });
+        String::from_utf8(lines.0.lock().unwrap().clone()).unwrap()
+    }
+
+    #[test]
+    fn no_trace_only_field_is_on_a_json_line() {
+        let text = with_trace_only_fields(true);
+        for secret in ["USERSECRET", "METADATASECRET", "EVENTSECRET", "trace_only"] {
+            assert!(!text.contains(secret), "{secret}: {text}");
+        }
+        let parsed: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        // The event, the completion's close, the request's close: each with the fields that may be logged.
+        assert_eq!(parsed.len(), 3, "{text}");
+        assert_eq!(parsed[0]["message"], "inside");
+        assert_eq!(parsed[0]["tokens"], 3);
+        assert_eq!(parsed[1]["span"], "chat.completion");
+        assert_eq!(parsed[1]["model"], "m1");
+        assert_eq!(parsed[1]["outcome"], "ok");
+        for line in &parsed {
+            assert_eq!(line["requestId"], "req-9", "{line}");
+        }
+    }
+
+    #[test]
+    fn no_trace_only_field_is_on_a_text_line() {
+        let text = with_trace_only_fields(false);
+        for secret in ["USERSECRET", "METADATASECRET", "EVENTSECRET", "trace_only"] {
+            assert!(!text.contains(secret), "{secret}: {text}");
+        }
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        // The span's fields as the line's context, before and after a later record.
+        assert!(
+            lines[0].contains(
+                "request{requestId=\"req-9\"}:chat.completion{model=\"m1\"}: inside tokens=3"
+            ),
+            "{text}"
+        );
+        assert!(
+            lines[1].contains("chat.completion{model=\"m1\" outcome=\"ok\"}: close time.busy="),
+            "{text}"
+        );
     }
 
     #[test]

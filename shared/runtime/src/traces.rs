@@ -14,7 +14,10 @@
 //! `model.count_tokens`), knowledge-base search (`kb.retrieve`), DynamoDB call (`store.get_item`, `store.query`,
 //! …) and S3 call (`attachments.put_object`, …); [`chat_core::tool_call_span`] is the one a tool call will open.
 //! Each span's close is one log line with its `duration_ms`. Their fields are ids of configuration, counts and
-//! outcomes: never text, never a caller's identity.
+//! outcomes: never text, never a caller's identity. The one exception is for the exported trace alone: the OpenAI
+//! routes' spans (`chat.completion`, `embeddings`) hold the client's `user`, `safety_identifier` and `metadata` in
+//! fields named `trace_only.…`, which this exporter sends as they are and no log line holds
+//! ([`crate::trace_only`]).
 //!
 //! **Export.** With `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) set, the same spans go
 //! to that collector with opentelemetry-otlp's HTTP exporter (protobuf, `…/v1/traces`), one trace per request

@@ -1,7 +1,8 @@
 //! `POST /v1/embeddings` (OpenAI's embeddings API, issue 40) on both chat functions: the caller known as on every
 //! chat route, the request read by the OpenAI dialect, the texts embedded by the chat service (admitted, reserved
 //! and settled in the usage ledger as a turn is, metered on route `/v1/embeddings`), and faults in OpenAI's error
-//! shape `{"error": {"message", "type", "param", "code"}}`.
+//! shape `{"error": {"message", "type", "param", "code"}}`. The client's `user` is recorded in the route's span
+//! for the exported trace only: it is the body's text, which no log line holds (`chat_runtime::TRACE_ONLY`).
 
 use std::sync::Arc;
 
@@ -16,6 +17,7 @@ use chat_edge::{
 };
 use chat_protocol::openai::embeddings::{EmbeddingsResponse, parse_embeddings_request};
 use chat_runtime::{TurnMeter, TurnOutcome};
+use tracing::Instrument;
 
 use super::ChatState;
 
@@ -52,12 +54,14 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatState<M, St> {
         request: Result<CallerAnd<JsonBody>, ApiError>,
     ) -> Response {
         let mut model = String::new();
+        // The route's span: its duration a line of the log, the client's `user` for the exported trace only.
+        let span = tracing::info_span!("embeddings", trace_only.user = tracing::field::Empty);
         let answered = async {
             let CallerAnd(caller, JsonBody(body)) = request?;
             let input = parse_embeddings_request(&body).map_err(ApiError::from)?;
             model.clone_from(&input.request.model);
             if let Some(user) = &input.user {
-                tracing::info!(openai_user = %user, "embeddings request");
+                span.record("trace_only.user", user.as_str());
             }
             let Some(embedder) = self.embedder.as_deref() else {
                 return Err(ApiError::Chat(ChatError::ModelNotFound(
@@ -76,6 +80,7 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatState<M, St> {
             let answer = EmbeddingsResponse::new(embeddings, input.encoding_format);
             Ok::<_, ApiError>((json_response(StatusCode::OK, &answer), spent))
         }
+        .instrument(span.clone())
         .await;
         // A metric's model is one the deployment serves: a client's made-up name would be a dimension of its own.
         if self.embedding_models.allowed(&model).is_none() {

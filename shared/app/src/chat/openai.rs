@@ -2,7 +2,8 @@
 //! `GET /v1/models/{id}`, every fault in OpenAI's error shape. The streaming function answers `stream: true` as
 //! server-sent events, each chunk written and flushed as the model produces it; the buffered function answers the
 //! rest and refuses `stream: true`, naming where to send it. A completion is the same turn as every route's (its
-//! meter under the route `/v1/chat/completions`), stateless, with the client's `user` and `metadata` in its span.
+//! meter under the route `/v1/chat/completions`), stateless, with the client's `user` and `metadata` in its span,
+//! for the exported trace only: they are the body's text, which no log line holds (`chat_runtime::TRACE_ONLY`).
 
 use std::sync::Arc;
 
@@ -128,17 +129,18 @@ async fn one_model<M: ChatModel + 'static, St: SessionStore>(
 }
 
 /// The span a completion's turn runs in: the client's `user` (and `safety_identifier`) and `metadata`, recorded in
-/// the turn's trace.
-fn completion_span(request: &CompletionRequest) -> tracing::Span {
+/// the turn's exported trace and on no log line (`trace_only.…`: the body's text); the model when it is one the
+/// operator allows (`model`, else none: a name the client made up is the body's text too).
+fn completion_span(request: &CompletionRequest, model: Option<&str>) -> tracing::Span {
     let metadata = (!request.metadata.is_empty())
         .then(|| serde_json::Value::Object(request.metadata.clone()).to_string());
     tracing::info_span!(
         "chat.completion",
-        model = %request.model,
+        model,
         stream = request.stream,
-        user = request.completion.user.as_deref(),
-        safety_identifier = request.safety_identifier.as_deref(),
-        metadata = metadata.as_deref(),
+        trace_only.user = request.completion.user.as_deref(),
+        trace_only.safety_identifier = request.safety_identifier.as_deref(),
+        trace_only.metadata = metadata.as_deref(),
     )
 }
 
@@ -160,13 +162,12 @@ async fn completions<M: ChatModel + 'static, St: SessionStore + 'static>(
         }
     };
     // The metrics name the model only when it is one the operator allows: a client's string is no dimension.
-    let model = if settings.allowed_models.contains(&request.model) {
-        request.model.as_str()
-    } else {
-        settings.model_id.as_str()
-    };
-    let meter = TurnMeter::start_at(function, ROUTE, model, at);
-    let span = completion_span(&request);
+    let allowed = settings
+        .allowed_models
+        .contains(&request.model)
+        .then_some(request.model.as_str());
+    let meter = TurnMeter::start_at(function, ROUTE, allowed.unwrap_or(&settings.model_id), at);
+    let span = completion_span(&request, allowed);
     match (request.stream, streaming) {
         (false, _) => {
             whole(&app.service, caller, request, meter)

@@ -1,0 +1,155 @@
+//! Span fields for the exported trace only, never a log line: a field named `trace_only.…` holds what a client sent
+//! (the `user`, `safety_identifier` and `metadata` of an OpenAI-compatible request), which the trace of its turn
+//! should carry but the log may not (no log line holds a body's text, at any level).
+//!
+//! The one place that decides it: the log layer's field formatters ([`LogTextFields`] for text lines,
+//! [`LogJsonFields`] for JSON lines, and the JSON event formatter through [`Omitting`]) skip every field whose name
+//! begins with [`TRACE_ONLY`], on spans (their close lines, and the span context of a text line) and events alike;
+//! the OpenTelemetry layer ([`crate::traces`]) reads the fields itself and exports them as the span's attributes,
+//! under the same names. Opening such a span: `tracing::info_span!("x", trace_only.user = user)`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use tracing::field::{Field, Visit};
+use tracing::span::Record;
+use tracing_subscriber::field::{RecordFields, VisitFmt, VisitOutput};
+use tracing_subscriber::fmt::FormattedFields;
+use tracing_subscriber::fmt::format::{DefaultVisitor, FormatFields, JsonVisitor, Writer};
+
+/// The prefix of a field's name that keeps it out of every log line.
+pub const TRACE_ONLY: &str = "trace_only.";
+
+/// Whether `field` is for the exported trace only.
+pub(crate) fn is_trace_only(field: &Field) -> bool {
+    field.name().starts_with(TRACE_ONLY)
+}
+
+/// A visitor that passes every field but the trace-only ones to the visitor it wraps.
+pub(crate) struct Omitting<V>(pub(crate) V);
+
+impl<V: Visit> Visit for Omitting<V> {
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        if !is_trace_only(field) {
+            self.0.record_f64(field, value);
+        }
+    }
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        if !is_trace_only(field) {
+            self.0.record_i64(field, value);
+        }
+    }
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        if !is_trace_only(field) {
+            self.0.record_u64(field, value);
+        }
+    }
+    fn record_i128(&mut self, field: &Field, value: i128) {
+        if !is_trace_only(field) {
+            self.0.record_i128(field, value);
+        }
+    }
+    fn record_u128(&mut self, field: &Field, value: u128) {
+        if !is_trace_only(field) {
+            self.0.record_u128(field, value);
+        }
+    }
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        if !is_trace_only(field) {
+            self.0.record_bool(field, value);
+        }
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if !is_trace_only(field) {
+            self.0.record_str(field, value);
+        }
+    }
+    fn record_bytes(&mut self, field: &Field, value: &[u8]) {
+        if !is_trace_only(field) {
+            self.0.record_bytes(field, value);
+        }
+    }
+    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
+        if !is_trace_only(field) {
+            self.0.record_error(field, value);
+        }
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        if !is_trace_only(field) {
+            self.0.record_debug(field, value);
+        }
+    }
+}
+
+impl<V: VisitOutput<fmt::Result>> VisitOutput<fmt::Result> for Omitting<V> {
+    fn finish(self) -> fmt::Result {
+        self.0.finish()
+    }
+}
+
+impl<V: VisitFmt> VisitFmt for Omitting<V> {
+    fn writer(&mut self) -> &mut dyn fmt::Write {
+        self.0.writer()
+    }
+}
+
+/// Text lines' fields: tracing-subscriber's default (`name=value …`), less the trace-only ones.
+#[derive(Debug, Default)]
+pub(crate) struct LogTextFields;
+
+impl<'writer> FormatFields<'writer> for LogTextFields {
+    fn format_fields<R: RecordFields>(&self, writer: Writer<'writer>, fields: R) -> fmt::Result {
+        let mut visitor = Omitting(DefaultVisitor::new(writer, true));
+        fields.record(&mut visitor);
+        visitor.finish()
+    }
+
+    /// As the default does (the new fields after a space), but no space when every new field is trace-only.
+    fn add_fields(
+        &self,
+        current: &'writer mut FormattedFields<Self>,
+        fields: &Record<'_>,
+    ) -> fmt::Result {
+        let empty = current.fields.is_empty();
+        let mut visitor = Omitting(DefaultVisitor::new(current.as_writer(), empty));
+        fields.record(&mut visitor);
+        visitor.finish()
+    }
+}
+
+/// JSON lines' span fields: tracing-subscriber's `JsonFields` (one JSON object, a field recorded later merged into
+/// it), less the trace-only ones.
+#[derive(Debug, Default)]
+pub(crate) struct LogJsonFields;
+
+impl<'writer> FormatFields<'writer> for LogJsonFields {
+    fn format_fields<R: RecordFields>(
+        &self,
+        mut writer: Writer<'writer>,
+        fields: R,
+    ) -> fmt::Result {
+        let mut visitor = Omitting(JsonVisitor::new(&mut writer));
+        fields.record(&mut visitor);
+        visitor.finish()
+    }
+
+    fn add_fields(
+        &self,
+        current: &'writer mut FormattedFields<Self>,
+        fields: &Record<'_>,
+    ) -> fmt::Result {
+        let mut added = String::new();
+        self.format_fields(Writer::new(&mut added), fields)?;
+        if current.fields.is_empty() {
+            current.fields = added;
+            return Ok(());
+        }
+        let mut merged: BTreeMap<String, serde_json::Value> =
+            serde_json::from_str(&current.fields).map_err(|_| fmt::Error)?;
+        let added: BTreeMap<String, serde_json::Value> =
+            serde_json::from_str(&added).map_err(|_| fmt::Error)?;
+        merged.extend(added);
+        current.fields = serde_json::to_string(&merged).map_err(|_| fmt::Error)?;
+        Ok(())
+    }
+}
