@@ -373,7 +373,7 @@ impl Documents {
     /// any file of it is stored. With no limit configured nothing is counted, at no cost.
     pub fn with_upload_quota(self, quota: Arc<dyn UploadQuota>, limits: UploadLimits) -> Self {
         Self {
-            quota: limits.any().then(|| (quota, limits)),
+            quota: limits.any().then_some((quota, limits)),
             ..self
         }
     }
