@@ -494,7 +494,7 @@ impl DynamoUsage {
                 if failed_at(1) {
                     match self.upload_refusal(upload, configured).await? {
                         Err(over) => return Ok(Err(over)),
-                        // Within the limits by now (a new day): tried again.
+                        // The counters read allow it (the user's own item, read afresh): tried again.
                         Ok(()) => continue,
                     }
                 }
