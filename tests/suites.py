@@ -147,6 +147,12 @@ def main():
     suite("operations", [lambda: run(["cargo", "test", "--quiet", "-p", "local-run", "--test", "operations",
                                       "--", "--nocapture"])])
 
+    # Upload quotas: a local run of its own (port 9777) with documents on and QUOTA_UPLOADED_DOCUMENTS_PER_DAY=2, as the
+    # composition root wires them from the environment.
+    section("upload quotas: the third document of the day is a 429, GET /usage (tests/local-run/tests/upload_quota.rs)")
+    suite("upload-quota", [lambda: run(["cargo", "test", "--quiet", "-p", "local-run", "--test", "upload_quota",
+                                        "--", "--nocapture"])])
+
     # Tools: a local run of its own (port 9060) searching the local knowledge base as the model's tool, a local MCP
     # server started by the test and one that is down, the round and time bounds.
     section("tools: search_documents, MCP tools, thoughts as they happen, bounds (tests/local-run/tests/tools.rs)")

@@ -6,7 +6,7 @@ use chat_core::EmbeddingModels;
 use chat_core::{
     AgentGroup, AllowedOverrides, ChatSettings, CitationMode, DocumentAccess, FileLimits,
     Guardrail, Latency, Limits, ModelOptions, ReasoningStyle, RequestLimits, RetrievalSettings,
-    SearchWhen, ServiceTier, StoreTimeouts, ToolBounds,
+    SearchWhen, ServiceTier, StoreTimeouts, ToolBounds, UploadLimits,
 };
 use chat_protocol::chat_ui::ReplyShape;
 
@@ -53,6 +53,9 @@ pub struct Config {
     /// What each user may spend (`QUOTA_TOKENS_PER_DAY`, `QUOTA_TOKENS_PER_MONTH`, `QUOTA_COST_PER_DAY`,
     /// `QUOTA_COST_PER_MONTH`, `RATE_LIMIT_PER_MINUTE`); all off unless set.
     pub usage_limits: Limits,
+    /// What each user may upload into the knowledge base per UTC day (`QUOTA_UPLOADED_DOCUMENTS_PER_DAY`,
+    /// `QUOTA_UPLOADED_BYTES_PER_DAY`); both off unless set.
+    pub upload_limits: UploadLimits,
     /// The CloudWatch namespace of the per-turn metrics (`METRICS_NAMESPACE`, default `ChatBackend`).
     pub metrics_namespace: String,
     /// The bounds every tool call runs under (`MAX_TOOL_ROUNDS`, `MAX_TOOL_CALLS_PER_ROUND`, `TOOL_TIMEOUT_MS`,
@@ -342,6 +345,10 @@ impl Config {
                 10_000,
             )?),
             usage_limits,
+            upload_limits: UploadLimits {
+                documents_per_day: quota_number(&get, "QUOTA_UPLOADED_DOCUMENTS_PER_DAY")?,
+                bytes_per_day: quota_number(&get, "QUOTA_UPLOADED_BYTES_PER_DAY")?,
+            },
             metrics_namespace: get("METRICS_NAMESPACE")
                 .map(|n| n.trim().to_string())
                 .unwrap_or_else(|| "ChatBackend".into()),
@@ -388,25 +395,31 @@ impl Config {
     }
 }
 
+/// A quota of whole units (tokens, requests, documents, bytes): unset, empty or 0 is no limit.
+fn quota_number(
+    get: &impl Fn(&str) -> Option<String>,
+    name: &'static str,
+) -> Result<Option<u64>, ConfigError> {
+    match get(name) {
+        None => Ok(None),
+        Some(v) => match v.trim().parse::<u64>() {
+            Ok(0) => Ok(None),
+            Ok(n) => Ok(Some(n)),
+            Err(_) => Err(ConfigError {
+                name,
+                reason: format!("expected a whole number (0: no limit), got {v:?}"),
+            }),
+        },
+    }
+}
+
 /// The per-user limits: each variable unset, empty or 0 is no limit. A cost quota needs the model's prices
 /// (`MODEL_PRICES` when the model's own are not known), or nothing could be counted against it.
 fn usage_limits(
     get: &impl Fn(&str) -> Option<String>,
     prices_known: bool,
 ) -> Result<Limits, ConfigError> {
-    let whole = |name: &'static str| -> Result<Option<u64>, ConfigError> {
-        match get(name) {
-            None => Ok(None),
-            Some(v) => match v.trim().parse::<u64>() {
-                Ok(0) => Ok(None),
-                Ok(n) => Ok(Some(n)),
-                Err(_) => Err(ConfigError {
-                    name,
-                    reason: format!("expected a whole number (0: no limit), got {v:?}"),
-                }),
-            },
-        }
-    };
+    let whole = |name: &'static str| quota_number(get, name);
     let dollars = |name: &'static str| -> Result<Option<f64>, ConfigError> {
         let Some(v) = get(name) else {
             return Ok(None);
@@ -896,6 +909,21 @@ mod tests {
             .name,
             "REASONING_EFFORT"
         );
+    }
+
+    #[test]
+    fn upload_quotas_are_off_unless_set_and_whole_numbers() {
+        let c = config(&[]).unwrap();
+        assert_eq!(c.upload_limits, UploadLimits::default());
+        let c = config(&[
+            ("QUOTA_UPLOADED_DOCUMENTS_PER_DAY", "20"),
+            ("QUOTA_UPLOADED_BYTES_PER_DAY", "0"),
+        ])
+        .unwrap();
+        assert_eq!(c.upload_limits.documents_per_day, Some(20));
+        assert_eq!(c.upload_limits.bytes_per_day, None);
+        let e = config(&[("QUOTA_UPLOADED_BYTES_PER_DAY", "5MB")]).unwrap_err();
+        assert_eq!(e.name, "QUOTA_UPLOADED_BYTES_PER_DAY");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::http::Method;
 use chat_aws::{BedrockModel, DynamoStore};
-use chat_core::UsageLedger;
+use chat_core::{UploadQuota, UsageLedger};
 use chat_edge::{ApiKeySettings, ApiKeys, Auth, ConfigError, Cors};
 use chat_runtime::{FunctionService, Responses};
 
@@ -175,7 +175,8 @@ fn chat<F: ChatFunction>(
 }
 
 /// The history function: the store, the files of messages, the usage ledger `GET /usage` reads, the documents
-/// uploaded into the knowledge base, and the page.
+/// uploaded into the knowledge base (each upload counted in the same ledger against the upload quotas), and the
+/// page.
 fn history(
     Parts {
         backends,
@@ -186,11 +187,16 @@ fn history(
     let page = PageSettings::from_env()?;
     let store = backends.store(config);
     let ledger = usage_ledger(&store);
+    // Uploads count in the same counters (nothing is counted where no upload quota is configured).
+    let upload_quota: Arc<dyn UploadQuota> = Arc::new(store.usage_ledger());
+    let documents = backends
+        .documents(config)
+        .map(|d| d.with_upload_quota(upload_quota, config.upload_limits));
     Ok(HistoryApp::new(store, auth, config)
         .with_page(&page)
         .with_attachments(backends.attachments(config))
         .with_usage(Some(ledger))
-        .with_documents(backends.documents(config)))
+        .with_documents(documents))
 }
 
 /// `auth` taking the API keys kept in the store's table (in JWT mode and local runs; IAM mode takes none), every

@@ -505,3 +505,135 @@ async fn ledger_writes_whose_answers_are_lost_apply_once() {
     assert_eq!(usage.day.reserved.cost_usd, Some(0.0));
     assert_eq!(usage.day.turns, 1);
 }
+
+// ---- Uploads counted against the upload quotas --------------------------------------------------------------------
+
+use chat_core::{LimitKind, Upload, UploadLimits, UploadQuota};
+
+fn documents_per_day(n: u64) -> UploadLimits {
+    UploadLimits {
+        documents_per_day: Some(n),
+        bytes_per_day: None,
+    }
+}
+
+/// Uploads sent at once are each one conditional write: under a limit of 3 documents a day, ten uploads of one
+/// document at once pass three times, and the day counts three.
+#[tokio::test]
+async fn uploads_at_once_cannot_pass_the_limit_together() {
+    let (ledger, _, _) = fresh().await;
+    let now = time::OffsetDateTime::now_utc();
+    let uploads: Vec<Upload> = (0..10).map(|_| Upload::new("alice", 1, 100, now)).collect();
+    let limits = documents_per_day(3);
+    let counted =
+        futures_util::future::join_all(uploads.iter().map(|u| ledger.count_upload(u, &limits)))
+            .await;
+    let passed = counted.iter().filter(|c| matches!(c, Ok(Ok(())))).count();
+    let refused: Vec<_> = counted
+        .iter()
+        .filter_map(|c| c.as_ref().unwrap().as_ref().err())
+        .collect();
+    assert_eq!(passed, 3, "{counted:?}");
+    assert_eq!(refused.len(), 7);
+    assert!(
+        refused
+            .iter()
+            .all(|r| r.kind == LimitKind::UploadedDocumentsPerDay),
+        "{refused:?}"
+    );
+    let today = ledger.read("alice", &Periods::at(now)).await.unwrap();
+    assert_eq!(
+        (today.uploads_today.documents, today.uploads_today.bytes),
+        (3, 300)
+    );
+    // Another user's day is their own.
+    let bob = Upload::new("bob", 3, 1, now);
+    assert_eq!(ledger.count_upload(&bob, &limits).await.unwrap(), Ok(()));
+}
+
+/// A count whose answer is lost is read back by its mark (or refused by it when sent again): counted once.
+#[tokio::test]
+async fn an_upload_count_whose_answer_is_lost_counts_once() {
+    let (store, direct, proxy, _) = behind_proxy().await;
+    let ledger = store.usage_ledger();
+    let now = time::OffsetDateTime::now_utc();
+    let limits = documents_per_day(5);
+    for times in [Some(1), None] {
+        let upload = Upload::new("alice", 2, 10, now);
+        proxy.set(Fault::drop_responses(TRANSACT_WRITE_ITEMS, times));
+        let counted = ledger.count_upload(&upload, &limits).await;
+        proxy.set(Fault::None);
+        assert_eq!(counted.unwrap(), Ok(()), "lost {times:?}");
+    }
+    assert!(proxy.dropped() >= 2);
+    let today = direct
+        .usage_ledger()
+        .read("alice", &Periods::at(now))
+        .await
+        .unwrap();
+    assert_eq!(today.uploads_today.documents, 4, "each upload counted once");
+    assert_eq!(today.uploads_today.bytes, 20);
+}
+
+/// The operator's item raises or lifts one user's upload quotas; with none configured nothing is counted, and no
+/// item is written for an upload.
+#[tokio::test]
+async fn the_operators_item_sets_one_users_upload_quotas_and_none_configured_writes_nothing() {
+    let (ledger, client, table) = fresh().await;
+    let now = time::OffsetDateTime::now_utc();
+    let limits = documents_per_day(1);
+    let one = || Upload::new("erin", 1, 1, now);
+    assert_eq!(ledger.count_upload(&one(), &limits).await.unwrap(), Ok(()));
+    let refused = ledger
+        .count_upload(&one(), &limits)
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        refused.message.contains("your 1 document for today"),
+        "{}",
+        refused.message
+    );
+    // Raised to 3 after erin was seen: the count's condition check finds the item changed and reads it.
+    let set = |attributes: &[(&str, &str)]| {
+        let mut put = client
+            .put_item()
+            .table_name(&table)
+            .item("pk", AttributeValue::S("USAGE#erin".into()))
+            .item("sk", AttributeValue::S("LIMITS".into()));
+        for (name, value) in attributes {
+            put = put.item(*name, AttributeValue::N(value.to_string()));
+        }
+        put.send()
+    };
+    set(&[("uploadedDocumentsPerDay", "3")]).await.unwrap();
+    assert_eq!(ledger.count_upload(&one(), &limits).await.unwrap(), Ok(()));
+    assert_eq!(ledger.count_upload(&one(), &limits).await.unwrap(), Ok(()));
+    assert!(ledger.count_upload(&one(), &limits).await.unwrap().is_err());
+    let read = ledger.read("erin", &Periods::at(now)).await.unwrap();
+    assert_eq!(read.overrides.uploaded_documents_per_day, Some(3));
+    assert_eq!(read.uploads_today.documents, 3);
+    // Lifted: counted, never refused.
+    set(&[("uploadedDocumentsPerDay", "0")]).await.unwrap();
+    for _ in 0..3 {
+        assert_eq!(ledger.count_upload(&one(), &limits).await.unwrap(), Ok(()));
+    }
+    // No upload quota configured: nothing written at all.
+    let free = Upload::new("frank", 100, 1_000_000, now);
+    assert_eq!(
+        ledger
+            .count_upload(&free, &UploadLimits::default())
+            .await
+            .unwrap(),
+        Ok(())
+    );
+    let items = client
+        .query()
+        .table_name(&table)
+        .key_condition_expression("pk = :pk")
+        .expression_attribute_values(":pk", AttributeValue::S("USAGE#frank".into()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(items.count(), 0);
+}

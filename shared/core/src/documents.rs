@@ -10,6 +10,9 @@
 //!   not exist, for a read, a listing and a delete alike. Only an administrator lists everyone's (`all`).
 //! - An upload that fails half-way (the bytes stored, the ingestion refused) removes what it put: nothing is left
 //!   half-visible.
+//! - Where upload quotas are configured ([`Documents::with_upload_quota`]), an upload is counted whole in its
+//!   uploader's day before any file of it is stored, in one conditional write; refused, nothing is stored
+//!   ([`DocumentError::OverQuota`]). A counted upload that then fails stays counted (see [`crate::UploadQuota`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -18,7 +21,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::{Caller, StoreError};
+use crate::{Caller, OverLimit, StoreError, Upload, UploadLimits, UploadQuota};
 
 /// `MAX_DOCUMENT_BYTES` when unset: 4 MiB, what a function URL's 6 MB request carries with room for the multipart
 /// framing (and the base64 a Lambda event adds to a binary body).
@@ -233,6 +236,9 @@ pub enum DocumentError {
     /// A file larger than `MAX_DOCUMENT_BYTES`.
     #[error("{name} is larger than {limit} bytes")]
     TooLarge { name: String, limit: usize },
+    /// The upload would pass one of the uploader's upload quotas (`QUOTA_UPLOADED_…_PER_DAY`): nothing was stored.
+    #[error(transparent)]
+    OverQuota(OverLimit),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -300,6 +306,9 @@ pub struct Documents {
     store: Arc<dyn DocumentStore>,
     index: Arc<dyn DocumentIndex>,
     settings: DocumentSettings,
+    /// Where uploads are counted against the upload quotas, and the configured quotas; `None` where none is
+    /// configured (then nothing is counted).
+    quota: Option<(Arc<dyn UploadQuota>, UploadLimits)>,
 }
 
 /// The documents' settings.
@@ -356,6 +365,16 @@ impl Documents {
             store,
             index,
             settings,
+            quota: None,
+        }
+    }
+
+    /// Counts every upload in `quota` against `limits` (the configured ones; each user's own item applies) before
+    /// any file of it is stored. With no limit configured nothing is counted, at no cost.
+    pub fn with_upload_quota(self, quota: Arc<dyn UploadQuota>, limits: UploadLimits) -> Self {
+        Self {
+            quota: limits.any().then_some((quota, limits)),
+            ..self
         }
     }
 
@@ -485,8 +504,8 @@ impl Documents {
             .collect()
     }
 
-    /// Uploads `files` for `caller` with the access they chose, each ingested at once. Every file is checked
-    /// before any is stored; a file whose bytes or ingestion fail has what was put of it removed, and the error
+    /// Uploads `files` for `caller` with the access they chose, each ingested at once. Every file is checked, and
+    /// the whole upload counted against the upload quotas, before any is stored; a file whose bytes or ingestion fail has what was put of it removed, and the error
     /// is answered (the files before it stay uploaded).
     pub async fn upload(
         &self,
@@ -496,6 +515,7 @@ impl Documents {
     ) -> Result<Vec<DocumentRecord>, DocumentError> {
         let access = self.access_for(caller, choice)?;
         let checked = self.check(&files)?;
+        self.count(caller, &files).await?;
         let mut done = Vec::with_capacity(files.len());
         for (file, (name, kind)) in files.into_iter().zip(checked) {
             let now = now();
@@ -538,6 +558,33 @@ impl Documents {
             done.push(record);
         }
         Ok(done)
+    }
+
+    /// Counts the whole upload in `caller`'s day against the upload quotas, where any is configured; refused, it
+    /// is [`DocumentError::OverQuota`] and nothing may be stored.
+    async fn count(&self, caller: &Caller, files: &[NewDocument]) -> Result<(), DocumentError> {
+        let Some((quota, limits)) = &self.quota else {
+            return Ok(());
+        };
+        let bytes = files.iter().map(|f| f.bytes.len() as u64).sum();
+        let upload = Upload::new(
+            &caller.owner,
+            files.len() as u64,
+            bytes,
+            time::OffsetDateTime::now_utc(),
+        );
+        match tokio::time::timeout(self.settings.timeout, quota.count_upload(&upload, limits)).await
+        {
+            Ok(Ok(Ok(()))) => Ok(()),
+            Ok(Ok(Err(over))) => {
+                tracing::info!(owner = %upload.owner, limit = ?over.kind, documents = upload.documents, bytes = upload.bytes, "upload refused by a quota");
+                Err(DocumentError::OverQuota(over))
+            }
+            Ok(Err(e)) => Err(e.into()),
+            Err(_) => {
+                Err(StoreError::Unavailable("the usage counters: no answer in time".into()).into())
+            }
+        }
     }
 
     /// Removes what an upload put, as far as it can: a failure here is logged (the record says what was meant).
@@ -860,6 +907,121 @@ mod tests {
 
     fn service(admin: Option<&str>) -> Documents {
         Documents::new(Arc::new(Nothing), Arc::new(Nothing), docs(admin))
+    }
+
+    /// Upload quotas that admit `room` documents in all, counting the uploads asked about.
+    struct Quota {
+        room: u64,
+        asked: std::sync::Mutex<Vec<(u64, u64)>>,
+    }
+    impl UploadQuota for Quota {
+        fn count_upload<'a>(
+            &'a self,
+            upload: &'a Upload,
+            limits: &'a UploadLimits,
+        ) -> crate::UsageFuture<'a, Result<(), OverLimit>> {
+            let mut asked = self.asked.lock().unwrap();
+            let before: u64 = asked.iter().map(|(d, _)| d).sum();
+            asked.push((upload.documents, upload.bytes));
+            let today = crate::UploadUsage {
+                documents: before,
+                bytes: 0,
+            };
+            let limits = UploadLimits {
+                documents_per_day: Some(self.room),
+                ..*limits
+            };
+            let counted = crate::check_upload(&limits, &today, upload);
+            if counted.is_err() {
+                asked.pop();
+            }
+            Box::pin(async move { Ok(counted) })
+        }
+    }
+
+    /// A store that counts the records put.
+    #[derive(Default)]
+    struct Records(std::sync::atomic::AtomicUsize);
+    impl DocumentStore for Records {
+        fn put<'a>(&'a self, _: &'a DocumentRecord) -> DocumentFuture<'a, (), StoreError> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Box::pin(async { Ok(()) })
+        }
+        fn get<'a>(
+            &'a self,
+            owner: &'a str,
+            id: &'a str,
+        ) -> DocumentFuture<'a, Option<DocumentRecord>, StoreError> {
+            Nothing.get(owner, id)
+        }
+        fn list<'a>(
+            &'a self,
+            owner: Option<&'a str>,
+            limit: usize,
+            cursor: Option<&'a str>,
+        ) -> DocumentFuture<'a, DocumentPage, StoreError> {
+            Nothing.list(owner, limit, cursor)
+        }
+        fn set_status<'a>(&'a self, r: &'a DocumentRecord) -> DocumentFuture<'a, (), StoreError> {
+            Nothing.set_status(r)
+        }
+        fn delete<'a>(&'a self, owner: &'a str, id: &'a str) -> DocumentFuture<'a, (), StoreError> {
+            DocumentStore::delete(&Nothing, owner, id)
+        }
+    }
+
+    #[tokio::test]
+    async fn an_upload_is_counted_whole_before_any_file_is_stored_and_refused_stores_nothing() {
+        let file = |name: &str| NewDocument {
+            name: name.into(),
+            bytes: Bytes::from_static(b"some text"),
+        };
+        let alice = caller("jwt:alice", Some("alice"), &[]);
+        let records = Arc::new(Records::default());
+        let quota = Arc::new(Quota {
+            room: 3,
+            asked: Default::default(),
+        });
+        let limits = UploadLimits {
+            documents_per_day: Some(3),
+            bytes_per_day: None,
+        };
+        let s = Documents::new(records.clone(), Arc::new(Nothing), docs(None))
+            .with_upload_quota(quota.clone(), limits);
+        let stored = || records.0.load(std::sync::atomic::Ordering::SeqCst);
+        let choice = AccessChoice::default();
+        s.upload(&alice, vec![file("a.md"), file("b.md")], &choice)
+            .await
+            .unwrap();
+        assert_eq!(
+            *quota.asked.lock().unwrap(),
+            [(2, 18)],
+            "counted whole, once"
+        );
+        assert_eq!(stored(), 2);
+        let refused = s
+            .upload(&alice, vec![file("c.md"), file("d.md")], &choice)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&refused, DocumentError::OverQuota(o) if o.kind == crate::LimitKind::UploadedDocumentsPerDay),
+            "{refused:?}"
+        );
+        assert_eq!(stored(), 2, "nothing of a refused upload stored");
+        // A file that is not acceptable is refused before anything is counted.
+        assert!(matches!(
+            s.upload(&alice, vec![file("x.exe")], &choice).await,
+            Err(DocumentError::Invalid { .. })
+        ));
+        assert_eq!(quota.asked.lock().unwrap().len(), 1);
+        // With no limit configured, the port is never asked.
+        let off = Documents::new(records.clone(), Arc::new(Nothing), docs(None))
+            .with_upload_quota(quota.clone(), UploadLimits::default());
+        off.upload(&alice, vec![file("e.md")], &choice)
+            .await
+            .unwrap();
+        assert_eq!(quota.asked.lock().unwrap().len(), 1);
+        assert_eq!(stored(), 3);
     }
 
     fn caller(owner: &str, oid: Option<&str>, groups: &[&str]) -> Caller {

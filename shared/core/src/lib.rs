@@ -110,6 +110,7 @@ pub use turn::{TurnHeader, rfc3339_millis};
 pub use usage::{
     BUCKET_SECONDS, Charged, HELD_RETRY_SECONDS, Hold, LimitKind, LimitOverrides, Limits,
     MinuteReport, OverLimit, PeriodReport, PeriodUsage, Periods, RateWindow, Reserve, TurnSpent,
-    UsageCharge, UsageFuture, UsageLedger, UsageReport, UsageSnapshot, WINDOW_BUCKETS, WINDOW_SPAN,
-    check, report,
+    Upload, UploadLimits, UploadQuota, UploadReport, UploadUsage, UsageCharge, UsageFuture,
+    UsageLedger, UsageReport, UsageSnapshot, WINDOW_BUCKETS, WINDOW_SPAN, check, check_upload,
+    report,
 };

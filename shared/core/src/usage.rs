@@ -1,5 +1,6 @@
 //! What one user may spend, and what they have spent: quotas of tokens and cost per UTC day and calendar month,
-//! a rate of requests per sliding minute, and the counters that hold across every instance of the functions.
+//! a rate of requests per sliding minute, documents and bytes uploaded per UTC day, and the counters that hold
+//! across every instance of the functions.
 //!
 //! Every turn is admitted by one atomic write ([`UsageLedger::admit`]) that checks the user's limits against what
 //! they have spent *and what their turns in progress hold*, counts the request in the rate window, and holds the
@@ -14,6 +15,11 @@
 //! limit were admitted in its own bucket and the [`WINDOW_BUCKETS`] before it. No 60-second window can then hold
 //! more than the limit (any 60 seconds lie within seven buckets), and a user who sends without pause gets the limit
 //! about every 70 seconds.
+//!
+//! An upload into the knowledge base is counted whole, every file of it, in its uploader's day before any file is
+//! stored ([`UploadQuota::count_upload`]): one conditional write adds its documents and bytes if the day's sums stay
+//! within the upload quotas. An upload counted that then fails is still counted (what was counted may have been
+//! stored): the quota bounds what may have reached the knowledge base, never under it.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -111,6 +117,8 @@ pub struct LimitOverrides {
     pub cost_per_day: Option<f64>,
     pub cost_per_month: Option<f64>,
     pub requests_per_minute: Option<u64>,
+    pub uploaded_documents_per_day: Option<u64>,
+    pub uploaded_bytes_per_day: Option<u64>,
 }
 
 /// The periods an instant falls in (UTC), as the counters' keys name them, and when each ends.
@@ -312,6 +320,8 @@ pub struct UsageSnapshot {
     pub month: PeriodUsage,
     /// Requests to the model routes admitted in the rate window (counted only while a rate limit applies).
     pub window: RateWindow,
+    /// What the user uploaded today (counted only while an upload quota is configured).
+    pub uploads_today: UploadUsage,
     pub overrides: LimitOverrides,
 }
 
@@ -384,10 +394,12 @@ pub enum LimitKind {
     CostPerDay,
     CostPerMonth,
     RequestsPerMinute,
+    UploadedDocumentsPerDay,
+    UploadedBytesPerDay,
 }
 
 /// A turn refused because its user is over a limit: what to tell them, and when to try again.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct OverLimit {
     pub kind: LimitKind,
@@ -496,7 +508,10 @@ fn quota_message(kind: LimitKind, limit: f64, spent: bool) -> String {
             "this month",
             "The quota resets on the first of next month (UTC).",
         ),
-        LimitKind::CostPerMonth | LimitKind::RequestsPerMinute => (
+        LimitKind::CostPerMonth
+        | LimitKind::RequestsPerMinute
+        | LimitKind::UploadedDocumentsPerDay
+        | LimitKind::UploadedBytesPerDay => (
             format!("${limit} of model use"),
             "this month",
             "The quota resets on the first of next month (UTC).",
@@ -511,6 +526,195 @@ fn quota_message(kind: LimitKind, limit: f64, spent: bool) -> String {
     }
 }
 
+// ---- Uploads ----------------------------------------------------------------------------------------------------
+
+/// The upload quotas (`QUOTA_UPLOADED_DOCUMENTS_PER_DAY`, `QUOTA_UPLOADED_BYTES_PER_DAY`): what one user may upload
+/// into the knowledge base per UTC day; each `None` is no limit. Both `None` (the default): uploads are neither
+/// checked nor counted, at no cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UploadLimits {
+    pub documents_per_day: Option<u64>,
+    pub bytes_per_day: Option<u64>,
+}
+
+impl UploadLimits {
+    /// Whether either limit is set.
+    pub fn any(&self) -> bool {
+        self.documents_per_day.is_some() || self.bytes_per_day.is_some()
+    }
+
+    /// The limits for one user, as [`Limits::for_user`] makes them: the operator's item replaces each configured
+    /// limit it names (0 there: none); with neither configured, an item changes nothing.
+    pub fn for_user(&self, raised: &LimitOverrides) -> UploadLimits {
+        if !self.any() {
+            return UploadLimits::default();
+        }
+        let pick = |configured: Option<u64>, raised: Option<u64>| match raised {
+            None => configured,
+            Some(0) => None,
+            Some(v) => Some(v),
+        };
+        UploadLimits {
+            documents_per_day: pick(self.documents_per_day, raised.uploaded_documents_per_day),
+            bytes_per_day: pick(self.bytes_per_day, raised.uploaded_bytes_per_day),
+        }
+    }
+
+    /// The most the day's counters may hold before `upload` for it to fit within these limits (documents, bytes;
+    /// `None`: no limit), which the conditional write asserts; `None` when the upload alone is more than a limit.
+    pub fn ceilings(&self, upload: &Upload) -> Option<(Option<u64>, Option<u64>)> {
+        let ceiling = |limit: Option<u64>, adds: u64| match limit {
+            None => Some(None),
+            Some(limit) => limit.checked_sub(adds).map(Some),
+        };
+        Some((
+            ceiling(self.documents_per_day, upload.documents)?,
+            ceiling(self.bytes_per_day, upload.bytes)?,
+        ))
+    }
+}
+
+/// What a user uploaded in one day.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UploadUsage {
+    pub documents: u64,
+    pub bytes: u64,
+}
+
+/// One upload, counted whole (every file of it) in its owner's day before any file is stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Upload {
+    pub owner: String,
+    /// The upload's own id (32 hex characters), unique: a count sent again (its answer lost) finds it landed.
+    pub id: String,
+    pub documents: u64,
+    pub bytes: u64,
+    /// The day (UTC) it counts in.
+    pub periods: Periods,
+}
+
+impl Upload {
+    pub fn new(owner: &str, documents: u64, bytes: u64, now: OffsetDateTime) -> Self {
+        Self {
+            owner: owner.to_string(),
+            id: uuid::Uuid::new_v4().simple().to_string(),
+            documents,
+            bytes,
+            periods: Periods::at(now),
+        }
+    }
+}
+
+/// The port that counts uploads in the per-user counters (the usage ledger's store).
+pub trait UploadQuota: Send + Sync {
+    /// Counts `upload` in its owner's day under `limits` (the configured ones: the ledger applies the owner's own
+    /// item) in one atomic write: its documents and bytes are added on condition that the day's sums stay within
+    /// each limit. A refusal writes nothing and says which limit refused, how much is left and until when. An
+    /// attempt whose answer is lost is read back, never counted twice.
+    fn count_upload<'a>(
+        &'a self,
+        upload: &'a Upload,
+        limits: &'a UploadLimits,
+    ) -> UsageFuture<'a, Result<(), OverLimit>>;
+}
+
+/// Whether `upload` fits in what is left of its day's upload quotas after `today`: the first limit it would pass,
+/// said for a person (which limit, how much is left), refuses it until the day ends (UTC).
+pub fn check_upload(
+    limits: &UploadLimits,
+    today: &UploadUsage,
+    upload: &Upload,
+) -> Result<(), OverLimit> {
+    let periods = &upload.periods;
+    let refuse = |kind, message| {
+        Err(OverLimit {
+            kind,
+            retry_after: periods.seconds_until(periods.day_ends),
+            message,
+        })
+    };
+    if let Some(limit) = limits.documents_per_day
+        && today.documents.saturating_add(upload.documents) > limit
+    {
+        let left = limit.saturating_sub(today.documents);
+        let n = upload.documents;
+        let message = if n > limit {
+            format!(
+                "This upload has {} and you may upload at most {} a day: send fewer at a time.",
+                plural(n, "document"),
+                plural(limit, "document")
+            )
+        } else if left == 0 {
+            format!(
+                "You have uploaded your {} for today. The quota resets at midnight UTC.",
+                plural(limit, "document")
+            )
+        } else {
+            format!(
+                "This upload has {} but only {} of your {} a day {} left today. Send fewer, or wait until the \
+                 quota resets at midnight UTC.",
+                plural(n, "document"),
+                left,
+                plural(limit, "document"),
+                if left == 1 { "is" } else { "are" }
+            )
+        };
+        return refuse(LimitKind::UploadedDocumentsPerDay, message);
+    }
+    if let Some(limit) = limits.bytes_per_day
+        && today.bytes.saturating_add(upload.bytes) > limit
+    {
+        let left = limit.saturating_sub(today.bytes);
+        let n = upload.bytes;
+        let message = if n > limit {
+            format!(
+                "This upload is {} and you may upload at most {} a day: send smaller or fewer files.",
+                size(n),
+                size(limit)
+            )
+        } else if left == 0 {
+            format!(
+                "You have uploaded your {} for today. The quota resets at midnight UTC.",
+                size(limit)
+            )
+        } else {
+            format!(
+                "This upload is {} but only {} of your {} a day is left today. Send smaller or fewer files, or \
+                 wait until the quota resets at midnight UTC.",
+                size(n),
+                size(left),
+                size(limit)
+            )
+        };
+        return refuse(LimitKind::UploadedBytesPerDay, message);
+    }
+    Ok(())
+}
+
+/// `1 document`, `3 documents`.
+fn plural(n: u64, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+/// A size for a person: `512 bytes`, `1.5 MB` (binary units, one decimal).
+fn size(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KB", "MB", "GB", "TB"];
+    if bytes < 1024 {
+        return plural(bytes, "byte");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
 /// What `GET /usage` answers: the caller's spending this day and month, what their turns in progress hold, the
 /// limits that apply to them and when each period resets.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -518,6 +722,7 @@ pub struct UsageReport {
     pub today: PeriodReport,
     pub this_month: PeriodReport,
     pub this_minute: MinuteReport,
+    pub uploads_today: UploadReport,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -552,8 +757,29 @@ pub struct MinuteReport {
     pub resets_at: String,
 }
 
-/// The report of `usage` under `limits` (already the user's own, [`Limits::for_user`]).
-pub fn report(limits: &Limits, usage: &UsageSnapshot, periods: &Periods) -> UsageReport {
+/// What a user uploaded today (UTC) and the upload quotas that apply to them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UploadReport {
+    /// `2026-11-25` (UTC).
+    pub period: String,
+    /// Documents uploaded today (counted only while an upload quota is configured).
+    pub documents: u64,
+    pub bytes: u64,
+    /// `null`: no limit.
+    pub document_limit: Option<u64>,
+    pub byte_limit: Option<u64>,
+    /// RFC 3339.
+    pub resets_at: String,
+}
+
+/// The report of `usage` under `limits` and `uploads` (already the user's own, [`Limits::for_user`],
+/// [`UploadLimits::for_user`]).
+pub fn report(
+    limits: &Limits,
+    uploads: &UploadLimits,
+    usage: &UsageSnapshot,
+    periods: &Periods,
+) -> UsageReport {
     let period = |name: &str,
                   p: &PeriodUsage,
                   token_limit: Option<u64>,
@@ -596,6 +822,14 @@ pub fn report(limits: &Limits, usage: &UsageSnapshot, periods: &Periods) -> Usag
             requests,
             request_limit: limits.requests_per_minute,
             resets_at: crate::rfc3339_millis(usage.window.below_at(requests, periods)),
+        },
+        uploads_today: UploadReport {
+            period: periods.day.clone(),
+            documents: usage.uploads_today.documents,
+            bytes: usage.uploads_today.bytes,
+            document_limit: uploads.documents_per_day,
+            byte_limit: uploads.bytes_per_day,
+            resets_at: crate::rfc3339_millis(periods.day_ends),
         },
     }
 }
@@ -778,5 +1012,96 @@ mod tests {
             }),
             Limits::default()
         );
+    }
+
+    fn upload(documents: u64, bytes: u64) -> Upload {
+        Upload::new("alice", documents, bytes, datetime!(2026-11-25 22:00 UTC))
+    }
+
+    #[test]
+    fn an_upload_passes_while_the_days_sums_stay_within_each_limit() {
+        let limits = UploadLimits {
+            documents_per_day: Some(2),
+            bytes_per_day: Some(1000),
+        };
+        let none = UploadUsage::default();
+        assert!(check_upload(&limits, &none, &upload(2, 1000)).is_ok());
+        assert_eq!(limits.ceilings(&upload(2, 1000)), Some((Some(0), Some(0))));
+        assert_eq!(limits.ceilings(&upload(1, 10)), Some((Some(1), Some(990))));
+        // The third document of the day: refused until midnight UTC, saying none is left.
+        let two = UploadUsage {
+            documents: 2,
+            bytes: 20,
+        };
+        let refused = check_upload(&limits, &two, &upload(1, 10)).unwrap_err();
+        assert_eq!(refused.kind, LimitKind::UploadedDocumentsPerDay);
+        assert_eq!(refused.retry_after, 2 * 3600);
+        assert!(
+            refused.message.contains("your 2 documents for today"),
+            "{}",
+            refused.message
+        );
+        // One left, two sent: the message says how many are left.
+        let one = UploadUsage {
+            documents: 1,
+            bytes: 20,
+        };
+        let refused = check_upload(&limits, &one, &upload(2, 10)).unwrap_err();
+        assert!(
+            refused
+                .message
+                .contains("only 1 of your 2 documents a day is left"),
+            "{}",
+            refused.message
+        );
+        // The count allows it, the bytes do not.
+        let refused = check_upload(&limits, &one, &upload(1, 981)).unwrap_err();
+        assert_eq!(refused.kind, LimitKind::UploadedBytesPerDay);
+        assert!(refused.message.contains("980 bytes"), "{}", refused.message);
+        assert!(check_upload(&limits, &one, &upload(1, 980)).is_ok());
+        // More than a whole day's quota at once: no write could let it in.
+        assert_eq!(limits.ceilings(&upload(3, 1)), None);
+        assert_eq!(limits.ceilings(&upload(1, 1001)), None);
+        let refused = check_upload(&limits, &none, &upload(3, 1)).unwrap_err();
+        assert!(
+            refused.message.contains("send fewer at a time"),
+            "{}",
+            refused.message
+        );
+        // No limit: nothing refused, nothing asserted.
+        let off = UploadLimits::default();
+        assert!(!off.any());
+        assert!(check_upload(&off, &two, &upload(100, u64::MAX / 2)).is_ok());
+        assert_eq!(off.ceilings(&upload(100, 1)), Some((None, None)));
+    }
+
+    #[test]
+    fn an_operator_item_replaces_or_lifts_a_users_upload_limits() {
+        let limits = UploadLimits {
+            documents_per_day: Some(2),
+            bytes_per_day: Some(1000),
+        };
+        let user = limits.for_user(&LimitOverrides {
+            uploaded_documents_per_day: Some(50),
+            uploaded_bytes_per_day: Some(0),
+            ..LimitOverrides::default()
+        });
+        assert_eq!(user.documents_per_day, Some(50));
+        assert_eq!(user.bytes_per_day, None);
+        assert_eq!(
+            UploadLimits::default().for_user(&LimitOverrides {
+                uploaded_documents_per_day: Some(5),
+                ..LimitOverrides::default()
+            }),
+            UploadLimits::default()
+        );
+    }
+
+    #[test]
+    fn sizes_read_for_a_person() {
+        assert_eq!(size(1), "1 byte");
+        assert_eq!(size(1023), "1023 bytes");
+        assert_eq!(size(1536), "1.5 KB");
+        assert_eq!(size(5 * 1024 * 1024), "5.0 MB");
     }
 }

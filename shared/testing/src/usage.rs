@@ -6,8 +6,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use chat_core::{
-    Hold, LimitOverrides, Limits, OverLimit, PeriodUsage, Periods, RateWindow, Reserve,
-    UsageFuture, UsageLedger, UsageSnapshot, UsageTotals, WINDOW_SPAN,
+    Hold, LimitOverrides, Limits, OverLimit, PeriodUsage, Periods, RateWindow, Reserve, Upload,
+    UploadLimits, UploadQuota, UploadUsage, UsageFuture, UsageLedger, UsageSnapshot, UsageTotals,
+    WINDOW_SPAN,
 };
 
 #[derive(Default)]
@@ -19,6 +20,10 @@ struct Counters {
     /// The open holds by id, as last settled.
     holds: HashMap<String, Hold>,
     limits: HashMap<String, LimitOverrides>,
+    /// What each owner uploaded in a day, by (owner, day key).
+    uploads: HashMap<(String, String), UploadUsage>,
+    /// The uploads counted, by id (one counted again changes nothing).
+    uploads_counted: std::collections::HashSet<String>,
 }
 
 impl Counters {
@@ -41,6 +46,11 @@ impl Counters {
             day: period(day_key(periods)),
             month: period(month_key(periods)),
             window,
+            uploads_today: self
+                .uploads
+                .get(&(owner.to_string(), day_key(periods)))
+                .copied()
+                .unwrap_or_default(),
             overrides: self.limits.get(owner).copied().unwrap_or_default(),
         }
     }
@@ -83,6 +93,33 @@ impl InMemoryUsage {
     /// How many holds are open (turns admitted and not settled for the last time).
     pub fn open_holds(&self) -> usize {
         self.counters.lock().unwrap().holds.len()
+    }
+}
+
+impl UploadQuota for InMemoryUsage {
+    fn count_upload<'a>(
+        &'a self,
+        upload: &'a Upload,
+        limits: &'a UploadLimits,
+    ) -> UsageFuture<'a, Result<(), OverLimit>> {
+        let counted = (|| {
+            let mut c = self.counters.lock().unwrap();
+            if c.uploads_counted.contains(&upload.id) {
+                return Ok(());
+            }
+            let snapshot = c.snapshot(&upload.owner, &upload.periods);
+            let limits = limits.for_user(&snapshot.overrides);
+            chat_core::check_upload(&limits, &snapshot.uploads_today, upload)?;
+            let day = c
+                .uploads
+                .entry((upload.owner.clone(), day_key(&upload.periods)))
+                .or_default();
+            day.documents += upload.documents;
+            day.bytes += upload.bytes;
+            c.uploads_counted.insert(upload.id.clone());
+            Ok(())
+        })();
+        Box::pin(async move { Ok(counted) })
     }
 }
 

@@ -7,7 +7,9 @@
 //! The upload is `multipart/form-data`: one or more file parts (any part with a file name; the part's name is
 //! conventionally `files`), and, for administrators, the text parts `groups` (names, comma-separated, or the part
 //! repeated) and `everyone` (`true`). It answers 201 with the documents as stored, each `pending` (or already
-//! further along), to be followed with `GET /documents/{id}` until `indexed` or `failed`.
+//! further along), to be followed with `GET /documents/{id}` until `indexed` or `failed`. An upload that would pass
+//! the uploader's upload quotas (`QUOTA_UPLOADED_DOCUMENTS_PER_DAY`, `QUOTA_UPLOADED_BYTES_PER_DAY`) is a 429 with
+//! `Retry-After`, nothing of it stored.
 
 use axum::body::Body;
 use axum::extract::rejection::PathRejection;
@@ -103,6 +105,8 @@ pub(crate) fn api_error(e: DocumentError) -> ApiError {
             format!("{name} is larger than {limit} bytes, the most one document may be"),
         )
         .into(),
+        // 429 with `Retry-After` (midnight UTC) and the message that says which quota and how much is left.
+        DocumentError::OverQuota(over) => ApiError::Chat(ChatError::OverLimit(over)),
         DocumentError::Store(e) => ApiError::Chat(ChatError::Store(e)),
         DocumentError::Index(IndexError::Unavailable(detail)) => {
             ApiError::Chat(ChatError::Store(StoreError::Unavailable(detail)))

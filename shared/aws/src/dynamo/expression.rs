@@ -126,6 +126,13 @@ impl Expression {
         })
     }
 
+    /// On condition that `attribute` is absent or at most `ceiling`.
+    pub(crate) fn if_absent_or_at_most(self, attribute: &str, ceiling: AttributeValue) -> Self {
+        self.term(Clause::Condition, attribute, Some(ceiling), |n, v| {
+            format!("(attribute_not_exists({n}) OR {n} <= {v})")
+        })
+    }
+
     /// On condition that `attribute` is absent or over `floor`.
     pub(crate) fn if_absent_or_over(self, attribute: &str, floor: AttributeValue) -> Self {
         self.term(Clause::Condition, attribute, Some(floor), |n, v| {

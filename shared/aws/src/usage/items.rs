@@ -1,8 +1,12 @@
-//! The usage items (a period's spending counters, a rate window, a turn's hold, the operator's limits): where each
+//! The usage items (a period's spending counters, a rate window, a turn's hold, an upload's mark, the operator's
+//! limits): where each
 //! sits, how it reads, and every write of each, built here only, so that a new counter is one change here.
 
 use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, TransactWriteItem};
-use chat_core::{Hold, LimitOverrides, PeriodUsage, Periods, Reserve, TokenUsage, UsageTotals};
+use chat_core::{
+    Hold, LimitOverrides, PeriodUsage, Periods, Reserve, TokenUsage, Upload, UploadUsage,
+    UsageTotals,
+};
 use serde::Deserialize;
 
 use crate::dynamo::{Expression, Item, n, s};
@@ -15,14 +19,18 @@ const DAY_KEPT_SECONDS: i64 = 2 * 86_400;
 const MONTH_KEPT_SECONDS: i64 = 400 * 86_400;
 const WINDOW_KEPT_SECONDS: i64 = 3_600;
 const HOLD_KEPT_SECONDS: i64 = 2 * 86_400;
+/// An upload's mark: only to read back a count whose answer was lost, so as long as its day's counter.
+const UPLOAD_KEPT_SECONDS: i64 = 2 * 86_400;
 
 /// The attributes of the operator's item that set limits.
-const LIMIT_ATTRIBUTES: [&str; 5] = [
+const LIMIT_ATTRIBUTES: [&str; 7] = [
     "tokensPerDay",
     "tokensPerMonth",
     "costPerDay",
     "costPerMonth",
     "ratePerMinute",
+    "uploadedDocumentsPerDay",
+    "uploadedBytesPerDay",
 ];
 
 /// A period's counters as stored (absent attributes are zero).
@@ -39,6 +47,8 @@ pub(super) struct PeriodItem {
     reserved_tokens: i64,
     reserved_cost_usd: Option<f64>,
     pub(super) requests: u64,
+    uploaded_documents: u64,
+    uploaded_bytes: u64,
 }
 
 /// The operator's item.
@@ -50,6 +60,8 @@ pub(super) struct LimitsItem {
     cost_per_day: Option<f64>,
     cost_per_month: Option<f64>,
     rate_per_minute: Option<u64>,
+    uploaded_documents_per_day: Option<u64>,
+    uploaded_bytes_per_day: Option<u64>,
 }
 
 impl LimitsItem {
@@ -60,11 +72,21 @@ impl LimitsItem {
             cost_per_day: self.cost_per_day,
             cost_per_month: self.cost_per_month,
             requests_per_minute: self.rate_per_minute,
+            uploaded_documents_per_day: self.uploaded_documents_per_day,
+            uploaded_bytes_per_day: self.uploaded_bytes_per_day,
         }
     }
 }
 
 impl PeriodItem {
+    /// What was uploaded in the period (a day's counter only).
+    pub(super) fn uploads(&self) -> UploadUsage {
+        UploadUsage {
+            documents: self.uploaded_documents,
+            bytes: self.uploaded_bytes,
+        }
+    }
+
     pub(super) fn usage(&self) -> PeriodUsage {
         PeriodUsage {
             spent: UsageTotals {
@@ -107,6 +129,10 @@ fn hold_sk(id: &str) -> String {
     format!("HOLD#{id}")
 }
 
+fn upload_sk(id: &str) -> String {
+    format!("UPLOAD#{id}")
+}
+
 pub(super) const LIMITS_SK: &str = "LIMITS";
 
 /// The key of `owner`'s item `sk`.
@@ -120,6 +146,11 @@ pub(super) fn key(owner: &str, sk: &str) -> Item {
 /// The key of `hold`'s item.
 pub(super) fn hold_key(hold: &Hold) -> Item {
     key(&hold.owner, &hold_sk(&hold.id))
+}
+
+/// The key of `upload`'s mark.
+pub(super) fn upload_key(upload: &Upload) -> Item {
+    key(&upload.owner, &upload_sk(&upload.id))
 }
 
 /// Dollars as DynamoDB's decimal numbers take them, to a ten-billionth (so that adds and their reversals cancel).
@@ -311,6 +342,40 @@ pub(super) fn hold_settled(
         None if guarded => at_version(Expression::new()).delete(table, hold_key(hold)),
         None => Expression::new().delete(table, hold_key(hold)),
     }
+}
+
+/// An upload's count: its mark put, on condition that it is not there yet (a count sent again finds it landed).
+pub(super) fn upload_put(table: &str, upload: &Upload) -> TransactWriteItem {
+    let mut item = upload_key(upload);
+    item.insert("documents".into(), n(upload.documents));
+    item.insert("bytes".into(), n(upload.bytes));
+    item.insert("day".into(), s(&upload.periods.day));
+    item.insert(
+        EXPIRES_AT.into(),
+        n(upload.periods.now.unix_timestamp() + UPLOAD_KEPT_SECONDS),
+    );
+    Expression::new().if_absent(PARTITION_KEY).put(table, item)
+}
+
+/// An upload's count: its documents and bytes added to its day's counter, on condition that the counter holds at
+/// most each of `ceilings` (documents, bytes; `None`: no limit) before it, so that the sums stay within the quotas.
+pub(super) fn upload_add(
+    table: &str,
+    upload: &Upload,
+    (documents, bytes): (Option<u64>, Option<u64>),
+) -> TransactWriteItem {
+    let [day, _] = period_counters(&upload.periods);
+    let mut e = Expression::new()
+        .add("uploadedDocuments", n(upload.documents))
+        .add("uploadedBytes", n(upload.bytes))
+        .set_if_absent(EXPIRES_AT, n(day.expires_at));
+    if let Some(ceiling) = documents {
+        e = e.if_absent_or_at_most("uploadedDocuments", n(ceiling));
+    }
+    if let Some(ceiling) = bytes {
+        e = e.if_absent_or_at_most("uploadedBytes", n(ceiling));
+    }
+    e.update(table, key(&upload.owner, &day.sk))
 }
 
 /// The check that `owner`'s `LIMITS` item holds the limit attributes `seen` (only those; none where `seen` is

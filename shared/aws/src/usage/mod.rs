@@ -4,11 +4,12 @@
 //!
 //! | item | `pk` | `sk` | attributes |
 //! |---|---|---|---|
-//! | a day's spending | `USAGE#{owner}` | `DAY#2026-11-25` | the token counts, `costUsd`, `turns`; `reservedTokens`, `reservedCostUsd` (held by turns not settled); `heldTokens`, `heldCostUsd` (spent and held: what the quotas are checked against); `expiresAt` |
+//! | a day's spending | `USAGE#{owner}` | `DAY#2026-11-25` | the token counts, `costUsd`, `turns`; `reservedTokens`, `reservedCostUsd` (held by turns not settled); `heldTokens`, `heldCostUsd` (spent and held: what the quotas are checked against); `uploadedDocuments`, `uploadedBytes` (counted while an upload quota is configured); `expiresAt` |
 //! | a month's spending | `USAGE#{owner}` | `MONTH#2026-11` | the same |
 //! | a window of the rate limit | `USAGE#{owner}` | `RATE#000176423456` (its last bucket of 10 s) | `requests` admitted in it, `expiresAt` |
 //! | a turn's hold | `USAGE#{owner}` | `HOLD#{turn id}` | `reservedTokens`, `reservedCostUsd`, `day`, `month`, `version`, `expiresAt` |
-//! | the operator's limits for the user | `USAGE#{owner}` | `LIMITS` | `tokensPerDay`, `tokensPerMonth`, `costPerDay`, `costPerMonth`, `ratePerMinute` |
+//! | an upload's mark | `USAGE#{owner}` | `UPLOAD#{upload id}` | `documents`, `bytes`, `day`, `expiresAt` |
+//! | the operator's limits for the user | `USAGE#{owner}` | `LIMITS` | `tokensPerDay`, `tokensPerMonth`, `costPerDay`, `costPerMonth`, `ratePerMinute`, `uploadedDocumentsPerDay`, `uploadedBytesPerDay` |
 //!
 //! **Admission** is one `TransactWriteItems`: the turn's hold is put (unless it exists), the day's and the month's
 //! counters add its reservation on condition that what they hold is under each quota, the request is added to the
@@ -23,6 +24,13 @@
 //! and is read back as landed. A turn's last settlement goes in the turn's own transaction when the store writes to
 //! this table ([`turn_settlement`]).
 //!
+//! **An upload's count** is one `TransactWriteItems` too: its mark is put (unless it exists), the day's counter adds
+//! its documents and bytes on condition that the sums stay within the upload quotas (each counter at most the
+//! limit less what the upload adds), and the same condition check of the `LIMITS` item. Refused, nothing is
+//! written, and the counters are read to say which limit refused and how much is left. A count whose answer is
+//! lost (no answer in time) is read back by its mark, and sent again only when the mark is not there: the mark's
+//! condition keeps it from ever counting twice. Where no upload quota is configured, nothing is written.
+//!
 //! Each item's writes are built in [`items`]; here, the transactions they go in and what a refusal means.
 
 mod items;
@@ -35,8 +43,8 @@ use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, TransactWriteItem};
 use chat_core::{
-    Hold, Limits, OverLimit, Periods, RateWindow, Reserve, StoreError, UsageFuture, UsageLedger,
-    UsageSnapshot, UsageTotals, WINDOW_SPAN,
+    Hold, Limits, OverLimit, Periods, RateWindow, Reserve, StoreError, Upload, UploadLimits,
+    UploadQuota, UsageFuture, UsageLedger, UsageSnapshot, UsageTotals, WINDOW_SPAN,
 };
 use tracing::Instrument;
 
@@ -44,8 +52,8 @@ use crate::dynamo::{Item, WriteFailure, failed, transact};
 use crate::table::SORT_KEY;
 use items::{
     LIMITS_SK, LimitsItem, PeriodItem, day_sk, hold_key, hold_put, hold_settled, key,
-    limit_attributes, limits_as_seen, month_sk, period_counters, read_item, window_admit,
-    window_sk,
+    limit_attributes, limits_as_seen, month_sk, period_counters, read_item, upload_add, upload_key,
+    upload_put, window_admit, window_sk,
 };
 
 /// How often a transaction that another one of the same user's held up (it was not applied) is sent again, and an
@@ -202,6 +210,7 @@ impl DynamoUsage {
                         window.counts[m] = period(sk).requests;
                     }
                     let snapshot = UsageSnapshot {
+                        uploads_today: period(&wanted[0]).uploads(),
                         day: period(&wanted[0]).usage(),
                         month: period(&wanted[1]).usage(),
                         window,
@@ -422,6 +431,134 @@ impl DynamoUsage {
         Err(StoreError::Unavailable(
             "the settlement was held up by the user's other turns".into(),
         ))
+    }
+}
+
+impl DynamoUsage {
+    /// Counts `upload` under `configured` (see [`UploadQuota::count_upload`]), in the transaction the module's
+    /// documentation describes.
+    async fn count(
+        &self,
+        upload: &Upload,
+        configured: &UploadLimits,
+    ) -> Result<Result<(), OverLimit>, StoreError> {
+        if !configured.any() {
+            return Ok(Ok(()));
+        }
+        let owner = &upload.owner;
+        for attempt in 1..=ATTEMPTS {
+            // As for an admission: a user this instance has not seen is taken to have no item of their own, and
+            // the condition check tells otherwise.
+            let seen = self.limits_seen(owner).unwrap_or_default();
+            let limits =
+                configured.for_user(&read_item::<LimitsItem>(Some(&seen), "limits").overrides());
+            let Some(ceilings) = limits.ceilings(upload) else {
+                // More than a whole day's quota at once: no write can let it in.
+                match self.upload_refusal(upload, configured).await? {
+                    Err(over) => return Ok(Err(over)),
+                    // The user's item, read just now, allows it.
+                    Ok(()) => continue,
+                }
+            };
+            let writes = vec![
+                upload_put(&self.table, upload),
+                upload_add(&self.table, upload, ceilings),
+                TransactWriteItem::builder()
+                    .condition_check(limits_as_seen(&self.table, owner, &seen))
+                    .build(),
+            ];
+            let span = tracing::info_span!("store.usage.count_upload");
+            let e = match transact(&self.client, writes, span).await {
+                Ok(_) => {
+                    self.remember_limits(owner, seen);
+                    return Ok(Ok(()));
+                }
+                Err(e) => e,
+            };
+            if let Some(reasons) = cancellation_reasons(&e) {
+                let failed_at = |i: usize| {
+                    reasons
+                        .get(i)
+                        .is_some_and(|r| r.as_deref() == Some("ConditionalCheckFailed"))
+                };
+                if failed_at(0) {
+                    // The mark exists: an earlier attempt of this very count landed, its answer lost.
+                    return Ok(Ok(()));
+                }
+                if failed_at(2) {
+                    // The operator changed the user's limits since they were read: read them again.
+                    let item = self.read_limits(owner).await?;
+                    self.remember_limits(owner, item);
+                    continue;
+                }
+                if failed_at(1) {
+                    match self.upload_refusal(upload, configured).await? {
+                        Err(over) => return Ok(Err(over)),
+                        // The counters read allow it (the user's own item, read afresh): tried again.
+                        Ok(()) => continue,
+                    }
+                }
+            }
+            if conflicted(&e) && attempt < ATTEMPTS {
+                pause().await;
+                continue;
+            }
+            // No answer, or one that does not say: the mark tells whether the count landed. Sent again only when
+            // it did not and the failure may pass; the mark's condition keeps a late landing from counting twice.
+            let known = cancellation_reasons(&e).is_some();
+            let e = failed(e);
+            if self.upload_counted(upload).await? {
+                return Ok(Ok(()));
+            }
+            if known || !matches!(e, StoreError::Unavailable(_)) || attempt == ATTEMPTS {
+                return Err(e);
+            }
+        }
+        Err(StoreError::Unavailable(
+            "the upload's count was held up by the user's other writes".into(),
+        ))
+    }
+
+    /// Why the counters refused `upload`, read from them: which limit and how much is left (`Ok` when they allow it
+    /// by now: a new day, or the user's own item read afresh).
+    async fn upload_refusal(
+        &self,
+        upload: &Upload,
+        configured: &UploadLimits,
+    ) -> Result<Result<(), OverLimit>, StoreError> {
+        let (snapshot, item) = self.read_counters(&upload.owner, &upload.periods).await?;
+        self.remember_limits(&upload.owner, item);
+        let limits = configured.for_user(&snapshot.overrides);
+        Ok(chat_core::check_upload(
+            &limits,
+            &snapshot.uploads_today,
+            upload,
+        ))
+    }
+
+    /// Whether `upload`'s count is stored (its mark is).
+    async fn upload_counted(&self, upload: &Upload) -> Result<bool, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(upload_key(upload)))
+            .consistent_read(true)
+            .send()
+            .instrument(tracing::info_span!("store.usage.get_item"))
+            .await
+            .map_err(failed)?;
+        Ok(out.item.is_some())
+    }
+}
+
+impl UploadQuota for DynamoUsage {
+    fn count_upload<'a>(
+        &'a self,
+        upload: &'a Upload,
+        limits: &'a UploadLimits,
+    ) -> UsageFuture<'a, Result<(), OverLimit>> {
+        Box::pin(self.count(upload, limits))
     }
 }
 
