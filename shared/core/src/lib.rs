@@ -60,9 +60,10 @@ pub use conversation::{
 pub use documents::{
     AccessChoice, AccessList, DEFAULT_MAX_DOCUMENT_BYTES, DEFAULT_MAX_DOCUMENTS_PER_UPLOAD,
     DocumentError, DocumentFuture, DocumentIndex, DocumentPage, DocumentRecord, DocumentSettings,
-    DocumentStatus, DocumentStore, DocumentType, Documents, IndexError, IndexState,
-    MAX_DOCUMENT_GROUPS, MAX_DOCUMENT_NAME_BYTES, NewDocument, document_file_name, is_document_id,
-    new_document_id,
+    DocumentStatus, DocumentStore, DocumentType, Documents, IndexError, IndexState, LoadAccess,
+    LoadOutcome, MAX_DOCUMENT_GROUPS, MAX_DOCUMENT_NAME_BYTES, MAX_LOADED_DOCUMENT_BYTES,
+    MAX_SOURCE_BYTES, NewDocument, document_digest, document_file_name, is_document_id,
+    is_source_path, new_document_id,
 };
 pub use embeddings::{
     EmbedFuture, Embedded, Embedder, EmbeddingFamily, EmbeddingModels, EmbeddingProfile,
