@@ -236,7 +236,12 @@ async fn alices_upload_goes_pending_to_indexed_grounds_her_answers_and_bob_reach
     for d in docs {
         assert_eq!(d["status"], "pending", "{d}");
         assert_eq!(d["access"], json!({"oids": ["alice"], "groups": []}));
+        // An upload has no source (that is the bulk load's).
+        assert!(d.get("source").is_none(), "{d}");
     }
+    // Each keeps the digest of its bytes.
+    assert_eq!(docs[0]["digest"], chat_core::document_digest(KAYAKS));
+    assert_eq!(docs[1]["digest"], chat_core::document_digest(&pdf));
     let (md, pdf_id) = (
         docs[0]["id"].as_str().unwrap(),
         docs[1]["id"].as_str().unwrap(),

@@ -4,7 +4,7 @@
 //!
 //! | item | `pk` | `sk` | list index `byUpdated` (`gsi1pk`, `gsi1sk`) | attributes |
 //! |---|---|---|---|---|
-//! | a document | `DOCS#{owner}` | `DOC#{id}` | `DOCUMENTS`, `{id}` | `id`, `owner`, `name`, `kind`, `bytes`, `oids`, `groups`, `status`, `reason`, `created`, `updated` |
+//! | a document | `DOCS#{owner}` | `DOC#{id}` | `DOCUMENTS`, `{id}` | `id`, `owner`, `name`, `kind`, `bytes`, `oids`, `groups`, `status`, `reason`, `created`, `updated`, `digest` (absent on items older than it), `source` (bulk-loaded documents only) |
 //!
 //! A document id begins with its time of creation ([`chat_core::new_document_id`]), so one query of the owner's
 //! partition, backwards, lists their documents newest first, and one query of the list index's `DOCUMENTS`
@@ -87,6 +87,12 @@ struct DocumentItem {
     reason: String,
     created: i64,
     updated: i64,
+    /// The bytes' SHA-256 in hex; absent on an item written before digests were kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    digest: Option<String>,
+    /// The bulk load's source path; absent on an upload's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    source: Option<String>,
 }
 
 impl DocumentItem {
@@ -107,6 +113,8 @@ impl DocumentItem {
             reason: r.reason.clone().unwrap_or_default(),
             created: r.created,
             updated: r.updated,
+            digest: r.digest.clone(),
+            source: r.source.clone(),
         }
     }
 
@@ -127,6 +135,8 @@ impl DocumentItem {
             reason: (!self.reason.is_empty()).then_some(self.reason),
             created: self.created,
             updated: self.updated,
+            digest: self.digest,
+            source: self.source,
         })
     }
 }
@@ -820,6 +830,39 @@ mod tests {
             metadata_file(&access),
             r#"{"metadataAttributes":{"oids":["alice"]}}"#
         );
+    }
+
+    #[test]
+    fn an_item_keeps_the_digest_and_source_and_an_older_item_without_them_still_reads() {
+        let older: Item = [
+            ("pk", s("DOCS#jwt:alice")),
+            ("sk", s("DOC#0123")),
+            ("gsi1pk", s(ALL_DOCUMENTS)),
+            ("gsi1sk", s("0123")),
+            ("id", s("0123")),
+            ("owner", s("jwt:alice")),
+            ("name", s("Plan.md")),
+            ("kind", s("markdown")),
+            ("bytes", AttributeValue::N("6".into())),
+            ("oids", AttributeValue::L(vec![s("alice")])),
+            ("status", s("indexed")),
+            ("created", AttributeValue::N("1".into())),
+            ("updated", AttributeValue::N("2".into())),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let mut record = from_item(older).unwrap();
+        assert_eq!(
+            (record.digest.as_deref(), record.source.as_deref()),
+            (None, None)
+        );
+        assert_eq!(record.access.oids, ["alice"]);
+        record.digest = Some("ab".repeat(32));
+        record.source = Some("public/Plan.md".into());
+        let item: Item = serde_dynamo::to_item(DocumentItem::new(&record)).unwrap();
+        assert_eq!(item["digest"], s("ab".repeat(32)));
+        assert_eq!(from_item(item).unwrap(), record);
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //!   uploader's day before any file of it is stored, in one conditional write; refused, nothing is stored
 //!   ([`DocumentError::OverQuota`]). A counted upload that then fails stays counted (see [`crate::UploadQuota`]).
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -187,6 +188,12 @@ pub struct DocumentRecord {
     /// Unix seconds.
     pub created: i64,
     pub updated: i64,
+    /// The SHA-256 of its bytes, in lowercase hex ([`document_digest`]); `None` on a record made before digests
+    /// were kept.
+    pub digest: Option<String>,
+    /// Where the operator's bulk load found it: its path relative to the folder loaded, `/`-separated
+    /// ([`Documents::load`]); `None` for an upload.
+    pub source: Option<String>,
 }
 
 /// A file to upload.
@@ -300,6 +307,67 @@ pub trait DocumentIndex: Send + Sync {
     fn remove<'a>(&'a self, record: &'a DocumentRecord) -> DocumentFuture<'a, (), IndexError>;
 }
 
+/// The most bytes one bulk-loaded file may hold: 50 MB, what a Bedrock knowledge base ingests of one file (its own
+/// quota). The upload route's bound (`MAX_UPLOADED_DOCUMENT_BYTES`) is a function URL's request's; the operator's
+/// command sends its files straight to S3, so the knowledge base's is the one that holds.
+pub const MAX_LOADED_DOCUMENT_BYTES: usize = 50 * 1000 * 1000;
+/// The longest source path kept, in bytes.
+pub const MAX_SOURCE_BYTES: usize = 1024;
+
+/// Who may find a bulk-loaded document, as the operator says (a manifest's rule, or the folder's layout).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LoadAccess {
+    pub groups: Vec<String>,
+    pub oids: Vec<String>,
+    /// Everyone (the everyone group).
+    pub everyone: bool,
+}
+
+/// What a bulk load did with one file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LoadOutcome {
+    /// A new document: stored and ingested.
+    Added,
+    /// Its bytes or its access list changed: stored again under the same document and ingested again.
+    Updated,
+    /// The same bytes and access list as its record's: nothing was called.
+    Unchanged,
+    /// Gone from the folder: removed from the knowledge base, the bucket and the table.
+    Deleted,
+}
+
+impl LoadOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Added => "added",
+            Self::Updated => "updated",
+            Self::Unchanged => "unchanged",
+            Self::Deleted => "deleted",
+        }
+    }
+}
+
+/// Whether `source` is a usable source path: relative, `/`-separated, no empty, `.` or `..` segment, no control
+/// characters or `\`, at most [`MAX_SOURCE_BYTES`].
+pub fn is_source_path(source: &str) -> bool {
+    !source.is_empty()
+        && source.len() <= MAX_SOURCE_BYTES
+        && !source.chars().any(|c| c.is_control() || c == '\\')
+        && source
+            .split('/')
+            .all(|segment| !matches!(segment, "" | "." | ".."))
+}
+
+/// Whether two access lists name the same oids and groups, in any order.
+fn same_access(a: &AccessList, b: &AccessList) -> bool {
+    let sorted = |v: &[String]| {
+        let mut v = v.to_vec();
+        v.sort();
+        v
+    };
+    sorted(&a.oids) == sorted(&b.oids) && sorted(&a.groups) == sorted(&b.groups)
+}
+
 /// The documents' rules, shared by the routes and the operator's command.
 #[derive(Clone)]
 pub struct Documents {
@@ -351,8 +419,80 @@ pub fn document_file_name(name: &str) -> Option<String> {
     Some(clean)
 }
 
+/// One file's name, type and bytes checked, as an upload's and a bulk load's are: a usable name, a type the
+/// knowledge base takes, not empty, at most `max_bytes`, and bytes that can be the type the name says.
+fn check_file(
+    file_name: &str,
+    bytes: &[u8],
+    max_bytes: usize,
+) -> Result<(String, DocumentType), DocumentError> {
+    let name = document_file_name(file_name)
+        .ok_or_else(|| invalid("files", format!("{file_name:?} is not a usable file name")))?;
+    let kind = DocumentType::from_name(&name).ok_or_else(|| {
+        invalid(
+            "files",
+            format!(
+                "{name}: the knowledge base takes PDF, Markdown, text, HTML, Word and CSV files \
+                 (.pdf, .md, .txt, .html, .docx, .doc, .csv)"
+            ),
+        )
+    })?;
+    if bytes.len() > max_bytes {
+        return Err(DocumentError::TooLarge {
+            name,
+            limit: max_bytes,
+        });
+    }
+    if bytes.is_empty() {
+        return Err(invalid("files", format!("{name} is empty")));
+    }
+    if !kind.accepts(bytes) {
+        return Err(invalid(
+            "files",
+            format!("{name}: its bytes are not a {} file", kind.as_str()),
+        ));
+    }
+    Ok((name, kind))
+}
+
+/// Names (groups or oids) trimmed, checked and without repeats: at most [`MAX_DOCUMENT_GROUPS`], each 1 to 256
+/// characters without control characters.
+fn names(field: &str, given: &[String]) -> Result<Vec<String>, DocumentError> {
+    if given.len() > MAX_DOCUMENT_GROUPS {
+        return Err(invalid(
+            field,
+            format!("at most {MAX_DOCUMENT_GROUPS} {field}"),
+        ));
+    }
+    let mut out = Vec::new();
+    for g in given {
+        let g = g.trim();
+        if g.is_empty() || g.len() > 256 || g.chars().any(char::is_control) {
+            let one = match field {
+                "oids" => "an oid",
+                _ => "a group",
+            };
+            return Err(invalid(
+                field,
+                format!("{one} is a name of 1 to 256 characters"),
+            ));
+        }
+        if !out.iter().any(|have: &String| have == g) {
+            out.push(g.to_string());
+        }
+    }
+    Ok(out)
+}
+
 fn now() -> i64 {
     time::OffsetDateTime::now_utc().unix_timestamp()
+}
+
+/// The digest a document's record keeps of its bytes: SHA-256, in lowercase hex. A bulk load compares it to tell
+/// a file that changed from one that did not.
+pub fn document_digest(bytes: &[u8]) -> String {
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, bytes);
+    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 impl Documents {
@@ -421,25 +561,7 @@ impl Documents {
                     .into(),
             ));
         }
-        if choice.groups.len() > MAX_DOCUMENT_GROUPS {
-            return Err(invalid(
-                "groups",
-                format!("at most {MAX_DOCUMENT_GROUPS} groups"),
-            ));
-        }
-        let mut groups = Vec::new();
-        for g in &choice.groups {
-            let g = g.trim();
-            if g.is_empty() || g.len() > 256 || g.chars().any(char::is_control) {
-                return Err(invalid(
-                    "groups",
-                    "a group is a name of 1 to 256 characters",
-                ));
-            }
-            if !groups.iter().any(|have: &String| have == g) {
-                groups.push(g.to_string());
-            }
-        }
+        let mut groups = names("groups", &choice.groups)?;
         if choice.everyone && !groups.contains(&self.settings.everyone_group) {
             groups.push(self.settings.everyone_group.clone());
         }
@@ -468,39 +590,7 @@ impl Documents {
         }
         files
             .iter()
-            .map(|file| {
-                let name = document_file_name(&file.name).ok_or_else(|| {
-                    invalid(
-                        "files",
-                        format!("{:?} is not a usable file name", file.name),
-                    )
-                })?;
-                let kind = DocumentType::from_name(&name).ok_or_else(|| {
-                    invalid(
-                        "files",
-                        format!(
-                            "{name}: the knowledge base takes PDF, Markdown, text, HTML, Word and CSV files \
-                             (.pdf, .md, .txt, .html, .docx, .doc, .csv)"
-                        ),
-                    )
-                })?;
-                if file.bytes.len() > self.settings.max_bytes {
-                    return Err(DocumentError::TooLarge {
-                        name,
-                        limit: self.settings.max_bytes,
-                    });
-                }
-                if file.bytes.is_empty() {
-                    return Err(invalid("files", format!("{name} is empty")));
-                }
-                if !kind.accepts(&file.bytes) {
-                    return Err(invalid(
-                        "files",
-                        format!("{name}: its bytes are not a {} file", kind.as_str()),
-                    ));
-                }
-                Ok((name, kind))
-            })
+            .map(|file| check_file(&file.name, &file.bytes, self.settings.max_bytes))
             .collect()
     }
 
@@ -519,7 +609,7 @@ impl Documents {
         let mut done = Vec::with_capacity(files.len());
         for (file, (name, kind)) in files.into_iter().zip(checked) {
             let now = now();
-            let mut record = DocumentRecord {
+            let record = DocumentRecord {
                 id: new_document_id(),
                 owner: caller.owner.clone(),
                 name,
@@ -530,30 +620,10 @@ impl Documents {
                 reason: None,
                 created: now,
                 updated: now,
+                digest: Some(document_digest(&file.bytes)),
+                source: None,
             };
-            self.bounded("the record", self.store.put(&record)).await?;
-            let state = match self
-                .bounded("the bytes", self.index.put(&record, file.bytes))
-                .await
-            {
-                Ok(()) => {
-                    self.bounded("the ingestion", self.index.ingest(&record))
-                        .await
-                }
-                Err(e) => Err(e),
-            };
-            let state = match state {
-                Ok(state) => state,
-                Err(e) => {
-                    self.undo(&record).await;
-                    return Err(e);
-                }
-            };
-            record.status = state.status;
-            record.reason = state.reason;
-            record.updated = now;
-            self.bounded("the record", self.store.set_status(&record))
-                .await?;
+            let record = self.put_new(record, file.bytes).await?;
             tracing::info!(document = %record.id, owner = %record.owner, status = record.status.as_str(), "document uploaded");
             done.push(record);
         }
@@ -585,6 +655,38 @@ impl Documents {
                 Err(StoreError::Unavailable("the usage counters: no answer in time".into()).into())
             }
         }
+    }
+
+    /// Stores a new document: its record (pending), its bytes and metadata, its ingestion, then the status the
+    /// knowledge base answered. What fails on the way has what was put removed.
+    async fn put_new(
+        &self,
+        mut record: DocumentRecord,
+        bytes: Bytes,
+    ) -> Result<DocumentRecord, DocumentError> {
+        self.bounded("the record", self.store.put(&record)).await?;
+        let state = match self
+            .bounded("the bytes", self.index.put(&record, bytes))
+            .await
+        {
+            Ok(()) => {
+                self.bounded("the ingestion", self.index.ingest(&record))
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        let state = match state {
+            Ok(state) => state,
+            Err(e) => {
+                self.undo(&record).await;
+                return Err(e);
+            }
+        };
+        record.status = state.status;
+        record.reason = state.reason;
+        self.bounded("the record", self.store.set_status(&record))
+            .await?;
+        Ok(record)
     }
 
     /// Removes what an upload put, as far as it can: a failure here is logged (the record says what was meant).
@@ -670,12 +772,200 @@ impl Documents {
             .bounded("the record", self.store.get(&caller.owner, id))
             .await?
             .ok_or(DocumentError::NotFound)?;
-        self.bounded("the removal", self.index.remove(&record))
+        self.remove(&record).await
+    }
+
+    /// Removes a document: from the knowledge base and the bucket, then its record.
+    async fn remove(&self, record: &DocumentRecord) -> Result<(), DocumentError> {
+        self.bounded("the removal", self.index.remove(record))
             .await?;
         self.bounded("the record", self.store.delete(&record.owner, &record.id))
             .await?;
         tracing::info!(document = %record.id, owner = %record.owner, "document deleted");
         Ok(())
+    }
+
+    /// The access list of what the operator loads: the groups, oids and everyone they name, checked as an
+    /// administrator's are. It must name someone: a file nobody may find is refused, never made public.
+    pub fn load_access(&self, access: &LoadAccess) -> Result<AccessList, DocumentError> {
+        let mut groups = names("groups", &access.groups)?;
+        if access.everyone && !groups.contains(&self.settings.everyone_group) {
+            groups.push(self.settings.everyone_group.clone());
+        }
+        let oids = names("oids", &access.oids)?;
+        if groups.is_empty() && oids.is_empty() {
+            return Err(invalid(
+                "access",
+                "name the groups, the oids or everyone who may find it",
+            ));
+        }
+        Ok(AccessList { oids, groups })
+    }
+
+    /// `owner`'s bulk-loaded documents by their source path: every page of their records, read once (those
+    /// without a source, uploads, are left out). Their statuses are as recorded.
+    pub async fn loaded(
+        &self,
+        owner: &str,
+    ) -> Result<HashMap<String, DocumentRecord>, DocumentError> {
+        let mut by_source = HashMap::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self
+                .bounded(
+                    "the records",
+                    self.store.list(Some(owner), 1000, cursor.as_deref()),
+                )
+                .await?;
+            for record in page.items {
+                if let Some(source) = record.source.clone() {
+                    by_source.insert(source, record);
+                }
+            }
+            match page.next {
+                Some(next) => cursor = Some(next),
+                None => return Ok(by_source),
+            }
+        }
+    }
+
+    /// Loads one file for `owner` (the operator's owner id) from `source` (its path in the folder loaded) with
+    /// `access`, given its record from the last load (`existing`, from [`Documents::loaded`]):
+    ///
+    /// - the same bytes (digest) and access list: [`LoadOutcome::Unchanged`], and nothing is called;
+    /// - other bytes or another access list: its bytes and metadata are put again under the same document and
+    ///   ingested again (status back to `pending`): [`LoadOutcome::Updated`];
+    /// - no record: a new document, as an upload makes one: [`LoadOutcome::Added`].
+    ///
+    /// The file is checked as an upload's are, but bounded by [`MAX_LOADED_DOCUMENT_BYTES`]. An update whose
+    /// bytes or ingestion fail has the document removed (its old version too, whose access list may be one the
+    /// operator no longer wants), so nothing is left half-visible; the next load adds it again.
+    pub async fn load(
+        &self,
+        owner: &str,
+        source: &str,
+        bytes: Bytes,
+        access: &AccessList,
+        existing: Option<&DocumentRecord>,
+    ) -> Result<(LoadOutcome, DocumentRecord), DocumentError> {
+        if !is_source_path(source) {
+            return Err(invalid(
+                "source",
+                format!("{source:?} is not a relative path of 1 to {MAX_SOURCE_BYTES} bytes"),
+            ));
+        }
+        if access.oids.is_empty() && access.groups.is_empty() {
+            return Err(invalid("access", "a loaded document needs an access list"));
+        }
+        let (name, kind) = check_file(source, &bytes, MAX_LOADED_DOCUMENT_BYTES)?;
+        let digest = document_digest(&bytes);
+        let now = now();
+        let old = match existing {
+            Some(old)
+                if old.digest.as_deref() == Some(digest.as_str())
+                    && same_access(&old.access, access) =>
+            {
+                return Ok((LoadOutcome::Unchanged, old.clone()));
+            }
+            // The same key: stored again in place.
+            Some(old) if old.name == name => old,
+            // Another name (the rules that make names changed): the old one goes, a new one comes.
+            Some(old) => {
+                self.remove(old).await?;
+                let record = self
+                    .put_new(
+                        self.loaded_record(owner, source, name, kind, &bytes, access, digest, now),
+                        bytes,
+                    )
+                    .await?;
+                return Ok((LoadOutcome::Updated, record));
+            }
+            None => {
+                let record = self
+                    .put_new(
+                        self.loaded_record(owner, source, name, kind, &bytes, access, digest, now),
+                        bytes,
+                    )
+                    .await?;
+                tracing::info!(document = %record.id, owner, source, "document loaded");
+                return Ok((LoadOutcome::Added, record));
+            }
+        };
+        let mut record = DocumentRecord {
+            kind,
+            bytes: bytes.len() as u64,
+            access: access.clone(),
+            status: DocumentStatus::Pending,
+            reason: None,
+            // Later than the last: each ingestion of a document is its own request (its client token).
+            updated: now.max(old.updated + 1),
+            digest: Some(digest),
+            ..old.clone()
+        };
+        let state = match self
+            .bounded("the bytes", self.index.put(&record, bytes))
+            .await
+        {
+            Ok(()) => {
+                self.bounded("the ingestion", self.index.ingest(&record))
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        let state = match state {
+            Ok(state) => state,
+            Err(e) => {
+                self.undo(&record).await;
+                return Err(e);
+            }
+        };
+        record.status = state.status;
+        record.reason = state.reason;
+        self.bounded("the record", self.store.put(&record)).await?;
+        tracing::info!(document = %record.id, owner, source, "document loaded again");
+        Ok((LoadOutcome::Updated, record))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn loaded_record(
+        &self,
+        owner: &str,
+        source: &str,
+        name: String,
+        kind: DocumentType,
+        bytes: &[u8],
+        access: &AccessList,
+        digest: String,
+        now: i64,
+    ) -> DocumentRecord {
+        DocumentRecord {
+            id: new_document_id(),
+            owner: owner.to_string(),
+            name,
+            kind,
+            bytes: bytes.len() as u64,
+            access: access.clone(),
+            status: DocumentStatus::Pending,
+            reason: None,
+            created: now,
+            updated: now,
+            digest: Some(digest),
+            source: Some(source.to_string()),
+        }
+    }
+
+    /// Removes a bulk-loaded document whose file is gone from the folder (the operator asked for it).
+    pub async fn unload(&self, record: &DocumentRecord) -> Result<(), DocumentError> {
+        self.remove(record).await
+    }
+
+    /// Brings the statuses of `records` up to date: the knowledge base is asked about the unsettled ones, and what
+    /// changed is recorded (as a read through the routes does).
+    pub async fn refresh_statuses(
+        &self,
+        records: &mut [DocumentRecord],
+    ) -> Result<(), DocumentError> {
+        self.refresh(records).await
     }
 }
 
@@ -1105,6 +1395,39 @@ mod tests {
         assert!(s.check(&[file("real.pdf", b"%PDF-1.4 ...")]).is_ok());
         assert!(s.check(&[file("bin.txt", &[0xff, 0xfe, 0x00])]).is_err());
         assert!(s.check(&[file("empty.md", b"")]).is_err());
+    }
+
+    #[test]
+    fn what_the_operator_loads_names_who_may_find_it_and_comes_from_a_relative_path() {
+        let s = service(None);
+        let access = |groups: &[&str], oids: &[&str], everyone| LoadAccess {
+            groups: groups.iter().map(|g| g.to_string()).collect(),
+            oids: oids.iter().map(|o| o.to_string()).collect(),
+            everyone,
+        };
+        assert_eq!(
+            s.load_access(&access(&[" leadership ", "leadership"], &["lee"], true))
+                .unwrap(),
+            AccessList {
+                oids: vec!["lee".into()],
+                groups: vec!["leadership".into(), "everyone".into()]
+            }
+        );
+        // Nobody named: refused, never public.
+        assert!(matches!(
+            s.load_access(&access(&[], &[], false)),
+            Err(DocumentError::Invalid { .. })
+        ));
+        assert!(s.load_access(&access(&[""], &[], false)).is_err());
+        assert!(s.load_access(&access(&[], &["a\nb"], false)).is_err());
+        assert!(is_source_path("groups/leadership/Offsite.md"));
+        for bad in ["", "/etc/passwd", "a/../b", "a//b", "./a", "a\\b", "a/"] {
+            assert!(!is_source_path(bad), "{bad:?}");
+        }
+        assert_eq!(
+            document_digest(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
     }
 
     #[test]

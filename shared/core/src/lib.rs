@@ -61,8 +61,9 @@ pub use documents::{
     AccessChoice, AccessList, DEFAULT_MAX_DOCUMENT_BYTES, DEFAULT_MAX_DOCUMENTS_PER_UPLOAD,
     DocumentChange, DocumentError, DocumentFuture, DocumentIndex, DocumentPage, DocumentRecord,
     DocumentSettings, DocumentStatus, DocumentStore, DocumentType, DocumentWatch, Documents,
-    IndexError, IndexState, MAX_DOCUMENT_GROUPS, MAX_DOCUMENT_NAME_BYTES, MAX_WATCHED_DOCUMENTS,
-    NewDocument, document_file_name, is_document_id, new_document_id,
+    IndexError, IndexState, LoadAccess, LoadOutcome, MAX_DOCUMENT_GROUPS, MAX_DOCUMENT_NAME_BYTES,
+    MAX_LOADED_DOCUMENT_BYTES, MAX_SOURCE_BYTES, MAX_WATCHED_DOCUMENTS, NewDocument,
+    document_digest, document_file_name, is_document_id, is_source_path, new_document_id,
 };
 pub use embeddings::{
     EmbedFuture, Embedded, Embedder, EmbeddingFamily, EmbeddingModels, EmbeddingProfile,

@@ -205,6 +205,9 @@ pub(crate) async fn ingest(
     }
     let updated_at = now();
     let mut details = Vec::new();
+    served
+        .ingest_count
+        .fetch_add(accepted.len(), std::sync::atomic::Ordering::SeqCst);
     for (uri, metadata) in accepted {
         served.ingestions.lock().unwrap().insert(
             uri.clone(),

@@ -123,6 +123,8 @@ struct Served {
     /// How long an ingestion waits before it starts (the service's take seconds).
     ingest_delay_ms: u64,
     requests: Mutex<Vec<RecordedRequest>>,
+    /// How many documents `IngestKnowledgeBaseDocuments` was given, for tests that count ingestions.
+    ingest_count: std::sync::atomic::AtomicUsize,
 }
 
 impl Served {
@@ -212,6 +214,7 @@ impl LocalKnowledgeBase {
             s3,
             ingest_delay_ms: documents.ingest_delay_ms,
             requests: Mutex::new(Vec::new()),
+            ingest_count: Default::default(),
         });
         let documents_path =
             "/knowledgebases/{knowledge_base_id}/datasources/{data_source_id}/documents";
@@ -262,6 +265,13 @@ impl LocalKnowledgeBase {
             .unwrap()
             .get(uri)
             .map(|d| (d.status.to_string(), d.reason.clone()))
+    }
+
+    /// How many documents `IngestKnowledgeBaseDocuments` was given so far (each document of each request).
+    pub fn ingested_documents(&self) -> usize {
+        self.served
+            .ingest_count
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// An SDK configuration whose clients talk to this server: test credentials, region `us-east-1`, and the SDK's

@@ -50,6 +50,12 @@ pub(crate) struct DocumentView<'a> {
     /// Whose it is (in everyone's list, for administrators).
     #[serde(skip_serializing_if = "Option::is_none")]
     owner: Option<&'a str>,
+    /// The SHA-256 of its bytes, in hex (absent on documents stored before digests were kept).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    digest: Option<&'a str>,
+    /// Its path in the folder the operator's bulk load read (bulk-loaded documents only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -80,6 +86,8 @@ pub(crate) fn view(d: &DocumentRecord, with_owner: bool) -> DocumentView<'_> {
         created: time_of(d.created),
         updated: time_of(d.updated),
         owner: with_owner.then_some(d.owner.as_str()),
+        digest: d.digest.as_deref(),
+        source: d.source.as_deref(),
     }
 }
 
