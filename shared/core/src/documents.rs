@@ -665,28 +665,35 @@ impl Documents {
         bytes: Bytes,
     ) -> Result<DocumentRecord, DocumentError> {
         self.bounded("the record", self.store.put(&record)).await?;
-        let state = match self
-            .bounded("the bytes", self.index.put(&record, bytes))
-            .await
-        {
-            Ok(()) => {
-                self.bounded("the ingestion", self.index.ingest(&record))
-                    .await
-            }
-            Err(e) => Err(e),
-        };
-        let state = match state {
-            Ok(state) => state,
-            Err(e) => {
-                self.undo(&record).await;
-                return Err(e);
-            }
-        };
+        let state = self.put_and_ingest(&record, bytes).await?;
         record.status = state.status;
         record.reason = state.reason;
         self.bounded("the record", self.store.set_status(&record))
             .await?;
         Ok(record)
+    }
+
+    /// Puts the bytes and metadata of `record` and asks the knowledge base to ingest them; when either fails,
+    /// what was put of the document (its record too) is removed, so nothing is left half-visible.
+    async fn put_and_ingest(
+        &self,
+        record: &DocumentRecord,
+        bytes: Bytes,
+    ) -> Result<IndexState, DocumentError> {
+        let state = match self
+            .bounded("the bytes", self.index.put(record, bytes))
+            .await
+        {
+            Ok(()) => {
+                self.bounded("the ingestion", self.index.ingest(record))
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        if state.is_err() {
+            self.undo(record).await;
+        }
+        state
     }
 
     /// Removes what an upload put, as far as it can: a failure here is logged (the record says what was meant).
@@ -803,7 +810,8 @@ impl Documents {
     }
 
     /// `owner`'s bulk-loaded documents by their source path: every page of their records, read once (those
-    /// without a source, uploads, are left out). Their statuses are as recorded.
+    /// without a source, uploads, are left out), the statuses of those still unsettled brought up to date (so that
+    /// one the knowledge base has failed since is loaded again).
     pub async fn loaded(
         &self,
         owner: &str,
@@ -817,7 +825,13 @@ impl Documents {
                     self.store.list(Some(owner), 1000, cursor.as_deref()),
                 )
                 .await?;
-            for record in page.items {
+            let mut records: Vec<DocumentRecord> = page
+                .items
+                .into_iter()
+                .filter(|record| record.source.is_some())
+                .collect();
+            self.refresh(&mut records).await?;
+            for record in records {
                 if let Some(source) = record.source.clone() {
                     by_source.insert(source, record);
                 }
@@ -832,7 +846,8 @@ impl Documents {
     /// Loads one file for `owner` (the operator's owner id) from `source` (its path in the folder loaded) with
     /// `access`, given its record from the last load (`existing`, from [`Documents::loaded`]):
     ///
-    /// - the same bytes (digest) and access list: [`LoadOutcome::Unchanged`], and nothing is called;
+    /// - the same bytes (digest) and access list, and not `failed`: [`LoadOutcome::Unchanged`], and nothing is
+    ///   called (a document the knowledge base failed is stored and ingested again, as an edited one is);
     /// - other bytes or another access list: its bytes and metadata are put again under the same document and
     ///   ingested again (status back to `pending`): [`LoadOutcome::Updated`];
     /// - no record: a new document, as an upload makes one: [`LoadOutcome::Added`].
@@ -863,7 +878,8 @@ impl Documents {
         let old = match existing {
             Some(old)
                 if old.digest.as_deref() == Some(digest.as_str())
-                    && same_access(&old.access, access) =>
+                    && same_access(&old.access, access)
+                    && old.status != DocumentStatus::Failed =>
             {
                 return Ok((LoadOutcome::Unchanged, old.clone()));
             }
@@ -902,23 +918,7 @@ impl Documents {
             digest: Some(digest),
             ..old.clone()
         };
-        let state = match self
-            .bounded("the bytes", self.index.put(&record, bytes))
-            .await
-        {
-            Ok(()) => {
-                self.bounded("the ingestion", self.index.ingest(&record))
-                    .await
-            }
-            Err(e) => Err(e),
-        };
-        let state = match state {
-            Ok(state) => state,
-            Err(e) => {
-                self.undo(&record).await;
-                return Err(e);
-            }
-        };
+        let state = self.put_and_ingest(&record, bytes).await?;
         record.status = state.status;
         record.reason = state.reason;
         self.bounded("the record", self.store.put(&record)).await?;

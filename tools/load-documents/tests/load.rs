@@ -371,3 +371,64 @@ async fn a_manifest_that_names_nobody_or_a_bad_path_stops_the_load_before_anythi
     assert_eq!(parts.kb.ingested_documents(), 0);
     assert!(parts.documents.loaded(OPERATOR).await.unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn a_document_the_knowledge_base_failed_is_loaded_again_by_the_next_run() {
+    let parts = parts().await;
+    let f = &parts.folder;
+    write(
+        f,
+        "public/Guide.md",
+        "The snorkelbine guide is for everyone.",
+    );
+    // The local knowledge base fails Word files with a reason, as Bedrock fails a file it cannot parse.
+    write(
+        f,
+        "public/Notes.docx",
+        "PK\u{3}\u{4} not really a Word file",
+    );
+    let options = |wait: Option<Duration>| Options {
+        folder: parts.folder.clone(),
+        manifest: None,
+        owner: OPERATOR.into(),
+        delete_missing: false,
+        wait,
+        concurrency: 2,
+    };
+    // A first run without --wait: both added, their records left `pending` as the run saw them.
+    let first = load_documents::run(&parts.documents, &options(None), |_| {})
+        .await
+        .unwrap();
+    assert_eq!(
+        outcomes(&first),
+        expect(&[("public/Guide.md", "added"), ("public/Notes.docx", "added")])
+    );
+    assert_eq!(parts.kb.ingested_documents(), 2);
+    // The knowledge base settles both meanwhile (the Word file `failed`); the next run reads where each stands
+    // before it compares: the indexed one is unchanged, the failed one is stored and ingested again, and, still
+    // failing, is counted failed with the knowledge base's reason.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut printed = Vec::new();
+    let second = load_documents::run(
+        &parts.documents,
+        &options(Some(Duration::from_secs(20))),
+        |l| printed.push(l.to_string()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        outcomes(&second),
+        expect(&[
+            ("public/Guide.md", "unchanged"),
+            ("public/Notes.docx", "updated")
+        ])
+    );
+    assert_eq!(parts.kb.ingested_documents(), 3);
+    assert_eq!(second.failed(), 1, "{printed:?}");
+    assert!(
+        printed
+            .iter()
+            .any(|l| l.starts_with("failed public/Notes.docx") && l.contains("Word")),
+        "{printed:?}"
+    );
+}
