@@ -18,9 +18,7 @@ use axum::extract::State;
 use axum::http::Uri;
 use axum::response::Response;
 use bytes::Bytes;
-use chat_core::{
-    ChatModel, DocumentChange, DocumentRecord, DocumentWatch, MAX_WATCHED_DOCUMENTS, SessionStore,
-};
+use chat_core::{ChatModel, DocumentChange, DocumentRecord, DocumentWatch, SessionStore};
 use chat_edge::{ApiError, Deadline, Identified, Query, error_body};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
@@ -36,6 +34,8 @@ pub const POLL_EVERY: Duration = Duration::from_secs(1);
 pub const WATCH_AT_MOST: Duration = Duration::from_secs(5 * 60);
 /// The longest a connection stays quiet: then a comment line keeps it (and every proxy on the way) open.
 pub const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(15);
+/// How long the last events (`end`, an error) may still take to go out once the watch is over.
+const LAST_WORDS: Duration = Duration::from_secs(2);
 
 /// The query of `GET /documents/events`.
 #[derive(Debug, Default, Deserialize)]
@@ -78,25 +78,14 @@ pub(super) async fn events<M: ChatModel + 'static, St: SessionStore + 'static>(
         .as_ref()
         .ok_or_else(|| ApiError::NotFound("/documents (documents are off here)".into()))?;
     let Query(params) = Query::<EventParams>::from_uri(&uri)?;
-    let ids: Option<Vec<String>> = match params.ids.as_deref() {
-        None => None,
-        Some(ids) => {
-            let ids: Vec<String> = ids
-                .split(',')
-                .map(str::trim)
-                .filter(|id| !id.is_empty())
-                .map(str::to_string)
-                .collect();
-            if ids.is_empty() || ids.len() > MAX_WATCHED_DOCUMENTS {
-                return Err(chat_core::InvalidRequest::new(
-                    "ids",
-                    format!("name 1 to {MAX_WATCHED_DOCUMENTS} document ids, comma-separated"),
-                )
-                .into());
-            }
-            Some(ids)
-        }
-    };
+    // How many may be named, once each, is the core's to say (`Documents::watch`).
+    let ids: Option<Vec<String>> = params.ids.as_deref().map(|ids| {
+        ids.split(',')
+            .map(str::trim)
+            .filter(|id| !id.is_empty())
+            .map(str::to_string)
+            .collect()
+    });
     // Where each stands now is read before the status is sent: a fault here is an ordinary error.
     let (now, watch) = documents
         .watch(&caller, ids.as_deref())
@@ -117,15 +106,22 @@ async fn write_events(
     tx: mpsc::Sender<Bytes>,
     ends_at: Instant,
 ) {
+    // A client that stays connected but reads nothing holds a send no longer than the watch lasts; the last words
+    // (`end`, an error) may take a moment past it, within the room the deadline leaves.
+    let send = |line: Bytes, by: Instant| {
+        let tx = tx.clone();
+        async move { matches!(tokio::time::timeout_at(by, tx.send(line)).await, Ok(Ok(()))) }
+    };
+    let last_words = || Instant::now().max(ends_at) + LAST_WORDS;
     for record in &now {
-        if tx.send(document_event(record)).await.is_err() {
+        if !send(document_event(record), ends_at).await {
             return;
         }
     }
     let mut last_sent = Instant::now();
     loop {
         if watch.is_settled() {
-            let _ = tx.send(event("end", &End { settled: true })).await;
+            send(event("end", &End { settled: true }), last_words()).await;
             return;
         }
         let next = Instant::now() + POLL_EVERY;
@@ -134,16 +130,21 @@ async fn write_events(
                 following = watch.following(),
                 "the documents' watch ends for time"
             );
-            let _ = tx.send(event("end", &End { settled: false })).await;
+            send(event("end", &End { settled: false }), last_words()).await;
             return;
         }
         tokio::time::sleep_until(next).await;
-        let changes = match watch.poll().await {
-            Ok(changes) => changes,
-            Err(e) => {
+        // A poll that would outlast the watch is given up: the client connects again to go on.
+        let changes = match tokio::time::timeout_at(ends_at, watch.poll()).await {
+            Ok(Ok(changes)) => changes,
+            Ok(Err(e)) => {
                 let err = api_error(e);
-                let _ = tx.send(event("error", &error_body(&err))).await;
-                let _ = tx.send(event("end", &End { settled: false })).await;
+                send(event("error", &error_body(&err)), last_words()).await;
+                send(event("end", &End { settled: false }), last_words()).await;
+                return;
+            }
+            Err(_) => {
+                send(event("end", &End { settled: false }), last_words()).await;
                 return;
             }
         };
@@ -158,7 +159,7 @@ async fn write_events(
             lines.push(Bytes::from_static(b": keep-alive\n\n"));
         }
         for line in lines {
-            if tx.send(line).await.is_err() {
+            if !send(line, ends_at).await {
                 return;
             }
             last_sent = Instant::now();
