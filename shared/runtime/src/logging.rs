@@ -52,6 +52,7 @@ const OUR_CRATES: &[&str] = &[
     "chat_testing",
     "local_run",
     "api_keys",
+    "load_documents",
     "local_bedrock",
     "local_dynamodb",
     "local_knowledge_base",
