@@ -46,12 +46,24 @@ pub(super) struct Verified {
     pub(super) groups: Vec<String>,
 }
 
+/// The token a request presents, in either form clients send one: `Authorization: Bearer <token>` (OpenAI's SDKs, the
+/// page once signed in, Claude Code's `ANTHROPIC_AUTH_TOKEN`), else `x-api-key: <token>` (Anthropic's SDKs, Claude
+/// Code's `ANTHROPIC_API_KEY`). The one place a credential is read from a request.
 pub(super) fn bearer(request: &impl CallerParts) -> Option<&str> {
-    let value = request.header_map().get("authorization")?.to_str().ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| token.trim())
+    let headers = request.header_map();
+    let authorization = headers
+        .get("authorization")
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim());
+    authorization
+        .or_else(|| {
+            headers
+                .get("x-api-key")
+                .and_then(|value| value.to_str().ok())
+                .map(str::trim)
+        })
         .filter(|t| !t.is_empty())
 }
 

@@ -602,6 +602,49 @@ mod tests {
         }
 
         #[tokio::test]
+        async fn a_token_in_x_api_key_is_read_as_a_bearer_token_is() {
+            // Anthropic's clients send their key as `x-api-key`; the Bearer form wins where both come.
+            let (auth, key) = verifier();
+            let es256 = Header::new(Algorithm::ES256);
+            let alice = token(&key, &es256, serde_json::json!({"sub": "alice"}));
+            let bob = token(&key, &es256, serde_json::json!({"sub": "bob"}));
+            let with = |headers: &[(&'static str, String)]| {
+                let mut request = event(None);
+                for (name, value) in headers {
+                    request.headers_mut().insert(*name, value.parse().unwrap());
+                }
+                request
+            };
+            let keyed = with(&[("x-api-key", alice.clone())]);
+            assert_eq!(
+                auth.caller(&keyed).await.unwrap(),
+                format!("jwt:{ISSUER}:alice")
+            );
+            let both = with(&[
+                ("authorization", format!("Bearer {bob}")),
+                ("x-api-key", alice.clone()),
+            ]);
+            assert_eq!(
+                auth.caller(&both).await.unwrap(),
+                format!("jwt:{ISSUER}:bob")
+            );
+            // Another scheme in Authorization leaves the key to x-api-key; an empty key is no credential.
+            let basic = with(&[
+                ("authorization", "Basic Ym9iOng=".to_string()),
+                ("x-api-key", alice),
+            ]);
+            assert_eq!(
+                auth.caller(&basic).await.unwrap(),
+                format!("jwt:{ISSUER}:alice")
+            );
+            let empty = with(&[("x-api-key", " ".to_string())]);
+            assert!(matches!(
+                auth.caller(&empty).await,
+                Err(ApiError::Unauthorized(_))
+            ));
+        }
+
+        #[tokio::test]
         async fn a_token_names_its_oid_and_groups_for_documents_access() {
             let (auth, key) = verifier();
             let es256 = Header::new(Algorithm::ES256);
