@@ -21,7 +21,7 @@ run: tools
 ## test: every test, in sections: lint, unit (with the integration tests against moto and the local Bedrock
 ## server), then invoke, conformance, schemathesis, browser and retrieval against local runs (tests/suites.py).
 test: tools
-	@echo "==== lint: rustfmt, clippy, cfn-lint 1.51, sam validate --lint, the template's URL permissions and sign-up, the docs against the code ===="
+	@echo "==== lint: rustfmt, clippy, cfn-lint 1.51, sam validate --lint, the template's URL permissions and sign-up, the docs against the code, no module circles ===="
 	@$(MAKE) --no-print-directory lint
 	@echo "==== unit: the workspace's unit and integration tests ===="
 	@$(MAKE) --no-print-directory unit
@@ -40,6 +40,7 @@ lint: tools
 	$(VENV)/bin/python tests/sign_up_check.py
 	bash -n deploy/create.sh && bash -n deploy/remove.sh && $(VENV)/bin/shellcheck deploy/*.sh
 	$(PYTHON) tests/docs_config.py && $(PYTHON) tests/docs_links.py
+	$(PYTHON) tools/module_circles.py --through-reexports
 
 # The local-run crate's tests are the suites' own: they run there, against the running backend.
 # The executables of these tests (about 3 GB) are removed once they have passed: the suites build their own.

@@ -52,9 +52,30 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
     pub(crate) async fn answer_prepared(
         &self,
         caller: &Caller,
-        mut turn: Turn,
+        turn: Turn,
         call: Call,
     ) -> Result<Answer, ChatError> {
+        let answer = self.whole_prepared(turn, call).await?;
+        self.collect(caller, answer).await
+    }
+
+    /// Starts an answer made whole by the model (Converse, not its stream), to read as a stream: what a buffered
+    /// route reads to its end, then hands to [`Self::save_answered`] ([`Self::answer`] in steps).
+    pub async fn whole(
+        &self,
+        caller: &Caller,
+        input: &TurnInput,
+    ) -> Result<StreamingTurn<ReplyStream>, ChatError> {
+        let (turn, call) = self.prepare_standard(caller, input).await?;
+        self.whole_prepared(turn, call).await
+    }
+
+    /// The whole answer of a prepared turn's call, read as a stream ([`Self::whole`]).
+    pub(crate) async fn whole_prepared(
+        &self,
+        mut turn: Turn,
+        call: Call,
+    ) -> Result<StreamingTurn<ReplyStream>, ChatError> {
         let first = self.model.converse(&call.request);
         let reply = turn
             .account
@@ -63,8 +84,7 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         let thoughts = [turn.thoughts.clone(), call.thoughts.clone()].concat();
         // The driver reads the reply as it reads a stream, and notes what it spent.
         let first = (ReplyStream::new(reply), self.reply_starter());
-        self.collect(caller, StreamingTurn::new(turn, call, first, thoughts))
-            .await
+        Ok(StreamingTurn::new(turn, call, first, thoughts))
     }
 
     /// A standard turn prepared, and its one speaker's call made ready.
@@ -95,6 +115,17 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
                 return Err(e);
             }
         };
+        self.save_answered(caller, turn, end).await
+    }
+
+    /// Stores a turn whose answer was read to its `end` ([`StreamingTurn::next`] gave it), and returns the whole
+    /// answer; a turn that is not stored has still spent (its account is settled either way).
+    pub async fn save_answered<S: ModelStream>(
+        &self,
+        caller: &Caller,
+        turn: StreamingTurn<S>,
+        end: crate::TurnEnd,
+    ) -> Result<Answer, ChatError> {
         let (answer, mut turn) = turn.into_answer(end);
         self.save(&caller.owner, &mut turn, None).await?;
         Ok(answer)

@@ -88,6 +88,18 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         self.answer_prepared(caller, turn, call).await
     }
 
+    /// A completion's whole answer made by the model, to read as a stream ([`Self::whole`] for a stateless turn):
+    /// read it to its end, then hand it to [`Self::save_answered`], which settles its account and stores nothing.
+    pub async fn complete_whole(
+        &self,
+        caller: &Caller,
+        input: &TurnInput,
+        completion: &Completion,
+    ) -> Result<StreamingTurn<crate::ReplyStream>, ChatError> {
+        let (turn, call) = self.prepare_completion(caller, input, completion).await?;
+        self.whole_prepared(turn, call).await
+    }
+
     /// The settings a completion answers under: the model it names (one the operator allows, with its own
     /// profile's window, prices, caching and reasoning style) and its instructions in place of the system prompt.
     pub fn completion_settings(&self, completion: &Completion) -> Result<ChatSettings, ChatError> {

@@ -74,7 +74,7 @@ pub use error::{ChatError, ModelError};
 pub use followups::FollowupSplitter;
 pub use grounding::Grounding;
 pub use invalid::InvalidRequest;
-pub(crate) use model::ReplyStream;
+pub use model::ReplyStream;
 pub use model::{
     ChatModel, GuardrailFinding, GuardrailTrace, InferenceSettings, ModelEvent, ModelMessage,
     ModelReply, ModelRequest, ModelStream, ReasoningBlock, ReplyCitation, Served, StopReason,
@@ -100,7 +100,7 @@ pub use store::{
     ChatRecord, ListRequest, LoadedChat, Page, PageRequest, REASONING_KEPT_FOR, ReadMark,
     SessionStore, StoreError, StoreTimeouts, StoredMessage, TurnWrite, is_chat_id,
 };
-pub use streaming::{StreamingTurn, TurnEnd, TurnEvent};
+pub use streaming::{StreamingTurn, TurnEnd, TurnEvent, TurnOpening};
 pub use thoughts::REDACTED;
 pub use tools::{
     SearchWhen, Tool, ToolBounds, ToolCall, ToolExchange, ToolFuture, ToolListing, ToolOutput,

@@ -267,7 +267,7 @@ pub trait ChatModel: Send + Sync {
 }
 
 /// A whole reply read as a stream, so that a buffered answer takes the streamed answer's steps.
-pub(crate) struct ReplyStream {
+pub struct ReplyStream {
     events: VecDeque<ModelEvent>,
 }
 

@@ -24,6 +24,9 @@ pub enum TurnEvent {
     RedactedReasoning(String),
     /// Text to show now (never empty).
     Text(String),
+    /// What the answer is grounded in grew (a tool found passages): all of it so far, told just before the thought of
+    /// the tool's result.
+    Found(DataPoints),
     /// A thought to show now: a tool call as the model asks for it, or its result as it arrives.
     Thought(Thought),
     /// The model asks for a tool of the client's (a stateless completion's), as the call arrives whole: the answer
@@ -47,6 +50,16 @@ pub struct TurnEnd {
     pub citations: Vec<String>,
 }
 
+/// What a streamed answer tells before its first event: what identifies it, the thoughts known before it (the
+/// prompt, and the search when there is one), what the search found, and the chat's session state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnOpening {
+    pub header: TurnHeader,
+    pub thoughts: Vec<Thought>,
+    pub data_points: Option<DataPoints>,
+    pub session_state: Option<serde_json::Value>,
+}
+
 /// A turn's answer, streamed: one speaker's, through the turn driver's rounds over the turn's prepared conversation.
 pub struct StreamingTurn<S> {
     pub header: TurnHeader,
@@ -61,6 +74,9 @@ pub struct StreamingTurn<S> {
     splitter: Option<FollowupSplitter>,
     ready: VecDeque<TurnEvent>,
     prices: Option<Prices>,
+    /// How many passages the client has been told of ([`TurnEvent::Found`]); `None` while the answer is grounded in
+    /// nothing.
+    passages_told: Option<usize>,
 }
 
 impl<S: ModelStream> StreamingTurn<S> {
@@ -91,9 +107,25 @@ impl<S: ModelStream> StreamingTurn<S> {
             splitter: call.speaker.followups.then(FollowupSplitter::new),
             speaker: call.speaker,
             prices: turn.prices,
+            passages_told: turn.grounding.as_ref().map(|g| g.passages.len()),
             turn,
             shown: String::new(),
             ready: VecDeque::new(),
+        }
+    }
+
+    /// What the answer tells before its first event ([`TurnOpening`]). It takes the thoughts it tells: an
+    /// [`Answer`] made of this turn afterwards holds only those of its answer.
+    pub fn opening(&mut self) -> TurnOpening {
+        // It tells all that was found so far: what a tool found while the answer was started is not told again.
+        self.ready
+            .retain(|event| !matches!(event, TurnEvent::Found(_)));
+        self.passages_told = self.driver.grounding.as_ref().map(|g| g.passages.len());
+        TurnOpening {
+            header: self.header.clone(),
+            thoughts: std::mem::take(&mut self.thoughts),
+            data_points: self.data_points(),
+            session_state: self.session().state(),
         }
     }
 
@@ -288,7 +320,17 @@ impl<S: ModelStream> StreamingTurn<S> {
             DriverEvent::RedactedReasoning(note) => {
                 self.ready.push_back(TurnEvent::RedactedReasoning(note))
             }
-            DriverEvent::Thought(thought) => self.ready.push_back(TurnEvent::Thought(thought)),
+            DriverEvent::Thought(thought) => {
+                // What a tool found is told with the thought of its result.
+                let found = self.driver.grounding.as_ref().map(|g| g.passages.len());
+                if found != self.passages_told {
+                    self.passages_told = found;
+                    if let Some(points) = self.data_points() {
+                        self.ready.push_back(TurnEvent::Found(points));
+                    }
+                }
+                self.ready.push_back(TurnEvent::Thought(thought));
+            }
             DriverEvent::ToolCall(call) => self.ready.push_back(TurnEvent::ToolCall(call)),
             DriverEvent::Done(stop) => {
                 let driver = &self.driver;

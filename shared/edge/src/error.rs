@@ -4,7 +4,7 @@ use axum::body::Body;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chat_core::{AttachmentError, ChatError, ModelError, SearchError, StoreError};
-use chat_protocol::ErrorBody;
+use chat_protocol::{ErrorShape, Fault, FaultKind, PlainErrors};
 use serde::Serialize;
 
 /// A setting that cannot be used, found at a cold start: which environment variable, and why (never a secret: at most
@@ -224,30 +224,25 @@ pub fn json_response<T: Serialize>(status: StatusCode, body: &T) -> Response {
 
 /// The error as the client sees it, `{"error": "…"}` with its status; the details are logged.
 pub fn error_response(err: &ApiError) -> Response {
-    let status = status_and_log(err);
-    with_error_headers(
-        json_response(status, &ErrorBody::new(err.public_message())),
-        err,
-    )
+    error_response_in::<PlainErrors>(err)
 }
 
-/// The error as OpenAI's API answers it, on the `/v1` routes: `{"error": {"message", "type", "param", "code"}}` with
-/// the same status and `Retry-After` as [`error_response`] (so 401 `invalid_api_key`, 404 `model_not_found`, 429
-/// `rate_limit_exceeded`, 400 `invalid_request_error` naming `param`); the details are logged alike.
-pub fn openai_error_response(err: &ApiError) -> Response {
-    let body = openai_error_body(err);
-    with_error_headers(json_response(err.status(), &body), err)
-}
-
-/// `response` with the headers `err` calls for, whatever the body's shape: `Allow` on a 405, `Retry-After` when the
-/// client should try again later.
-fn with_error_headers(mut response: Response, err: &ApiError) -> Response {
-    if let ApiError::MethodNotAllowed { allow } = err {
+/// The error as the routes of a dialect whose errors have the shape `S` answer it before any byte of an answer: the
+/// body in that shape, and, the same in every dialect, the status, `Allow` on a 405 and `Retry-After` when the
+/// client should try again later; the details are logged.
+pub fn error_response_in<S: ErrorShape>(err: &ApiError) -> Response {
+    let fault = err.fault();
+    let mut response = Response::builder()
+        .status(fault.status)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(S::error_body(&fault)))
+        .expect("a response built from valid parts");
+    if let FaultKind::MethodNotAllowed { allow } = fault.kind {
         response
             .headers_mut()
             .insert(header::ALLOW, header::HeaderValue::from_static(allow));
     }
-    if let Some(seconds) = err.retry_after() {
+    if let Some(seconds) = fault.retry_after {
         response
             .headers_mut()
             .insert(header::RETRY_AFTER, header::HeaderValue::from(seconds));
@@ -255,36 +250,42 @@ fn with_error_headers(mut response: Response, err: &ApiError) -> Response {
     response
 }
 
-/// OpenAI's error body for `err` (also what a stream that has begun sends as its last event); logged like
-/// [`error_response`].
-pub fn openai_error_body(err: &ApiError) -> chat_protocol::openai::ErrorBody {
-    let status = status_and_log(err);
-    let (kind, code) = err.openai_type_and_code(status);
-    chat_protocol::openai::ErrorBody::new(err.public_message(), kind, err.param(), code)
-}
-
 impl ApiError {
-    /// OpenAI's `type` and `code` for this fault, answered with `status` ([`Self::status`]).
-    fn openai_type_and_code(&self, status: StatusCode) -> (&'static str, Option<&'static str>) {
-        const INVALID: &str = "invalid_request_error";
+    /// The fault as a client is told it, in whichever dialect (`chat_protocol::Encoder::fault`,
+    /// [`error_response_in`]); its details are logged here, once per answer.
+    pub fn fault(&self) -> Fault {
+        let status = status_and_log(self);
+        Fault {
+            status: status.as_u16(),
+            message: self.public_message(),
+            kind: self.fault_kind(),
+            param: self.param(),
+            retry_after: self.retry_after(),
+        }
+    }
+
+    /// What kind of fault this is, where a dialect names kinds beyond the status.
+    fn fault_kind(&self) -> FaultKind {
         match self {
-            ApiError::Unauthorized(_) => (INVALID, Some("invalid_api_key")),
-            ApiError::Chat(ChatError::ModelNotFound(_)) => (INVALID, Some("model_not_found")),
-            ApiError::Chat(ChatError::OverLimit(over)) if !over.is_rate() => {
-                ("insufficient_quota", Some("rate_limit_exceeded"))
-            }
-            ApiError::Chat(ChatError::ContentFiltered) => (INVALID, Some("content_filter")),
-            ApiError::NotFound(_) => (INVALID, Some("unknown_url")),
-            ApiError::MethodNotAllowed { .. } => (INVALID, Some("method_not_allowed")),
-            _ if status == StatusCode::PAYLOAD_TOO_LARGE => (INVALID, Some("request_too_large")),
-            _ if status == StatusCode::TOO_MANY_REQUESTS => {
-                ("requests", Some("rate_limit_exceeded"))
-            }
-            _ if status == StatusCode::SERVICE_UNAVAILABLE => {
-                ("server_error", Some("service_unavailable"))
-            }
-            _ if status.is_server_error() => ("server_error", None),
-            _ => (INVALID, None),
+            ApiError::Unauthorized(_) => FaultKind::Unauthorized,
+            ApiError::Forbidden(_) => FaultKind::Forbidden,
+            ApiError::NotFound(_) => FaultKind::UnknownRoute,
+            ApiError::MethodNotAllowed { allow } => FaultKind::MethodNotAllowed { allow },
+            ApiError::Chat(ChatError::ModelNotFound(_)) => FaultKind::ModelNotFound,
+            ApiError::Chat(ChatError::OverLimit(over)) if over.is_rate() => FaultKind::OverRate,
+            ApiError::Chat(ChatError::OverLimit(_)) => FaultKind::OverQuota,
+            ApiError::Chat(ChatError::Model(ModelError::Throttled)) => FaultKind::ModelThrottled,
+            ApiError::Chat(ChatError::ContentFiltered) => FaultKind::ContentFiltered,
+            ApiError::PayloadTooLarge { .. }
+            | ApiError::UploadTooLarge { .. }
+            | ApiError::InvalidCursor
+            | ApiError::UnsupportedMediaType(_)
+            | ApiError::Chat(
+                ChatError::Invalid(_)
+                | ChatError::TooLarge(_)
+                | ChatError::Store(StoreError::InvalidCursor),
+            ) => FaultKind::Invalid,
+            _ => FaultKind::Other,
         }
     }
 
@@ -300,18 +301,6 @@ impl ApiError {
             _ => None,
         }
     }
-}
-
-/// The error's body for a stream that has already begun (a JSONL line or an SSE event carries it); logged like
-/// [`error_response`].
-pub fn error_body(err: &ApiError) -> ErrorBody {
-    status_and_log(err);
-    ErrorBody::new(err.public_message())
-}
-
-/// The error as the last line of a JSON Lines stream that has already begun: `{"error":"…"}\n`.
-pub fn error_line(err: &ApiError) -> Vec<u8> {
-    chat_protocol::json_line(&error_body(err))
 }
 
 fn status_and_log(err: &ApiError) -> StatusCode {
@@ -390,7 +379,7 @@ mod tests {
     }
 
     async fn openai_body(err: ApiError) -> (StatusCode, Option<String>, serde_json::Value) {
-        let response = openai_error_response(&err);
+        let response = error_response_in::<chat_protocol::openai::OpenAiErrors>(&err);
         let status = response.status();
         let retry = response
             .headers()

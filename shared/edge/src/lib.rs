@@ -11,8 +11,7 @@ mod routes;
 
 pub use cors::{Cors, LOOPBACK_ORIGINS};
 pub use error::{
-    ApiError, ConfigError, error_body, error_line, error_response, json_response,
-    openai_error_body, openai_error_response, settings_in,
+    ApiError, ConfigError, error_response, error_response_in, json_response, settings_in,
 };
 pub use extract::{
     Arrived, CallerAnd, ChatEdgeState, ChatRequest, ChatRoute, ChatUiRoute, CompletionBody,
@@ -26,4 +25,4 @@ pub use request::{
     DRAIN_FOR, DRAIN_LIMIT_BYTES, Query, accepts, read_chat_request, read_json_body,
     read_upload_body,
 };
-pub use routes::{only, only_openai};
+pub use routes::{only, only_in};

@@ -1,9 +1,10 @@
-//! What every route answers for a method it does not take: the JSON 405 with `Allow`, declared once.
+//! What every route answers for a method it does not take: the 405 with `Allow`, in the shape of the route's dialect,
+//! declared once.
 
-use axum::response::IntoResponse;
 use axum::routing::MethodRouter;
+use chat_protocol::{ErrorShape, PlainErrors};
 
-use crate::ApiError;
+use crate::{ApiError, error_response_in};
 
 /// `methods` answering a route, and for every other method (`HEAD` too, which axum would otherwise send to a
 /// `GET` handler) the JSON 405 with `Allow: allow`.
@@ -11,17 +12,17 @@ pub fn only<S: Clone + Send + Sync + 'static>(
     allow: &'static str,
     methods: MethodRouter<S>,
 ) -> MethodRouter<S> {
-    let refuse = move || async move { ApiError::MethodNotAllowed { allow }.into_response() };
-    // An explicit HEAD handler comes first; without one axum hands HEAD to the GET handler.
-    methods.head(refuse).fallback(refuse)
+    only_in::<PlainErrors, S>(allow, methods)
 }
 
-/// [`only`] for OpenAI's routes (`/v1/…`): the 405 in OpenAI's error shape.
-pub fn only_openai<S: Clone + Send + Sync + 'static>(
+/// [`only`] for the routes of a dialect whose errors have the shape `E` (OpenAI's routes, `/v1/…`, answer its 405 in
+/// OpenAI's shape).
+pub fn only_in<E: ErrorShape, S: Clone + Send + Sync + 'static>(
     allow: &'static str,
     methods: MethodRouter<S>,
 ) -> MethodRouter<S> {
     let refuse =
-        move || async move { crate::openai_error_response(&ApiError::MethodNotAllowed { allow }) };
+        move || async move { error_response_in::<E>(&ApiError::MethodNotAllowed { allow }) };
+    // An explicit HEAD handler comes first; without one axum hands HEAD to the GET handler.
     methods.head(refuse).fallback(refuse)
 }

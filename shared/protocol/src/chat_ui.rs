@@ -272,12 +272,7 @@ impl MessagesReply {
 }
 
 /// One server-sent event carrying `value` as its data: `data: {…}\n\n`.
-pub fn sse_event<T: Serialize>(value: &T) -> Vec<u8> {
-    let mut event = b"data: ".to_vec();
-    event.extend(serde_json::to_vec(value).expect("wire types always serialize"));
-    event.extend_from_slice(b"\n\n");
-    event
-}
+pub use crate::encode::sse_data as sse_event;
 
 /// One item of `GET /chat-history`, and the answer of create and replace.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

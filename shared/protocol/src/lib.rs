@@ -1,7 +1,9 @@
 //! The protocol crate: wire types of every dialect this backend speaks, their validation, and their mapping to and
 //! from the core's conversation model (`chat_core`). Pure: no I/O, no AWS types.
 
+pub mod answers;
 pub mod chat_ui;
+pub mod encode;
 mod error;
 mod field;
 mod files;
@@ -13,6 +15,8 @@ pub mod v2024_01_28;
 pub mod v2024_05_29;
 mod wire;
 
+pub use answers::{AgentEvents, ProtocolAnswer};
+pub use encode::{Encoder, ErrorShape, Fault, FaultKind, PlainErrors, Whole, WholeEncoder};
 pub use field::Field;
 pub use files::text_outside_files;
 pub use model::{

@@ -12,20 +12,22 @@
 //! `error` event (`{"error": …}`), then `end`; before, an ordinary JSON error (an unknown or another user's id is a
 //! 404, a malformed `ids` a 400, documents off a 404).
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::Uri;
 use axum::response::Response;
-use bytes::Bytes;
-use chat_core::{ChatModel, DocumentChange, DocumentRecord, DocumentWatch, SessionStore};
-use chat_edge::{ApiError, Deadline, Identified, Query, error_body};
+use chat_core::{
+    ChatModel, DocumentChange, DocumentRecord, DocumentWatch, SessionStore, TurnSpent,
+};
+use chat_edge::{ApiError, Deadline, Identified, Query};
+use chat_protocol::{Encoder, ErrorBody, Fault, encode::sse_named};
 use serde::{Deserialize, Serialize};
-use tokio::sync::mpsc;
 use tokio::time::Instant;
-use tracing::Instrument;
 
-use super::streamed::{AppState, event_stream, line_body};
+use super::ChatState;
+use super::write::{Answering, stream};
 use crate::history::documents::{api_error, view};
 
 /// How often the knowledge base is asked where the watched documents stand.
@@ -44,31 +46,8 @@ struct EventParams {
     ids: Option<String>,
 }
 
-/// The `end` event's data.
-#[derive(Serialize)]
-struct End {
-    /// Every watched document is settled (`false`: the watch stopped for time; connect again to go on).
-    settled: bool,
-}
-
-/// The `deleted` event's data.
-#[derive(Serialize)]
-struct Deleted<'a> {
-    id: &'a str,
-}
-
-/// One server-sent event named `name` carrying `data` as JSON.
-fn event<T: Serialize>(name: &str, data: &T) -> Bytes {
-    let json = serde_json::to_string(data).expect("events always serialize");
-    Bytes::from(format!("event: {name}\ndata: {json}\n\n"))
-}
-
-fn document_event(record: &DocumentRecord) -> Bytes {
-    event("document", &view(record, false))
-}
-
 pub(super) async fn events<M: ChatModel + 'static, St: SessionStore + 'static>(
-    State(app): AppState<M, St>,
+    State(app): State<std::sync::Arc<ChatState<M, St>>>,
     Identified(caller): Identified,
     Deadline(deadline): Deadline,
     uri: Uri,
@@ -93,76 +72,154 @@ pub(super) async fn events<M: ChatModel + 'static, St: SessionStore + 'static>(
         .map_err(api_error)?;
     let watch_ends = Instant::now() + WATCH_AT_MOST;
     let ends_at = deadline.map_or(watch_ends, |d| d.min(watch_ends));
-    let (tx, body) = line_body();
-    tokio::spawn(write_events(now, watch, tx, ends_at).instrument(tracing::Span::current()));
-    Ok(event_stream(body))
+    let answer = WatchAnswer {
+        watch,
+        ends_at,
+        last_sent: Instant::now(),
+        ready: VecDeque::new(),
+        settled: false,
+    };
+    Ok(stream(
+        answer,
+        StatusEvents,
+        &now,
+        None,
+        tracing::Span::current(),
+    ))
 }
 
-/// Writes the first events, then polls until every watched document is settled, `ends_at` comes, or the client goes
-/// away (a write fails); the stream itself never fails.
-async fn write_events(
-    now: Vec<DocumentRecord>,
-    mut watch: DocumentWatch,
-    tx: mpsc::Sender<Bytes>,
+/// What a watch tells after where the documents stood at first.
+pub(super) enum WatchEvent {
+    /// A document's status or reason changed.
+    Changed(Box<DocumentChange>),
+    /// Nothing changed for [`KEEP_ALIVE_EVERY`].
+    KeepAlive,
+}
+
+/// A watch in progress, as the writer drives it: it polls until every watched document is settled or `ends_at`
+/// comes. A client that stays connected but reads nothing holds a write no longer than the watch lasts; the last
+/// words (`end`, an error) may take a moment past it, within the room the deadline leaves.
+struct WatchAnswer {
+    watch: DocumentWatch,
     ends_at: Instant,
-) {
-    // A client that stays connected but reads nothing holds a send no longer than the watch lasts; the last words
-    // (`end`, an error) may take a moment past it, within the room the deadline leaves.
-    let send = |line: Bytes, by: Instant| {
-        let tx = tx.clone();
-        async move { matches!(tokio::time::timeout_at(by, tx.send(line)).await, Ok(Ok(()))) }
-    };
-    let last_words = || Instant::now().max(ends_at) + LAST_WORDS;
-    for record in &now {
-        if !send(document_event(record), ends_at).await {
-            return;
+    /// When the last event went out (or the watch began).
+    last_sent: Instant,
+    ready: VecDeque<WatchEvent>,
+    /// Whether every watched document is settled (else the watch ended for time).
+    settled: bool,
+}
+
+impl Answering for WatchAnswer {
+    type Event = WatchEvent;
+    /// Whether every watched document is settled.
+    type Done = bool;
+
+    async fn next(&mut self) -> Result<Option<WatchEvent>, ApiError> {
+        loop {
+            if let Some(event) = self.ready.pop_front() {
+                self.last_sent = Instant::now();
+                return Ok(Some(event));
+            }
+            if self.watch.is_settled() {
+                self.settled = true;
+                return Ok(None);
+            }
+            let next = Instant::now() + POLL_EVERY;
+            if next >= self.ends_at {
+                tracing::debug!(
+                    following = self.watch.following(),
+                    "the documents' watch ends for time"
+                );
+                return Ok(None);
+            }
+            tokio::time::sleep_until(next).await;
+            // A poll that would outlast the watch is given up: the client connects again to go on.
+            let changes = match tokio::time::timeout_at(self.ends_at, self.watch.poll()).await {
+                Ok(changes) => changes.map_err(api_error)?,
+                Err(_) => return Ok(None),
+            };
+            self.ready.extend(
+                changes
+                    .into_iter()
+                    .map(|c| WatchEvent::Changed(Box::new(c))),
+            );
+            if self.ready.is_empty() && self.last_sent.elapsed() >= KEEP_ALIVE_EVERY {
+                self.ready.push_back(WatchEvent::KeepAlive);
+            }
         }
     }
-    let mut last_sent = Instant::now();
-    loop {
-        if watch.is_settled() {
-            send(event("end", &End { settled: true }), last_words()).await;
-            return;
+
+    fn is_answer(_: &WatchEvent) -> bool {
+        false
+    }
+
+    async fn settle(&mut self) -> Result<(bool, Option<TurnSpent>), ApiError> {
+        Ok((self.settled, None))
+    }
+
+    async fn abandon(&mut self) {}
+
+    fn send_by(&self, last: bool) -> Option<Instant> {
+        Some(if last {
+            Instant::now().max(self.ends_at) + LAST_WORDS
+        } else {
+            self.ends_at
+        })
+    }
+}
+
+/// The watch's server-sent events: `document` (the same JSON as `GET /documents/{id}`), `deleted`, `end`, `error`,
+/// and a comment line to keep a quiet connection open.
+struct StatusEvents;
+
+/// The `end` event's data.
+#[derive(Serialize)]
+struct End {
+    /// Every watched document is settled (`false`: the watch stopped for time; connect again to go on).
+    settled: bool,
+}
+
+/// The `deleted` event's data.
+#[derive(Serialize)]
+struct Deleted<'a> {
+    id: &'a str,
+}
+
+fn document_event(record: &DocumentRecord) -> Vec<u8> {
+    sse_named("document", &view(record, false))
+}
+
+impl Encoder for StatusEvents {
+    /// Where each watched document stands at first.
+    type Opening = Vec<DocumentRecord>;
+    type Event = WatchEvent;
+    type Done = bool;
+
+    fn content_type(&self) -> &'static str {
+        "text/event-stream"
+    }
+
+    fn opening(&mut self, now: &Vec<DocumentRecord>) -> Vec<u8> {
+        now.iter().flat_map(document_event).collect()
+    }
+
+    fn event(&mut self, event: WatchEvent) -> Vec<u8> {
+        match event {
+            WatchEvent::Changed(change) => match *change {
+                DocumentChange::Now(record) => document_event(&record),
+                DocumentChange::Gone(id) => sse_named("deleted", &Deleted { id: &id }),
+            },
+            WatchEvent::KeepAlive => b": keep-alive\n\n".to_vec(),
         }
-        let next = Instant::now() + POLL_EVERY;
-        if next >= ends_at {
-            tracing::debug!(
-                following = watch.following(),
-                "the documents' watch ends for time"
-            );
-            send(event("end", &End { settled: false }), last_words()).await;
-            return;
-        }
-        tokio::time::sleep_until(next).await;
-        // A poll that would outlast the watch is given up: the client connects again to go on.
-        let changes = match tokio::time::timeout_at(ends_at, watch.poll()).await {
-            Ok(Ok(changes)) => changes,
-            Ok(Err(e)) => {
-                let err = api_error(e);
-                send(event("error", &error_body(&err)), last_words()).await;
-                send(event("end", &End { settled: false }), last_words()).await;
-                return;
-            }
-            Err(_) => {
-                send(event("end", &End { settled: false }), last_words()).await;
-                return;
-            }
-        };
-        let mut lines: Vec<Bytes> = changes
-            .iter()
-            .map(|change| match change {
-                DocumentChange::Now(record) => document_event(record),
-                DocumentChange::Gone(id) => event("deleted", &Deleted { id }),
-            })
-            .collect();
-        if lines.is_empty() && last_sent.elapsed() >= KEEP_ALIVE_EVERY {
-            lines.push(Bytes::from_static(b": keep-alive\n\n"));
-        }
-        for line in lines {
-            if !send(line, ends_at).await {
-                return;
-            }
-            last_sent = Instant::now();
-        }
+    }
+
+    fn done(&mut self, settled: bool) -> Vec<u8> {
+        sse_named("end", &End { settled })
+    }
+
+    fn fault(&mut self, fault: &Fault) -> Vec<u8> {
+        let mut last = sse_named("error", &ErrorBody::new(fault.message.clone()));
+        last.extend(self.done(false));
+        last
     }
 }

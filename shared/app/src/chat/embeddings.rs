@@ -13,8 +13,9 @@ use axum::response::Response;
 use axum::routing::post;
 use chat_core::{ChatError, ChatModel, SessionStore, TurnSpent};
 use chat_edge::{
-    ApiError, Arrived, CallerAnd, JsonBody, json_response, only_openai, openai_error_response,
+    ApiError, Arrived, CallerAnd, JsonBody, error_response_in, json_response, only_in,
 };
+use chat_protocol::openai::OpenAiErrors;
 use chat_protocol::openai::embeddings::{EmbeddingsResponse, parse_embeddings_request};
 use chat_runtime::{TurnMeter, TurnOutcome};
 use tracing::Instrument;
@@ -32,7 +33,7 @@ pub(crate) fn routes<M: ChatModel + 'static, St: SessionStore + 'static>(
     Router::new()
         .route(
             ROUTE,
-            only_openai(
+            only_in::<OpenAiErrors, _>(
                 "POST",
                 post(
                     move |State(app): State<Arc<ChatState<M, St>>>,
@@ -94,7 +95,7 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatState<M, St> {
             }
             Err(e) => {
                 meter.fail(&e);
-                openai_error_response(&e)
+                error_response_in::<OpenAiErrors>(&e)
             }
         }
     }

@@ -1,6 +1,12 @@
 //! The two chat functions' one application: the chat service with its ports, how callers are known and the edge's
 //! limits, held once; the buffered function ([`Buffered`]) and the streaming one ([`Streamed`]) differ only in the
-//! routes they answer and how they write an answer.
+//! routes they answer and whether they stream ([`Serving`]). Each dialect's routes are a module of their own; every
+//! answer goes through the one writer ([`write`]).
+//!
+//! - [`turns`]: the AI Chat Protocol (`/chat`, `/chat/stream`) and the Chat UI's standard chat (`/chat-ui/chat`);
+//! - [`agents`]: the Chat UI's multi-agent chat;
+//! - [`openai`], [`embeddings`]: OpenAI's API (`/v1/…`);
+//! - [`document_events`]: the documents' statuses pushed (`GET /documents/events`).
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -8,24 +14,95 @@ use std::sync::Arc;
 use axum::Router;
 use axum::http::Method;
 use axum::response::Response;
+use axum::routing::get;
 use chat_core::{
     AgentGroup, AttachmentStore, ChatModel, ChatService, Documents, Embedder, EmbeddingModels,
     Limits, RequestLimits, Retriever, SessionStore, ToolBounds, ToolSource, UsageLedger,
 };
-use chat_edge::{Arrived, Auth, ChatEdgeState, Cors, EdgeState};
+use chat_edge::{Arrived, Auth, ChatEdgeState, Cors, EdgeState, only};
 use chat_protocol::chat_ui::ReplyShape;
 use chat_runtime::{FunctionService, TurnMeter};
 
 use crate::Config;
 
-mod buffered;
+mod agents;
 mod document_events;
 mod embeddings;
 mod openai;
-mod streamed;
+mod turns;
+mod write;
 
-pub use buffered::Buffered;
-pub use streamed::Streamed;
+/// How a chat function serves answers: its name in the metrics, and whether it streams them (chat-stream, whose
+/// function URL streams its responses) or answers them whole (chat, whose responses Lambda buffers). A dialect's
+/// routes are the same code on both, told which.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Serving {
+    pub function: &'static str,
+    pub streams: bool,
+}
+
+/// The buffered chat function (`functions/chat`).
+pub struct Buffered;
+
+/// The streaming chat function (`functions/chat-stream`).
+pub struct Streamed;
+
+impl Buffered {
+    const SERVING: Serving = Serving {
+        function: "chat",
+        streams: false,
+    };
+
+    /// The routes only this function answers: `POST /chat` (both protocol versions), `POST /chat-ui/chat` and
+    /// `POST /multi-agent-chat/batch`. (The bare `/multi-agent-chat` and OpenAI's API are in its
+    /// [`ChatFunction::routes`]: where all functions share one address, the streaming function answers them.)
+    pub(crate) fn own_routes<M: ChatModel + 'static, St: SessionStore + 'static>(
+        state: &Arc<ChatState<M, St>>,
+    ) -> Router {
+        turns::routes(state, Self::SERVING).merge(agents::routes(state, Self::SERVING, false))
+    }
+}
+
+impl ChatFunction for Buffered {
+    /// Its own routes, the bare `POST /multi-agent-chat` (the Chat UI's documentation configures that URL; its
+    /// current revision posts to it) and OpenAI's API answered whole (`stream: true` is the streaming function's).
+    fn routes<M: ChatModel + 'static, St: SessionStore + 'static>(
+        state: &Arc<ChatState<M, St>>,
+    ) -> Router {
+        turns::routes(state, Self::SERVING)
+            .merge(agents::routes(state, Self::SERVING, true))
+            .merge(openai::routes(state, Self::SERVING))
+            .merge(embeddings::routes(state, Self::SERVING.function))
+    }
+}
+
+impl Streamed {
+    const SERVING: Serving = Serving {
+        function: "chat-stream",
+        streams: true,
+    };
+}
+
+impl ChatFunction for Streamed {
+    /// `POST /chat/stream`, `POST /multi-agent-chat/stream` and the bare `POST /multi-agent-chat` (events when asked
+    /// for, else the whole round), `GET /documents/events`, and OpenAI's API, `stream: true` as server-sent events.
+    fn routes<M: ChatModel + 'static, St: SessionStore + 'static>(
+        state: &Arc<ChatState<M, St>>,
+    ) -> Router {
+        turns::routes(state, Self::SERVING)
+            .merge(agents::routes(state, Self::SERVING, true))
+            .merge(
+                Router::new()
+                    .route(
+                        "/documents/events",
+                        only("GET", get(document_events::events)),
+                    )
+                    .with_state(state.clone()),
+            )
+            .merge(openai::routes(state, Self::SERVING))
+            .merge(embeddings::routes(state, Self::SERVING.function))
+    }
+}
 
 /// Which chat function an app is: the routes it answers (each handler writes its answer its own way).
 pub trait ChatFunction: Send + Sync + 'static {

@@ -9,7 +9,9 @@ pub mod models;
 pub mod request;
 pub mod response;
 
-pub use error::{ErrorBody, ErrorObject};
+pub use error::{ErrorBody, ErrorObject, OpenAiErrors, error_body};
 pub use models::{Model, ModelList, Pricing};
 pub use request::{CompletionRequest, MAX_METADATA_PAIRS, parse_completion_request};
-pub use response::{ChatCompletion, ChatCompletionChunk, ChunkHeader, SSE_DONE, Usage, sse_data};
+pub use response::{
+    ChatCompletion, ChatCompletionChunk, ChunkEvents, ChunkHeader, SSE_DONE, Usage, sse_data,
+};

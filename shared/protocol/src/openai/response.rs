@@ -3,8 +3,11 @@
 
 use serde::Serialize;
 
-use chat_core::{Answer, FinishReason, TokenUsage, ToolCall, estimate_tokens};
+use chat_core::{
+    Answer, FinishReason, TokenUsage, ToolCall, TurnEnd, TurnEvent, TurnOpening, estimate_tokens,
+};
 
+use crate::encode::{Encoder, Fault, Whole, WholeEncoder};
 use crate::openai_finish_reason;
 
 /// `usage`, in OpenAI's terms. Bedrock counts input read from or written to the prompt cache apart from the rest;
@@ -293,13 +296,108 @@ impl ChatCompletionChunk {
     }
 }
 
-/// One server-sent event carrying `value` as JSON: `data: {json}\n\n`.
-pub fn sse_data<T: Serialize>(value: &T) -> Vec<u8> {
-    let mut event = b"data: ".to_vec();
-    serde_json::to_writer(&mut event, value).expect("wire types always serialize");
-    event.extend_from_slice(b"\n\n");
-    event
-}
+pub use crate::encode::sse_data;
 
 /// The event that ends a stream.
 pub const SSE_DONE: &[u8] = b"data: [DONE]\n\n";
+
+/// A completion's answer as OpenAI's SDKs read it, for the one writer: streamed as `chat.completion.chunk`s (the
+/// role first, then each piece of text, reasoning and each tool call as the model gives it, the finish, the usage
+/// when asked for, and `[DONE]`; a fault after the first chunk an event `{"error": …}` in OpenAI's shape), or whole
+/// as a `chat.completion`. The model is the id the request named.
+pub struct ChunkEvents {
+    model: String,
+    include_usage: bool,
+    /// What every chunk repeats, known at the opening.
+    header: Option<ChunkHeader>,
+    /// The reasoning shown, whose tokens the usage estimates.
+    reasoning: String,
+    /// How many tool calls were sent: the next one's index.
+    calls: u32,
+}
+
+impl ChunkEvents {
+    pub fn new(model: impl Into<String>, include_usage: bool) -> Self {
+        Self {
+            model: model.into(),
+            include_usage,
+            header: None,
+            reasoning: String::new(),
+            calls: 0,
+        }
+    }
+
+    fn header(&self) -> &ChunkHeader {
+        self.header
+            .as_ref()
+            .expect("the writer opens an answer before its events")
+    }
+}
+
+impl Encoder for ChunkEvents {
+    type Opening = TurnOpening;
+    type Event = TurnEvent;
+    type Done = TurnEnd;
+
+    fn content_type(&self) -> &'static str {
+        "text/event-stream"
+    }
+
+    fn opening(&mut self, opening: &TurnOpening) -> Vec<u8> {
+        let header = ChunkHeader {
+            id: opening.header.id.clone(),
+            created: opening.header.created,
+            model: self.model.clone(),
+            include_usage: self.include_usage,
+        };
+        let chunk = sse_data(&ChatCompletionChunk::start(&header));
+        self.header = Some(header);
+        chunk
+    }
+
+    fn event(&mut self, event: TurnEvent) -> Vec<u8> {
+        match event {
+            TurnEvent::Text(text) => sse_data(&ChatCompletionChunk::content(self.header(), text)),
+            TurnEvent::Reasoning(piece) | TurnEvent::RedactedReasoning(piece) => {
+                self.reasoning.push_str(&piece);
+                sse_data(&ChatCompletionChunk::reasoning(self.header(), piece))
+            }
+            TurnEvent::ToolCall(call) => {
+                self.calls += 1;
+                sse_data(&ChatCompletionChunk::tool_call(
+                    self.header(),
+                    self.calls - 1,
+                    &call,
+                ))
+            }
+            // What the server's own tools did (when the operator turns them on) shows in the text's citations;
+            // OpenAI's chunks have no place for the steps themselves. The end is the writer's to hand to `done`.
+            TurnEvent::Thought(_) | TurnEvent::Found(_) | TurnEvent::End(_) => Vec::new(),
+        }
+    }
+
+    fn done(&mut self, end: TurnEnd) -> Vec<u8> {
+        let header = self.header();
+        let mut last = sse_data(&ChatCompletionChunk::finish(header, end.finish_reason));
+        if header.include_usage {
+            last.extend(sse_data(&ChatCompletionChunk::usage(
+                header,
+                Usage::of(&end.usage, &self.reasoning),
+            )));
+        }
+        last.extend_from_slice(SSE_DONE);
+        last
+    }
+
+    fn fault(&mut self, fault: &Fault) -> Vec<u8> {
+        sse_data(&super::error::error_body(fault))
+    }
+}
+
+impl WholeEncoder for ChunkEvents {
+    type Answer = Answer;
+
+    fn whole(&mut self, answer: &Answer) -> Whole {
+        Whole::json(&ChatCompletion::from_answer(answer, &self.model))
+    }
+}
