@@ -230,3 +230,84 @@ impl WholeEncoder for AgentEvents {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use chat_core::{Thought, TurnHeader};
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn opening() -> TurnOpening {
+        TurnOpening {
+            header: TurnHeader {
+                id: "chatcmpl-1".into(),
+                created: 1,
+                created_at: "1970-01-01T00:00:01+00:00".into(),
+                model: "m".into(),
+            },
+            thoughts: Vec::new(),
+            data_points: None,
+            session_state: Some(json!("chat-1")),
+        }
+    }
+
+    fn lines(bytes: &[u8]) -> Vec<Value> {
+        std::str::from_utf8(bytes)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn what_a_tool_found_goes_with_the_thought_of_its_result_and_only_there() {
+        for dialect in [Dialect::V20240529, Dialect::V20240128 { stream: true }] {
+            let mut encoder =
+                ProtocolAnswer::new(dialect, SessionSpelling::Camel, ReplyShape::Spec);
+            // 2024-01-28 carries what 2024-05-29 puts on the line in its one choice.
+            let choice = |line: &Value| match dialect {
+                Dialect::V20240529 => line.clone(),
+                _ => line["choices"][0].clone(),
+            };
+            let first = lines(&encoder.opening(&opening()));
+            assert_eq!(choice(&first[0])["sessionState"], "chat-1", "{dialect:?}");
+            let found = DataPoints {
+                text: vec!["a.md: A".into()],
+                citations: vec!["a.md".into()],
+            };
+            assert!(encoder.event(TurnEvent::Found(found)).is_empty());
+            let thought = |title: &str| {
+                TurnEvent::Thought(Thought {
+                    title: title.into(),
+                    description: Value::Null,
+                    props: None,
+                })
+            };
+            let told = lines(&encoder.event(thought("Tool result: search_documents")));
+            let context = |line: &Value| choice(line)["context"].clone();
+            assert_eq!(
+                context(&told[0])["data_points"]["citations"],
+                json!(["a.md"]),
+                "{dialect:?}"
+            );
+            let next = lines(&encoder.event(thought("Tool call: add")));
+            assert!(
+                context(&next[0]).get("data_points").is_none(),
+                "{dialect:?}"
+            );
+            // A fault after the first line is the protocol's last error line.
+            let fault = Fault {
+                status: 502,
+                message: "The model could not answer right now.".into(),
+                kind: crate::FaultKind::Other,
+                param: None,
+                retry_after: None,
+            };
+            assert_eq!(
+                encoder.fault(&fault),
+                b"{\"error\":\"The model could not answer right now.\"}\n"
+            );
+        }
+    }
+}
