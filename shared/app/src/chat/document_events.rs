@@ -20,13 +20,14 @@ use axum::response::Response;
 use bytes::Bytes;
 use chat_core::{ChatModel, DocumentChange, DocumentRecord, DocumentWatch, SessionStore};
 use chat_edge::{ApiError, Deadline, Identified, Query, error_body};
+use chat_protocol::documents::view;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::streamed::{AppState, event_stream, line_body};
-use crate::history::documents::{api_error, view};
+use crate::history::documents::api_error;
 
 /// How often the knowledge base is asked where the watched documents stand.
 pub const POLL_EVERY: Duration = Duration::from_secs(1);
