@@ -2,7 +2,8 @@
 //! real bedrock-agent SDK client into the local knowledge base (which reads the bytes back from moto), under the core's
 //! `Documents` service: an upload is pending, then indexed and found by its owner only; a file the knowledge base
 //! cannot parse ends failed with a reason; a delete removes it from the index, the bucket and the table; an
-//! ingestion that cannot happen leaves nothing behind.
+//! ingestion that cannot happen leaves nothing behind. The adapters also pass the documents' contract, as the
+//! in-memory ports do in chat-testing.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use chat_core::{
     AccessChoice, Caller, DocumentError, DocumentRecord, DocumentSettings, DocumentStatus,
     Documents, MetadataFilter, NewDocument, Retriever, SearchMode, SearchRequest, StoreTimeouts,
 };
+use chat_testing::document_contract::Subject;
 use local_dynamodb::LocalDynamo;
 use local_knowledge_base::{DocumentSource, LocalKnowledgeBase, simple_pdf};
 use serde_json::json;
@@ -29,7 +31,15 @@ struct Parts {
     retriever: BedrockKnowledgeBase,
 }
 
-async fn parts_with(data_source: &str) -> Parts {
+/// A local knowledge base reading its documents from moto's S3, and the index adapter on it, over a fresh bucket;
+/// the bedrock-agent configuration that reaches the knowledge base.
+async fn index_with(
+    data_source: &str,
+) -> (
+    LocalKnowledgeBase,
+    KnowledgeBaseDocuments,
+    aws_config::SdkConfig,
+) {
     let moto = LocalDynamo::shared().sdk_config().await;
     let kb = LocalKnowledgeBase::start_with(
         "127.0.0.1:0".parse().unwrap(),
@@ -43,7 +53,7 @@ async fn parts_with(data_source: &str) -> Parts {
     .await
     .unwrap();
     let agent = kb.sdk_config().await;
-    let index = Arc::new(KnowledgeBaseDocuments::from_config(
+    let index = KnowledgeBaseDocuments::from_config(
         &moto,
         &agent,
         &format!("docs-{}", uuid::Uuid::new_v4().simple()),
@@ -51,8 +61,14 @@ async fn parts_with(data_source: &str) -> Parts {
         data_source,
         TIMEOUT,
         StoreTimeouts::default(),
-    ));
+    );
     index.ensure_bucket().await.unwrap();
+    (kb, index, agent)
+}
+
+async fn parts_with(data_source: &str) -> Parts {
+    let (kb, index, agent) = index_with(data_source).await;
+    let index = Arc::new(index);
     let (client, table) = LocalDynamo::shared().fresh_table().await;
     let store = DynamoStore::new(client, table, None);
     let documents = Documents::new(
@@ -71,6 +87,23 @@ async fn parts_with(data_source: &str) -> Parts {
         retriever,
     }
 }
+
+/// The contract's subject: the records in a fresh moto table, the bytes in a fresh moto bucket ingested into a
+/// local knowledge base of their own, and what the bucket holds under an owner counted by its keys.
+async fn subject() -> Subject {
+    let (kb, index, _) = index_with(DATA_SOURCE).await;
+    let (client, table) = LocalDynamo::shared().fresh_table().await;
+    let records = DynamoStore::new(client, table, None).documents();
+    let bucket = index.clone();
+    Subject::new(records, index)
+        .with_held_count(move |owner| {
+            let bucket = bucket.clone();
+            async move { bucket.keys_of(&owner).await.unwrap().len() }
+        })
+        .keeping(kb)
+}
+
+chat_testing::document_contract!(subject());
 
 fn person(owner: &str, groups: &[&str]) -> Caller {
     Caller {

@@ -3,6 +3,7 @@
 
 pub mod answers;
 pub mod chat_ui;
+pub mod documents;
 pub mod encode;
 mod error;
 mod field;

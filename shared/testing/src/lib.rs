@@ -1,7 +1,9 @@
 //! Test support for the chat backend: fakes of the core's ports, so that the core's behaviour is tested in
 //! milliseconds without a network ([`InMemoryStore`], [`ScriptedModel`], [`FakeRetriever`]); the store's contract
-//! ([`contract`]), one suite that every [`chat_core::SessionStore`] passes; and, with the `harness` feature, what the
-//! functions' tests share ([`harness`]: local Bedrock, a fresh moto table, configuration, requests and replies).
+//! ([`contract`]), one suite that every [`chat_core::SessionStore`] passes (and the like for the usage ledger, the
+//! API keys and the documents' ports: [`usage_contract`], [`api_key_contract`], [`document_contract`]); and, with
+//! the `harness` feature, what the functions' tests share ([`harness`]: local Bedrock, a fresh moto table,
+//! configuration, requests and replies).
 //!
 //! It is a dev-dependency only: nothing here is production code.
 
@@ -9,6 +11,7 @@ pub mod api_keys;
 mod attachments;
 pub mod bytes;
 pub mod contract;
+pub mod documents;
 mod memory;
 mod model;
 mod retriever;
@@ -22,6 +25,7 @@ pub mod harness;
 
 pub use api_keys::{InMemoryApiKeys, api_key_contract};
 pub use attachments::InMemoryAttachments;
+pub use documents::{InMemoryDocumentIndex, InMemoryDocumentStore, document_contract};
 pub use memory::{InMemoryStore, StoreOp};
 pub use model::{Script, ScriptedModel, ScriptedStream, short_words};
 pub use retriever::FakeRetriever;

@@ -18,17 +18,15 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::http::Uri;
 use axum::response::Response;
-use chat_core::{
-    ChatModel, DocumentChange, DocumentRecord, DocumentWatch, SessionStore, TurnSpent,
-};
+use chat_core::{ChatModel, DocumentWatch, SessionStore, TurnSpent};
 use chat_edge::{ApiError, Deadline, Identified, Query};
-use chat_protocol::{Encoder, ErrorBody, Fault, encode::sse_named};
-use serde::{Deserialize, Serialize};
+use chat_protocol::documents::{StatusEvents, WatchEvent};
+use serde::Deserialize;
 use tokio::time::Instant;
 
 use super::ChatState;
 use super::write::{Answering, stream};
-use crate::history::documents::{api_error, view};
+use crate::history::documents::api_error;
 
 /// How often the knowledge base is asked where the watched documents stand.
 pub const POLL_EVERY: Duration = Duration::from_secs(1);
@@ -86,14 +84,6 @@ pub(super) async fn events<M: ChatModel + 'static, St: SessionStore + 'static>(
         None,
         tracing::Span::current(),
     ))
-}
-
-/// What a watch tells after where the documents stood at first.
-pub(super) enum WatchEvent {
-    /// A document's status or reason changed.
-    Changed(Box<DocumentChange>),
-    /// Nothing changed for [`KEEP_ALIVE_EVERY`].
-    KeepAlive,
 }
 
 /// A watch in progress, as the writer drives it: it polls until every watched document is settled or `ends_at`
@@ -165,61 +155,5 @@ impl Answering for WatchAnswer {
         } else {
             self.ends_at
         })
-    }
-}
-
-/// The watch's server-sent events: `document` (the same JSON as `GET /documents/{id}`), `deleted`, `end`, `error`,
-/// and a comment line to keep a quiet connection open.
-struct StatusEvents;
-
-/// The `end` event's data.
-#[derive(Serialize)]
-struct End {
-    /// Every watched document is settled (`false`: the watch stopped for time; connect again to go on).
-    settled: bool,
-}
-
-/// The `deleted` event's data.
-#[derive(Serialize)]
-struct Deleted<'a> {
-    id: &'a str,
-}
-
-fn document_event(record: &DocumentRecord) -> Vec<u8> {
-    sse_named("document", &view(record, false))
-}
-
-impl Encoder for StatusEvents {
-    /// Where each watched document stands at first.
-    type Opening = Vec<DocumentRecord>;
-    type Event = WatchEvent;
-    type Done = bool;
-
-    fn content_type(&self) -> &'static str {
-        "text/event-stream"
-    }
-
-    fn opening(&mut self, now: &Vec<DocumentRecord>) -> Vec<u8> {
-        now.iter().flat_map(document_event).collect()
-    }
-
-    fn event(&mut self, event: WatchEvent) -> Vec<u8> {
-        match event {
-            WatchEvent::Changed(change) => match *change {
-                DocumentChange::Now(record) => document_event(&record),
-                DocumentChange::Gone(id) => sse_named("deleted", &Deleted { id: &id }),
-            },
-            WatchEvent::KeepAlive => b": keep-alive\n\n".to_vec(),
-        }
-    }
-
-    fn done(&mut self, settled: bool) -> Vec<u8> {
-        sse_named("end", &End { settled })
-    }
-
-    fn fault(&mut self, fault: &Fault) -> Vec<u8> {
-        let mut last = sse_named("error", &ErrorBody::new(fault.message.clone()));
-        last.extend(self.done(false));
-        last
     }
 }

@@ -18,12 +18,12 @@ use axum::http::{StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
 use chat_core::{
-    AccessChoice, ChatError, DocumentError, DocumentRecord, Documents, IndexError, InvalidRequest,
-    NewDocument, SessionStore, StoreError, rfc3339_millis,
+    AccessChoice, ChatError, DocumentError, Documents, IndexError, InvalidRequest, NewDocument,
+    SessionStore, StoreError,
 };
 use chat_edge::{ApiError, Identified, Query, json_response, read_upload_body};
+use chat_protocol::documents::view;
 use serde::{Deserialize, Serialize};
-use time::OffsetDateTime;
 
 use super::{AppState, Shared, page_response};
 
@@ -31,65 +31,6 @@ const DEFAULT_PAGE: usize = 50;
 const MAX_PAGE: usize = 100;
 /// Room for the multipart framing and the text parts beside the files.
 const FRAMING_BYTES: usize = 64 * 1024;
-
-/// A document as the API answers it.
-#[derive(Serialize)]
-pub(crate) struct DocumentView<'a> {
-    id: &'a str,
-    name: &'a str,
-    #[serde(rename = "type")]
-    kind: &'a str,
-    bytes: u64,
-    status: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reason: Option<&'a str>,
-    /// Who may find it in search: `oids` and `groups`, as its metadata says.
-    access: AccessView<'a>,
-    created: String,
-    updated: String,
-    /// Whose it is (in everyone's list, for administrators).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    owner: Option<&'a str>,
-    /// The SHA-256 of its bytes, in hex (absent on documents stored before digests were kept).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    digest: Option<&'a str>,
-    /// Its path in the folder the operator's bulk load read (bulk-loaded documents only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    source: Option<&'a str>,
-}
-
-#[derive(Serialize)]
-struct AccessView<'a> {
-    oids: &'a [String],
-    groups: &'a [String],
-}
-
-fn time_of(unix: i64) -> String {
-    OffsetDateTime::from_unix_timestamp(unix)
-        .map(rfc3339_millis)
-        .unwrap_or_default()
-}
-
-/// A document as the API answers it (`with_owner`: in everyone's list).
-pub(crate) fn view(d: &DocumentRecord, with_owner: bool) -> DocumentView<'_> {
-    DocumentView {
-        id: &d.id,
-        name: &d.name,
-        kind: d.kind.as_str(),
-        bytes: d.bytes,
-        status: d.status.as_str(),
-        reason: d.reason.as_deref(),
-        access: AccessView {
-            oids: &d.access.oids,
-            groups: &d.access.groups,
-        },
-        created: time_of(d.created),
-        updated: time_of(d.updated),
-        owner: with_owner.then_some(d.owner.as_str()),
-        digest: d.digest.as_deref(),
-        source: d.source.as_deref(),
-    }
-}
 
 fn not_found() -> ApiError {
     ApiError::NotFound("/documents/{id} (no such document)".into())
