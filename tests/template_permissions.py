@@ -321,21 +321,71 @@ def concrete(path):
     return path.replace("{id}", "3f2a9c").replace("{*path}", "anything/else").replace("{*id}", "us.model-v1:0")
 
 
+def block(text, start):
+    """The text between the brace that opens at or after `start` and the one that closes it."""
+    opening = text.index("{", start)
+    depth = 0
+    for i in range(opening, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            return text[opening + 1:i], i + 1
+    raise AssertionError(f"unclosed block at {start}")
+
+
+def declared_routes():
+    """Each path the functions' routers declare (shared/app), and which functions declare it. A path two functions
+    declare (the bare /multi-agent-chat, OpenAI's routes) may go to either."""
+    declared = {}
+
+    def add(path, *functions):
+        declared.setdefault(concrete(path), set()).update(functions)
+
+    def read(source):
+        """The source, a route named by a constant (`.route(ROUTE, …)`) spelled out."""
+        with open(os.path.join(ROOT, "shared", "app", "src", source)) as f:
+            text = f.read()
+        for name, path in re.findall(r'const ([A-Z_]+): &str = "(/[^"]*)";', text):
+            text = re.sub(r'(\.route\(\s*)' + name + r'\b', lambda m: m.group(1) + f'"{path}"', text)
+        return text
+
+    routes = r'\.route\(\s*"([^"]+)"'
+    chat = ("chat", "chat-stream")
+    # Routers both chat functions merge (chat/mod.rs): their paths are either's, except where they depend on
+    # whether the function streams (`if serving.streams { <chat-stream's> } else { <chat's> }`).
+    for source in ("chat/turns.rs", "chat/agents.rs", "chat/openai.rs", "chat/embeddings.rs"):
+        text = read(source)
+        at = text.find("if serving.streams")
+        if at >= 0:
+            streamed, end = block(text, at)
+            assert text[end:].lstrip().startswith("else"), source
+            buffered, end = block(text, end)
+            for path in re.findall(r'"(/[^"]*)"', streamed):
+                add(path, "chat-stream")
+            for path in re.findall(r'"(/[^"]*)"', buffered):
+                add(path, "chat")
+            text = text[:at] + text[end:]
+        for path in re.findall(routes, text):
+            add(path, *chat)
+    # The routes one chat function adds of its own (chat/mod.rs).
+    text = read("chat/mod.rs")
+    for name, function in (("Buffered", "chat"), ("Streamed", "chat-stream")):
+        body, _ = block(text, text.index(f"impl ChatFunction for {name}"))
+        for path in re.findall(routes, body):
+            add(path, function)
+    for path in re.findall(routes, read("history/mod.rs")):
+        add(path, "history")
+    return declared
+
+
 def test_distribution_sends_every_route_to_its_function():
     s = stack("pool")
     config, behaviours, function_for = distribution_routing(s)
-    # The routes each function declares (its routes in the composition root, shared/app); a path two functions
-    # declare (the bare /multi-agent-chat) may go to either.
-    declared = {}
-    # OpenAI's routes (chat/openai.rs) are on both chat functions; the distribution sends them to chat-stream, which
-    # answers stream: true too.
-    for function, source in (("chat", "chat/buffered.rs"), ("chat-stream", "chat/streamed.rs"),
-                             ("chat-stream", "chat/openai.rs"), ("history", "history/mod.rs")):
-        with open(os.path.join(ROOT, "shared", "app", "src", source)) as f:
-            for path in re.findall(r'\.route\(\s*"([^"]+)"', f.read()):
-                declared.setdefault(concrete(path), set()).add(function)
+    declared = declared_routes()
     assert len(declared) >= 10 and "/" in declared and "/chat/stream" in declared, declared
     assert "/v1/chat/completions" in declared and "/v1/models" in declared, declared
+    assert declared["/chat"] == {"chat"} and declared["/chat/stream"] == {"chat-stream"}, declared
+    assert declared["/multi-agent-chat/batch"] == {"chat"} and "/documents/events" in declared, declared
+    assert "/v1/embeddings" in declared, declared
     wrong = {p: (function_for(p), fs) for p, fs in declared.items() if function_for(p) not in fs}
     assert not wrong, f"the distribution sends these paths elsewhere: {wrong}"
     # The local run's router (Cargo.toml) names each path's function exactly; its catch-alls (`/`, `/{*path}`)

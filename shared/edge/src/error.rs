@@ -3,7 +3,9 @@
 use axum::body::Body;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use chat_core::{AttachmentError, ChatError, ModelError, SearchError, StoreError};
+use chat_core::{
+    AttachmentError, ChatError, DocumentError, IndexError, ModelError, SearchError, StoreError,
+};
 use chat_protocol::{ErrorShape, Fault, FaultKind, PlainErrors};
 use serde::Serialize;
 
@@ -55,6 +57,36 @@ pub enum ApiError {
 impl From<chat_core::InvalidRequest> for ApiError {
     fn from(e: chat_core::InvalidRequest) -> Self {
         ApiError::Chat(e.into())
+    }
+}
+
+/// A documents error as the API answers it: an unknown or another user's document is a 404 (the same), a quota a
+/// 429 with `Retry-After` (midnight UTC) and the message that says which quota and how much is left, the index's
+/// faults as the store's.
+impl From<DocumentError> for ApiError {
+    fn from(e: DocumentError) -> Self {
+        match e {
+            DocumentError::NotFound => {
+                ApiError::NotFound("/documents/{id} (no such document)".into())
+            }
+            DocumentError::Forbidden(why) => ApiError::Forbidden(why),
+            DocumentError::Invalid { field, reason } => {
+                chat_core::InvalidRequest::new(field, reason).into()
+            }
+            DocumentError::TooLarge { name, limit } => chat_core::InvalidRequest::new(
+                "files",
+                format!("{name} is larger than {limit} bytes, the most one document may be"),
+            )
+            .into(),
+            DocumentError::OverQuota(over) => ApiError::Chat(ChatError::OverLimit(over)),
+            DocumentError::Store(e) => ApiError::Chat(ChatError::Store(e)),
+            DocumentError::Index(IndexError::Unavailable(detail)) => {
+                ApiError::Chat(ChatError::Store(StoreError::Unavailable(detail)))
+            }
+            DocumentError::Index(IndexError::Failed(detail)) => {
+                ApiError::Chat(ChatError::Store(StoreError::Failed(detail)))
+            }
+        }
     }
 }
 

@@ -26,7 +26,6 @@ use tokio::time::Instant;
 
 use super::ChatState;
 use super::write::{Answering, stream};
-use crate::history::documents::api_error;
 
 /// How often the knowledge base is asked where the watched documents stand.
 pub const POLL_EVERY: Duration = Duration::from_secs(1);
@@ -67,7 +66,7 @@ pub(super) async fn events<M: ChatModel + 'static, St: SessionStore + 'static>(
     let (now, watch) = documents
         .watch(&caller, ids.as_deref())
         .await
-        .map_err(api_error)?;
+        .map_err(ApiError::from)?;
     let watch_ends = Instant::now() + WATCH_AT_MOST;
     let ends_at = deadline.map_or(watch_ends, |d| d.min(watch_ends));
     let answer = WatchAnswer {
@@ -125,7 +124,7 @@ impl Answering for WatchAnswer {
             tokio::time::sleep_until(next).await;
             // A poll that would outlast the watch is given up: the client connects again to go on.
             let changes = match tokio::time::timeout_at(self.ends_at, self.watch.poll()).await {
-                Ok(changes) => changes.map_err(api_error)?,
+                Ok(changes) => changes.map_err(ApiError::from)?,
                 Err(_) => return Ok(None),
             };
             self.ready.extend(

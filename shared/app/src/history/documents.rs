@@ -17,10 +17,7 @@ use axum::extract::{Path, Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
-use chat_core::{
-    AccessChoice, ChatError, DocumentError, Documents, IndexError, InvalidRequest, NewDocument,
-    SessionStore, StoreError,
-};
+use chat_core::{AccessChoice, Documents, InvalidRequest, NewDocument, SessionStore};
 use chat_edge::{ApiError, Identified, Query, json_response, read_upload_body};
 use chat_protocol::documents::view;
 use serde::{Deserialize, Serialize};
@@ -41,29 +38,6 @@ fn documents_of<St>(app: &Shared<St>) -> Result<&Documents, ApiError> {
     app.documents
         .as_ref()
         .ok_or_else(|| ApiError::NotFound("/documents (documents are off here)".into()))
-}
-
-/// A documents error as the API answers it.
-pub(crate) fn api_error(e: DocumentError) -> ApiError {
-    match e {
-        DocumentError::NotFound => not_found(),
-        DocumentError::Forbidden(why) => ApiError::Forbidden(why),
-        DocumentError::Invalid { field, reason } => InvalidRequest::new(field, reason).into(),
-        DocumentError::TooLarge { name, limit } => InvalidRequest::new(
-            "files",
-            format!("{name} is larger than {limit} bytes, the most one document may be"),
-        )
-        .into(),
-        // 429 with `Retry-After` (midnight UTC) and the message that says which quota and how much is left.
-        DocumentError::OverQuota(over) => ApiError::Chat(ChatError::OverLimit(over)),
-        DocumentError::Store(e) => ApiError::Chat(ChatError::Store(e)),
-        DocumentError::Index(IndexError::Unavailable(detail)) => {
-            ApiError::Chat(ChatError::Store(StoreError::Unavailable(detail)))
-        }
-        DocumentError::Index(IndexError::Failed(detail)) => {
-            ApiError::Chat(ChatError::Store(StoreError::Failed(detail)))
-        }
-    }
 }
 
 /// What an upload's parts say: its files and the access chosen.
@@ -159,7 +133,7 @@ pub(super) async fn upload<St: SessionStore>(
     let uploaded = documents
         .upload(&caller, files, &choice)
         .await
-        .map_err(api_error)?;
+        .map_err(ApiError::from)?;
     let body: Vec<_> = uploaded.iter().map(|d| view(d, false)).collect();
     Ok(json_response(StatusCode::CREATED, &body))
 }
@@ -233,7 +207,7 @@ pub(super) async fn list<St: SessionStore>(
     let page = documents
         .list(&caller, all, limit, cursor)
         .await
-        .map_err(api_error)?;
+        .map_err(ApiError::from)?;
     let body: Vec<_> = page.items.iter().map(|d| view(d, all)).collect();
     Ok(page_response(&body, page.next))
 }
@@ -245,7 +219,7 @@ pub(super) async fn get_one<St: SessionStore>(
 ) -> Result<Response, ApiError> {
     let documents = documents_of(&app)?;
     let Path(id) = id.map_err(|_| not_found())?;
-    let record = documents.get(&caller, &id).await.map_err(api_error)?;
+    let record = documents.get(&caller, &id).await.map_err(ApiError::from)?;
     Ok(json_response(StatusCode::OK, &view(&record, false)))
 }
 
@@ -256,7 +230,10 @@ pub(super) async fn delete<St: SessionStore>(
 ) -> Result<Response, ApiError> {
     let documents = documents_of(&app)?;
     let Path(id) = id.map_err(|_| not_found())?;
-    documents.delete(&caller, &id).await.map_err(api_error)?;
+    documents
+        .delete(&caller, &id)
+        .await
+        .map_err(ApiError::from)?;
     Ok(Response::builder()
         .status(StatusCode::NO_CONTENT)
         .body(Body::empty())
