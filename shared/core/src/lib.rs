@@ -52,7 +52,7 @@ pub use budget::{
     estimate_message_tokens, estimate_request_tokens, estimate_stored_tokens, estimate_tokens,
     fit_conversation,
 };
-pub use completion::{Completion, ResponseFormat, ToolChoice};
+pub use completion::{Completion, MIN_THINKING_BUDGET, Sampling, Thinking};
 pub use conversation::{
     Answer, ChatMode, ContentPart, DataPoints, FinishReason, Message, Overrides, RetrievalMode,
     Role, Thought, TokenUsage, TurnInput, UsageTotals, display_time,
@@ -77,7 +77,8 @@ pub use invalid::InvalidRequest;
 pub(crate) use model::ReplyStream;
 pub use model::{
     ChatModel, GuardrailFinding, GuardrailTrace, InferenceSettings, ModelEvent, ModelMessage,
-    ModelReply, ModelRequest, ModelStream, ReasoningBlock, ReplyCitation, Served, StopReason,
+    ModelReply, ModelRequest, ModelStream, ReasoningBlock, ReplyCitation, ResponseFormat, Served,
+    StopReason, ToolChoice,
 };
 pub use models::{
     Latency, ModelProfile, Prices, Reasoning, ReasoningEffort, ReasoningStyle, ServiceTier,

@@ -62,6 +62,15 @@ impl ReasoningEffort {
             ReasoningEffort::High => 16_384,
         }
     }
+
+    /// The effort of a model that takes one in place of a thinking budget of `tokens`: the least effort whose
+    /// budget holds them (the highest beyond).
+    pub fn for_budget(tokens: u32) -> Self {
+        [ReasoningEffort::Low, ReasoningEffort::Medium]
+            .into_iter()
+            .find(|e| tokens <= e.budget_tokens())
+            .unwrap_or(ReasoningEffort::High)
+    }
 }
 
 /// How a model family is asked to reason, in Converse's `additionalModelRequestFields`.
@@ -84,16 +93,28 @@ pub enum ReasoningStyle {
 pub struct Reasoning {
     pub effort: ReasoningEffort,
     pub style: ReasoningStyle,
+    /// The tokens it thinks within, for the style that takes a budget ([`ReasoningStyle::AnthropicBudget`]): the
+    /// effort's own budget unless the client named one.
+    pub budget_tokens: u32,
 }
 
 impl Reasoning {
+    /// Reasoning at `effort` in `style`, within the effort's own budget.
+    pub fn new(effort: ReasoningEffort, style: ReasoningStyle) -> Self {
+        Self {
+            effort,
+            style,
+            budget_tokens: effort.budget_tokens(),
+        }
+    }
+
     /// The request fields that ask the model to reason, in the model provider's own shape.
     pub fn request_fields(&self) -> Value {
         let effort = self.effort.as_str();
         match self.style {
             ReasoningStyle::Unsupported => json!({}),
             ReasoningStyle::AnthropicBudget => {
-                json!({"thinking": {"type": "enabled", "budget_tokens": self.effort.budget_tokens()}})
+                json!({"thinking": {"type": "enabled", "budget_tokens": self.budget_tokens}})
             }
             ReasoningStyle::AnthropicAdaptive => {
                 json!({"thinking": {"type": "adaptive"}, "output_config": {"effort": effort}})
@@ -196,6 +217,8 @@ pub struct ModelProfile {
     /// Whether Converse's `outputConfig.textFormat` holds its answer to a JSON schema (Bedrock's structured output:
     /// Claude from 4.5 and OpenAI's open-weight models when this was written).
     pub structured_output: bool,
+    /// Whether it takes `top_k` in Converse's `additionalModelRequestFields` (Anthropic's Claude).
+    pub top_k: bool,
 }
 
 const fn profile(
@@ -214,10 +237,12 @@ const fn profile(
         token_counting: false,
         tool_choice: false,
         structured_output: false,
+        top_k: false,
     }
 }
 
-/// A Claude of 3.5 Haiku or later: a 200k window, prompt caching, prompts `CountTokens` counts, and tool choice.
+/// A Claude of 3.5 Haiku or later: a 200k window, prompt caching, prompts `CountTokens` counts, tool choice and
+/// `top_k`.
 const fn claude(
     family: &'static str,
     reasoning: ReasoningStyle,
@@ -226,6 +251,7 @@ const fn claude(
     profile(family, 200_000, reasoning, true, prices)
         .counted()
         .choosing()
+        .top_k()
 }
 
 impl ModelProfile {
@@ -238,6 +264,12 @@ impl ModelProfile {
     /// The same profile, for a model `toolChoice` can make call a tool.
     const fn choosing(mut self) -> Self {
         self.tool_choice = true;
+        self
+    }
+
+    /// The same profile, for a model that takes Anthropic's `top_k`.
+    const fn top_k(mut self) -> Self {
+        self.top_k = true;
         self
     }
 
@@ -288,7 +320,8 @@ const PROFILES: &[ModelProfile] = &[
         Some(Prices::new(3.0, 15.0, 3.0, 3.0)),
     )
     .counted()
-    .choosing(),
+    .choosing()
+    .top_k(),
     profile(
         "anthropic.claude-3-haiku",
         200_000,
@@ -296,8 +329,11 @@ const PROFILES: &[ModelProfile] = &[
         false,
         Some(Prices::new(0.25, 1.25, 0.25, 0.25)),
     )
-    .choosing(),
-    profile("anthropic.claude", 200_000, Unsupported, false, None).choosing(),
+    .choosing()
+    .top_k(),
+    profile("anthropic.claude", 200_000, Unsupported, false, None)
+        .choosing()
+        .top_k(),
     profile("amazon.nova-2-lite", 1_000_000, NovaEffort, true, None).choosing(),
     profile("amazon.nova-premier", 1_000_000, Unsupported, true, None).choosing(),
     profile(
@@ -535,10 +571,7 @@ mod tests {
 
     #[test]
     fn reasoning_fields_follow_the_models_style() {
-        let r = |style| Reasoning {
-            effort: ReasoningEffort::Medium,
-            style,
-        };
+        let r = |style| Reasoning::new(ReasoningEffort::Medium, style);
         assert_eq!(
             r(AnthropicBudget).request_fields(),
             json!({"thinking": {"type": "enabled", "budget_tokens": 4096}})
@@ -555,5 +588,22 @@ mod tests {
             r(OpenAiEffort).request_fields(),
             json!({"reasoning_effort": "medium"})
         );
+        let named = Reasoning {
+            budget_tokens: 2000,
+            ..r(AnthropicBudget)
+        };
+        assert_eq!(
+            named.request_fields(),
+            json!({"thinking": {"type": "enabled", "budget_tokens": 2000}})
+        );
+    }
+
+    #[test]
+    fn a_thinking_budget_takes_the_least_effort_that_holds_it() {
+        assert_eq!(ReasoningEffort::for_budget(1024), ReasoningEffort::Low);
+        assert_eq!(ReasoningEffort::for_budget(1025), ReasoningEffort::Medium);
+        assert_eq!(ReasoningEffort::for_budget(4096), ReasoningEffort::Medium);
+        assert_eq!(ReasoningEffort::for_budget(4097), ReasoningEffort::High);
+        assert_eq!(ReasoningEffort::for_budget(100_000), ReasoningEffort::High);
     }
 }

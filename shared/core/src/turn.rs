@@ -73,7 +73,7 @@ pub(crate) struct Scope {
     pub own: Option<Box<crate::ChatSettings>>,
     pub retrieval: bool,
     pub server_tools: bool,
-    pub completion: Option<Box<crate::complete::Plan>>,
+    pub completion: Option<Box<crate::completion::Plan>>,
 }
 
 impl Scope {
