@@ -5,6 +5,8 @@ use std::str::FromStr;
 
 use serde_json::{Value, json};
 
+use crate::Prices;
+
 /// A setting spelled as one of a few words: its `as_str` and its `FromStr`, from one list of its variants and their
 /// words, refusing any other word with the list of those it takes (`must be "low", "medium" or "high"`).
 macro_rules! spelled {
@@ -124,75 +126,6 @@ impl Reasoning {
             }
             ReasoningStyle::OpenAiEffort => json!({"reasoning_effort": effort}),
         }
-    }
-}
-
-/// Prices in US dollars per million tokens.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Prices {
-    pub input: f64,
-    pub output: f64,
-    pub cache_read: f64,
-    pub cache_write: f64,
-}
-
-impl Prices {
-    const fn new(input: f64, output: f64, cache_read: f64, cache_write: f64) -> Self {
-        Self {
-            input,
-            output,
-            cache_read,
-            cache_write,
-        }
-    }
-
-    /// What `usage` costs, in US dollars, to a ten-billionth of a dollar (so that sums show no binary noise).
-    pub fn cost(&self, usage: &crate::TokenUsage) -> f64 {
-        let micro_dollars = usage.input_tokens as f64 * self.input
-            + usage.output_tokens as f64 * self.output
-            + usage.cache_read_input_tokens as f64 * self.cache_read
-            + usage.cache_write_input_tokens as f64 * self.cache_write;
-        (micro_dollars * 10_000.0).round() / 10_000_000_000.0
-    }
-}
-
-impl FromStr for Prices {
-    type Err = String;
-
-    /// `input=3,output=15,cache_read=0.3,cache_write=3.75` (dollars per million tokens; the cache prices default to
-    /// the input price when left out).
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let (mut input, mut output, mut read, mut write) = (None, None, None, None);
-        for pair in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (name, value) = pair
-                .split_once('=')
-                .ok_or_else(|| format!("{pair:?} is not name=price"))?;
-            let value: f64 = value
-                .trim()
-                .parse()
-                .ok()
-                .filter(|v: &f64| v.is_finite() && *v >= 0.0)
-                .ok_or_else(|| format!("{pair:?}: the price is not a number of dollars"))?;
-            match name.trim() {
-                "input" => input = Some(value),
-                "output" => output = Some(value),
-                "cache_read" => read = Some(value),
-                "cache_write" => write = Some(value),
-                other => {
-                    return Err(format!(
-                        "{other:?} is not input, output, cache_read or cache_write"
-                    ));
-                }
-            }
-        }
-        let input = input.ok_or("input= is required")?;
-        let output = output.ok_or("output= is required")?;
-        Ok(Prices::new(
-            input,
-            output,
-            read.unwrap_or(input),
-            write.unwrap_or(input),
-        ))
     }
 }
 

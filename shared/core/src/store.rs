@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::{Charged, ChatMode, Role};
+use crate::{ChatMode, Role};
 
 /// Whether `id` is a chat id this backend makes: 32 lowercase hex characters (128 random bits). Anything else names
 /// no chat; checking it keeps ids from reaching into another key.
@@ -18,6 +18,17 @@ pub fn is_chat_id(id: &str) -> bool {
 
 /// How long the reasoning of an answer that ended in the client's tool calls is kept for its continuation.
 pub const REASONING_KEPT_FOR: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// Whether a store's write of a turn made its last settlement ([`crate::UsageCharge`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum Charged {
+    /// With the turn, in the same write: the turn must not be settled again.
+    WithTurn,
+    /// Not settled (a store without the counters, or a write too large to carry them): the caller settles the turn
+    /// through its ledger.
+    No,
+}
 
 /// A message as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
