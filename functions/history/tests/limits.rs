@@ -186,15 +186,8 @@ async fn a_save_keeps_the_tool_use_of_the_messages_it_saves_again() {
         output: "5".into(),
         status: chat_core::ToolStatus::Success,
     };
-    let message = |id: &str, role: chat_core::Role, content: &str| chat_core::StoredMessage {
-        id: id.into(),
-        role,
-        content: content.into(),
-        timestamp: "10:00 AM".into(),
-        agent_identifier: None,
-        agent_name: None,
-        files: Vec::new(),
-        tools: Vec::new(),
+    let message = |id: &str, role: chat_core::Role, content: &str| {
+        chat_core::StoredMessage::new(id, role, content, "10:00 AM")
     };
     let mut answer = message("a1", chat_core::Role::Assistant, "add returned 5");
     answer.tools = vec![exchange.clone()];

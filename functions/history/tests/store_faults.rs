@@ -311,11 +311,7 @@ fn stored_message(i: usize, content: String) -> StoredMessage {
     } else {
         Role::Assistant
     };
-    StoredMessage {
-        id: format!("m{i}"),
-        timestamp: "10:15 AM".into(),
-        ..chat_testing::contract::message(role, &content)
-    }
+    StoredMessage::new(format!("m{i}"), role, content, "10:15 AM")
 }
 
 /// Follows `path`'s pages; every page, and the cursors given.

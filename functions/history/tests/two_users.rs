@@ -408,15 +408,13 @@ async fn a_chat_of_three_megabytes_reads_back_whole_through_the_api() {
     // 3 MB in 40 messages of 75 000 characters, written through the store (a request body is capped far lower).
     let store = w.history.store();
     for turn in 0..20u32 {
-        let message = |role, text: String| StoredMessage {
-            id: format!("m{turn}-{role:?}"),
-            role,
-            content: text,
-            timestamp: "2026-01-01T00:00:00.000Z".into(),
-            agent_identifier: None,
-            agent_name: None,
-            files: Vec::new(),
-            tools: Vec::new(),
+        let message = |role, text: String| {
+            StoredMessage::new(
+                format!("m{turn}-{role:?}"),
+                role,
+                text,
+                "2026-01-01T00:00:00.000Z",
+            )
         };
         let pair = [
             message(chat_core::Role::User, format!("{turn:02}").repeat(37_500)),

@@ -126,7 +126,7 @@ pub fn mcp_servers(config: &Config) -> Result<Vec<Arc<dyn ToolSource>>, ConfigEr
     let servers = chat_mcp::McpServers::from_json(
         &json.0,
         config.tool_bounds.call_timeout,
-        chat_runtime::http_client(),
+        crate::http_client(),
     )
     .map_err(|reason| ConfigError {
         name: "MCP_SERVERS",

@@ -7,6 +7,7 @@
 //! - [`backends`]: settings turned into adapters (Bedrock, DynamoDB, S3, the knowledge base, MCP servers).
 //! - [`chat`]: the two chat functions' application and routes (buffered, streamed).
 //! - [`history`]: the history function's application and routes, and the page.
+//! - [`http_client`]: the process's one reqwest client (the JWKS, the OTLP exporter, the MCP servers).
 //! - [`root`]: [`App::build`], the one function that wires them, and each [`Function`]'s routes.
 
 // A handler's future over the AWS adapters nests deeper than rustc's default query depth (128) when its layout is
@@ -17,10 +18,12 @@ pub mod backends;
 pub mod chat;
 pub mod config;
 pub mod history;
+mod http_client;
 pub mod root;
 
 pub use backends::{Backends, mcp_servers};
 pub use chat::{Buffered, ChatApp, ChatFunction, ChatState, Streamed};
 pub use config::Config;
 pub use history::{HistoryApp, NEXT_CURSOR_HEADER, Page, PageSettings};
+pub use http_client::http_client;
 pub use root::{App, Everything, Function, History, Parts, run};

@@ -106,7 +106,7 @@ impl App {
     pub async fn build<F: Function>() -> Result<Self, ConfigError> {
         let config = Config::from_env()?;
         let backends = Backends::load().await;
-        let auth = Auth::from_env(chat_runtime::http_client)?;
+        let auth = Auth::from_env(crate::http_client)?;
         let auth = with_api_keys(auth, &backends, &config, ApiKeySettings::from_env()?);
         let routes = F::routes(Parts {
             backends: &backends,
@@ -139,8 +139,11 @@ impl App {
 /// streamed) or as a plain HTTP server (`chat_runtime::serve` says which). A configuration error is reported, not
 /// returned (`chat_runtime::start` says how).
 pub fn run<F: Function>(responses: Responses) -> Result<(), lambda_http::Error> {
+    // SAFETY: a function's `main` calls this first: the process has no other thread yet (the runtime and its
+    // threads are built by `run_function`, below).
+    let _bundle = unsafe { chat_aws::https::read_bundle_only() };
     chat_runtime::run_function(async move {
-        chat_runtime::init_logging();
+        chat_runtime::init_logging(crate::http_client);
         let service = async { App::build::<F>().await.map(App::service) };
         chat_runtime::start(service, responses).await
     })

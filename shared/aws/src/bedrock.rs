@@ -353,10 +353,10 @@ fn tool_config(request: &ModelRequest) -> Result<Option<ToolConfiguration>, Mode
     // `auto` is Converse's default: it is not sent, so a model that takes no tool choice is asked nothing new.
     config = config.set_tool_choice(match &request.tool_choice {
         chat_core::ToolChoice::Auto | chat_core::ToolChoice::None => None,
-        chat_core::ToolChoice::Required => {
+        chat_core::ToolChoice::Any => {
             Some(BedrockToolChoice::Any(AnyToolChoice::builder().build()))
         }
-        chat_core::ToolChoice::Function(name) => Some(BedrockToolChoice::Tool(
+        chat_core::ToolChoice::Tool(name) => Some(BedrockToolChoice::Tool(
             SpecificToolChoice::builder()
                 .name(name)
                 .build()
@@ -444,9 +444,21 @@ fn tool_input(name: &str, raw: &str) -> serde_json::Value {
     }
 }
 
-/// The model-specific fields of a call: how to reason.
+/// The model-specific fields of a call: how to reason, and Anthropic's `top_k` (the core sets it only for a model
+/// that takes it). `None` when there are neither.
 fn additional_fields(request: &ModelRequest) -> Option<Document> {
-    request.reasoning.map(|r| document(&r.request_fields()))
+    let top_k = request.inference.top_k;
+    if request.reasoning.is_none() && top_k.is_none() {
+        return None;
+    }
+    let mut fields = request
+        .reasoning
+        .map(|r| r.request_fields())
+        .unwrap_or_else(|| serde_json::json!({}));
+    if let (Some(k), Some(fields)) = (top_k, fields.as_object_mut()) {
+        fields.insert("top_k".into(), k.into());
+    }
+    Some(document(&fields))
 }
 
 fn performance(request: &ModelRequest) -> Option<PerformanceConfiguration> {

@@ -58,10 +58,10 @@ fn request(text: &str) -> ModelRequest {
 }
 
 fn thinking() -> Option<Reasoning> {
-    Some(Reasoning {
-        effort: ReasoningEffort::Low,
-        style: ReasoningStyle::AnthropicBudget,
-    })
+    Some(Reasoning::new(
+        ReasoningEffort::Low,
+        ReasoningStyle::AnthropicBudget,
+    ))
 }
 
 #[tokio::test]
@@ -76,7 +76,7 @@ async fn a_tool_choice_makes_the_model_call_the_tool_with_an_input_of_its_schema
         },
         weather(),
     ];
-    asked.tool_choice = ToolChoice::Function("get_weather".into());
+    asked.tool_choice = ToolChoice::Tool("get_weather".into());
     let reply = model.converse(&asked).await.unwrap();
     assert_eq!(reply.stop_reason, StopReason::ToolUse);
     assert_eq!(reply.tool_calls.len(), 1);
@@ -90,7 +90,7 @@ async fn a_tool_choice_makes_the_model_call_the_tool_with_an_input_of_its_schema
         json!({"tool": {"name": "get_weather"}})
     );
     // `required`: any tool, streamed; the first offered is called.
-    asked.tool_choice = ToolChoice::Required;
+    asked.tool_choice = ToolChoice::Any;
     let mut stream = model.converse_stream(&asked).await.unwrap();
     let mut calls = Vec::new();
     while let Some(event) = stream.next_event().await.unwrap() {
@@ -113,12 +113,43 @@ async fn a_tool_choice_makes_the_model_call_the_tool_with_an_input_of_its_schema
             .is_none()
     );
     // Bedrock refuses a forced call while Claude thinks.
-    asked.tool_choice = ToolChoice::Required;
+    asked.tool_choice = ToolChoice::Any;
     asked.reasoning = thinking();
     let err = model.converse(&asked).await.unwrap_err();
     assert!(
         matches!(&err, ModelError::Rejected(m) if m.contains("tool_choice forces tool use")),
         "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn top_k_goes_in_the_model_specific_fields_and_nothing_goes_there_without_it() {
+    let (server, model) = start().await;
+    let mut asked = request("hi");
+    model.converse(&asked).await.unwrap();
+    assert!(
+        server.requests()[0]
+            .body
+            .get("additionalModelRequestFields")
+            .is_none()
+    );
+    asked.inference.top_k = Some(40);
+    model.converse(&asked).await.unwrap();
+    assert_eq!(
+        server.requests()[1].body["additionalModelRequestFields"],
+        json!({"top_k": 40})
+    );
+    assert!(
+        server.requests()[1].body["inferenceConfig"]
+            .get("topK")
+            .is_none()
+    );
+    // Beside the fields that ask the model to reason.
+    asked.reasoning = thinking();
+    model.converse(&asked).await.unwrap();
+    assert_eq!(
+        server.requests()[2].body["additionalModelRequestFields"],
+        json!({"thinking": {"type": "enabled", "budget_tokens": 1024}, "top_k": 40})
     );
 }
 

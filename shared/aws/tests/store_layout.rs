@@ -67,22 +67,14 @@ fn tools() -> Vec<ToolExchange> {
 
 /// The three messages: a question with a file, an agent's answer with a tool call, and a long answer.
 fn messages() -> Vec<StoredMessage> {
-    let message = |id: &str, role, content: String| StoredMessage {
-        id: id.into(),
-        timestamp: "10:15 AM".into(),
-        ..chat_testing::contract::message(role, &content)
-    };
+    let message =
+        |id: &str, role, content: String| StoredMessage::new(id, role, content, "10:15 AM");
     vec![
-        StoredMessage {
-            files: files(),
-            ..message("m0", Role::User, "what is in the chart?".into())
-        },
-        StoredMessage {
-            agent_identifier: Some("analyst".into()),
-            agent_name: Some("Analyst".into()),
-            tools: tools(),
-            ..message("m1", Role::Assistant, "It shows 42.".into())
-        },
+        message("m0", Role::User, "what is in the chart?".into()).with_files(files()),
+        message("m1", Role::Assistant, "It shows 42.".into())
+            .with_agent_identifier(Some("analyst".into()))
+            .with_agent_name(Some("Analyst".into()))
+            .with_tools(tools()),
         // Over two items: 2,000 bytes past what the first holds.
         message("m2", Role::Assistant, "é".repeat(PART_BYTES / 2 + 1000)),
     ]
@@ -224,16 +216,12 @@ async fn a_chat_in_the_old_layout_reads_back_whole_and_takes_a_turn() {
     assert_eq!(listed.items, [old_record(&chat_id)]);
 
     // A turn as of that read: the chat item counts it, its token among the old ones, its spending added.
-    let turn = [StoredMessage {
-        id: "m3".into(),
-        role: Role::User,
-        content: "and last year?".into(),
-        timestamp: "10:16 AM".into(),
-        agent_identifier: None,
-        agent_name: None,
-        files: Vec::new(),
-        tools: Vec::new(),
-    }];
+    let turn = [StoredMessage::new(
+        "m3",
+        Role::User,
+        "and last year?",
+        "10:16 AM",
+    )];
     let after = append_after_read(&store, &chat_id, &all, &turn).await;
     assert_eq!(after.message_count, 4);
     assert_eq!(after.usage.tokens.input_tokens, 20);

@@ -7,7 +7,7 @@ use std::pin::Pin;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use crate::{InvalidRequest, Message, Role};
+use crate::InvalidRequest;
 
 /// An image format the model reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -407,47 +407,6 @@ impl FileLimits {
         }
         Ok(())
     }
-
-    /// Refuses a request whose messages carry more images or documents than allowed, or files on assistant
-    /// messages.
-    pub fn check_messages(&self, messages: &[Message]) -> Result<(), FileRefusal> {
-        let (mut images, mut documents) = (0, 0);
-        for (i, m) in messages.iter().enumerate() {
-            for (j, file) in m.files().enumerate() {
-                if m.role != Role::User {
-                    return Err(FileRefusal::Invalid(InvalidRequest::new(
-                        format!("messages[{i}].files[{j}]"),
-                        "files may only be sent on user messages",
-                    )));
-                }
-                self.check_size(&format!("messages[{i}].files[{j}]"), file.kind, file.size)?;
-                if file.kind.is_image() {
-                    images += 1;
-                } else {
-                    documents += 1;
-                }
-            }
-        }
-        if images > self.max_images {
-            return Err(FileRefusal::Invalid(InvalidRequest::new(
-                "messages",
-                format!(
-                    "carry {images} images, more than the limit of {} per request",
-                    self.max_images
-                ),
-            )));
-        }
-        if documents > self.max_documents {
-            return Err(FileRefusal::Invalid(InvalidRequest::new(
-                "messages",
-                format!(
-                    "carry {documents} documents, more than the limit of {} per request",
-                    self.max_documents
-                ),
-            )));
-        }
-        Ok(())
-    }
 }
 
 /// A document's name as Converse takes it: letters, digits, single spaces, hyphens, parentheses and square
@@ -543,6 +502,7 @@ pub trait AttachmentStore: Send + Sync {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Message, Role};
 
     const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR";
     const PDF: &[u8] = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n";

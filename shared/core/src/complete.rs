@@ -5,60 +5,18 @@
 
 use std::collections::HashMap;
 
+use crate::completion::Plan;
 use crate::prompt::{Speaker, system_prompt};
 use crate::turn::Scope;
 use crate::{
     Answer, Caller, ChatError, ChatMode, ChatModel, ChatService, ChatSettings, Completion,
-    InvalidRequest, ModelOptions, ModelRequest, ReasoningBlock, ReasoningStyle, ResponseFormat,
-    Role, SessionStore, StreamingTurn, ToolChoice, ToolSpec, TurnInput,
+    InvalidRequest, MIN_THINKING_BUDGET, ModelOptions, ReasoningBlock, ReasoningEffort,
+    ReasoningStyle, ResponseFormat, Role, SessionStore, StreamingTurn, Thinking, ToolChoice,
+    TurnInput,
 };
 
 /// The most stop sequences a request may name (Converse's bound for the models that take them).
 pub const MAX_STOP_SEQUENCES: usize = 4;
-
-/// What a completion adds to each of its model calls.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Plan {
-    /// The client's tools the model is offered (none with [`ToolChoice::None`]).
-    pub tools: Vec<ToolSpec>,
-    pub tool_choice: ToolChoice,
-    /// Whether the model may ask for several client tools in one answer (otherwise only its first call is
-    /// returned: Converse has no field that says so for every model).
-    pub parallel: bool,
-    pub stop: Vec<String>,
-    pub response_format: ResponseFormat,
-    /// The signed reasoning kept for an earlier answer's client calls, under its first call's id.
-    pub reasoning: HashMap<String, Vec<ReasoningBlock>>,
-}
-
-impl Plan {
-    /// Adds the completion's own to a model call: the client's tools after the server's, the tool choice when
-    /// tools are offered, the stop sequences, the answer format, and the kept reasoning before the tool uses it led
-    /// to (while the model reasons).
-    pub(crate) fn apply(&self, request: &mut ModelRequest) {
-        request.tools.extend(self.tools.iter().cloned());
-        if !request.tools.is_empty() {
-            request.tool_choice = self.tool_choice.clone();
-        }
-        request.stop_sequences = self.stop.clone();
-        request.response_format = self.response_format.clone();
-        if request.reasoning.is_some() {
-            for message in request
-                .messages
-                .iter_mut()
-                .filter(|m| m.role == Role::Assistant)
-            {
-                if let Some(blocks) = message
-                    .tool_uses
-                    .first()
-                    .and_then(|call| self.reasoning.get(&call.id))
-                {
-                    message.reasoning = blocks.clone();
-                }
-            }
-        }
-    }
-}
 
 impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
     /// Starts a completion's streamed answer ([`Self::stream`] for a stateless turn): its text, reasoning and
@@ -101,7 +59,8 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
     }
 
     /// The settings a completion answers under: the model it names (one the operator allows, with its own
-    /// profile's window, prices, caching and reasoning style) and its instructions in place of the system prompt.
+    /// profile's window, prices, caching and reasoning style), its system blocks in place of the system prompt, and
+    /// its thinking (off, or within the budget it names).
     pub fn completion_settings(&self, completion: &Completion) -> Result<ChatSettings, ChatError> {
         let mut settings = self.settings.clone();
         if let Some(id) = completion
@@ -129,8 +88,13 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
             settings.model_id = id.to_string();
             settings.model = options;
         }
-        if let Some(instructions) = &completion.instructions {
-            settings.system_prompt = instructions.clone();
+        if let Some(system) = completion.system_prompt() {
+            settings.system_prompt = system;
+        }
+        match completion.thinking {
+            Some(Thinking::Off) => settings.model.reasoning_effort = None,
+            Some(Thinking::Budget(tokens)) => settings.model.thinking_budget = Some(tokens),
+            Some(Thinking::Effort(_)) | None => {}
         }
         Ok(settings)
     }
@@ -144,6 +108,7 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
     ) -> Result<(crate::turn::Turn, crate::call::Call), ChatError> {
         let mut settings = self.completion_settings(completion)?;
         let mut input = input.clone();
+        with_completion_terms(&mut input, completion);
         // The overrides are the completion's own fields (`reasoning_effort`, …): a refusal names them so.
         crate::checks::check_overrides(&settings, &input.overrides).map_err(|mut e| {
             if let Some(field) = e.path.strip_prefix("context.overrides.") {
@@ -165,7 +130,8 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
             },
             tool_choice: completion.tool_choice.clone(),
             parallel: completion.parallel_tool_calls,
-            stop: completion.stop.clone(),
+            stop: completion.stop_sequences.clone(),
+            top_k: completion.sampling.top_k,
             response_format: completion.response_format.clone(),
             reasoning: reasoning.unwrap_or_default(),
         };
@@ -238,8 +204,28 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
     }
 }
 
-/// Refuses what the completion's model cannot do, naming the field: too many stop sequences, a tool choice of a
-/// tool not offered or a model that cannot be made to call one, an answer format the model cannot keep to.
+/// The completion's sampling, answer length and thinking effort as the turn's overrides, where the core's steps
+/// read them (and [`crate::checks::check_overrides`] holds them to the operator's bounds); a thinking budget asks
+/// for the least effort that holds it, and no thinking for none.
+fn with_completion_terms(input: &mut TurnInput, completion: &Completion) {
+    let overrides = &mut input.overrides;
+    let sampling = completion.sampling;
+    overrides.temperature = sampling.temperature.or(overrides.temperature);
+    overrides.top_p = sampling.top_p.or(overrides.top_p);
+    overrides.max_tokens = completion.max_output_tokens.or(overrides.max_tokens);
+    match completion.thinking {
+        None => {}
+        Some(Thinking::Off) => overrides.reasoning_effort = None,
+        Some(Thinking::Effort(effort)) => overrides.reasoning_effort = Some(effort),
+        Some(Thinking::Budget(tokens)) => {
+            overrides.reasoning_effort = Some(ReasoningEffort::for_budget(tokens));
+        }
+    }
+}
+
+/// Refuses what the completion's model cannot do, naming the field: too many stop sequences, a thinking budget
+/// below the least, `top_k` for a model that does not take it, a tool choice of a tool not offered or a model that
+/// cannot be made to call one, an answer format the model cannot keep to.
 fn check_completion(
     settings: &ChatSettings,
     input: &TurnInput,
@@ -248,28 +234,43 @@ fn check_completion(
     let model = &settings.model_id;
     // The model's profile as the settings hold it: `BASE_MODEL_ID`'s for the configured model.
     let profile = settings.model.profile;
-    if completion.stop.len() > MAX_STOP_SEQUENCES {
+    let stop = &completion.stop_sequences;
+    if stop.len() > MAX_STOP_SEQUENCES {
         return Err(InvalidRequest::new(
             "stop",
             format!(
                 "at most {MAX_STOP_SEQUENCES} stop sequences, not {}",
-                completion.stop.len()
+                stop.len()
             ),
         )
         .into());
     }
-    if completion.stop.iter().any(|s| s.is_empty()) {
+    if stop.iter().any(|s| s.is_empty()) {
         return Err(InvalidRequest::new("stop", "a stop sequence may not be empty").into());
+    }
+    if let Some(Thinking::Budget(tokens)) = completion.thinking
+        && tokens < MIN_THINKING_BUDGET
+    {
+        return Err(InvalidRequest::new(
+            "thinking.budget_tokens",
+            format!("must be at least {MIN_THINKING_BUDGET}, not {tokens}"),
+        )
+        .into());
+    }
+    if completion.sampling.top_k.is_some() && !profile.top_k {
+        return Err(
+            InvalidRequest::new("top_k", format!("the model {model} takes no top_k")).into(),
+        );
     }
     let forced = match &completion.tool_choice {
         ToolChoice::Auto | ToolChoice::None => false,
-        ToolChoice::Required => {
+        ToolChoice::Any => {
             if completion.tools.is_empty() {
                 return Err(InvalidRequest::new("tool_choice", "\"required\" needs tools").into());
             }
             true
         }
-        ToolChoice::Function(name) => {
+        ToolChoice::Tool(name) => {
             if !completion.tools.iter().any(|t| t.name == *name) {
                 return Err(InvalidRequest::new(
                     "tool_choice",

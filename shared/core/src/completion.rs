@@ -1,28 +1,41 @@
-//! What a turn of a dialect whose client keeps the conversation (OpenAI's Chat Completions) adds to the core's
-//! turn: the client's own instructions and model, its function tools (the model asks, the client runs them), how
-//! the model must answer, and that nothing is stored. The conversation itself is the core's ([`crate::Message`]):
-//! a client's tool call and its result are a [`crate::ContentPart::Tool`] of the assistant message that asked.
+//! What a turn of a dialect whose client keeps the conversation (OpenAI's Chat Completions today; Anthropic's
+//! Messages and OpenAI's Responses to come) adds to the core's turn, in the model's terms rather than one dialect's:
+//! the client's system blocks and model, sampling, the answer's length, how the model thinks, the client's tools
+//! (the model asks, the client runs them) and the choice among them, stop sequences, the answer's format, and that
+//! nothing is stored. The conversation itself is the core's ([`crate::Message`]): a client's tool call and its
+//! result are a [`crate::ContentPart::Tool`] of the assistant message that asked. [`Plan`] is what a completion
+//! adds to each of its model calls.
 
-use serde_json::Value;
+use std::collections::HashMap;
 
-use crate::ToolSpec;
+use crate::{
+    ModelRequest, ReasoningBlock, ReasoningEffort, ReasoningStyle, ResponseFormat, Role,
+    ToolChoice, ToolSpec,
+};
 
 /// A stateless turn's own request, beside its [`crate::TurnInput`] (whose `messages` are the whole conversation
 /// the client sent, and whose new chat is never stored).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Completion {
-    /// The client's `system` and `developer` messages, joined in order: the system prompt in place of the
-    /// configured one (`None`: the configured one).
-    pub instructions: Option<String>,
+    /// The client's system prompt, block by block in order (OpenAI's `system` and `developer` messages, Anthropic's
+    /// `system` text blocks, Responses' `instructions`): joined with a blank line between blocks, it replaces the
+    /// configured system prompt. Empty: the configured one.
+    pub system: Vec<String>,
     /// The model to answer with, one the operator allows; `None`: the configured default.
     pub model_id: Option<String>,
-    /// The client's function tools: the model may ask for them, the client runs them and sends their results back.
+    pub sampling: Sampling,
+    /// The most tokens the answer may hold, its thinking budget aside; `None`: the configured default.
+    pub max_output_tokens: Option<u32>,
+    /// How the model thinks before it answers; `None`: as configured.
+    pub thinking: Option<Thinking>,
+    /// The client's tools: the model may ask for them, the client runs them and sends their results back.
     pub tools: Vec<ToolSpec>,
     pub tool_choice: ToolChoice,
     /// Whether the model may ask for several tools in one answer.
     pub parallel_tool_calls: bool,
     /// Sequences that end the answer where the model writes them (not part of the answer).
-    pub stop: Vec<String>,
+    pub stop_sequences: Vec<String>,
+    /// The shape the answer's text must have (structured output).
     pub response_format: ResponseFormat,
     /// The end user the client names, recorded in the turn's trace.
     pub user: Option<String>,
@@ -31,44 +44,105 @@ pub struct Completion {
 impl Default for Completion {
     fn default() -> Self {
         Self {
-            instructions: None,
+            system: Vec::new(),
             model_id: None,
+            sampling: Sampling::default(),
+            max_output_tokens: None,
+            thinking: None,
             tools: Vec::new(),
             tool_choice: ToolChoice::Auto,
             parallel_tool_calls: true,
-            stop: Vec::new(),
+            stop_sequences: Vec::new(),
             response_format: ResponseFormat::Text,
             user: None,
         }
     }
 }
 
-/// Which tools the model must or may ask for.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum ToolChoice {
-    /// It chooses whether to ask for tools.
-    #[default]
-    Auto,
-    /// It answers without tools (they are not offered).
-    None,
-    /// It asks for at least one tool.
-    Required,
-    /// It asks for this tool.
-    Function(String),
+impl Completion {
+    /// The system prompt the client's blocks make, when it sent any.
+    pub fn system_prompt(&self) -> Option<String> {
+        (!self.system.is_empty()).then(|| self.system.join("\n\n"))
+    }
 }
 
-/// The shape the answer's text must have.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub enum ResponseFormat {
-    #[default]
-    Text,
-    /// A JSON object, any.
-    JsonObject,
-    /// A JSON value valid against `schema`.
-    JsonSchema {
-        name: String,
-        description: Option<String>,
-        schema: Value,
-        strict: bool,
-    },
+/// How the model picks its next token; `None` in each: the model's default (or the configured one).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Sampling {
+    /// From 0 to 1.
+    pub temperature: Option<f64>,
+    /// Nucleus sampling: only the likeliest tokens whose probabilities add up to this.
+    pub top_p: Option<f64>,
+    /// Only the `top_k` likeliest tokens (the models whose profile says they take it).
+    pub top_k: Option<u32>,
+}
+
+/// How the model thinks before it answers, when the client says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Thinking {
+    /// It answers without thinking first, whatever is configured.
+    Off,
+    /// It thinks this hard (each model family as its style takes an effort).
+    Effort(ReasoningEffort),
+    /// It thinks within this many tokens: the budget itself for a model that takes one, the nearest effort for a
+    /// model that takes an effort.
+    Budget(u32),
+}
+
+/// The least thinking budget a model takes (Anthropic's bound).
+pub const MIN_THINKING_BUDGET: u32 = 1024;
+
+/// What a completion adds to each of its model calls.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Plan {
+    /// The client's tools the model is offered (none with [`ToolChoice::None`]).
+    pub tools: Vec<ToolSpec>,
+    pub tool_choice: ToolChoice,
+    /// Whether the model may ask for several client tools in one answer (otherwise only its first call is
+    /// returned: Converse has no field that says so for every model).
+    pub parallel: bool,
+    pub stop: Vec<String>,
+    /// Sampling among the likeliest tokens only, for a model that takes it.
+    pub top_k: Option<u32>,
+    pub response_format: ResponseFormat,
+    /// The signed reasoning kept for an earlier answer's client calls, under its first call's id.
+    pub reasoning: HashMap<String, Vec<ReasoningBlock>>,
+}
+
+impl Plan {
+    /// Adds the completion's own to a model call: the client's tools after the server's, the tool choice when
+    /// tools are offered, the stop sequences, `top_k` unless Claude thinks (it then takes no sampling settings), the
+    /// answer format, and the kept reasoning before the tool uses it led to (while the model reasons).
+    pub(crate) fn apply(&self, request: &mut ModelRequest) {
+        request.tools.extend(self.tools.iter().cloned());
+        if !request.tools.is_empty() {
+            request.tool_choice = self.tool_choice.clone();
+        }
+        request.stop_sequences = self.stop.clone();
+        let claude_thinks = request.reasoning.is_some_and(|r| {
+            matches!(
+                r.style,
+                ReasoningStyle::AnthropicBudget | ReasoningStyle::AnthropicAdaptive
+            )
+        });
+        if !claude_thinks {
+            request.inference.top_k = self.top_k;
+        }
+        request.response_format = self.response_format.clone();
+        if request.reasoning.is_some() {
+            for message in request
+                .messages
+                .iter_mut()
+                .filter(|m| m.role == Role::Assistant)
+            {
+                if let Some(blocks) = message
+                    .tool_uses
+                    .first()
+                    .and_then(|call| self.reasoning.get(&call.id))
+                {
+                    message.reasoning = blocks.clone();
+                }
+            }
+        }
+    }
 }

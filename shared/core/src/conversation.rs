@@ -4,7 +4,7 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
-use crate::Attachment;
+use crate::{Attachment, FileRefusal, InvalidRequest, TokenUsage};
 
 /// Who wrote a message. The protocols know only these two.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -252,58 +252,47 @@ pub enum FinishReason {
     ToolCalls,
 }
 
-/// Token counts of one model call.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TokenUsage {
-    /// Input tokens read afresh: neither read from nor written to the prompt cache.
-    pub input_tokens: u64,
-    /// Output tokens, reasoning included.
-    pub output_tokens: u64,
-    /// Every token of the call: input, output, and the cache's reads and writes.
-    pub total_tokens: u64,
-    /// Input tokens read from the prompt cache.
-    #[serde(default)]
-    pub cache_read_input_tokens: u64,
-    /// Input tokens written to the prompt cache.
-    #[serde(default)]
-    pub cache_write_input_tokens: u64,
-}
-
-impl TokenUsage {
-    /// Both calls' tokens together.
-    pub fn add(&mut self, other: &TokenUsage) {
-        self.input_tokens += other.input_tokens;
-        self.output_tokens += other.output_tokens;
-        self.total_tokens += other.total_tokens;
-        self.cache_read_input_tokens += other.cache_read_input_tokens;
-        self.cache_write_input_tokens += other.cache_write_input_tokens;
-    }
-}
-
-/// Tokens and what they cost: one turn's, or a chat's running total.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct UsageTotals {
-    pub tokens: TokenUsage,
-    /// In US dollars; `None` when no price was known for any of it.
-    pub cost_usd: Option<f64>,
-}
-
-impl UsageTotals {
-    /// `usage`, priced by `prices` when known.
-    pub fn of(usage: TokenUsage, prices: Option<&crate::Prices>) -> Self {
-        Self {
-            tokens: usage,
-            cost_usd: prices.map(|p| p.cost(&usage)),
+/// The files of a request's messages, held to the limits.
+impl crate::FileLimits {
+    /// Refuses a request whose messages carry more images or documents than allowed, or files on assistant
+    /// messages.
+    pub fn check_messages(&self, messages: &[Message]) -> Result<(), FileRefusal> {
+        let (mut images, mut documents) = (0, 0);
+        for (i, m) in messages.iter().enumerate() {
+            for (j, file) in m.files().enumerate() {
+                if m.role != Role::User {
+                    return Err(FileRefusal::Invalid(InvalidRequest::new(
+                        format!("messages[{i}].files[{j}]"),
+                        "files may only be sent on user messages",
+                    )));
+                }
+                self.check_size(&format!("messages[{i}].files[{j}]"), file.kind, file.size)?;
+                if file.kind.is_image() {
+                    images += 1;
+                } else {
+                    documents += 1;
+                }
+            }
         }
-    }
-
-    /// Adds another turn's.
-    pub fn add(&mut self, other: &UsageTotals) {
-        self.tokens.add(&other.tokens);
-        self.cost_usd = match (self.cost_usd, other.cost_usd) {
-            (None, None) => None,
-            (a, b) => Some(((a.unwrap_or(0.0) + b.unwrap_or(0.0)) * 1e10).round() / 1e10),
-        };
+        if images > self.max_images {
+            return Err(FileRefusal::Invalid(InvalidRequest::new(
+                "messages",
+                format!(
+                    "carry {images} images, more than the limit of {} per request",
+                    self.max_images
+                ),
+            )));
+        }
+        if documents > self.max_documents {
+            return Err(FileRefusal::Invalid(InvalidRequest::new(
+                "messages",
+                format!(
+                    "carry {documents} documents, more than the limit of {} per request",
+                    self.max_documents
+                ),
+            )));
+        }
+        Ok(())
     }
 }
 

@@ -15,7 +15,8 @@ use serde_json::{Value, json};
 
 use crate::account::TurnAccount;
 use crate::thoughts::reasoning_text;
-use crate::tools::{ToolRun, call_thought, result_thought, run_call};
+use crate::thoughts::{call_thought, result_thought};
+use crate::tools::{ToolRun, run_call};
 use crate::{
     Caller, ChatError, Grounding, GuardrailTrace, ModelError, ModelEvent, ModelMessage,
     ModelRequest, ModelStream, Role, Served, StopReason, Thought, TokenUsage, Tool, ToolBounds,

@@ -8,10 +8,12 @@ mod api_keys;
 mod attachments;
 mod budget;
 mod call;
+mod caller;
 mod checks;
 mod complete;
 mod completion;
 mod conversation;
+mod cost;
 mod documents;
 mod driver;
 mod embeddings;
@@ -52,11 +54,13 @@ pub use budget::{
     estimate_message_tokens, estimate_request_tokens, estimate_stored_tokens, estimate_tokens,
     fit_conversation,
 };
-pub use completion::{Completion, ResponseFormat, ToolChoice};
+pub use caller::Caller;
+pub use completion::{Completion, MIN_THINKING_BUDGET, Sampling, Thinking};
 pub use conversation::{
     Answer, ChatMode, ContentPart, DataPoints, FinishReason, Message, Overrides, RetrievalMode,
-    Role, Thought, TokenUsage, TurnInput, UsageTotals, display_time,
+    Role, Thought, TurnInput, display_time,
 };
+pub use cost::{Prices, TokenUsage, TurnSpent, UsageTotals};
 pub use documents::{
     AccessChoice, AccessList, DEFAULT_MAX_DOCUMENT_BYTES, DEFAULT_MAX_DOCUMENTS_PER_UPLOAD,
     DocumentChange, DocumentError, DocumentFuture, DocumentIndex, DocumentPage, DocumentRecord,
@@ -77,11 +81,11 @@ pub use invalid::InvalidRequest;
 pub use model::ReplyStream;
 pub use model::{
     ChatModel, GuardrailFinding, GuardrailTrace, InferenceSettings, ModelEvent, ModelMessage,
-    ModelReply, ModelRequest, ModelStream, ReasoningBlock, ReplyCitation, Served, StopReason,
+    ModelReply, ModelRequest, ModelStream, ReasoningBlock, ReplyCitation, ResponseFormat, Served,
+    StopReason, ToolChoice,
 };
 pub use models::{
-    Latency, ModelProfile, Prices, Reasoning, ReasoningEffort, ReasoningStyle, ServiceTier,
-    base_model_id,
+    Latency, ModelProfile, Reasoning, ReasoningEffort, ReasoningStyle, ServiceTier, base_model_id,
 };
 pub use prompt::{FOLLOWUP_INSTRUCTIONS, PreparedTurn, Speaker, prepare_turn};
 pub use retrieval::{
@@ -90,14 +94,14 @@ pub use retrieval::{
 };
 pub use search::QUERY_PROMPT;
 pub use service::ChatService;
-pub use session::{Caller, Session, title_of};
+pub use session::{Session, title_of};
 pub use settings::{
     AllowedOverrides, ChatSettings, CitationMode, DocumentAccess, Guardrail, ModelOptions,
     RequestLimits, RetrievalSettings,
 };
 pub use spans::tool_call_span;
 pub use store::{
-    ChatRecord, ListRequest, LoadedChat, Page, PageRequest, REASONING_KEPT_FOR, ReadMark,
+    Charged, ChatRecord, ListRequest, LoadedChat, Page, PageRequest, REASONING_KEPT_FOR, ReadMark,
     SessionStore, StoreError, StoreTimeouts, StoredMessage, TurnWrite, is_chat_id,
 };
 pub use streaming::{StreamingTurn, TurnEnd, TurnEvent, TurnOpening};
@@ -109,9 +113,8 @@ pub use tools::{
 pub use turn::new_message_id;
 pub use turn::{TurnHeader, rfc3339_millis};
 pub use usage::{
-    BUCKET_SECONDS, Charged, HELD_RETRY_SECONDS, Hold, LimitKind, LimitOverrides, Limits,
-    MinuteReport, OverLimit, PeriodReport, PeriodUsage, Periods, RateWindow, Reserve, TurnSpent,
-    Upload, UploadLimits, UploadQuota, UploadReport, UploadUsage, UsageCharge, UsageFuture,
-    UsageLedger, UsageReport, UsageSnapshot, WINDOW_BUCKETS, WINDOW_SPAN, check, check_upload,
-    report,
+    BUCKET_SECONDS, HELD_RETRY_SECONDS, Hold, LimitKind, LimitOverrides, Limits, MinuteReport,
+    OverLimit, PeriodReport, PeriodUsage, Periods, RateWindow, Reserve, Upload, UploadLimits,
+    UploadQuota, UploadReport, UploadUsage, UsageCharge, UsageFuture, UsageLedger, UsageReport,
+    UsageSnapshot, WINDOW_BUCKETS, WINDOW_SPAN, check, check_upload, report,
 };

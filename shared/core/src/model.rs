@@ -3,6 +3,8 @@
 use std::collections::VecDeque;
 use std::future::Future;
 
+use serde_json::Value;
+
 use crate::{Attachment, ModelError, Role, TokenUsage, ToolCall, ToolResult, ToolSpec};
 
 /// A message as the model gets it: consecutive messages of one role are one message with several text blocks,
@@ -75,11 +77,44 @@ impl ModelMessage {
     }
 }
 
+/// How long the answer may be and how the model samples it (`None`: the model's default).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct InferenceSettings {
     pub max_tokens: u32,
     pub temperature: Option<f64>,
     pub top_p: Option<f64>,
+    /// Only the `top_k` likeliest tokens; set only for a model whose profile takes it ([`crate::ModelProfile::top_k`]).
+    pub top_k: Option<u32>,
+}
+
+/// Which tools the model must or may ask for.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ToolChoice {
+    /// It chooses whether to ask for tools.
+    #[default]
+    Auto,
+    /// It answers without tools (they are not offered).
+    None,
+    /// It asks for at least one tool, any of them.
+    Any,
+    /// It asks for this tool.
+    Tool(String),
+}
+
+/// The shape the answer's text must have.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum ResponseFormat {
+    #[default]
+    Text,
+    /// A JSON object, any.
+    JsonObject,
+    /// A JSON value valid against `schema`.
+    JsonSchema {
+        name: String,
+        description: Option<String>,
+        schema: Value,
+        strict: bool,
+    },
 }
 
 /// One call to the model.
@@ -108,13 +143,13 @@ pub struct ModelRequest {
     /// Which message is the question (its search results, its guardrail query and the cache point before it go
     /// with it); `None`: the last user message that is not a round of tool results.
     pub question: Option<usize>,
-    /// Which of `tools` the model must or may ask for ([`crate::ToolChoice::None`] is never sent: the tools are then
+    /// Which of `tools` the model must or may ask for ([`ToolChoice::None`] is never sent: the tools are then
     /// not offered).
-    pub tool_choice: crate::ToolChoice,
+    pub tool_choice: ToolChoice,
     /// Sequences that end the answer where the model would write them.
     pub stop_sequences: Vec<String>,
     /// The shape the answer's text must have (the model provider's structured output).
-    pub response_format: crate::ResponseFormat,
+    pub response_format: ResponseFormat,
 }
 
 /// Why the model stopped.

@@ -5,6 +5,8 @@ use std::str::FromStr;
 
 use serde_json::{Value, json};
 
+use crate::Prices;
+
 /// A setting spelled as one of a few words: its `as_str` and its `FromStr`, from one list of its variants and their
 /// words, refusing any other word with the list of those it takes (`must be "low", "medium" or "high"`).
 macro_rules! spelled {
@@ -62,6 +64,15 @@ impl ReasoningEffort {
             ReasoningEffort::High => 16_384,
         }
     }
+
+    /// The effort of a model that takes one in place of a thinking budget of `tokens`: the least effort whose
+    /// budget holds them (the highest beyond).
+    pub fn for_budget(tokens: u32) -> Self {
+        [ReasoningEffort::Low, ReasoningEffort::Medium]
+            .into_iter()
+            .find(|e| tokens <= e.budget_tokens())
+            .unwrap_or(ReasoningEffort::High)
+    }
 }
 
 /// How a model family is asked to reason, in Converse's `additionalModelRequestFields`.
@@ -84,16 +95,28 @@ pub enum ReasoningStyle {
 pub struct Reasoning {
     pub effort: ReasoningEffort,
     pub style: ReasoningStyle,
+    /// The tokens it thinks within, for the style that takes a budget ([`ReasoningStyle::AnthropicBudget`]): the
+    /// effort's own budget unless the client named one.
+    pub budget_tokens: u32,
 }
 
 impl Reasoning {
+    /// Reasoning at `effort` in `style`, within the effort's own budget.
+    pub fn new(effort: ReasoningEffort, style: ReasoningStyle) -> Self {
+        Self {
+            effort,
+            style,
+            budget_tokens: effort.budget_tokens(),
+        }
+    }
+
     /// The request fields that ask the model to reason, in the model provider's own shape.
     pub fn request_fields(&self) -> Value {
         let effort = self.effort.as_str();
         match self.style {
             ReasoningStyle::Unsupported => json!({}),
             ReasoningStyle::AnthropicBudget => {
-                json!({"thinking": {"type": "enabled", "budget_tokens": self.effort.budget_tokens()}})
+                json!({"thinking": {"type": "enabled", "budget_tokens": self.budget_tokens}})
             }
             ReasoningStyle::AnthropicAdaptive => {
                 json!({"thinking": {"type": "adaptive"}, "output_config": {"effort": effort}})
@@ -103,75 +126,6 @@ impl Reasoning {
             }
             ReasoningStyle::OpenAiEffort => json!({"reasoning_effort": effort}),
         }
-    }
-}
-
-/// Prices in US dollars per million tokens.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Prices {
-    pub input: f64,
-    pub output: f64,
-    pub cache_read: f64,
-    pub cache_write: f64,
-}
-
-impl Prices {
-    const fn new(input: f64, output: f64, cache_read: f64, cache_write: f64) -> Self {
-        Self {
-            input,
-            output,
-            cache_read,
-            cache_write,
-        }
-    }
-
-    /// What `usage` costs, in US dollars, to a ten-billionth of a dollar (so that sums show no binary noise).
-    pub fn cost(&self, usage: &crate::TokenUsage) -> f64 {
-        let micro_dollars = usage.input_tokens as f64 * self.input
-            + usage.output_tokens as f64 * self.output
-            + usage.cache_read_input_tokens as f64 * self.cache_read
-            + usage.cache_write_input_tokens as f64 * self.cache_write;
-        (micro_dollars * 10_000.0).round() / 10_000_000_000.0
-    }
-}
-
-impl FromStr for Prices {
-    type Err = String;
-
-    /// `input=3,output=15,cache_read=0.3,cache_write=3.75` (dollars per million tokens; the cache prices default to
-    /// the input price when left out).
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let (mut input, mut output, mut read, mut write) = (None, None, None, None);
-        for pair in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (name, value) = pair
-                .split_once('=')
-                .ok_or_else(|| format!("{pair:?} is not name=price"))?;
-            let value: f64 = value
-                .trim()
-                .parse()
-                .ok()
-                .filter(|v: &f64| v.is_finite() && *v >= 0.0)
-                .ok_or_else(|| format!("{pair:?}: the price is not a number of dollars"))?;
-            match name.trim() {
-                "input" => input = Some(value),
-                "output" => output = Some(value),
-                "cache_read" => read = Some(value),
-                "cache_write" => write = Some(value),
-                other => {
-                    return Err(format!(
-                        "{other:?} is not input, output, cache_read or cache_write"
-                    ));
-                }
-            }
-        }
-        let input = input.ok_or("input= is required")?;
-        let output = output.ok_or("output= is required")?;
-        Ok(Prices::new(
-            input,
-            output,
-            read.unwrap_or(input),
-            write.unwrap_or(input),
-        ))
     }
 }
 
@@ -196,6 +150,8 @@ pub struct ModelProfile {
     /// Whether Converse's `outputConfig.textFormat` holds its answer to a JSON schema (Bedrock's structured output:
     /// Claude from 4.5 and OpenAI's open-weight models when this was written).
     pub structured_output: bool,
+    /// Whether it takes `top_k` in Converse's `additionalModelRequestFields` (Anthropic's Claude).
+    pub top_k: bool,
 }
 
 const fn profile(
@@ -214,10 +170,12 @@ const fn profile(
         token_counting: false,
         tool_choice: false,
         structured_output: false,
+        top_k: false,
     }
 }
 
-/// A Claude of 3.5 Haiku or later: a 200k window, prompt caching, prompts `CountTokens` counts, and tool choice.
+/// A Claude of 3.5 Haiku or later: a 200k window, prompt caching, prompts `CountTokens` counts, tool choice and
+/// `top_k`.
 const fn claude(
     family: &'static str,
     reasoning: ReasoningStyle,
@@ -226,6 +184,7 @@ const fn claude(
     profile(family, 200_000, reasoning, true, prices)
         .counted()
         .choosing()
+        .top_k()
 }
 
 impl ModelProfile {
@@ -238,6 +197,12 @@ impl ModelProfile {
     /// The same profile, for a model `toolChoice` can make call a tool.
     const fn choosing(mut self) -> Self {
         self.tool_choice = true;
+        self
+    }
+
+    /// The same profile, for a model that takes Anthropic's `top_k`.
+    const fn top_k(mut self) -> Self {
+        self.top_k = true;
         self
     }
 
@@ -288,7 +253,8 @@ const PROFILES: &[ModelProfile] = &[
         Some(Prices::new(3.0, 15.0, 3.0, 3.0)),
     )
     .counted()
-    .choosing(),
+    .choosing()
+    .top_k(),
     profile(
         "anthropic.claude-3-haiku",
         200_000,
@@ -296,8 +262,11 @@ const PROFILES: &[ModelProfile] = &[
         false,
         Some(Prices::new(0.25, 1.25, 0.25, 0.25)),
     )
-    .choosing(),
-    profile("anthropic.claude", 200_000, Unsupported, false, None).choosing(),
+    .choosing()
+    .top_k(),
+    profile("anthropic.claude", 200_000, Unsupported, false, None)
+        .choosing()
+        .top_k(),
     profile("amazon.nova-2-lite", 1_000_000, NovaEffort, true, None).choosing(),
     profile("amazon.nova-premier", 1_000_000, Unsupported, true, None).choosing(),
     profile(
@@ -535,10 +504,7 @@ mod tests {
 
     #[test]
     fn reasoning_fields_follow_the_models_style() {
-        let r = |style| Reasoning {
-            effort: ReasoningEffort::Medium,
-            style,
-        };
+        let r = |style| Reasoning::new(ReasoningEffort::Medium, style);
         assert_eq!(
             r(AnthropicBudget).request_fields(),
             json!({"thinking": {"type": "enabled", "budget_tokens": 4096}})
@@ -555,5 +521,22 @@ mod tests {
             r(OpenAiEffort).request_fields(),
             json!({"reasoning_effort": "medium"})
         );
+        let named = Reasoning {
+            budget_tokens: 2000,
+            ..r(AnthropicBudget)
+        };
+        assert_eq!(
+            named.request_fields(),
+            json!({"thinking": {"type": "enabled", "budget_tokens": 2000}})
+        );
+    }
+
+    #[test]
+    fn a_thinking_budget_takes_the_least_effort_that_holds_it() {
+        assert_eq!(ReasoningEffort::for_budget(1024), ReasoningEffort::Low);
+        assert_eq!(ReasoningEffort::for_budget(1025), ReasoningEffort::Medium);
+        assert_eq!(ReasoningEffort::for_budget(4096), ReasoningEffort::Medium);
+        assert_eq!(ReasoningEffort::for_budget(4097), ReasoningEffort::High);
+        assert_eq!(ReasoningEffort::for_budget(100_000), ReasoningEffort::High);
     }
 }

@@ -156,6 +156,7 @@ pub(crate) fn inference_settings(
         max_tokens: overrides.max_tokens.unwrap_or(settings.default_max_tokens),
         temperature: temperature.or(overrides.temperature),
         top_p: overrides.top_p,
+        top_k: None,
     }
 }
 
@@ -168,8 +169,10 @@ fn reasoning(settings: &ChatSettings, input: &TurnInput) -> Option<Reasoning> {
         .or(options.reasoning_effort)
         .filter(|_| options.profile.reasoning != ReasoningStyle::Unsupported)
         .map(|effort| Reasoning {
-            effort,
-            style: options.profile.reasoning,
+            budget_tokens: options
+                .thinking_budget
+                .unwrap_or_else(|| effort.budget_tokens()),
+            ..Reasoning::new(effort, options.profile.reasoning)
         })
 }
 
@@ -180,7 +183,7 @@ pub(crate) fn output_cap(settings: &ChatSettings, input: &TurnInput) -> u32 {
     if let Some(r) = reasoning(settings, input)
         && r.style == ReasoningStyle::AnthropicBudget
     {
-        cap += r.effort.budget_tokens();
+        cap += r.budget_tokens;
     }
     cap
 }
@@ -341,7 +344,7 @@ pub(crate) fn model_request(
         match reasoning.style {
             // Claude thinks within max_tokens and takes no sampling settings while it thinks.
             ReasoningStyle::AnthropicBudget => {
-                inference.max_tokens += reasoning.effort.budget_tokens();
+                inference.max_tokens += reasoning.budget_tokens;
                 inference.temperature = None;
                 inference.top_p = None;
             }
@@ -425,10 +428,7 @@ fn prompt_thought(request: &ModelRequest) -> Thought {
     if let Some(r) = &request.reasoning {
         props.insert("reasoning_effort".into(), json!(r.effort.as_str()));
         if r.style == ReasoningStyle::AnthropicBudget {
-            props.insert(
-                "reasoning_budget_tokens".into(),
-                json!(r.effort.budget_tokens()),
-            );
+            props.insert("reasoning_budget_tokens".into(), json!(r.budget_tokens));
         }
     }
     props.insert("prompt_caching".into(), json!(request.prompt_caching));
@@ -535,7 +535,8 @@ mod tests {
             InferenceSettings {
                 max_tokens: 7,
                 temperature: Some(0.2),
-                top_p: Some(0.5)
+                top_p: Some(0.5),
+                top_k: None,
             }
         );
         let props = turn.prompt_thought.props.as_ref().unwrap();

@@ -50,6 +50,9 @@ pub struct ModelOptions {
     pub reasoning_effort: Option<crate::ReasoningEffort>,
     /// The most reasoning a request may ask for (`MAX_REASONING_EFFORT`; `None`: any).
     pub max_reasoning_effort: Option<crate::ReasoningEffort>,
+    /// The tokens the model thinks within, for a model that takes a budget, when a completion names them (`None`:
+    /// the effort's own budget).
+    pub thinking_budget: Option<u32>,
     /// What a million tokens cost; `None` shows no cost.
     pub prices: Option<crate::Prices>,
     /// The latency setting sent when a request does not ask, and those a request may ask for.
@@ -76,6 +79,7 @@ impl ModelOptions {
             token_counter: None,
             reasoning_effort: None,
             max_reasoning_effort: None,
+            thinking_budget: None,
             prices: profile.prices,
             latency: None,
             allowed_latencies: Vec::new(),

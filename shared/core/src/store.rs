@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::{Charged, ChatMode, Role};
+use crate::{ChatMode, Role};
 
 /// Whether `id` is a chat id this backend makes: 32 lowercase hex characters (128 random bits). Anything else names
 /// no chat; checking it keeps ids from reaching into another key.
@@ -18,6 +18,17 @@ pub fn is_chat_id(id: &str) -> bool {
 
 /// How long the reasoning of an answer that ended in the client's tool calls is kept for its continuation.
 pub const REASONING_KEPT_FOR: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// Whether a store's write of a turn made its last settlement ([`crate::UsageCharge`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum Charged {
+    /// With the turn, in the same write: the turn must not be settled again.
+    WithTurn,
+    /// Not settled (a store without the counters, or a write too large to carry them): the caller settles the turn
+    /// through its ledger.
+    No,
+}
 
 /// A message as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +48,50 @@ pub struct StoredMessage {
 }
 
 impl StoredMessage {
+    /// A message of `role` saying `content`, under `id`, written at `timestamp`: no agent's, with no files and no
+    /// tools (the setters below add them).
+    pub fn new(
+        id: impl Into<String>,
+        role: Role,
+        content: impl Into<String>,
+        timestamp: impl Into<String>,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            role,
+            content: content.into(),
+            timestamp: timestamp.into(),
+            agent_identifier: None,
+            agent_name: None,
+            files: Vec::new(),
+            tools: Vec::new(),
+        }
+    }
+
+    /// The same message, said by the agent of this identifier.
+    pub fn with_agent_identifier(mut self, identifier: Option<String>) -> Self {
+        self.agent_identifier = identifier;
+        self
+    }
+
+    /// The same message, said by the agent of this name.
+    pub fn with_agent_name(mut self, name: Option<String>) -> Self {
+        self.agent_name = name;
+        self
+    }
+
+    /// The same message, carrying these files.
+    pub fn with_files(mut self, files: Vec<crate::StoredFile>) -> Self {
+        self.files = files;
+        self
+    }
+
+    /// The same message, with the tools its answer called.
+    pub fn with_tools(mut self, tools: Vec<crate::ToolExchange>) -> Self {
+        self.tools = tools;
+        self
+    }
+
     /// An upper bound of this message's size in a buffered answer: as JSON, and again as that JSON sits, escaped
     /// once more, in the Lambda response that carries it (whose size Lambda limits), so that a page of messages
     /// can be kept under that limit.
@@ -382,16 +437,7 @@ pub trait SessionStore: Send + Sync {
 /// store.
 #[cfg(test)]
 pub(crate) fn stored(role: Role, text: &str) -> StoredMessage {
-    StoredMessage {
-        id: "m".into(),
-        role,
-        content: text.into(),
-        timestamp: "t".into(),
-        agent_identifier: None,
-        agent_name: None,
-        files: Vec::new(),
-        tools: Vec::new(),
-    }
+    StoredMessage::new("m", role, text, "t")
 }
 
 #[cfg(test)]
@@ -400,16 +446,13 @@ mod tests {
 
     #[test]
     fn a_messages_wire_size_bounds_its_json_twice_escaped() {
-        let message = StoredMessage {
-            id: "m\"1".into(),
-            role: Role::Assistant,
-            content: "line\nbreak \u{1} tab\t quote\" back\\ é 🦀".repeat(50),
-            timestamp: "10:15 AM".into(),
-            agent_identifier: Some("Analyst".into()),
-            agent_name: None,
-            files: Vec::new(),
-            tools: Vec::new(),
-        };
+        let message = StoredMessage::new(
+            "m\"1",
+            Role::Assistant,
+            "line\nbreak \u{1} tab\t quote\" back\\ é 🦀".repeat(50),
+            "10:15 AM",
+        )
+        .with_agent_identifier(Some("Analyst".into()));
         let json = serde_json::json!({
             "id": message.id, "content": message.content, "role": "assistant",
             "timestamp": message.timestamp, "agentIdentifier": message.agent_identifier,

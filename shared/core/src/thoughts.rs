@@ -1,9 +1,61 @@
-//! The thoughts a turn shows about itself: the history left out, the model's reasoning, the guardrail's
-//! assessment and the token usage.
+//! The thoughts a turn shows about itself: the history left out, each tool call and its result, the model's
+//! reasoning, the guardrail's assessment and the token usage.
 
 use serde_json::{Value, json};
 
-use crate::{GuardrailTrace, Served, StopReason, Thought, TokenUsage};
+use crate::tools::{ToolRun, cut};
+use crate::{GuardrailTrace, Served, StopReason, Thought, TokenUsage, ToolCall, ToolStatus};
+
+/// How much of a result a thought shows.
+const THOUGHT_RESULT_BYTES: usize = 2_000;
+
+/// The thought of a call the model asks for, as it asks.
+pub(crate) fn call_thought(call: &ToolCall, round: u32) -> Thought {
+    Thought {
+        title: format!("Tool call: {}", call.name),
+        description: Value::String(format!("{}({})", call.name, call.input)),
+        props: Some(json!({
+            "tool": call.name,
+            "id": call.id,
+            "input": call.input,
+            "round": round + 1,
+        })),
+    }
+}
+
+/// The thought of a call's result, as it arrives (cut to a bound).
+pub(crate) fn result_thought(run: &ToolRun) -> Thought {
+    let exchange = &run.exchange;
+    let (shown, was_cut) = cut(&exchange.output, THOUGHT_RESULT_BYTES);
+    let mut props = json!({
+        "tool": exchange.name,
+        "id": exchange.id,
+        "status": exchange.status.as_str(),
+        "result": shown,
+        "duration_ms": run.duration.as_millis() as u64,
+        "round": exchange.round + 1,
+    });
+    if was_cut {
+        props["result_cut"] = json!(true);
+    }
+    if !run.passages.is_empty() {
+        props["passages"] = json!(run.passages.len());
+    }
+    Thought {
+        title: format!("Tool result: {}", exchange.name),
+        description: Value::String(format!(
+            "{} {}: {}",
+            exchange.name,
+            if exchange.status == ToolStatus::Success {
+                "returned"
+            } else {
+                "failed"
+            },
+            shown
+        )),
+        props: Some(props),
+    }
+}
 
 /// What the turn leaves out of the chat's history, when it leaves something out.
 pub(crate) fn history_thought(

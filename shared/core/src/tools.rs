@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::{Caller, Passage, Thought};
+use crate::{Caller, Passage};
 
 /// What the model is told of a tool.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -207,9 +207,6 @@ impl Default for ToolBounds {
     }
 }
 
-/// How much of a result a thought shows.
-const THOUGHT_RESULT_BYTES: usize = 2_000;
-
 /// `text` cut to at most `limit` bytes (at a character boundary), and whether it was cut.
 pub(crate) fn cut(text: &str, limit: usize) -> (&str, bool) {
     if text.len() <= limit {
@@ -309,57 +306,10 @@ pub(crate) async fn run_call(
     }
 }
 
-/// The thought of a call the model asks for, as it asks.
-pub(crate) fn call_thought(call: &ToolCall, round: u32) -> Thought {
-    Thought {
-        title: format!("Tool call: {}", call.name),
-        description: Value::String(format!("{}({})", call.name, call.input)),
-        props: Some(json!({
-            "tool": call.name,
-            "id": call.id,
-            "input": call.input,
-            "round": round + 1,
-        })),
-    }
-}
-
-/// The thought of a call's result, as it arrives (cut to a bound).
-pub(crate) fn result_thought(run: &ToolRun) -> Thought {
-    let exchange = &run.exchange;
-    let (shown, was_cut) = cut(&exchange.output, THOUGHT_RESULT_BYTES);
-    let mut props = json!({
-        "tool": exchange.name,
-        "id": exchange.id,
-        "status": exchange.status.as_str(),
-        "result": shown,
-        "duration_ms": run.duration.as_millis() as u64,
-        "round": exchange.round + 1,
-    });
-    if was_cut {
-        props["result_cut"] = json!(true);
-    }
-    if !run.passages.is_empty() {
-        props["passages"] = json!(run.passages.len());
-    }
-    Thought {
-        title: format!("Tool result: {}", exchange.name),
-        description: Value::String(format!(
-            "{} {}: {}",
-            exchange.name,
-            if exchange.status == ToolStatus::Success {
-                "returned"
-            } else {
-                "failed"
-            },
-            shown
-        )),
-        props: Some(props),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     struct Slow;
 

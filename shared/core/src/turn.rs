@@ -73,7 +73,7 @@ pub(crate) struct Scope {
     pub own: Option<Box<crate::ChatSettings>>,
     pub retrieval: bool,
     pub server_tools: bool,
-    pub completion: Option<Box<crate::complete::Plan>>,
+    pub completion: Option<Box<crate::completion::Plan>>,
 }
 
 impl Scope {
@@ -190,16 +190,7 @@ pub fn new_message_id() -> String {
 
 /// A message to store, with a new id; `shown_at` is its time as the Chat UI shows it ([`display_time`]).
 pub(crate) fn stored_message(role: Role, content: &str, shown_at: &str) -> StoredMessage {
-    StoredMessage {
-        id: new_message_id(),
-        role,
-        content: content.to_string(),
-        timestamp: shown_at.to_string(),
-        agent_identifier: None,
-        agent_name: None,
-        files: Vec::new(),
-        tools: Vec::new(),
-    }
+    StoredMessage::new(new_message_id(), role, content, shown_at)
 }
 
 /// The session's new messages, ready to store.

@@ -37,31 +37,6 @@ pub const WINDOW_BUCKETS: i64 = 60 / BUCKET_SECONDS;
 /// [`WINDOW_BUCKETS`] ones, each of which it falls in.
 pub const WINDOW_SPAN: usize = WINDOW_BUCKETS as usize + 1;
 
-/// What one turn spent, every model call of it counted (the query it wrote, each agent's message, the answer).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct TurnSpent {
-    pub totals: UsageTotals,
-    /// Calls to the model that answered (`CountTokens` costs nothing and is not one).
-    pub model_calls: u32,
-    pub tool_calls: u32,
-}
-
-impl TurnSpent {
-    /// Counts one model call that used `usage`, priced by `prices` when known.
-    pub fn add_call(&mut self, usage: crate::TokenUsage, prices: Option<&crate::Prices>) {
-        self.totals.add(&UsageTotals::of(usage, prices));
-        self.model_calls += 1;
-    }
-
-    /// Both turns' spending.
-    pub fn plus(mut self, other: &TurnSpent) -> TurnSpent {
-        self.totals.add(&other.totals);
-        self.model_calls += other.model_calls;
-        self.tool_calls += other.tool_calls;
-        self
-    }
-}
-
 /// The configured limits; each `None` is no limit. All `None` (the default): nothing is checked before a turn.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Limits {
@@ -372,17 +347,6 @@ pub struct UsageCharge<'a> {
     pub hold: &'a Hold,
     /// What the turn spent that it has not settled yet.
     pub spent: &'a UsageTotals,
-}
-
-/// Whether a store's write of a turn made its last settlement ([`UsageCharge`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[must_use]
-pub enum Charged {
-    /// With the turn, in the same write: the turn must not be settled again.
-    WithTurn,
-    /// Not settled (a store without the counters, or a write too large to carry them): the caller settles the turn
-    /// through its ledger.
-    No,
 }
 
 /// Which limit refused a turn.

@@ -1,16 +1,18 @@
 //! Stateless completions (OpenAI's Chat Completions) against the fakes: the client's tools end the answer with
 //! their calls (streamed and whole), a continuation gives the model the calls and their results, the tool choice,
 //! stop sequences and answer format reach the model or are refused by name, the model is one the operator allows,
-//! the client's instructions replace the system prompt, nothing goes to history while the usage is settled, and a
-//! reasoning model gets its signed reasoning back across the client's round trip.
+//! the client's system blocks replace the system prompt, its sampling, length and thinking reach the model or are
+//! refused by name, nothing goes to history while the usage is settled, and a reasoning model gets its signed
+//! reasoning back across the client's round trip.
 
 use std::sync::Arc;
 
 use chat_core::{
-    Caller, ChatError, ChatService, ChatSettings, Completion, ContentPart, FinishReason, Message,
-    Periods, ReasoningBlock, ReasoningEffort, ResponseFormat, Role, SearchWhen, SessionStore,
-    StopReason, Tool, ToolBounds, ToolChoice, ToolExchange, ToolFuture, ToolListing, ToolOutput,
-    ToolSource, ToolSpec, ToolStatus, TurnEvent, TurnInput, UsageLedger,
+    Caller, ChatError, ChatService, ChatSettings, Completion, ContentPart, FinishReason,
+    MIN_THINKING_BUDGET, Message, Periods, ReasoningBlock, ReasoningEffort, ResponseFormat, Role,
+    Sampling, SearchWhen, SessionStore, StopReason, Thinking, Tool, ToolBounds, ToolChoice,
+    ToolExchange, ToolFuture, ToolListing, ToolOutput, ToolSource, ToolSpec, ToolStatus, TurnEvent,
+    TurnInput, UsageLedger,
 };
 use chat_testing::{InMemoryStore, InMemoryUsage, Script, ScriptedModel, StoreOp, input};
 use serde_json::json;
@@ -286,15 +288,15 @@ async fn tool_choice_none_offers_no_tools_and_required_or_a_function_is_sent() {
         ..with_weather()
     };
     service
-        .complete(&alice(), &question("hi"), &on_claude(ToolChoice::Required))
+        .complete(&alice(), &question("hi"), &on_claude(ToolChoice::Any))
         .await
         .unwrap();
     let request = model.last_request().unwrap();
-    assert_eq!(request.tool_choice, ToolChoice::Required);
+    assert_eq!(request.tool_choice, ToolChoice::Any);
     // The server's tools too, when the operator turns them on.
     let names: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, ["clock", "get_weather"]);
-    let named = ToolChoice::Function("get_weather".into());
+    let named = ToolChoice::Tool("get_weather".into());
     service
         .complete(&alice(), &question("hi"), &on_claude(named.clone()))
         .await
@@ -311,7 +313,7 @@ async fn a_tool_choice_the_model_or_the_tools_cannot_meet_is_refused_naming_tool
     };
     let unknown = Completion {
         model_id: Some(CLAUDE.into()),
-        tool_choice: ToolChoice::Function("nope".into()),
+        tool_choice: ToolChoice::Tool("nope".into()),
         ..with_weather()
     };
     let e = refused(
@@ -324,7 +326,7 @@ async fn a_tool_choice_the_model_or_the_tools_cannot_meet_is_refused_naming_tool
     assert!(e.reason.contains("nope"), "{e}");
     // The tests' model is one whose profile takes no tool choice.
     let forced = Completion {
-        tool_choice: ToolChoice::Required,
+        tool_choice: ToolChoice::Any,
         ..with_weather()
     };
     let e = refused(
@@ -363,7 +365,7 @@ async fn stop_sequences_and_the_answer_format_reach_the_model_or_are_refused_by_
     };
     let completion = Completion {
         model_id: Some(CLAUDE.into()),
-        stop: vec!["END".into()],
+        stop_sequences: vec!["END".into()],
         response_format: schema.clone(),
         ..Completion::default()
     };
@@ -376,7 +378,7 @@ async fn stop_sequences_and_the_answer_format_reach_the_model_or_are_refused_by_
     assert_eq!(request.stop_sequences, ["END"]);
     assert_eq!(request.response_format, schema);
     let too_many = Completion {
-        stop: vec!["a".into(), "b".into(), "c".into(), "d".into(), "e".into()],
+        stop_sequences: vec!["a".into(), "b".into(), "c".into(), "d".into(), "e".into()],
         ..Completion::default()
     };
     let Err(ChatError::Invalid(e)) = service.complete(&alice(), &question("x"), &too_many).await
@@ -438,7 +440,7 @@ async fn a_model_the_operator_does_not_allow_is_not_found_and_an_allowed_one_ans
 async fn the_clients_instructions_replace_the_system_prompt() {
     let (service, model, _, _) = service(settings(), [Script::text("a"), Script::text("b")]);
     let completion = Completion {
-        instructions: Some("You are a pirate.".into()),
+        system: vec!["You are a pirate.".into()],
         ..Completion::default()
     };
     service
@@ -551,4 +553,104 @@ async fn retrieval_stays_off_for_completions_unless_the_operator_turns_it_on() {
         model.last_request().unwrap().system.len() > "Be brief.".len(),
         "the grounding instructions join the prompt"
     );
+}
+
+#[tokio::test]
+async fn the_clients_system_blocks_join_in_order_and_its_sampling_and_length_reach_the_model() {
+    let (service, model, _, _) = service(settings(), [Script::text("a"), Script::text("b")]);
+    let completion = Completion {
+        model_id: Some(CLAUDE.into()),
+        system: vec!["You are a pirate.".into(), "Answer in French.".into()],
+        sampling: Sampling {
+            temperature: Some(0.3),
+            top_p: Some(0.8),
+            top_k: Some(40),
+        },
+        max_output_tokens: Some(77),
+        ..Completion::default()
+    };
+    service
+        .complete(&alice(), &question("hi"), &completion)
+        .await
+        .unwrap();
+    let request = model.last_request().unwrap();
+    assert_eq!(request.system, "You are a pirate.\n\nAnswer in French.");
+    assert_eq!(request.inference.temperature, Some(0.3));
+    assert_eq!(request.inference.top_p, Some(0.8));
+    assert_eq!(request.inference.top_k, Some(40));
+    assert_eq!(request.inference.max_tokens, 77);
+    // Claude takes no sampling settings while it thinks: `top_k` goes with temperature and top_p.
+    let thinking = Completion {
+        thinking: Some(Thinking::Effort(ReasoningEffort::Low)),
+        ..completion
+    };
+    service
+        .complete(&alice(), &question("hi"), &thinking)
+        .await
+        .unwrap();
+    let request = model.last_request().unwrap();
+    assert!(request.reasoning.is_some());
+    assert_eq!(request.inference.temperature, None);
+    assert_eq!(request.inference.top_k, None);
+}
+
+#[tokio::test]
+async fn top_k_is_refused_for_a_model_that_takes_none() {
+    let (service, model, _, _) = service(settings(), []);
+    let on_nova = Completion {
+        model_id: Some(NOVA.into()),
+        sampling: Sampling {
+            top_k: Some(40),
+            ..Sampling::default()
+        },
+        ..Completion::default()
+    };
+    let Err(ChatError::Invalid(e)) = service.complete(&alice(), &question("x"), &on_nova).await
+    else {
+        panic!("top_k on Nova taken")
+    };
+    assert_eq!(e.path, "top_k");
+    assert!(e.reason.contains(NOVA), "{e}");
+    assert!(model.requests().is_empty());
+}
+
+#[tokio::test]
+async fn a_thinking_budget_is_claudes_budget_and_thinking_off_turns_the_configured_reasoning_off() {
+    let mut configured = settings();
+    configured.model.reasoning_effort = Some(ReasoningEffort::High);
+    let (service, model, _, _) = service(configured, [Script::text("a"), Script::text("b")]);
+    let budget = Completion {
+        model_id: Some(CLAUDE.into()),
+        thinking: Some(Thinking::Budget(2000)),
+        max_output_tokens: Some(100),
+        ..Completion::default()
+    };
+    service
+        .complete(&alice(), &question("hi"), &budget)
+        .await
+        .unwrap();
+    let reasoning = model.last_request().unwrap().reasoning.unwrap();
+    assert_eq!(reasoning.budget_tokens, 2000);
+    assert_eq!(reasoning.effort, ReasoningEffort::Medium);
+    // Claude thinks within max_tokens: the answer's 100 and the budget.
+    assert_eq!(model.last_request().unwrap().inference.max_tokens, 2100);
+    let off = Completion {
+        model_id: Some(CLAUDE.into()),
+        thinking: Some(Thinking::Off),
+        ..Completion::default()
+    };
+    service
+        .complete(&alice(), &question("hi"), &off)
+        .await
+        .unwrap();
+    assert_eq!(model.last_request().unwrap().reasoning, None);
+    let too_small = Completion {
+        thinking: Some(Thinking::Budget(MIN_THINKING_BUDGET - 1)),
+        ..budget
+    };
+    let Err(ChatError::Invalid(e)) = service.complete(&alice(), &question("x"), &too_small).await
+    else {
+        panic!("a budget below the least taken")
+    };
+    assert_eq!(e.path, "thinking.budget_tokens");
 }

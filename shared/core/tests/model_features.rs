@@ -345,15 +345,8 @@ async fn a_chat_that_fits_loses_nothing_to_the_cache_friendly_cut() {
         message_count: 0,
         usage: Default::default(),
     };
-    let stored = |role, text: &str| chat_core::StoredMessage {
-        id: chat_core::new_message_id(),
-        role,
-        content: text.into(),
-        timestamp: "10:00 AM".into(),
-        agent_identifier: None,
-        agent_name: None,
-        files: Vec::new(),
-        tools: Vec::new(),
+    let stored = |role, text: &str| {
+        chat_core::StoredMessage::new(chat_core::new_message_id(), role, text, "10:00 AM")
     };
     store
         .create(

@@ -559,26 +559,21 @@ pub fn history_message(m: &StoredMessage) -> HistoryMessage {
 /// A message a client sends to replace a chat's messages; a missing id or time (`shown_at`, as the Chat UI shows
 /// times) is filled in.
 pub fn stored_message(m: HistoryMessage, shown_at: &str) -> StoredMessage {
-    StoredMessage {
-        id: if m.id.trim().is_empty() {
-            chat_core::new_message_id()
-        } else {
-            m.id
-        },
-        role: m.role,
-        content: m.content,
-        timestamp: if m.timestamp.trim().is_empty() {
-            shown_at.to_string()
-        } else {
-            m.timestamp
-        },
+    let id = if m.id.trim().is_empty() {
+        chat_core::new_message_id()
+    } else {
+        m.id
+    };
+    let timestamp = if m.timestamp.trim().is_empty() {
+        shown_at.to_string()
+    } else {
+        m.timestamp
+    };
+    StoredMessage::new(id, m.role, m.content, timestamp)
         // The Chat UI saves an agent's message with its name only and reads `agentIdentifier` back; agents'
         // identifiers are their names here.
-        agent_identifier: m.agent_identifier.or_else(|| m.agent_name.clone()),
-        agent_name: m.agent_name,
-        files: Vec::new(),
-        tools: Vec::new(),
-    }
+        .with_agent_identifier(m.agent_identifier.or_else(|| m.agent_name.clone()))
+        .with_agent_name(m.agent_name)
 }
 
 #[cfg(test)]

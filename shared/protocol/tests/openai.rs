@@ -3,8 +3,9 @@
 
 use base64::Engine;
 use chat_core::{
-    Answer, ChatError, ContentPart, FileKind, FinishReason, ImageFormat, ReasoningEffort,
-    RequestLimits, ResponseFormat, Role, TokenUsage, ToolCall, ToolChoice, ToolStatus,
+    Answer, ChatError, ContentPart, FileKind, FinishReason, ImageFormat, Overrides,
+    ReasoningEffort, RequestLimits, ResponseFormat, Role, Thinking, TokenUsage, ToolCall,
+    ToolChoice, ToolStatus,
 };
 use chat_protocol::openai::{
     ChatCompletion, ChatCompletionChunk, ChunkHeader, CompletionRequest, Model, Usage,
@@ -59,7 +60,7 @@ fn a_plain_request_is_a_stateless_turn_of_the_named_model() {
     assert!(!r.turn.store_new_chat);
     assert_eq!(r.turn.session_state, None);
     assert_eq!(
-        r.completion.instructions.as_deref(),
+        r.completion.system_prompt().as_deref(),
         Some("Be terse.\n\nUse French.")
     );
     assert_eq!(
@@ -146,26 +147,28 @@ fn stream_options_need_stream_and_ask_for_usage() {
 }
 
 #[test]
-fn sampling_and_length_are_overrides_within_bounds() {
+fn sampling_length_and_thinking_are_the_completions_within_bounds() {
     let r = parse(
         &json!({"model": "m", "messages": [{"role": "user", "content": "x"}],
         "temperature": 0.2, "top_p": 0.9, "max_completion_tokens": 100, "reasoning_effort": "high",
         "stop": ["END"]}),
     )
     .unwrap();
-    assert_eq!(r.turn.overrides.temperature, Some(0.2));
-    assert_eq!(r.turn.overrides.top_p, Some(0.9));
-    assert_eq!(r.turn.overrides.max_tokens, Some(100));
+    assert_eq!(r.completion.sampling.temperature, Some(0.2));
+    assert_eq!(r.completion.sampling.top_p, Some(0.9));
+    assert_eq!(r.completion.max_output_tokens, Some(100));
     assert_eq!(
-        r.turn.overrides.reasoning_effort,
-        Some(ReasoningEffort::High)
+        r.completion.thinking,
+        Some(Thinking::Effort(ReasoningEffort::High))
     );
-    assert_eq!(r.completion.stop, ["END"]);
+    assert_eq!(r.completion.stop_sequences, ["END"]);
+    // They are the completion's terms, not the protocol's `context.overrides`.
+    assert_eq!(r.turn.overrides, Overrides::default());
     assert_eq!(
         parse(&with(ask("x"), "stop", json!("\n")))
             .unwrap()
             .completion
-            .stop,
+            .stop_sequences,
         ["\n"]
     );
     assert_eq!(
@@ -248,7 +251,7 @@ fn tool_calls_and_their_results_are_the_assistant_messages_exchanges() {
     assert_eq!(r.completion.tools[0].name, "get_weather");
     assert_eq!(
         r.completion.tool_choice,
-        ToolChoice::Function("get_weather".into())
+        ToolChoice::Tool("get_weather".into())
     );
     assert!(!r.completion.parallel_tool_calls);
     assert_eq!(r.turn.messages.len(), 2);

@@ -3,7 +3,6 @@
 //! error reported once, and the process's logging, traces and metrics.
 
 mod deferred;
-mod http_client;
 mod init;
 mod logging;
 mod metrics;
@@ -13,7 +12,6 @@ mod service;
 mod trace_only;
 mod traces;
 
-pub use http_client::http_client;
 pub use init::{MISCONFIGURED, start};
 pub use logging::init_logging;
 pub use metrics::{FailureClass, TurnMeter, TurnOutcome, init_metrics};

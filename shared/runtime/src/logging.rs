@@ -87,8 +87,10 @@ fn may_export(metadata: &Metadata<'_>) -> bool {
 }
 
 /// Installs the process's logger: JSON lines when `AWS_LAMBDA_LOG_FORMAT` is `JSON`, plain text otherwise; the
-/// level from `AWS_LAMBDA_LOG_LEVEL`, else `RUST_LOG`, else INFO, other crates never below INFO.
-pub fn init_logging() {
+/// level from `AWS_LAMBDA_LOG_LEVEL`, else `RUST_LOG`, else INFO, other crates never below INFO. When a collector is
+/// configured, spans are exported too, through the client `http_client` gives (the process's one client, which the
+/// composition root builds; not called when no collector is configured).
+pub fn init_logging(http_client: impl FnOnce() -> reqwest::Client) {
     let json = std::env::var("AWS_LAMBDA_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json"));
     let level = std::env::var("AWS_LAMBDA_LOG_LEVEL")
         .or_else(|_| std::env::var("RUST_LOG"))
@@ -96,7 +98,7 @@ pub fn init_logging() {
     let filter = asked_filter(level.as_deref());
     let layer = log_layer(json, std::io::stdout);
     // Nothing of OpenTelemetry is built unless a collector is configured.
-    let (tracer, trace_setup) = match crate::traces::exporting_tracer() {
+    let (tracer, trace_setup) = match crate::traces::exporting_tracer(http_client) {
         Ok(tracer) => (tracer, None),
         Err(e) => (None, Some(e)),
     };

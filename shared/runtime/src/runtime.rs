@@ -94,9 +94,9 @@ impl RuntimeSettings {
     }
 }
 
-/// Runs a function's `main` future on the tokio runtime its environment calls for (see the module's notes). First,
-/// while it is the process's only thread, it points the system's roots at their bundle file
-/// ([`chat_aws::https::read_bundle_only`]).
+/// Runs a function's `main` future on the tokio runtime its environment calls for (see the module's notes). Whatever
+/// must happen while the process has one thread (the composition root points the system's roots at their bundle
+/// file: `chat_aws::https::read_bundle_only`) is done before it is called.
 ///
 /// A bad switch does not end the process here, before logging is set up and with nothing told to Lambda: the
 /// defaults run `main`, and [`crate::start`] reports the error as it reports every configuration error.
@@ -105,9 +105,6 @@ where
     F: Future<Output = Result<(), E>>,
     E: From<std::io::Error>,
 {
-    // SAFETY: nothing else runs yet: the runtime and its threads are built below, and nothing before has started a
-    // thread.
-    let _bundle = unsafe { chat_aws::https::read_bundle_only() };
     let settings = RuntimeSettings::from_env().unwrap_or_else(|error| {
         crate::deferred::defer(error);
         RuntimeSettings::from_lookup(|_| None).expect("the defaults are valid")

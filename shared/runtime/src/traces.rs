@@ -33,8 +33,9 @@
 //! runtime's only thread, which an exporter that needs that runtime for its HTTP call would deadlock). The plain
 //! server flushes when it stops ([`crate::serve_plain`]).
 //!
-//! Requests to the collector go through the process's one reqwest client ([`crate::http_client`]: rustls, the
-//! system's roots, shared with the JWKS and the MCP servers), each bounded by the export timeout, on the function's
+//! Requests to the collector go through the process's one reqwest client, handed to [`crate::init_logging`] by the
+//! composition root (`chat_app::http_client`: rustls, the system's roots, shared with the JWKS and the MCP
+//! servers), each bounded by the export timeout, on the function's
 //! tokio runtime: the processor's thread hands each request to the runtime ([`OnRuntime`]). The SDK's crates are
 //! built without their internal logs, and they, reqwest and hyper are held at INFO like every other crate
 //! ([`crate::logging`]).
@@ -84,9 +85,12 @@ pub fn export_configured(lookup: impl Fn(&str) -> Option<String>) -> bool {
     .any(|name| lookup(name).is_some_and(|v| !v.trim().is_empty()))
 }
 
-/// The tracer whose spans go to the configured collector, or `None` when none is configured. Builds the exporter
-/// once per process; must run on the tokio runtime the requests to the collector are to be sent on.
-pub(crate) fn exporting_tracer() -> Result<Option<SdkTracer>, TraceSetupError> {
+/// The tracer whose spans go to the configured collector through the client `http_client` gives, or `None` when
+/// none is configured (then no client is asked for). Builds the exporter once per process; must run on the tokio
+/// runtime the requests to the collector are to be sent on.
+pub(crate) fn exporting_tracer(
+    http_client: impl FnOnce() -> reqwest::Client,
+) -> Result<Option<SdkTracer>, TraceSetupError> {
     if !export_configured(|name| std::env::var(name).ok()) {
         return Ok(None);
     }
@@ -95,7 +99,7 @@ pub(crate) fn exporting_tracer() -> Result<Option<SdkTracer>, TraceSetupError> {
         .with_http()
         .with_protocol(Protocol::HttpBinary)
         .with_http_client(OnRuntime {
-            client: crate::http_client(),
+            client: http_client(),
             timeout: export_timeout(|name| std::env::var(name).ok()),
             runtime,
         })
@@ -261,7 +265,8 @@ pub fn new_xray_trace_id() -> String {
     format!("1-{:08x}-{random:024x}", seconds as u32)
 }
 
-/// opentelemetry-otlp's HTTP client: the process's reqwest client ([`crate::http_client`]), each request bounded by
+/// opentelemetry-otlp's HTTP client: the process's reqwest client (as [`crate::init_logging`] is handed it), each
+/// request bounded by
 /// `timeout` and sent on the function's tokio runtime. The SDK's batch processor exports from a thread of its own,
 /// outside any runtime, where reqwest cannot run.
 #[derive(Debug)]

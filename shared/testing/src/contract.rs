@@ -58,16 +58,12 @@ pub fn id(name: &str) -> String {
 
 /// A message with a new id.
 pub fn message(role: Role, content: &str) -> StoredMessage {
-    StoredMessage {
-        id: uuid::Uuid::new_v4().simple().to_string(),
+    StoredMessage::new(
+        uuid::Uuid::new_v4().simple().to_string(),
         role,
-        content: content.to_string(),
-        timestamp: "2026-01-01T00:00:00.000Z".into(),
-        agent_identifier: None,
-        agent_name: None,
-        files: Vec::new(),
-        tools: Vec::new(),
-    }
+        content,
+        "2026-01-01T00:00:00.000Z",
+    )
 }
 
 /// A standard chat named `name`, last updated at `updated`.

@@ -474,7 +474,7 @@ async fn run(run: Run) {
         return;
     }
 
-    chat_runtime::init_logging();
+    chat_runtime::init_logging(chat_app::http_client);
     let service = functions_service()
         .await
         .unwrap_or_else(|e| fail(&format!("the functions cannot start: {e}")));

@@ -44,16 +44,7 @@ async fn seed_alices_chats() {
             .await;
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&config), "chat-local", None);
     let at = "2026-11-22T06:00:00.000Z".to_string();
-    let message = |id: &str, role, content: &str| StoredMessage {
-        id: id.into(),
-        role,
-        content: content.into(),
-        timestamp: at.clone(),
-        agent_identifier: None,
-        agent_name: None,
-        files: Vec::new(),
-        tools: Vec::new(),
-    };
+    let message = |id: &str, role, content: &str| StoredMessage::new(id, role, content, &at);
     for (id, title, messages) in [
         (
             READ,

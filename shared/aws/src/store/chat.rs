@@ -492,16 +492,12 @@ mod tests {
     fn a_commit_writes_only_attributes_of_the_chat_item_as_of_the_version_read() {
         let item = ChatItem::new("alice", &record(Some(0.25)), "g", "t0", None, 7).into_item();
         let meta = ChatItem::read(item.clone()).unwrap().meta().unwrap();
-        let message = StoredMessage {
-            id: "m3".into(),
-            role: chat_core::Role::User,
-            content: "x".repeat(PREVIEW_CHARS + 5),
-            timestamp: "10:15 AM".into(),
-            agent_identifier: None,
-            agent_name: None,
-            files: Vec::new(),
-            tools: Vec::new(),
-        };
+        let message = StoredMessage::new(
+            "m3",
+            chat_core::Role::User,
+            "x".repeat(PREVIEW_CHARS + 5),
+            "10:15 AM",
+        );
         let spent = record(Some(0.5)).usage;
         let now = "2026-01-03T00:00:00.000Z";
         let commit = Commit::append(

@@ -56,25 +56,23 @@ struct PartItem {
 
 impl MessageItem {
     fn message(self) -> StoredMessage {
-        StoredMessage {
-            id: self.id,
-            role: match self.role.as_str() {
-                "assistant" => Role::Assistant,
-                _ => Role::User,
-            },
-            content: self.content,
-            timestamp: self.timestamp,
-            agent_identifier: self.agent_identifier,
-            agent_name: self.agent_name,
-            files: self
-                .files
-                .and_then(|json| serde_json::from_str(&json).ok())
-                .unwrap_or_default(),
-            tools: self
-                .tools
-                .and_then(|json| serde_json::from_str(&json).ok())
-                .unwrap_or_default(),
-        }
+        let role = match self.role.as_str() {
+            "assistant" => Role::Assistant,
+            _ => Role::User,
+        };
+        StoredMessage::new(self.id, role, self.content, self.timestamp)
+            .with_agent_identifier(self.agent_identifier)
+            .with_agent_name(self.agent_name)
+            .with_files(
+                self.files
+                    .and_then(|json| serde_json::from_str(&json).ok())
+                    .unwrap_or_default(),
+            )
+            .with_tools(
+                self.tools
+                    .and_then(|json| serde_json::from_str(&json).ok())
+                    .unwrap_or_default(),
+            )
     }
 }
 
@@ -218,16 +216,13 @@ mod tests {
 
     #[test]
     fn a_long_message_is_items_that_assemble_back_whole() {
-        let message = StoredMessage {
-            id: "m".into(),
-            role: Role::Assistant,
-            content: "x".repeat(PART_BYTES * 2 + 10),
-            timestamp: "10:15 AM".into(),
-            agent_identifier: None,
-            agent_name: Some("Analyst".into()),
-            files: Vec::new(),
-            tools: Vec::new(),
-        };
+        let message = StoredMessage::new(
+            "m",
+            Role::Assistant,
+            "x".repeat(PART_BYTES * 2 + 10),
+            "10:15 AM",
+        )
+        .with_agent_name(Some("Analyst".into()));
         let items = message_items("pk", "g", 4, &message, Some(9));
         assert_eq!(items.len(), 3);
         assert!(items.iter().all(|i| item_size(i) < 400 * 1024));

@@ -1,8 +1,9 @@
 //! Reading a Chat Completions request strictly: every field of OpenAI's `CreateChatCompletionRequest` is honoured,
 //! or taken only at its default value, and anything else (another value, a field OpenAI's API does not define) is a
-//! 400 naming the field, so that nothing a client asks is dropped in silence. The conversation becomes the core's:
-//! `system` and `developer` messages the completion's instructions, an assistant's tool calls with the `tool`
-//! messages that answer them the [`ContentPart::Tool`] parts of its message.
+//! 400 naming the field, so that nothing a client asks is dropped in silence. The request becomes the core's terms:
+//! `system` and `developer` messages the completion's system blocks, `temperature` and `top_p` its sampling,
+//! `max_tokens` its answer's length, `reasoning_effort` its thinking, `required` its tool choice of any tool, an
+//! assistant's tool calls with the `tool` messages that answer them the [`ContentPart::Tool`] parts of its message.
 
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
@@ -10,7 +11,8 @@ use serde_json::{Map, Value};
 
 use chat_core::{
     ChatError, Completion, ContentPart, InvalidRequest, Message, Overrides, ReasoningEffort,
-    RequestLimits, ResponseFormat, Role, ToolChoice, ToolExchange, ToolSpec, ToolStatus, TurnInput,
+    RequestLimits, ResponseFormat, Role, Sampling, Thinking, ToolChoice, ToolExchange, ToolSpec,
+    ToolStatus, TurnInput,
 };
 
 use crate::error::{not_an_object, not_json, utf8};
@@ -152,7 +154,11 @@ pub fn parse_completion_request(
             include
         }
     };
-    let overrides = overrides(&mut body, limits)?;
+    let Sampled {
+        sampling,
+        max_output_tokens,
+        thinking,
+    } = sampled(&mut body, limits)?;
     let stop = stop(&mut body)?;
     let tools = tools(&mut body)?;
     let tool_choice = tool_choice(&mut body, &tools)?;
@@ -163,22 +169,25 @@ pub fn parse_completion_request(
     let metadata = metadata(&mut body)?;
     let messages = body.require::<Vec<Value>>("messages")?;
     body.finish()?;
-    let (instructions, messages) = conversation(messages, limits)?;
+    let (system, messages) = conversation(messages, limits)?;
     Ok(CompletionRequest {
         turn: TurnInput {
             messages,
-            overrides,
+            overrides: Overrides::default(),
             session_state: None,
             session_field: "session_state",
             store_new_chat: false,
         },
         completion: Completion {
-            instructions,
+            system,
             model_id: Some(model.clone()),
+            sampling,
+            max_output_tokens,
+            thinking,
             tools,
             tool_choice,
             parallel_tool_calls,
-            stop,
+            stop_sequences: stop,
             response_format,
             user,
         },
@@ -275,9 +284,17 @@ fn kind_of(value: &Value) -> &'static str {
     }
 }
 
-/// `temperature`, `top_p`, `max_tokens` / `max_completion_tokens` and `reasoning_effort` as the core's overrides,
-/// held to the same bounds and to the operator's `ALLOWED_OVERRIDES` as the protocol's `context.overrides`.
-fn overrides(body: &mut Obj, limits: &RequestLimits) -> Result<Overrides, InvalidRequest> {
+/// How a request samples, how long its answer may be and how hard the model thinks.
+struct Sampled {
+    sampling: Sampling,
+    max_output_tokens: Option<u32>,
+    thinking: Option<Thinking>,
+}
+
+/// `temperature`, `top_p`, `max_tokens` / `max_completion_tokens` and `reasoning_effort` in the core's terms, held
+/// to the same bounds and to the operator's `ALLOWED_OVERRIDES` as the protocol's `context.overrides` (whose names
+/// they share).
+fn sampled(body: &mut Obj, limits: &RequestLimits) -> Result<Sampled, InvalidRequest> {
     // Bedrock's models sample at a temperature of 0 to 1 (OpenAI's API takes up to 2): a higher one is refused, not
     // cut down.
     let unit = |name: &str, v: Option<f64>| match v {
@@ -319,14 +336,14 @@ fn overrides(body: &mut Obj, limits: &RequestLimits) -> Result<Overrides, Invali
             )
         })?),
     };
-    let overrides = Overrides {
+    let as_overrides = Overrides {
         temperature,
         top_p,
         max_tokens: max.map(|n| n as u32),
         reasoning_effort,
         ..Overrides::default()
     };
-    if let Some(used) = overrides
+    if let Some(used) = as_overrides
         .used()
         .into_iter()
         .find(|used| !limits.allowed_overrides.allows(used))
@@ -340,7 +357,15 @@ fn overrides(body: &mut Obj, limits: &RequestLimits) -> Result<Overrides, Invali
             "is not allowed by this deployment (ALLOWED_OVERRIDES)",
         ));
     }
-    Ok(overrides)
+    Ok(Sampled {
+        sampling: Sampling {
+            temperature,
+            top_p,
+            top_k: None,
+        },
+        max_output_tokens: as_overrides.max_tokens,
+        thinking: reasoning_effort.map(Thinking::Effort),
+    })
 }
 
 /// `stop`: a string or up to four strings.
@@ -437,7 +462,7 @@ fn tool_choice(body: &mut Obj, tools: &[ToolSpec]) -> Result<ToolChoice, Invalid
         Some(Value::String(mode)) => match mode.as_str() {
             "auto" => ToolChoice::Auto,
             "none" => ToolChoice::None,
-            "required" => ToolChoice::Required,
+            "required" => ToolChoice::Any,
             _ => {
                 return Err(InvalidRequest::new(
                     "tool_choice",
@@ -465,10 +490,10 @@ fn tool_choice(body: &mut Obj, tools: &[ToolSpec]) -> Result<ToolChoice, Invalid
                     "names no tool of tools",
                 ));
             }
-            ToolChoice::Function(name)
+            ToolChoice::Tool(name)
         }
     };
-    if tools.is_empty() && matches!(choice, ToolChoice::Required | ToolChoice::Function(_)) {
+    if tools.is_empty() && matches!(choice, ToolChoice::Any | ToolChoice::Tool(_)) {
         return Err(InvalidRequest::new(
             "tool_choice",
             "asks for a tool, but the request lists no tools",
@@ -571,12 +596,12 @@ struct Pending {
     answered: bool,
 }
 
-/// The messages as the completion's instructions (system and developer messages, joined in order) and the core's
-/// conversation.
+/// The messages as the completion's system blocks (system and developer messages, one block each, in order) and
+/// the core's conversation.
 fn conversation(
     wire: Vec<Value>,
     limits: &RequestLimits,
-) -> Result<(Option<String>, Vec<Message>), ChatError> {
+) -> Result<(Vec<String>, Vec<Message>), ChatError> {
     if wire.is_empty() {
         return Err(InvalidRequest::new("messages", "must hold at least one message").into());
     }
@@ -591,7 +616,7 @@ fn conversation(
         )
         .into());
     }
-    let mut instructions: Vec<String> = Vec::new();
+    let mut system: Vec<String> = Vec::new();
     let mut messages: Vec<Message> = Vec::new();
     let mut pending: Vec<Pending> = Vec::new();
     let mut files = 0usize;
@@ -608,7 +633,7 @@ fn conversation(
                 message.refuse("name", "is not supported by this backend: leave it out")?;
                 let text = text_content(&content_path, message.require("content")?, false)?;
                 InvalidRequest::check_length(&content_path, &text, limits.max_message_chars)?;
-                instructions.push(text);
+                system.push(text);
             }
             "user" => {
                 message.refuse("name", "is not supported by this backend: leave it out")?;
@@ -725,8 +750,7 @@ fn conversation(
         .into());
     }
     limits.files.check_messages(&messages)?;
-    let instructions = (!instructions.is_empty()).then(|| instructions.join("\n\n"));
-    Ok((instructions, messages))
+    Ok((system, messages))
 }
 
 /// Refuses a tool call no `tool` message answered: the model reads every call with its result.

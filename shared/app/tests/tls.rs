@@ -81,7 +81,7 @@ fn trusted_through_the_bundle() {
         dynamodb(&server).await.list_tables().send().await.unwrap();
         assert_eq!(server.handshakes(), 1);
 
-        let hello = chat_runtime::http_client()
+        let hello = chat_app::http_client()
             .get(format!("{}/hello", server.url))
             .send()
             .await
@@ -105,7 +105,7 @@ fn trusted_through_the_bundle() {
                 .find(|(k, _)| *k == name)
                 .map(|(_, v)| v)
             },
-            chat_runtime::http_client,
+            chat_app::http_client,
         )
         .unwrap();
         assert_eq!(
@@ -122,7 +122,7 @@ fn trusted_through_the_bundle() {
         let source = chat_mcp::McpServers::from_json(
             &format!(r#"[{{"name":"tls","url":"{}/mcp"}}]"#, server.url),
             std::time::Duration::from_secs(10),
-            chat_runtime::http_client(),
+            chat_app::http_client(),
         )
         .unwrap();
         let listing = source.list(&Caller::owner("u")).await;
@@ -158,7 +158,7 @@ fn refused_by_the_systems_bundle() {
         eventually(|| server.handshake_failures() >= 1).await;
 
         let failures = server.handshake_failures();
-        let refused = chat_runtime::http_client()
+        let refused = chat_app::http_client()
             .get(format!("{}/hello", server.url))
             .send()
             .await;

@@ -1,6 +1,8 @@
 //! The one HTTP client (reqwest) of a process's JWKS fetches, OTLP exports and MCP servers, so that the system's
 //! roots are loaded once ([`chat_aws::https::system_roots`], the AWS SDK's loader) rather than once by each client
-//! built, and their connections share one pool.
+//! built, and their connections share one pool. It is built here, in the composition root, where both the AWS
+//! adapters and the MCP servers' rules are known; the runtime is handed it for the OTLP exporter
+//! (`chat_runtime::init_logging`).
 //!
 //! Its rules are the strictest any of them needs, the MCP servers' ([`chat_mcp::client_builder`]): a connection is
 //! made within [`chat_mcp::LIST_TIMEOUT_CAP`], and a redirect is followed only within its origin and when it keeps
