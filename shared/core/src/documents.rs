@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::{Caller, OverLimit, StoreError, Upload, UploadLimits, UploadQuota};
+use crate::{Caller, Family, Limits, OverLimit, StoreError, Upload, UploadQuota};
 
 /// `MAX_DOCUMENT_BYTES` when unset: 4 MiB, what a function URL's 6 MB request carries with room for the multipart
 /// framing (and the base64 a Lambda event adds to a binary body).
@@ -243,7 +243,7 @@ pub enum DocumentError {
     /// A file larger than `MAX_DOCUMENT_BYTES`.
     #[error("{name} is larger than {limit} bytes")]
     TooLarge { name: String, limit: usize },
-    /// The upload would pass one of the uploader's upload quotas (`QUOTA_UPLOADED_…_PER_DAY`): nothing was stored.
+    /// The upload would pass one of the uploader's upload quotas (`QUOTA_UPLOADED_…`): nothing was stored.
     #[error(transparent)]
     OverQuota(OverLimit),
     #[error(transparent)]
@@ -376,7 +376,7 @@ pub struct Documents {
     settings: DocumentSettings,
     /// Where uploads are counted against the upload quotas, and the configured quotas; `None` where none is
     /// configured (then nothing is counted).
-    quota: Option<(Arc<dyn UploadQuota>, UploadLimits)>,
+    quota: Option<(Arc<dyn UploadQuota>, Limits)>,
 }
 
 /// The documents' settings.
@@ -509,11 +509,12 @@ impl Documents {
         }
     }
 
-    /// Counts every upload in `quota` against `limits` (the configured ones; each user's own item applies) before
-    /// any file of it is stored. With no limit configured nothing is counted, at no cost.
-    pub fn with_upload_quota(self, quota: Arc<dyn UploadQuota>, limits: UploadLimits) -> Self {
+    /// Counts every upload in `quota` against the upload limits of `limits` (the configured ones; each user's own
+    /// item applies) before any file of it is stored. With no upload limit configured nothing is counted, at no
+    /// cost.
+    pub fn with_upload_quota(self, quota: Arc<dyn UploadQuota>, limits: Limits) -> Self {
         Self {
-            quota: limits.any().then_some((quota, limits)),
+            quota: limits.counts(Family::Uploads).then_some((quota, limits)),
             ..self
         }
     }
@@ -630,7 +631,7 @@ impl Documents {
         Ok(done)
     }
 
-    /// Counts the whole upload in `caller`'s day against the upload quotas, where any is configured; refused, it
+    /// Counts the whole upload in `caller`'s periods against the upload quotas, where any is configured; refused, it
     /// is [`DocumentError::OverQuota`] and nothing may be stored.
     async fn count(&self, caller: &Caller, files: &[NewDocument]) -> Result<(), DocumentError> {
         let Some((quota, limits)) = &self.quota else {
@@ -1208,19 +1209,17 @@ mod tests {
         fn count_upload<'a>(
             &'a self,
             upload: &'a Upload,
-            limits: &'a UploadLimits,
+            limits: &'a Limits,
         ) -> crate::UsageFuture<'a, Result<(), OverLimit>> {
             let mut asked = self.asked.lock().unwrap();
             let before: u64 = asked.iter().map(|(d, _)| d).sum();
             asked.push((upload.documents, upload.bytes));
-            let today = crate::UploadUsage {
-                documents: before,
-                bytes: 0,
-            };
-            let limits = UploadLimits {
-                documents_per_day: Some(self.room),
-                ..*limits
-            };
+            let mut today = crate::UsageSnapshot::default();
+            today.day.uploads.documents = before;
+            let limits = limits.with(
+                crate::LimitKind::UPLOADED_DOCUMENTS_PER_DAY,
+                self.room as f64,
+            );
             let counted = crate::check_upload(&limits, &today, upload);
             if counted.is_err() {
                 asked.pop();
@@ -1272,10 +1271,7 @@ mod tests {
             room: 3,
             asked: Default::default(),
         });
-        let limits = UploadLimits {
-            documents_per_day: Some(3),
-            bytes_per_day: None,
-        };
+        let limits = Limits::default().with(crate::LimitKind::UPLOADED_DOCUMENTS_PER_DAY, 3.0);
         let s = Documents::new(records.clone(), Arc::new(Nothing), docs(None))
             .with_upload_quota(quota.clone(), limits);
         let stored = || records.0.load(std::sync::atomic::Ordering::SeqCst);
@@ -1294,7 +1290,7 @@ mod tests {
             .await
             .unwrap_err();
         assert!(
-            matches!(&refused, DocumentError::OverQuota(o) if o.kind == crate::LimitKind::UploadedDocumentsPerDay),
+            matches!(&refused, DocumentError::OverQuota(o) if o.kind == crate::LimitKind::UPLOADED_DOCUMENTS_PER_DAY),
             "{refused:?}"
         );
         assert_eq!(stored(), 2, "nothing of a refused upload stored");
@@ -1306,7 +1302,7 @@ mod tests {
         assert_eq!(quota.asked.lock().unwrap().len(), 1);
         // With no limit configured, the port is never asked.
         let off = Documents::new(records.clone(), Arc::new(Nothing), docs(None))
-            .with_upload_quota(quota.clone(), UploadLimits::default());
+            .with_upload_quota(quota.clone(), Limits::default());
         off.upload(&alice, vec![file("e.md")], &choice)
             .await
             .unwrap();

@@ -19,6 +19,7 @@ mod error;
 mod followups;
 mod grounding;
 mod invalid;
+mod limits;
 mod model;
 mod models;
 mod prepare;
@@ -74,6 +75,7 @@ pub use error::{ChatError, ModelError};
 pub use followups::FollowupSplitter;
 pub use grounding::Grounding;
 pub use invalid::InvalidRequest;
+pub use limits::{Family, LimitKind, LimitOverrides, Limits, Period, Resource};
 pub(crate) use model::ReplyStream;
 pub use model::{
     ChatModel, GuardrailFinding, GuardrailTrace, InferenceSettings, ModelEvent, ModelMessage,
@@ -109,9 +111,8 @@ pub use tools::{
 pub use turn::new_message_id;
 pub use turn::{TurnHeader, rfc3339_millis};
 pub use usage::{
-    BUCKET_SECONDS, Charged, HELD_RETRY_SECONDS, Hold, LimitKind, LimitOverrides, Limits,
-    MinuteReport, OverLimit, PeriodReport, PeriodUsage, Periods, RateWindow, Reserve, TurnSpent,
-    Upload, UploadLimits, UploadQuota, UploadReport, UploadUsage, UsageCharge, UsageFuture,
-    UsageLedger, UsageReport, UsageSnapshot, WINDOW_BUCKETS, WINDOW_SPAN, check, check_upload,
-    report,
+    Amount, BUCKET_SECONDS, Charged, HELD_RETRY_SECONDS, Hold, LimitReport, MinuteReport,
+    OverLimit, PeriodReport, PeriodUsage, Periods, RateWindow, Reserve, TurnSpent, Upload,
+    UploadQuota, UploadReport, UploadUsage, UsageCharge, UsageFuture, UsageLedger, UsageReport,
+    UsageSnapshot, WINDOW_BUCKETS, WINDOW_SPAN, check, check_upload, report, upload_ceilings,
 };
