@@ -443,7 +443,9 @@ fn usage_limits(
     };
     let mut limits = Limits::default();
     for kind in LimitKind::ALL {
-        let name = kind.setting();
+        let Some(name) = kind.setting() else {
+            continue;
+        };
         let mut amount = if kind.resource.is_dollars() {
             dollars(name)?
         } else {

@@ -141,32 +141,30 @@ impl LimitKind {
     }
 
     /// The variable that configures it: `QUOTA_{RESOURCE}_PER_{PERIOD}` (requests per minute is also
-    /// `RATE_LIMIT_PER_MINUTE`, its older name). Spelled out, so that each is found where the code reads it.
-    pub fn setting(self) -> &'static str {
+    /// `RATE_LIMIT_PER_MINUTE`, its older name); `None` for a minute of anything but requests, which is not counted.
+    /// Spelled out, so that each is found where the code reads it.
+    pub fn setting(self) -> Option<&'static str> {
         use Period::*;
         use Resource::*;
-        match (self.resource, self.period) {
+        Some(match (self.resource, self.period) {
             (Requests, Minute) => "QUOTA_REQUESTS_PER_MINUTE",
             (Requests, Day) => "QUOTA_REQUESTS_PER_DAY",
             (Requests, Week) => "QUOTA_REQUESTS_PER_WEEK",
             (Requests, Month) => "QUOTA_REQUESTS_PER_MONTH",
-            (Tokens, Minute) => "QUOTA_TOKENS_PER_MINUTE",
             (Tokens, Day) => "QUOTA_TOKENS_PER_DAY",
             (Tokens, Week) => "QUOTA_TOKENS_PER_WEEK",
             (Tokens, Month) => "QUOTA_TOKENS_PER_MONTH",
-            (Cost, Minute) => "QUOTA_COST_PER_MINUTE",
             (Cost, Day) => "QUOTA_COST_PER_DAY",
             (Cost, Week) => "QUOTA_COST_PER_WEEK",
             (Cost, Month) => "QUOTA_COST_PER_MONTH",
-            (UploadedDocuments, Minute) => "QUOTA_UPLOADED_DOCUMENTS_PER_MINUTE",
             (UploadedDocuments, Day) => "QUOTA_UPLOADED_DOCUMENTS_PER_DAY",
             (UploadedDocuments, Week) => "QUOTA_UPLOADED_DOCUMENTS_PER_WEEK",
             (UploadedDocuments, Month) => "QUOTA_UPLOADED_DOCUMENTS_PER_MONTH",
-            (UploadedBytes, Minute) => "QUOTA_UPLOADED_BYTES_PER_MINUTE",
             (UploadedBytes, Day) => "QUOTA_UPLOADED_BYTES_PER_DAY",
             (UploadedBytes, Week) => "QUOTA_UPLOADED_BYTES_PER_WEEK",
             (UploadedBytes, Month) => "QUOTA_UPLOADED_BYTES_PER_MONTH",
-        }
+            (_, Minute) => return None,
+        })
     }
 
     /// Where it sits in [`LimitKind::ALL`]; `None` for one that is not counted (a minute of anything but requests).
@@ -314,7 +312,7 @@ mod tests {
         assert_eq!(LimitKind::TOKENS_PER_DAY.name(), "tokens_per_day");
         assert_eq!(
             LimitKind::UPLOADED_BYTES_PER_DAY.setting(),
-            "QUOTA_UPLOADED_BYTES_PER_DAY"
+            Some("QUOTA_UPLOADED_BYTES_PER_DAY")
         );
         assert_eq!(
             serde_json::to_value(LimitKind::new(Resource::Requests, Period::Week)).unwrap(),
@@ -322,7 +320,7 @@ mod tests {
         );
         // Each counted limit has a setting of its own.
         let settings: std::collections::BTreeSet<_> =
-            LimitKind::ALL.iter().map(|k| k.setting()).collect();
+            LimitKind::ALL.iter().filter_map(|k| k.setting()).collect();
         assert_eq!(settings.len(), LimitKind::ALL.len());
     }
 
@@ -331,6 +329,7 @@ mod tests {
         let tokens_per_minute = LimitKind::new(Resource::Tokens, Period::Minute);
         let limits = Limits::default().with(tokens_per_minute, 5.0);
         assert_eq!(limits.get(tokens_per_minute), None);
+        assert_eq!(tokens_per_minute.setting(), None);
         assert!(!limits.any());
     }
 

@@ -4,29 +4,32 @@
 //!
 //! | item | `pk` | `sk` | attributes |
 //! |---|---|---|---|
-//! | a day's spending | `USAGE#{owner}` | `DAY#2026-11-25` | the token counts, `costUsd`, `turns`; `reservedTokens`, `reservedCostUsd` (held by turns not settled); `heldTokens`, `heldCostUsd` (spent and held: what the quotas are checked against); `uploadedDocuments`, `uploadedBytes` (counted while an upload quota is configured); `expiresAt` |
+//! | a day's spending | `USAGE#{owner}` | `DAY#2026-11-25` | the token counts, `costUsd`, `turns`; `requests` (admitted); `reservedTokens`, `reservedCostUsd` (held by turns not settled); `heldTokens`, `heldCostUsd` (spent and held: what the quotas are checked against); `uploadedDocuments`, `uploadedBytes` (counted while an upload quota is configured); `expiresAt` |
+//! | a week's spending | `USAGE#{owner}` | `WEEK#2026-W48` (the ISO week) | the same |
 //! | a month's spending | `USAGE#{owner}` | `MONTH#2026-11` | the same |
 //! | a window of the rate limit | `USAGE#{owner}` | `RATE#000176423456` (its last bucket of 10 s) | `requests` admitted in it, `expiresAt` |
-//! | a turn's hold | `USAGE#{owner}` | `HOLD#{turn id}` | `reservedTokens`, `reservedCostUsd`, `day`, `month`, `version`, `expiresAt` |
+//! | a turn's hold | `USAGE#{owner}` | `HOLD#{turn id}` | `reservedTokens`, `reservedCostUsd`, `day`, `week`, `month`, `version`, `expiresAt` |
 //! | an upload's mark | `USAGE#{owner}` | `UPLOAD#{upload id}` | `documents`, `bytes`, `day`, `expiresAt` |
-//! | the operator's limits for the user | `USAGE#{owner}` | `LIMITS` | `tokensPerDay`, `tokensPerMonth`, `costPerDay`, `costPerMonth`, `ratePerMinute`, `uploadedDocumentsPerDay`, `uploadedBytesPerDay` |
+//! | the operator's limits for the user | `USAGE#{owner}` | `LIMITS` | one attribute per limit, `{resource}Per{Period}` (`tokensPerDay`, `requestsPerWeek`; `ratePerMinute` for requests per minute) |
 //!
-//! **Admission** is one `TransactWriteItems`: the turn's hold is put (unless it exists), the day's and the month's
-//! counters add its reservation on condition that what they hold is under each quota, the request is added to the
-//! seven windows it falls in on condition that its own holds fewer than the rate limit, and a condition check of the
+//! **Admission** is one `TransactWriteItems`: the turn's hold is put (unless it exists), the day's, the week's and
+//! the month's counters add the request and its reservation on condition that what they hold is under each limit of
+//! their period (built from the list of limits in force), the request is added to the seven windows it falls in on
+//! condition that its own holds fewer than the rate limit, and a condition check of the
 //! `LIMITS` item asserts the user's own limits the conditions assumed (read once per user and instance, and again
 //! when the check fails). Refused, nothing is written; the counters are then read to say which limit refused and
 //! until when.
 //!
 //! **A settlement** is one `TransactWriteItems` too: the hold moves on from the version it was written for (or is
-//! deleted, the turn over), and the counters add what was spent and the change of the reservation. The hold's
-//! condition makes every write of a turn happen once: an attempt sent again after its answer was lost fails it,
-//! and is read back as landed. A turn's last settlement goes in the turn's own transaction when the store writes to
-//! this table ([`turn_settlement`]).
+//! deleted, the turn over), and the day's, the week's and the month's counters add what was spent and the change of the
+//! reservation. The hold's condition makes every write of a turn happen once: an attempt sent again after its answer
+//! was lost fails it, and is read back as landed. A turn's last settlement goes in the turn's own transaction when the
+//! store writes to this table ([`turn_settlement`]).
 //!
-//! **An upload's count** is one `TransactWriteItems` too: its mark is put (unless it exists), the day's counter adds
-//! its documents and bytes on condition that the sums stay within the upload quotas (each counter at most the
-//! limit less what the upload adds), and the same condition check of the `LIMITS` item. Refused, nothing is
+//! **An upload's count** is one `TransactWriteItems` too: its mark is put (unless it exists), the day's, the week's
+//! and the month's counters add its documents and bytes on condition that the sums stay within the upload limits of
+//! their period (each counter at most the limit less what the upload adds), and the same condition check of the
+//! `LIMITS` item. Refused, nothing is
 //! written, and the counters are read to say which limit refused and how much is left. A count whose answer is
 //! lost (no answer in time) is read back by its mark, and sent again only when the mark is not there: the mark's
 //! condition keeps it from ever counting twice. Where no upload quota is configured, nothing is written.
