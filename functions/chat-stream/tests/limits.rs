@@ -251,3 +251,100 @@ async fn a_turn_whose_process_is_killed_mid_answer_leaves_its_reservation_counte
     assert!(refused.headers().contains_key("retry-after"));
     stop(&mut server);
 }
+
+/// A limit added as configuration alone: `QUOTA_REQUESTS_PER_DAY=1`, and nothing else, lets a user's first request
+/// through and refuses the next on every model route of both functions, buffered and streaming, the OpenAI ones
+/// too, with 429 and `Retry-After` until midnight UTC; `GET /usage` lists the limit, used.
+#[tokio::test]
+async fn a_limit_that_is_one_setting_refuses_every_route_and_shows_in_usage() {
+    use chat_app::{Buffered, ChatApp, HistoryApp};
+    use chat_testing::harness::Reply;
+    let backend = Backend::start(&[("QUOTA_REQUESTS_PER_DAY", "1")]).await;
+    let ledger = backend.ledger();
+    let sdk = backend.bedrock.sdk_config().await;
+    let streaming = backend
+        .app(|m, s, a, c| {
+            let embedder = chat_aws::BedrockEmbedder::new(&sdk, c.model_timeout);
+            App::new(m, s, a, c)
+                .with_usage(Some(ledger.clone()))
+                .with_embedder(Some(Arc::new(embedder)))
+        })
+        .await;
+    let buffered = backend
+        .app(|m, s, a, c| {
+            ChatApp::<_, _, Buffered>::new(m, s, a, c).with_usage(Some(ledger.clone()))
+        })
+        .await;
+    let history = HistoryApp::new(backend.store.clone(), harness::auth(), &backend.config)
+        .with_usage(Some(ledger.clone()));
+    let chat = ask("hello");
+    let completion =
+        json!({"model": harness::ECHO_MODEL, "messages": [{"role": "user", "content": "hello"}]});
+    let embedding = json!({"input": "hello", "model": "amazon.titan-embed-text-v2:0"});
+    let first = Reply::buffered(
+        buffered
+            .handle(harness::json_request("POST", "/chat", Some(&chat)))
+            .await,
+    );
+    assert_eq!(first.status, 200, "{}", first.body);
+    let midnight = chat_core::Periods::at(time::OffsetDateTime::now_utc());
+    let until_midnight = midnight.seconds_until(midnight.day_ends);
+    let routes: [(&str, &Value, bool); 7] = [
+        ("/chat", &chat, false),
+        ("/chat-ui/chat", &chat, false),
+        ("/multi-agent-chat/batch", &chat, false),
+        ("/chat/stream", &chat, true),
+        ("/multi-agent-chat/stream", &chat, true),
+        ("/v1/chat/completions", &completion, true),
+        ("/v1/embeddings", &embedding, true),
+    ];
+    for (path, body, streamed) in routes {
+        let request = harness::json_request("POST", path, Some(body));
+        let refused = if streamed {
+            Reply::collected(streaming.handle(request).await).await
+        } else {
+            Reply::buffered(buffered.handle(request).await)
+        };
+        println!("{path}: {} {}", refused.status, refused.body);
+        assert_eq!(refused.status, 429, "{path}: {}", refused.body);
+        let retry: u64 = refused.headers["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            retry <= until_midnight && retry + 60 >= until_midnight,
+            "{path}: Retry-After {retry}, {until_midnight} s to midnight UTC"
+        );
+        assert!(
+            refused.body.contains("your 1 request for today"),
+            "{path}: {}",
+            refused.body
+        );
+    }
+    assert_eq!(h_requests(&backend), 1, "only the first reached the model");
+    let usage = Reply::buffered(
+        history
+            .handle(harness::json_request("GET", "/usage", None))
+            .await,
+    );
+    assert_eq!(usage.status, 200, "{}", usage.body);
+    let limits = usage.json()["limits"].clone();
+    println!("GET /usage limits: {limits}");
+    assert_eq!(limits.as_array().unwrap().len(), 1, "{limits}");
+    let limit = &limits[0];
+    assert_eq!(limit["name"], "requests_per_day");
+    assert_eq!(
+        (limit["used"].clone(), limit["limit"].clone()),
+        (json!(1), json!(1))
+    );
+    assert_eq!(
+        limit["resets_at"],
+        chat_core::rfc3339_millis(midnight.day_ends)
+    );
+}
+
+/// The calls the local Bedrock server answered.
+fn h_requests(backend: &Backend) -> usize {
+    backend.bedrock.requests().len()
+}

@@ -74,7 +74,7 @@ async fn world(quotas: &[(&str, &str)]) -> World {
         Arc::new(index),
         DocumentSettings::default(),
     )
-    .with_upload_quota(Arc::new(backend.store.usage_ledger()), config.upload_limits);
+    .with_upload_quota(Arc::new(backend.store.usage_ledger()), config.usage_limits);
     let history = history::App::new(backend.store.clone(), harness::auth_from(&env), config)
         .with_usage(Some(backend.ledger()))
         .with_documents(Some(documents));

@@ -5,8 +5,8 @@ use std::time::Duration;
 use chat_core::EmbeddingModels;
 use chat_core::{
     AgentGroup, AllowedOverrides, ChatSettings, CitationMode, DocumentAccess, FileLimits,
-    Guardrail, Latency, Limits, ModelOptions, ReasoningStyle, RequestLimits, RetrievalSettings,
-    SearchWhen, ServiceTier, StoreTimeouts, ToolBounds, UploadLimits,
+    Guardrail, Latency, LimitKind, Limits, ModelOptions, ReasoningStyle, RequestLimits,
+    RetrievalSettings, SearchWhen, ServiceTier, StoreTimeouts, ToolBounds,
 };
 use chat_protocol::chat_ui::ReplyShape;
 
@@ -50,12 +50,10 @@ pub struct Config {
     pub knowledge_base_id: Option<String>,
     /// How long one search may take, retries included (`KNOWLEDGE_BASE_TIMEOUT_MS`).
     pub knowledge_base_timeout: Duration,
-    /// What each user may spend (`QUOTA_TOKENS_PER_DAY`, `QUOTA_TOKENS_PER_MONTH`, `QUOTA_COST_PER_DAY`,
-    /// `QUOTA_COST_PER_MONTH`, `RATE_LIMIT_PER_MINUTE`); all off unless set.
+    /// What each user may spend and upload into the knowledge base: `QUOTA_{RESOURCE}_PER_{PERIOD}` for each
+    /// limit of [`LimitKind::ALL`] (`QUOTA_TOKENS_PER_DAY`, `QUOTA_UPLOADED_BYTES_PER_DAY`, …;
+    /// `RATE_LIMIT_PER_MINUTE` is `QUOTA_REQUESTS_PER_MINUTE`); all off unless set.
     pub usage_limits: Limits,
-    /// What each user may upload into the knowledge base per UTC day (`QUOTA_UPLOADED_DOCUMENTS_PER_DAY`,
-    /// `QUOTA_UPLOADED_BYTES_PER_DAY`); both off unless set.
-    pub upload_limits: UploadLimits,
     /// The CloudWatch namespace of the per-turn metrics (`METRICS_NAMESPACE`, default `ChatBackend`).
     pub metrics_namespace: String,
     /// The bounds every tool call runs under (`MAX_TOOL_ROUNDS`, `MAX_TOOL_CALLS_PER_ROUND`, `TOOL_TIMEOUT_MS`,
@@ -345,10 +343,6 @@ impl Config {
                 10_000,
             )?),
             usage_limits,
-            upload_limits: UploadLimits {
-                documents_per_day: quota_number(&get, "QUOTA_UPLOADED_DOCUMENTS_PER_DAY")?,
-                bytes_per_day: quota_number(&get, "QUOTA_UPLOADED_BYTES_PER_DAY")?,
-            },
             metrics_namespace: get("METRICS_NAMESPACE")
                 .map(|n| n.trim().to_string())
                 .unwrap_or_else(|| "ChatBackend".into()),
@@ -413,13 +407,18 @@ fn quota_number(
     }
 }
 
-/// The per-user limits: each variable unset, empty or 0 is no limit. A cost quota needs the model's prices
-/// (`MODEL_PRICES` when the model's own are not known), or nothing could be counted against it.
+/// The older name of `QUOTA_REQUESTS_PER_MINUTE`, read as well.
+const RATE_LIMIT_ALIAS: &str = "RATE_LIMIT_PER_MINUTE";
+
+/// The per-user limits, one variable per limit of [`LimitKind::ALL`]: each unset, empty or 0 is no limit. A cost
+/// quota needs the model's prices (`MODEL_PRICES` when the model's own are not known), or nothing could be counted
+/// against it. `RATE_LIMIT_PER_MINUTE` sets requests per minute as `QUOTA_REQUESTS_PER_MINUTE` does; both set, they
+/// must agree.
 fn usage_limits(
     get: &impl Fn(&str) -> Option<String>,
     prices_known: bool,
 ) -> Result<Limits, ConfigError> {
-    let whole = |name: &'static str| quota_number(get, name);
+    let whole = |name: &'static str| quota_number(get, name).map(|v| v.map(|v| v as f64));
     let dollars = |name: &'static str| -> Result<Option<f64>, ConfigError> {
         let Some(v) = get(name) else {
             return Ok(None);
@@ -442,13 +441,29 @@ fn usage_limits(
             }),
         }
     };
-    Ok(Limits {
-        tokens_per_day: whole("QUOTA_TOKENS_PER_DAY")?,
-        tokens_per_month: whole("QUOTA_TOKENS_PER_MONTH")?,
-        cost_per_day: dollars("QUOTA_COST_PER_DAY")?,
-        cost_per_month: dollars("QUOTA_COST_PER_MONTH")?,
-        requests_per_minute: whole("RATE_LIMIT_PER_MINUTE")?,
-    })
+    let mut limits = Limits::default();
+    for kind in LimitKind::ALL {
+        let Some(name) = kind.setting() else {
+            continue;
+        };
+        let mut amount = if kind.resource.is_dollars() {
+            dollars(name)?
+        } else {
+            whole(name)?
+        };
+        if kind == LimitKind::REQUESTS_PER_MINUTE {
+            let alias = whole(RATE_LIMIT_ALIAS)?;
+            if amount.is_some() && alias.is_some() && amount != alias {
+                return Err(ConfigError {
+                    name: RATE_LIMIT_ALIAS,
+                    reason: format!("differs from {name}, which sets the same limit"),
+                });
+            }
+            amount = amount.or(alias);
+        }
+        limits.set(kind, amount);
+    }
+    Ok(limits)
 }
 
 /// Which documents callers may be given: `DOCUMENT_ACCESS` (`enforced`, the default, or `open`) and, when enforced,
@@ -914,16 +929,62 @@ mod tests {
     #[test]
     fn upload_quotas_are_off_unless_set_and_whole_numbers() {
         let c = config(&[]).unwrap();
-        assert_eq!(c.upload_limits, UploadLimits::default());
+        assert_eq!(c.usage_limits, Limits::default());
         let c = config(&[
             ("QUOTA_UPLOADED_DOCUMENTS_PER_DAY", "20"),
             ("QUOTA_UPLOADED_BYTES_PER_DAY", "0"),
         ])
         .unwrap();
-        assert_eq!(c.upload_limits.documents_per_day, Some(20));
-        assert_eq!(c.upload_limits.bytes_per_day, None);
+        assert_eq!(
+            c.usage_limits.get(LimitKind::UPLOADED_DOCUMENTS_PER_DAY),
+            Some(20.0)
+        );
+        assert_eq!(c.usage_limits.get(LimitKind::UPLOADED_BYTES_PER_DAY), None);
         let e = config(&[("QUOTA_UPLOADED_BYTES_PER_DAY", "5MB")]).unwrap_err();
         assert_eq!(e.name, "QUOTA_UPLOADED_BYTES_PER_DAY");
+    }
+
+    #[test]
+    fn every_limit_is_one_variable_of_the_quota_family() {
+        use chat_core::{Period, Resource};
+        let c = config(&[
+            ("QUOTA_REQUESTS_PER_DAY", "1"),
+            ("QUOTA_TOKENS_PER_WEEK", "5000"),
+            ("RATE_LIMIT_PER_MINUTE", "5"),
+        ])
+        .unwrap();
+        let limits = &c.usage_limits;
+        assert_eq!(
+            limits.get(LimitKind::new(Resource::Requests, Period::Day)),
+            Some(1.0)
+        );
+        assert_eq!(
+            limits.get(LimitKind::new(Resource::Tokens, Period::Week)),
+            Some(5000.0)
+        );
+        assert_eq!(limits.get(LimitKind::REQUESTS_PER_MINUTE), Some(5.0));
+        assert_eq!(limits.iter().count(), 3);
+        // The rate limit's newer name sets the same limit; both set, they must agree.
+        let both = |a, b| {
+            config(&[
+                ("QUOTA_REQUESTS_PER_MINUTE", a),
+                ("RATE_LIMIT_PER_MINUTE", b),
+            ])
+        };
+        assert_eq!(
+            both("7", "7")
+                .unwrap()
+                .usage_limits
+                .get(LimitKind::REQUESTS_PER_MINUTE),
+            Some(7.0)
+        );
+        assert_eq!(both("7", "8").unwrap_err().name, "RATE_LIMIT_PER_MINUTE");
+        assert_eq!(
+            config(&[("QUOTA_UPLOADED_BYTES_PER_MONTH", "lots")])
+                .unwrap_err()
+                .name,
+            "QUOTA_UPLOADED_BYTES_PER_MONTH"
+        );
     }
 
     #[test]

@@ -194,7 +194,7 @@ fn history(
     let upload_quota: Arc<dyn UploadQuota> = Arc::new(store.usage_ledger());
     let documents = backends
         .documents(config)
-        .map(|d| d.with_upload_quota(upload_quota, config.upload_limits));
+        .map(|d| d.with_upload_quota(upload_quota, config.usage_limits));
     Ok(HistoryApp::new(store, auth, config)
         .with_page(&page)
         .with_attachments(backends.attachments(config))

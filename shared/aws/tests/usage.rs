@@ -4,7 +4,7 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use chat_aws::{DynamoStore, DynamoUsage};
-use chat_core::{Hold, LimitOverrides, Limits, Periods, Reserve, UsageLedger};
+use chat_core::{Hold, LimitOverrides, Limits, Period, Periods, Reserve, UsageLedger};
 use chat_testing::usage_contract;
 use local_dynamodb::LocalDynamo;
 
@@ -14,6 +14,28 @@ async fn fresh() -> (DynamoUsage, aws_sdk_dynamodb::Client, String) {
     let (client, table) = LocalDynamo::shared().fresh_table().await;
     let ledger = DynamoStore::new(client.clone(), table.clone(), None).usage_ledger();
     (ledger, client, table)
+}
+
+/// The attribute of the operator's item for `kind`, by docs/operations.md's rule: the limit's name in camel case
+/// (`tokensPerDay`, `requestsPerWeek`), but `ratePerMinute` for requests per minute.
+fn attribute(kind: chat_core::LimitKind) -> String {
+    if kind == chat_core::LimitKind::REQUESTS_PER_MINUTE {
+        return "ratePerMinute".into();
+    }
+    let period = match kind.period {
+        Period::Minute => "Minute",
+        Period::Day => "Day",
+        Period::Week => "Week",
+        Period::Month => "Month",
+    };
+    let resource = match kind.resource {
+        chat_core::Resource::Requests => "requests",
+        chat_core::Resource::Tokens => "tokens",
+        chat_core::Resource::Cost => "cost",
+        chat_core::Resource::UploadedDocuments => "uploadedDocuments",
+        chat_core::Resource::UploadedBytes => "uploadedBytes",
+    };
+    format!("{resource}Per{period}")
 }
 
 /// A fresh ledger whose operator's items are written as docs/operations.md writes them (`put-item` with number
@@ -26,23 +48,8 @@ async fn subject() -> usage_contract::Subject {
             .table_name(&table)
             .item("pk", AttributeValue::S(format!("USAGE#{owner}")))
             .item("sk", AttributeValue::S("LIMITS".into()));
-        let numbers = [
-            ("tokensPerDay", limits.tokens_per_day.map(|v| v.to_string())),
-            (
-                "tokensPerMonth",
-                limits.tokens_per_month.map(|v| v.to_string()),
-            ),
-            ("costPerDay", limits.cost_per_day.map(|v| v.to_string())),
-            ("costPerMonth", limits.cost_per_month.map(|v| v.to_string())),
-            (
-                "ratePerMinute",
-                limits.requests_per_minute.map(|v| v.to_string()),
-            ),
-        ];
-        for (name, value) in numbers {
-            if let Some(value) = value {
-                put = put.item(name, AttributeValue::N(value));
-            }
+        for (kind, amount) in limits.iter() {
+            put = put.item(attribute(kind), AttributeValue::N(amount.to_string()));
         }
         async move {
             put.send().await.unwrap();
@@ -60,10 +67,7 @@ async fn counters_expire_after_their_period() {
     let (ledger, client, table) = fresh().await;
     let now = time::OffsetDateTime::now_utc();
     let periods = Periods::at(now);
-    let limits = Limits {
-        requests_per_minute: Some(100),
-        ..Limits::default()
-    };
+    let limits = Limits::default().with(LimitKind::REQUESTS_PER_MINUTE, 100.0);
     let settled = Hold::new("alice", Reserve::default(), now);
     ledger.admit(&settled, &limits).await.unwrap().unwrap();
     ledger
@@ -92,6 +96,7 @@ async fn counters_expire_after_their_period() {
         }
     };
     let day = expires(format!("DAY#{}", periods.day)).await;
+    let week = expires(format!("WEEK#{}", periods.week)).await;
     let month = expires(format!("MONTH#{}", periods.month)).await;
     let window = expires(format!("RATE#{:012}", periods.bucket)).await;
     let last_window = expires(format!(
@@ -101,6 +106,10 @@ async fn counters_expire_after_their_period() {
     .await;
     let hold = expires(format!("HOLD#{}", open.id)).await;
     assert!((86_400..=3 * 86_400).contains(&day), "day kept {day} s");
+    assert!(
+        (7 * 86_400..=31 * 86_400).contains(&week),
+        "week kept {week} s"
+    );
     assert!(
         (31 * 86_400..=500 * 86_400).contains(&month),
         "month kept {month} s"
@@ -458,11 +467,9 @@ async fn ledger_writes_whose_answers_are_lost_apply_once() {
     let (store, direct, proxy, _) = behind_proxy().await;
     let ledger = store.usage_ledger();
     let now = time::OffsetDateTime::now_utc();
-    let limits = Limits {
-        requests_per_minute: Some(10),
-        tokens_per_day: Some(1_000_000),
-        ..Limits::default()
-    };
+    let limits = Limits::default()
+        .with(LimitKind::REQUESTS_PER_MINUTE, 10.0)
+        .with(LimitKind::TOKENS_PER_DAY, 1_000_000.0);
     let mut hold = Hold::new(
         "alice",
         Reserve {
@@ -508,13 +515,10 @@ async fn ledger_writes_whose_answers_are_lost_apply_once() {
 
 // ---- Uploads counted against the upload quotas --------------------------------------------------------------------
 
-use chat_core::{LimitKind, Upload, UploadLimits, UploadQuota};
+use chat_core::{LimitKind, Upload, UploadQuota};
 
-fn documents_per_day(n: u64) -> UploadLimits {
-    UploadLimits {
-        documents_per_day: Some(n),
-        bytes_per_day: None,
-    }
+fn documents_per_day(n: u64) -> Limits {
+    Limits::default().with(LimitKind::UPLOADED_DOCUMENTS_PER_DAY, n as f64)
 }
 
 /// Uploads sent at once are each one conditional write: under a limit of 3 documents a day, ten uploads of one
@@ -538,12 +542,12 @@ async fn uploads_at_once_cannot_pass_the_limit_together() {
     assert!(
         refused
             .iter()
-            .all(|r| r.kind == LimitKind::UploadedDocumentsPerDay),
+            .all(|r| r.kind == LimitKind::UPLOADED_DOCUMENTS_PER_DAY),
         "{refused:?}"
     );
     let today = ledger.read("alice", &Periods::at(now)).await.unwrap();
     assert_eq!(
-        (today.uploads_today.documents, today.uploads_today.bytes),
+        (today.day.uploads.documents, today.day.uploads.bytes),
         (3, 300)
     );
     // Another user's day is their own.
@@ -571,8 +575,8 @@ async fn an_upload_count_whose_answer_is_lost_counts_once() {
         .read("alice", &Periods::at(now))
         .await
         .unwrap();
-    assert_eq!(today.uploads_today.documents, 4, "each upload counted once");
-    assert_eq!(today.uploads_today.bytes, 20);
+    assert_eq!(today.day.uploads.documents, 4, "each upload counted once");
+    assert_eq!(today.day.uploads.bytes, 20);
 }
 
 /// The operator's item raises or lifts one user's upload quotas; with none configured nothing is counted, and no
@@ -611,8 +615,11 @@ async fn the_operators_item_sets_one_users_upload_quotas_and_none_configured_wri
     assert_eq!(ledger.count_upload(&one(), &limits).await.unwrap(), Ok(()));
     assert!(ledger.count_upload(&one(), &limits).await.unwrap().is_err());
     let read = ledger.read("erin", &Periods::at(now)).await.unwrap();
-    assert_eq!(read.overrides.uploaded_documents_per_day, Some(3));
-    assert_eq!(read.uploads_today.documents, 3);
+    assert_eq!(
+        read.overrides.get(LimitKind::UPLOADED_DOCUMENTS_PER_DAY),
+        Some(3.0)
+    );
+    assert_eq!(read.day.uploads.documents, 3);
     // Lifted: counted, never refused.
     set(&[("uploadedDocumentsPerDay", "0")]).await.unwrap();
     for _ in 0..3 {
@@ -622,7 +629,7 @@ async fn the_operators_item_sets_one_users_upload_quotas_and_none_configured_wri
     let free = Upload::new("frank", 100, 1_000_000, now);
     assert_eq!(
         ledger
-            .count_upload(&free, &UploadLimits::default())
+            .count_upload(&free, &Limits::default())
             .await
             .unwrap(),
         Ok(())

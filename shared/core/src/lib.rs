@@ -21,6 +21,7 @@ mod error;
 mod followups;
 mod grounding;
 mod invalid;
+mod limits;
 mod model;
 mod models;
 mod prepare;
@@ -78,6 +79,7 @@ pub use error::{ChatError, ModelError};
 pub use followups::FollowupSplitter;
 pub use grounding::Grounding;
 pub use invalid::InvalidRequest;
+pub use limits::{Family, LimitKind, LimitOverrides, Limits, Period, Resource};
 pub use model::ReplyStream;
 pub use model::{
     ChatModel, GuardrailFinding, GuardrailTrace, InferenceSettings, ModelEvent, ModelMessage,
@@ -113,8 +115,8 @@ pub use tools::{
 pub use turn::new_message_id;
 pub use turn::{TurnHeader, rfc3339_millis};
 pub use usage::{
-    BUCKET_SECONDS, HELD_RETRY_SECONDS, Hold, LimitKind, LimitOverrides, Limits, MinuteReport,
-    OverLimit, PeriodReport, PeriodUsage, Periods, RateWindow, Reserve, Upload, UploadLimits,
-    UploadQuota, UploadReport, UploadUsage, UsageCharge, UsageFuture, UsageLedger, UsageReport,
-    UsageSnapshot, WINDOW_BUCKETS, WINDOW_SPAN, check, check_upload, report,
+    Amount, BUCKET_SECONDS, HELD_RETRY_SECONDS, Hold, LimitReport, MinuteReport, OverLimit, PeriodReport,
+    PeriodUsage, Periods, RateWindow, Reserve, Upload, UploadQuota, UploadReport, UploadUsage,
+    UsageCharge, UsageFuture, UsageLedger, UsageReport, UsageSnapshot, WINDOW_BUCKETS, WINDOW_SPAN,
+    check, check_upload, report, upload_ceilings,
 };

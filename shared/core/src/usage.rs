@@ -1,24 +1,24 @@
-//! What one user may spend, and what they have spent: quotas of tokens and cost per UTC day and calendar month,
-//! a rate of requests per sliding minute, documents and bytes uploaded per UTC day, and the counters that hold
-//! across every instance of the functions.
+//! What one user may spend, and what they have spent: the counters that hold the [`Limits`] across every instance
+//! of the functions. Each limit is a resource over a period ([`crate::LimitKind`]); the counters are one per UTC day,
+//! ISO week and month, and the sliding minute of the rate limit.
 //!
 //! Every turn is admitted by one atomic write ([`UsageLedger::admit`]) that checks the user's limits against what
-//! they have spent *and what their turns in progress hold*, counts the request in the rate window, and holds the
-//! turn's reservation ([`Hold`]): the most its first model call can spend (a prompt up to the budget and the output
-//! cap), priced. A turn settles what its model calls spent as it goes ([`UsageLedger::settle`]): whenever its
-//! reservation no longer covers its next call, and once when it ends, whatever ended it (an answer, a failure, a
-//! client gone). A turn that never settles (its process died, the function's timeout struck) leaves its
-//! reservation counted: an operator is never under-counted. Turns running at once therefore see each other: twenty
-//! sent together under a quota that holds five reservations admit five.
+//! they have spent *and what their turns in progress hold*, counts the request in its periods (and in the rate window
+//! while a rate is limited), and holds the turn's reservation ([`Hold`]): the most its first model call can spend (a
+//! prompt up to the budget and the output cap), priced. A turn settles what its model calls spent as it goes
+//! ([`UsageLedger::settle`]): whenever its reservation no longer covers its next call, and once when it ends,
+//! whatever ended it (an answer, a failure, a client gone). A turn that never settles (its process died, the
+//! function's timeout struck) leaves its reservation counted: an operator is never under-counted. Turns running at
+//! once therefore see each other: twenty sent together under a quota that holds five reservations admit five.
 //!
 //! The rate limit is a sliding window of buckets of [`BUCKET_SECONDS`]: a request is admitted while fewer than the
 //! limit were admitted in its own bucket and the [`WINDOW_BUCKETS`] before it. No 60-second window can then hold
 //! more than the limit (any 60 seconds lie within seven buckets), and a user who sends without pause gets the limit
 //! about every 70 seconds.
 //!
-//! An upload into the knowledge base is counted whole, every file of it, in its uploader's day before any file is
-//! stored ([`UploadQuota::count_upload`]): one conditional write adds its documents and bytes if the day's sums stay
-//! within the upload quotas. An upload counted that then fails is still counted (what was counted may have been
+//! An upload into the knowledge base is counted whole, every file of it, in its uploader's periods before any file is
+//! stored ([`UploadQuota::count_upload`]): one conditional write adds its documents and bytes if each period's sums
+//! stay within the upload limits. An upload counted that then fails is still counted (what was counted may have been
 //! stored): the quota bounds what may have reached the knowledge base, never under it.
 
 use std::future::Future;
@@ -27,6 +27,7 @@ use std::pin::Pin;
 use serde::Serialize;
 use time::{Date, Duration, Month, OffsetDateTime, Time};
 
+use crate::limits::{Family, LimitKind, LimitOverrides, Limits, Period, Resource};
 use crate::{StoreError, UsageTotals};
 
 /// How many seconds one bucket of the rate window spans.
@@ -37,75 +38,19 @@ pub const WINDOW_BUCKETS: i64 = 60 / BUCKET_SECONDS;
 /// [`WINDOW_BUCKETS`] ones, each of which it falls in.
 pub const WINDOW_SPAN: usize = WINDOW_BUCKETS as usize + 1;
 
-/// The configured limits; each `None` is no limit. All `None` (the default): nothing is checked before a turn.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Limits {
-    pub tokens_per_day: Option<u64>,
-    pub tokens_per_month: Option<u64>,
-    /// US dollars.
-    pub cost_per_day: Option<f64>,
-    /// US dollars.
-    pub cost_per_month: Option<f64>,
-    /// Requests to the model routes per sliding minute.
-    pub requests_per_minute: Option<u64>,
-}
-
-impl Limits {
-    /// Whether any limit is set.
-    pub fn any(&self) -> bool {
-        self.tokens_per_day.is_some()
-            || self.tokens_per_month.is_some()
-            || self.cost_per_day.is_some()
-            || self.cost_per_month.is_some()
-            || self.requests_per_minute.is_some()
-    }
-
-    /// The limits for one user: the operator's item replaces each configured limit it names (0 there: none). With
-    /// no limit configured nothing is checked, so an item changes nothing either.
-    pub fn for_user(&self, raised: &LimitOverrides) -> Limits {
-        if !self.any() {
-            return Limits::default();
-        }
-        fn pick<T: PartialEq + Default>(configured: Option<T>, raised: Option<T>) -> Option<T> {
-            match raised {
-                None => configured,
-                Some(v) if v == T::default() => None,
-                Some(v) => Some(v),
-            }
-        }
-        Limits {
-            tokens_per_day: pick(self.tokens_per_day, raised.tokens_per_day),
-            tokens_per_month: pick(self.tokens_per_month, raised.tokens_per_month),
-            cost_per_day: pick(self.cost_per_day, raised.cost_per_day),
-            cost_per_month: pick(self.cost_per_month, raised.cost_per_month),
-            requests_per_minute: pick(self.requests_per_minute, raised.requests_per_minute),
-        }
-    }
-}
-
-/// One user's own limits, set by the operator in the store (see docs/operations.md); each `Some` replaces the
-/// configured limit, `Some(0)` lifts it.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct LimitOverrides {
-    pub tokens_per_day: Option<u64>,
-    pub tokens_per_month: Option<u64>,
-    pub cost_per_day: Option<f64>,
-    pub cost_per_month: Option<f64>,
-    pub requests_per_minute: Option<u64>,
-    pub uploaded_documents_per_day: Option<u64>,
-    pub uploaded_bytes_per_day: Option<u64>,
-}
-
 /// The periods an instant falls in (UTC), as the counters' keys name them, and when each ends.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Periods {
     /// `2026-11-25`
     pub day: String,
+    /// `2026-W48`: the ISO week (from Monday), numbered in its ISO year.
+    pub week: String,
     /// `2026-11`
     pub month: String,
     /// The rate window's bucket: Unix seconds divided by [`BUCKET_SECONDS`].
     pub bucket: i64,
     pub day_ends: OffsetDateTime,
+    pub week_ends: OffsetDateTime,
     pub month_ends: OffsetDateTime,
     pub now: OffsetDateTime,
 }
@@ -114,19 +59,20 @@ impl Periods {
     pub fn at(now: OffsetDateTime) -> Self {
         let now = now.to_offset(time::UtcOffset::UTC);
         let date = now.date();
-        let day_ends = date
-            .next_day()
-            .unwrap_or(Date::MAX)
-            .with_time(Time::MIDNIGHT)
-            .assume_utc();
+        let midnight = |d: Option<Date>| {
+            d.unwrap_or(Date::MAX)
+                .with_time(Time::MIDNIGHT)
+                .assume_utc()
+        };
+        let day_ends = midnight(date.next_day());
         let (year, month) = match date.month() {
             Month::December => (date.year() + 1, Month::January),
             m => (date.year(), m.next()),
         };
-        let month_ends = Date::from_calendar_date(year, month, 1)
-            .unwrap_or(Date::MAX)
-            .with_time(Time::MIDNIGHT)
-            .assume_utc();
+        let month_ends = midnight(Date::from_calendar_date(year, month, 1).ok());
+        let (iso_year, week, weekday) = date.to_iso_week_date();
+        let days_left = 7 - i64::from(weekday.number_days_from_monday());
+        let week_ends = midnight(date.checked_add(Duration::days(days_left)));
         Self {
             day: format!(
                 "{:04}-{:02}-{:02}",
@@ -134,11 +80,34 @@ impl Periods {
                 u8::from(date.month()),
                 date.day()
             ),
+            week: format!("{iso_year:04}-W{week:02}"),
             month: format!("{:04}-{:02}", date.year(), u8::from(date.month())),
             bucket: now.unix_timestamp().div_euclid(BUCKET_SECONDS),
             day_ends,
+            week_ends,
             month_ends,
             now,
+        }
+    }
+
+    /// The name of the calendar period `period` this instant falls in (`2026-11-25`, `2026-W48`, `2026-11`); the
+    /// minute's is its bucket.
+    pub fn label(&self, period: Period) -> String {
+        match period {
+            Period::Minute => self.bucket.to_string(),
+            Period::Day => self.day.clone(),
+            Period::Week => self.week.clone(),
+            Period::Month => self.month.clone(),
+        }
+    }
+
+    /// When the calendar period `period` ends (the minute's window: when this bucket leaves it).
+    pub fn ends(&self, period: Period) -> OffsetDateTime {
+        match period {
+            Period::Minute => Self::bucket_starts(self.bucket + WINDOW_SPAN as i64),
+            Period::Day => self.day_ends,
+            Period::Week => self.week_ends,
+            Period::Month => self.month_ends,
         }
     }
 
@@ -255,12 +224,37 @@ pub struct PeriodUsage {
     pub turns: u64,
     /// What turns not settled yet hold: in progress, or never settled (a process that died).
     pub reserved: Reserve,
+    /// Requests to the model routes admitted (counted when admitted, whatever became of them).
+    pub requests: u64,
+    /// What was uploaded (counted only while an upload limit is configured).
+    pub uploads: UploadUsage,
 }
 
 impl PeriodUsage {
     /// What counts against the period's quotas: what was spent and what is held.
     pub fn held(&self) -> Reserve {
         Reserve::of_spent(&self.spent).plus(&self.reserved)
+    }
+
+    /// How much of `resource` counts against a limit of this period: what was spent or admitted, and what turns in
+    /// progress hold.
+    pub fn used(&self, resource: Resource) -> f64 {
+        match resource {
+            Resource::Tokens => self.held().tokens as f64,
+            Resource::Cost => self.held().cost_usd.unwrap_or(0.0),
+            _ => self.spent_alone(resource),
+        }
+    }
+
+    /// How much of `resource` was spent, without what turns in progress hold.
+    fn spent_alone(&self, resource: Resource) -> f64 {
+        match resource {
+            Resource::Requests => self.requests as f64,
+            Resource::Tokens => self.spent.tokens.total_tokens as f64,
+            Resource::Cost => self.spent.cost_usd.unwrap_or(0.0),
+            Resource::UploadedDocuments => self.uploads.documents as f64,
+            Resource::UploadedBytes => self.uploads.bytes as f64,
+        }
     }
 }
 
@@ -292,12 +286,31 @@ impl RateWindow {
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct UsageSnapshot {
     pub day: PeriodUsage,
+    pub week: PeriodUsage,
     pub month: PeriodUsage,
     /// Requests to the model routes admitted in the rate window (counted only while a rate limit applies).
     pub window: RateWindow,
-    /// What the user uploaded today (counted only while an upload quota is configured).
-    pub uploads_today: UploadUsage,
     pub overrides: LimitOverrides,
+}
+
+impl UsageSnapshot {
+    /// The counter of the calendar period `period` (the minute's is [`UsageSnapshot::window`]: `None`).
+    pub fn counter(&self, period: Period) -> Option<&PeriodUsage> {
+        match period {
+            Period::Minute => None,
+            Period::Day => Some(&self.day),
+            Period::Week => Some(&self.week),
+            Period::Month => Some(&self.month),
+        }
+    }
+
+    /// How much of `kind`'s resource counts against it now.
+    pub fn used(&self, kind: LimitKind) -> f64 {
+        match self.counter(kind.period) {
+            Some(counter) => counter.used(kind.resource),
+            None => self.window.requests() as f64,
+        }
+    }
 }
 
 pub type UsageFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
@@ -349,19 +362,6 @@ pub struct UsageCharge<'a> {
     pub spent: &'a UsageTotals,
 }
 
-/// Which limit refused a turn.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LimitKind {
-    TokensPerDay,
-    TokensPerMonth,
-    CostPerDay,
-    CostPerMonth,
-    RequestsPerMinute,
-    UploadedDocumentsPerDay,
-    UploadedBytesPerDay,
-}
-
 /// A turn refused because its user is over a limit: what to tell them, and when to try again.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
@@ -375,7 +375,7 @@ pub struct OverLimit {
 impl OverLimit {
     /// Whether it is the rate limit (a throttle of requests) rather than a quota of spending.
     pub fn is_rate(&self) -> bool {
-        self.kind == LimitKind::RequestsPerMinute
+        self.kind == LimitKind::REQUESTS_PER_MINUTE
     }
 }
 
@@ -383,64 +383,37 @@ impl OverLimit {
 /// which those turns have settled what they really spent.
 pub const HELD_RETRY_SECONDS: u64 = 10;
 
-/// The first limit `usage` has reached, if any: the rate window full, or a quota reached by what was spent and
-/// what turns in progress hold. The limit that lets the user in last decides when to try again. A quota reached
-/// only because of turns in progress is tried again shortly ([`HELD_RETRY_SECONDS`]), when they have settled.
+/// The first limit of turns `usage` has reached, if any: the rate window full, or a quota reached by what was
+/// spent and what turns in progress hold. The limit that lets the user in last decides when to try again. A quota
+/// reached only because of turns in progress is tried again shortly ([`HELD_RETRY_SECONDS`]), when they have
+/// settled.
 pub fn check(limits: &Limits, usage: &UsageSnapshot, periods: &Periods) -> Result<(), OverLimit> {
     let mut refusals: Vec<(LimitKind, OffsetDateTime, String)> = Vec::new();
-    if let Some(limit) = limits.requests_per_minute
-        && usage.window.requests() >= limit
-    {
-        refusals.push((
-            LimitKind::RequestsPerMinute,
-            usage.window.below_at(limit, periods),
-            format!("Too many requests: the limit is {limit} a minute. Try again shortly."),
-        ));
-    }
     let soon = periods.now + Duration::seconds(HELD_RETRY_SECONDS as i64);
-    let quotas = [
-        (
-            LimitKind::TokensPerDay,
-            &usage.day,
-            limits.tokens_per_day.map(|l| l as f64),
-            periods.day_ends,
-        ),
-        (
-            LimitKind::CostPerDay,
-            &usage.day,
-            limits.cost_per_day,
-            periods.day_ends,
-        ),
-        (
-            LimitKind::TokensPerMonth,
-            &usage.month,
-            limits.tokens_per_month.map(|l| l as f64),
-            periods.month_ends,
-        ),
-        (
-            LimitKind::CostPerMonth,
-            &usage.month,
-            limits.cost_per_month,
-            periods.month_ends,
-        ),
-    ];
-    for (kind, period, limit, ends) in quotas {
-        let Some(limit) = limit else { continue };
-        let is_cost = matches!(kind, LimitKind::CostPerDay | LimitKind::CostPerMonth);
-        let amount = |r: Reserve| {
-            if is_cost {
-                r.cost_usd.unwrap_or(0.0)
-            } else {
-                r.tokens as f64
+    for (kind, limit) in limits.of(Family::Turns) {
+        let Some(counter) = usage.counter(kind.period) else {
+            // The minute: the rate window.
+            let limit = limit as u64;
+            if usage.window.requests() >= limit {
+                refusals.push((
+                    kind,
+                    usage.window.below_at(limit, periods),
+                    format!("Too many requests: the limit is {limit} a minute. Try again shortly."),
+                ));
             }
+            continue;
         };
-        if amount(period.held()) < limit {
+        if counter.used(kind.resource) < limit {
             continue;
         }
-        let spent_alone = amount(Reserve::of_spent(&period.spent)) >= limit;
+        let spent_alone = counter.spent_alone(kind.resource) >= limit;
         refusals.push((
             kind,
-            if spent_alone { ends } else { soon },
+            if spent_alone {
+                periods.ends(kind.period)
+            } else {
+                soon
+            },
             quota_message(kind, limit, spent_alone),
         ));
     }
@@ -454,98 +427,52 @@ pub fn check(limits: &Limits, usage: &UsageSnapshot, periods: &Periods) -> Resul
     }
 }
 
+/// How a period is said to a person: `today`, `a day`, and when its quota resets.
+struct PeriodWords {
+    this: &'static str,
+    per: &'static str,
+    resets: &'static str,
+}
+
+fn words(period: Period) -> PeriodWords {
+    let (this, per, resets) = match period {
+        Period::Minute => ("this minute", "a minute", "within a minute"),
+        Period::Day => ("today", "a day", "at midnight UTC"),
+        Period::Week => ("this week", "a week", "on Monday at 00:00 UTC"),
+        Period::Month => ("this month", "a month", "on the first of next month (UTC)"),
+    };
+    PeriodWords { this, per, resets }
+}
+
 /// What a user over quota `kind` of `limit` is told: spent, or held by their turns in progress.
 fn quota_message(kind: LimitKind, limit: f64, spent: bool) -> String {
-    let (what, period, resets) = match kind {
-        LimitKind::TokensPerDay => (
-            format!("{limit} tokens"),
-            "today",
-            "The quota resets at midnight UTC.",
-        ),
-        LimitKind::CostPerDay => (
-            format!("${limit} of model use"),
-            "today",
-            "The quota resets at midnight UTC.",
-        ),
-        LimitKind::TokensPerMonth => (
-            format!("{limit} tokens"),
-            "this month",
-            "The quota resets on the first of next month (UTC).",
-        ),
-        LimitKind::CostPerMonth
-        | LimitKind::RequestsPerMinute
-        | LimitKind::UploadedDocumentsPerDay
-        | LimitKind::UploadedBytesPerDay => (
-            format!("${limit} of model use"),
-            "this month",
-            "The quota resets on the first of next month (UTC).",
-        ),
+    let what = match kind.resource {
+        Resource::Cost => format!("${limit} of model use"),
+        Resource::Requests => plural(limit as u64, "request"),
+        Resource::Tokens => format!("{limit} tokens"),
+        Resource::UploadedDocuments => plural(limit as u64, "document"),
+        Resource::UploadedBytes => size(limit as u64),
     };
+    let PeriodWords { this, resets, .. } = words(kind.period);
     if spent {
-        format!("You have used your {what} for {period}. {resets}")
+        format!("You have used your {what} for {this}. The quota resets {resets}.")
     } else {
         format!(
-            "Your answers in progress hold the rest of your {what} for {period}. Try again when they have finished."
+            "Your answers in progress hold the rest of your {what} for {this}. Try again when they have finished."
         )
     }
 }
 
 // ---- Uploads ----------------------------------------------------------------------------------------------------
 
-/// The upload quotas (`QUOTA_UPLOADED_DOCUMENTS_PER_DAY`, `QUOTA_UPLOADED_BYTES_PER_DAY`): what one user may upload
-/// into the knowledge base per UTC day; each `None` is no limit. Both `None` (the default): uploads are neither
-/// checked nor counted, at no cost.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct UploadLimits {
-    pub documents_per_day: Option<u64>,
-    pub bytes_per_day: Option<u64>,
-}
-
-impl UploadLimits {
-    /// Whether either limit is set.
-    pub fn any(&self) -> bool {
-        self.documents_per_day.is_some() || self.bytes_per_day.is_some()
-    }
-
-    /// The limits for one user, as [`Limits::for_user`] makes them: the operator's item replaces each configured
-    /// limit it names (0 there: none); with neither configured, an item changes nothing.
-    pub fn for_user(&self, raised: &LimitOverrides) -> UploadLimits {
-        if !self.any() {
-            return UploadLimits::default();
-        }
-        let pick = |configured: Option<u64>, raised: Option<u64>| match raised {
-            None => configured,
-            Some(0) => None,
-            Some(v) => Some(v),
-        };
-        UploadLimits {
-            documents_per_day: pick(self.documents_per_day, raised.uploaded_documents_per_day),
-            bytes_per_day: pick(self.bytes_per_day, raised.uploaded_bytes_per_day),
-        }
-    }
-
-    /// The most the day's counters may hold before `upload` for it to fit within these limits (documents, bytes;
-    /// `None`: no limit), which the conditional write asserts; `None` when the upload alone is more than a limit.
-    pub fn ceilings(&self, upload: &Upload) -> Option<(Option<u64>, Option<u64>)> {
-        let ceiling = |limit: Option<u64>, adds: u64| match limit {
-            None => Some(None),
-            Some(limit) => limit.checked_sub(adds).map(Some),
-        };
-        Some((
-            ceiling(self.documents_per_day, upload.documents)?,
-            ceiling(self.bytes_per_day, upload.bytes)?,
-        ))
-    }
-}
-
-/// What a user uploaded in one day.
+/// What a user uploaded in one period.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct UploadUsage {
     pub documents: u64,
     pub bytes: u64,
 }
 
-/// One upload, counted whole (every file of it) in its owner's day before any file is stored.
+/// One upload, counted whole (every file of it) in its owner's periods before any file is stored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Upload {
     pub owner: String,
@@ -553,7 +480,7 @@ pub struct Upload {
     pub id: String,
     pub documents: u64,
     pub bytes: u64,
-    /// The day (UTC) it counts in.
+    /// The periods (UTC) it counts in.
     pub periods: Periods,
 }
 
@@ -567,95 +494,115 @@ impl Upload {
             periods: Periods::at(now),
         }
     }
+
+    /// How much of `resource` the upload adds (nothing of a resource of turns).
+    pub fn amount(&self, resource: Resource) -> u64 {
+        match resource {
+            Resource::UploadedDocuments => self.documents,
+            Resource::UploadedBytes => self.bytes,
+            _ => 0,
+        }
+    }
 }
 
 /// The port that counts uploads in the per-user counters (the usage ledger's store).
 pub trait UploadQuota: Send + Sync {
-    /// Counts `upload` in its owner's day under `limits` (the configured ones: the ledger applies the owner's own
-    /// item) in one atomic write: its documents and bytes are added on condition that the day's sums stay within
-    /// each limit. A refusal writes nothing and says which limit refused, how much is left and until when. An
-    /// attempt whose answer is lost is read back, never counted twice.
+    /// Counts `upload` in its owner's periods under `limits` (the configured ones, of which the upload limits
+    /// apply: the ledger applies the owner's own item) in one atomic write: its documents and bytes are added on
+    /// condition that each period's sums stay within each limit. A refusal writes nothing and says which limit
+    /// refused, how much is left and until when. An attempt whose answer is lost is read back, never counted twice.
+    /// With no upload limit configured nothing is counted.
     fn count_upload<'a>(
         &'a self,
         upload: &'a Upload,
-        limits: &'a UploadLimits,
+        limits: &'a Limits,
     ) -> UsageFuture<'a, Result<(), OverLimit>>;
 }
 
-/// Whether `upload` fits in what is left of its day's upload quotas after `today`: the first limit it would pass,
-/// said for a person (which limit, how much is left), refuses it until the day ends (UTC).
+/// The most each upload limit's counter may hold before `upload` for it to fit (the limit less what it adds), which
+/// the conditional write asserts; `None` when the upload alone is more than a limit.
+pub fn upload_ceilings(limits: &Limits, upload: &Upload) -> Option<Vec<(LimitKind, u64)>> {
+    limits
+        .of(Family::Uploads)
+        .map(|(kind, limit)| {
+            (limit as u64)
+                .checked_sub(upload.amount(kind.resource))
+                .map(|ceiling| (kind, ceiling))
+        })
+        .collect()
+}
+
+/// Whether `upload` fits in what is left of its periods' upload limits after `usage`: the first limit it would
+/// pass, said for a person (which limit, how much is left), refuses it until its period ends (UTC).
 pub fn check_upload(
-    limits: &UploadLimits,
-    today: &UploadUsage,
+    limits: &Limits,
+    usage: &UsageSnapshot,
     upload: &Upload,
 ) -> Result<(), OverLimit> {
     let periods = &upload.periods;
-    let refuse = |kind, message| {
-        Err(OverLimit {
-            kind,
-            retry_after: periods.seconds_until(periods.day_ends),
-            message,
-        })
-    };
-    if let Some(limit) = limits.documents_per_day
-        && today.documents.saturating_add(upload.documents) > limit
-    {
-        let left = limit.saturating_sub(today.documents);
-        let n = upload.documents;
-        let message = if n > limit {
-            format!(
-                "This upload has {} and you may upload at most {} a day: send fewer at a time.",
-                plural(n, "document"),
-                plural(limit, "document")
-            )
-        } else if left == 0 {
-            format!(
-                "You have uploaded your {} for today. The quota resets at midnight UTC.",
-                plural(limit, "document")
-            )
-        } else {
-            format!(
-                "This upload has {} but only {} of your {} a day {} left today. Send fewer, or wait until the \
-                 quota resets at midnight UTC.",
-                plural(n, "document"),
-                left,
-                plural(limit, "document"),
-                if left == 1 { "is" } else { "are" }
-            )
+    for (kind, limit) in limits.of(Family::Uploads) {
+        let Some(counter) = usage.counter(kind.period) else {
+            continue;
         };
-        return refuse(LimitKind::UploadedDocumentsPerDay, message);
-    }
-    if let Some(limit) = limits.bytes_per_day
-        && today.bytes.saturating_add(upload.bytes) > limit
-    {
-        let left = limit.saturating_sub(today.bytes);
-        let n = upload.bytes;
-        let message = if n > limit {
+        let limit = limit as u64;
+        let used = counter.spent_alone(kind.resource) as u64;
+        let n = upload.amount(kind.resource);
+        if used.saturating_add(n) <= limit {
+            continue;
+        }
+        let left = limit.saturating_sub(used);
+        let PeriodWords { this, per, resets } = words(kind.period);
+        let message = if kind.resource == Resource::UploadedDocuments {
+            if n > limit {
+                format!(
+                    "This upload has {} and you may upload at most {} {per}: send fewer at a time.",
+                    plural(n, "document"),
+                    plural(limit, "document")
+                )
+            } else if left == 0 {
+                format!(
+                    "You have uploaded your {} for {this}. The quota resets {resets}.",
+                    plural(limit, "document")
+                )
+            } else {
+                format!(
+                    "This upload has {} but only {} of your {} {per} {} left {this}. Send fewer, or wait until the \
+                     quota resets {resets}.",
+                    plural(n, "document"),
+                    left,
+                    plural(limit, "document"),
+                    if left == 1 { "is" } else { "are" }
+                )
+            }
+        } else if n > limit {
             format!(
-                "This upload is {} and you may upload at most {} a day: send smaller or fewer files.",
+                "This upload is {} and you may upload at most {} {per}: send smaller or fewer files.",
                 size(n),
                 size(limit)
             )
         } else if left == 0 {
             format!(
-                "You have uploaded your {} for today. The quota resets at midnight UTC.",
+                "You have uploaded your {} for {this}. The quota resets {resets}.",
                 size(limit)
             )
         } else {
             format!(
-                "This upload is {} but only {} of your {} a day is left today. Send smaller or fewer files, or \
-                 wait until the quota resets at midnight UTC.",
+                "This upload is {} but only {} of your {} {per} is left {this}. Send smaller or fewer files, or \
+                 wait until the quota resets {resets}.",
                 size(n),
                 size(left),
                 size(limit)
             )
         };
-        return refuse(LimitKind::UploadedBytesPerDay, message);
+        return Err(OverLimit {
+            kind,
+            retry_after: periods.seconds_until(periods.ends(kind.period)),
+            message,
+        });
     }
     Ok(())
 }
 
-/// `1 document`, `3 documents`.
 fn plural(n: u64, what: &str) -> String {
     if n == 1 {
         format!("1 {what}")
@@ -680,13 +627,17 @@ fn size(bytes: u64) -> String {
 }
 
 /// What `GET /usage` answers: the caller's spending this day and month, what their turns in progress hold, the
-/// limits that apply to them and when each period resets.
+
+/// What `GET /usage` answers: the caller's spending this day and month, what their turns in progress hold, the
+/// limits that apply to them and when each period resets; and every limit in force, in `limits`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct UsageReport {
     pub today: PeriodReport,
     pub this_month: PeriodReport,
     pub this_minute: MinuteReport,
     pub uploads_today: UploadReport,
+    /// Every limit that applies to the user, each with what counts against it now.
+    pub limits: Vec<LimitReport>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -721,7 +672,7 @@ pub struct MinuteReport {
     pub resets_at: String,
 }
 
-/// What a user uploaded today (UTC) and the upload quotas that apply to them.
+/// What a user uploaded today (UTC) and the daily upload quotas that apply to them.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct UploadReport {
     /// `2026-11-25` (UTC).
@@ -736,14 +687,43 @@ pub struct UploadReport {
     pub resets_at: String,
 }
 
-/// The report of `usage` under `limits` and `uploads` (already the user's own, [`Limits::for_user`],
-/// [`UploadLimits::for_user`]).
-pub fn report(
-    limits: &Limits,
-    uploads: &UploadLimits,
-    usage: &UsageSnapshot,
-    periods: &Periods,
-) -> UsageReport {
+/// One limit in force and what counts against it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LimitReport {
+    /// `requests_per_day`: `{resource}_per_{period}`.
+    pub name: LimitKind,
+    /// `requests`, `tokens`, `cost` (US dollars), `uploaded_documents` or `uploaded_bytes`.
+    pub resource: &'static str,
+    /// `minute` (the sliding window), `day`, `week` (ISO, from Monday) or `month` (UTC).
+    pub period: &'static str,
+    /// What counts against it: spent or admitted, and what turns in progress hold.
+    pub used: Amount,
+    pub limit: Amount,
+    /// RFC 3339: when the period ends (the minute's window: when it next lets a request go).
+    pub resets_at: String,
+}
+
+/// An amount of a resource: a whole number, or US dollars.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Amount {
+    Whole(u64),
+    Dollars(f64),
+}
+
+impl Amount {
+    fn of(resource: Resource, v: f64) -> Self {
+        if resource.is_dollars() {
+            Amount::Dollars(round_dollars(v))
+        } else {
+            Amount::Whole(v as u64)
+        }
+    }
+}
+
+/// The report of `usage` under `limits` (already the user's own, [`Limits::for_user`]).
+pub fn report(limits: &Limits, usage: &UsageSnapshot, periods: &Periods) -> UsageReport {
+    let whole = |kind: LimitKind| limits.get(kind).map(|v| v as u64);
     let period = |name: &str,
                   p: &PeriodUsage,
                   token_limit: Option<u64>,
@@ -767,34 +747,49 @@ pub fn report(
         }
     };
     let requests = usage.window.requests();
+    let minute_resets = crate::rfc3339_millis(usage.window.below_at(requests, periods));
     UsageReport {
         today: period(
             &periods.day,
             &usage.day,
-            limits.tokens_per_day,
-            limits.cost_per_day,
+            whole(LimitKind::TOKENS_PER_DAY),
+            limits.get(LimitKind::COST_PER_DAY),
             periods.day_ends,
         ),
         this_month: period(
             &periods.month,
             &usage.month,
-            limits.tokens_per_month,
-            limits.cost_per_month,
+            whole(LimitKind::TOKENS_PER_MONTH),
+            limits.get(LimitKind::COST_PER_MONTH),
             periods.month_ends,
         ),
         this_minute: MinuteReport {
             requests,
-            request_limit: limits.requests_per_minute,
-            resets_at: crate::rfc3339_millis(usage.window.below_at(requests, periods)),
+            request_limit: whole(LimitKind::REQUESTS_PER_MINUTE),
+            resets_at: minute_resets.clone(),
         },
         uploads_today: UploadReport {
             period: periods.day.clone(),
-            documents: usage.uploads_today.documents,
-            bytes: usage.uploads_today.bytes,
-            document_limit: uploads.documents_per_day,
-            byte_limit: uploads.bytes_per_day,
+            documents: usage.day.uploads.documents,
+            bytes: usage.day.uploads.bytes,
+            document_limit: whole(LimitKind::UPLOADED_DOCUMENTS_PER_DAY),
+            byte_limit: whole(LimitKind::UPLOADED_BYTES_PER_DAY),
             resets_at: crate::rfc3339_millis(periods.day_ends),
         },
+        limits: limits
+            .iter()
+            .map(|(kind, limit)| LimitReport {
+                name: kind,
+                resource: kind.resource.name(),
+                period: kind.period.name(),
+                used: Amount::of(kind.resource, usage.used(kind)),
+                limit: Amount::of(kind.resource, limit),
+                resets_at: match kind.period {
+                    Period::Minute => minute_resets.clone(),
+                    period => crate::rfc3339_millis(periods.ends(period)),
+                },
+            })
+            .collect(),
     }
 }
 
@@ -815,6 +810,7 @@ mod tests {
             },
             turns: 1,
             reserved: Reserve::default(),
+            ..PeriodUsage::default()
         }
     }
 
@@ -840,12 +836,65 @@ mod tests {
     }
 
     #[test]
+    fn a_week_is_the_iso_week_from_monday() {
+        // Thursday 2026-12-31 is in ISO week 53 of 2026, which ends on Monday 2027-01-04.
+        let p = Periods::at(datetime!(2026-12-31 23:59:30.5 UTC));
+        assert_eq!(p.week, "2026-W53");
+        assert_eq!(p.week_ends, datetime!(2027-01-04 0:00 UTC));
+        // A Monday begins its own week.
+        let monday = Periods::at(datetime!(2026-11-23 00:00 UTC));
+        assert_eq!(monday.week, "2026-W48");
+        assert_eq!(monday.week_ends, datetime!(2026-11-30 0:00 UTC));
+    }
+
+    #[test]
+    fn a_requests_quota_refuses_once_the_periods_requests_are_admitted() {
+        // A Wednesday evening.
+        let periods = Periods::at(datetime!(2026-11-25 22:00 UTC));
+        let per_week = LimitKind::new(Resource::Requests, Period::Week);
+        let limits = Limits::default().with(per_week, 3.0);
+        let mut usage = UsageSnapshot::default();
+        usage.week.requests = 2;
+        assert!(check(&limits, &usage, &periods).is_ok());
+        usage.week.requests = 3;
+        let refused = check(&limits, &usage, &periods).unwrap_err();
+        assert_eq!(refused.kind, per_week);
+        assert!(!refused.is_rate());
+        assert_eq!(refused.retry_after, 4 * 86400 + 2 * 3600, "until Monday");
+        assert_eq!(
+            refused.message,
+            "You have used your 3 requests for this week. The quota resets on Monday at 00:00 UTC."
+        );
+    }
+
+    #[test]
+    fn the_report_lists_every_limit_in_force() {
+        let periods = Periods::at(datetime!(2026-11-25 22:00 UTC));
+        let per_day = LimitKind::new(Resource::Requests, Period::Day);
+        let limits = Limits::default()
+            .with(per_day, 1.0)
+            .with(LimitKind::COST_PER_MONTH, 2.5);
+        let mut usage = UsageSnapshot::default();
+        usage.day.requests = 1;
+        usage.month = spent(10, 0.5);
+        let report = serde_json::to_value(report(&limits, &usage, &periods)).unwrap();
+        assert_eq!(
+            report["limits"],
+            serde_json::json!([
+                {"name": "requests_per_day", "resource": "requests", "period": "day", "used": 1,
+                 "limit": 1, "resets_at": "2026-11-26T00:00:00.000Z"},
+                {"name": "cost_per_month", "resource": "cost", "period": "month", "used": 0.5,
+                 "limit": 2.5, "resets_at": "2026-12-01T00:00:00.000Z"},
+            ])
+        );
+        assert_eq!(report["today"]["token_limit"], serde_json::Value::Null);
+        assert_eq!(report["this_month"]["cost_limit_usd"], 2.5);
+    }
+
+    #[test]
     fn a_limit_reached_refuses_until_its_period_ends() {
         let periods = Periods::at(datetime!(2026-11-25 22:00 UTC));
-        let limits = Limits {
-            tokens_per_day: Some(400),
-            ..Limits::default()
-        };
+        let limits = Limits::default().with(LimitKind::TOKENS_PER_DAY, 400.0);
         let mut usage = UsageSnapshot {
             day: spent(399, 0.1),
             ..UsageSnapshot::default()
@@ -853,7 +902,7 @@ mod tests {
         assert!(check(&limits, &usage, &periods).is_ok());
         usage.day = spent(400, 0.1);
         let refused = check(&limits, &usage, &periods).unwrap_err();
-        assert_eq!(refused.kind, LimitKind::TokensPerDay);
+        assert_eq!(refused.kind, LimitKind::TOKENS_PER_DAY);
         assert_eq!(refused.retry_after, 2 * 3600);
         assert!(
             refused.message.contains("400 tokens"),
@@ -865,10 +914,7 @@ mod tests {
     #[test]
     fn turns_in_progress_hold_the_quota_until_they_settle() {
         let periods = Periods::at(datetime!(2026-11-25 22:00 UTC));
-        let limits = Limits {
-            tokens_per_day: Some(400),
-            ..Limits::default()
-        };
+        let limits = Limits::default().with(LimitKind::TOKENS_PER_DAY, 400.0);
         let mut usage = UsageSnapshot {
             day: spent(100, 0.1),
             ..UsageSnapshot::default()
@@ -878,7 +924,7 @@ mod tests {
             cost_usd: None,
         };
         let refused = check(&limits, &usage, &periods).unwrap_err();
-        assert_eq!(refused.kind, LimitKind::TokensPerDay);
+        assert_eq!(refused.kind, LimitKind::TOKENS_PER_DAY);
         assert_eq!(refused.retry_after, HELD_RETRY_SECONDS);
         assert!(
             refused.message.contains("in progress"),
@@ -892,12 +938,10 @@ mod tests {
     #[test]
     fn the_limit_that_lets_in_last_decides_when_to_try_again() {
         let periods = Periods::at(datetime!(2026-11-25 22:00 UTC));
-        let limits = Limits {
-            tokens_per_day: Some(10),
-            cost_per_month: Some(1.0),
-            requests_per_minute: Some(1),
-            ..Limits::default()
-        };
+        let limits = Limits::default()
+            .with(LimitKind::TOKENS_PER_DAY, 10.0)
+            .with(LimitKind::COST_PER_MONTH, 1.0)
+            .with(LimitKind::REQUESTS_PER_MINUTE, 1.0);
         let usage = UsageSnapshot {
             day: spent(10, 1.0),
             month: spent(10, 1.0),
@@ -905,17 +949,14 @@ mod tests {
             ..UsageSnapshot::default()
         };
         let refused = check(&limits, &usage, &periods).unwrap_err();
-        assert_eq!(refused.kind, LimitKind::CostPerMonth);
+        assert_eq!(refused.kind, LimitKind::COST_PER_MONTH);
         assert_eq!(refused.retry_after, 5 * 86400 + 2 * 3600);
     }
 
     #[test]
     fn the_rate_limit_counts_requests_in_the_sliding_window() {
         let periods = Periods::at(datetime!(2026-11-25 22:00:45 UTC));
-        let limits = Limits {
-            requests_per_minute: Some(5),
-            ..Limits::default()
-        };
+        let limits = Limits::default().with(LimitKind::REQUESTS_PER_MINUTE, 5.0);
         let mut usage = UsageSnapshot {
             window: window([4, 4, 3, 3, 1, 0, 0]),
             ..UsageSnapshot::default()
@@ -952,30 +993,40 @@ mod tests {
 
     #[test]
     fn an_operator_item_replaces_or_lifts_a_users_limits() {
-        let limits = Limits {
-            tokens_per_day: Some(400),
-            cost_per_month: Some(5.0),
-            requests_per_minute: Some(5),
-            ..Limits::default()
-        };
-        let user = limits.for_user(&LimitOverrides {
-            tokens_per_day: Some(10_000),
-            requests_per_minute: Some(0),
-            ..LimitOverrides::default()
-        });
-        assert_eq!(user.tokens_per_day, Some(10_000));
-        assert_eq!(user.cost_per_month, Some(5.0));
-        assert_eq!(user.requests_per_minute, None);
+        let limits = Limits::default()
+            .with(LimitKind::TOKENS_PER_DAY, 400.0)
+            .with(LimitKind::COST_PER_MONTH, 5.0)
+            .with(LimitKind::REQUESTS_PER_MINUTE, 5.0);
+        let user = limits.for_user(
+            &LimitOverrides::default()
+                .with(LimitKind::TOKENS_PER_DAY, 10_000.0)
+                .with(LimitKind::REQUESTS_PER_MINUTE, 0.0),
+        );
+        assert_eq!(user.get(LimitKind::TOKENS_PER_DAY), Some(10_000.0));
+        assert_eq!(user.get(LimitKind::COST_PER_MONTH), Some(5.0));
+        assert_eq!(user.get(LimitKind::REQUESTS_PER_MINUTE), None);
         assert!(!Limits::default().any());
         assert!(user.any());
         // Where nothing is configured, an item has nothing to change.
         assert_eq!(
-            Limits::default().for_user(&LimitOverrides {
-                tokens_per_day: Some(5),
-                ..LimitOverrides::default()
-            }),
+            Limits::default()
+                .for_user(&LimitOverrides::default().with(LimitKind::TOKENS_PER_DAY, 5.0)),
             Limits::default()
         );
+    }
+
+    /// Counters that hold `documents` and `bytes` uploaded today (and so this week and month).
+    fn uploaded(documents: u64, bytes: u64) -> UsageSnapshot {
+        let period = PeriodUsage {
+            uploads: UploadUsage { documents, bytes },
+            ..PeriodUsage::default()
+        };
+        UsageSnapshot {
+            day: period,
+            week: period,
+            month: period,
+            ..UsageSnapshot::default()
+        }
     }
 
     fn upload(documents: u64, bytes: u64) -> Upload {
@@ -984,21 +1035,29 @@ mod tests {
 
     #[test]
     fn an_upload_passes_while_the_days_sums_stay_within_each_limit() {
-        let limits = UploadLimits {
-            documents_per_day: Some(2),
-            bytes_per_day: Some(1000),
-        };
-        let none = UploadUsage::default();
+        let limits = Limits::default()
+            .with(LimitKind::UPLOADED_DOCUMENTS_PER_DAY, 2.0)
+            .with(LimitKind::UPLOADED_BYTES_PER_DAY, 1000.0);
+        let none = uploaded(0, 0);
         assert!(check_upload(&limits, &none, &upload(2, 1000)).is_ok());
-        assert_eq!(limits.ceilings(&upload(2, 1000)), Some((Some(0), Some(0))));
-        assert_eq!(limits.ceilings(&upload(1, 10)), Some((Some(1), Some(990))));
+        assert_eq!(
+            upload_ceilings(&limits, &upload(2, 1000)),
+            Some(vec![
+                (LimitKind::UPLOADED_DOCUMENTS_PER_DAY, 0),
+                (LimitKind::UPLOADED_BYTES_PER_DAY, 0)
+            ])
+        );
+        assert_eq!(
+            upload_ceilings(&limits, &upload(1, 10)),
+            Some(vec![
+                (LimitKind::UPLOADED_DOCUMENTS_PER_DAY, 1),
+                (LimitKind::UPLOADED_BYTES_PER_DAY, 990)
+            ])
+        );
         // The third document of the day: refused until midnight UTC, saying none is left.
-        let two = UploadUsage {
-            documents: 2,
-            bytes: 20,
-        };
+        let two = uploaded(2, 20);
         let refused = check_upload(&limits, &two, &upload(1, 10)).unwrap_err();
-        assert_eq!(refused.kind, LimitKind::UploadedDocumentsPerDay);
+        assert_eq!(refused.kind, LimitKind::UPLOADED_DOCUMENTS_PER_DAY);
         assert_eq!(refused.retry_after, 2 * 3600);
         assert!(
             refused.message.contains("your 2 documents for today"),
@@ -1006,10 +1065,7 @@ mod tests {
             refused.message
         );
         // One left, two sent: the message says how many are left.
-        let one = UploadUsage {
-            documents: 1,
-            bytes: 20,
-        };
+        let one = uploaded(1, 20);
         let refused = check_upload(&limits, &one, &upload(2, 10)).unwrap_err();
         assert!(
             refused
@@ -1020,12 +1076,12 @@ mod tests {
         );
         // The count allows it, the bytes do not.
         let refused = check_upload(&limits, &one, &upload(1, 981)).unwrap_err();
-        assert_eq!(refused.kind, LimitKind::UploadedBytesPerDay);
+        assert_eq!(refused.kind, LimitKind::UPLOADED_BYTES_PER_DAY);
         assert!(refused.message.contains("980 bytes"), "{}", refused.message);
         assert!(check_upload(&limits, &one, &upload(1, 980)).is_ok());
         // More than a whole day's quota at once: no write could let it in.
-        assert_eq!(limits.ceilings(&upload(3, 1)), None);
-        assert_eq!(limits.ceilings(&upload(1, 1001)), None);
+        assert_eq!(upload_ceilings(&limits, &upload(3, 1)), None);
+        assert_eq!(upload_ceilings(&limits, &upload(1, 1001)), None);
         let refused = check_upload(&limits, &none, &upload(3, 1)).unwrap_err();
         assert!(
             refused.message.contains("send fewer at a time"),
@@ -1033,31 +1089,29 @@ mod tests {
             refused.message
         );
         // No limit: nothing refused, nothing asserted.
-        let off = UploadLimits::default();
+        let off = Limits::default();
         assert!(!off.any());
         assert!(check_upload(&off, &two, &upload(100, u64::MAX / 2)).is_ok());
-        assert_eq!(off.ceilings(&upload(100, 1)), Some((None, None)));
+        assert_eq!(upload_ceilings(&off, &upload(100, 1)), Some(vec![]));
     }
 
     #[test]
     fn an_operator_item_replaces_or_lifts_a_users_upload_limits() {
-        let limits = UploadLimits {
-            documents_per_day: Some(2),
-            bytes_per_day: Some(1000),
-        };
-        let user = limits.for_user(&LimitOverrides {
-            uploaded_documents_per_day: Some(50),
-            uploaded_bytes_per_day: Some(0),
-            ..LimitOverrides::default()
-        });
-        assert_eq!(user.documents_per_day, Some(50));
-        assert_eq!(user.bytes_per_day, None);
+        let limits = Limits::default()
+            .with(LimitKind::UPLOADED_DOCUMENTS_PER_DAY, 2.0)
+            .with(LimitKind::UPLOADED_BYTES_PER_DAY, 1000.0);
+        let user = limits.for_user(
+            &LimitOverrides::default()
+                .with(LimitKind::UPLOADED_DOCUMENTS_PER_DAY, 50.0)
+                .with(LimitKind::UPLOADED_BYTES_PER_DAY, 0.0),
+        );
+        assert_eq!(user.get(LimitKind::UPLOADED_DOCUMENTS_PER_DAY), Some(50.0));
+        assert_eq!(user.get(LimitKind::UPLOADED_BYTES_PER_DAY), None);
         assert_eq!(
-            UploadLimits::default().for_user(&LimitOverrides {
-                uploaded_documents_per_day: Some(5),
-                ..LimitOverrides::default()
-            }),
-            UploadLimits::default()
+            Limits::default().for_user(
+                &LimitOverrides::default().with(LimitKind::UPLOADED_DOCUMENTS_PER_DAY, 5.0)
+            ),
+            Limits::default()
         );
     }
 

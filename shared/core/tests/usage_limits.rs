@@ -44,10 +44,7 @@ async fn turns_answer_until_the_daily_tokens_are_spent_then_none_reaches_the_mod
     for _ in 0..3 {
         model.push(Script::text("fine").usage(150, 50));
     }
-    let limits = Limits {
-        tokens_per_day: Some(400),
-        ..Limits::default()
-    };
+    let limits = Limits::default().with(LimitKind::TOKENS_PER_DAY, 400.0);
     let svc = service(&model, &usage, limits);
     let alice = Caller::owner("alice");
     svc.answer(&alice, &ask("one")).await.unwrap();
@@ -59,7 +56,7 @@ async fn turns_answer_until_the_daily_tokens_are_spent_then_none_reaches_the_mod
     let ChatError::OverLimit(over) = &refused else {
         panic!("{refused:?}")
     };
-    assert_eq!(over.kind, LimitKind::TokensPerDay);
+    assert_eq!(over.kind, LimitKind::TOKENS_PER_DAY);
     assert!((1..=86_400).contains(&over.retry_after));
     assert!(svc.stream(&alice, &ask("three")).await.is_err());
     assert!(
@@ -76,10 +73,7 @@ async fn turns_answer_until_the_daily_tokens_are_spent_then_none_reaches_the_mod
 
 #[tokio::test]
 async fn the_rate_limit_refuses_the_sixth_request_of_a_minute() {
-    let (_, _, svc) = fakes(Limits {
-        requests_per_minute: Some(5),
-        ..Limits::default()
-    });
+    let (_, _, svc) = fakes(Limits::default().with(LimitKind::REQUESTS_PER_MINUTE, 5.0));
     let alice = Caller::owner("alice");
     let mut answered = 0;
     let mut refused = None;
@@ -101,20 +95,14 @@ async fn the_rate_limit_refuses_the_sixth_request_of_a_minute() {
 
 #[tokio::test]
 async fn an_operators_item_raises_one_users_limit() {
-    let (model, usage, svc) = fakes(Limits {
-        tokens_per_day: Some(10),
-        ..Limits::default()
-    });
+    let (model, usage, svc) = fakes(Limits::default().with(LimitKind::TOKENS_PER_DAY, 10.0));
     let (carol, q) = (Caller::owner("carol"), ask("q"));
     model.push(Script::text("a").usage(20, 5));
     svc.answer(&carol, &q).await.unwrap();
     assert!(svc.answer(&carol, &q).await.is_err());
     usage.set_limits(
         "carol",
-        LimitOverrides {
-            tokens_per_day: Some(1_000),
-            ..LimitOverrides::default()
-        },
+        LimitOverrides::default().with(LimitKind::TOKENS_PER_DAY, 1_000.0),
     );
     svc.answer(&carol, &q).await.unwrap();
 }

@@ -438,7 +438,7 @@ mod tests {
         assert_eq!(body["error"]["param"], "model");
 
         let over = chat_core::OverLimit {
-            kind: chat_core::LimitKind::RequestsPerMinute,
+            kind: chat_core::LimitKind::REQUESTS_PER_MINUTE,
             retry_after: 42,
             message: "Too many requests.".into(),
         };

@@ -275,9 +275,9 @@ mod tests {
     #[test]
     fn each_failure_falls_in_the_class_its_metric_names() {
         let cases = [
-            (over(LimitKind::RequestsPerMinute), FailureClass::Rate),
-            (over(LimitKind::TokensPerDay), FailureClass::Quota),
-            (over(LimitKind::CostPerMonth), FailureClass::Quota),
+            (over(LimitKind::REQUESTS_PER_MINUTE), FailureClass::Rate),
+            (over(LimitKind::TOKENS_PER_DAY), FailureClass::Quota),
+            (over(LimitKind::COST_PER_MONTH), FailureClass::Quota),
             (
                 ApiError::Chat(ChatError::Model(ModelError::Throttled)),
                 FailureClass::ModelThrottled,

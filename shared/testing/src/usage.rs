@@ -6,22 +6,19 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use chat_core::{
-    Hold, LimitOverrides, Limits, OverLimit, PeriodUsage, Periods, RateWindow, Reserve, Upload,
-    UploadLimits, UploadQuota, UploadUsage, UsageFuture, UsageLedger, UsageSnapshot, UsageTotals,
-    WINDOW_SPAN,
+    Hold, LimitKind, LimitOverrides, Limits, OverLimit, PeriodUsage, Periods, RateWindow, Reserve,
+    Upload, UploadQuota, UsageFuture, UsageLedger, UsageSnapshot, UsageTotals, WINDOW_SPAN,
 };
 
 #[derive(Default)]
 struct Counters {
-    /// By (owner, period key).
+    /// By (owner, period key): `DAY#…`, `WEEK#…`, `MONTH#…`, as the table's items.
     periods: HashMap<(String, String), PeriodUsage>,
     /// Requests admitted in the window that ends with a bucket, by (owner, bucket).
     windows: HashMap<(String, i64), u64>,
     /// The open holds by id, as last settled.
     holds: HashMap<String, Hold>,
     limits: HashMap<String, LimitOverrides>,
-    /// What each owner uploaded in a day, by (owner, day key).
-    uploads: HashMap<(String, String), UploadUsage>,
     /// The uploads counted, by id (one counted again changes nothing).
     uploads_counted: std::collections::HashSet<String>,
 }
@@ -42,32 +39,31 @@ impl Counters {
                 .copied()
                 .unwrap_or(0);
         }
+        let [day, week, month] = period_keys(periods);
         UsageSnapshot {
-            day: period(day_key(periods)),
-            month: period(month_key(periods)),
+            day: period(day),
+            week: period(week),
+            month: period(month),
             window,
-            uploads_today: self
-                .uploads
-                .get(&(owner.to_string(), day_key(periods)))
-                .copied()
-                .unwrap_or_default(),
             overrides: self.limits.get(owner).copied().unwrap_or_default(),
         }
     }
 
+    /// Changes each of the owner's calendar counters (day, week, month) of `periods`.
     fn each_period(&mut self, owner: &str, periods: &Periods, change: impl Fn(&mut PeriodUsage)) {
-        for key in [day_key(periods), month_key(periods)] {
+        for key in period_keys(periods) {
             change(self.periods.entry((owner.to_string(), key)).or_default());
         }
     }
 }
 
-fn day_key(periods: &Periods) -> String {
-    format!("DAY#{}", periods.day)
-}
-
-fn month_key(periods: &Periods) -> String {
-    format!("MONTH#{}", periods.month)
+/// The keys of the day's, the week's and the month's counters.
+fn period_keys(periods: &Periods) -> [String; 3] {
+    [
+        format!("DAY#{}", periods.day),
+        format!("WEEK#{}", periods.week),
+        format!("MONTH#{}", periods.month),
+    ]
 }
 
 /// The counters in memory. Cheap to clone: clones share the counters.
@@ -100,7 +96,7 @@ impl UploadQuota for InMemoryUsage {
     fn count_upload<'a>(
         &'a self,
         upload: &'a Upload,
-        limits: &'a UploadLimits,
+        limits: &'a Limits,
     ) -> UsageFuture<'a, Result<(), OverLimit>> {
         let counted = (|| {
             let mut c = self.counters.lock().unwrap();
@@ -109,13 +105,11 @@ impl UploadQuota for InMemoryUsage {
             }
             let snapshot = c.snapshot(&upload.owner, &upload.periods);
             let limits = limits.for_user(&snapshot.overrides);
-            chat_core::check_upload(&limits, &snapshot.uploads_today, upload)?;
-            let day = c
-                .uploads
-                .entry((upload.owner.clone(), day_key(&upload.periods)))
-                .or_default();
-            day.documents += upload.documents;
-            day.bytes += upload.bytes;
+            chat_core::check_upload(&limits, &snapshot, upload)?;
+            c.each_period(&upload.owner, &upload.periods, |p| {
+                p.uploads.documents += upload.documents;
+                p.uploads.bytes += upload.bytes;
+            });
             c.uploads_counted.insert(upload.id.clone());
             Ok(())
         })();
@@ -142,7 +136,7 @@ impl UsageLedger for InMemoryUsage {
             let snapshot = c.snapshot(&hold.owner, &hold.periods);
             let limits = limits.for_user(&snapshot.overrides);
             chat_core::check(&limits, &snapshot, &hold.periods)?;
-            if limits.requests_per_minute.is_some() {
+            if limits.get(LimitKind::REQUESTS_PER_MINUTE).is_some() {
                 for m in 0..WINDOW_SPAN as i64 {
                     *c.windows
                         .entry((hold.owner.clone(), hold.periods.bucket + m))
@@ -150,7 +144,8 @@ impl UsageLedger for InMemoryUsage {
                 }
             }
             c.each_period(&hold.owner, &hold.periods, |p| {
-                p.reserved = p.reserved.plus(&hold.reserved)
+                p.reserved = p.reserved.plus(&hold.reserved);
+                p.requests += 1;
             });
             c.holds.insert(hold.id.clone(), hold.clone());
             Ok(())
@@ -201,6 +196,7 @@ macro_rules! usage_contract {
             a_settlement_sent_twice_counts_once, admission_is_one_atomic_step,
             turns_in_progress_count_against_a_quota, the_rate_window_slides_across_a_minute_boundary,
             concurrent_turns_all_count, an_operators_limits_are_read_back,
+            a_requests_quota_admits_exactly_its_limit, a_week_counts_across_its_days,
         );
     };
 }
@@ -209,7 +205,7 @@ macro_rules! usage_contract {
 /// to write an operator's item for an owner as the ledger's store keeps it.
 pub mod usage_contract {
     use super::*;
-    use chat_core::{LimitKind, TokenUsage};
+    use chat_core::{Period, Resource, TokenUsage};
     use std::future::Future;
     use std::pin::Pin;
     use time::OffsetDateTime;
@@ -393,10 +389,7 @@ pub mod usage_contract {
     pub async fn admission_is_one_atomic_step(subject: &Subject) {
         let ledger = &*subject.ledger;
         let at = datetime!(2026-11-25 10:00:10 UTC);
-        let limits = Limits {
-            requests_per_minute: Some(10),
-            ..Limits::default()
-        };
+        let limits = Limits::default().with(LimitKind::REQUESTS_PER_MINUTE, 10.0);
         let holds: Vec<Hold> = (0..50)
             .map(|_| Hold::new("ivan", reserve(10, 0.01), at))
             .collect();
@@ -421,10 +414,7 @@ pub mod usage_contract {
     pub async fn turns_in_progress_count_against_a_quota(subject: &Subject) {
         let ledger = &*subject.ledger;
         let at = datetime!(2026-11-25 10:00 UTC);
-        let limits = Limits {
-            tokens_per_day: Some(5 * 1000),
-            ..Limits::default()
-        };
+        let limits = Limits::default().with(LimitKind::TOKENS_PER_DAY, 5.0 * 1000.0);
         let holds: Vec<Hold> = (0..20)
             .map(|_| Hold::new("jane", reserve(1000, 1.0), at))
             .collect();
@@ -441,7 +431,7 @@ pub mod usage_contract {
             .iter()
             .find_map(|r| r.as_ref().unwrap().as_ref().err())
             .unwrap();
-        assert_eq!(refused.kind, LimitKind::TokensPerDay);
+        assert_eq!(refused.kind, LimitKind::TOKENS_PER_DAY);
         assert_eq!(refused.retry_after, chat_core::HELD_RETRY_SECONDS);
         ledger
             .settle(admitted[0], &spent(100, 0.1), None)
@@ -457,10 +447,7 @@ pub mod usage_contract {
     /// the limit, and the first request after the burst has left the window is admitted.
     pub async fn the_rate_window_slides_across_a_minute_boundary(subject: &Subject) {
         let ledger = &*subject.ledger;
-        let limits = Limits {
-            requests_per_minute: Some(10),
-            ..Limits::default()
-        };
+        let limits = Limits::default().with(LimitKind::REQUESTS_PER_MINUTE, 10.0);
         let admit = |at: OffsetDateTime| {
             let hold = Hold::new("kim", reserve(1, 0.0), at);
             async move { ledger.admit(&hold, &limits).await.unwrap() }
@@ -512,12 +499,10 @@ pub mod usage_contract {
         let (ledger, set_limits) = (&*subject.ledger, &subject.set_limits);
         let at = datetime!(2026-11-25 10:00 UTC);
         let now = Periods::at(at);
-        let raised = LimitOverrides {
-            tokens_per_day: Some(5000),
-            cost_per_month: Some(12.5),
-            requests_per_minute: Some(0),
-            ..LimitOverrides::default()
-        };
+        let raised = LimitOverrides::default()
+            .with(LimitKind::TOKENS_PER_DAY, 5000.0)
+            .with(LimitKind::COST_PER_MONTH, 12.5)
+            .with(LimitKind::REQUESTS_PER_MINUTE, 0.0);
         set_limits("erin", raised).await;
         assert_eq!(ledger.read("erin", &now).await.unwrap().overrides, raised);
         assert_eq!(
@@ -525,34 +510,91 @@ pub mod usage_contract {
             LimitOverrides::default()
         );
         // Configured: 100 tokens a day. Frank has no item: refused once he holds 100.
-        let limits = Limits {
-            tokens_per_day: Some(100),
-            ..Limits::default()
-        };
+        let limits = Limits::default().with(LimitKind::TOKENS_PER_DAY, 100.0);
         let frank = |tokens| Hold::new("frank", reserve(tokens, 0.0), at);
         assert_eq!(ledger.admit(&frank(100), &limits).await.unwrap(), Ok(()));
         assert!(ledger.admit(&frank(1), &limits).await.unwrap().is_err());
         // His item raises it, after he was seen: the next admission holds to it.
-        let daily = |tokens| LimitOverrides {
-            tokens_per_day: Some(tokens),
-            ..LimitOverrides::default()
-        };
-        set_limits("frank", daily(150)).await;
+        let daily = |tokens| LimitOverrides::default().with(LimitKind::TOKENS_PER_DAY, tokens);
+        set_limits("frank", daily(150.0)).await;
         assert_eq!(ledger.admit(&frank(50), &limits).await.unwrap(), Ok(()));
         assert!(ledger.admit(&frank(1), &limits).await.unwrap().is_err());
         // Lowered again: refused at once.
-        set_limits("frank", daily(10)).await;
+        set_limits("frank", daily(10.0)).await;
         let lowered = ledger.admit(&frank(1), &limits).await.unwrap();
-        assert_eq!(lowered.unwrap_err().kind, LimitKind::TokensPerDay);
+        assert_eq!(lowered.unwrap_err().kind, LimitKind::TOKENS_PER_DAY);
         // Erin's item lifts her rate limit and raises her daily tokens.
         let erin = Hold::new("erin", reserve(4000, 0.0), at);
-        let strict = Limits {
-            tokens_per_day: Some(100),
-            requests_per_minute: Some(1),
-            ..Limits::default()
-        };
+        let strict = Limits::default()
+            .with(LimitKind::TOKENS_PER_DAY, 100.0)
+            .with(LimitKind::REQUESTS_PER_MINUTE, 1.0);
         assert_eq!(ledger.admit(&erin, &strict).await.unwrap(), Ok(()));
         let erin = Hold::new("erin", reserve(1, 0.0), at);
         assert_eq!(ledger.admit(&erin, &strict).await.unwrap(), Ok(()));
+    }
+
+    /// A limit that is only configuration: twenty requests at once under three a day admit exactly three, counted
+    /// in the day, the week and the month; the others are refused until midnight UTC. The operator's item raises
+    /// it by the attribute of the same rule (`requestsPerDay`).
+    pub async fn a_requests_quota_admits_exactly_its_limit(subject: &Subject) {
+        let (ledger, set_limits) = (&*subject.ledger, &subject.set_limits);
+        let at = datetime!(2026-11-25 22:00 UTC);
+        let per_day = LimitKind::new(Resource::Requests, Period::Day);
+        let limits = Limits::default().with(per_day, 3.0);
+        let holds: Vec<Hold> = (0..20)
+            .map(|_| Hold::new("lena", reserve(10, 0.01), at))
+            .collect();
+        let results =
+            futures_util::future::join_all(holds.iter().map(|h| ledger.admit(h, &limits))).await;
+        let admitted = results.iter().filter(|r| matches!(r, Ok(Ok(())))).count();
+        assert_eq!(admitted, 3, "{results:?}");
+        for refused in results
+            .iter()
+            .filter_map(|r| r.as_ref().unwrap().as_ref().err())
+        {
+            assert_eq!(refused.kind, per_day);
+            assert_eq!(refused.retry_after, 2 * 3600, "until midnight UTC");
+        }
+        let read = ledger.read("lena", &Periods::at(at)).await.unwrap();
+        assert_eq!(
+            (read.day.requests, read.week.requests, read.month.requests),
+            (3, 3, 3)
+        );
+        set_limits("lena", LimitOverrides::default().with(per_day, 5.0)).await;
+        for expected in [true, true, false] {
+            let hold = Hold::new("lena", reserve(10, 0.01), at);
+            let admitted = ledger.admit(&hold, &limits).await.unwrap();
+            assert_eq!(admitted.is_ok(), expected, "{admitted:?}");
+        }
+    }
+
+    /// A weekly quota counts every day of the ISO week and lets the user in again on Monday (UTC).
+    pub async fn a_week_counts_across_its_days(subject: &Subject) {
+        let ledger = &*subject.ledger;
+        let per_week = LimitKind::new(Resource::Tokens, Period::Week);
+        let limits = Limits::default().with(per_week, 1500.0);
+        // Monday, then Wednesday of the same week.
+        for at in [
+            datetime!(2026-11-23 09:00 UTC),
+            datetime!(2026-11-25 09:00 UTC),
+        ] {
+            let hold = Hold::new("mona", reserve(100, 0.0), at);
+            assert_eq!(ledger.admit(&hold, &limits).await.unwrap(), Ok(()));
+            ledger.settle(&hold, &spent(800, 0.0), None).await.unwrap();
+        }
+        let thursday = datetime!(2026-11-26 09:00 UTC);
+        let read = ledger.read("mona", &Periods::at(thursday)).await.unwrap();
+        assert_eq!(read.week.spent.tokens.total_tokens, 1600);
+        assert_eq!(read.day.spent.tokens.total_tokens, 0, "another day");
+        let refused = ledger
+            .admit(&Hold::new("mona", reserve(100, 0.0), thursday), &limits)
+            .await
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(refused.kind, per_week);
+        assert_eq!(refused.retry_after, 3 * 86400 + 15 * 3600, "until Monday");
+        let monday = datetime!(2026-11-30 00:00 UTC);
+        let next_week = Hold::new("mona", reserve(100, 0.0), monday);
+        assert_eq!(ledger.admit(&next_week, &limits).await.unwrap(), Ok(()));
     }
 }

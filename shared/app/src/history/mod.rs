@@ -67,7 +67,6 @@ struct Shared<St> {
     /// Where what each user spends is counted (`GET /usage` reads it), and the configured limits.
     ledger: Option<Arc<dyn UsageLedger>>,
     usage_limits: Limits,
-    upload_limits: chat_core::UploadLimits,
     /// The documents people bring into the knowledge base (`/documents`), when they are on.
     documents: Option<chat_core::Documents>,
 }
@@ -143,7 +142,6 @@ impl<St: SessionStore + 'static> HistoryApp<St> {
                 limits: config.chat.limits,
                 ledger: None,
                 usage_limits: config.usage_limits,
-                upload_limits: config.upload_limits,
                 documents: None,
             }),
             cors: config.cors.clone(),
@@ -311,7 +309,8 @@ async fn list<St: SessionStore>(
 }
 
 /// The caller's own usage: tokens, cost and turns today and this month (UTC), documents and bytes uploaded today,
-/// the limits that apply to them (an operator's item for them included) and when each period resets.
+/// the limits that apply to them (an operator's item for them included) and when each period resets; and every
+/// limit in force with what counts against it (`limits`).
 async fn usage<St: SessionStore>(
     State(app): AppState<St>,
     Identified(Caller { owner, .. }): Identified,
@@ -325,10 +324,9 @@ async fn usage<St: SessionStore>(
         None => Default::default(),
     };
     let limits = app.usage_limits.for_user(&snapshot.overrides);
-    let uploads = app.upload_limits.for_user(&snapshot.overrides);
     Ok(json_response(
         StatusCode::OK,
-        &chat_core::report(&limits, &uploads, &snapshot, &periods),
+        &chat_core::report(&limits, &snapshot, &periods),
     ))
 }
 

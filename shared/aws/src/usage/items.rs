@@ -1,37 +1,54 @@
-//! The usage items (a period's spending counters, a rate window, a turn's hold, an upload's mark, the operator's
-//! limits): where each
-//! sits, how it reads, and every write of each, built here only, so that a new counter is one change here.
+//! The usage items (a period's counters, a rate window, a turn's hold, an upload's mark, the operator's limits):
+//! where each sits, how it reads, and every write of each, built here only, so that a new counter is one change
+//! here. The conditions and the attributes of the limits are built from the list of limits in force, one rule for
+//! every limit.
 
 use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, TransactWriteItem};
 use chat_core::{
-    Hold, LimitOverrides, PeriodUsage, Periods, Reserve, TokenUsage, Upload, UploadUsage,
-    UsageTotals,
+    Family, Hold, LimitKind, LimitOverrides, Limits, Period, PeriodUsage, Periods, Reserve,
+    Resource, TokenUsage, Upload, UploadUsage, UsageTotals,
 };
 use serde::Deserialize;
 
 use crate::dynamo::{Expression, Item, n, s};
 use crate::table::{EXPIRES_AT, PARTITION_KEY, SORT_KEY, token_attributes};
 
-/// How long each counter is kept past its period's start: a day's two days, a month's about thirteen months (an
-/// operator can still read last year's same month), a window's an hour, a hold two days (a turn lasts minutes; a
-/// hold left by a turn that never settled is only bookkeeping, its reservation being in the counters).
+/// How long each counter is kept past its first write: a day's two days, a week's fifteen, a month's about thirteen
+/// months (an operator can still read last year's same month), a window's an hour, a hold two days (a turn lasts
+/// minutes; a hold left by a turn that never settled is only bookkeeping, its reservation being in the counters).
 const DAY_KEPT_SECONDS: i64 = 2 * 86_400;
+const WEEK_KEPT_SECONDS: i64 = 15 * 86_400;
 const MONTH_KEPT_SECONDS: i64 = 400 * 86_400;
 const WINDOW_KEPT_SECONDS: i64 = 3_600;
 const HOLD_KEPT_SECONDS: i64 = 2 * 86_400;
 /// An upload's mark: only to read back a count whose answer was lost, so as long as its day's counter.
 const UPLOAD_KEPT_SECONDS: i64 = 2 * 86_400;
 
-/// The attributes of the operator's item that set limits.
-const LIMIT_ATTRIBUTES: [&str; 7] = [
-    "tokensPerDay",
-    "tokensPerMonth",
-    "costPerDay",
-    "costPerMonth",
-    "ratePerMinute",
-    "uploadedDocumentsPerDay",
-    "uploadedBytesPerDay",
-];
+/// The attribute of the operator's item that sets `kind` for its user: `{resource}Per{Period}` in camel case
+/// (`tokensPerDay`, `uploadedBytesPerWeek`), and `ratePerMinute` for requests per minute, its name from before.
+pub(super) fn limit_attribute(kind: LimitKind) -> String {
+    if kind == LimitKind::REQUESTS_PER_MINUTE {
+        return "ratePerMinute".into();
+    }
+    let mut name = String::new();
+    let mut upper = false;
+    for c in kind.resource.name().chars() {
+        match c {
+            '_' => upper = true,
+            c if upper => {
+                name.push(c.to_ascii_uppercase());
+                upper = false;
+            }
+            c => name.push(c),
+        }
+    }
+    let period = kind.period.name();
+    format!(
+        "{name}Per{}{}",
+        period[..1].to_ascii_uppercase(),
+        &period[1..]
+    )
+}
 
 /// A period's counters as stored (absent attributes are zero).
 #[derive(Debug, Default, Deserialize)]
@@ -51,36 +68,35 @@ pub(super) struct PeriodItem {
     uploaded_bytes: u64,
 }
 
-/// The operator's item.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub(super) struct LimitsItem {
-    tokens_per_day: Option<u64>,
-    tokens_per_month: Option<u64>,
-    cost_per_day: Option<f64>,
-    cost_per_month: Option<f64>,
-    rate_per_minute: Option<u64>,
-    uploaded_documents_per_day: Option<u64>,
-    uploaded_bytes_per_day: Option<u64>,
-}
-
-impl LimitsItem {
-    pub(super) fn overrides(&self) -> LimitOverrides {
-        LimitOverrides {
-            tokens_per_day: self.tokens_per_day,
-            tokens_per_month: self.tokens_per_month,
-            cost_per_day: self.cost_per_day,
-            cost_per_month: self.cost_per_month,
-            requests_per_minute: self.rate_per_minute,
-            uploaded_documents_per_day: self.uploaded_documents_per_day,
-            uploaded_bytes_per_day: self.uploaded_bytes_per_day,
+/// The operator's item: each limit attribute it holds. An item with an attribute that does not read (an operator's
+/// typo: not a number, a fraction of a whole resource, below zero) counts as empty, said in the log.
+pub(super) fn limit_overrides(item: &Item) -> LimitOverrides {
+    let mut overrides = LimitOverrides::default();
+    for kind in LimitKind::ALL {
+        let name = limit_attribute(kind);
+        let Some(value) = item.get(&name) else {
+            continue;
+        };
+        let amount = value
+            .as_n()
+            .ok()
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|v| v.is_finite() && *v >= 0.0)
+            .filter(|v| kind.resource.is_dollars() || v.fract() == 0.0);
+        match amount {
+            Some(amount) => overrides.set(kind, Some(amount)),
+            None => {
+                tracing::warn!(item = "limits", attribute = %name, "a usage item does not read; taken as empty");
+                return LimitOverrides::default();
+            }
         }
     }
+    overrides
 }
 
 impl PeriodItem {
-    /// What was uploaded in the period (a day's counter only).
-    pub(super) fn uploads(&self) -> UploadUsage {
+    /// What was uploaded in the period.
+    fn uploads(&self) -> UploadUsage {
         UploadUsage {
             documents: self.uploaded_documents,
             bytes: self.uploaded_bytes,
@@ -104,6 +120,8 @@ impl PeriodItem {
                 tokens: self.reserved_tokens.max(0) as u64,
                 cost_usd: self.reserved_cost_usd.map(|c| c.max(0.0)),
             },
+            requests: self.requests,
+            uploads: self.uploads(),
         }
     }
 }
@@ -114,6 +132,10 @@ fn usage_pk(owner: &str) -> String {
 
 pub(super) fn day_sk(periods: &Periods) -> String {
     format!("DAY#{}", periods.day)
+}
+
+pub(super) fn week_sk(periods: &Periods) -> String {
+    format!("WEEK#{}", periods.week)
 }
 
 pub(super) fn month_sk(periods: &Periods) -> String {
@@ -177,48 +199,71 @@ pub(super) fn read_item<T: Default + for<'de> Deserialize<'de>>(
 
 /// The limit attributes of an operator's item, as stored.
 pub(super) fn limit_attributes(item: &Item) -> Item {
-    LIMIT_ATTRIBUTES
+    LimitKind::ALL
         .iter()
-        .filter_map(|name| item.get(*name).map(|v| (name.to_string(), v.clone())))
+        .map(|kind| limit_attribute(*kind))
+        .filter_map(|name| item.get(&name).map(|v| (name.clone(), v.clone())))
         .collect()
 }
 
-/// One of the two spending counters a turn adds to (its day's or its month's), with the expiry it gets when the
-/// add creates it.
+/// One of the calendar counters a turn or an upload adds to (its day's, its week's or its month's), with the expiry
+/// it gets when the add creates it.
 pub(super) struct Counter {
+    pub(super) period: Period,
     pub(super) sk: String,
     expires_at: i64,
 }
 
-/// The turn's day's and month's counters.
-pub(super) fn period_counters(periods: &Periods) -> [Counter; 2] {
+/// The day's, the week's and the month's counters of `periods`.
+pub(super) fn period_counters(periods: &Periods) -> [Counter; 3] {
     let now = periods.now.unix_timestamp();
+    let counter = |period, sk, kept| Counter {
+        period,
+        sk,
+        expires_at: now + kept,
+    };
     [
-        Counter {
-            sk: day_sk(periods),
-            expires_at: now + DAY_KEPT_SECONDS,
-        },
-        Counter {
-            sk: month_sk(periods),
-            expires_at: now + MONTH_KEPT_SECONDS,
-        },
+        counter(Period::Day, day_sk(periods), DAY_KEPT_SECONDS),
+        counter(Period::Week, week_sk(periods), WEEK_KEPT_SECONDS),
+        counter(Period::Month, month_sk(periods), MONTH_KEPT_SECONDS),
     ]
 }
 
-/// What a quota allows a period: tokens, dollars (`None`: no quota).
-pub(super) type Quota = (Option<u64>, Option<f64>);
+/// The attribute a limit of `resource` is checked against, and the amount it adds as a DynamoDB number.
+fn checked_attribute(resource: Resource, amount: f64) -> (&'static str, AttributeValue) {
+    match resource {
+        Resource::Requests => ("requests", n(amount as u64)),
+        Resource::Tokens => ("heldTokens", n(amount as u64)),
+        Resource::Cost => ("heldCostUsd", dollars(amount)),
+        Resource::UploadedDocuments => ("uploadedDocuments", n(amount as u64)),
+        Resource::UploadedBytes => ("uploadedBytes", n(amount as u64)),
+    }
+}
 
 impl Counter {
-    /// The admission's add to this counter: `reserve` reserved and held, on condition that what it holds and
-    /// what was spent are under each of `quota`'s limits (counters from before holds were kept have no `held…`).
+    /// The limits of turns of `limits` counted in this counter.
+    pub(super) fn turn_limits<'a>(
+        &self,
+        limits: &'a Limits,
+    ) -> impl Iterator<Item = (LimitKind, f64)> + 'a {
+        let period = self.period;
+        limits
+            .of(Family::Turns)
+            .filter(move |(kind, _)| kind.period == period)
+    }
+
+    /// The admission's add to this counter: the request, and `reserve` reserved and held, on condition that what
+    /// it holds is under each of `limits`' limits of its period (and what was spent, for counters from before holds
+    /// were kept, which have no `held…`).
     pub(super) fn reserve(
         &self,
         table: &str,
         owner: &str,
         reserve: &Reserve,
-        (tokens, cost): Quota,
+        limits: &Limits,
     ) -> TransactWriteItem {
         let mut e = Expression::new()
+            .add("requests", n(1))
             .add("reservedTokens", n(reserve.tokens))
             .add("heldTokens", n(reserve.tokens));
         if let Some(reserved) = reserve.cost_usd {
@@ -227,15 +272,14 @@ impl Counter {
                 .add("heldCostUsd", dollars(reserved));
         }
         e = e.set_if_absent(EXPIRES_AT, n(self.expires_at));
-        if let Some(limit) = tokens {
-            e = e
-                .if_absent_or_under("heldTokens", n(limit))
-                .if_absent_or_under("totalTokens", n(limit));
-        }
-        if let Some(limit) = cost {
-            e = e
-                .if_absent_or_under("heldCostUsd", dollars(limit))
-                .if_absent_or_under("costUsd", dollars(limit));
+        for (kind, limit) in self.turn_limits(limits) {
+            let (attribute, limit) = checked_attribute(kind.resource, limit);
+            e = e.if_absent_or_under(attribute, limit.clone());
+            e = match kind.resource {
+                Resource::Tokens => e.if_absent_or_under("totalTokens", limit),
+                Resource::Cost => e.if_absent_or_under("costUsd", limit),
+                _ => e,
+            };
         }
         e.update(table, key(owner, &self.sk))
     }
@@ -310,6 +354,7 @@ pub(super) fn hold_put(table: &str, hold: &Hold) -> TransactWriteItem {
         item.insert("reservedCostUsd".into(), dollars(cost));
     }
     item.insert("day".into(), s(&periods.day));
+    item.insert("week".into(), s(&periods.week));
     item.insert("month".into(), s(&periods.month));
     item.insert("version".into(), n(hold.version));
     item.insert(
@@ -357,35 +402,34 @@ pub(super) fn upload_put(table: &str, upload: &Upload) -> TransactWriteItem {
     Expression::new().if_absent(PARTITION_KEY).put(table, item)
 }
 
-/// An upload's count: its documents and bytes added to its day's counter, on condition that the counter holds at
-/// most each of `ceilings` (documents, bytes; `None`: no limit) before it, so that the sums stay within the quotas.
+/// An upload's count: its documents and bytes added to `counter`, on condition that the counter holds at most each
+/// of `ceilings` of its period before it ([`chat_core::upload_ceilings`]), so that the sums stay within the limits.
 pub(super) fn upload_add(
     table: &str,
     upload: &Upload,
-    (documents, bytes): (Option<u64>, Option<u64>),
+    counter: &Counter,
+    ceilings: &[(LimitKind, u64)],
 ) -> TransactWriteItem {
-    let [day, _] = period_counters(&upload.periods);
     let mut e = Expression::new()
         .add("uploadedDocuments", n(upload.documents))
         .add("uploadedBytes", n(upload.bytes))
-        .set_if_absent(EXPIRES_AT, n(day.expires_at));
-    if let Some(ceiling) = documents {
-        e = e.if_absent_or_at_most("uploadedDocuments", n(ceiling));
+        .set_if_absent(EXPIRES_AT, n(counter.expires_at));
+    for (kind, ceiling) in ceilings.iter().filter(|(k, _)| k.period == counter.period) {
+        let (attribute, ceiling) = checked_attribute(kind.resource, *ceiling as f64);
+        e = e.if_absent_or_at_most(attribute, ceiling);
     }
-    if let Some(ceiling) = bytes {
-        e = e.if_absent_or_at_most("uploadedBytes", n(ceiling));
-    }
-    e.update(table, key(&upload.owner, &day.sk))
+    e.update(table, key(&upload.owner, &counter.sk))
 }
 
 /// The check that `owner`'s `LIMITS` item holds the limit attributes `seen` (only those; none where `seen` is
 /// empty), which the admission's conditions assumed.
 pub(super) fn limits_as_seen(table: &str, owner: &str, seen: &Item) -> ConditionCheck {
     let mut e = Expression::new();
-    for name in LIMIT_ATTRIBUTES {
-        e = match seen.get(name) {
-            Some(value) => e.if_equals(name, value.clone()),
-            None => e.if_absent(name),
+    for kind in LimitKind::ALL {
+        let name = limit_attribute(kind);
+        e = match seen.get(&name) {
+            Some(value) => e.if_equals(&name, value.clone()),
+            None => e.if_absent(&name),
         };
     }
     e.check(table, key(owner, LIMITS_SK))
@@ -415,9 +459,68 @@ mod tests {
     }
 
     #[test]
+    fn each_limit_has_its_attribute_by_one_rule_and_a_typo_empties_the_item() {
+        assert_eq!(limit_attribute(LimitKind::TOKENS_PER_DAY), "tokensPerDay");
+        assert_eq!(
+            limit_attribute(LimitKind::REQUESTS_PER_MINUTE),
+            "ratePerMinute"
+        );
+        assert_eq!(
+            limit_attribute(LimitKind::UPLOADED_BYTES_PER_DAY),
+            "uploadedBytesPerDay"
+        );
+        let per_week = LimitKind::new(Resource::Requests, Period::Week);
+        assert_eq!(limit_attribute(per_week), "requestsPerWeek");
+        let item = Item::from([
+            ("costPerMonth".to_string(), n(2.5)),
+            ("requestsPerWeek".to_string(), n(3)),
+            ("ratePerMinute".to_string(), n(0)),
+        ]);
+        let overrides = limit_overrides(&item);
+        assert_eq!(overrides.get(LimitKind::COST_PER_MONTH), Some(2.5));
+        assert_eq!(overrides.get(per_week), Some(3.0));
+        assert_eq!(overrides.get(LimitKind::REQUESTS_PER_MINUTE), Some(0.0));
+        assert_eq!(limit_attributes(&item).len(), 3);
+        let typo = Item::from([
+            ("tokensPerDay".to_string(), n(2.5)),
+            ("costPerDay".to_string(), n(1)),
+        ]);
+        assert_eq!(limit_overrides(&typo), LimitOverrides::default());
+    }
+
+    #[test]
+    fn an_admission_holds_each_counter_to_the_limits_of_its_period() {
+        let hold = hold(None);
+        let per_week = LimitKind::new(Resource::Requests, Period::Week);
+        let limits = Limits::default()
+            .with(per_week, 3.0)
+            .with(LimitKind::TOKENS_PER_DAY, 100.0)
+            .with(LimitKind::UPLOADED_DOCUMENTS_PER_DAY, 1.0);
+        let [day, week, month] = period_counters(&hold.periods);
+        let admitted = |c: &Counter| {
+            c.reserve("t", "alice", &hold.reserved, &limits)
+                .update
+                .unwrap()
+        };
+        let day = admitted(&day);
+        assert!(day.condition_expression().is_some());
+        assert!(attributes(&day).contains("totalTokens"));
+        assert!(
+            attributes(&day).contains("requests"),
+            "every request counted"
+        );
+        let week = admitted(&week);
+        assert!(week.condition_expression().is_some());
+        assert!(!attributes(&week).contains("totalTokens"));
+        let sk = week.key().get(SORT_KEY).and_then(|v| v.as_s().ok());
+        assert!(sk.is_some_and(|sk| sk.starts_with("WEEK#")), "{sk:?}");
+        assert_eq!(admitted(&month).condition_expression(), None);
+    }
+
+    #[test]
     fn a_last_settlement_counts_a_turn_and_an_unpriced_one_adds_no_cost() {
         let hold = hold(None);
-        let [day, _] = period_counters(&hold.periods);
+        let [day, _, _] = period_counters(&hold.periods);
         let spent = UsageTotals::default();
         let last = day.settle("t", "alice", &spent, &hold.reserved, None);
         let update = last.update.unwrap();

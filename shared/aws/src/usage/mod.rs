@@ -4,29 +4,32 @@
 //!
 //! | item | `pk` | `sk` | attributes |
 //! |---|---|---|---|
-//! | a day's spending | `USAGE#{owner}` | `DAY#2026-11-25` | the token counts, `costUsd`, `turns`; `reservedTokens`, `reservedCostUsd` (held by turns not settled); `heldTokens`, `heldCostUsd` (spent and held: what the quotas are checked against); `uploadedDocuments`, `uploadedBytes` (counted while an upload quota is configured); `expiresAt` |
+//! | a day's spending | `USAGE#{owner}` | `DAY#2026-11-25` | the token counts, `costUsd`, `turns`; `requests` (admitted); `reservedTokens`, `reservedCostUsd` (held by turns not settled); `heldTokens`, `heldCostUsd` (spent and held: what the quotas are checked against); `uploadedDocuments`, `uploadedBytes` (counted while an upload quota is configured); `expiresAt` |
+//! | a week's spending | `USAGE#{owner}` | `WEEK#2026-W48` (the ISO week) | the same |
 //! | a month's spending | `USAGE#{owner}` | `MONTH#2026-11` | the same |
 //! | a window of the rate limit | `USAGE#{owner}` | `RATE#000176423456` (its last bucket of 10 s) | `requests` admitted in it, `expiresAt` |
-//! | a turn's hold | `USAGE#{owner}` | `HOLD#{turn id}` | `reservedTokens`, `reservedCostUsd`, `day`, `month`, `version`, `expiresAt` |
+//! | a turn's hold | `USAGE#{owner}` | `HOLD#{turn id}` | `reservedTokens`, `reservedCostUsd`, `day`, `week`, `month`, `version`, `expiresAt` |
 //! | an upload's mark | `USAGE#{owner}` | `UPLOAD#{upload id}` | `documents`, `bytes`, `day`, `expiresAt` |
-//! | the operator's limits for the user | `USAGE#{owner}` | `LIMITS` | `tokensPerDay`, `tokensPerMonth`, `costPerDay`, `costPerMonth`, `ratePerMinute`, `uploadedDocumentsPerDay`, `uploadedBytesPerDay` |
+//! | the operator's limits for the user | `USAGE#{owner}` | `LIMITS` | one attribute per limit, `{resource}Per{Period}` (`tokensPerDay`, `requestsPerWeek`; `ratePerMinute` for requests per minute) |
 //!
-//! **Admission** is one `TransactWriteItems`: the turn's hold is put (unless it exists), the day's and the month's
-//! counters add its reservation on condition that what they hold is under each quota, the request is added to the
-//! seven windows it falls in on condition that its own holds fewer than the rate limit, and a condition check of the
+//! **Admission** is one `TransactWriteItems`: the turn's hold is put (unless it exists), the day's, the week's and
+//! the month's counters add the request and its reservation on condition that what they hold is under each limit of
+//! their period (built from the list of limits in force), the request is added to the seven windows it falls in on
+//! condition that its own holds fewer than the rate limit, and a condition check of the
 //! `LIMITS` item asserts the user's own limits the conditions assumed (read once per user and instance, and again
 //! when the check fails). Refused, nothing is written; the counters are then read to say which limit refused and
 //! until when.
 //!
 //! **A settlement** is one `TransactWriteItems` too: the hold moves on from the version it was written for (or is
-//! deleted, the turn over), and the counters add what was spent and the change of the reservation. The hold's
-//! condition makes every write of a turn happen once: an attempt sent again after its answer was lost fails it,
-//! and is read back as landed. A turn's last settlement goes in the turn's own transaction when the store writes to
-//! this table ([`turn_settlement`]).
+//! deleted, the turn over), and the day's, the week's and the month's counters add what was spent and the change of the
+//! reservation. The hold's condition makes every write of a turn happen once: an attempt sent again after its answer
+//! was lost fails it, and is read back as landed. A turn's last settlement goes in the turn's own transaction when the
+//! store writes to this table ([`turn_settlement`]).
 //!
-//! **An upload's count** is one `TransactWriteItems` too: its mark is put (unless it exists), the day's counter adds
-//! its documents and bytes on condition that the sums stay within the upload quotas (each counter at most the
-//! limit less what the upload adds), and the same condition check of the `LIMITS` item. Refused, nothing is
+//! **An upload's count** is one `TransactWriteItems` too: its mark is put (unless it exists), the day's, the week's
+//! and the month's counters add its documents and bytes on condition that the sums stay within the upload limits of
+//! their period (each counter at most the limit less what the upload adds), and the same condition check of the
+//! `LIMITS` item. Refused, nothing is
 //! written, and the counters are read to say which limit refused and how much is left. A count whose answer is
 //! lost (no answer in time) is read back by its mark, and sent again only when the mark is not there: the mark's
 //! condition keeps it from ever counting twice. Where no upload quota is configured, nothing is written.
@@ -43,17 +46,18 @@ use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, TransactWriteItem};
 use chat_core::{
-    Hold, Limits, OverLimit, Periods, RateWindow, Reserve, StoreError, Upload, UploadLimits,
+    Family, Hold, LimitKind, Limits, OverLimit, Periods, RateWindow, Reserve, StoreError, Upload,
     UploadQuota, UsageFuture, UsageLedger, UsageSnapshot, UsageTotals, WINDOW_SPAN,
+    upload_ceilings,
 };
 use tracing::Instrument;
 
 use crate::dynamo::{Item, WriteFailure, failed, transact};
 use crate::table::SORT_KEY;
 use items::{
-    LIMITS_SK, LimitsItem, PeriodItem, day_sk, hold_key, hold_put, hold_settled, key,
-    limit_attributes, limits_as_seen, month_sk, period_counters, read_item, upload_add, upload_key,
-    upload_put, window_admit, window_sk,
+    LIMITS_SK, PeriodItem, day_sk, hold_key, hold_put, hold_settled, key, limit_attributes,
+    limit_overrides, limits_as_seen, month_sk, period_counters, read_item, upload_add, upload_key,
+    upload_put, week_sk, window_admit, window_sk,
 };
 
 /// How often a transaction that another one of the same user's held up (it was not applied) is sent again, and an
@@ -142,7 +146,8 @@ async fn pause() {
 /// Where each part of an admission is in its transaction, to read its cancellation.
 struct AdmissionLayout {
     hold: usize,
-    periods: [Option<usize>; 2],
+    /// The counters with a condition (a limit of their period).
+    periods: Vec<usize>,
     window: Option<usize>,
     limits: Option<usize>,
 }
@@ -170,7 +175,12 @@ impl DynamoUsage {
         let windows: Vec<String> = (0..WINDOW_SPAN as i64)
             .map(|m| window_sk(periods.bucket + m))
             .collect();
-        let mut wanted = vec![day_sk(periods), month_sk(periods), LIMITS_SK.to_string()];
+        let mut wanted = vec![
+            day_sk(periods),
+            week_sk(periods),
+            month_sk(periods),
+            LIMITS_SK.to_string(),
+        ];
         wanted.extend(windows.iter().cloned());
         let mut keys = KeysAndAttributes::builder().consistent_read(true);
         for sk in &wanted {
@@ -204,17 +214,16 @@ impl DynamoUsage {
                 _ => {
                     let limits_item = found.remove(LIMITS_SK).unwrap_or_default();
                     let period = |sk: &str| read_item::<PeriodItem>(found.get(sk), "period");
-                    let limits: LimitsItem = read_item(Some(&limits_item), "limits");
                     let mut window = RateWindow::default();
                     for (m, sk) in windows.iter().enumerate() {
                         window.counts[m] = period(sk).requests;
                     }
                     let snapshot = UsageSnapshot {
-                        uploads_today: period(&wanted[0]).uploads(),
                         day: period(&wanted[0]).usage(),
-                        month: period(&wanted[1]).usage(),
+                        week: period(&wanted[1]).usage(),
+                        month: period(&wanted[2]).usage(),
                         window,
-                        overrides: limits.overrides(),
+                        overrides: limit_overrides(&limits_item),
                     };
                     return Ok((snapshot, limit_attributes(&limits_item)));
                 }
@@ -269,25 +278,18 @@ impl DynamoUsage {
         let mut writes = vec![hold_put(table, hold)];
         let mut layout = AdmissionLayout {
             hold: 0,
-            periods: [None, None],
+            periods: Vec::new(),
             window: None,
             limits: None,
         };
-        let quotas = [
-            (limits.tokens_per_day, limits.cost_per_day),
-            (limits.tokens_per_month, limits.cost_per_month),
-        ];
-        for (i, (counter, quota)) in period_counters(&hold.periods)
-            .into_iter()
-            .zip(quotas)
-            .enumerate()
-        {
-            if quota.0.is_some() || quota.1.is_some() {
-                layout.periods[i] = Some(writes.len());
+        for counter in period_counters(&hold.periods) {
+            if counter.turn_limits(limits).next().is_some() {
+                layout.periods.push(writes.len());
             }
-            writes.push(counter.reserve(table, owner, &hold.reserved, quota));
+            writes.push(counter.reserve(table, owner, &hold.reserved, limits));
         }
-        if let Some(rate) = limits.requests_per_minute {
+        if let Some(rate) = limits.get(LimitKind::REQUESTS_PER_MINUTE) {
+            let rate = rate as u64;
             layout.window = Some(writes.len());
             for m in 0..WINDOW_SPAN as i64 {
                 // The request's own window (ending with its bucket) holds it to the rate; the later ones count it.
@@ -317,12 +319,10 @@ impl DynamoUsage {
             // A user this instance has not seen is taken to have no item of their own: the condition check tells
             // otherwise, and then the item is read.
             let seen = configured
-                .any()
+                .counts(Family::Turns)
                 .then(|| self.limits_seen(owner).unwrap_or_default());
             let limits = match &seen {
-                Some(item) => {
-                    configured.for_user(&read_item::<LimitsItem>(Some(item), "limits").overrides())
-                }
+                Some(item) => configured.for_user(&limit_overrides(item)),
                 None => Limits::default(),
             };
             let (writes, layout) = self.admission(hold, &limits, seen.as_ref());
@@ -352,7 +352,7 @@ impl DynamoUsage {
                     self.remember_limits(owner, item);
                     continue;
                 }
-                let refused = layout.periods.iter().any(|i| failed_at(*i))
+                let refused = layout.periods.iter().any(|i| failed_at(Some(*i)))
                     || (0..WINDOW_SPAN).any(|m| failed_at(layout.window.map(|w| w + m)));
                 if refused {
                     let (snapshot, item) = self.read_counters(owner, &hold.periods).await?;
@@ -440,9 +440,9 @@ impl DynamoUsage {
     async fn count(
         &self,
         upload: &Upload,
-        configured: &UploadLimits,
+        configured: &Limits,
     ) -> Result<Result<(), OverLimit>, StoreError> {
-        if !configured.any() {
+        if !configured.counts(Family::Uploads) {
             return Ok(Ok(()));
         }
         let owner = &upload.owner;
@@ -450,9 +450,8 @@ impl DynamoUsage {
             // As for an admission: a user this instance has not seen is taken to have no item of their own, and
             // the condition check tells otherwise.
             let seen = self.limits_seen(owner).unwrap_or_default();
-            let limits =
-                configured.for_user(&read_item::<LimitsItem>(Some(&seen), "limits").overrides());
-            let Some(ceilings) = limits.ceilings(upload) else {
+            let limits = configured.for_user(&limit_overrides(&seen));
+            let Some(ceilings) = upload_ceilings(&limits, upload) else {
                 // More than a whole day's quota at once: no write can let it in.
                 match self.upload_refusal(upload, configured).await? {
                     Err(over) => return Ok(Err(over)),
@@ -460,13 +459,16 @@ impl DynamoUsage {
                     Ok(()) => continue,
                 }
             };
-            let writes = vec![
-                upload_put(&self.table, upload),
-                upload_add(&self.table, upload, ceilings),
+            let mut writes = vec![upload_put(&self.table, upload)];
+            for counter in period_counters(&upload.periods) {
+                writes.push(upload_add(&self.table, upload, &counter, &ceilings));
+            }
+            let check = writes.len();
+            writes.push(
                 TransactWriteItem::builder()
                     .condition_check(limits_as_seen(&self.table, owner, &seen))
                     .build(),
-            ];
+            );
             let span = tracing::info_span!("store.usage.count_upload");
             let e = match transact(&self.client, writes, span).await {
                 Ok(_) => {
@@ -485,13 +487,13 @@ impl DynamoUsage {
                     // The mark exists: an earlier attempt of this very count landed, its answer lost.
                     return Ok(Ok(()));
                 }
-                if failed_at(2) {
+                if failed_at(check) {
                     // The operator changed the user's limits since they were read: read them again.
                     let item = self.read_limits(owner).await?;
                     self.remember_limits(owner, item);
                     continue;
                 }
-                if failed_at(1) {
+                if (1..check).any(failed_at) {
                     match self.upload_refusal(upload, configured).await? {
                         Err(over) => return Ok(Err(over)),
                         // The counters read allow it (the user's own item, read afresh): tried again.
@@ -524,16 +526,12 @@ impl DynamoUsage {
     async fn upload_refusal(
         &self,
         upload: &Upload,
-        configured: &UploadLimits,
+        configured: &Limits,
     ) -> Result<Result<(), OverLimit>, StoreError> {
         let (snapshot, item) = self.read_counters(&upload.owner, &upload.periods).await?;
         self.remember_limits(&upload.owner, item);
         let limits = configured.for_user(&snapshot.overrides);
-        Ok(chat_core::check_upload(
-            &limits,
-            &snapshot.uploads_today,
-            upload,
-        ))
+        Ok(chat_core::check_upload(&limits, &snapshot, upload))
     }
 
     /// Whether `upload`'s count is stored (its mark is).
@@ -556,7 +554,7 @@ impl UploadQuota for DynamoUsage {
     fn count_upload<'a>(
         &'a self,
         upload: &'a Upload,
-        limits: &'a UploadLimits,
+        limits: &'a Limits,
     ) -> UsageFuture<'a, Result<(), OverLimit>> {
         Box::pin(self.count(upload, limits))
     }

@@ -34,7 +34,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::{UploadLimits, UploadQuota};
+use crate::{Family, Limits, UploadQuota};
 
 pub use access::MAX_DOCUMENT_GROUPS;
 pub use load::{
@@ -63,7 +63,7 @@ pub struct Documents {
     settings: DocumentSettings,
     /// Where uploads are counted against the upload quotas, and the configured quotas; `None` where none is
     /// configured (then nothing is counted).
-    quota: Option<(Arc<dyn UploadQuota>, UploadLimits)>,
+    quota: Option<(Arc<dyn UploadQuota>, Limits)>,
 }
 
 /// The documents' settings.
@@ -105,11 +105,12 @@ impl Documents {
         }
     }
 
-    /// Counts every upload in `quota` against `limits` (the configured ones; each user's own item applies) before
-    /// any file of it is stored. With no limit configured nothing is counted, at no cost.
-    pub fn with_upload_quota(self, quota: Arc<dyn UploadQuota>, limits: UploadLimits) -> Self {
+    /// Counts every upload in `quota` against the upload limits of `limits` (the configured ones; each user's own
+    /// item applies) before any file of it is stored. With no upload limit configured nothing is counted, at no
+    /// cost.
+    pub fn with_upload_quota(self, quota: Arc<dyn UploadQuota>, limits: Limits) -> Self {
         Self {
-            quota: limits.any().then_some((quota, limits)),
+            quota: limits.counts(Family::Uploads).then_some((quota, limits)),
             ..self
         }
     }

@@ -214,7 +214,7 @@ pub enum DocumentError {
     /// A file larger than `MAX_DOCUMENT_BYTES`.
     #[error("{name} is larger than {limit} bytes")]
     TooLarge { name: String, limit: usize },
-    /// The upload would pass one of the uploader's upload quotas (`QUOTA_UPLOADED_…_PER_DAY`): nothing was stored.
+    /// The upload would pass one of the uploader's upload quotas (`QUOTA_UPLOADED_…`): nothing was stored.
     #[error(transparent)]
     OverQuota(OverLimit),
     #[error(transparent)]

@@ -124,7 +124,7 @@ impl Documents {
         Ok(done)
     }
 
-    /// Counts the whole upload in `caller`'s day against the upload quotas, where any is configured; refused, it
+    /// Counts the whole upload in `caller`'s periods against the upload quotas, where any is configured; refused, it
     /// is [`DocumentError::OverQuota`] and nothing may be stored.
     async fn count(&self, caller: &Caller, files: &[NewDocument]) -> Result<(), DocumentError> {
         let Some((quota, limits)) = &self.quota else {
@@ -212,7 +212,7 @@ mod tests {
     use crate::documents::fakes::{Nothing, caller, docs, service};
     use crate::documents::ports::{DocumentFuture, DocumentStore};
     use crate::documents::types::{DocumentPage, is_document_id};
-    use crate::{OverLimit, UploadLimits, UploadQuota};
+    use crate::{Limits, OverLimit, UploadQuota};
 
     /// Upload quotas that admit `room` documents in all, counting the uploads asked about.
     struct Quota {
@@ -224,19 +224,17 @@ mod tests {
         fn count_upload<'a>(
             &'a self,
             upload: &'a Upload,
-            limits: &'a UploadLimits,
+            limits: &'a Limits,
         ) -> crate::UsageFuture<'a, Result<(), OverLimit>> {
             let mut asked = self.asked.lock().unwrap();
             let before: u64 = asked.iter().map(|(d, _)| d).sum();
             asked.push((upload.documents, upload.bytes));
-            let today = crate::UploadUsage {
-                documents: before,
-                bytes: 0,
-            };
-            let limits = UploadLimits {
-                documents_per_day: Some(self.room),
-                ..*limits
-            };
+            let mut today = crate::UsageSnapshot::default();
+            today.day.uploads.documents = before;
+            let limits = limits.with(
+                crate::LimitKind::UPLOADED_DOCUMENTS_PER_DAY,
+                self.room as f64,
+            );
             let counted = crate::check_upload(&limits, &today, upload);
             if counted.is_err() {
                 asked.pop();
@@ -289,10 +287,7 @@ mod tests {
             room: 3,
             asked: Default::default(),
         });
-        let limits = UploadLimits {
-            documents_per_day: Some(3),
-            bytes_per_day: None,
-        };
+        let limits = Limits::default().with(crate::LimitKind::UPLOADED_DOCUMENTS_PER_DAY, 3.0);
         let s = Documents::new(records.clone(), Arc::new(Nothing), docs(None))
             .with_upload_quota(quota.clone(), limits);
         let stored = || records.0.load(std::sync::atomic::Ordering::SeqCst);
@@ -311,7 +306,7 @@ mod tests {
             .await
             .unwrap_err();
         assert!(
-            matches!(&refused, DocumentError::OverQuota(o) if o.kind == crate::LimitKind::UploadedDocumentsPerDay),
+            matches!(&refused, DocumentError::OverQuota(o) if o.kind == crate::LimitKind::UPLOADED_DOCUMENTS_PER_DAY),
             "{refused:?}"
         );
         assert_eq!(stored(), 2, "nothing of a refused upload stored");
@@ -323,7 +318,7 @@ mod tests {
         assert_eq!(quota.asked.lock().unwrap().len(), 1);
         // With no limit configured, the port is never asked.
         let off = Documents::new(records.clone(), Arc::new(Nothing), docs(None))
-            .with_upload_quota(quota.clone(), UploadLimits::default());
+            .with_upload_quota(quota.clone(), Limits::default());
         off.upload(&alice, vec![file("e.md")], &choice)
             .await
             .unwrap();
