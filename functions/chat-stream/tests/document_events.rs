@@ -9,7 +9,10 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use chat_aws::{BedrockModel, DynamoStore, KnowledgeBaseDocuments};
-use chat_core::{AccessChoice, Caller, DocumentSettings, Documents, NewDocument, StoreTimeouts};
+use chat_core::{
+    AccessChoice, Caller, DocumentSettings, Documents, LimitKind, Limits, NewDocument,
+    StoreTimeouts,
+};
 use chat_edge::Auth;
 use chat_stream::App;
 use chat_testing::harness::{self, Backend, JwtSigner, Reply};
@@ -34,6 +37,8 @@ struct World {
     app: App<BedrockModel, DynamoStore>,
     /// The same function where documents are off.
     off: App<BedrockModel, DynamoStore>,
+    /// The same function where each caller holds at most three watches at once, their places in the table.
+    limited: App<BedrockModel, DynamoStore>,
 }
 
 #[derive(Clone, Copy)]
@@ -97,6 +102,13 @@ async fn world() -> World {
     };
     let app = new_app().await.with_documents(Some(documents.clone()));
     let off = new_app().await;
+    let limited = new_app()
+        .await
+        .with_documents(Some(documents.clone().with_watch_slots(
+            Arc::new(backend.store.usage_ledger()),
+            &Limits::default().with(LimitKind::OPEN_WATCHES, 3.0),
+            Duration::from_secs(360),
+        )));
     World {
         _kb: kb,
         _backend: backend,
@@ -105,6 +117,7 @@ async fn world() -> World {
         documents,
         app,
         off,
+        limited,
     }
 }
 
@@ -333,4 +346,64 @@ async fn bob_reaches_nothing_of_alices_document_and_a_delete_while_watched_is_pu
     assert_eq!(names, ["document", "deleted", "end"], "{got:?}");
     assert_eq!(got[1].data, json!({"id": id}));
     assert_eq!(got[2].data, json!({"settled": true}));
+}
+
+/// A caller holds at most three watches open at once (`QUOTA_OPEN_WATCHES`), their places kept in the table: the
+/// fourth is a 429 with `Retry-After` before any event, another caller's places are their own, and each watch gives
+/// its place back as it ends, so the next one is let in.
+#[tokio::test]
+async fn a_fourth_watch_at_once_is_refused_until_one_ends() {
+    let w = world().await;
+    let id = w
+        .upload(
+            Who::Alice,
+            "Open_Watches.md",
+            "# Watches\n\nThe quillon bell rings at noon.",
+        )
+        .await;
+    let path = format!("/documents/events?ids={id}");
+    let mut open = Vec::new();
+    for _ in 0..3 {
+        let response = w.limited.handle(w.request(Who::Alice, &path)).await;
+        assert_eq!(response.status(), 200);
+        open.push(response);
+    }
+    let refused = Reply::buffered(w.limited.handle(w.request(Who::Alice, &path)).await);
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    let retry_after: u64 = refused.headers["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=360).contains(&retry_after), "{retry_after}");
+    assert!(
+        refused.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("3 watches"),
+        "{}",
+        refused.body
+    );
+    // Bob's places are his own: his watch is let in.
+    let bob = w
+        .limited
+        .handle(w.request(Who::Bob, "/documents/events"))
+        .await;
+    assert_eq!(bob.status(), 200);
+    // One of hers read to its end (the document indexed): its place is given back, and a new watch is let in.
+    let first = open.remove(0);
+    let (status, _, got, _) = events(first, Duration::from_secs(30)).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        got.last().unwrap().data,
+        json!({"settled": true}),
+        "{got:?}"
+    );
+    let again = w.limited.handle(w.request(Who::Alice, &path)).await;
+    assert_eq!(again.status(), 200);
+    // The unlimited function counts nothing: a fifth and sixth of hers there are let in.
+    for _ in 0..2 {
+        let more = w.app.handle(w.request(Who::Alice, &path)).await;
+        assert_eq!(more.status(), 200);
+    }
 }

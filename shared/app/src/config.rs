@@ -407,10 +407,15 @@ fn quota_number(
     }
 }
 
+/// `QUOTA_OPEN_WATCHES` when unset: the watches of documents (`GET /documents/events`) one user may hold open at
+/// once, each holding a streaming instance (the page opens one per tab).
+pub const DEFAULT_OPEN_WATCHES: f64 = 3.0;
+
 /// The older name of `QUOTA_REQUESTS_PER_MINUTE`, read as well.
 const RATE_LIMIT_ALIAS: &str = "RATE_LIMIT_PER_MINUTE";
 
-/// The per-user limits, one variable per limit of [`LimitKind::ALL`]: each unset, empty or 0 is no limit. A cost
+/// The per-user limits, one variable per limit of [`LimitKind::ALL`]: each unset, empty or 0 is no limit, but for
+/// `QUOTA_OPEN_WATCHES`, [`DEFAULT_OPEN_WATCHES`] when unset (0: no limit). A cost
 /// quota needs the model's prices (`MODEL_PRICES` when the model's own are not known), or nothing could be counted
 /// against it. `RATE_LIMIT_PER_MINUTE` sets requests per minute as `QUOTA_REQUESTS_PER_MINUTE` does; both set, they
 /// must agree.
@@ -460,6 +465,9 @@ fn usage_limits(
                 });
             }
             amount = amount.or(alias);
+        }
+        if kind == LimitKind::OPEN_WATCHES && get(name).is_none() {
+            amount = Some(DEFAULT_OPEN_WATCHES);
         }
         limits.set(kind, amount);
     }
@@ -929,7 +937,11 @@ mod tests {
     #[test]
     fn upload_quotas_are_off_unless_set_and_whole_numbers() {
         let c = config(&[]).unwrap();
-        assert_eq!(c.usage_limits, Limits::default());
+        // No limit but the open watches' default.
+        assert_eq!(
+            c.usage_limits,
+            Limits::default().with(LimitKind::OPEN_WATCHES, DEFAULT_OPEN_WATCHES)
+        );
         let c = config(&[
             ("QUOTA_UPLOADED_DOCUMENTS_PER_DAY", "20"),
             ("QUOTA_UPLOADED_BYTES_PER_DAY", "0"),
@@ -942,6 +954,18 @@ mod tests {
         assert_eq!(c.usage_limits.get(LimitKind::UPLOADED_BYTES_PER_DAY), None);
         let e = config(&[("QUOTA_UPLOADED_BYTES_PER_DAY", "5MB")]).unwrap_err();
         assert_eq!(e.name, "QUOTA_UPLOADED_BYTES_PER_DAY");
+    }
+
+    #[test]
+    fn open_watches_are_limited_unless_turned_off() {
+        let c = config(&[]).unwrap();
+        assert_eq!(c.usage_limits.get(LimitKind::OPEN_WATCHES), Some(3.0));
+        assert!(!c.usage_limits.counts(chat_core::Family::Turns));
+        let c = config(&[("QUOTA_OPEN_WATCHES", "5")]).unwrap();
+        assert_eq!(c.usage_limits.get(LimitKind::OPEN_WATCHES), Some(5.0));
+        let c = config(&[("QUOTA_OPEN_WATCHES", "0")]).unwrap();
+        assert_eq!(c.usage_limits.get(LimitKind::OPEN_WATCHES), None);
+        assert!(config(&[("QUOTA_OPEN_WATCHES", "three")]).is_err());
     }
 
     #[test]
@@ -963,7 +987,12 @@ mod tests {
             Some(5000.0)
         );
         assert_eq!(limits.get(LimitKind::REQUESTS_PER_MINUTE), Some(5.0));
-        assert_eq!(limits.iter().count(), 3);
+        // These three, and the open watches' default.
+        assert_eq!(limits.iter().count(), 4);
+        assert_eq!(
+            limits.get(LimitKind::OPEN_WATCHES),
+            Some(DEFAULT_OPEN_WATCHES)
+        );
         // The rate limit's newer name sets the same limit; both set, they must agree.
         let both = |a, b| {
             config(&[

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::http::Method;
 use chat_aws::{BedrockModel, DynamoStore};
-use chat_core::{UploadQuota, UsageLedger};
+use chat_core::{UploadQuota, UsageLedger, WatchSlots};
 use chat_edge::{ApiKeySettings, ApiKeys, Auth, ConfigError, Cors};
 use chat_runtime::{FunctionService, Responses};
 
@@ -164,6 +164,15 @@ fn chat<F: ChatFunction>(
     chat_runtime::init_metrics(&config.metrics_namespace);
     let store = backends.store(config);
     let ledger = usage_ledger(&store);
+    // Each open watch of documents takes a place in the same table (`QUOTA_OPEN_WATCHES`).
+    let watch_slots: Arc<dyn WatchSlots> = Arc::new(store.usage_ledger());
+    let documents = backends.documents(config).map(|d| {
+        d.with_watch_slots(
+            watch_slots,
+            &config.usage_limits,
+            crate::chat::PLACE_HELD_FOR,
+        )
+    });
     Ok(
         ChatApp::new(backends.model(config), store, auth, config.clone())
             .with_retriever(backends.knowledge_base(config))
@@ -173,7 +182,7 @@ fn chat<F: ChatFunction>(
             .with_embedder(backends.embedder(config))
             // The streaming function pushes the documents' statuses (`GET /documents/events`); the buffered one
             // serves no documents route (and, on AWS, is given no documents bucket).
-            .with_documents(backends.documents(config)),
+            .with_documents(documents),
     )
 }
 

@@ -27,6 +27,7 @@ fn attribute(kind: chat_core::LimitKind) -> String {
         Period::Day => "Day",
         Period::Week => "Week",
         Period::Month => "Month",
+        Period::AtOnce => "",
     };
     let resource = match kind.resource {
         chat_core::Resource::Requests => "requests",
@@ -34,7 +35,11 @@ fn attribute(kind: chat_core::LimitKind) -> String {
         chat_core::Resource::Cost => "cost",
         chat_core::Resource::UploadedDocuments => "uploadedDocuments",
         chat_core::Resource::UploadedBytes => "uploadedBytes",
+        chat_core::Resource::OpenWatches => "openWatches",
     };
+    if period.is_empty() {
+        return resource.into();
+    }
     format!("{resource}Per{period}")
 }
 
@@ -59,6 +64,13 @@ async fn subject() -> usage_contract::Subject {
 
 // The counters' contract, checked here on DynamoDB as the in-memory counters' are in chat-testing.
 chat_testing::usage_contract!(subject());
+
+/// The places of open watches: the same contract as the in-memory ones pass.
+#[tokio::test]
+async fn watch_places_are_held_at_once() {
+    let (ledger, _, _) = fresh().await;
+    chat_testing::watch_contract::places_are_held_at_once(&ledger).await;
+}
 
 /// Each counter expires after its period, so the table does not grow with every user's every day; so does a hold
 /// never settled.

@@ -3,10 +3,10 @@
 //! the list of them in force. The configuration reads them, the ledgers count and check them, and `GET /usage`
 //! shows them, each from this one list.
 //!
-//! Every resource is counted in its UTC calendar periods (the day; the ISO week, from Monday 00:00 UTC; the month)
-//! and requests in the sliding minute of the rate limit too ([`crate::BUCKET_SECONDS`]). Turns (requests, tokens,
-//! cost) and uploads (documents, bytes) are two families: each is counted only while one of its limits is
-//! configured.
+//! Every resource spent is counted in its UTC calendar periods (the day; the ISO week, from Monday 00:00 UTC; the
+//! month) and requests in the sliding minute of the rate limit too ([`crate::BUCKET_SECONDS`]); what is held, the
+//! open watches of documents, is counted at once ([`Period::AtOnce`]). Turns (requests, tokens, cost), uploads
+//! (documents, bytes) and watches are three families: each is counted only while one of its limits is configured.
 
 use serde::{Serialize, Serializer};
 
@@ -23,6 +23,8 @@ pub enum Resource {
     UploadedDocuments,
     /// Bytes of documents uploaded likewise.
     UploadedBytes,
+    /// Watches of the caller's documents (`GET /documents/events`) open at once: each holds a streaming instance.
+    OpenWatches,
 }
 
 /// Which limits are counted together: a family is counted only while one of its limits is configured.
@@ -32,6 +34,8 @@ pub enum Family {
     Turns,
     /// Uploaded documents and bytes: counted when an upload is.
     Uploads,
+    /// Open watches: each takes a place when it opens and gives it back when it ends.
+    Watches,
 }
 
 impl Resource {
@@ -43,6 +47,7 @@ impl Resource {
             Resource::Cost => "cost",
             Resource::UploadedDocuments => "uploaded_documents",
             Resource::UploadedBytes => "uploaded_bytes",
+            Resource::OpenWatches => "open_watches",
         }
     }
 
@@ -50,6 +55,7 @@ impl Resource {
         match self {
             Resource::Requests | Resource::Tokens | Resource::Cost => Family::Turns,
             Resource::UploadedDocuments | Resource::UploadedBytes => Family::Uploads,
+            Resource::OpenWatches => Family::Watches,
         }
     }
 
@@ -70,6 +76,8 @@ pub enum Period {
     Week,
     /// The UTC calendar month.
     Month,
+    /// Now: what is held at once (open watches), not counted over time.
+    AtOnce,
 }
 
 impl Period {
@@ -83,6 +91,7 @@ impl Period {
             Period::Day => "day",
             Period::Week => "week",
             Period::Month => "month",
+            Period::AtOnce => "at_once",
         }
     }
 }
@@ -105,10 +114,11 @@ impl LimitKind {
         LimitKind::new(Resource::UploadedDocuments, Period::Day);
     pub const UPLOADED_BYTES_PER_DAY: LimitKind =
         LimitKind::new(Resource::UploadedBytes, Period::Day);
+    pub const OPEN_WATCHES: LimitKind = LimitKind::new(Resource::OpenWatches, Period::AtOnce);
 
-    /// Every limit there is: each resource per calendar period, and requests per sliding minute (the one resource
-    /// the minute's window counts).
-    pub const ALL: [LimitKind; 16] = {
+    /// Every limit there is: each resource per calendar period, requests per sliding minute (the one resource the
+    /// minute's window counts), and the watches open at once.
+    pub const ALL: [LimitKind; 17] = {
         use Period::*;
         use Resource::*;
         [
@@ -128,6 +138,7 @@ impl LimitKind {
             LimitKind::new(UploadedBytes, Day),
             LimitKind::new(UploadedBytes, Week),
             LimitKind::new(UploadedBytes, Month),
+            LimitKind::new(OpenWatches, AtOnce),
         ]
     };
 
@@ -135,13 +146,17 @@ impl LimitKind {
         Self { resource, period }
     }
 
-    /// `tokens_per_day`.
+    /// `tokens_per_day`; what is held at once, by its resource alone (`open_watches`).
     pub fn name(self) -> String {
-        format!("{}_per_{}", self.resource.name(), self.period.name())
+        match self.period {
+            Period::AtOnce => self.resource.name().to_string(),
+            period => format!("{}_per_{}", self.resource.name(), period.name()),
+        }
     }
 
     /// The variable that configures it: `QUOTA_{RESOURCE}_PER_{PERIOD}` (requests per minute is also
-    /// `RATE_LIMIT_PER_MINUTE`, its older name); `None` for a minute of anything but requests, which is not counted.
+    /// `RATE_LIMIT_PER_MINUTE`, its older name), `QUOTA_OPEN_WATCHES` for the watches open at once; `None` for a
+    /// limit that is not counted (a minute of anything but requests, any other resource at once, watches over time).
     /// Spelled out, so that each is found where the code reads it.
     pub fn setting(self) -> Option<&'static str> {
         use Period::*;
@@ -163,11 +178,12 @@ impl LimitKind {
             (UploadedBytes, Day) => "QUOTA_UPLOADED_BYTES_PER_DAY",
             (UploadedBytes, Week) => "QUOTA_UPLOADED_BYTES_PER_WEEK",
             (UploadedBytes, Month) => "QUOTA_UPLOADED_BYTES_PER_MONTH",
-            (_, Minute) => return None,
+            (OpenWatches, AtOnce) => "QUOTA_OPEN_WATCHES",
+            (_, Minute | AtOnce) | (OpenWatches, _) => return None,
         })
     }
 
-    /// Where it sits in [`LimitKind::ALL`]; `None` for one that is not counted (a minute of anything but requests).
+    /// Where it sits in [`LimitKind::ALL`]; `None` for one that is not counted.
     fn index(self) -> Option<usize> {
         LimitKind::ALL.iter().position(|k| *k == self)
     }
@@ -264,8 +280,10 @@ impl Limits {
                 continue;
             }
             let amount = match raised.get(kind) {
+                // What is held at once is the same for everyone (the watches' places are counted without the item).
+                _ if kind.period == Period::AtOnce => self.get(kind),
                 None => self.get(kind),
-                Some(v) if v == 0.0 => None,
+                Some(0.0) => None,
                 Some(v) => Some(v),
             };
             user.set(kind, amount);

@@ -98,16 +98,19 @@ impl Periods {
             Period::Day => self.day.clone(),
             Period::Week => self.week.clone(),
             Period::Month => self.month.clone(),
+            Period::AtOnce => "now".into(),
         }
     }
 
-    /// When the calendar period `period` ends (the minute's window: when this bucket leaves it).
+    /// When the calendar period `period` ends (the minute's window: when this bucket leaves it; what is held at
+    /// once: now, as it counts only what is held).
     pub fn ends(&self, period: Period) -> OffsetDateTime {
         match period {
             Period::Minute => Self::bucket_starts(self.bucket + WINDOW_SPAN as i64),
             Period::Day => self.day_ends,
             Period::Week => self.week_ends,
             Period::Month => self.month_ends,
+            Period::AtOnce => self.now,
         }
     }
 
@@ -254,6 +257,7 @@ impl PeriodUsage {
             Resource::Cost => self.spent.cost_usd.unwrap_or(0.0),
             Resource::UploadedDocuments => self.uploads.documents as f64,
             Resource::UploadedBytes => self.uploads.bytes as f64,
+            Resource::OpenWatches => 0.0,
         }
     }
 }
@@ -290,6 +294,8 @@ pub struct UsageSnapshot {
     pub month: PeriodUsage,
     /// Requests to the model routes admitted in the rate window (counted only while a rate limit applies).
     pub window: RateWindow,
+    /// Watches of documents open now (read only where `GET /usage` asks).
+    pub open_watches: u64,
     pub overrides: LimitOverrides,
 }
 
@@ -297,7 +303,7 @@ impl UsageSnapshot {
     /// The counter of the calendar period `period` (the minute's is [`UsageSnapshot::window`]: `None`).
     pub fn counter(&self, period: Period) -> Option<&PeriodUsage> {
         match period {
-            Period::Minute => None,
+            Period::Minute | Period::AtOnce => None,
             Period::Day => Some(&self.day),
             Period::Week => Some(&self.week),
             Period::Month => Some(&self.month),
@@ -306,9 +312,10 @@ impl UsageSnapshot {
 
     /// How much of `kind`'s resource counts against it now.
     pub fn used(&self, kind: LimitKind) -> f64 {
-        match self.counter(kind.period) {
-            Some(counter) => counter.used(kind.resource),
-            None => self.window.requests() as f64,
+        match (self.counter(kind.period), kind.period) {
+            (Some(counter), _) => counter.used(kind.resource),
+            (None, Period::AtOnce) => self.open_watches as f64,
+            (None, _) => self.window.requests() as f64,
         }
     }
 }
@@ -440,6 +447,7 @@ fn words(period: Period) -> PeriodWords {
         Period::Day => ("today", "a day", "at midnight UTC"),
         Period::Week => ("this week", "a week", "on Monday at 00:00 UTC"),
         Period::Month => ("this month", "a month", "on the first of next month (UTC)"),
+        Period::AtOnce => ("at once", "at once", "as soon as one ends"),
     };
     PeriodWords { this, per, resets }
 }
@@ -452,6 +460,7 @@ fn quota_message(kind: LimitKind, limit: f64, spent: bool) -> String {
         Resource::Tokens => format!("{limit} tokens"),
         Resource::UploadedDocuments => plural(limit as u64, "document"),
         Resource::UploadedBytes => size(limit as u64),
+        Resource::OpenWatches => format!("{limit} open watches"),
     };
     let PeriodWords { this, resets, .. } = words(kind.period);
     if spent {
@@ -603,6 +612,77 @@ pub fn check_upload(
     Ok(())
 }
 
+// ---- Watches ----------------------------------------------------------------------------------------------------
+
+/// One open watch's place among the places its owner may hold at once ([`WatchSlots`]): held until the watch gives
+/// it back, or until `until` passes (a watch whose process died gives its place back then).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchLease {
+    pub owner: String,
+    /// Which of the owner's places: 0 up to the limit.
+    pub slot: u32,
+    /// The watch's own id (32 hex characters): a place is given back only by the watch that holds it.
+    pub id: String,
+    pub until: OffsetDateTime,
+}
+
+impl WatchLease {
+    /// A new watch's claim on place `slot` of `owner`'s, until `until`.
+    pub fn new(owner: &str, slot: u32, until: OffsetDateTime) -> Self {
+        Self {
+            owner: owner.to_string(),
+            slot,
+            id: uuid::Uuid::new_v4().simple().to_string(),
+            until,
+        }
+    }
+}
+
+/// What asking for a watch's place gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatchPlace {
+    Taken(WatchLease),
+    /// Every place is held: the first frees by `free_by` at the latest.
+    Full {
+        free_by: OffsetDateTime,
+    },
+}
+
+/// The port to the places of open watches, shared by every instance of the functions. Taking a place is one
+/// conditional write per place tried; giving it back one write.
+pub trait WatchSlots: Send + Sync {
+    /// Takes the first of `owner`'s `limit` places that is free at `now` (never taken, given back, or its holder's
+    /// time passed), for a watch that ends by `until`.
+    fn take_place<'a>(
+        &'a self,
+        owner: &'a str,
+        limit: u32,
+        now: OffsetDateTime,
+        until: OffsetDateTime,
+    ) -> UsageFuture<'a, WatchPlace>;
+
+    /// Gives `lease`'s place back, if it still holds it.
+    fn give_back<'a>(&'a self, lease: &'a WatchLease) -> UsageFuture<'a, ()>;
+
+    /// How many of `owner`'s places are held at `now`.
+    fn held<'a>(&'a self, owner: &'a str, now: OffsetDateTime) -> UsageFuture<'a, u64>;
+}
+
+/// The refusal of a watch beyond `limit` open at once: try again when the first place frees (`free_by` at the
+/// latest; sooner when a watch ends first).
+pub fn watches_full(limit: u64, free_by: OffsetDateTime, now: OffsetDateTime) -> OverLimit {
+    let left = (free_by - now).whole_milliseconds().max(0) as u64;
+    OverLimit {
+        kind: LimitKind::OPEN_WATCHES,
+        retry_after: left.div_ceil(1000).max(1),
+        message: format!(
+            "You have {} of your documents open, the most at once: close one (another tab of the page?) or try \
+             again when one ends.",
+            plural(limit, "watch").replace("watchs", "watches")
+        ),
+    }
+}
+
 fn plural(n: u64, what: &str) -> String {
     if n == 1 {
         format!("1 {what}")
@@ -625,8 +705,6 @@ fn size(bytes: u64) -> String {
     }
     format!("{value:.1} {}", UNITS[unit])
 }
-
-/// What `GET /usage` answers: the caller's spending this day and month, what their turns in progress hold, the
 
 /// What `GET /usage` answers: the caller's spending this day and month, what their turns in progress hold, the
 /// limits that apply to them and when each period resets; and every limit in force, in `limits`.

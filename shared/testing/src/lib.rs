@@ -30,4 +30,4 @@ pub use memory::{InMemoryStore, StoreOp};
 pub use model::{Script, ScriptedModel, ScriptedStream, short_words};
 pub use retriever::FakeRetriever;
 pub use turns::{FakeService, agents, ask, fakes, input, pdf, png, settings, settings_for};
-pub use usage::{InMemoryUsage, usage_contract};
+pub use usage::{InMemoryUsage, usage_contract, watch_contract};

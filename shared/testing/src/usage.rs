@@ -8,7 +8,9 @@ use std::sync::{Arc, Mutex};
 use chat_core::{
     Hold, LimitKind, LimitOverrides, Limits, OverLimit, PeriodUsage, Periods, RateWindow, Reserve,
     Upload, UploadQuota, UsageFuture, UsageLedger, UsageSnapshot, UsageTotals, WINDOW_SPAN,
+    WatchLease, WatchPlace, WatchSlots,
 };
+use time::OffsetDateTime;
 
 #[derive(Default)]
 struct Counters {
@@ -21,6 +23,8 @@ struct Counters {
     limits: HashMap<String, LimitOverrides>,
     /// The uploads counted, by id (one counted again changes nothing).
     uploads_counted: std::collections::HashSet<String>,
+    /// The places of open watches, by (owner, slot): the holder's id and until when it holds it.
+    watches: HashMap<(String, u32), (String, OffsetDateTime)>,
 }
 
 impl Counters {
@@ -45,8 +49,19 @@ impl Counters {
             week: period(week),
             month: period(month),
             window,
+            open_watches: self.watches_held(owner, periods.now),
             overrides: self.limits.get(owner).copied().unwrap_or_default(),
         }
+    }
+
+    /// How many of `owner`'s watch places are held at `now` (as DynamoDB's condition: to the second).
+    fn watches_held(&self, owner: &str, now: OffsetDateTime) -> u64 {
+        self.watches
+            .iter()
+            .filter(|((o, _), (_, until))| {
+                o == owner && until.unix_timestamp() >= now.unix_timestamp()
+            })
+            .count() as u64
     }
 
     /// Changes each of the owner's calendar counters (day, week, month) of `periods`.
@@ -114,6 +129,53 @@ impl UploadQuota for InMemoryUsage {
             Ok(())
         })();
         Box::pin(async move { Ok(counted) })
+    }
+}
+
+impl WatchSlots for InMemoryUsage {
+    fn take_place<'a>(
+        &'a self,
+        owner: &'a str,
+        limit: u32,
+        now: OffsetDateTime,
+        until: OffsetDateTime,
+    ) -> UsageFuture<'a, WatchPlace> {
+        let mut c = self.counters.lock().unwrap();
+        let mut free_by: Option<OffsetDateTime> = None;
+        let mut place = None;
+        for slot in 0..limit {
+            match c.watches.get(&(owner.to_string(), slot)) {
+                // As DynamoDB's condition: held while `until` is not before now (to the second).
+                Some((_, held)) if held.unix_timestamp() >= now.unix_timestamp() => {
+                    free_by = Some(free_by.map_or(*held, |f| f.min(*held)));
+                }
+                _ => {
+                    let lease = WatchLease::new(owner, slot, until);
+                    c.watches
+                        .insert((owner.to_string(), slot), (lease.id.clone(), lease.until));
+                    place = Some(WatchPlace::Taken(lease));
+                    break;
+                }
+            }
+        }
+        let place = place.unwrap_or(WatchPlace::Full {
+            free_by: free_by.unwrap_or(until),
+        });
+        Box::pin(async move { Ok(place) })
+    }
+
+    fn give_back<'a>(&'a self, lease: &'a WatchLease) -> UsageFuture<'a, ()> {
+        let mut c = self.counters.lock().unwrap();
+        let key = (lease.owner.clone(), lease.slot);
+        if c.watches.get(&key).is_some_and(|(id, _)| *id == lease.id) {
+            c.watches.remove(&key);
+        }
+        Box::pin(async { Ok(()) })
+    }
+
+    fn held<'a>(&'a self, owner: &'a str, now: OffsetDateTime) -> UsageFuture<'a, u64> {
+        let held = self.counters.lock().unwrap().watches_held(owner, now);
+        Box::pin(async move { Ok(held) })
     }
 }
 
@@ -199,6 +261,67 @@ macro_rules! usage_contract {
             a_requests_quota_admits_exactly_its_limit, a_week_counts_across_its_days,
         );
     };
+}
+
+/// The checks every [`WatchSlots`] passes (the in-memory places and DynamoDB's), given a fresh one.
+pub mod watch_contract {
+    use super::*;
+    use time::Duration;
+    use time::macros::datetime;
+
+    fn taken(place: WatchPlace) -> WatchLease {
+        match place {
+            WatchPlace::Taken(lease) => lease,
+            full => panic!("expected a place, got {full:?}"),
+        }
+    }
+
+    /// Three places at once: a fourth watch is refused until the first place frees (its holder's `until`, the
+    /// earliest), a place given back is taken again at once, an owner's places are theirs alone, a place whose time
+    /// passed (its holder's process gone) is taken again, and a stale holder cannot give back another's place.
+    pub async fn places_are_held_at_once(slots: &dyn WatchSlots) {
+        let now = datetime!(2026-11-25 10:00 UTC);
+        let until = |s: i64| now + Duration::seconds(s);
+        let a = taken(slots.take_place("ada", 3, now, until(300)).await.unwrap());
+        let b = taken(slots.take_place("ada", 3, now, until(200)).await.unwrap());
+        let c = taken(slots.take_place("ada", 3, now, until(400)).await.unwrap());
+        let mut places = vec![a.slot, b.slot, c.slot];
+        places.sort();
+        assert_eq!(places, [0, 1, 2], "each watch its own place");
+        assert_eq!(slots.held("ada", now).await.unwrap(), 3);
+        assert_eq!(
+            slots.take_place("ada", 3, now, until(300)).await.unwrap(),
+            WatchPlace::Full {
+                free_by: until(200)
+            },
+            "the fourth refused until the earliest frees"
+        );
+        // Another owner's places are their own.
+        taken(slots.take_place("bo", 3, now, until(300)).await.unwrap());
+        assert_eq!(slots.held("bo", now).await.unwrap(), 1);
+        // Given back: taken again at once, in the place freed.
+        slots.give_back(&b).await.unwrap();
+        slots.give_back(&b).await.unwrap();
+        assert_eq!(slots.held("ada", now).await.unwrap(), 2);
+        let d = taken(slots.take_place("ada", 3, now, until(300)).await.unwrap());
+        assert_eq!(d.slot, b.slot);
+        // The stale holder of that place gives back nothing of the new one's.
+        slots.give_back(&b).await.unwrap();
+        assert!(matches!(
+            slots.take_place("ada", 3, now, until(300)).await.unwrap(),
+            WatchPlace::Full { .. }
+        ));
+        // Once a holder's time has passed, its place is free for another, and no longer counted as held.
+        let later = until(301);
+        assert_eq!(slots.held("ada", later).await.unwrap(), 1);
+        let e = taken(slots.take_place("ada", 3, later, until(900)).await.unwrap());
+        assert!(e.slot == a.slot || e.slot == d.slot, "{e:?}");
+        // A smaller limit counts only its own places.
+        assert!(matches!(
+            slots.take_place("ada", 1, later, until(900)).await.unwrap(),
+            WatchPlace::Full { .. }
+        ));
+    }
 }
 
 /// The checks every [`UsageLedger`] passes, each given a [`Subject`](usage_contract::Subject): a fresh ledger, and how

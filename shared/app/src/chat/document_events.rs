@@ -10,7 +10,8 @@
 //! (`{"settled": false}`: connect again to go on) after [`WATCH_AT_MOST`] or before the function's own deadline. A
 //! comment line keeps a quiet connection open every [`KEEP_ALIVE_EVERY`]. A fault once the events have begun is an
 //! `error` event (`{"error": …}`), then `end`; before, an ordinary JSON error (an unknown or another user's id is a
-//! 404, a malformed `ids` a 400, documents off a 404).
+//! 404, a malformed `ids` a 400, documents off a 404). A caller holds at most `QUOTA_OPEN_WATCHES` watches open at
+//! once (3 unless set): one more is a 429 with `Retry-After`, and each gives its place back as it ends.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -35,6 +36,9 @@ pub const WATCH_AT_MOST: Duration = Duration::from_secs(5 * 60);
 pub const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(15);
 /// How long the last events (`end`, an error) may still take to go out once the watch is over.
 const LAST_WORDS: Duration = Duration::from_secs(2);
+/// The longest a watch holds its place among its caller's open ones (`QUOTA_OPEN_WATCHES`): it gives it back when it
+/// ends, and a watch whose process died frees it after this.
+pub(crate) const PLACE_HELD_FOR: Duration = Duration::from_secs(WATCH_AT_MOST.as_secs() + 60);
 
 /// The query of `GET /documents/events`.
 #[derive(Debug, Default, Deserialize)]
@@ -143,10 +147,13 @@ impl Answering for WatchAnswer {
     }
 
     async fn settle(&mut self) -> Result<(bool, Option<TurnSpent>), ApiError> {
+        self.watch.end().await;
         Ok((self.settled, None))
     }
 
-    async fn abandon(&mut self) {}
+    async fn abandon(&mut self) {
+        self.watch.end().await;
+    }
 
     fn send_by(&self, last: bool) -> Option<Instant> {
         Some(if last {

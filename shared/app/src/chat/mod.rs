@@ -25,6 +25,8 @@ use chat_runtime::{FunctionService, TurnMeter};
 
 use crate::Config;
 
+pub(crate) use document_events::PLACE_HELD_FOR;
+
 mod agents;
 mod document_events;
 mod embeddings;

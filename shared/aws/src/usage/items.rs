@@ -25,7 +25,8 @@ const HOLD_KEPT_SECONDS: i64 = 2 * 86_400;
 const UPLOAD_KEPT_SECONDS: i64 = 2 * 86_400;
 
 /// The attribute of the operator's item that sets `kind` for its user: `{resource}Per{Period}` in camel case
-/// (`tokensPerDay`, `uploadedBytesPerWeek`), and `ratePerMinute` for requests per minute, its name from before.
+/// (`tokensPerDay`, `uploadedBytesPerWeek`), `ratePerMinute` for requests per minute, its name from before, and the
+/// resource alone for what is held at once (`openWatches`).
 pub(super) fn limit_attribute(kind: LimitKind) -> String {
     if kind == LimitKind::REQUESTS_PER_MINUTE {
         return "ratePerMinute".into();
@@ -41,6 +42,9 @@ pub(super) fn limit_attribute(kind: LimitKind) -> String {
             }
             c => name.push(c),
         }
+    }
+    if kind.period == Period::AtOnce {
+        return name;
     }
     let period = kind.period.name();
     format!(
@@ -157,6 +161,45 @@ fn upload_sk(id: &str) -> String {
 
 pub(super) const LIMITS_SK: &str = "LIMITS";
 
+/// The sort keys of the places of open watches begin so.
+pub(super) const WATCH_SK_PREFIX: &str = "WATCH#";
+/// How long a watch's place is kept past its holder's time: only for the table's expiry to take it away.
+const WATCH_KEPT_SECONDS: i64 = 3_600;
+
+/// The key of `owner`'s place `slot` of an open watch.
+pub(super) fn watch_key(owner: &str, slot: u32) -> Item {
+    key(owner, &format!("{WATCH_SK_PREFIX}{slot}"))
+}
+
+/// `lease` taking its place, on condition that the place is free at `now` (never taken, given back, or its holder's
+/// time passed).
+pub(super) fn watch_take(lease: &chat_core::WatchLease, now: i64) -> Expression {
+    let until = lease.until.unix_timestamp();
+    Expression::new()
+        .set(WATCH_ID, s(&lease.id))
+        .set(WATCH_UNTIL, n(until))
+        .set(EXPIRES_AT, n(until + WATCH_KEPT_SECONDS))
+        .if_absent_or_under(WATCH_UNTIL, n(now))
+}
+
+/// `lease`'s place given back (its time ended now), on condition that it still holds it.
+pub(super) fn watch_give_back(lease: &chat_core::WatchLease) -> Expression {
+    Expression::new()
+        .set(WATCH_UNTIL, n(0))
+        .if_equals(WATCH_ID, s(&lease.id))
+}
+
+/// A place's holder and until when (Unix seconds) it holds it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub(super) struct WatchItem {
+    pub(super) watch_id: String,
+    pub(super) until: i64,
+}
+
+const WATCH_ID: &str = "watchId";
+const WATCH_UNTIL: &str = "until";
+
 /// The key of `owner`'s item `sk`.
 pub(super) fn key(owner: &str, sk: &str) -> Item {
     Item::from([
@@ -237,6 +280,8 @@ fn checked_attribute(resource: Resource, amount: f64) -> (&'static str, Attribut
         Resource::Cost => ("heldCostUsd", dollars(amount)),
         Resource::UploadedDocuments => ("uploadedDocuments", n(amount as u64)),
         Resource::UploadedBytes => ("uploadedBytes", n(amount as u64)),
+        // Held at once in the watches' places, never in a period's counter.
+        Resource::OpenWatches => ("openWatches", n(amount as u64)),
     }
 }
 

@@ -10,6 +10,7 @@
 //! | a window of the rate limit | `USAGE#{owner}` | `RATE#000176423456` (its last bucket of 10 s) | `requests` admitted in it, `expiresAt` |
 //! | a turn's hold | `USAGE#{owner}` | `HOLD#{turn id}` | `reservedTokens`, `reservedCostUsd`, `day`, `week`, `month`, `version`, `expiresAt` |
 //! | an upload's mark | `USAGE#{owner}` | `UPLOAD#{upload id}` | `documents`, `bytes`, `day`, `expiresAt` |
+//! | a place of an open watch of documents | `USAGE#{owner}` | `WATCH#{0 up to QUOTA_OPEN_WATCHES}` | `watchId` (its holder), `until` (Unix seconds: free after; 0 once given back), `expiresAt` |
 //! | the operator's limits for the user | `USAGE#{owner}` | `LIMITS` | one attribute per limit, `{resource}Per{Period}` (`tokensPerDay`, `requestsPerWeek`; `ratePerMinute` for requests per minute) |
 //!
 //! **Admission** is one `TransactWriteItems`: the turn's hold is put (unless it exists), the day's, the week's and
@@ -34,6 +35,12 @@
 //! lost (no answer in time) is read back by its mark, and sent again only when the mark is not there: the mark's
 //! condition keeps it from ever counting twice. Where no upload quota is configured, nothing is written.
 //!
+//! **A watch's place** is one conditional `UpdateItem`: the first place that is free (absent, or its `until`
+//! passed) is taken, each tried in turn; every place held, nothing is written, and the earliest `until` says when to
+//! try again. A take whose answer is lost is read back (the place holds the watch's id, or it does not). Giving it
+//! back sets `until` to 0 on condition that the place still holds the watch's id; a watch that never gives it back
+//! (its process gone) frees it when its `until` passes.
+//!
 //! Each item's writes are built in [`items`]; here, the transactions they go in and what a refusal means.
 
 mod items;
@@ -43,21 +50,26 @@ use std::sync::{Arc, Mutex};
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::ProvideErrorMetadata;
+use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, TransactWriteItem};
 use chat_core::{
     Family, Hold, LimitKind, Limits, OverLimit, Periods, RateWindow, Reserve, StoreError, Upload,
-    UploadQuota, UsageFuture, UsageLedger, UsageSnapshot, UsageTotals, WINDOW_SPAN,
-    upload_ceilings,
+    UploadQuota, UsageFuture, UsageLedger, UsageSnapshot, UsageTotals, WINDOW_SPAN, WatchLease,
+    WatchPlace, WatchSlots, upload_ceilings,
 };
+use time::OffsetDateTime;
 use tracing::Instrument;
 
 use crate::dynamo::{Item, WriteFailure, failed, transact};
 use crate::table::SORT_KEY;
 use items::{
-    LIMITS_SK, PeriodItem, day_sk, hold_key, hold_put, hold_settled, key, limit_attributes,
-    limit_overrides, limits_as_seen, month_sk, period_counters, read_item, upload_add, upload_key,
-    upload_put, week_sk, window_admit, window_sk,
+    LIMITS_SK, PeriodItem, WATCH_SK_PREFIX, WatchItem, day_sk, hold_key, hold_put, hold_settled,
+    key, limit_attributes, limit_overrides, limits_as_seen, month_sk, period_counters, read_item,
+    upload_add, upload_key, upload_put, watch_give_back, watch_key, watch_take, week_sk,
+    window_admit, window_sk,
 };
 
 /// How often a transaction that another one of the same user's held up (it was not applied) is sent again, and an
@@ -223,6 +235,7 @@ impl DynamoUsage {
                         week: period(&wanted[1]).usage(),
                         month: period(&wanted[2]).usage(),
                         window,
+                        open_watches: 0,
                         overrides: limit_overrides(&limits_item),
                     };
                     return Ok((snapshot, limit_attributes(&limits_item)));
@@ -550,6 +563,143 @@ impl DynamoUsage {
     }
 }
 
+impl DynamoUsage {
+    /// Takes the first of `owner`'s `limit` places free at `now`, for a watch until `until`.
+    async fn take_place_of(
+        &self,
+        owner: &str,
+        limit: u32,
+        now: OffsetDateTime,
+        until: OffsetDateTime,
+    ) -> Result<WatchPlace, StoreError> {
+        let mut free_by: Option<OffsetDateTime> = None;
+        for slot in 0..limit {
+            let lease = WatchLease::new(owner, slot, until);
+            let sent = watch_take(&lease, now.unix_timestamp())
+                .update_item(
+                    self.client
+                        .update_item()
+                        .table_name(&self.table)
+                        .return_values_on_condition_check_failure(
+                            ReturnValuesOnConditionCheckFailure::AllOld,
+                        ),
+                    watch_key(owner, slot),
+                )
+                .send()
+                .instrument(tracing::info_span!("store.usage.take_watch_place"))
+                .await;
+            match sent {
+                Ok(_) => return Ok(WatchPlace::Taken(lease)),
+                Err(SdkError::ServiceError(ctx))
+                    if matches!(
+                        ctx.err(),
+                        UpdateItemError::ConditionalCheckFailedException(_)
+                    ) =>
+                {
+                    let UpdateItemError::ConditionalCheckFailedException(refused) = ctx.into_err()
+                    else {
+                        unreachable!("matched above")
+                    };
+                    let held: WatchItem = read_item(refused.item.as_ref(), "watch");
+                    let ends = OffsetDateTime::from_unix_timestamp(held.until).unwrap_or(until);
+                    free_by = Some(free_by.map_or(ends, |f| f.min(ends)));
+                }
+                Err(e) => {
+                    // No answer: whether the place was taken is read back, never taken again blindly.
+                    let error = failed(e);
+                    let out = self
+                        .client
+                        .get_item()
+                        .table_name(&self.table)
+                        .set_key(Some(watch_key(owner, slot)))
+                        .consistent_read(true)
+                        .send()
+                        .instrument(tracing::info_span!("store.usage.get_item"))
+                        .await
+                        .map_err(failed)?;
+                    let held: WatchItem = read_item(out.item.as_ref(), "watch");
+                    if held.watch_id == lease.id {
+                        return Ok(WatchPlace::Taken(lease));
+                    }
+                    return Err(error);
+                }
+            }
+        }
+        Ok(WatchPlace::Full {
+            free_by: free_by.unwrap_or(until),
+        })
+    }
+
+    /// How many of `owner`'s places are held at `now`.
+    async fn places_held(&self, owner: &str, now: OffsetDateTime) -> Result<u64, StoreError> {
+        let key = key(owner, WATCH_SK_PREFIX);
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
+            .expression_attribute_names("#pk", crate::table::PARTITION_KEY)
+            .expression_attribute_names("#sk", SORT_KEY)
+            .expression_attribute_values(":pk", key[crate::table::PARTITION_KEY].clone())
+            .expression_attribute_values(":prefix", key[SORT_KEY].clone())
+            .consistent_read(true)
+            .send()
+            .instrument(tracing::info_span!("store.usage.query"))
+            .await
+            .map_err(failed)?;
+        let now = now.unix_timestamp();
+        Ok(out
+            .items
+            .unwrap_or_default()
+            .iter()
+            .map(|item| read_item::<WatchItem>(Some(item), "watch"))
+            .filter(|w| w.until >= now)
+            .count() as u64)
+    }
+}
+
+impl WatchSlots for DynamoUsage {
+    fn take_place<'a>(
+        &'a self,
+        owner: &'a str,
+        limit: u32,
+        now: OffsetDateTime,
+        until: OffsetDateTime,
+    ) -> UsageFuture<'a, WatchPlace> {
+        Box::pin(self.take_place_of(owner, limit, now, until))
+    }
+
+    fn give_back<'a>(&'a self, lease: &'a WatchLease) -> UsageFuture<'a, ()> {
+        Box::pin(async move {
+            let sent = watch_give_back(lease)
+                .update_item(
+                    self.client.update_item().table_name(&self.table),
+                    watch_key(&lease.owner, lease.slot),
+                )
+                .send()
+                .instrument(tracing::info_span!("store.usage.give_back_watch_place"))
+                .await;
+            match sent {
+                // Given back before, or taken by another since its time passed: nothing of it is this watch's.
+                Err(SdkError::ServiceError(ctx))
+                    if matches!(
+                        ctx.err(),
+                        UpdateItemError::ConditionalCheckFailedException(_)
+                    ) =>
+                {
+                    Ok(())
+                }
+                // Setting the same `until` again is harmless: sent again it changes nothing more.
+                other => other.map(|_| ()).map_err(failed),
+            }
+        })
+    }
+
+    fn held<'a>(&'a self, owner: &'a str, now: OffsetDateTime) -> UsageFuture<'a, u64> {
+        Box::pin(self.places_held(owner, now))
+    }
+}
+
 impl UploadQuota for DynamoUsage {
     fn count_upload<'a>(
         &'a self,
@@ -562,7 +712,11 @@ impl UploadQuota for DynamoUsage {
 
 impl UsageLedger for DynamoUsage {
     fn read<'a>(&'a self, owner: &'a str, periods: &'a Periods) -> UsageFuture<'a, UsageSnapshot> {
-        Box::pin(async move { Ok(self.read_counters(owner, periods).await?.0) })
+        Box::pin(async move {
+            let mut snapshot = self.read_counters(owner, periods).await?.0;
+            snapshot.open_watches = self.places_held(owner, periods.now).await?;
+            Ok(snapshot)
+        })
     }
 
     fn admit<'a>(

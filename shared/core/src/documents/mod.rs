@@ -34,7 +34,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::{Family, Limits, UploadQuota};
+use crate::{Family, LimitKind, Limits, UploadQuota, WatchSlots};
 
 pub use access::MAX_DOCUMENT_GROUPS;
 pub use load::{
@@ -64,6 +64,17 @@ pub struct Documents {
     /// Where uploads are counted against the upload quotas, and the configured quotas; `None` where none is
     /// configured (then nothing is counted).
     quota: Option<(Arc<dyn UploadQuota>, Limits)>,
+    /// Where open watches take their places, how many one user may hold at once, and how long a place is held at
+    /// most; `None` where no limit is configured (then nothing is counted).
+    watches: Option<WatchLimit>,
+}
+
+/// The limit of open watches ([`Documents::with_watch_slots`]).
+#[derive(Clone)]
+pub(crate) struct WatchLimit {
+    pub(crate) slots: Arc<dyn WatchSlots>,
+    pub(crate) at_once: u32,
+    pub(crate) held_for: Duration,
 }
 
 /// The documents' settings.
@@ -102,6 +113,7 @@ impl Documents {
             index,
             settings,
             quota: None,
+            watches: None,
         }
     }
 
@@ -113,6 +125,25 @@ impl Documents {
             quota: limits.counts(Family::Uploads).then_some((quota, limits)),
             ..self
         }
+    }
+
+    /// Holds each user to `limits`' open watches (`QUOTA_OPEN_WATCHES`) at once, their places taken in `slots`, each
+    /// for at most `held_for` (the longest a watch lasts, with room for its last words): a watch whose process dies
+    /// gives its place back then. With no such limit configured nothing is counted, at no cost.
+    pub fn with_watch_slots(
+        self,
+        slots: Arc<dyn WatchSlots>,
+        limits: &Limits,
+        held_for: Duration,
+    ) -> Self {
+        let watches = limits
+            .get(LimitKind::OPEN_WATCHES)
+            .map(|at_once| WatchLimit {
+                slots,
+                at_once: at_once.min(u32::MAX as f64) as u32,
+                held_for,
+            });
+        Self { watches, ..self }
     }
 
     pub fn settings(&self) -> &DocumentSettings {

@@ -3,7 +3,7 @@
 
 use super::Documents;
 use super::types::{DocumentError, DocumentRecord, invalid, is_document_id};
-use crate::Caller;
+use crate::{Caller, WatchLease, WatchPlace, watches_full};
 
 /// The most documents one watch follows (`ids` named, or the newest of the caller's unsettled ones).
 pub const MAX_WATCHED_DOCUMENTS: usize = 100;
@@ -26,18 +26,89 @@ pub struct DocumentWatch {
     caller: Caller,
     /// The unsettled documents followed, as last seen.
     unsettled: Vec<DocumentRecord>,
+    /// The watch's place among the caller's open ones, while a limit is configured and until it is given back.
+    place: Option<WatchLease>,
 }
 
 impl Documents {
     /// Starts watching `caller`'s documents `ids` (each must be theirs: another's, or one that does not exist, is
     /// [`DocumentError::NotFound`], exactly as a read), or, with none named, their unsettled ones among their newest
     /// [`MAX_WATCHED_DOCUMENTS`]. Answers where each stands now, and the watch that follows the unsettled ones.
+    /// Where open watches are limited, the watch first takes one of the caller's places (all held: a
+    /// [`DocumentError::OverQuota`] that says when to try again) and holds it until [`DocumentWatch::end`].
     pub async fn watch(
         &self,
         caller: &Caller,
         ids: Option<&[String]>,
     ) -> Result<(Vec<DocumentRecord>, DocumentWatch), DocumentError> {
-        let now = match ids {
+        let place = self.take_place(caller).await?;
+        match self.watched(caller, ids).await {
+            Ok(now) => {
+                let unsettled = now
+                    .iter()
+                    .filter(|d| !d.status.is_settled())
+                    .cloned()
+                    .collect();
+                let watch = DocumentWatch {
+                    documents: self.clone(),
+                    caller: caller.clone(),
+                    unsettled,
+                    place,
+                };
+                Ok((now, watch))
+            }
+            Err(e) => {
+                self.give_back(place).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// A place among `caller`'s open watches, where they are limited.
+    async fn take_place(&self, caller: &Caller) -> Result<Option<WatchLease>, DocumentError> {
+        let Some(limit) = &self.watches else {
+            return Ok(None);
+        };
+        let now = time::OffsetDateTime::now_utc();
+        let until = now + limit.held_for;
+        let place = self
+            .bounded(
+                "the watches' places",
+                limit
+                    .slots
+                    .take_place(&caller.owner, limit.at_once, now, until),
+            )
+            .await?;
+        match place {
+            WatchPlace::Taken(lease) => Ok(Some(lease)),
+            WatchPlace::Full { free_by } => Err(DocumentError::OverQuota(watches_full(
+                limit.at_once.into(),
+                free_by,
+                now,
+            ))),
+        }
+    }
+
+    /// Gives a watch's place back; a failure only leaves it held until its time passes (said in the log).
+    async fn give_back(&self, place: Option<WatchLease>) {
+        let (Some(limit), Some(lease)) = (&self.watches, place) else {
+            return;
+        };
+        if let Err(e) = self
+            .bounded("the watches' places", limit.slots.give_back(&lease))
+            .await
+        {
+            tracing::warn!(error = %e, until = %lease.until, "a watch's place not given back: held until its time passes");
+        }
+    }
+
+    /// Where the documents a watch follows stand now.
+    async fn watched(
+        &self,
+        caller: &Caller,
+        ids: Option<&[String]>,
+    ) -> Result<Vec<DocumentRecord>, DocumentError> {
+        Ok(match ids {
             Some(ids) => {
                 let mut unique: Vec<&str> = Vec::new();
                 for id in ids {
@@ -74,20 +145,7 @@ impl Documents {
                     .filter(|d| !d.status.is_settled())
                     .collect()
             }
-        };
-        let unsettled = now
-            .iter()
-            .filter(|d| !d.status.is_settled())
-            .cloned()
-            .collect();
-        Ok((
-            now,
-            DocumentWatch {
-                documents: self.clone(),
-                caller: caller.clone(),
-                unsettled,
-            },
-        ))
+        })
     }
 }
 
@@ -95,6 +153,12 @@ impl DocumentWatch {
     /// Whether every document followed has settled (or gone): nothing more can change without someone asking.
     pub fn is_settled(&self) -> bool {
         self.unsettled.is_empty()
+    }
+
+    /// Ends the watch: its place among the caller's open watches is given back (once; a later call does nothing).
+    pub async fn end(&mut self) {
+        let place = self.place.take();
+        self.documents.give_back(place).await;
     }
 
     /// How many documents are still followed.
