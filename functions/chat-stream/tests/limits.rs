@@ -331,9 +331,15 @@ async fn a_limit_that_is_one_setting_refuses_every_route_and_shows_in_usage() {
     assert_eq!(usage.status, 200, "{}", usage.body);
     let limits = usage.json()["limits"].clone();
     println!("GET /usage limits: {limits}");
-    assert_eq!(limits.as_array().unwrap().len(), 1, "{limits}");
+    // The one configured, and the open watches' default (none held).
+    assert_eq!(limits.as_array().unwrap().len(), 2, "{limits}");
     let limit = &limits[0];
     assert_eq!(limit["name"], "requests_per_day");
+    assert_eq!(limits[1]["name"], "open_watches");
+    assert_eq!(
+        (limits[1]["used"].clone(), limits[1]["limit"].clone()),
+        (json!(0), json!(3))
+    );
     assert_eq!(
         (limit["used"].clone(), limit["limit"].clone()),
         (json!(1), json!(1))
