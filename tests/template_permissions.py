@@ -582,8 +582,8 @@ CONFIG_SOURCES = ["shared/app/src/config.rs", "shared/edge/src/identity/mod.rs"]
 def code_bounds():
     """{VARIABLE: (least, most)} of the numbers the configuration code reads, from its source: `number("X", …)` is
     a positive whole number (u64), `whole("X")` any whole number (0 is no limit), `to_u32("X", …)` at most u32::MAX,
-    `!(a..=b).contains(&x)` and `if x > b` on a variable read by number() narrow it, and MAX_PROMPT_TOKENS's
-    `*n >= 100`."""
+    `!(a..=b).contains(&x)` and `if x > b` on a variable read by number() narrow it, MAX_PROMPT_TOKENS's
+    `*n >= 100`, and each per-user limit's variable (LimitKind::setting) but the cost ones a whole number."""
     text = "".join(open(os.path.join(ROOT, p)).read() for p in CONFIG_SOURCES)
     bounds = {}
     for name in re.findall(r'\bnumber\(\s*"([A-Z_]+)"', text):
@@ -601,6 +601,19 @@ def code_bounds():
             bounds[local[var]] = (bounds[local[var]][0], int(high.replace("_", "")))
     for name, low in re.findall(r'get\("([A-Z_]+)"\)[^;]*?\*n >= (\d+)', text, re.S):
         bounds[name] = (int(low), U64_MAX)
+    # The per-user limits (usage_limits): the variable of each limit is its LimitKind::setting (limits.rs), read by
+    # whole() (0 is no limit) but for the cost ones, which are dollars; and the rate limit's older name, a constant.
+    with open(os.path.join(ROOT, "shared", "core", "src", "limits.rs")) as f:
+        limits = f.read()
+    setting, _ = block(limits, limits.index("pub fn setting(self)"))
+    assert re.search(r'if kind\.resource\.is_dollars\(\) \{\s*dollars\(name\)\?\s*\} else \{\s*whole\(name\)\?', text), \
+        "usage_limits no longer reads each limit's setting with whole() or dollars()"
+    for resource, name in re.findall(r'\((\w+), \w+\) => "([A-Z_]+)"', setting):
+        if resource != "Cost":
+            bounds[name] = (0, U64_MAX)
+    for constant, name in re.findall(r'const (\w+): &str = "([A-Z_]+)";', text):
+        if re.search(r'\bwhole\(' + constant + r'\)', text):
+            bounds[name] = (0, U64_MAX)
     return bounds
 
 
