@@ -24,7 +24,10 @@ false (the default) makes none of its resources and grants nothing on them, an e
 before; true makes the knowledge base on S3 Vectors (its index sized for the embedding model, Bedrock's own keys
 non-filterable), the documents bucket (private, TLS only) and the S3 data source, wires the chat functions' Retrieve and
 the history function's documents settings (and the streaming function's reading of their statuses) to them, and scopes every role to exactly them; with KnowledgeBaseId too,
-the Rules refuse it. Every parameter is in
+the Rules refuse it.
+Sharing documents: JWT_GROUPS_CLAIM is cognito:groups with the template's pool, else groups, unless JwtGroupsClaim
+names one; DOCUMENT_ADMIN_GROUP is DocumentAdminGroup, and the pool has that group exactly when both are set. Every
+parameter is in
 one group with a label. And each numeric parameter allows only what the configuration code accepts, as its source
 says (code_bounds reads config.rs).
 
@@ -984,6 +987,59 @@ def test_create_knowledge_base_with_a_knowledge_base_id_is_refused():
     p = raw_template()["Parameters"]["CreateKnowledgeBase"]
     assert p["Default"] == "false" and sorted(p["AllowedValues"]) == ["false", "true"], p
 
+
+
+# ---- Sharing documents (DocumentAdminGroup, JwtGroupsClaim) ----
+
+def groups_settings(**parameters):
+    """{function: (JWT_GROUPS_CLAIM, DOCUMENT_ADMIN_GROUP)} as these parameters deploy them, and the stack."""
+    s = Stack(transformed(parameters), parameters)
+    return {f: tuple(rendered(environment(s, f)[v], s.values) for v in ("JWT_GROUPS_CLAIM", "DOCUMENT_ADMIN_GROUP"))
+            for f in FUNCTIONS}, s
+
+
+def test_the_groups_claim_is_cognitos_with_the_pool_else_groups_unless_named():
+    # The template's pool: Cognito puts the groups in cognito:groups.
+    for mode in ("pool", "kb"):
+        settings, _ = groups_settings(**MODES[mode])
+        assert {f: claim for f, (claim, _) in settings.items()} == {f: "cognito:groups" for f in FUNCTIONS}, settings
+    # Another issuer (or IAM, where no token is read): the usual groups.
+    for mode in ("jwt", "iam"):
+        settings, _ = groups_settings(**MODES[mode])
+        assert {f: claim for f, (claim, _) in settings.items()} == {f: "groups" for f in FUNCTIONS}, (mode, settings)
+    # A claim the operator names wins, with the pool or without.
+    for mode in ("pool", "jwt"):
+        settings, _ = groups_settings(**MODES[mode], JwtGroupsClaim="roles")
+        assert {f: claim for f, (claim, _) in settings.items()} == {f: "roles" for f in FUNCTIONS}, (mode, settings)
+    p = raw_template()["Parameters"]["JwtGroupsClaim"]
+    assert p["Default"] == "", p
+
+
+def test_the_document_administrators_group_is_wired_and_made_exactly_with_the_pool():
+    groups = lambda s: list(s.of_type("AWS::Cognito::UserPoolGroup").values())  # noqa: E731
+    # Unset: nobody administers documents, and no group is made.
+    for mode in ("pool", "jwt", "kb"):
+        settings, s = groups_settings(**MODES[mode])
+        assert {f: admin for f, (_, admin) in settings.items()} == {f: "" for f in FUNCTIONS}, (mode, settings)
+        assert groups(s) == [], (mode, groups(s))
+    assert raw_template()["Parameters"]["DocumentAdminGroup"]["Default"] == ""
+    # Set, with the stack's pool: the functions name it and the pool has it.
+    for mode in ("pool", "kb"):
+        settings, s = groups_settings(**MODES[mode], DocumentAdminGroup="doc-admins")
+        assert {f: admin for f, (_, admin) in settings.items()} == {f: "doc-admins" for f in FUNCTIONS}, settings
+        (group,) = groups(s)
+        assert group["Properties"]["UserPoolId"] == {"Ref": "UserPool"}, group
+        assert rendered(group["Properties"]["GroupName"], s.values) == "doc-admins", group
+    # Set, with another issuer: the functions name it, and the issuer's own groups are the operator's to make.
+    settings, s = groups_settings(**MODES["jwt"], DocumentAdminGroup="doc-admins")
+    assert {f: admin for f, (_, admin) in settings.items()} == {f: "doc-admins" for f in FUNCTIONS}, settings
+    assert groups(s) == [], groups(s)
+    # The pattern: a Cognito group name (no spaces, at most 128 characters), or empty.
+    pattern = raw_template()["Parameters"]["DocumentAdminGroup"]["AllowedPattern"]
+    for value in ("", "doc-admins", "Document_Admins.2", "x" * 128):
+        assert re.fullmatch(pattern, value), value
+    for value in ("doc admins", " doc-admins", "x" * 129):
+        assert not re.fullmatch(pattern, value), value
 
 if __name__ == "__main__":
     sys.exit(checks.run(globals()))
