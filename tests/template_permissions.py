@@ -24,7 +24,7 @@ false (the default) makes none of its resources and grants nothing on them, an e
 before; true makes the knowledge base on S3 Vectors (its index sized for the embedding model, Bedrock's own keys
 non-filterable), the documents bucket (private, TLS only) and the S3 data source, wires the chat functions' Retrieve and
 the history function's documents settings (and the streaming function's reading of their statuses) to them, and scopes every role to exactly them; with KnowledgeBaseId too,
-the Rules refuse it.
+the Rules refuse it, and they refuse DocumentAccess open with it (everyone's uploads would be searched by all).
 Sharing documents: JWT_GROUPS_CLAIM is cognito:groups with the template's pool, else groups, unless JwtGroupsClaim
 names one; DOCUMENT_ADMIN_GROUP is DocumentAdminGroup, and the pool has that group exactly when both are set. Every
 parameter is in
@@ -987,6 +987,20 @@ def test_create_knowledge_base_with_a_knowledge_base_id_is_refused():
     p = raw_template()["Parameters"]["CreateKnowledgeBase"]
     assert p["Default"] == "false" and sorted(p["AllowedValues"]) == ["false", "true"], p
 
+
+
+def test_document_access_open_with_create_knowledge_base_is_refused():
+    rules = raw_template()["Rules"]
+    def refusals(**parameters):
+        return Stack(raw_template_conditions(), parameters).refusals(rules)
+    # open searches with no filter: everyone's private uploads into the stack's bucket would be found by all.
+    both = refusals(**MODES["kb"], DocumentAccess="open")
+    assert len(both) == 1 and "DocumentAccess" in both[0] and "CreateKnowledgeBase" in both[0], both
+    assert "private uploads" in both[0] and "no filter" in both[0], both
+    assert refusals(**MODES["kb"], DocumentAccess="enforced") == []
+    # An existing knowledge base the operator fills without uploads may still be open (nothing of it is private).
+    assert refusals(**MODES["existing-kb"], DocumentAccess="open") == []
+    assert refusals(**MODES["pool"], DocumentAccess="open") == []
 
 
 # ---- Sharing documents (DocumentAdminGroup, JwtGroupsClaim) ----
