@@ -72,13 +72,7 @@ impl Backends {
     /// points it at a local server), each call bounded by [`DOCUMENT_CALL_TIMEOUT`].
     pub fn documents(&self, config: &Config) -> Option<Documents> {
         let d = &config.documents;
-        let (Some(kb), Some(ds), Some(bucket)) = (
-            config.knowledge_base_id.as_deref(),
-            d.data_source_id.as_deref(),
-            d.bucket.as_deref(),
-        ) else {
-            return None;
-        };
+        let (kb, ds, bucket) = config.uploads_into()?;
         let index = KnowledgeBaseDocuments::from_config(
             &self.aws,
             &self.aws,

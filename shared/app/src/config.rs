@@ -255,7 +255,7 @@ impl Config {
         let model = model_options(&get, &model_id, max_output, &flag)?;
         let usage_limits = usage_limits(&get, model.prices.is_some())?;
         let allowed_models = allowed_models(&model_id, get("ALLOWED_MODELS").as_deref())?;
-        Ok(Self {
+        let config = Self {
             chat: ChatSettings {
                 model,
                 model_id,
@@ -385,7 +385,28 @@ impl Config {
                 )?
                 .clamp(1, 100) as usize,
             },
-        })
+        };
+        // `open` searches with no filter: with uploads on, each one's private uploads would be found by everyone.
+        if config.chat.retrieval.access == DocumentAccess::Open && config.uploads_into().is_some() {
+            return Err(ConfigError {
+                name: "DOCUMENT_ACCESS",
+                reason: "open searches every document whoever asks, so with the documents routes on \
+                         (KNOWLEDGE_BASE_ID, KNOWLEDGE_BASE_DATA_SOURCE_ID and DOCUMENTS_BUCKET set) everyone would \
+                         find everyone's private uploads: set it to enforced, or turn the uploads off"
+                    .into(),
+            });
+        }
+        Ok(config)
+    }
+
+    /// The knowledge base, its S3 data source and the bucket people's uploads go into, when all three are named
+    /// (`KNOWLEDGE_BASE_ID`, `KNOWLEDGE_BASE_DATA_SOURCE_ID`, `DOCUMENTS_BUCKET`): the documents routes are on.
+    pub fn uploads_into(&self) -> Option<(&str, &str, &str)> {
+        Some((
+            self.knowledge_base_id.as_deref()?,
+            self.documents.data_source_id.as_deref()?,
+            self.documents.bucket.as_deref()?,
+        ))
     }
 }
 
@@ -768,6 +789,39 @@ mod tests {
         assert_eq!(c.chat.retrieval.access, DocumentAccess::Open);
         let bad = config(&[("DOCUMENT_ACCESS", "none")]).unwrap_err();
         assert_eq!(bad.name, "DOCUMENT_ACCESS");
+    }
+
+    #[test]
+    fn open_document_access_is_refused_with_the_documents_routes_on() {
+        let uploads = [
+            ("KNOWLEDGE_BASE_ID", "KB12345678"),
+            ("KNOWLEDGE_BASE_DATA_SOURCE_ID", "DS1"),
+            ("DOCUMENTS_BUCKET", "docs"),
+        ];
+        let with = |extra: &[(&'static str, &'static str)]| {
+            let mut pairs = uploads.to_vec();
+            pairs.extend_from_slice(extra);
+            config(&pairs)
+        };
+        // Uploads on and enforced (the default, or said): the routes are on.
+        let c = with(&[]).unwrap();
+        assert_eq!(c.uploads_into(), Some(("KB12345678", "DS1", "docs")));
+        assert!(with(&[("DOCUMENT_ACCESS", "enforced")]).is_ok());
+        // Open with uploads on: everyone's private uploads would be searched by all. Refused, naming the setting.
+        let bad = with(&[("DOCUMENT_ACCESS", "open")]).unwrap_err();
+        assert_eq!(bad.name, "DOCUMENT_ACCESS");
+        assert!(bad.reason.contains("private uploads"), "{}", bad.reason);
+        assert!(with(&[("DOCUMENT_ACCESS", " Open ")]).is_err());
+        // Open with any of the three missing (set empty reads as unset): no uploads, nothing private to leak.
+        for name in [
+            "KNOWLEDGE_BASE_ID",
+            "KNOWLEDGE_BASE_DATA_SOURCE_ID",
+            "DOCUMENTS_BUCKET",
+        ] {
+            let c = with(&[(name, ""), ("DOCUMENT_ACCESS", "open")]).unwrap();
+            assert_eq!(c.uploads_into(), None, "{name}");
+            assert_eq!(c.chat.retrieval.access, DocumentAccess::Open, "{name}");
+        }
     }
 
     #[test]
