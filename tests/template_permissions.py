@@ -26,9 +26,10 @@ non-filterable), the documents bucket (private, TLS only) and the S3 data source
 the history function's documents settings (and the streaming function's reading of their statuses) to them, and scopes every role to exactly them; with KnowledgeBaseId too,
 the Rules refuse it, and they refuse DocumentAccess open with it (everyone's uploads would be searched by all).
 Sharing documents: JWT_GROUPS_CLAIM is cognito:groups with the template's pool, else groups, unless JwtGroupsClaim
-names one; DOCUMENT_ADMIN_GROUP is DocumentAdminGroup, and the pool has that group exactly when both are set. Every
-parameter is in
-one group with a label. And each numeric parameter allows only what the configuration code accepts, as its source
+names one; DOCUMENT_ADMIN_GROUP is DocumentAdminGroup, and the pool has that group exactly when both are set. Each
+alarm reads a metric of every route the chat functions' routers declare (and of the dialects' routes to come), with
+any model, as shared/runtime/src/metrics.rs records them; the latency alarm leaves the multi-agent rounds out. Every
+parameter is in one group with a label. And each numeric parameter allows only what the configuration code accepts, as its source
 says (code_bounds reads config.rs).
 
 Run by `make lint` with the venv's python; prints `N passed, N failed`, exit status 1 on any failure.
@@ -1054,6 +1055,78 @@ def test_the_document_administrators_group_is_wired_and_made_exactly_with_the_po
         assert re.fullmatch(pattern, value), value
     for value in ("doc admins", " doc-admins", "x" * 129):
         assert not re.fullmatch(pattern, value), value
+
+
+# ---- The alarms see every route ----
+
+def turn_records(function, route, model):
+    """The records one turn's metrics go into, as shared/runtime/src/metrics.rs writes them: [(dimensions, metric
+    names)], the record by function, route and model with every metric, and the one by kind with BY_KIND's."""
+    with open(os.path.join(ROOT, "shared", "runtime", "src", "metrics.rs")) as f:
+        text = f.read()
+    every = re.findall(r'^\s*\("([A-Za-z]+)", (?:Some\(Unit::\w+\)|None)\),$', text, re.M)
+    by_kind = re.findall(r'"([A-Za-z]+)"', re.search(r'const BY_KIND: &\[&str\] = &\[([^\]]*)\];', text).group(1))
+    prefix = re.search(r'const MULTI_AGENT_ROUTES: &str = "([^"]+)";', text).group(1)
+    kind_of, _ = block(text, text.index("pub fn kind_of("))
+    assert re.fullmatch(r'\s*if route\.starts_with\(MULTI_AGENT_ROUTES\) \{\s*"agents"\s*\} else \{\s*"answer"\s*\}\s*',
+                        kind_of), "kind_of is no longer what this test reads"
+    assert len(every) >= 15 and set(by_kind) <= set(every), (every, by_kind)
+    kind = "agents" if route.startswith(prefix) else "answer"
+    return [({"function": function, "route": route, "model": model}, set(every)), ({"kind": kind}, set(by_kind))]
+
+
+def alarm_reads(s, alarm):
+    """The MetricStats the alarm's answer is made of: the returned one, or those its returned expression names."""
+    metrics = s.resources[alarm]["Properties"]["Metrics"]
+    (returned,) = [m for m in metrics if m.get("ReturnData", True)]
+    if "MetricStat" in returned:
+        return [returned["MetricStat"]]
+    named = set(re.findall(r"\b[a-z][a-z0-9_]*\b", returned["Expression"]))
+    stats = [m for m in metrics if m["Id"] in named]
+    assert all("MetricStat" in m for m in stats), (alarm, stats)
+    return [m["MetricStat"] for m in stats]
+
+
+def covers(s, stat, records):
+    """Whether `stat` is a metric one of `records` gives (its namespace, name and exactly its dimensions)."""
+    metric = stat["Metric"]
+    if metric["Namespace"] != {"Ref": "MetricsNamespace"}:
+        return False
+    dimensions = {d["Name"]: rendered(d["Value"], s.values) for d in metric.get("Dimensions", [])}
+    return any(dimensions == dims and metric["MetricName"] in names for dims, names in records)
+
+
+def test_each_alarm_sees_every_route_and_model_the_routes_to_come_too():
+    s = stack("pool")
+    alarms = s.of_type("AWS::CloudWatch::Alarm")
+    assert set(alarms) == {"ErrorRateAlarm", "ThrottlesAlarm", "LatencyAlarm", "DailyCostAlarm"}, list(alarms)
+    # Every route the chat functions declare, and the dialects' to come; with the default model and another one.
+    routes = {path: functions for path, functions in declared_routes().items() if functions & {"chat", "chat-stream"}}
+    routes.update({"/v1/messages": {"chat", "chat-stream"}, "/v1/responses": {"chat", "chat-stream"}})
+    assert {"/v1/chat/completions", "/v1/embeddings", "/chat", "/multi-agent-chat/stream"} <= set(routes), routes
+    models = [s.values["ModelId"], "us.amazon.nova-pro-v1:0"]
+    multi_agent = [r for r in routes if r.startswith("/multi-agent-chat")]
+    assert multi_agent, routes
+    for alarm in alarms:
+        reads = alarm_reads(s, alarm)
+        names = {stat["Metric"]["MetricName"] for stat in reads}
+        assert names, alarm
+        for route, functions in routes.items():
+            for function in functions:
+                for model in models:
+                    records = turn_records(function, route, model)
+                    for name in names:
+                        seen = [stat for stat in reads if stat["Metric"]["MetricName"] == name
+                                and covers(s, stat, records)]
+                        # The latency alarm leaves the multi-agent rounds out (several model calls each).
+                        if alarm == "LatencyAlarm" and route in multi_agent:
+                            assert not seen, (alarm, route)
+                        else:
+                            assert seen, f"{alarm} does not see {name} of {function} {route} ({model})"
+    # The rate is the errors over the turns of them all; the daily cost a day's sum.
+    assert {st["Metric"]["MetricName"] for st in alarm_reads(s, "ErrorRateAlarm")} == {"Errors", "Turns"}
+    assert all(st["Period"] == 86400 and st["Stat"] == "Sum" for st in alarm_reads(s, "DailyCostAlarm"))
+    assert [st["Stat"] for st in alarm_reads(s, "LatencyAlarm")] == ["p99"]
 
 if __name__ == "__main__":
     sys.exit(checks.run(globals()))

@@ -1,6 +1,9 @@
 //! One CloudWatch Embedded Metric Format record per turn, written to standard output with the log lines, so that
 //! CloudWatch turns each into metrics with no agent and no API call: tokens, cost, latency, time to first token,
 //! model and tool calls, errors and throttles by class; dimensions `function`, `route` and `model`, never a user.
+//! The measures the template's alarms read ([`BY_KIND`]) are in a second record too, under the one dimension
+//! `kind` ([`kind_of`]): an alarm reads those two kinds' metrics and so sees every route and model, the routes to
+//! come with them, where one reading (function, route, model) metrics by name would see only the ones it names.
 //!
 //! The `metrics` crate records and `metrics_cloudwatch_embedded` writes the record. Every value is a histogram's,
 //! so a record holds only what its turn recorded, and `Errors` and `Throttles` are 0 or 1 in every record: their
@@ -42,6 +45,23 @@ const METRICS: &[(&str, Option<Unit>)] = &[
     ("ThrottlesRate", Some(Unit::Count)),
     ("ThrottlesModel", Some(Unit::Count)),
 ];
+
+/// The metrics a turn also records under the dimension `kind` alone: the alarms' (turns, 5xx, 429s, latency, cost).
+pub const BY_KIND: &[&str] = &["Turns", "Errors", "Throttles", "Latency", "CostUSD"];
+
+/// The routes of multi-agent rounds: each is several model calls, one after another.
+const MULTI_AGENT_ROUTES: &str = "/multi-agent-chat";
+
+/// The `kind` of a turn on `route`: `agents` for a multi-agent round (its latency several answers'), `answer` for
+/// every other route (one answer: the protocol's, the Chat UI's, the OpenAI-compatible and embedding routes, and
+/// any added later).
+pub fn kind_of(route: &str) -> &'static str {
+    if route.starts_with(MULTI_AGENT_ROUTES) {
+        "agents"
+    } else {
+        "answer"
+    }
+}
 
 /// Turns per-turn metrics on for this process, in `namespace`: once; later calls change nothing. A process that
 /// never calls it (a test) records nothing.
@@ -193,8 +213,18 @@ impl TurnMeter {
         self.finish(TurnOutcome::Failed(FailureClass::of(error), None));
     }
 
-    /// Records the turn and writes its record (nothing when metrics are off).
-    pub fn finish(mut self, outcome: TurnOutcome<'_>) {
+    /// Records the turn and writes its records (nothing when metrics are off).
+    pub fn finish(self, outcome: TurnOutcome<'_>) {
+        // One write of whole lines, under the lock the log lines take too, so the two never interleave.
+        let mut out = Vec::with_capacity(1024);
+        self.finish_into(outcome, &mut out);
+        use std::io::Write;
+        let _ = std::io::stdout().lock().write_all(&out);
+    }
+
+    /// Records the turn and writes its records into `out`: the one by function, route and model, and the one by
+    /// kind (nothing when metrics are off).
+    fn finish_into(mut self, outcome: TurnOutcome<'_>, out: &mut Vec<u8>) {
         let Some(Some(collector)) = COLLECTOR.get() else {
             return;
         };
@@ -203,8 +233,12 @@ impl TurnMeter {
             ("route", self.route.to_string()),
             ("model", std::mem::take(&mut self.model)),
         ];
+        let by_kind = [("kind", kind_of(self.route).to_string())];
         let record = |name: &'static str, value: f64| {
             metrics::histogram!(name, &labels).record(value);
+            if BY_KIND.contains(&name) {
+                metrics::histogram!(name, &by_kind).record(value);
+            }
         };
         let millis = |d: Duration| d.as_secs_f64() * 1000.0;
         record("Turns", 1.0);
@@ -248,14 +282,10 @@ impl TurnMeter {
         if let Some(class) = class {
             record(class.metric(), 1.0);
         }
-        // One write of whole lines, under the lock the log lines take too, so the two never interleave.
-        let mut out = Vec::with_capacity(1024);
-        if let Err(e) = collector.flush(&mut out) {
+        if let Err(e) = collector.flush(&mut *out) {
             tracing::warn!(error = %e, "the turn's metrics record was not written");
-            return;
+            out.clear();
         }
-        use std::io::Write;
-        let _ = std::io::stdout().lock().write_all(&out);
     }
 }
 
@@ -270,6 +300,105 @@ mod tests {
             retry_after: 1,
             message: String::new(),
         }))
+    }
+
+    /// The records one finished turn writes, as JSON.
+    fn records_of(meter: TurnMeter, outcome: TurnOutcome<'_>) -> Vec<serde_json::Value> {
+        let mut out = Vec::new();
+        meter.finish_into(outcome, &mut out);
+        String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
+    }
+
+    /// The one record whose dimension set is exactly `dimensions`.
+    fn with_dimensions<'a>(
+        records: &'a [serde_json::Value],
+        dimensions: &[&str],
+    ) -> &'a serde_json::Value {
+        let found: Vec<_> = records
+            .iter()
+            .filter(|r| {
+                r["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == serde_json::json!([dimensions])
+            })
+            .collect();
+        assert_eq!(found.len(), 1, "{dimensions:?} in {records:?}");
+        found[0]
+    }
+
+    fn metric_names(record: &serde_json::Value) -> Vec<String> {
+        let mut names: Vec<String> = record["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["Name"].as_str().unwrap().to_string())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// The one test that turns metrics on: the recorder is the process's, and a flush writes whatever is recorded.
+    #[test]
+    fn a_turn_is_recorded_by_its_route_and_model_and_again_by_its_kind() {
+        init_metrics("MetricsTest");
+        let mut spent = TurnSpent::default();
+        spent.totals.cost_usd = Some(0.25);
+        spent.model_calls = 1;
+        // A completion with a model other than the default: the kind record counts it all the same.
+        let records = records_of(
+            TurnMeter::start("chat", "/v1/chat/completions", "us.amazon.nova-pro-v1:0"),
+            TurnOutcome::Answered(&spent),
+        );
+        assert_eq!(records.len(), 2, "{records:?}");
+        let by_route = with_dimensions(&records, &["function", "route", "model"]);
+        assert_eq!(by_route["function"], "chat");
+        assert_eq!(by_route["route"], "/v1/chat/completions");
+        assert_eq!(by_route["model"], "us.amazon.nova-pro-v1:0");
+        assert!(metric_names(by_route).contains(&"InputTokens".to_string()));
+        let by_kind = with_dimensions(&records, &["kind"]);
+        assert_eq!(by_kind["kind"], "answer");
+        assert!(by_kind.get("route").is_none() && by_kind.get("model").is_none());
+        let mut alarmed: Vec<String> = BY_KIND.iter().map(|n| n.to_string()).collect();
+        alarmed.sort();
+        assert_eq!(metric_names(by_kind), alarmed);
+        assert_eq!(by_kind["Turns"], serde_json::json!([1.0]));
+        assert_eq!(by_kind["Errors"], serde_json::json!([0.0]));
+        assert_eq!(by_kind["CostUSD"], serde_json::json!([0.25]));
+        // A failed multi-agent round: kind agents, its error counted there too.
+        let records = records_of(
+            TurnMeter::start("chat-stream", "/multi-agent-chat/stream", "m"),
+            TurnOutcome::Failed(FailureClass::Model, None),
+        );
+        let by_kind = with_dimensions(&records, &["kind"]);
+        assert_eq!(by_kind["kind"], "agents");
+        assert_eq!(by_kind["Errors"], serde_json::json!([1.0]));
+        assert_eq!(by_kind["Throttles"], serde_json::json!([0.0]));
+        let by_route = with_dimensions(&records, &["function", "route", "model"]);
+        assert_eq!(by_route["ErrorsModel"], serde_json::json!([1.0]));
+    }
+
+    #[test]
+    fn every_route_but_the_multi_agent_rounds_is_an_answer() {
+        for route in [
+            "/chat",
+            "/chat/stream",
+            "/chat-ui/chat",
+            "/v1/chat/completions",
+            "/v1/embeddings",
+            "/v1/messages",
+            "/v1/responses",
+        ] {
+            assert_eq!(kind_of(route), "answer", "{route}");
+        }
+        for route in [
+            "/multi-agent-chat",
+            "/multi-agent-chat/batch",
+            "/multi-agent-chat/stream",
+        ] {
+            assert_eq!(kind_of(route), "agents", "{route}");
+        }
     }
 
     #[test]

@@ -298,6 +298,9 @@ async fn a_stream_the_client_leaves_before_its_end_is_counted() {
     panic!("the abandoned turn was not counted: {turns}");
 }
 
+/// The metrics the alarms' record of a turn (dimension `kind`) may hold (docs/operations.md).
+const BY_KIND: &[&str] = &["Turns", "Errors", "Throttles", "Latency", "CostUSD"];
+
 /// The metrics every record of a turn may hold (docs/operations.md).
 const METRICS: &[&str] = &[
     "Turns",
@@ -354,6 +357,7 @@ async fn each_turn_leaves_an_emf_record_and_no_log_line_holds_a_word_of_the_conv
     }
     assert!(!records.is_empty(), "no EMF record in the log");
     let mut routes = std::collections::BTreeSet::new();
+    let mut kinds = std::collections::BTreeSet::new();
     for record in &records {
         let aws = &record["_aws"];
         assert!(
@@ -368,6 +372,22 @@ async fn each_turn_leaves_an_emf_record_and_no_log_line_holds_a_word_of_the_conv
             .iter()
             .map(|d| d.as_str().unwrap())
             .collect();
+        // The alarms' record of the turn: the one dimension kind, the alarms' metrics only.
+        if dimensions == ["kind"] {
+            let kind = record["kind"].as_str().unwrap();
+            assert!(["answer", "agents"].contains(&kind), "{record}");
+            assert!(record.get("user").is_none() && !record.to_string().contains("erin"));
+            let named: Vec<&str> = harness::texts_of(&directive["Metrics"], "Name");
+            assert!(
+                named.iter().all(|n| BY_KIND.contains(n)),
+                "{named:?}: {record}"
+            );
+            assert!(
+                named.contains(&"Turns") && named.contains(&"Latency") && named.contains(&"Errors")
+            );
+            kinds.insert(kind.to_string());
+            continue;
+        }
         let mut sorted = dimensions.clone();
         sorted.sort();
         assert_eq!(sorted, ["function", "model", "route"], "{record}");
@@ -423,6 +443,12 @@ async fn each_turn_leaves_an_emf_record_and_no_log_line_holds_a_word_of_the_conv
             "no record for {expected}: {routes:?}"
         );
     }
+    // The single answers and the multi-agent round, each in its kind's record too.
+    assert_eq!(
+        kinds.into_iter().collect::<Vec<_>>(),
+        ["agents", "answer"],
+        "the alarms' records"
+    );
     // An answered turn's record holds its tokens and time to first token.
     assert!(records.iter().any(|r| {
         r["route"] == "/chat/stream"
