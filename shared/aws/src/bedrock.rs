@@ -347,6 +347,8 @@ fn tool_config(request: &ModelRequest) -> Result<Option<ToolConfiguration>, Mode
             // Bedrock refuses an empty description.
             .set_description(Some(tool.description.clone()).filter(|d| !d.trim().is_empty()))
             .input_schema(ToolInputSchema::Json(document(&tool.input_schema)))
+            // Strict tool use only where asked: a model without it refuses the field.
+            .set_strict(tool.strict.then_some(true))
             .build()
             .map_err(unbuilt)?;
         config = config.tools(BedrockTool::ToolSpec(spec));
@@ -1149,6 +1151,7 @@ mod tests {
                 },
             ],
             tools: vec![chat_core::ToolSpec {
+                strict: false,
                 name: "add".into(),
                 description: String::new(),
                 input_schema: serde_json::json!({"type": "object"}),

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::Response;
 use axum::routing::{any, get, post};
 use chat_core::{ChatError, ChatModel, InvalidRequest, SessionStore};
@@ -25,6 +25,11 @@ use super::{ChatState, Serving};
 
 /// The route a completion's metrics name.
 const ROUTE: &str = "/v1/chat/completions";
+
+/// The header that names what of a completion request was not applied as sent: a parameter left out by its name
+/// (`top_p` beside `temperature` for a model that takes one of them, `top_k` for a model that takes none, a vendor
+/// parameter), an answer's length held to the model's limit or the operator's ceiling as `max_tokens=N`.
+const IGNORED_PARAMETERS: HeaderName = HeaderName::from_static("x-ignored-parameters");
 
 /// The state every route here holds.
 type AppState<M, St> = State<Arc<ChatState<M, St>>>;
@@ -143,7 +148,7 @@ async fn completions<M: ChatModel + 'static, St: SessionStore + 'static>(
     serving: Serving,
 ) -> Response {
     let settings = app.service.settings();
-    let (caller, request) = match request {
+    let (caller, mut request) = match request {
         Ok(CallerAnd(caller, CompletionBody(request))) => (caller, request),
         Err(e) => {
             TurnMeter::start_at(serving.function, ROUTE, &settings.model_id, at).fail(&e);
@@ -171,6 +176,16 @@ async fn completions<M: ChatModel + 'static, St: SessionStore + 'static>(
         meter.fail(&e);
         return error_response_in::<OpenAiErrors>(&e);
     }
+    // The completion as its model takes it (a model the operator does not allow is refused below): what was left
+    // out or held is named in the answer's header, beside the vendor parameters taken unapplied.
+    let mut ignored = std::mem::take(&mut request.ignored);
+    if let Ok(settings) = app.service.completion_settings(&request.completion) {
+        ignored.extend(
+            request
+                .completion
+                .fit(&settings.model.profile, settings.limits.output_ceiling),
+        );
+    }
     let encoder = ChunkEvents::new(request.model.clone(), request.include_usage);
     let (turn, completion) = (&request.turn, &request.completion);
     let answered = async {
@@ -186,5 +201,11 @@ async fn completions<M: ChatModel + 'static, St: SessionStore + 'static>(
     }
     .instrument(span.clone())
     .await;
-    answered.unwrap_or_else(|e| error_response_in::<OpenAiErrors>(&e))
+    let mut response = answered.unwrap_or_else(|e| error_response_in::<OpenAiErrors>(&e));
+    if !ignored.is_empty()
+        && let Ok(value) = HeaderValue::from_str(&ignored.join(", "))
+    {
+        response.headers_mut().insert(IGNORED_PARAMETERS, value);
+    }
+    response
 }
