@@ -69,8 +69,9 @@ async fn unknown(uri: axum::http::Uri) -> Response {
     error_response_in::<OpenAiErrors>(&ApiError::NotFound(uri.path().to_string()))
 }
 
-/// Every model a request may name, with the prices its cost is counted by: the chat models (the configured prices
-/// for `MODEL_ID`, each other model's list prices), then the embedding models.
+/// Every model a request may name, with what it does and the prices its cost is counted by: the chat models first
+/// (the configured prices for `MODEL_ID`, each other model's list prices; the longest answer it gives, its model's
+/// output limit under the operator's ceiling), then the embedding models.
 fn models<M: ChatModel + 'static, St: SessionStore>(app: &ChatState<M, St>) -> Vec<Model> {
     let settings = app.service.settings();
     let mut ids: Vec<&str> = vec![settings.model_id.as_str()];
@@ -83,12 +84,19 @@ fn models<M: ChatModel + 'static, St: SessionStore>(app: &ChatState<M, St>) -> V
     );
     ids.into_iter()
         .map(|id| {
-            let prices = if id == settings.model_id {
-                settings.model.prices
+            let (prices, profile) = if id == settings.model_id {
+                (settings.model.prices, settings.model.profile)
             } else {
-                chat_core::ModelProfile::of(id).prices
+                let profile = chat_core::ModelProfile::of(id);
+                (profile.prices, profile)
             };
-            Model::new(id, prices.as_ref())
+            let longest = settings
+                .limits
+                .output_ceiling
+                .map_or(profile.max_output_tokens, |c| {
+                    c.min(profile.max_output_tokens)
+                });
+            Model::new(id, prices.as_ref()).with_limits(longest, profile.context_window)
         })
         // The embedding models `/v1/embeddings` takes, with their input prices.
         .chain(app.embedding_models.ids().iter().map(|id| {
@@ -96,7 +104,7 @@ fn models<M: ChatModel + 'static, St: SessionStore>(app: &ChatState<M, St>) -> V
                 .embedding_models
                 .allowed(id)
                 .map(|profile| profile.prices);
-            Model::new(id, prices.as_ref())
+            Model::embeddings(id, prices.as_ref())
         }))
         .collect()
 }
