@@ -19,10 +19,7 @@ const NOVA_LITE: &str = "us.amazon.nova-lite-v1:0";
 async fn harness_with(env: &[(&str, &str)]) -> Harness {
     let allowed = format!("{SONNET_4_5},{NOVA_LITE}");
     let env = [&[("ALLOWED_MODELS", allowed.as_str())], env].concat();
-    Backend::start(&env)
-        .await
-        .wired(|m, s, a, c| App::new(m, s, a, c))
-        .await
+    Backend::start(&env).await.wired(App::new).await
 }
 
 async fn harness() -> Harness {
