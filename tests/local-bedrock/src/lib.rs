@@ -226,7 +226,7 @@
 //! | the request | the model | the message |
 //! |---|---|---|
 //! | `inferenceConfig` with both `temperature` and `topP` | Claude 4.5 and later (an id holding `claude-sonnet-4-5`, `claude-opus-4-5`, `claude-haiku-4-5`, `claude-sonnet-4-6`, `claude-opus-4-6`, `claude-opus-4-7` or a `claude-…-5`) | ``The model returned the following errors: `temperature` and `top_p` cannot both be specified for this model. Please use only one.`` |
-//! | a tool's `toolSpec.strict` (at index I) | any but Claude 4.5 and later and `openai.gpt-oss…` | `This model doesn't support the toolConfig.tools.I.toolSpec.strict field. Remove strict and try again.` |
+//! | a tool's `toolSpec.strict` (at index I) | a model of Anthropic, Amazon, Meta, Mistral, DeepSeek, Cohere or AI21 but Claude 4.5 and later (this server's own models, `local.…`, and `openai.gpt-oss…` take it) | `This model doesn't support the toolConfig.tools.I.toolSpec.strict field. Remove strict and try again.` |
 //!
 //! Without these fields a request is answered as before (no reasoning, no cache fields, no trace, no echo).
 //! `performanceConfig`/`serviceTier` are checked after reasoning; the first refusal wins.
@@ -1849,8 +1849,8 @@ pub fn claude_4_5_or_later(model_id: &str) -> bool {
 }
 
 /// The `ValidationException` message of what the model the path names refuses, as Bedrock plays it for that model
-/// (checked after every other refusal): `temperature` with `topP` for Claude 4.5 and later; a tool's `strict` for a
-/// model without strict tool use (any but Claude 4.5 and later and OpenAI's open-weight models).
+/// (checked after every other refusal): `temperature` with `topP` for Claude 4.5 and later; a tool's `strict` for
+/// another vendor's model without strict tool use.
 fn model_refusal(model_id: &str, body: &Value) -> Option<String> {
     let inference = body.get("inferenceConfig");
     let both = inference.is_some_and(|c| c.get("temperature").is_some() && c.get("topP").is_some());
@@ -1861,7 +1861,21 @@ fn model_refusal(model_id: &str, body: &Value) -> Option<String> {
                 .into(),
         );
     }
-    let strict_tools = claude_4_5_or_later(model_id) || model_id.contains("openai.gpt-oss");
+    // Another vendor's model without strict tool use; this server's own models (`local.…`) take it, as they take
+    // structured output.
+    let vendor = [
+        "anthropic.",
+        "amazon.",
+        "meta.",
+        "mistral.",
+        "deepseek.",
+        "cohere.",
+        "ai21.",
+    ]
+    .iter()
+    .any(|v| model_id.contains(v));
+    let strict_tools =
+        !vendor || claude_4_5_or_later(model_id) || model_id.contains("openai.gpt-oss");
     let tools = body
         .pointer("/toolConfig/tools")
         .and_then(Value::as_array)
