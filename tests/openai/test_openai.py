@@ -307,9 +307,15 @@ class Completions(unittest.TestCase):
         self.assertEqual([m["role"] for m in sent["messages"]], ["user", "assistant", "user"])
         config = sent["inferenceConfig"]
         self.assertAlmostEqual(config["temperature"], 0.2, places=5)
-        self.assertAlmostEqual(config["topP"], 0.9, places=5)
+        # The local model is Claude Sonnet 4.5 (BASE_MODEL_ID), which takes temperature or top_p: top_p is left out.
+        self.assertNotIn("topP", config)
         self.assertEqual(config["maxTokens"], 200)
         self.assertEqual(config["stopSequences"], ["ZZZ"])
+        # A model that takes both gets both.
+        OAI.chat.completions.create(model=SECOND_MODEL, messages=[user("Bonjour?")], temperature=0.2, top_p=0.9)
+        config = last_model_request()["inferenceConfig"]
+        self.assertAlmostEqual(config["topP"], 0.9, places=5)
+        self.assertAlmostEqual(config["temperature"], 0.2, places=5)
 
     def test_max_tokens_ends_with_length(self):
         r = OAI.chat.completions.create(model=MODEL, messages=[user("one two three four five six seven")],
@@ -558,6 +564,61 @@ class StructuredOutput(unittest.TestCase):
         with self.assertRaises(openai.BadRequestError) as caught:
             OAI.chat.completions.create(model=SECOND_MODEL, messages=[user("JSON?")], response_format=self.FORMAT)
         self.assertEqual(caught.exception.param, "response_format")
+
+
+# ------------------------------------------------------------------------------------------------ clients (issue 48)
+class Clients(unittest.TestCase):
+    """What the SDK's helpers and other clients send beside OpenAI's defaults, answered."""
+
+    def test_pydantic_function_tool_is_strict_and_parse_reads_its_call(self):
+        from pydantic import BaseModel
+
+        class GetWeather(BaseModel):
+            city: str
+
+        tool = openai.pydantic_function_tool(GetWeather, name="get_weather")
+        self.assertIs(tool["function"]["strict"], True)
+        question = [user('Weather in Oslo? [[tool:get_weather {"city": "Oslo"}]]')]
+        parsed = OAI.chat.completions.parse(model=MODEL, messages=question, tools=[tool])
+        call = parsed.choices[0].message.tool_calls[0]
+        self.assertEqual(parsed.choices[0].finish_reason, "tool_calls")
+        self.assertEqual(call.function.parsed_arguments, GetWeather(city="Oslo"))
+        # The local model is Claude Sonnet 4.5 (BASE_MODEL_ID): Bedrock's strict tool use.
+        spec = last_model_request()["toolConfig"]["tools"][0]["toolSpec"]
+        self.assertIs(spec["strict"], True)
+        self.assertEqual(spec["inputSchema"]["json"]["required"], ["city"])
+        # Nova Pro has none: the schema reaches it without the flag.
+        OAI.chat.completions.parse(model=SECOND_MODEL, messages=question, tools=[tool])
+        spec = last_model_request()["toolConfig"]["tools"][0]["toolSpec"]
+        self.assertNotIn("strict", spec)
+        self.assertEqual(spec["inputSchema"]["json"]["required"], ["city"])
+
+    def test_vendor_parameters_are_taken_and_named_in_a_header(self):
+        body = {"num_ctx": 4096, "keep_alive": "5m", "top_k": 40}
+        raw = OAI.chat.completions.with_raw_response.create(model=MODEL, messages=[user("hi")], extra_body=body)
+        self.assertEqual(raw.parse().choices[0].message.content, "Echo: hi")
+        self.assertEqual(raw.headers["x-ignored-parameters"], "num_ctx, keep_alive")
+        # The local model is Claude Sonnet 4.5 (BASE_MODEL_ID), which takes top_k; Nova Pro takes none.
+        self.assertEqual(last_model_request()["additionalModelRequestFields"]["top_k"], 40)
+        raw = OAI.chat.completions.with_raw_response.create(model=SECOND_MODEL, messages=[user("hi")],
+                                                            extra_body=body)
+        self.assertEqual(raw.headers["x-ignored-parameters"], "num_ctx, keep_alive, top_k")
+        self.assertNotIn("additionalModelRequestFields", last_model_request())
+
+    def test_models_are_marked_chat_or_embeddings_chat_first(self):
+        models = list(OAI.models.list())
+        kinds = [m.model_extra.get("type") for m in models]
+        self.assertEqual(kinds, sorted(kinds, key=lambda k: k != "chat"), kinds)
+        by_id = {m.id: m.model_extra for m in models}
+        self.assertEqual(by_id[MODEL]["type"], "chat")
+        self.assertEqual(by_id[EMBEDDING_MODEL]["type"], "embeddings")
+        self.assertEqual(by_id[SECOND_MODEL]["max_output_tokens"], 10000, "Nova Pro's limit")
+
+    def test_token_ids_are_embedded_as_the_text_they_spell(self):
+        # cl100k_base: "hello" 15339, " world" 1917 (what LangChain's OpenAIEmbeddings sends by default).
+        as_text = OAI.embeddings.create(model=EMBEDDING_MODEL, input="hello world", encoding_format="float")
+        as_ids = OAI.embeddings.create(model=EMBEDDING_MODEL, input=[[15339, 1917]], encoding_format="float")
+        self.assertEqual(as_float32(as_ids.data[0].embedding), as_float32(as_text.data[0].embedding))
 
 
 # ------------------------------------------------------------------------------------------------ embeddings

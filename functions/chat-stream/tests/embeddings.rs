@@ -196,8 +196,12 @@ async fn refusals_in_openais_shape() {
     );
 
     let cases = [
-        (json!({"input": [1, 2, 3], "model": titan}), "input"),
-        (json!({"input": [[1, 2], [3]], "model": titan}), "input"),
+        // An id cl100k_base does not have.
+        (json!({"input": [1, 2, 4_000_000], "model": titan}), "input"),
+        (
+            json!({"input": [[1, 2], [3, -1]], "model": titan}),
+            "input[1][1]",
+        ),
         (
             json!({"input": "a", "model": titan, "temperature": 1}),
             "temperature",
@@ -220,12 +224,12 @@ async fn refusals_in_openais_shape() {
         assert_eq!(error["type"], "invalid_request_error", "{body}");
         assert_eq!(error["param"], param, "{body}");
     }
-    let tokens = embed(&h, json!({"input": [1, 2, 3], "model": titan})).await;
+    let tokens = embed(&h, json!({"input": [1, 2, 4_000_000], "model": titan})).await;
     assert!(
         error_of(&tokens)["message"]
             .as_str()
             .unwrap()
-            .contains("only text"),
+            .contains("cl100k_base"),
         "{}",
         tokens.body
     );
@@ -355,4 +359,43 @@ async fn a_model_that_throttles_is_a_429_charged_only_where_a_call_may_have_run(
         texts.iter().map(|t| estimate_tokens(t)).sum::<u64>()
     );
     assert_eq!(usage.day.reserved.tokens, 0);
+}
+
+/// LangChain's `OpenAIEmbeddings` and LibreChat's RAG API send `input` as lists of cl100k_base token ids by default:
+/// each list is the text it spells, embedded as that text (the same vector), and the model is sent the text.
+#[tokio::test]
+async fn token_arrays_are_the_text_they_spell_in_cl100k_base() {
+    let h = harness(&[]).await;
+    let titan = "amazon.titan-embed-text-v2:0";
+    // cl100k_base: "hello" 15339, " world" 1917; "Hello" 9906.
+    let as_text = embed(
+        &h,
+        json!({"input": ["hello world", "Hello world"], "model": titan}),
+    )
+    .await;
+    assert_eq!(as_text.status, 200, "{}", as_text.body);
+    let as_tokens = embed(
+        &h,
+        json!({"input": [[15339, 1917], [9906, 1917]], "model": titan}),
+    )
+    .await;
+    assert_eq!(as_tokens.status, 200, "{}", as_tokens.body);
+    assert_eq!(as_tokens.json()["data"], as_text.json()["data"]);
+    let one = embed(&h, json!({"input": [15339, 1917], "model": titan})).await;
+    assert_eq!(one.status, 200, "{}", one.body);
+    assert_eq!(one.json()["data"][0], as_text.json()["data"][0]);
+    let sent: Vec<String> = invocations(&h)
+        .await
+        .iter()
+        .map(|i| {
+            i["body"]["inputText"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    assert!(
+        sent.iter().filter(|t| *t == "hello world").count() >= 3,
+        "{sent:?}"
+    );
 }

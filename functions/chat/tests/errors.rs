@@ -146,9 +146,9 @@ async fn a_guardrail_intervention_is_400_content_filter() {
     assert_eq!(sent["guardrailConfig"]["guardrailVersion"], "2");
 }
 
-/// What the model answers with, as the caller gets it: input longer than the context and a content filter stop are
-/// 400; access denied, an unknown model and a request the model refuses are 500 without internals; the model's own
-/// errors are 502 and 503.
+/// What the model answers with, as the caller gets it: input longer than the context, a content filter stop and a
+/// request the model refuses (Bedrock's `ValidationException`, in the model's words) are 400; access denied and an
+/// unknown model are 500 without internals; the model's own errors are 502 and 503.
 #[tokio::test]
 async fn model_faults_are_their_statuses_without_internals() {
     let h = harness().await;
@@ -160,7 +160,11 @@ async fn model_faults_are_their_statuses_without_internals() {
         ("[[fault:content-filter]]", 400, filtered),
         ("[[fault:access-denied]]", 500, INTERNAL),
         ("[[fault:not-found]]", 500, INTERNAL),
-        ("[[fault:validation]]", 500, INTERNAL),
+        (
+            "[[fault:validation]]",
+            400,
+            "The model refused the request: The provided request is not valid",
+        ),
         ("[[fault:model-error]]", 502, unavailable),
         ("[[fault:internal]]", 502, unavailable),
         ("[[fault:unavailable]]", 503, unavailable),

@@ -24,6 +24,9 @@ pub struct Config {
     /// Largest request body with files accepted, in bytes (`MAX_UPLOAD_BYTES`): a `multipart/form-data` one, or a JSON
     /// one whose messages carry `files`.
     pub max_upload_bytes: usize,
+    /// Parameters a Chat Completions request may carry unapplied, named back in the answer, beside the vendor ones
+    /// every deployment takes (`OPENAI_IGNORED_PARAMETERS`, comma-separated).
+    pub ignored_parameters: Vec<String>,
     /// The S3 bucket that keeps the files of messages (`ATTACHMENTS_BUCKET`); `None` takes no files.
     pub attachments_bucket: Option<String>,
     /// How long a listed file's presigned URL may be used (`ATTACHMENT_URL_SECONDS`).
@@ -267,6 +270,7 @@ impl Config {
                     max_messages: number("MAX_MESSAGES", defaults.max_messages as u64)? as usize,
                     max_message_chars: max_message_chars as usize,
                     max_output_tokens: max_output,
+                    output_ceiling: get("MAX_OUTPUT_TOKENS").and(Some(max_output)),
                     max_top: max_top as usize,
                     files: FileLimits {
                         max_images: number("MAX_IMAGES", files.max_images as u64)? as usize,
@@ -310,6 +314,15 @@ impl Config {
             )? as usize,
             max_upload_bytes: number("MAX_UPLOAD_BYTES", Self::DEFAULT_MAX_UPLOAD_BYTES as u64)?
                 as usize,
+            ignored_parameters: get("OPENAI_IGNORED_PARAMETERS")
+                .map(|list| {
+                    list.split(',')
+                        .map(str::trim)
+                        .filter(|name| !name.is_empty())
+                        .map(String::from)
+                        .collect()
+                })
+                .unwrap_or_default(),
             attachments_bucket: get("ATTACHMENTS_BUCKET")
                 .map(|b| b.trim().to_string())
                 .filter(|b| !b.is_empty()),

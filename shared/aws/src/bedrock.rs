@@ -78,6 +78,12 @@ fn cannot_count(err: &ModelError) -> bool {
     }
 }
 
+/// A Converse request this adapter could not build (a field it must set left unset): its own fault, not the
+/// request's, so not a refusal the client could correct.
+fn unbuilt(e: BuildError) -> ModelError {
+    ModelError::Failed(format!("building the Converse request: {e}"))
+}
+
 /// The fault for a model that stayed silent past the timeout.
 fn silent(timeout: Duration, waiting_for: &str) -> ModelError {
     ModelError::Timeout(format!(
@@ -89,11 +95,10 @@ fn silent(timeout: Duration, waiting_for: &str) -> ModelError {
 /// A file as a Converse image or document block; `name` is the document's name, distinct in the request.
 fn file_block(file: &chat_core::Attachment, name: &str) -> Result<ContentBlock, ModelError> {
     use chat_core::{DocumentFormat as D, FileKind, ImageFormat as I};
-    let rejected = |e: BuildError| ModelError::Rejected(e.to_string());
     let bytes = file
         .bytes
         .as_ref()
-        .ok_or_else(|| ModelError::Rejected(format!("{} has no bytes", file.name)))?;
+        .ok_or_else(|| ModelError::Failed(format!("{} has no bytes", file.name)))?;
     let blob = Blob::new(bytes.to_vec());
     Ok(match file.kind {
         FileKind::Image(format) => ContentBlock::Image(
@@ -106,7 +111,7 @@ fn file_block(file: &chat_core::Attachment, name: &str) -> Result<ContentBlock, 
                 })
                 .source(ImageSource::Bytes(blob))
                 .build()
-                .map_err(rejected)?,
+                .map_err(unbuilt)?,
         ),
         FileKind::Document(format) => ContentBlock::Document(
             DocumentBlock::builder()
@@ -124,7 +129,7 @@ fn file_block(file: &chat_core::Attachment, name: &str) -> Result<ContentBlock, 
                 .name(name)
                 .source(DocumentSource::Bytes(blob))
                 .build()
-                .map_err(rejected)?,
+                .map_err(unbuilt)?,
         ),
     })
 }
@@ -139,7 +144,6 @@ fn messages(request: &ModelRequest) -> Result<Vec<Message>, ModelError> {
             .rposition(|m| m.role == chat_core::Role::User && m.tool_results.is_empty())
             .unwrap_or(request.messages.len().saturating_sub(1))
     });
-    let rejected = |e: BuildError| ModelError::Rejected(e.to_string());
     // Converse refuses toolUse and toolResult blocks in a request without a toolConfig, so a request that offers no
     // tools gets its conversation's tool exchanges as text (the model still reads what was asked and answered), as
     // the core's `tools_as_text` writes them; the core does that itself before a last round, this is the backstop.
@@ -183,7 +187,7 @@ fn messages(request: &ModelRequest) -> Result<Vec<Message>, ModelError> {
                                 .text(&block.text)
                                 .signature(signature)
                                 .build()
-                                .map_err(rejected)?,
+                                .map_err(unbuilt)?,
                         ),
                         (None, None) => continue,
                     };
@@ -202,7 +206,7 @@ fn messages(request: &ModelRequest) -> Result<Vec<Message>, ModelError> {
                                 ToolStatus::Error => ToolResultStatus::Error,
                             })
                             .build()
-                            .map_err(rejected)?,
+                            .map_err(unbuilt)?,
                     )
                 } else {
                     let name = tool_names.get(result.id.as_str()).unwrap_or(&"a tool");
@@ -265,7 +269,7 @@ fn messages(request: &ModelRequest) -> Result<Vec<Message>, ModelError> {
                             .name(&call.name)
                             .input(document(&call.input))
                             .build()
-                            .map_err(rejected)?,
+                            .map_err(unbuilt)?,
                     )
                 } else {
                     ContentBlock::Text(format!("[tool {} called with {}]", call.name, call.input))
@@ -275,9 +279,7 @@ fn messages(request: &ModelRequest) -> Result<Vec<Message>, ModelError> {
             if request.prompt_caching && i + 1 == last && last > 0 {
                 message = message.content(ContentBlock::CachePoint(cache_point()?));
             }
-            message
-                .build()
-                .map_err(|e| ModelError::Rejected(e.to_string()))
+            message.build().map_err(unbuilt)
         })
         .collect()
 }
@@ -286,7 +288,7 @@ fn cache_point() -> Result<CachePointBlock, ModelError> {
     CachePointBlock::builder()
         .r#type(CachePointType::Default)
         .build()
-        .map_err(|e| ModelError::Rejected(e.to_string()))
+        .map_err(unbuilt)
 }
 
 fn guard_content(
@@ -299,7 +301,7 @@ fn guard_content(
                 .text(text)
                 .qualifiers(qualifier)
                 .build()
-                .map_err(|e| ModelError::Rejected(e.to_string()))?,
+                .map_err(unbuilt)?,
         ),
     ))
 }
@@ -338,7 +340,6 @@ fn tool_config(request: &ModelRequest) -> Result<Option<ToolConfiguration>, Mode
     if request.tools.is_empty() {
         return Ok(None);
     }
-    let rejected = |e: BuildError| ModelError::Rejected(e.to_string());
     let mut config = ToolConfiguration::builder();
     for tool in &request.tools {
         let spec = ToolSpecification::builder()
@@ -346,8 +347,10 @@ fn tool_config(request: &ModelRequest) -> Result<Option<ToolConfiguration>, Mode
             // Bedrock refuses an empty description.
             .set_description(Some(tool.description.clone()).filter(|d| !d.trim().is_empty()))
             .input_schema(ToolInputSchema::Json(document(&tool.input_schema)))
+            // Strict tool use only where asked: a model without it refuses the field.
+            .set_strict(tool.strict.then_some(true))
             .build()
-            .map_err(rejected)?;
+            .map_err(unbuilt)?;
         config = config.tools(BedrockTool::ToolSpec(spec));
     }
     // `auto` is Converse's default: it is not sent, so a model that takes no tool choice is asked nothing new.
@@ -360,10 +363,10 @@ fn tool_config(request: &ModelRequest) -> Result<Option<ToolConfiguration>, Mode
             SpecificToolChoice::builder()
                 .name(name)
                 .build()
-                .map_err(rejected)?,
+                .map_err(unbuilt)?,
         )),
     });
-    config.build().map(Some).map_err(rejected)
+    config.build().map(Some).map_err(unbuilt)
 }
 
 /// The answer's format: Bedrock's structured output (`outputConfig.textFormat`) with the schema the request asks
@@ -381,18 +384,17 @@ fn output_config(request: &ModelRequest) -> Result<Option<OutputConfig>, ModelEr
             ..
         } => (schema.clone(), Some(name.clone()), description.clone()),
     };
-    let rejected = |e: BuildError| ModelError::Rejected(e.to_string());
     let definition = JsonSchemaDefinition::builder()
         .schema(schema.to_string())
         .set_name(name)
         .set_description(description)
         .build()
-        .map_err(rejected)?;
+        .map_err(unbuilt)?;
     let format = OutputFormat::builder()
         .r#type(OutputFormatType::JsonSchema)
         .structure(OutputFormatStructure::JsonSchema(definition))
         .build()
-        .map_err(rejected)?;
+        .map_err(unbuilt)?;
     Ok(Some(OutputConfig::builder().text_format(format).build()))
 }
 
@@ -498,7 +500,6 @@ fn served(
 
 /// A passage as a Converse search result, with citations on.
 fn search_result(passage: &Passage) -> Result<SearchResultBlock, ModelError> {
-    let rejected = |e: BuildError| ModelError::Rejected(e.to_string());
     SearchResultBlock::builder()
         .source(&passage.source)
         .title(passage.citation())
@@ -506,16 +507,16 @@ fn search_result(passage: &Passage) -> Result<SearchResultBlock, ModelError> {
             SearchResultContentBlock::builder()
                 .text(&passage.text)
                 .build()
-                .map_err(rejected)?,
+                .map_err(unbuilt)?,
         )
         .citations(
             CitationsConfig::builder()
                 .enabled(true)
                 .build()
-                .map_err(rejected)?,
+                .map_err(unbuilt)?,
         )
         .build()
-        .map_err(rejected)
+        .map_err(unbuilt)
 }
 
 /// The search result a citation points at, by its position in the request.
@@ -1150,6 +1151,7 @@ mod tests {
                 },
             ],
             tools: vec![chat_core::ToolSpec {
+                strict: false,
                 name: "add".into(),
                 description: String::new(),
                 input_schema: serde_json::json!({"type": "object"}),

@@ -30,6 +30,7 @@ async fn start() -> (LocalBedrock, BedrockModel) {
 
 fn weather() -> ToolSpec {
     ToolSpec {
+        strict: false,
         name: "get_weather".into(),
         description: "The weather in a city.".into(),
         input_schema: json!({
@@ -70,6 +71,7 @@ async fn a_tool_choice_makes_the_model_call_the_tool_with_an_input_of_its_schema
     let mut asked = request("What is the weather like?");
     asked.tools = vec![
         ToolSpec {
+            strict: false,
             name: "other".into(),
             description: "Another.".into(),
             input_schema: json!({"type": "object"}),
@@ -314,6 +316,7 @@ impl ToolSource for Tools {
         Box::pin(async {
             ToolListing {
                 tools: vec![Arc::new(Add(ToolSpec {
+                    strict: false,
                     name: "add".into(),
                     description: "Adds a and b.".into(),
                     input_schema: json!({"type": "object"}),

@@ -23,6 +23,7 @@ async fn start() -> (LocalBedrock, BedrockModel) {
 
 fn spec(name: &str) -> ToolSpec {
     ToolSpec {
+        strict: false,
         name: name.to_string(),
         description: format!("The {name} tool."),
         input_schema: json!({

@@ -12,7 +12,7 @@ use crate::{
     Answer, Caller, ChatError, ChatMode, ChatModel, ChatService, ChatSettings, Completion,
     InvalidRequest, MIN_THINKING_BUDGET, ModelOptions, ReasoningBlock, ReasoningEffort,
     ReasoningStyle, ResponseFormat, Role, SessionStore, StreamingTurn, Thinking, ToolChoice,
-    TurnInput,
+    ToolSpec, TurnInput,
 };
 
 /// The most stop sequences a request may name (Converse's bound for the models that take them).
@@ -126,7 +126,16 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         let plan = Plan {
             tools: match completion.tool_choice {
                 ToolChoice::None => Vec::new(),
-                _ => completion.tools.clone(),
+                // Strict tool use where the model has Bedrock's structured output; elsewhere the schema is given
+                // unenforced, as the model would refuse the flag.
+                _ => completion
+                    .tools
+                    .iter()
+                    .map(|tool| ToolSpec {
+                        strict: tool.strict && settings.model.profile.structured_output,
+                        ..tool.clone()
+                    })
+                    .collect(),
             },
             tool_choice: completion.tool_choice.clone(),
             parallel: completion.parallel_tool_calls,

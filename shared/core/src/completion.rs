@@ -9,8 +9,8 @@
 use std::collections::HashMap;
 
 use crate::{
-    ModelRequest, ReasoningBlock, ReasoningEffort, ReasoningStyle, ResponseFormat, Role,
-    ToolChoice, ToolSpec,
+    ModelProfile, ModelRequest, ReasoningBlock, ReasoningEffort, ReasoningStyle, ResponseFormat,
+    Role, ToolChoice, ToolSpec,
 };
 
 /// A stateless turn's own request, beside its [`crate::TurnInput`] (whose `messages` are the whole conversation
@@ -63,6 +63,45 @@ impl Completion {
     /// The system prompt the client's blocks make, when it sent any.
     pub fn system_prompt(&self) -> Option<String> {
         (!self.system.is_empty()).then(|| self.system.join("\n\n"))
+    }
+
+    /// Fits the completion to what its model takes, rather than have the model refuse it: `top_p` left out when
+    /// the model takes `temperature` or `top_p` and both came (`temperature` wins: it is the one clients set on
+    /// purpose, `top_p` a default they copy); `top_k` left out for a model that takes none; the answer's length
+    /// held to the model's output limit (less the thinking budget of a Claude that thinks within one) and the
+    /// operator's `ceiling` (`MAX_OUTPUT_TOKENS`, when set). What changed,
+    /// as the answer names it to the client: a parameter left out by its name, a length held by `name=tokens`.
+    pub fn fit(&mut self, profile: &ModelProfile, ceiling: Option<u32>) -> Vec<String> {
+        let mut changed = Vec::new();
+        let sampling = &mut self.sampling;
+        if profile.temperature_or_top_p
+            && sampling.temperature.is_some()
+            && sampling.top_p.is_some()
+        {
+            sampling.top_p = None;
+            changed.push("top_p".to_string());
+        }
+        if !profile.top_k && sampling.top_k.take().is_some() {
+            changed.push("top_k".to_string());
+        }
+        // Claude of a thinking budget thinks within the answer's tokens: the budget is added to what the client
+        // asked for, so the two together stay within the model's limit.
+        let thinking = match (profile.reasoning, self.thinking) {
+            (ReasoningStyle::AnthropicBudget, Some(Thinking::Effort(effort))) => {
+                effort.budget_tokens()
+            }
+            (ReasoningStyle::AnthropicBudget, Some(Thinking::Budget(tokens))) => tokens,
+            _ => 0,
+        };
+        let model_limit = profile.max_output_tokens.saturating_sub(thinking).max(1);
+        let limit = ceiling.map_or(model_limit, |c| c.min(model_limit));
+        if let Some(tokens) = self.max_output_tokens.as_mut()
+            && *tokens > limit
+        {
+            *tokens = limit;
+            changed.push(format!("max_tokens={limit}"));
+        }
+        changed
     }
 }
 

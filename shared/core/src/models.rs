@@ -152,6 +152,10 @@ pub struct ModelProfile {
     pub structured_output: bool,
     /// Whether it takes `top_k` in Converse's `additionalModelRequestFields` (Anthropic's Claude).
     pub top_k: bool,
+    /// The most tokens one answer may hold (Converse's `maxTokens`), as Bedrock documents the model.
+    pub max_output_tokens: u32,
+    /// Whether it takes `temperature` or `top_p`, not both (Claude from 4.5 on Bedrock refuses the two together).
+    pub temperature_or_top_p: bool,
 }
 
 const fn profile(
@@ -171,6 +175,8 @@ const fn profile(
         tool_choice: false,
         structured_output: false,
         top_k: false,
+        max_output_tokens: 8192,
+        temperature_or_top_p: false,
     }
 }
 
@@ -211,6 +217,20 @@ impl ModelProfile {
         self.structured_output = true;
         self
     }
+
+    /// The same profile, for a model whose answers hold at most `tokens`.
+    const fn output(mut self, tokens: u32) -> Self {
+        self.max_output_tokens = tokens;
+        self
+    }
+
+    /// The same profile, for a Claude of 4.5 or later: Bedrock's structured output, and `temperature` or `top_p`,
+    /// not both.
+    const fn claude_4_5(self) -> Self {
+        let mut profile = self.structured();
+        profile.temperature_or_top_p = true;
+        profile
+    }
 }
 
 use ReasoningStyle::{AnthropicAdaptive, AnthropicBudget, NovaEffort, OpenAiEffort, Unsupported};
@@ -218,28 +238,45 @@ use ReasoningStyle::{AnthropicAdaptive, AnthropicBudget, NovaEffort, OpenAiEffor
 const SONNET: Option<Prices> = Some(Prices::new(3.0, 15.0, 0.30, 3.75));
 const OPUS_4_5: Option<Prices> = Some(Prices::new(5.0, 25.0, 0.50, 6.25));
 
-/// The known families, a longer id start before a shorter one it begins with.
+/// The known families, a longer id start before a shorter one it begins with. The output limits are Bedrock's
+/// documented `maxTokens` bounds when this was written.
 const PROFILES: &[ModelProfile] = &[
-    claude("anthropic.claude-opus-4-6", AnthropicAdaptive, OPUS_4_5).structured(),
-    claude("anthropic.claude-opus-4-7", AnthropicAdaptive, OPUS_4_5).structured(),
-    claude("anthropic.claude-sonnet-4-6", AnthropicAdaptive, SONNET).structured(),
-    claude("anthropic.claude-opus-5", AnthropicAdaptive, None).structured(),
-    claude("anthropic.claude-sonnet-5", AnthropicAdaptive, None).structured(),
-    claude("anthropic.claude-opus-4-5", AnthropicBudget, OPUS_4_5).structured(),
-    claude("anthropic.claude-sonnet-4-5", AnthropicBudget, SONNET).structured(),
+    claude("anthropic.claude-opus-4-6", AnthropicAdaptive, OPUS_4_5)
+        .claude_4_5()
+        .output(128_000),
+    claude("anthropic.claude-opus-4-7", AnthropicAdaptive, OPUS_4_5)
+        .claude_4_5()
+        .output(128_000),
+    claude("anthropic.claude-sonnet-4-6", AnthropicAdaptive, SONNET)
+        .claude_4_5()
+        .output(64_000),
+    claude("anthropic.claude-opus-5", AnthropicAdaptive, None)
+        .claude_4_5()
+        .output(64_000),
+    claude("anthropic.claude-sonnet-5", AnthropicAdaptive, None)
+        .claude_4_5()
+        .output(64_000),
+    claude("anthropic.claude-opus-4-5", AnthropicBudget, OPUS_4_5)
+        .claude_4_5()
+        .output(64_000),
+    claude("anthropic.claude-sonnet-4-5", AnthropicBudget, SONNET)
+        .claude_4_5()
+        .output(64_000),
     claude(
         "anthropic.claude-haiku-4-5",
         AnthropicBudget,
         Some(Prices::new(1.0, 5.0, 0.10, 1.25)),
     )
-    .structured(),
+    .claude_4_5()
+    .output(64_000),
     claude(
         "anthropic.claude-opus-4",
         AnthropicBudget,
         Some(Prices::new(15.0, 75.0, 1.50, 18.75)),
-    ),
-    claude("anthropic.claude-sonnet-4", AnthropicBudget, SONNET),
-    claude("anthropic.claude-3-7-sonnet", AnthropicBudget, SONNET),
+    )
+    .output(32_000),
+    claude("anthropic.claude-sonnet-4", AnthropicBudget, SONNET).output(64_000),
+    claude("anthropic.claude-3-7-sonnet", AnthropicBudget, SONNET).output(64_000),
     claude(
         "anthropic.claude-3-5-haiku",
         Unsupported,
@@ -263,12 +300,18 @@ const PROFILES: &[ModelProfile] = &[
         Some(Prices::new(0.25, 1.25, 0.25, 0.25)),
     )
     .choosing()
-    .top_k(),
+    .top_k()
+    .output(4096),
     profile("anthropic.claude", 200_000, Unsupported, false, None)
         .choosing()
-        .top_k(),
-    profile("amazon.nova-2-lite", 1_000_000, NovaEffort, true, None).choosing(),
-    profile("amazon.nova-premier", 1_000_000, Unsupported, true, None).choosing(),
+        .top_k()
+        .output(4096),
+    profile("amazon.nova-2-lite", 1_000_000, NovaEffort, true, None)
+        .choosing()
+        .output(65_536),
+    profile("amazon.nova-premier", 1_000_000, Unsupported, true, None)
+        .choosing()
+        .output(32_000),
     profile(
         "amazon.nova-pro",
         300_000,
@@ -276,7 +319,8 @@ const PROFILES: &[ModelProfile] = &[
         true,
         Some(Prices::new(0.80, 3.20, 0.20, 0.80)),
     )
-    .choosing(),
+    .choosing()
+    .output(10_000),
     profile(
         "amazon.nova-lite",
         300_000,
@@ -284,7 +328,8 @@ const PROFILES: &[ModelProfile] = &[
         true,
         Some(Prices::new(0.06, 0.24, 0.015, 0.06)),
     )
-    .choosing(),
+    .choosing()
+    .output(10_000),
     profile(
         "amazon.nova-micro",
         128_000,
@@ -292,7 +337,8 @@ const PROFILES: &[ModelProfile] = &[
         true,
         Some(Prices::new(0.035, 0.14, 0.00875, 0.035)),
     )
-    .choosing(),
+    .choosing()
+    .output(10_000),
     profile(
         "meta.llama3-3-70b",
         128_000,
@@ -300,7 +346,7 @@ const PROFILES: &[ModelProfile] = &[
         false,
         Some(Prices::new(0.72, 0.72, 0.72, 0.72)),
     ),
-    profile("meta.llama", 128_000, Unsupported, false, None),
+    profile("meta.llama", 128_000, Unsupported, false, None).output(2048),
     profile(
         "openai.gpt-oss-120b",
         128_000,
@@ -308,7 +354,8 @@ const PROFILES: &[ModelProfile] = &[
         false,
         Some(Prices::new(0.15, 0.60, 0.15, 0.15)),
     )
-    .structured(),
+    .structured()
+    .output(32_768),
     profile(
         "openai.gpt-oss-20b",
         128_000,
@@ -316,18 +363,21 @@ const PROFILES: &[ModelProfile] = &[
         false,
         Some(Prices::new(0.07, 0.30, 0.07, 0.07)),
     )
-    .structured(),
+    .structured()
+    .output(32_768),
     profile(
         "deepseek.r1",
         128_000,
         Unsupported,
         false,
         Some(Prices::new(1.35, 5.40, 1.35, 1.35)),
-    ),
+    )
+    .output(32_768),
     profile("mistral.mistral-large", 128_000, Unsupported, false, None).choosing(),
 ];
 
-/// A model this table does not know: a modest window, nothing asked of it that it might refuse.
+/// A model this table does not know: a modest window, answers of at most 8192 tokens, nothing asked of it that it
+/// might refuse.
 const UNKNOWN: ModelProfile = profile("", 32_000, Unsupported, false, None);
 
 /// The foundation model a model id names: an inference profile's id (`us.`, `eu.`, `apac.`, `global.` …) or ARN
@@ -529,6 +579,27 @@ mod tests {
             named.request_fields(),
             json!({"thinking": {"type": "enabled", "budget_tokens": 2000}})
         );
+    }
+
+    #[test]
+    fn each_family_answers_up_to_its_own_output_limit() {
+        let limit = |id| ModelProfile::of(id).max_output_tokens;
+        assert_eq!(
+            limit("us.anthropic.claude-sonnet-4-5-20250929-v1:0"),
+            64_000
+        );
+        assert_eq!(limit("global.anthropic.claude-opus-4-6-v1"), 128_000);
+        assert_eq!(limit("anthropic.claude-opus-4-1-20250805-v1:0"), 32_000);
+        assert_eq!(limit("anthropic.claude-3-haiku-20240307-v1:0"), 4096);
+        assert_eq!(limit("us.amazon.nova-pro-v1:0"), 10_000);
+        assert_eq!(limit("an.unknown-model"), 8192);
+        // Claude from 4.5 takes temperature or top_p; earlier ones both.
+        assert!(
+            ModelProfile::of("us.anthropic.claude-haiku-4-5-20251001-v1:0").temperature_or_top_p
+        );
+        assert!(ModelProfile::of("anthropic.claude-sonnet-4-6").temperature_or_top_p);
+        assert!(!ModelProfile::of("anthropic.claude-sonnet-4-20250514-v1:0").temperature_or_top_p);
+        assert!(!ModelProfile::of("us.amazon.nova-lite-v1:0").temperature_or_top_p);
     }
 
     #[test]

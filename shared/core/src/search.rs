@@ -235,6 +235,7 @@ impl SearchDocuments {
                 .clamp(1, max_top),
             max_top,
             spec: ToolSpec {
+                strict: false,
                 name: "search_documents".into(),
                 description: "Searches the team's documents and returns the passages that match best, each after \
                               its source's name in square brackets. Cite a passage by that name, e.g. \

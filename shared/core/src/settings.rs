@@ -196,6 +196,9 @@ pub struct RequestLimits {
     pub max_message_chars: usize,
     /// The largest `max_tokens` a request may ask for.
     pub max_output_tokens: u32,
+    /// The operator's ceiling on a completion's answer (`MAX_OUTPUT_TOKENS`, when set): a completion asking for more
+    /// than this or its model's own limit is held to the lesser, not refused. `None`: the model's limit.
+    pub output_ceiling: Option<u32>,
     /// The largest `top` (passages to search for) a request may ask for.
     pub max_top: usize,
     /// How many files, and how large, a request may carry.
@@ -224,6 +227,7 @@ impl Default for RequestLimits {
             max_messages: 500,
             max_message_chars: 80_000,
             max_output_tokens: 8192,
+            output_ceiling: None,
             max_top: 20,
             files: crate::FileLimits::default(),
             allowed_overrides: AllowedOverrides::default(),

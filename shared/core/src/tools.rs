@@ -20,6 +20,9 @@ pub struct ToolSpec {
     pub description: String,
     /// The JSON schema of the tool's input (an object schema).
     pub input_schema: Value,
+    /// Whether the model's call must keep to the schema (Bedrock's strict tool use, for the models whose profile
+    /// has structured output; for others the schema is still given, unenforced).
+    pub strict: bool,
 }
 
 /// The model asks for a tool: which, with what input, under an id its result answers to.
@@ -317,6 +320,7 @@ mod tests {
         fn spec(&self) -> &ToolSpec {
             static SPEC: std::sync::OnceLock<ToolSpec> = std::sync::OnceLock::new();
             SPEC.get_or_init(|| ToolSpec {
+                strict: false,
                 name: "slow".into(),
                 description: "sleeps".into(),
                 input_schema: json!({"type": "object"}),

@@ -60,6 +60,7 @@ impl ToolSource for Server {
             ToolListing {
                 tools: vec![Arc::new(Clock {
                     spec: ToolSpec {
+                        strict: false,
                         name: "clock".into(),
                         description: "the time".into(),
                         input_schema: json!({"type": "object"}),
@@ -90,6 +91,7 @@ fn service(
 
 fn weather() -> ToolSpec {
     ToolSpec {
+        strict: false,
         name: "get_weather".into(),
         description: "The weather in a city.".into(),
         input_schema: json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
@@ -653,4 +655,44 @@ async fn a_thinking_budget_is_claudes_budget_and_thinking_off_turns_the_configur
         panic!("a budget below the least taken")
     };
     assert_eq!(e.path, "thinking.budget_tokens");
+}
+
+/// A completion fitted to its model: `top_p` left out beside `temperature` for a Claude that takes one of them,
+/// `top_k` for a model that takes none, the answer's length held to the model's limit (less a thinking budget) and
+/// the operator's ceiling; each change named, nothing named when nothing changed.
+#[test]
+fn a_completion_is_fitted_to_what_its_model_takes() {
+    let sonnet = chat_core::ModelProfile::of(CLAUDE);
+    let nova = chat_core::ModelProfile::of(NOVA);
+    let asked = |max: u32| Completion {
+        sampling: Sampling {
+            temperature: Some(0.5),
+            top_p: Some(0.9),
+            top_k: Some(40),
+        },
+        max_output_tokens: Some(max),
+        ..Completion::default()
+    };
+    let mut c = asked(50_000);
+    assert_eq!(c.fit(&sonnet, None), ["top_p"]);
+    assert_eq!(
+        (c.sampling.temperature, c.sampling.top_p, c.sampling.top_k),
+        (Some(0.5), None, Some(40))
+    );
+    assert_eq!(c.max_output_tokens, Some(50_000));
+    let mut c = asked(100_000);
+    assert_eq!(c.fit(&sonnet, None), ["top_p", "max_tokens=64000"]);
+    let mut c = asked(50_000);
+    assert_eq!(c.fit(&sonnet, Some(4096)), ["top_p", "max_tokens=4096"]);
+    // Thinking at a high effort takes 16384 of Sonnet 4.5's 64000.
+    let mut c = Completion {
+        thinking: Some(Thinking::Effort(ReasoningEffort::High)),
+        ..asked(64_000)
+    };
+    assert_eq!(c.fit(&sonnet, None), ["top_p", "max_tokens=47616"]);
+    let mut c = asked(5_000);
+    assert_eq!(c.fit(&nova, None), ["top_k"]);
+    assert_eq!(c.sampling.top_p, Some(0.9));
+    let mut plain = Completion::default();
+    assert!(plain.fit(&sonnet, Some(4096)).is_empty());
 }

@@ -35,6 +35,7 @@ impl Calculator {
     fn tool(name: &str) -> Arc<dyn Tool> {
         Arc::new(Self {
             spec: ToolSpec {
+                strict: false,
                 name: name.into(),
                 description: format!("the {name} tool"),
                 input_schema: json!({"type": "object"}),

@@ -18,8 +18,9 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 /// Request headers a browser may send: JSON bodies, JWTs, and the SigV4 headers of a signed request.
 pub const ALLOWED_HEADERS: &str =
     "content-type, accept, authorization, x-amz-date, x-amz-security-token, x-amz-content-sha256";
-/// Response headers a browser may read besides the simple ones: the history list's next page.
-pub const EXPOSED_HEADERS: &str = "x-next-cursor";
+/// Response headers a browser may read besides the simple ones: the history list's next page, and what of a Chat
+/// Completions request was not applied as sent.
+pub const EXPOSED_HEADERS: &str = "x-next-cursor, x-ignored-parameters";
 /// How long a browser may reuse a preflight answer, in seconds.
 pub const MAX_AGE_SECONDS: u32 = 300;
 /// Pages served from this machine, on any port: what the local run allows when `CORS_ALLOWED_ORIGINS` is unset.
@@ -168,7 +169,7 @@ mod tests {
             assert_eq!(answer.headers()["access-control-allow-origin"], origin);
             assert_eq!(
                 answer.headers()["access-control-expose-headers"],
-                "x-next-cursor"
+                "x-next-cursor,x-ignored-parameters"
             );
             let mut preflight = PREFLIGHT;
             preflight[0].1 = origin;
@@ -218,7 +219,10 @@ mod tests {
         let answer = send(&any, Method::GET, &[("origin", "http://localhost:5173")]).await;
         let headers = answer.headers();
         assert_eq!(headers["access-control-allow-origin"], "*");
-        assert_eq!(headers["access-control-expose-headers"], "x-next-cursor");
+        assert_eq!(
+            headers["access-control-expose-headers"],
+            "x-next-cursor,x-ignored-parameters"
+        );
         let answer = send(&any, Method::POST, &[]).await;
         assert_eq!(answer.status(), 200);
     }

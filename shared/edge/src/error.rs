@@ -126,11 +126,13 @@ impl ApiError {
             ApiError::Chat(ChatError::OverLimit(_)) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Chat(ChatError::Model(m)) => match m {
                 ModelError::Throttled => StatusCode::TOO_MANY_REQUESTS,
-                ModelError::InputTooLong(_) => StatusCode::BAD_REQUEST,
+                // Bedrock's ValidationException: the request asks what the model does not take, which the client
+                // can change (never a 500, which SDKs retry).
+                ModelError::InputTooLong(_) | ModelError::Rejected(_) => StatusCode::BAD_REQUEST,
                 ModelError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
                 ModelError::Failed(_) => StatusCode::BAD_GATEWAY,
                 ModelError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-                ModelError::AccessDenied(_) | ModelError::NotFound(_) | ModelError::Rejected(_) => {
+                ModelError::AccessDenied(_) | ModelError::NotFound(_) => {
                     StatusCode::INTERNAL_SERVER_ERROR
                 }
             },
@@ -213,9 +215,8 @@ impl ApiError {
                 ModelError::Failed(_) | ModelError::Unavailable(_) => {
                     "The model could not answer right now. Please try again.".into()
                 }
-                ModelError::AccessDenied(_) | ModelError::NotFound(_) | ModelError::Rejected(_) => {
-                    INTERNAL.into()
-                }
+                ModelError::Rejected(why) => format!("The model refused the request: {why}"),
+                ModelError::AccessDenied(_) | ModelError::NotFound(_) => INTERNAL.into(),
             },
             ApiError::Chat(ChatError::Search(e)) => match e {
                 SearchError::Throttled => {
@@ -315,7 +316,8 @@ impl ApiError {
             | ApiError::Chat(
                 ChatError::Invalid(_)
                 | ChatError::TooLarge(_)
-                | ChatError::Store(StoreError::InvalidCursor),
+                | ChatError::Store(StoreError::InvalidCursor)
+                | ChatError::Model(ModelError::Rejected(_) | ModelError::InputTooLong(_)),
             ) => FaultKind::Invalid,
             _ => FaultKind::Other,
         }
@@ -330,9 +332,45 @@ impl ApiError {
                 Some(e.path.clone())
             }
             ApiError::Chat(ChatError::ModelNotFound(_)) => Some("model".into()),
+            ApiError::Chat(ChatError::Model(ModelError::Rejected(why))) => {
+                refused_param(why).map(String::from)
+            }
+            ApiError::Chat(ChatError::Model(ModelError::InputTooLong(_))) => {
+                Some("messages".into())
+            }
             _ => None,
         }
     }
+}
+
+/// The request's field a model's refusal (Bedrock's `ValidationException` message) is about, in the names of
+/// OpenAI's API, where its words tell: the first of these that the message mentions. `top_p` before `temperature`,
+/// as the message of a model that takes only one of them names both, and `top_p` is the one to leave out.
+fn refused_param(message: &str) -> Option<&'static str> {
+    const WORDS: &[(&str, &str)] = &[
+        ("top_p", "top_p"),
+        ("topp", "top_p"),
+        ("top_k", "top_k"),
+        ("temperature", "temperature"),
+        ("budget_tokens", "reasoning_effort"),
+        ("thinking", "reasoning_effort"),
+        ("reasoning", "reasoning_effort"),
+        ("max_tokens", "max_tokens"),
+        ("maxtokens", "max_tokens"),
+        ("stopsequences", "stop"),
+        ("toolchoice", "tool_choice"),
+        ("tool_choice", "tool_choice"),
+        ("toolconfig", "tools"),
+        ("tools", "tools"),
+        ("outputconfig", "response_format"),
+        ("textformat", "response_format"),
+        ("messages", "messages"),
+    ];
+    let message = message.to_ascii_lowercase();
+    WORDS
+        .iter()
+        .find(|(word, _)| message.contains(word))
+        .map(|(_, param)| *param)
 }
 
 fn status_and_log(err: &ApiError) -> StatusCode {
@@ -463,6 +501,38 @@ mod tests {
             openai_body(ChatError::Model(ModelError::Failed("x".into())).into()).await;
         assert_eq!(status, StatusCode::BAD_GATEWAY);
         assert_eq!(body["error"]["type"], "server_error");
+    }
+
+    #[tokio::test]
+    async fn a_models_refusal_is_the_clients_400_naming_the_field_where_it_can_be_told() {
+        let refusal = |why: &str| ChatError::Model(ModelError::Rejected(why.into())).into();
+        let (status, _, body) = openai_body(refusal(
+            "The model returned the following errors: `temperature` and `top_p` cannot both be specified for this model. Please use only one.",
+        ))
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_eq!(body["error"]["type"], "invalid_request_error");
+        assert_eq!(body["error"]["param"], "top_p");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("cannot both be specified"),
+            "{body}"
+        );
+        let (status, _, body) = openai_body(refusal(
+            "1 validation error detected: Value at 'toolConfig.tools.1.member.toolSpec.name' failed to satisfy constraint",
+        ))
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_eq!(body["error"]["param"], "tools");
+        let (status, _, body) = openai_body(refusal("The provided request is not valid")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_eq!(body["error"]["param"], serde_json::Value::Null);
+        assert_eq!(
+            body["error"]["message"],
+            "The model refused the request: The provided request is not valid"
+        );
     }
 
     #[tokio::test]

@@ -17,7 +17,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use bytes::Bytes;
 use chat_core::{Caller, RequestLimits};
-use chat_protocol::openai::{CompletionRequest, parse_completion_request};
+use chat_protocol::openai::{CompletionRequest, parse_completion_request_with};
 use chat_protocol::{ChatInput, Endpoint};
 
 use crate::{ApiError, Auth, Proof, read_chat_request, read_json_body};
@@ -35,6 +35,11 @@ pub trait ChatEdgeState: EdgeState {
     fn request_limits(&self) -> &RequestLimits;
     /// `MAX_UPLOAD_BYTES`.
     fn max_upload_bytes(&self) -> usize;
+    /// The parameters a Chat Completions request may carry unapplied besides the vendor ones every deployment takes
+    /// (`OPENAI_IGNORED_PARAMETERS`).
+    fn ignored_parameters(&self) -> &[String] {
+        &[]
+    }
 }
 
 impl<T: EdgeState + ?Sized> EdgeState for Arc<T> {
@@ -54,6 +59,10 @@ impl<T: ChatEdgeState + ?Sized> ChatEdgeState for Arc<T> {
 
     fn max_upload_bytes(&self) -> usize {
         (**self).max_upload_bytes()
+    }
+
+    fn ignored_parameters(&self) -> &[String] {
+        (**self).ignored_parameters()
     }
 }
 
@@ -202,7 +211,8 @@ impl<S: ChatEdgeState, R: ChatRoute> FromRequest<S> for ChatRequest<R> {
 }
 
 /// A Chat Completions request (`POST /v1/chat/completions`): JSON within the larger of the state's JSON and upload
-/// limits (its images and files come inside it, in base64), parsed strictly ([`parse_completion_request`]).
+/// limits (its images and files come inside it, in base64), parsed strictly ([`parse_completion_request_with`], the
+/// operator's ignored parameters taken).
 pub struct CompletionBody(pub CompletionRequest);
 
 impl<S: ChatEdgeState> FromRequest<S> for CompletionBody {
@@ -212,9 +222,10 @@ impl<S: ChatEdgeState> FromRequest<S> for CompletionBody {
         let (parts, body) = request.into_parts();
         let limit = state.max_body_bytes().max(state.max_upload_bytes());
         let body = read_json_body(&parts.headers, body, limit).await?;
-        Ok(CompletionBody(parse_completion_request(
+        Ok(CompletionBody(parse_completion_request_with(
             &body,
             state.request_limits(),
+            state.ignored_parameters(),
         )?))
     }
 }

@@ -626,6 +626,7 @@ fn name_tools(up: &[(Arc<Server>, Arc<Listed>)]) -> Vec<Arc<dyn Tool>> {
             }
             tools.push(Arc::new(McpTool {
                 spec: ToolSpec {
+                    strict: false,
                     name,
                     description: description(tool, &server.config.name),
                     input_schema: input_schema(tool),

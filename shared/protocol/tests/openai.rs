@@ -175,12 +175,20 @@ fn sampling_length_and_thinking_are_the_completions_within_bounds() {
         refused(&with(ask("x"), "temperature", json!(1.5))),
         "temperature"
     );
+    // Any length is read: the model's limit holds it once the model is known (`Completion::fit`).
     assert_eq!(
-        refused(&with(ask("x"), "max_tokens", json!(10_000_000))),
+        parse(&with(ask("x"), "max_tokens", json!(50_000)))
+            .unwrap()
+            .completion
+            .max_output_tokens,
+        Some(50_000)
+    );
+    assert_eq!(
+        refused(&with(ask("x"), "max_tokens", json!(0))),
         "max_tokens"
     );
     assert_eq!(
-        refused(&with(ask("x"), "reasoning_effort", json!("xhigh"))),
+        refused(&with(ask("x"), "reasoning_effort", json!("max"))),
         "reasoning_effort"
     );
     assert_eq!(
@@ -297,9 +305,6 @@ fn tool_calls_and_their_results_are_the_assistant_messages_exchanges() {
         refused(&bad_arguments),
         "messages[1].tool_calls[0].function.arguments"
     );
-    let strict = json!({"model": "m", "messages": [{"role": "user", "content": "x"}],
-        "tools": [{"type": "function", "function": {"name": "f", "strict": true}}]});
-    assert_eq!(refused(&strict), "tools[0].function.strict");
     let unknown_choice = json!({"model": "m", "messages": [{"role": "user", "content": "x"}],
         "tools": [{"type": "function", "function": {"name": "f"}}],
         "tool_choice": {"type": "function", "function": {"name": "g"}}});
@@ -535,4 +540,92 @@ fn a_model_names_its_provider_and_prices() {
     .unwrap();
     assert_eq!(arn["owned_by"], "aws");
     assert_eq!(arn["pricing"], Value::Null);
+}
+
+/// What clients send as their own bookkeeping is taken: LangChain.js's `name` on a `tool` message (the function the
+/// call it answers called; another is refused), Open WebUI's `index` on a call sent back, Roo Code's and the SDK
+/// helpers' `strict: true` (kept for the core to honour), Cline's `cache_control`, and every `reasoning_effort`
+/// OpenAI defines.
+#[test]
+fn a_clients_bookkeeping_is_taken() {
+    let conversation = |tool_name: &str| {
+        json!({"model": "m",
+        "tools": [{"type": "function", "function": {"name": "get_weather", "strict": true,
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                "required": ["city"], "additionalProperties": false}}}],
+        "messages": [
+            {"role": "system", "content": [{"type": "text", "text": "Be brief.",
+                "cache_control": {"type": "ephemeral"}}]},
+            {"role": "user", "content": [{"type": "text", "text": "Weather in Paris?",
+                "cache_control": {"type": "ephemeral", "ttl": "1h"}}]},
+            {"role": "assistant", "content": "", "tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "name": tool_name, "content": "18 C",
+                "cache_control": {"type": "ephemeral"}}
+        ]})
+    };
+    let r = parse(&conversation("get_weather")).unwrap();
+    assert!(r.completion.tools[0].strict);
+    let exchange = r.turn.messages[1].tools().next().unwrap().clone();
+    assert_eq!(
+        (exchange.name.as_str(), exchange.output.as_str()),
+        ("get_weather", "18 C")
+    );
+    assert_eq!(refused(&conversation("get_time")), "messages[3].name");
+    let plain = parse(
+        &json!({"model": "m", "messages": [{"role": "user", "content": "x"}],
+        "tools": [{"type": "function", "function": {"name": "f"}}]}),
+    )
+    .unwrap();
+    assert!(!plain.completion.tools[0].strict);
+    let other_cache = json!({"model": "m", "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "x", "cache_control": {"type": "persistent"}}]}]});
+    assert_eq!(
+        refused(&other_cache),
+        "messages[0].content[0].cache_control.type"
+    );
+
+    for (effort, thinking) in [
+        ("none", Some(Thinking::Off)),
+        ("minimal", Some(Thinking::Effort(ReasoningEffort::Low))),
+        ("low", Some(Thinking::Effort(ReasoningEffort::Low))),
+        ("medium", Some(Thinking::Effort(ReasoningEffort::Medium))),
+        ("high", Some(Thinking::Effort(ReasoningEffort::High))),
+        ("xhigh", Some(Thinking::Effort(ReasoningEffort::High))),
+    ] {
+        let r = parse(&with(ask("x"), "reasoning_effort", json!(effort))).unwrap();
+        assert_eq!(r.completion.thinking, thinking, "{effort}");
+    }
+}
+
+/// Open WebUI copies each advanced parameter a user sets to the top level: `top_k` is honoured (for the models that
+/// take it), Ollama's are taken and named back, and any other unknown field is still refused naming it.
+#[test]
+fn vendor_parameters_are_taken_and_named_and_others_refused() {
+    let body = json!({"model": "m", "messages": [{"role": "user", "content": "x"}],
+        "top_k": 40, "num_ctx": 8192, "keep_alive": "5m", "think": true, "repeat_penalty": 1.1,
+        "mirostat": 0, "num_predict": 128});
+    let r = parse(&body).unwrap();
+    assert_eq!(r.completion.sampling.top_k, Some(40));
+    assert_eq!(
+        r.ignored,
+        [
+            "num_ctx",
+            "num_predict",
+            "repeat_penalty",
+            "mirostat",
+            "keep_alive",
+            "think"
+        ]
+    );
+    assert_eq!(refused(&with(body.clone(), "num_cpx", json!(1))), "num_cpx");
+    assert_eq!(refused(&with(ask("x"), "top_k", json!(0))), "top_k");
+    // The operator's own.
+    let own = chat_protocol::openai::parse_completion_request_with(
+        with(ask("x"), "num_cpx", json!(1)).to_string().as_bytes(),
+        &RequestLimits::default(),
+        &["num_cpx".to_string()],
+    )
+    .unwrap();
+    assert_eq!(own.ignored, ["num_cpx"]);
 }

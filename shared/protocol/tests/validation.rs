@@ -266,6 +266,7 @@ fn limits_are_enforced() {
         max_messages: 2,
         max_message_chars: 5,
         max_output_tokens: 10,
+        output_ceiling: None,
         max_top: 20,
         files: Default::default(),
         allowed_overrides: Default::default(),

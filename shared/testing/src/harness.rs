@@ -336,6 +336,7 @@ impl Reply {
 pub struct Streamed {
     pub status: StatusCode,
     pub content_type: String,
+    pub headers: HeaderMap,
     pub frames: Vec<(SystemTime, String)>,
 }
 
@@ -360,6 +361,7 @@ impl Streamed {
                 .get("content-type")
                 .map(|v| v.to_str().unwrap().to_string())
                 .unwrap_or_default(),
+            headers: parts.headers,
             frames,
         }
     }

@@ -219,6 +219,15 @@
 //! So reasoning is kept across a tool call exactly when the reasoning block this server sent, text and signature
 //! unchanged, comes back first in the assistant message that made the calls.
 //!
+//! # What one model refuses
+//!
+//! Checked after every refusal above, by the model the path names, as Bedrock refuses them (`ValidationException`):
+//!
+//! | the request | the model | the message |
+//! |---|---|---|
+//! | `inferenceConfig` with both `temperature` and `topP` | Claude 4.5 and later (an id holding `claude-sonnet-4-5`, `claude-opus-4-5`, `claude-haiku-4-5`, `claude-sonnet-4-6`, `claude-opus-4-6`, `claude-opus-4-7` or a `claude-…-5`) | ``The model returned the following errors: `temperature` and `top_p` cannot both be specified for this model. Please use only one.`` |
+//! | a tool's `toolSpec.strict` (at index I) | a model of Anthropic, Amazon, Meta, Mistral, DeepSeek, Cohere or AI21 but Claude 4.5 and later (this server's own models, `local.…`, and `openai.gpt-oss…` take it) | `This model doesn't support the toolConfig.tools.I.toolSpec.strict field. Remove strict and try again.` |
+//!
 //! Without these fields a request is answered as before (no reasoning, no cache fields, no trace, no echo).
 //! `performanceConfig`/`serviceTier` are checked after reasoning; the first refusal wins.
 //!
@@ -1823,6 +1832,66 @@ fn grounding_scores(last_user_message: Option<&Value>, answer: &str) -> Option<(
     Some((grounding, relevance))
 }
 
+/// Whether a model id (a foundation model's, an inference profile's or an ARN) is of Claude 4.5 or later.
+pub fn claude_4_5_or_later(model_id: &str) -> bool {
+    const FAMILIES: &[&str] = &[
+        "claude-sonnet-4-5",
+        "claude-opus-4-5",
+        "claude-haiku-4-5",
+        "claude-sonnet-4-6",
+        "claude-opus-4-6",
+        "claude-opus-4-7",
+        "claude-sonnet-5",
+        "claude-opus-5",
+        "claude-haiku-5",
+    ];
+    FAMILIES.iter().any(|f| model_id.contains(f))
+}
+
+/// The `ValidationException` message of what the model the path names refuses, as Bedrock plays it for that model
+/// (checked after every other refusal): `temperature` with `topP` for Claude 4.5 and later; a tool's `strict` for
+/// another vendor's model without strict tool use.
+fn model_refusal(model_id: &str, body: &Value) -> Option<String> {
+    let inference = body.get("inferenceConfig");
+    let both = inference.is_some_and(|c| c.get("temperature").is_some() && c.get("topP").is_some());
+    if both && claude_4_5_or_later(model_id) {
+        return Some(
+            "The model returned the following errors: `temperature` and `top_p` cannot both be specified for \
+             this model. Please use only one."
+                .into(),
+        );
+    }
+    // Another vendor's model without strict tool use; this server's own models (`local.…`) take it, as they take
+    // structured output.
+    let vendor = [
+        "anthropic.",
+        "amazon.",
+        "meta.",
+        "mistral.",
+        "deepseek.",
+        "cohere.",
+        "ai21.",
+    ]
+    .iter()
+    .any(|v| model_id.contains(v));
+    let strict_tools =
+        !vendor || claude_4_5_or_later(model_id) || model_id.contains("openai.gpt-oss");
+    let tools = body
+        .pointer("/toolConfig/tools")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let strict = tools
+        .iter()
+        .position(|t| t.pointer("/toolSpec/strict").is_some());
+    match strict {
+        Some(i) if !strict_tools => Some(format!(
+            "This model doesn't support the toolConfig.tools.{i}.toolSpec.strict field. Remove strict and try again."
+        )),
+        _ => None,
+    }
+}
+
 /// The HTTP error Bedrock answers for a fault, if the fault is one.
 fn fault_response(state: &AppState, plan: &Plan, body: &Value) -> Option<Response> {
     if let Some(message) = &plan.invalid {
@@ -2028,7 +2097,10 @@ async fn converse(
     _headers: HeaderMap,
     JsonBody(body): JsonBody,
 ) -> Response {
-    let plan = plan(&body, state.pace);
+    let mut plan = plan(&body, state.pace);
+    if plan.invalid.is_none() {
+        plan.invalid = model_refusal(&model_id, &body);
+    }
     record(&state, Operation::Converse, model_id.clone(), body.clone());
     tokio::time::sleep(plan.first_delay).await;
     if let Some(r) = fault_response(&state, &plan, &body) {
@@ -2162,7 +2234,10 @@ async fn converse_stream(
     Path(model_id): Path<String>,
     JsonBody(body): JsonBody,
 ) -> Response {
-    let plan = plan(&body, state.pace);
+    let mut plan = plan(&body, state.pace);
+    if plan.invalid.is_none() {
+        plan.invalid = model_refusal(&model_id, &body);
+    }
     let index = record(
         &state,
         Operation::ConverseStream,

@@ -130,6 +130,8 @@ pub struct ChatState<M, St> {
     max_body_bytes: usize,
     /// Largest request with files (`MAX_UPLOAD_BYTES`).
     max_upload_bytes: usize,
+    /// `OPENAI_IGNORED_PARAMETERS`.
+    ignored_parameters: Vec<String>,
     ui_reply: ReplyShape,
     /// The limits users are held to once a ledger counts what they spend ([`ChatApp::with_usage`]).
     usage_limits: Limits,
@@ -151,6 +153,7 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static, F: ChatFunction> ChatAp
                 auth,
                 max_body_bytes: config.max_body_bytes,
                 max_upload_bytes: config.max_upload_bytes,
+                ignored_parameters: config.ignored_parameters,
                 ui_reply: config.chat_ui_reply,
                 usage_limits: config.usage_limits,
                 embedding_models: config.embedding_models,
@@ -270,6 +273,10 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatEdgeState for ChatState<M, St
 
     fn max_upload_bytes(&self) -> usize {
         self.max_upload_bytes
+    }
+
+    fn ignored_parameters(&self) -> &[String] {
+        &self.ignored_parameters
     }
 }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::Response;
 use axum::routing::{any, get, post};
 use chat_core::{ChatError, ChatModel, InvalidRequest, SessionStore};
@@ -25,6 +25,11 @@ use super::{ChatState, Serving};
 
 /// The route a completion's metrics name.
 const ROUTE: &str = "/v1/chat/completions";
+
+/// The header that names what of a completion request was not applied as sent: a parameter left out by its name
+/// (`top_p` beside `temperature` for a model that takes one of them, `top_k` for a model that takes none, a vendor
+/// parameter), an answer's length held to the model's limit or the operator's ceiling as `max_tokens=N`.
+const IGNORED_PARAMETERS: HeaderName = HeaderName::from_static("x-ignored-parameters");
 
 /// The state every route here holds.
 type AppState<M, St> = State<Arc<ChatState<M, St>>>;
@@ -64,8 +69,9 @@ async fn unknown(uri: axum::http::Uri) -> Response {
     error_response_in::<OpenAiErrors>(&ApiError::NotFound(uri.path().to_string()))
 }
 
-/// Every model a request may name, with the prices its cost is counted by: the chat models (the configured prices
-/// for `MODEL_ID`, each other model's list prices), then the embedding models.
+/// Every model a request may name, with what it does and the prices its cost is counted by: the chat models first
+/// (the configured prices for `MODEL_ID`, each other model's list prices; the longest answer it gives, its model's
+/// output limit under the operator's ceiling), then the embedding models.
 fn models<M: ChatModel + 'static, St: SessionStore>(app: &ChatState<M, St>) -> Vec<Model> {
     let settings = app.service.settings();
     let mut ids: Vec<&str> = vec![settings.model_id.as_str()];
@@ -78,12 +84,19 @@ fn models<M: ChatModel + 'static, St: SessionStore>(app: &ChatState<M, St>) -> V
     );
     ids.into_iter()
         .map(|id| {
-            let prices = if id == settings.model_id {
-                settings.model.prices
+            let (prices, profile) = if id == settings.model_id {
+                (settings.model.prices, settings.model.profile)
             } else {
-                chat_core::ModelProfile::of(id).prices
+                let profile = chat_core::ModelProfile::of(id);
+                (profile.prices, profile)
             };
-            Model::new(id, prices.as_ref())
+            let longest = settings
+                .limits
+                .output_ceiling
+                .map_or(profile.max_output_tokens, |c| {
+                    c.min(profile.max_output_tokens)
+                });
+            Model::new(id, prices.as_ref()).with_limits(longest, profile.context_window)
         })
         // The embedding models `/v1/embeddings` takes, with their input prices.
         .chain(app.embedding_models.ids().iter().map(|id| {
@@ -91,7 +104,7 @@ fn models<M: ChatModel + 'static, St: SessionStore>(app: &ChatState<M, St>) -> V
                 .embedding_models
                 .allowed(id)
                 .map(|profile| profile.prices);
-            Model::new(id, prices.as_ref())
+            Model::embeddings(id, prices.as_ref())
         }))
         .collect()
 }
@@ -143,7 +156,7 @@ async fn completions<M: ChatModel + 'static, St: SessionStore + 'static>(
     serving: Serving,
 ) -> Response {
     let settings = app.service.settings();
-    let (caller, request) = match request {
+    let (caller, mut request) = match request {
         Ok(CallerAnd(caller, CompletionBody(request))) => (caller, request),
         Err(e) => {
             TurnMeter::start_at(serving.function, ROUTE, &settings.model_id, at).fail(&e);
@@ -171,6 +184,16 @@ async fn completions<M: ChatModel + 'static, St: SessionStore + 'static>(
         meter.fail(&e);
         return error_response_in::<OpenAiErrors>(&e);
     }
+    // The completion as its model takes it (a model the operator does not allow is refused below): what was left
+    // out or held is named in the answer's header, beside the vendor parameters taken unapplied.
+    let mut ignored = std::mem::take(&mut request.ignored);
+    if let Ok(settings) = app.service.completion_settings(&request.completion) {
+        ignored.extend(
+            request
+                .completion
+                .fit(&settings.model.profile, settings.limits.output_ceiling),
+        );
+    }
     let encoder = ChunkEvents::new(request.model.clone(), request.include_usage);
     let (turn, completion) = (&request.turn, &request.completion);
     let answered = async {
@@ -186,5 +209,11 @@ async fn completions<M: ChatModel + 'static, St: SessionStore + 'static>(
     }
     .instrument(span.clone())
     .await;
-    answered.unwrap_or_else(|e| error_response_in::<OpenAiErrors>(&e))
+    let mut response = answered.unwrap_or_else(|e| error_response_in::<OpenAiErrors>(&e));
+    if !ignored.is_empty()
+        && let Ok(value) = HeaderValue::from_str(&ignored.join(", "))
+    {
+        response.headers_mut().insert(IGNORED_PARAMETERS, value);
+    }
+    response
 }

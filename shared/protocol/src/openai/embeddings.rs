@@ -4,7 +4,7 @@
 //!
 //! | field | read as |
 //! |---|---|
-//! | `input` | a string, or a list of strings; token arrays (lists of integers) are refused: only text is taken |
+//! | `input` | a string, a list of token ids, or a list of those (strings and token lists alike); token ids are OpenAI's `cl100k_base` (what LangChain's `OpenAIEmbeddings` and LibreChat's RAG API send by default), decoded to the text they spell with the tokenizer's table bundled in the binary, then embedded as text |
 //! | `model` | the embedding model (one of `EMBEDDING_MODELS`) |
 //! | `encoding_format` | `float` (default) or `base64` |
 //! | `dimensions` | the vectors' size, one the model returns |
@@ -73,39 +73,56 @@ fn model(fields: &Map<String, Value>) -> Result<String, InvalidRequest> {
     }
 }
 
-/// Refuses token arrays: this backend takes text, and the models' tokenizers are not OpenAI's.
-fn tokens_refused(path: &str) -> InvalidRequest {
-    InvalidRequest::new(
-        path,
-        "token arrays are not taken: only text is embedded here (the models' tokenizers are not OpenAI's); send \
-         the text as a string or a list of strings",
-    )
+/// The text a list of `cl100k_base` token ids (at `path`) spells: the models here have tokenizers of their own,
+/// so they embed the text, not the ids. An id the tokenizer does not have is refused; bytes that are no whole UTF-8
+/// character (a list cut inside one) become U+FFFD.
+fn decoded(path: &str, tokens: &[Value]) -> Result<String, InvalidRequest> {
+    let ranks = tokens
+        .iter()
+        .enumerate()
+        .map(|(j, token)| {
+            token
+                .as_u64()
+                .and_then(|t| u32::try_from(t).ok())
+                .ok_or_else(|| {
+                    InvalidRequest::new(format!("{path}[{j}]"), "must be a token id (an integer)")
+                })
+        })
+        .collect::<Result<Vec<u32>, _>>()?;
+    let bytes = tiktoken_rs::cl100k_base_singleton()
+        .decode_bytes(&ranks)
+        .map_err(|e| {
+            InvalidRequest::new(
+                path,
+                format!("holds {}, which is no token id of cl100k_base", e.token),
+            )
+        })?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 fn texts(input: Option<&Value>) -> Result<Vec<String>, InvalidRequest> {
     match input {
         None | Some(Value::Null) => Err(InvalidRequest::new("input", "is required")),
         Some(Value::String(text)) => Ok(vec![text.clone()]),
-        Some(Value::Array(items)) => {
-            if items.first().is_some_and(Value::is_number) {
-                return Err(tokens_refused("input"));
-            }
-            items
-                .iter()
-                .enumerate()
-                .map(|(i, item)| match item {
-                    Value::String(text) => Ok(text.clone()),
-                    Value::Array(_) => Err(tokens_refused("input")),
-                    _ => Err(InvalidRequest::new(
-                        format!("input[{i}]"),
-                        "must be a string",
-                    )),
-                })
-                .collect()
+        // One list of token ids.
+        Some(Value::Array(items)) if items.first().is_some_and(Value::is_number) => {
+            Ok(vec![decoded("input", items)?])
         }
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| match item {
+                Value::String(text) => Ok(text.clone()),
+                Value::Array(tokens) => decoded(&format!("input[{i}]"), tokens),
+                _ => Err(InvalidRequest::new(
+                    format!("input[{i}]"),
+                    "must be a string or a list of token ids",
+                )),
+            })
+            .collect(),
         Some(_) => Err(InvalidRequest::new(
             "input",
-            "must be a string or a list of strings",
+            "must be a string, a list of strings, a list of token ids or a list of those",
         )),
     }
 }
@@ -238,11 +255,33 @@ mod tests {
     }
 
     #[test]
+    fn token_arrays_are_the_text_they_spell_in_cl100k_base() {
+        // "hello" 15339, " world" 1917, "Hello" 9906.
+        let texts = |input: Value| {
+            parse(json!({"input": input, "model": "m"}))
+                .unwrap()
+                .request
+                .texts
+        };
+        assert_eq!(texts(json!([15339, 1917])), ["hello world"]);
+        assert_eq!(
+            texts(json!([[9906, 1917], "as text", [15339]])),
+            ["Hello world", "as text", "hello"]
+        );
+    }
+
+    #[test]
     fn refusals_name_the_field() {
         let path = |body: Value| parse(body).unwrap_err().path;
         assert_eq!(path(json!({"input": "a", "model": "m", "foo": 1})), "foo");
-        assert_eq!(path(json!({"input": [1, 2, 3], "model": "m"})), "input");
-        assert_eq!(path(json!({"input": [[1, 2], [3]], "model": "m"})), "input");
+        assert_eq!(
+            path(json!({"input": [1, 2, 4_000_000], "model": "m"})),
+            "input"
+        );
+        assert_eq!(
+            path(json!({"input": [[1, 2], [3.5]], "model": "m"})),
+            "input[1][0]"
+        );
         assert_eq!(path(json!({"input": ["a", 2], "model": "m"})), "input[1]");
         assert_eq!(path(json!({"input": 5, "model": "m"})), "input");
         assert_eq!(path(json!({"model": "m"})), "input");
@@ -256,8 +295,8 @@ mod tests {
             "dimensions"
         );
         assert_eq!(path(json!({"input": "a", "model": "m", "user": 3})), "user");
-        let tokens = parse(json!({"input": [1, 2], "model": "m"})).unwrap_err();
-        assert!(tokens.reason.contains("only text"), "{tokens}");
+        let tokens = parse(json!({"input": [1, 4_000_000], "model": "m"})).unwrap_err();
+        assert!(tokens.reason.contains("cl100k_base"), "{tokens}");
         assert_eq!(
             parse_embeddings_request(b"[1]").unwrap_err().path,
             "",

@@ -11,7 +11,10 @@ pub mod response;
 
 pub use error::{ErrorBody, ErrorObject, OpenAiErrors, error_body};
 pub use models::{Model, ModelList, Pricing};
-pub use request::{CompletionRequest, MAX_METADATA_PAIRS, parse_completion_request};
+pub use request::{
+    CompletionRequest, MAX_METADATA_PAIRS, VENDOR_PARAMETERS, parse_completion_request,
+    parse_completion_request_with,
+};
 pub use response::{
     ChatCompletion, ChatCompletionChunk, ChunkEvents, ChunkHeader, SSE_DONE, Usage, sse_data,
 };

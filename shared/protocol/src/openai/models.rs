@@ -1,5 +1,6 @@
-//! `GET /v1/models`: the models the operator allows (`MODEL_ID`, `ALLOWED_MODELS`), each as OpenAI's model object
-//! with the prices the backend counts its cost by.
+//! `GET /v1/models`: the models the operator allows (`MODEL_ID`, `ALLOWED_MODELS`, then `EMBEDDING_MODELS`), each
+//! as OpenAI's model object with what it does (`type`), the prices the backend counts its cost by and, for a chat
+//! model, how long its answers and its context may be.
 
 use serde::Serialize;
 
@@ -14,8 +15,18 @@ pub struct Model {
     pub created: i64,
     /// The model's provider, from its id (`anthropic`, `amazon`, …; `aws` for an application inference profile).
     pub owned_by: String,
+    /// What it does: `chat` (`/v1/chat/completions`) or `embeddings` (`/v1/embeddings`), for the clients that fill a
+    /// chat model picker from this list.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
     /// What the backend counts a turn's cost by; `null` when it knows no prices for the model.
     pub pricing: Option<Pricing>,
+    /// A chat model's longest answer, in tokens: the most `max_tokens` it is given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u32>,
+    /// A chat model's context window (its prompt and answer together), in tokens.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
 }
 
 /// US dollars per million tokens.
@@ -43,6 +54,7 @@ impl From<&Prices> for Pricing {
 }
 
 impl Model {
+    /// A chat model.
     pub fn new(id: &str, prices: Option<&Prices>) -> Self {
         let base = base_model_id(id);
         let owned_by = match base.split_once('.') {
@@ -54,7 +66,25 @@ impl Model {
             object: "model",
             created: 0,
             owned_by,
+            kind: "chat",
             pricing: prices.map(Pricing::from),
+            max_output_tokens: None,
+            context_window: None,
+        }
+    }
+
+    /// The same chat model, with its longest answer and its context window.
+    pub fn with_limits(mut self, max_output_tokens: u32, context_window: u64) -> Self {
+        self.max_output_tokens = Some(max_output_tokens);
+        self.context_window = Some(context_window);
+        self
+    }
+
+    /// An embedding model.
+    pub fn embeddings(id: &str, prices: Option<&Prices>) -> Self {
+        Self {
+            kind: "embeddings",
+            ..Self::new(id, prices)
         }
     }
 }

@@ -1,6 +1,8 @@
 //! Reading a Chat Completions request strictly: every field of OpenAI's `CreateChatCompletionRequest` is honoured,
-//! or taken only at its default value, and anything else (another value, a field OpenAI's API does not define) is a
-//! 400 naming the field, so that nothing a client asks is dropped in silence. The request becomes the core's terms:
+//! taken only at its default value, or (a client's own bookkeeping that changes nothing: a `tool` message's `name`,
+//! a call's `index`, `cache_control`) taken; another vendor's parameters ([`VENDOR_PARAMETERS`]) are taken and
+//! named back; anything else (another value, a field no one defines) is a 400 naming the field, so that nothing a
+//! client asks is dropped in silence. The request becomes the core's terms:
 //! `system` and `developer` messages the completion's system blocks, `temperature` and `top_p` its sampling,
 //! `max_tokens` its answer's length, `reasoning_effort` its thinking, `required` its tool choice of any tool, an
 //! assistant's tool calls with the `tool` messages that answer them the [`ContentPart::Tool`] parts of its message.
@@ -42,7 +44,37 @@ pub struct CompletionRequest {
     pub metadata: Map<String, Value>,
     /// `safety_identifier`, recorded in the turn's trace beside `user`.
     pub safety_identifier: Option<String>,
+    /// The vendor parameters the request carried, taken and left unapplied ([`VENDOR_PARAMETERS`] and the
+    /// operator's own): the answer names them to the client.
+    pub ignored: Vec<String>,
 }
+
+/// Parameters of other vendors' APIs that mean nothing on Bedrock, which clients copy to the top level of a Chat
+/// Completions request (Open WebUI sends each advanced parameter a user sets, Ollama's among them): taken and named
+/// in the answer, never applied. An operator adds names with `OPENAI_IGNORED_PARAMETERS`.
+pub const VENDOR_PARAMETERS: &[&str] = &[
+    // Ollama's options.
+    "num_ctx",
+    "num_batch",
+    "num_keep",
+    "num_predict",
+    "num_gpu",
+    "num_thread",
+    "repeat_penalty",
+    "repeat_last_n",
+    "mirostat",
+    "mirostat_eta",
+    "mirostat_tau",
+    "tfs_z",
+    "typical_p",
+    "min_p",
+    "use_mmap",
+    "use_mlock",
+    "keep_alive",
+    "think",
+    // vLLM's and llama.cpp's sampling beyond OpenAI's.
+    "repetition_penalty",
+];
 
 /// Whether a field's value is its default.
 type IsDefault = fn(&Value) -> bool;
@@ -106,6 +138,16 @@ pub fn parse_completion_request(
     body: &[u8],
     limits: &RequestLimits,
 ) -> Result<CompletionRequest, ChatError> {
+    parse_completion_request_with(body, limits, &[])
+}
+
+/// [`parse_completion_request`], with `also_ignored` taken as [`VENDOR_PARAMETERS`] are (the operator's
+/// `OPENAI_IGNORED_PARAMETERS`).
+pub fn parse_completion_request_with(
+    body: &[u8],
+    limits: &RequestLimits,
+    also_ignored: &[String],
+) -> Result<CompletionRequest, ChatError> {
     utf8(body)?;
     let value: Value = serde_json::from_slice(body).map_err(not_json)?;
     let Value::Object(map) = value else {
@@ -168,6 +210,14 @@ pub fn parse_completion_request(
     let safety_identifier = bounded_text(&mut body, "safety_identifier")?;
     let metadata = metadata(&mut body)?;
     let messages = body.require::<Vec<Value>>("messages")?;
+    // Another vendor's parameters, taken (whatever their value) and named back; any other field is still refused.
+    let ignored: Vec<String> = VENDOR_PARAMETERS
+        .iter()
+        .copied()
+        .chain(also_ignored.iter().map(String::as_str))
+        .filter(|name| body.map.remove(*name).is_some())
+        .map(String::from)
+        .collect();
     body.finish()?;
     let (system, messages) = conversation(messages, limits)?;
     Ok(CompletionRequest {
@@ -196,6 +246,7 @@ pub fn parse_completion_request(
         include_usage,
         metadata,
         safety_identifier,
+        ignored,
     })
 }
 
@@ -318,23 +369,35 @@ fn sampled(body: &mut Obj, limits: &RequestLimits) -> Result<Sampled, InvalidReq
         (_, Some(b)) => ("max_completion_tokens", Some(b)),
         (a, None) => ("max_tokens", a),
     };
-    let cap = u64::from(limits.max_output_tokens);
-    if let Some(n) = max
-        && !(1..=cap).contains(&n)
-    {
-        return Err(InvalidRequest::new(
-            name,
-            format!("must be between 1 and {cap} (this deployment's MAX_OUTPUT_TOKENS)"),
-        ));
+    // Any length is taken: the completion is held to its model's output limit and the operator's ceiling once the
+    // model is known (`Completion::fit`), which the answer names.
+    if max == Some(0) {
+        return Err(InvalidRequest::new(name, "must be at least 1"));
     }
-    let reasoning_effort = match body.take::<String>("reasoning_effort")? {
-        None => None,
-        Some(effort) => Some(effort.parse::<ReasoningEffort>().map_err(|_| {
-            InvalidRequest::new(
-                "reasoning_effort",
-                "must be \"low\", \"medium\" or \"high\" (the efforts Bedrock's reasoning models take)",
-            )
-        })?),
+    let max = max.map(|n| n.min(u64::from(u32::MAX)));
+    // `top_k` (not OpenAI's, sent by clients that copy a model's settings): honoured for a model that takes it.
+    let top_k = match body.take::<u64>("top_k")? {
+        Some(0) => {
+            return Err(InvalidRequest::new("top_k", "must be at least 1"));
+        }
+        k => k.map(|k| k.min(u64::from(u32::MAX)) as u32),
+    };
+    // Every effort OpenAI defines, as the nearest one Bedrock's reasoning models take: `minimal` the least budget,
+    // `xhigh` the most; `none` no reasoning.
+    let (reasoning_effort, off) = match body.take::<String>("reasoning_effort")?.as_deref() {
+        None => (None, false),
+        Some("none") => (None, true),
+        Some("minimal") => (Some(ReasoningEffort::Low), false),
+        Some("xhigh") => (Some(ReasoningEffort::High), false),
+        Some(effort) => (
+            Some(effort.parse::<ReasoningEffort>().map_err(|_| {
+                InvalidRequest::new(
+                    "reasoning_effort",
+                    "must be \"none\", \"minimal\", \"low\", \"medium\", \"high\" or \"xhigh\"",
+                )
+            })?),
+            false,
+        ),
     };
     let as_overrides = Overrides {
         temperature,
@@ -361,10 +424,14 @@ fn sampled(body: &mut Obj, limits: &RequestLimits) -> Result<Sampled, InvalidReq
         sampling: Sampling {
             temperature,
             top_p,
-            top_k: None,
+            top_k,
         },
         max_output_tokens: as_overrides.max_tokens,
-        thinking: reasoning_effort.map(Thinking::Effort),
+        thinking: if off {
+            Some(Thinking::Off)
+        } else {
+            reasoning_effort.map(Thinking::Effort)
+        },
     })
 }
 
@@ -439,14 +506,12 @@ fn tools(body: &mut Obj) -> Result<Vec<ToolSpec>, InvalidRequest> {
                 ));
             }
         };
-        if function.take::<bool>("strict")? == Some(true) {
-            return Err(InvalidRequest::new(
-                function.at("strict"),
-                "is not supported by this backend except at false: Bedrock's tool use does not enforce a schema",
-            ));
-        }
+        // Honoured as Bedrock's strict tool use where the model has it (the core decides); the schema is given
+        // either way.
+        let strict = function.take::<bool>("strict")?.unwrap_or(false);
         function.finish()?;
         specs.push(ToolSpec {
+            strict,
             name,
             description,
             input_schema: parameters,
@@ -591,6 +656,8 @@ struct Pending {
     /// `messages[i].tool_calls[j]` of the call.
     path: String,
     id: String,
+    /// The function it calls, which a `tool` message's `name` must repeat when it has one.
+    name: String,
     /// The index of the assistant message in the conversation, and of the exchange among its parts.
     at: (usize, usize),
     answered: bool,
@@ -623,6 +690,7 @@ fn conversation(
     for (i, message) in wire.into_iter().enumerate() {
         let mut message = Obj::new(format!("messages[{i}]"), message)?;
         let role: String = message.require("role")?;
+        cache_control(&mut message)?;
         if role != "tool" {
             unanswered(&pending)?;
             pending.clear();
@@ -694,6 +762,7 @@ fn conversation(
                     pending.push(Pending {
                         path,
                         id: exchange.id.clone(),
+                        name: exchange.name.clone(),
                         at: (messages.len(), parts.len()),
                         answered: false,
                     });
@@ -718,6 +787,20 @@ fn conversation(
                     )
                     .into());
                 };
+                // LangChain.js (and LibreChat, which runs on it) name the function a result answers: the
+                // client's bookkeeping, taken when it names the call's own function.
+                if let Some(name) = message.take::<String>("name")?
+                    && name != call.name
+                {
+                    return Err(InvalidRequest::new(
+                        message.at("name"),
+                        format!(
+                            "names another function than the call it answers, which called {:?}",
+                            call.name
+                        ),
+                    )
+                    .into());
+                }
                 call.answered = true;
                 let (m, p) = call.at;
                 if let Some(ContentPart::Tool(exchange)) = messages[m].content.get_mut(p) {
@@ -753,6 +836,33 @@ fn conversation(
     Ok((system, messages))
 }
 
+/// Anthropic's `cache_control` that Cline and Roo Code put on messages and content parts (`{"type": "ephemeral"}`,
+/// with a `ttl` of `5m` or `1h`): taken, as the backend caches the same prefixes itself where the model caches (a
+/// cache point after the system prompt and one before the newest question, within Bedrock's bound on cache points);
+/// another type is refused.
+fn cache_control(object: &mut Obj) -> Result<(), InvalidRequest> {
+    let Some(value) = object.value("cache_control") else {
+        return Ok(());
+    };
+    let mut control = Obj::new(object.at("cache_control"), value)?;
+    let kind: String = control.require("type")?;
+    if kind != "ephemeral" {
+        return Err(InvalidRequest::new(
+            control.at("type"),
+            "must be \"ephemeral\"",
+        ));
+    }
+    if let Some(ttl) = control.take::<String>("ttl")?
+        && !matches!(ttl.as_str(), "5m" | "1h")
+    {
+        return Err(InvalidRequest::new(
+            control.at("ttl"),
+            "must be \"5m\" or \"1h\"",
+        ));
+    }
+    control.finish()
+}
+
 /// Refuses a tool call no `tool` message answered: the model reads every call with its result.
 fn unanswered(pending: &[Pending]) -> Result<(), InvalidRequest> {
     match pending.iter().find(|p| !p.answered) {
@@ -779,6 +889,9 @@ fn tool_call(path: &str, call: Value) -> Result<ToolExchange, InvalidRequest> {
         return Err(InvalidRequest::new(call.at("type"), "must be \"function\""));
     }
     let mut function = Obj::new(call.at("function"), call.require::<Value>("function")?)?;
+    // The call's position in the streamed answer it came from, which clients such as Open WebUI send back: their
+    // bookkeeping.
+    call.take::<u64>("index")?;
     call.finish()?;
     let name: String = function.require("name")?;
     if !is_tool_name(&name) {
@@ -836,6 +949,7 @@ fn text_content(path: &str, content: Value, assistant: bool) -> Result<String, I
                     "prompt_cache_breakpoint",
                     "is not supported by this backend: prompts are cached by the backend",
                 )?;
+                cache_control(&mut part)?;
                 part.finish()?;
                 texts.push(text);
             }
@@ -964,6 +1078,7 @@ fn user_content(
             "prompt_cache_breakpoint",
             "is not supported by this backend: prompts are cached by the backend",
         )?;
+        cache_control(&mut part)?;
         part.finish()?;
     }
     let text = texts.join("\n\n");
