@@ -190,6 +190,7 @@ pub fn parse_completion_request(
             stop_sequences: stop,
             response_format,
             user,
+            ..Completion::default()
         },
         model,
         stream,
