@@ -265,7 +265,7 @@ pub fn error_response(err: &ApiError) -> Response {
 pub fn error_response_in<S: ErrorShape>(err: &ApiError) -> Response {
     let fault = err.fault();
     let mut response = Response::builder()
-        .status(fault.status)
+        .status(S::status(&fault))
         .header(header::CONTENT_TYPE, "application/json")
         .body(Body::from(S::error_body(&fault)))
         .expect("a response built from valid parts");

@@ -58,9 +58,16 @@ impl Fault {
 }
 
 /// How a dialect writes a fault before any byte of an answer: the JSON body of an error response (its status and
-/// headers are the same in every dialect: the fault's status, `Allow` on a 405, `Retry-After` when given).
+/// headers are the same in every dialect: `Allow` on a 405, `Retry-After` when given; its status the fault's, unless
+/// the dialect names another, [`ErrorShape::status`]).
 pub trait ErrorShape: Send + Sync + 'static {
     fn error_body(fault: &Fault) -> Vec<u8>;
+
+    /// The status the dialect answers `fault` with: the fault's own, unless the dialect has one of its own for it
+    /// (Anthropic's 529 for a model throttled past the retries).
+    fn status(fault: &Fault) -> u16 {
+        fault.status
+    }
 }
 
 /// The AI Chat Protocol's and the Chat UI's errors, and every route's but another dialect's: `{"error": "…"}`.
