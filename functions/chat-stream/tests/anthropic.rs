@@ -525,3 +525,30 @@ async fn models_are_listed_in_anthropics_shape_to_anthropics_clients() {
     let openai = Reply::collected(h.app.handle(get("/v1/models", false)).await).await;
     assert_eq!(openai.json()["object"], "list");
 }
+
+#[tokio::test]
+async fn a_stream_silent_while_the_model_thinks_sends_a_ping() {
+    let h = harness().await;
+    // The model is silent between its two words for longer than the stream waits before a ping (PING_EVERY, 5 s).
+    let (_, s) = stream(
+        &h,
+        &json!({"model": ECHO_MODEL, "max_tokens": 100, "stream": true,
+            "messages": [{"role": "user", "content": "[[deltas:2]] [[delay-ms:5500]]"}]}),
+    )
+    .await;
+    assert_eq!(s.status, 200);
+    let events = events_of(&s);
+    assert_eq!(
+        names(&events)[..6],
+        [
+            "message_start",
+            "ping",
+            "content_block_start",
+            "content_block_delta",
+            "ping",
+            "content_block_delta"
+        ],
+        "{events:?}"
+    );
+    assert_eq!(names(&events).last(), Some(&"message_stop"));
+}

@@ -121,6 +121,17 @@ pub trait Encoder: Send + 'static {
     /// The last bytes of an answer that failed after its first byte: the dialect's error line or event, and what
     /// ends its stream.
     fn fault(&mut self, fault: &Fault) -> Vec<u8>;
+
+    /// How long the answer may be silent (the model thinking, a tool running) before [`Self::idle`] is written, for
+    /// a dialect whose clients and proxies expect a sign of life (Anthropic's `ping`); `None`: never.
+    fn idle_every(&self) -> Option<std::time::Duration> {
+        None
+    }
+
+    /// What is written after [`Self::idle_every`] of silence.
+    fn idle(&mut self) -> Vec<u8> {
+        Vec::new()
+    }
 }
 
 /// An [`Encoder`] whose answer can also be delivered whole (buffered): the same answer, read to its end and

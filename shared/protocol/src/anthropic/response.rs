@@ -271,7 +271,20 @@ impl Encoder for MessageEvents {
     fn fault(&mut self, fault: &Fault) -> Vec<u8> {
         sse_named("error", &super::error::error_body(fault))
     }
+
+    /// A `ping` after this long without an event: well within the 15 s after which Anthropic's clients and the
+    /// proxies between them and a long-thinking model are known to give up.
+    fn idle_every(&self) -> Option<std::time::Duration> {
+        Some(PING_EVERY)
+    }
+
+    fn idle(&mut self) -> Vec<u8> {
+        ping()
+    }
 }
+
+/// How long a stream may be silent before a `ping`.
+pub const PING_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl WholeEncoder for MessageEvents {
     type Answer = Answer;
