@@ -148,7 +148,9 @@ pub fn parse_messages_request(
         )
         .into());
     }
-    accepted.dedup();
+    // Each named once, in the order first met.
+    let mut seen = std::collections::HashSet::new();
+    accepted.retain(|name| seen.insert(name.clone()));
     Ok(MessagesRequest {
         turn: TurnInput {
             messages,
@@ -1038,4 +1040,125 @@ fn source_file(
     source.finish()?;
     let bytes = base64(&format!("{at}.data"), &data)?;
     take(at, name, Some(&media_type), Bytes::from(bytes), limits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(body: Value) -> Result<MessagesRequest, ChatError> {
+        let limits = RequestLimits {
+            max_output_tokens: 8192,
+            ..RequestLimits::default()
+        };
+        parse_messages_request(body.to_string().as_bytes(), &limits, MessagesRoute::Create)
+    }
+
+    fn refused(body: Value) -> String {
+        match parse(body) {
+            Err(ChatError::Invalid(e)) => e.path,
+            other => panic!("not refused: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn thinking_goes_back_under_the_first_tool_use_and_results_join_their_calls() {
+        let redacted = base64::engine::general_purpose::STANDARD.encode(b"opaque");
+        let request = parse(json!({"model": "m", "max_tokens": 100_000,
+            "thinking": {"type": "enabled", "budget_tokens": 2048},
+            "tools": [{"name": "t", "input_schema": {"type": "object"}}],
+            "messages": [
+                {"role": "user", "content": "q"},
+                {"role": "assistant", "content": [
+                    {"type": "thinking", "thinking": "hmm", "signature": "sig"},
+                    {"type": "redacted_thinking", "data": redacted},
+                    {"type": "tool_use", "id": "a", "name": "t", "input": {"x": 1}},
+                    {"type": "tool_use", "id": "b", "name": "t", "input": {}}
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "b", "content": "failed", "is_error": true},
+                    {"type": "tool_result", "tool_use_id": "a", "content": [{"type": "text", "text": "ok"}]}
+                ]}
+            ]}))
+        .unwrap();
+        assert_eq!(
+            request.completion.reasoning["a"],
+            vec![
+                ReasoningBlock::signed("hmm", "sig"),
+                ReasoningBlock::redacted(b"opaque".to_vec())
+            ]
+        );
+        assert!(request.completion.client_keeps_reasoning);
+        let ContentPart::Tool(b) = &request.turn.messages[1].content[1] else {
+            panic!()
+        };
+        assert_eq!((b.output.as_str(), b.status), ("failed", ToolStatus::Error));
+        // The results alone make no user message: the model reads them with their calls.
+        assert_eq!(request.turn.messages.len(), 2);
+        // max_tokens past the deployment's is clamped, the thinking budget within it.
+        assert_eq!(request.clamped_from, Some(100_000));
+        assert_eq!(request.completion.max_output_tokens, Some(8192 - 2048));
+        assert_eq!(request.completion.thinking, Some(Thinking::Budget(2048)));
+    }
+
+    #[test]
+    fn what_is_not_taken_is_refused_by_name_and_what_claude_code_sends_is_named() {
+        let ask = |extra: Value| {
+            let mut body = json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "q"}]});
+            for (k, v) in extra.as_object().unwrap() {
+                body[k] = v.clone();
+            }
+            body
+        };
+        assert_eq!(refused(ask(json!({"nope": 1}))), "nope");
+        assert_eq!(refused(ask(json!({"temperature": 2}))), "temperature");
+        assert_eq!(
+            refused(ask(
+                json!({"thinking": {"type": "enabled", "budget_tokens": 100}})
+            )),
+            "thinking.budget_tokens"
+        );
+        assert_eq!(
+            refused(ask(json!({"messages": [{"role": "user", "content": [
+                {"type": "image", "source": {"type": "url", "url": "https://x"}}]}]}))),
+            "messages[0].content[0].source.type"
+        );
+        assert_eq!(
+            refused(ask(json!({"messages": [
+                {"role": "user", "content": "q"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "t", "input": {}}]},
+                {"role": "user", "content": "no result"}]}))),
+            "messages[1].content[0]"
+        );
+        let request = parse(ask(json!({
+            "thinking": {"type": "adaptive", "display": "omitted"},
+            "output_config": {"effort": "max"},
+            "context_management": {"edits": []},
+            "system": [{"type": "text", "text": "s", "cache_control": {"type": "ephemeral"}},
+                       {"type": "text", "text": "t", "cache_control": {"type": "ephemeral", "ttl": "1h"}}],
+            "tools": [{"name": "t", "input_schema": {"type": "object"}, "defer_loading": true}]
+        })))
+        .unwrap();
+        assert_eq!(
+            request.completion.thinking,
+            Some(Thinking::Effort(ReasoningEffort::High))
+        );
+        assert_eq!(request.completion.system, ["s", "t"]);
+        assert_eq!(
+            request.accepted,
+            [
+                "output_config.effort=max (thought at high)",
+                "thinking.display=omitted (shown)",
+                "tools[].defer_loading (offered at once)",
+                "context_management",
+                "cache_control"
+            ]
+        );
+        // Without thinking, the model does not think.
+        assert_eq!(
+            parse(ask(json!({}))).unwrap().completion.thinking,
+            Some(Thinking::Off)
+        );
+    }
 }
