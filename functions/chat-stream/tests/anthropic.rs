@@ -552,3 +552,42 @@ async fn a_stream_silent_while_the_model_thinks_sends_a_ping() {
     );
     assert_eq!(names(&events).last(), Some(&"message_stop"));
 }
+
+#[tokio::test]
+async fn an_image_and_a_pdf_in_base64_reach_the_model_whole() {
+    // As deployed: the owners' files kept in S3 (moto).
+    let attachments: std::sync::Arc<dyn chat_core::AttachmentStore> =
+        std::sync::Arc::new(harness::fresh_attachments().await);
+    let backend = Backend::start(&[]).await;
+    let h = backend
+        .wired(|m, s, a, c| App::new(m, s, a, c).with_attachments(Some(attachments)))
+        .await;
+    use base64::Engine;
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+    const PDF: &[u8] =
+        b"%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n";
+    let reply = post(
+        &h,
+        &json!({"model": ECHO_MODEL, "max_tokens": 256, "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "What are these?"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                "data": b64(chat_testing::bytes::PNG)}},
+            {"type": "document", "title": "memo", "source": {"type": "base64",
+                "media_type": "application/pdf", "data": b64(PDF)}}
+        ]}]}),
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let text = reply.json()["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        text.contains(&format!(
+            "image-1: image png {} bytes",
+            chat_testing::bytes::PNG.len()
+        )),
+        "{text}"
+    );
+    assert!(text.contains(&format!("pdf {} bytes", PDF.len())), "{text}");
+}

@@ -890,6 +890,7 @@ fn user_blocks(
                         user.texts.push(text);
                     }
                     "base64" => {
+                        source.map.insert("type".into(), Value::from("base64"));
                         *files += 1;
                         let name = title
                             .clone()
