@@ -47,11 +47,11 @@ pub fn stop_reason(reason: FinishReason) -> &'static str {
 
 /// A message id as Anthropic's are spelled (`msg_…`).
 fn message_id(id: &str) -> String {
-    if id.starts_with("msg_") {
-        id.to_string()
-    } else {
-        format!("msg_{id}")
-    }
+    let bare = id
+        .strip_prefix("msg_")
+        .or_else(|| id.strip_prefix("chatcmpl-"))
+        .unwrap_or(id);
+    format!("msg_{bare}")
 }
 
 /// A thinking block as the client gives it back: its text and signature, or a redacted block's data (its bytes
