@@ -303,13 +303,13 @@ async fn a_tool_loop_with_thinking_gives_the_signed_thinking_back_unchanged() {
     );
 
     // A thinking block changed on the way back reaches the model as the client sent it, and is refused there, as
-    // Bedrock refuses it (a model's refusal is the backend's 500, in Anthropic's shape).
+    // Bedrock refuses it: the request's fault (a 400, which clients do not retry as they would a 500).
     let mut changed = blocks.clone();
     changed[0]["thinking"] = json!("Reasoning, restructured");
     let refused = post(&h, &continued(changed)).await;
     assert_eq!(
         error_of(&refused),
-        (500, "api_error".into()),
+        (400, "invalid_request_error".into()),
         "{}",
         refused.body
     );

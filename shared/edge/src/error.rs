@@ -307,6 +307,7 @@ impl ApiError {
             ApiError::Chat(ChatError::OverLimit(over)) if over.is_rate() => FaultKind::OverRate,
             ApiError::Chat(ChatError::OverLimit(_)) => FaultKind::OverQuota,
             ApiError::Chat(ChatError::Model(ModelError::Throttled)) => FaultKind::ModelThrottled,
+            ApiError::Chat(ChatError::Model(ModelError::Rejected(_))) => FaultKind::ModelRejected,
             ApiError::Chat(ChatError::ContentFiltered) => FaultKind::ContentFiltered,
             ApiError::PayloadTooLarge { .. }
             | ApiError::UploadTooLarge { .. }

@@ -42,6 +42,10 @@ pub enum FaultKind {
     OverRate,
     /// The model is throttled past the retries (429).
     ModelThrottled,
+    /// The model refused the request as invalid (Bedrock's `ValidationException`, a 500: the backend wrote the
+    /// request). A dialect whose client sends the conversation as the model gets it (a thinking block given back
+    /// changed, a tool result for no call) may call it the request's fault.
+    ModelRejected,
     /// A guardrail or content filter stopped the answer (400).
     ContentFiltered,
     /// The request is not valid (400, 413, 415); `Fault::param` names the field when one is.

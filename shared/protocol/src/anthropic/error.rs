@@ -29,10 +29,12 @@ impl ErrorShape for AnthropicErrors {
     }
 
     fn status(fault: &Fault) -> u16 {
-        if fault.kind == FaultKind::ModelThrottled {
-            529
-        } else {
-            fault.status
+        match fault.kind {
+            FaultKind::ModelThrottled => 529,
+            // The client sent the conversation as the model gets it: a 400, which the SDKs and Claude Code do not
+            // retry, as they would a 500.
+            FaultKind::ModelRejected => 400,
+            _ => fault.status,
         }
     }
 }
@@ -47,6 +49,7 @@ pub fn error_body(fault: &Fault) -> ErrorBody {
         FaultKind::Forbidden => "permission_error",
         FaultKind::UnknownRoute | FaultKind::ModelNotFound => "not_found_error",
         FaultKind::ModelThrottled => "overloaded_error",
+        FaultKind::ModelRejected => "invalid_request_error",
         FaultKind::OverQuota | FaultKind::OverRate => "rate_limit_error",
         _ if fault.status == 413 => "request_too_large",
         _ if fault.status == 429 => "rate_limit_error",
@@ -57,6 +60,18 @@ pub fn error_body(fault: &Fault) -> ErrorBody {
         _ if fault.is_server_error() => "api_error",
         _ => "invalid_request_error",
     };
+    if fault.kind == FaultKind::ModelRejected {
+        return ErrorBody {
+            kind: "error",
+            error: ErrorObject {
+                kind,
+                message: "The model refused the request as invalid: check what the conversation gives back as it \
+                          came (thinking blocks and their signatures unchanged, every tool_use answered by a \
+                          tool_result)."
+                    .into(),
+            },
+        };
+    }
     let message = match &fault.param {
         Some(param) if !fault.message.contains(param.as_str()) => {
             format!("{param}: {}", fault.message)
