@@ -446,6 +446,28 @@ async fn post_to(h: &Harness, path: &str, body: &Value) -> Reply {
 }
 
 #[tokio::test]
+async fn an_answer_that_reached_a_stop_sequence_says_so_and_which() {
+    let h = harness().await;
+    let asked = |sequences: Value, stream: bool| {
+        json!({"model": ECHO_MODEL, "max_tokens": 100, "stream": stream, "stop_sequences": sequences,
+            "messages": [{"role": "user", "content": "[[say:one two STOP three]]"}]})
+    };
+    let whole = post(&h, &asked(json!(["STOP"]), false)).await.json();
+    assert_eq!(whole["stop_reason"], "stop_sequence", "{whole}");
+    assert_eq!(whole["stop_sequence"], "STOP");
+    assert_eq!(whole["content"][0]["text"], "one two ");
+    // Of several, Bedrock does not say which.
+    let (_, s) = stream(&h, &asked(json!(["STOP", "never"]), true)).await;
+    let events = events_of(&s);
+    let (_, delta) = events.iter().find(|(n, _)| n == "message_delta").unwrap();
+    assert_eq!(delta["delta"]["stop_reason"], "stop_sequence", "{delta}");
+    assert_eq!(delta["delta"]["stop_sequence"], Value::Null);
+    // Without one, the end of the turn.
+    let plain = post(&h, &asked(json!([]), false)).await.json();
+    assert_eq!(plain["stop_reason"], "end_turn", "{plain}");
+}
+
+#[tokio::test]
 async fn a_fault_after_the_stream_began_is_an_error_event_and_the_end() {
     let h = harness().await;
     let (_, s) = stream(

@@ -52,6 +52,9 @@ pub struct TurnEnd {
     pub result_thoughts: Vec<Thought>,
     /// The passages the answer cited, by name, in the order first cited.
     pub citations: Vec<String>,
+    /// Whether the model stopped at one of the request's stop sequences (a [`FinishReason::Stop`] that a dialect
+    /// may tell apart, as Anthropic's `stop_sequence` does).
+    pub stop_sequence: bool,
 }
 
 /// What a streamed answer tells before its first event: what identifies it, the thoughts known before it (the
@@ -316,6 +319,7 @@ impl<S: ModelStream> StreamingTurn<S> {
             tools: finished.tools,
             tool_calls: finished.tool_calls,
             reasoning_blocks,
+            stop_sequence: end.stop_sequence,
         };
         (answer, turn)
     }
@@ -400,6 +404,8 @@ impl<S: ModelStream> StreamingTurn<S> {
                 } else {
                     FinishReason::ToolCalls
                 };
+                let stop_sequence =
+                    finish_reason == FinishReason::Stop && stop == crate::StopReason::StopSequence;
                 self.ready.push_back(TurnEvent::End(TurnEnd {
                     finish_reason,
                     usage,
@@ -407,6 +413,7 @@ impl<S: ModelStream> StreamingTurn<S> {
                     followup_questions,
                     result_thoughts,
                     citations,
+                    stop_sequence,
                 }));
             }
         }

@@ -406,6 +406,7 @@ fn answer(content: &str, tool_calls: Vec<ToolCall>, reasoning: Option<&str>) -> 
         tools: Vec::new(),
         tool_calls,
         reasoning_blocks: Vec::new(),
+        stop_sequence: false,
     }
 }
 

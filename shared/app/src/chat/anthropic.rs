@@ -180,7 +180,10 @@ async fn messages<M: ChatModel + 'static, St: SessionStore + 'static>(
     }
     let mut accepted = request.accepted.clone();
     accepted.extend(betas(&headers));
-    let encoder = MessageEvents::new(request.model.clone());
+    let encoder = MessageEvents::new(
+        request.model.clone(),
+        request.completion.stop_sequences.clone(),
+    );
     let (turn, completion) = (&request.turn, &request.completion);
     let answered = async {
         if request.stream {

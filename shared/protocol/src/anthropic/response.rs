@@ -74,9 +74,23 @@ fn tool_use(call: &ToolCall) -> Value {
     json!({"type": "tool_use", "id": call.id, "name": call.name, "input": call.input})
 }
 
+/// The stop reason and the stop sequence: `stop_sequence` when the model stopped at one of the request's, which is
+/// named when the request had only the one (Bedrock does not say which of several).
+fn stopped(reason: FinishReason, at_sequence: bool, sequences: &[String]) -> (&'static str, Value) {
+    if at_sequence {
+        let which = match sequences {
+            [one] => Value::from(one.as_str()),
+            _ => Value::Null,
+        };
+        ("stop_sequence", which)
+    } else {
+        (stop_reason(reason), Value::Null)
+    }
+}
+
 /// `answer` as a `message` of `model` (the name the request used): its signed thinking blocks (or its reasoning
-/// unsigned, from a model that signs none), its text, its tool uses.
-pub fn message(answer: &Answer, model: &str) -> Value {
+/// unsigned, from a model that signs none), its text, its tool uses; `sequences` are the request's stop sequences.
+pub fn message(answer: &Answer, model: &str, sequences: &[String]) -> Value {
     let mut content: Vec<Value> = answer
         .reasoning_blocks
         .iter()
@@ -91,14 +105,15 @@ pub fn message(answer: &Answer, model: &str) -> Value {
         content.push(json!({"type": "text", "text": answer.content}));
     }
     content.extend(answer.tool_calls.iter().map(tool_use));
+    let (reason, sequence) = stopped(answer.finish_reason, answer.stop_sequence, sequences);
     json!({
         "id": message_id(&answer.id),
         "type": "message",
         "role": "assistant",
         "model": model,
         "content": content,
-        "stop_reason": stop_reason(answer.finish_reason),
-        "stop_sequence": null,
+        "stop_reason": reason,
+        "stop_sequence": sequence,
         "usage": Usage::from(&answer.usage),
     })
 }
@@ -114,15 +129,18 @@ enum Open {
 /// a `message`. The model is the name the request used.
 pub struct MessageEvents {
     model: String,
+    /// The request's stop sequences, to name the one the model stopped at.
+    stop_sequences: Vec<String>,
     /// The block open, and the index of the next block.
     open: Option<Open>,
     index: u32,
 }
 
 impl MessageEvents {
-    pub fn new(model: impl Into<String>) -> Self {
+    pub fn new(model: impl Into<String>, stop_sequences: Vec<String>) -> Self {
         Self {
             model: model.into(),
+            stop_sequences,
             open: None,
             index: 0,
         }
@@ -256,11 +274,13 @@ impl Encoder for MessageEvents {
     fn done(&mut self, end: TurnEnd) -> Vec<u8> {
         let mut out = Vec::new();
         self.close(&mut out);
+        let (reason, sequence) =
+            stopped(end.finish_reason, end.stop_sequence, &self.stop_sequences);
         out.extend(sse_named(
             "message_delta",
             &json!({
                 "type": "message_delta",
-                "delta": {"stop_reason": stop_reason(end.finish_reason), "stop_sequence": null},
+                "delta": {"stop_reason": reason, "stop_sequence": sequence},
                 "usage": Usage::from(&end.usage),
             }),
         ));
@@ -290,7 +310,7 @@ impl WholeEncoder for MessageEvents {
     type Answer = Answer;
 
     fn whole(&mut self, answer: &Answer) -> Whole {
-        Whole::json(&message(answer, &self.model))
+        Whole::json(&message(answer, &self.model, &self.stop_sequences))
     }
 }
 
