@@ -439,7 +439,7 @@ fn tools(
         let name: String = tool.require("name")?;
         if let Some(kind) = kind.filter(|k| k != "custom") {
             // A tool Anthropic defines (and runs, or defines for the client): not Bedrock's to offer here.
-            server.push((name, format!("{} ({kind})", tool.path)));
+            server.push((name, format!("{} ({kind:?})", tool.path)));
             continue;
         }
         if !is_tool_name(&name) {
