@@ -97,7 +97,7 @@ $(CARGO_TOOLS):
 	cargo install --quiet --locked --root .tools/cargo cargo-bloat --version 0.12.1
 	cargo install --quiet --locked --root .tools/cargo inferno --version 0.12.8
 
-## tools: moto, cargo-lambda (with zig), cfn-lint and the openai SDK (tools/requirements.txt), the official JavaScript client of
+## tools: moto, cargo-lambda (with zig), cfn-lint, the openai and anthropic SDKs (tools/requirements.txt), the official JavaScript client of
 ## the protocol (tests/js/package-lock.json), and headless Chromium with puppeteer-core for the browser test
 ## (tests/browser/package-lock.json; Chromium unpacks itself into tests/browser/.chromium on first use).
 tools: $(TOOLS) $(JS_TOOLS) $(BROWSER_TOOLS)

@@ -356,7 +356,13 @@ def declared_routes():
     chat = ("chat", "chat-stream")
     # Routers both chat functions merge (chat/mod.rs): their paths are either's, except where they depend on
     # whether the function streams (`if serving.streams { <chat-stream's> } else { <chat's> }`).
-    for source in ("chat/turns.rs", "chat/agents.rs", "chat/openai.rs", "chat/embeddings.rs"):
+    for source in (
+        "chat/turns.rs",
+        "chat/agents.rs",
+        "chat/anthropic.rs",
+        "chat/openai.rs",
+        "chat/embeddings.rs",
+    ):
         text = read(source)
         at = text.find("if serving.streams")
         if at >= 0:

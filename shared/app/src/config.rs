@@ -8,6 +8,7 @@ use chat_core::{
     Guardrail, Latency, LimitKind, Limits, ModelOptions, ReasoningStyle, RequestLimits,
     RetrievalSettings, SearchWhen, ServiceTier, StoreTimeouts, ToolBounds,
 };
+use chat_protocol::anthropic::ModelNames;
 use chat_protocol::chat_ui::ReplyShape;
 
 use chat_edge::{ConfigError, Cors};
@@ -74,6 +75,10 @@ pub struct Config {
     /// The embedding models `POST /v1/embeddings` serves (`EMBEDDING_MODELS`, comma-separated; set empty: none,
     /// and the route answers every model with 404).
     pub embedding_models: EmbeddingModels,
+    /// Which allowed Bedrock model answers an Anthropic model name on `/v1/messages` (`ANTHROPIC_MODEL_NAMES`,
+    /// comma-separated `name=model-id` pairs, a name also mapping the names it is the family prefix of); a name no
+    /// pair maps goes to the allowed Claude model whose id names it.
+    pub anthropic_model_names: ModelNames,
     /// Documents people upload into the knowledge base (`/documents` on the history function).
     pub documents: DocumentsConfig,
 }
@@ -383,6 +388,13 @@ impl Config {
             mcp_max_sessions: number("MCP_MAX_SESSIONS", 16)?.min(100_000) as usize,
             mcp_session_idle: Duration::from_millis(number("MCP_SESSION_IDLE_MS", 300_000)?),
             embedding_models: embedding_models(lookup("EMBEDDING_MODELS"))?,
+            anthropic_model_names: ModelNames::parse(
+                &get("ANTHROPIC_MODEL_NAMES").unwrap_or_default(),
+            )
+            .map_err(|reason| ConfigError {
+                name: "ANTHROPIC_MODEL_NAMES",
+                reason,
+            })?,
             documents: DocumentsConfig {
                 bucket: get("DOCUMENTS_BUCKET").map(|b| b.trim().to_string()),
                 data_source_id: get("KNOWLEDGE_BASE_DATA_SOURCE_ID").map(|d| d.trim().to_string()),

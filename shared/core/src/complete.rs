@@ -58,6 +58,34 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         self.whole_prepared(turn, call).await
     }
 
+    /// The input tokens a completion's request holds (its system prompt, conversation and tools), without answering
+    /// it and without charging anyone: counted by the model's `CountTokens` where the completion's model has a
+    /// counter, else estimated. Returns the count and whether it is exact.
+    pub async fn count_completion(
+        &self,
+        input: &TurnInput,
+        completion: &Completion,
+    ) -> Result<(u64, bool), ChatError> {
+        let settings = self.completion_settings(completion)?;
+        let request = crate::ModelRequest {
+            model_id: settings.model_id.clone(),
+            system: settings.system_prompt.clone(),
+            messages: crate::prompt::model_messages(&input.messages),
+            tools: completion.tools.clone(),
+            ..crate::ModelRequest::default()
+        };
+        if let Some(counter) = settings.model.token_counter.as_deref() {
+            match self.model().count_tokens(counter, &request).await {
+                Ok(Some(exact)) => return Ok((exact, true)),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(operation = "CountTokens", model_id = %counter, error = %e, "counting failed: the estimate answers");
+                }
+            }
+        }
+        Ok((crate::estimate_request_tokens(&request), false))
+    }
+
     /// The settings a completion answers under: the model it names (one the operator allows, with its own
     /// profile's window, prices, caching and reasoning style), its system blocks in place of the system prompt, and
     /// its thinking (off, or within the budget it names).
@@ -117,7 +145,9 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
             e
         })?;
         check_completion(&settings, &input, completion)?;
-        let reasoning = self.kept_reasoning(caller, &input, &settings).await;
+        let reasoning = self
+            .kept_reasoning(caller, &input, &settings, completion)
+            .await;
         if reasoning.is_none() {
             // The model would refuse its own tool calls without their reasoning: it answers without reasoning.
             settings.model.reasoning_effort = None;
@@ -143,6 +173,7 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
             top_k: completion.sampling.top_k,
             response_format: completion.response_format.clone(),
             reasoning: reasoning.unwrap_or_default(),
+            client_keeps_reasoning: completion.client_keeps_reasoning,
         };
         let retrieval = settings.openai_retrieval;
         let grounded_hint = retrieval && self.retriever.is_some();
@@ -168,12 +199,14 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
 
     /// The reasoning kept for the client calls a conversation continues (its last message, an answer of tool
     /// calls): `Some` (empty when nothing is needed or kept) or `None` when Claude reasons but its reasoning for
-    /// those calls is gone, so the continuation must be answered without reasoning (which is logged).
+    /// those calls is gone, so the continuation must be answered without reasoning (which is logged). A client
+    /// that keeps the reasoning itself gave it back with the request: none is read from the store.
     async fn kept_reasoning(
         &self,
         caller: &Caller,
         input: &TurnInput,
         settings: &ChatSettings,
+        completion: &Completion,
     ) -> Option<HashMap<String, Vec<ReasoningBlock>>> {
         let reasons = input
             .overrides
@@ -194,6 +227,13 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
             settings.model.profile.reasoning,
             ReasoningStyle::AnthropicBudget | ReasoningStyle::AnthropicAdaptive
         );
+        if completion.client_keeps_reasoning {
+            if required && !completion.reasoning.contains_key(&first.id) {
+                tracing::info!(call_id = %first.id, "the client gave back no reasoning for the tool calls continued: the model answers without reasoning");
+                return None;
+            }
+            return Some(completion.reasoning.clone());
+        }
         match self.store.kept_reasoning(&caller.owner, &first.id).await {
             Ok(Some(blocks)) => Some(HashMap::from([(first.id.clone(), blocks)])),
             Ok(None) if !required => Some(HashMap::new()),

@@ -39,6 +39,13 @@ pub struct Completion {
     pub response_format: ResponseFormat,
     /// The end user the client names, recorded in the turn's trace.
     pub user: Option<String>,
+    /// Whether the client keeps the model's signed reasoning itself (Anthropic's Messages: its thinking blocks come
+    /// in the answer, each told as it completes, [`crate::TurnEvent::ReasoningBlock`], and go back with the tool
+    /// uses they led to, unchanged): the backend keeps none, and [`Self::reasoning`] is what the client gave back.
+    pub client_keeps_reasoning: bool,
+    /// The signed reasoning the client gave back, under the id of the first tool call of the assistant message it
+    /// came with.
+    pub reasoning: HashMap<String, Vec<ReasoningBlock>>,
 }
 
 impl Default for Completion {
@@ -55,6 +62,8 @@ impl Default for Completion {
             stop_sequences: Vec::new(),
             response_format: ResponseFormat::Text,
             user: None,
+            client_keeps_reasoning: false,
+            reasoning: HashMap::new(),
         }
     }
 }
@@ -146,6 +155,9 @@ pub(crate) struct Plan {
     pub response_format: ResponseFormat,
     /// The signed reasoning kept for an earlier answer's client calls, under its first call's id.
     pub reasoning: HashMap<String, Vec<ReasoningBlock>>,
+    /// Whether the client keeps the reasoning ([`Completion::client_keeps_reasoning`]): each block is told as it
+    /// completes, and none is kept by the backend.
+    pub client_keeps_reasoning: bool,
 }
 
 impl Plan {

@@ -341,6 +341,11 @@ pub struct Answer {
     /// The client's tools the model asks for, in order, with [`FinishReason::ToolCalls`] (a stateless completion's
     /// answer only; empty otherwise).
     pub tool_calls: Vec<crate::ToolCall>,
+    /// The last round's reasoning as the model provider signed it (or sent it redacted), block by block: what a
+    /// client that keeps the reasoning gives back with the tool calls (empty when none was signed).
+    pub reasoning_blocks: Vec<crate::ReasoningBlock>,
+    /// Whether the model stopped at one of the request's stop sequences ([`FinishReason::Stop`]).
+    pub stop_sequence: bool,
 }
 
 impl Answer {

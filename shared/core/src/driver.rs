@@ -41,6 +41,8 @@ pub(crate) struct TurnTools {
 pub(crate) enum DriverEvent {
     Reasoning(String),
     RedactedReasoning(String),
+    /// A block of reasoning is complete, signed (or redacted), told only when the client keeps the reasoning.
+    ReasoningBlock(crate::ReasoningBlock),
     /// The model's text (citation marks included), never empty.
     Text(String),
     /// A tool call as the model asks for it, or its result as it arrives.
@@ -114,6 +116,9 @@ pub(crate) struct RoundDriver<S> {
     /// block not signed yet: given back before the round's tool uses.
     pub round_reasoning: Vec<crate::ReasoningBlock>,
     reasoning_open: String,
+    /// Whether each block of reasoning is told as it completes ([`DriverEvent::ReasoningBlock`]): the client keeps
+    /// the reasoning.
+    tell_blocks: bool,
 }
 
 /// `work`, unless `deadline` comes first (`None`).
@@ -172,6 +177,7 @@ impl<S: ModelStream> RoundDriver<S> {
             one_client_call: false,
             client_calls: Vec::new(),
             round_reasoning: Vec::new(),
+            tell_blocks: false,
             reasoning_open: String::new(),
         }
     }
@@ -180,6 +186,12 @@ impl<S: ModelStream> RoundDriver<S> {
     pub(crate) fn client_tools(&mut self, names: Vec<String>, one: bool) {
         self.client_tools = names;
         self.one_client_call = one;
+    }
+
+    /// Tells each block of reasoning as it completes, signed or redacted ([`DriverEvent::ReasoningBlock`]), for a
+    /// client that keeps the reasoning itself.
+    pub(crate) fn tell_reasoning_blocks(&mut self) {
+        self.tell_blocks = true;
     }
 
     /// Stops the answer at `deadline` with what it has: the model's round or the tools running are cut off there
@@ -361,8 +373,12 @@ impl<S: ModelStream> RoundDriver<S> {
             }
             Some(ModelEvent::RedactedReasoning(bytes)) => {
                 if !bytes.is_empty() {
-                    self.round_reasoning
-                        .push(crate::ReasoningBlock::redacted(bytes));
+                    let block = crate::ReasoningBlock::redacted(bytes);
+                    if self.tell_blocks {
+                        self.ready
+                            .push_back(DriverEvent::ReasoningBlock(block.clone()));
+                    }
+                    self.round_reasoning.push(block);
                 }
                 if !self.reasoning_redacted {
                     self.reasoning_redacted = true;
@@ -372,10 +388,15 @@ impl<S: ModelStream> RoundDriver<S> {
                 }
             }
             Some(ModelEvent::ReasoningSignature(signature)) => {
-                self.round_reasoning.push(crate::ReasoningBlock::signed(
+                let block = crate::ReasoningBlock::signed(
                     std::mem::take(&mut self.reasoning_open),
                     signature,
-                ));
+                );
+                if self.tell_blocks {
+                    self.ready
+                        .push_back(DriverEvent::ReasoningBlock(block.clone()));
+                }
+                self.round_reasoning.push(block);
             }
             Some(ModelEvent::ToolUse(call)) if self.client_tools.contains(&call.name) => {
                 if self.one_client_call && !self.client_calls.is_empty() {

@@ -26,6 +26,7 @@ mod model;
 mod models;
 mod prepare;
 mod prompt;
+mod reasoning;
 mod retrieval;
 mod save;
 mod search;
@@ -83,13 +84,14 @@ pub use limits::{Family, LimitKind, LimitOverrides, Limits, Period, Resource};
 pub use model::ReplyStream;
 pub use model::{
     ChatModel, GuardrailFinding, GuardrailTrace, InferenceSettings, ModelEvent, ModelMessage,
-    ModelReply, ModelRequest, ModelStream, ReasoningBlock, ReplyCitation, ResponseFormat, Served,
-    StopReason, ToolChoice,
+    ModelReply, ModelRequest, ModelStream, ReplyCitation, ResponseFormat, Served, StopReason,
+    ToolChoice,
 };
 pub use models::{
     Latency, ModelProfile, Reasoning, ReasoningEffort, ReasoningStyle, ServiceTier, base_model_id,
 };
 pub use prompt::{FOLLOWUP_INSTRUCTIONS, PreparedTurn, Speaker, prepare_turn};
+pub use reasoning::ReasoningBlock;
 pub use retrieval::{
     MetadataFilter, PAGE_NUMBER_KEY, Passage, Retriever, SearchError, SearchFuture, SearchMode,
     SearchRequest,

@@ -5,7 +5,9 @@ use std::future::Future;
 
 use serde_json::Value;
 
-use crate::{Attachment, ModelError, Role, TokenUsage, ToolCall, ToolResult, ToolSpec};
+use crate::{
+    Attachment, ModelError, ReasoningBlock, Role, TokenUsage, ToolCall, ToolResult, ToolSpec,
+};
 
 /// A message as the model gets it: consecutive messages of one role are one message with several text blocks,
 /// because models want the roles to alternate.
@@ -24,43 +26,6 @@ pub struct ModelMessage {
     /// What an assistant message reasoned before it asked for its tools (first of all its blocks), signed by the
     /// model provider: a model that reasons wants its reasoning back, unchanged, before the tool uses it led to.
     pub reasoning: Vec<ReasoningBlock>,
-}
-
-/// One block of a model's reasoning, as the model provider signed it (its signature proves the text unchanged when
-/// it is given back), or as it sent it encrypted (`redacted`, then no text); a block with neither a signature nor
-/// redacted bytes is never given back.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ReasoningBlock {
-    pub text: String,
-    pub signature: Option<String>,
-    /// The encrypted reasoning of a redacted block, given back as it came.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub redacted: Option<Vec<u8>>,
-}
-
-impl ReasoningBlock {
-    /// A block of reasoning text and the signature its provider gave it.
-    pub fn signed(text: impl Into<String>, signature: impl Into<String>) -> Self {
-        Self {
-            text: text.into(),
-            signature: Some(signature.into()),
-            redacted: None,
-        }
-    }
-
-    /// A redacted block: the provider's encrypted bytes.
-    pub fn redacted(bytes: Vec<u8>) -> Self {
-        Self {
-            text: String::new(),
-            signature: None,
-            redacted: Some(bytes),
-        }
-    }
-
-    /// Whether the block may be given back to the model (signed, or redacted).
-    pub fn kept(&self) -> bool {
-        self.signature.is_some() || self.redacted.is_some()
-    }
 }
 
 impl ModelMessage {

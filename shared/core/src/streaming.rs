@@ -22,6 +22,10 @@ pub enum TurnEvent {
     /// The model's reasoning goes on, encrypted by its provider: there is nothing to show but the note that it is
     /// redacted (this text; after reasoning shown, it starts on a paragraph of its own, as the whole reasoning has it).
     RedactedReasoning(String),
+    /// A block of the reasoning is complete: the pieces since the last block, as the model provider signed them,
+    /// or reasoning it sent encrypted (its bytes). Told only to a completion whose client keeps the reasoning
+    /// ([`crate::Completion::client_keeps_reasoning`]), to give it back unchanged with the tool uses it led to.
+    ReasoningBlock(crate::ReasoningBlock),
     /// Text to show now (never empty).
     Text(String),
     /// What the answer is grounded in grew (a tool found passages): all of it so far, told just before the thought of
@@ -48,6 +52,9 @@ pub struct TurnEnd {
     pub result_thoughts: Vec<Thought>,
     /// The passages the answer cited, by name, in the order first cited.
     pub citations: Vec<String>,
+    /// Whether the model stopped at one of the request's stop sequences (a [`FinishReason::Stop`] that a dialect
+    /// may tell apart, as Anthropic's `stop_sequence` does).
+    pub stop_sequence: bool,
 }
 
 /// What a streamed answer tells before its first event: what identifies it, the thoughts known before it (the
@@ -99,6 +106,9 @@ impl<S: ModelStream> StreamingTurn<S> {
         );
         if let Some(plan) = &turn.scope.completion {
             driver.client_tools(turn.scope.client_tool_names().collect(), !plan.parallel);
+            if plan.client_keeps_reasoning {
+                driver.tell_reasoning_blocks();
+            }
         }
         Self {
             header: call.header,
@@ -248,8 +258,14 @@ impl<S: ModelStream> StreamingTurn<S> {
             .into_iter()
             .filter(crate::ReasoningBlock::kept)
             .collect();
+        let client_keeps = turn
+            .scope
+            .completion
+            .as_ref()
+            .is_some_and(|plan| plan.client_keeps_reasoning);
         if let Some(first) = finished.tool_calls.first()
             && !signed.is_empty()
+            && !client_keeps
         {
             turn.kept_reasoning = Some((first.id.clone(), signed));
         }
@@ -272,6 +288,13 @@ impl<S: ModelStream> StreamingTurn<S> {
         let session_state = self.turn.session.state();
         // The tools' thoughts happened after the prompt's and before the answer's.
         let mut prompt_thoughts = self.thoughts.clone();
+        let reasoning_blocks: Vec<crate::ReasoningBlock> = self
+            .driver
+            .round_reasoning
+            .iter()
+            .filter(|block| block.kept())
+            .cloned()
+            .collect();
         let (finished, turn) = self.finish();
         prompt_thoughts.extend(finished.tool_thoughts);
         let answer = Answer {
@@ -295,6 +318,8 @@ impl<S: ModelStream> StreamingTurn<S> {
             reasoning_redacted: finished.reasoning_redacted,
             tools: finished.tools,
             tool_calls: finished.tool_calls,
+            reasoning_blocks,
+            stop_sequence: end.stop_sequence,
         };
         (answer, turn)
     }
@@ -332,6 +357,9 @@ impl<S: ModelStream> StreamingTurn<S> {
                 self.ready.push_back(TurnEvent::Thought(thought));
             }
             DriverEvent::ToolCall(call) => self.ready.push_back(TurnEvent::ToolCall(call)),
+            DriverEvent::ReasoningBlock(block) => {
+                self.ready.push_back(TurnEvent::ReasoningBlock(block))
+            }
             DriverEvent::Done(stop) => {
                 let driver = &self.driver;
                 if let Err(e) = finish_reason(&stop) {
@@ -376,6 +404,8 @@ impl<S: ModelStream> StreamingTurn<S> {
                 } else {
                     FinishReason::ToolCalls
                 };
+                let stop_sequence =
+                    finish_reason == FinishReason::Stop && stop == crate::StopReason::StopSequence;
                 self.ready.push_back(TurnEvent::End(TurnEnd {
                     finish_reason,
                     usage,
@@ -383,6 +413,7 @@ impl<S: ModelStream> StreamingTurn<S> {
                     followup_questions,
                     result_thoughts,
                     citations,
+                    stop_sequence,
                 }));
             }
         }

@@ -266,7 +266,7 @@ pub fn error_response(err: &ApiError) -> Response {
 pub fn error_response_in<S: ErrorShape>(err: &ApiError) -> Response {
     let fault = err.fault();
     let mut response = Response::builder()
-        .status(fault.status)
+        .status(S::status(&fault))
         .header(header::CONTENT_TYPE, "application/json")
         .body(Body::from(S::error_body(&fault)))
         .expect("a response built from valid parts");
@@ -308,6 +308,7 @@ impl ApiError {
             ApiError::Chat(ChatError::OverLimit(over)) if over.is_rate() => FaultKind::OverRate,
             ApiError::Chat(ChatError::OverLimit(_)) => FaultKind::OverQuota,
             ApiError::Chat(ChatError::Model(ModelError::Throttled)) => FaultKind::ModelThrottled,
+            ApiError::Chat(ChatError::Model(ModelError::Rejected(_))) => FaultKind::ModelRejected,
             ApiError::Chat(ChatError::ContentFiltered) => FaultKind::ContentFiltered,
             ApiError::PayloadTooLarge { .. }
             | ApiError::UploadTooLarge { .. }

@@ -17,6 +17,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use bytes::Bytes;
 use chat_core::{Caller, RequestLimits};
+use chat_protocol::anthropic::{MessagesRequest, MessagesRoute, parse_messages_request};
 use chat_protocol::openai::{CompletionRequest, parse_completion_request_with};
 use chat_protocol::{ChatInput, Endpoint};
 
@@ -228,6 +229,49 @@ impl<S: ChatEdgeState> FromRequest<S> for CompletionBody {
             state.ignored_parameters(),
         )?))
     }
+}
+
+/// A Messages request (`POST /v1/messages`): JSON within the larger of the state's JSON and upload limits (its
+/// images and documents come inside it, in base64), parsed strictly ([`parse_messages_request`]).
+pub struct MessagesBody(pub MessagesRequest);
+
+impl<S: ChatEdgeState> FromRequest<S> for MessagesBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        read_messages(request, state, MessagesRoute::Create)
+            .await
+            .map(MessagesBody)
+    }
+}
+
+/// A count of a Messages request's tokens (`POST /v1/messages/count_tokens`): [`MessagesBody`] without
+/// `max_tokens` and `stream`.
+pub struct CountTokensBody(pub MessagesRequest);
+
+impl<S: ChatEdgeState> FromRequest<S> for CountTokensBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        read_messages(request, state, MessagesRoute::CountTokens)
+            .await
+            .map(CountTokensBody)
+    }
+}
+
+async fn read_messages<S: ChatEdgeState>(
+    request: Request,
+    state: &S,
+    route: MessagesRoute,
+) -> Result<MessagesRequest, ApiError> {
+    let (parts, body) = request.into_parts();
+    let limit = state.max_body_bytes().max(state.max_upload_bytes());
+    let body = read_json_body(&parts.headers, body, limit).await?;
+    Ok(parse_messages_request(
+        &body,
+        state.request_limits(),
+        route,
+    )?)
 }
 
 /// Who calls, and then what `T` reads of the rest of the request: `T` is read only once the caller is known. What

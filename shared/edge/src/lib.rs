@@ -15,7 +15,8 @@ pub use error::{
 };
 pub use extract::{
     Arrived, CallerAnd, ChatEdgeState, ChatRequest, ChatRoute, ChatUiRoute, CompletionBody,
-    Deadline, EdgeState, Identified, JsonBody, ProtocolRoute, Proven, ROOM_TO_FINISH,
+    CountTokensBody, Deadline, EdgeState, Identified, JsonBody, MessagesBody, ProtocolRoute,
+    Proven, ROOM_TO_FINISH,
 };
 pub use identity::{
     ApiKeySettings, ApiKeys, Auth, CallerParts, DEFAULT_CACHE_SECONDS, JwtVerifier, KeySource,

@@ -118,7 +118,7 @@ impl Encoder for ProtocolAnswer {
             }
             // Only a stateless completion's answer asks for the client's tools; no turn of these dialects does. The
             // end is the writer's to hand to `done`.
-            TurnEvent::ToolCall(_) | TurnEvent::End(_) => Vec::new(),
+            TurnEvent::ToolCall(_) | TurnEvent::ReasoningBlock(_) | TurnEvent::End(_) => Vec::new(),
         }
     }
 

@@ -42,6 +42,10 @@ pub enum FaultKind {
     OverRate,
     /// The model is throttled past the retries (429).
     ModelThrottled,
+    /// The model refused the request as invalid (Bedrock's `ValidationException`, a 500: the backend wrote the
+    /// request). A dialect whose client sends the conversation as the model gets it (a thinking block given back
+    /// changed, a tool result for no call) may call it the request's fault.
+    ModelRejected,
     /// A guardrail or content filter stopped the answer (400).
     ContentFiltered,
     /// The request is not valid (400, 413, 415); `Fault::param` names the field when one is.
@@ -58,9 +62,16 @@ impl Fault {
 }
 
 /// How a dialect writes a fault before any byte of an answer: the JSON body of an error response (its status and
-/// headers are the same in every dialect: the fault's status, `Allow` on a 405, `Retry-After` when given).
+/// headers are the same in every dialect: `Allow` on a 405, `Retry-After` when given; its status the fault's, unless
+/// the dialect names another, [`ErrorShape::status`]).
 pub trait ErrorShape: Send + Sync + 'static {
     fn error_body(fault: &Fault) -> Vec<u8>;
+
+    /// The status the dialect answers `fault` with: the fault's own, unless the dialect has one of its own for it
+    /// (Anthropic's 529 for a model throttled past the retries).
+    fn status(fault: &Fault) -> u16 {
+        fault.status
+    }
 }
 
 /// The AI Chat Protocol's and the Chat UI's errors, and every route's but another dialect's: `{"error": "…"}`.
@@ -114,6 +125,17 @@ pub trait Encoder: Send + 'static {
     /// The last bytes of an answer that failed after its first byte: the dialect's error line or event, and what
     /// ends its stream.
     fn fault(&mut self, fault: &Fault) -> Vec<u8>;
+
+    /// How long the answer may be silent (the model thinking, a tool running) before [`Self::idle`] is written, for
+    /// a dialect whose clients and proxies expect a sign of life (Anthropic's `ping`); `None`: never.
+    fn idle_every(&self) -> Option<std::time::Duration> {
+        None
+    }
+
+    /// What is written after [`Self::idle_every`] of silence.
+    fn idle(&mut self) -> Vec<u8> {
+        Vec::new()
+    }
 }
 
 /// An [`Encoder`] whose answer can also be delivered whole (buffered): the same answer, read to its end and

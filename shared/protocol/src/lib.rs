@@ -2,6 +2,7 @@
 //! from the core's conversation model (`chat_core`). Pure: no I/O, no AWS types.
 
 pub mod answers;
+pub mod anthropic;
 pub mod chat_ui;
 pub mod documents;
 pub mod encode;

@@ -410,6 +410,8 @@ fn answer(content: &str, tool_calls: Vec<ToolCall>, reasoning: Option<&str>) -> 
         reasoning_redacted: false,
         tools: Vec::new(),
         tool_calls,
+        reasoning_blocks: Vec::new(),
+        stop_sequence: false,
     }
 }
 

@@ -6,6 +6,7 @@
 //! - [`turns`]: the AI Chat Protocol (`/chat`, `/chat/stream`) and the Chat UI's standard chat (`/chat-ui/chat`);
 //! - [`agents`]: the Chat UI's multi-agent chat;
 //! - [`openai`], [`embeddings`]: OpenAI's API (`/v1/…`);
+//! - [`anthropic`]: Anthropic's Messages API (`/v1/messages…`);
 //! - [`document_events`]: the documents' statuses pushed (`GET /documents/events`).
 
 use std::marker::PhantomData;
@@ -28,6 +29,7 @@ use crate::Config;
 pub(crate) use document_events::PLACE_HELD_FOR;
 
 mod agents;
+mod anthropic;
 mod document_events;
 mod embeddings;
 mod openai;
@@ -73,6 +75,7 @@ impl ChatFunction for Buffered {
     ) -> Router {
         turns::routes(state, Self::SERVING)
             .merge(agents::routes(state, Self::SERVING, true))
+            .merge(anthropic::routes(state, Self::SERVING))
             .merge(openai::routes(state, Self::SERVING))
             .merge(embeddings::routes(state, Self::SERVING.function))
     }
@@ -101,6 +104,7 @@ impl ChatFunction for Streamed {
                     )
                     .with_state(state.clone()),
             )
+            .merge(anthropic::routes(state, Self::SERVING))
             .merge(openai::routes(state, Self::SERVING))
             .merge(embeddings::routes(state, Self::SERVING.function))
     }
@@ -138,6 +142,8 @@ pub struct ChatState<M, St> {
     /// The embedding models `POST /v1/embeddings` serves (`EMBEDDING_MODELS`), and the adapter that asks them
     /// ([`ChatApp::with_embedder`]); without one, the route serves no model.
     embedding_models: EmbeddingModels,
+    /// Which allowed model answers an Anthropic model name on `/v1/messages` (`ANTHROPIC_MODEL_NAMES`).
+    anthropic_model_names: chat_protocol::anthropic::ModelNames,
     embedder: Option<Arc<dyn Embedder>>,
     /// The documents people upload, whose statuses `GET /documents/events` pushes ([`ChatApp::with_documents`]);
     /// `None`: documents are off here (404).
@@ -157,6 +163,7 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static, F: ChatFunction> ChatAp
                 ui_reply: config.chat_ui_reply,
                 usage_limits: config.usage_limits,
                 embedding_models: config.embedding_models,
+                anthropic_model_names: config.anthropic_model_names,
                 embedder: None,
                 documents: None,
             }),

@@ -111,8 +111,16 @@ fn models<M: ChatModel + 'static, St: SessionStore>(app: &ChatState<M, St>) -> V
 
 async fn list_models<M: ChatModel + 'static, St: SessionStore>(
     State(app): AppState<M, St>,
+    headers: axum::http::HeaderMap,
     caller: Result<Identified, ApiError>,
 ) -> Response {
+    // Anthropic's SDKs and Claude Code list models at the same path, in Anthropic's shape.
+    if super::anthropic::speaks_anthropic(&headers) {
+        return match caller {
+            Ok(_) => json_response(StatusCode::OK, &super::anthropic::model_page(&app)),
+            Err(e) => error_response_in::<chat_protocol::anthropic::AnthropicErrors>(&e),
+        };
+    }
     match caller {
         Ok(_) => json_response(StatusCode::OK, &ModelList::new(models(&app))),
         Err(e) => error_response_in::<OpenAiErrors>(&e),
@@ -121,9 +129,16 @@ async fn list_models<M: ChatModel + 'static, St: SessionStore>(
 
 async fn one_model<M: ChatModel + 'static, St: SessionStore>(
     State(app): AppState<M, St>,
+    headers: axum::http::HeaderMap,
     caller: Result<Identified, ApiError>,
     Path(id): Path<String>,
 ) -> Response {
+    if super::anthropic::speaks_anthropic(&headers) {
+        return match caller {
+            Ok(_) => super::anthropic::one_model(&app, &id),
+            Err(e) => error_response_in::<chat_protocol::anthropic::AnthropicErrors>(&e),
+        };
+    }
     if let Err(e) = caller {
         return error_response_in::<OpenAiErrors>(&e);
     }

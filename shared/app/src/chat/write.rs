@@ -144,7 +144,35 @@ pub(crate) async fn write_turn<A, E>(
         return;
     }
     loop {
-        let event = match answer.next().await {
+        // A dialect that wants a sign of life while the answer is silent gets it between events; the event being
+        // read is not dropped for it (the same read goes on).
+        let idle_by = answer.send_by(false);
+        let next = {
+            let next = answer.next();
+            match encoder.idle_every() {
+                None => Some(next.await),
+                Some(every) => {
+                    tokio::pin!(next);
+                    loop {
+                        tokio::select! {
+                            read = &mut next => break Some(read),
+                            () = tokio::time::sleep(every) => {
+                                if !send(encoder.idle(), idle_by).await {
+                                    break None;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        let Some(next) = next else {
+            tracing::info!("the client went away; the answer stops and is not stored");
+            answer.abandon().await;
+            finish(meter, TurnOutcome::Abandoned);
+            return;
+        };
+        let event = match next {
             Ok(Some(event)) => event,
             Ok(None) => {
                 // Only a client still there gets the answer settled as complete: holding a slot for the last bytes

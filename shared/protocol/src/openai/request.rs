@@ -240,6 +240,7 @@ pub fn parse_completion_request_with(
             stop_sequences: stop,
             response_format,
             user,
+            ..Completion::default()
         },
         model,
         stream,

@@ -372,7 +372,10 @@ impl Encoder for ChunkEvents {
             }
             // What the server's own tools did (when the operator turns them on) shows in the text's citations;
             // OpenAI's chunks have no place for the steps themselves. The end is the writer's to hand to `done`.
-            TurnEvent::Thought(_) | TurnEvent::Found(_) | TurnEvent::End(_) => Vec::new(),
+            TurnEvent::Thought(_)
+            | TurnEvent::Found(_)
+            | TurnEvent::ReasoningBlock(_)
+            | TurnEvent::End(_) => Vec::new(),
         }
     }
 

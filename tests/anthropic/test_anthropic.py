@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""Anthropic's official Python SDK against the local run: `/v1/messages` (whole and streamed), a tool loop with
+thinking whose signed block goes back to the local Bedrock server (which checks its signature as Bedrock does),
+parallel tool use streamed, an image and a PDF, `count_tokens`, `/v1/models`, and each refusal as the SDK's typed
+exception (issue 49's "Tests and proof").
+
+Run by tests/suites.py (its "anthropic" suite) with the venv's Python, which has the SDK (tools/requirements.txt):
+
+    ANTHROPIC_TEST_BASE_URL     the run (default http://127.0.0.1:9085), whose ALLOWED_MODELS holds SONNET
+    ANTHROPIC_TEST_BEDROCK_URL  its local Bedrock server (default: the run's port + 100)
+
+    .tools/venv/bin/python tests/anthropic/test_anthropic.py -v     # against a run already started by hand
+"""
+
+import base64
+import json
+import os
+import re
+import unittest
+import urllib.request
+
+import anthropic
+
+BASE = os.environ.get("ANTHROPIC_TEST_BASE_URL", "http://127.0.0.1:9085").rstrip("/")
+BEDROCK = os.environ.get(
+    "ANTHROPIC_TEST_BEDROCK_URL",
+    re.sub(r":(\d+)$", lambda m: f":{int(m.group(1)) + 100}", BASE),
+).rstrip("/")
+# An allowed Claude that Anthropic's name `claude-sonnet-4-5` maps to (a budget thinker).
+SONNET_NAME = "claude-sonnet-4-5"
+ECHO = "local.echo-v1:0"
+TIMEOUT = 60
+
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+PDF = (
+    b"%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n2 0 obj<</Type/Pages/Kids[3 0 R]/Count 1>>endobj\n"
+    b"3 0 obj<</Type/Page/Parent 2 0 R/MediaBox[0 0 200 200]>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n"
+)
+WEATHER = [{
+    "name": "get_weather",
+    "description": "The weather in a city",
+    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}]
+
+
+def http(method, url, body=None):
+    request = urllib.request.Request(
+        url, method=method, data=None if body is None else json.dumps(body).encode(),
+        headers={"content-type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+        return json.loads(response.read() or b"null")
+
+
+def create_key():
+    """A new API key of the run's one user (`POST /api-keys`, no Authorization: the local user)."""
+    created = http("POST", f"{BASE}/api-keys", {"name": "anthropic-sdk"})
+    return created["key"]
+
+
+def last_model_request():
+    requests = [r for r in http("GET", f"{BEDROCK}/__local/requests")
+                if r["operation"] in ("converse", "converse-stream")]
+    assert requests, "the local Bedrock server received no Converse request"
+    return requests[-1]["body"]
+
+
+KEY = None
+
+
+def client(**options):
+    return anthropic.Anthropic(base_url=BASE, api_key=KEY, timeout=TIMEOUT, max_retries=0, **options)
+
+
+def user(*content):
+    return {"role": "user", "content": list(content) if len(content) != 1 or not isinstance(content[0], str)
+            else content[0]}
+
+
+class Messages(unittest.TestCase):
+    def test_whole(self):
+        message = client().messages.create(model=ECHO, max_tokens=256, system="Be brief.",
+                                           messages=[user("Hello there")])
+        self.assertEqual(message.type, "message")
+        self.assertEqual(message.content[0].text, "Echo: Hello there")
+        self.assertEqual(message.stop_reason, "end_turn")
+        self.assertGreater(message.usage.input_tokens, 0)
+        self.assertGreater(message.usage.output_tokens, 0)
+
+    def test_bearer_token_as_claude_code_sends_it(self):
+        bearer = anthropic.Anthropic(base_url=BASE, auth_token=KEY, timeout=TIMEOUT, max_retries=0)
+        message = bearer.messages.create(model=ECHO, max_tokens=64, messages=[user("Hi")])
+        self.assertEqual(message.content[0].text, "Echo: Hi")
+
+    def test_streamed_equals_whole(self):
+        with client().messages.stream(model=ECHO, max_tokens=256, messages=[user("[[deltas:4]]")]) as stream:
+            text = "".join(stream.text_stream)
+            final = stream.get_final_message()
+        self.assertEqual(text, "w1 w2 w3 w4")
+        self.assertEqual(final.content[0].text, text)
+        self.assertEqual(final.stop_reason, "end_turn")
+        self.assertGreater(final.usage.output_tokens, 0)
+
+    def test_tool_loop_with_thinking_gives_the_signed_block_back(self):
+        question = 'Weather? [[tool:get_weather {"city":"Paris"}]]'
+        thinking = {"type": "enabled", "budget_tokens": 2048}
+        with client().messages.stream(model=SONNET_NAME, max_tokens=8000, thinking=thinking, tools=WEATHER,
+                                      messages=[user(question)]) as stream:
+            first = stream.get_final_message()
+        self.assertEqual(first.stop_reason, "tool_use")
+        kinds = [block.type for block in first.content]
+        self.assertEqual(kinds, ["thinking", "text", "tool_use"])
+        self.assertTrue(first.content[0].signature.startswith("local-signature-"))
+        call = first.content[2]
+        self.assertEqual(call.input, {"city": "Paris"})
+        second = client().messages.create(
+            model=SONNET_NAME, max_tokens=8000, thinking=thinking, tools=WEATHER,
+            messages=[user(question), {"role": "assistant", "content": first.content},
+                      user({"type": "tool_result", "tool_use_id": call.id, "content": "18 C and sunny"})])
+        self.assertEqual(second.stop_reason, "end_turn")
+        self.assertIn("get_weather returned 18 C and sunny", second.content[-1].text)
+        sent = last_model_request()["messages"][1]["content"][0]["reasoningContent"]["reasoningText"]
+        self.assertEqual(sent, {"text": first.content[0].thinking, "signature": first.content[0].signature})
+
+    def test_parallel_tool_use_streamed_each_in_its_block(self):
+        question = 'Both? [[tool:get_weather {"city":"Paris"}]] [[tool:get_weather {"city":"Rome"}]]'
+        with client().messages.stream(model=ECHO, max_tokens=256, tools=WEATHER,
+                                      messages=[user(question)]) as stream:
+            final = stream.get_final_message()
+        calls = [block for block in final.content if block.type == "tool_use"]
+        self.assertEqual([c.input for c in calls], [{"city": "Paris"}, {"city": "Rome"}])
+        self.assertEqual(len({c.id for c in calls}), 2)
+
+    def test_image_and_pdf_reach_the_model_whole(self):
+        message = client().messages.create(model=ECHO, max_tokens=256, messages=[user(
+            {"type": "text", "text": "What are these?"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                         "data": base64.b64encode(PNG).decode()}},
+            {"type": "document", "title": "memo", "source": {"type": "base64", "media_type": "application/pdf",
+                                                              "data": base64.b64encode(PDF).decode()}},
+        )])
+        text = message.content[0].text
+        self.assertIn(f"image png {len(PNG)} bytes", text)
+        self.assertIn(f"pdf {len(PDF)} bytes", text)
+
+    def test_count_tokens(self):
+        counted = client().messages.count_tokens(model=ECHO, messages=[user("one two three four")])
+        self.assertGreater(counted.input_tokens, 0)
+
+    def test_models_in_anthropics_shape(self):
+        ids = [model.id for model in client().models.list()]
+        self.assertIn(ECHO, ids)
+
+
+class Refusals(unittest.TestCase):
+    def test_unknown_model_is_not_found(self):
+        with self.assertRaises(anthropic.NotFoundError):
+            client().messages.create(model="claude-opus-9", max_tokens=64, messages=[user("Hi")])
+
+    def test_unknown_field_is_bad_request_naming_it(self):
+        with self.assertRaises(anthropic.BadRequestError) as caught:
+            client().messages.create(model=ECHO, max_tokens=64, messages=[user("Hi")],
+                                     extra_body={"frobnicate": 1})
+        self.assertIn("frobnicate", str(caught.exception))
+
+    def test_bad_key_is_authentication_error(self):
+        bad = anthropic.Anthropic(base_url=BASE, api_key="cbk_not-a-key", timeout=TIMEOUT, max_retries=0)
+        with self.assertRaises(anthropic.AuthenticationError):
+            bad.messages.create(model=ECHO, max_tokens=64, messages=[user("Hi")])
+
+    def test_throttled_model_is_overloaded(self):
+        with self.assertRaises(anthropic.APIStatusError) as caught:
+            client().messages.create(model=ECHO, max_tokens=64, messages=[user("Hi [[fault:throttle]]")])
+        self.assertEqual(caught.exception.status_code, 529)
+
+
+if __name__ == "__main__":
+    KEY = create_key()
+    unittest.main()
