@@ -115,8 +115,8 @@ pub use tools::{
 pub use turn::new_message_id;
 pub use turn::{TurnHeader, rfc3339_millis};
 pub use usage::{
-    Amount, BUCKET_SECONDS, HELD_RETRY_SECONDS, Hold, LimitReport, MinuteReport, OverLimit, PeriodReport,
-    PeriodUsage, Periods, RateWindow, Reserve, Upload, UploadQuota, UploadReport, UploadUsage,
-    UsageCharge, UsageFuture, UsageLedger, UsageReport, UsageSnapshot, WINDOW_BUCKETS, WINDOW_SPAN,
-    check, check_upload, report, upload_ceilings,
+    Amount, BUCKET_SECONDS, HELD_RETRY_SECONDS, Hold, LimitReport, MinuteReport, OverLimit,
+    PeriodReport, PeriodUsage, Periods, RateWindow, Reserve, Upload, UploadQuota, UploadReport,
+    UploadUsage, UsageCharge, UsageFuture, UsageLedger, UsageReport, UsageSnapshot, WINDOW_BUCKETS,
+    WINDOW_SPAN, check, check_upload, report, upload_ceilings,
 };

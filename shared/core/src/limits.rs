@@ -265,7 +265,7 @@ impl Limits {
             }
             let amount = match raised.get(kind) {
                 None => self.get(kind),
-                Some(v) if v == 0.0 => None,
+                Some(0.0) => None,
                 Some(v) => Some(v),
             };
             user.set(kind, amount);

@@ -627,8 +627,6 @@ fn size(bytes: u64) -> String {
 }
 
 /// What `GET /usage` answers: the caller's spending this day and month, what their turns in progress hold, the
-
-/// What `GET /usage` answers: the caller's spending this day and month, what their turns in progress hold, the
 /// limits that apply to them and when each period resets; and every limit in force, in `limits`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct UsageReport {
