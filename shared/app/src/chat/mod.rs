@@ -6,6 +6,7 @@
 //! - [`turns`]: the AI Chat Protocol (`/chat`, `/chat/stream`) and the Chat UI's standard chat (`/chat-ui/chat`);
 //! - [`agents`]: the Chat UI's multi-agent chat;
 //! - [`openai`], [`embeddings`]: OpenAI's API (`/v1/…`);
+//! - [`responses`]: OpenAI's Responses API (`/v1/responses`);
 //! - [`document_events`]: the documents' statuses pushed (`GET /documents/events`).
 
 use std::marker::PhantomData;
@@ -29,6 +30,7 @@ mod agents;
 mod document_events;
 mod embeddings;
 mod openai;
+mod responses;
 mod turns;
 mod write;
 
@@ -72,6 +74,7 @@ impl ChatFunction for Buffered {
         turns::routes(state, Self::SERVING)
             .merge(agents::routes(state, Self::SERVING, true))
             .merge(openai::routes(state, Self::SERVING))
+            .merge(responses::routes(state, Self::SERVING))
             .merge(embeddings::routes(state, Self::SERVING.function))
     }
 }
@@ -100,6 +103,7 @@ impl ChatFunction for Streamed {
                     .with_state(state.clone()),
             )
             .merge(openai::routes(state, Self::SERVING))
+            .merge(responses::routes(state, Self::SERVING))
             .merge(embeddings::routes(state, Self::SERVING.function))
     }
 }
