@@ -3,8 +3,10 @@
 //! function tool's call out and its output back, namespace and custom tools, OpenAI's hosted tools left out and
 //! named in a header, reasoning as a summary, each refusal in OpenAI's error shape, and the body Codex sends.
 
+use std::sync::Arc;
+
 use chat_aws::{BedrockModel, DynamoStore};
-use chat_core::ChatMode;
+use chat_core::{ChatMode, ResponseStore};
 use chat_stream::App;
 use chat_testing::harness::{self, Backend, ECHO_MODEL, Reply, Streamed, Wired};
 use serde_json::{Value, json};
@@ -18,7 +20,12 @@ async fn harness_with(env: &[(&str, &str)]) -> Harness {
     let backend = Backend::start(env).await;
     let ledger = backend.ledger();
     backend
-        .wired(|m, s, a, c| App::new(m, s, a, c).with_usage(Some(ledger)))
+        .wired(|m, s, a, c| {
+            let kept: Arc<dyn ResponseStore> = Arc::new(s.clone());
+            App::new(m, s, a, c)
+                .with_usage(Some(ledger))
+                .with_responses(Some(kept))
+        })
         .await
 }
 
@@ -666,5 +673,169 @@ async fn the_body_codex_sends_on_every_request_is_answered() {
             "multi_agent_v1__spawn_agent",
             "multi_agent_v1__wait_agent"
         ]
+    );
+}
+
+async fn get(h: &Harness, path: &str) -> Reply {
+    Reply::collected(h.app.handle(harness::json_request("GET", path, None)).await).await
+}
+
+async fn delete(h: &Harness, path: &str) -> Reply {
+    Reply::collected(
+        h.app
+            .handle(harness::json_request("DELETE", path, None))
+            .await,
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_kept_response_is_read_back_continued_and_deleted_by_its_owner_only() {
+    let backend = Backend::start(&[]).await;
+    // Another owner, on the same table.
+    let bob = App::new(
+        backend.model().await,
+        backend.store.clone(),
+        harness::auth_from(&[("AUTH_MODE", "none"), ("LOCAL_USER", "bob")]),
+        backend.config.clone(),
+    )
+    .with_responses(Some(Arc::new(backend.store.clone())));
+    let h = backend
+        .wired(|m, s, a, c| {
+            let kept: Arc<dyn ResponseStore> = Arc::new(s.clone());
+            App::new(m, s, a, c).with_responses(Some(kept))
+        })
+        .await;
+    // store left out: OpenAI's default, kept.
+    let first = post(
+        &h,
+        &json!({"model": ECHO_MODEL, "input": "My name is Ada."}),
+    )
+    .await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    let body = first.json();
+    assert_eq!(body["store"], true);
+    let id = body["id"].as_str().unwrap().to_string();
+
+    let read = get(&h, &format!("/v1/responses/{id}")).await;
+    assert_eq!(read.status, 200, "{}", read.body);
+    assert_eq!(read.json(), body, "the response as it was answered");
+    let items = get(&h, &format!("/v1/responses/{id}/input_items")).await;
+    assert_eq!(items.status, 200, "{}", items.body);
+    let items = items.json();
+    assert_eq!(items["object"], "list");
+    assert_eq!(items["data"].as_array().unwrap().len(), 1, "{items}");
+    assert_eq!(items["data"][0]["content"][0]["text"], "My name is Ada.");
+    assert_eq!(items["has_more"], false);
+
+    // Continued: the model reads the kept conversation, then the new input.
+    let second = post(
+        &h,
+        &json!({"model": ECHO_MODEL, "input": "What is my name?", "previous_response_id": id}),
+    )
+    .await;
+    assert_eq!(second.status, 200, "{}", second.body);
+    assert_eq!(second.json()["previous_response_id"], id.as_str());
+    let sent = h.bedrock.requests().last().unwrap().body.clone();
+    let messages = sent["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 3, "{sent}");
+    assert_eq!(messages[0]["content"][0]["text"], "My name is Ada.");
+    assert_eq!(messages[1]["role"], "assistant");
+    assert_eq!(messages[1]["content"][0]["text"], "Echo: My name is Ada.");
+
+    // Another owner: as if it had never been kept.
+    let as_bob = |method: &str, path: String, body: Option<Value>| {
+        bob.handle(harness::json_request(method, &path, body.as_ref()))
+    };
+    let theirs = Reply::collected(as_bob("GET", format!("/v1/responses/{id}"), None).await).await;
+    assert_eq!(error_of(&theirs), (404, Value::Null, Value::Null));
+    let continued = Reply::collected(
+        as_bob(
+            "POST",
+            "/v1/responses".into(),
+            Some(json!({"model": ECHO_MODEL, "input": "x", "previous_response_id": id})),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(
+        error_of(&continued),
+        (404, Value::Null, json!("previous_response_id"))
+    );
+    let deleted =
+        Reply::collected(as_bob("DELETE", format!("/v1/responses/{id}"), None).await).await;
+    assert_eq!(deleted.status, 404);
+
+    // Deleted by its owner: gone.
+    let deleted = delete(&h, &format!("/v1/responses/{id}")).await;
+    assert_eq!(deleted.status, 200, "{}", deleted.body);
+    assert_eq!(deleted.json()["deleted"], true);
+    assert_eq!(get(&h, &format!("/v1/responses/{id}")).await.status, 404);
+    assert_eq!(delete(&h, &format!("/v1/responses/{id}")).await.status, 404);
+
+    // store: false keeps nothing.
+    let unkept = post(&h, &ask("Forget me")).await.json();
+    assert_eq!(unkept["store"], false);
+    let read = get(
+        &h,
+        &format!("/v1/responses/{}", unkept["id"].as_str().unwrap()),
+    )
+    .await;
+    assert_eq!(read.status, 404);
+}
+
+#[tokio::test]
+async fn a_streamed_kept_call_is_continued_with_its_output_alone() {
+    let h = harness().await;
+    let question = r#"Weather? [[tool:get_weather {"city":"Paris"}]]"#;
+    let s = stream(
+        &h,
+        &json!({"model": ECHO_MODEL, "tools": weather_tool(), "input": question}),
+    )
+    .await;
+    let events = events_of(&s);
+    let completed = &events.last().unwrap()["response"];
+    assert_eq!(completed["store"], true);
+    let id = completed["id"].as_str().unwrap();
+    let call = completed["output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["type"] == "function_call")
+        .unwrap()
+        .clone();
+    // What was kept is what the stream's last event held.
+    assert_eq!(
+        get(&h, &format!("/v1/responses/{id}")).await.json(),
+        *completed
+    );
+
+    let next = stream(
+        &h,
+        &json!({"model": ECHO_MODEL, "tools": weather_tool(), "previous_response_id": id,
+            "input": [{"type": "function_call_output", "call_id": call["call_id"], "output": "18 C and sunny"}]}),
+    )
+    .await;
+    let events = events_of(&next);
+    let done = events.last().unwrap();
+    assert_eq!(done["type"], "response.completed", "{done}");
+    let text = done["response"]["output"][0]["content"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(
+        text.contains("get_weather returned 18 C and sunny"),
+        "{text}"
+    );
+    // An output that answers nothing kept is named by its place in this request.
+    let stray = post(
+        &h,
+        &json!({"model": ECHO_MODEL, "previous_response_id": id, "input": [
+            {"type": "function_call_output", "call_id": call["call_id"], "output": "x"},
+            {"type": "function_call_output", "call_id": "call_nothing", "output": "y"}]}),
+    )
+    .await;
+    assert_eq!(
+        error_of(&stray),
+        (400, Value::Null, json!("input[1].call_id"))
     );
 }

@@ -18,7 +18,8 @@ use axum::response::Response;
 use axum::routing::get;
 use chat_core::{
     AgentGroup, AttachmentStore, ChatModel, ChatService, Documents, Embedder, EmbeddingModels,
-    Limits, RequestLimits, Retriever, SessionStore, ToolBounds, ToolSource, UsageLedger,
+    Limits, RequestLimits, ResponseStore, Retriever, SessionStore, ToolBounds, ToolSource,
+    UsageLedger,
 };
 use chat_edge::{Arrived, Auth, ChatEdgeState, Cors, EdgeState, only};
 use chat_protocol::chat_ui::ReplyShape;
@@ -142,6 +143,10 @@ pub struct ChatState<M, St> {
     /// The documents people upload, whose statuses `GET /documents/events` pushes ([`ChatApp::with_documents`]);
     /// `None`: documents are off here (404).
     documents: Option<Documents>,
+    /// Where the Responses API keeps the responses asked to be kept, and for how long
+    /// ([`ChatApp::with_responses`]); `None`: none are kept.
+    responses: Option<Arc<dyn ResponseStore>>,
+    responses_kept_for: std::time::Duration,
 }
 
 impl<M: ChatModel + 'static, St: SessionStore + 'static, F: ChatFunction> ChatApp<M, St, F> {
@@ -158,6 +163,10 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static, F: ChatFunction> ChatAp
                 embedding_models: config.embedding_models,
                 embedder: None,
                 documents: None,
+                responses: None,
+                responses_kept_for: std::time::Duration::from_secs(
+                    u64::from(config.responses_kept_days) * 86_400,
+                ),
             }),
             cors: config.cors,
             function: PhantomData,
@@ -207,6 +216,18 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static, F: ChatFunction> ChatAp
         };
         Self {
             state: Arc::new(ChatState { documents, ..state }),
+            cors: self.cors,
+            function: PhantomData,
+        }
+    }
+
+    /// Keeps the Responses API's responses asked to be kept (`store: true`) in `responses`; `None` keeps none.
+    pub fn with_responses(self, responses: Option<Arc<dyn ResponseStore>>) -> Self {
+        let Ok(state) = Arc::try_unwrap(self.state) else {
+            unreachable!("the state is shared only once the app serves")
+        };
+        Self {
+            state: Arc::new(ChatState { responses, ..state }),
             cors: self.cors,
             function: PhantomData,
         }

@@ -131,6 +131,9 @@ pub struct ResponsesRequest {
     pub previous_response_id: Option<String>,
     /// The `input` items as sent (a string made one user message), to keep with a stored response.
     pub input_items: Vec<Value>,
+    /// The conversation as items before the answer: the kept one's a `previous_response_id` continues (the app
+    /// prepends it), then `input_items`.
+    pub history: Vec<Value>,
     /// `include: ["reasoning.encrypted_content"]`.
     pub include_encrypted_reasoning: bool,
     /// Whether the reasoning is shown as a summary (`reasoning.summary` set).
@@ -255,12 +258,11 @@ pub fn parse_responses_request(
     }
     let input_items = input_items(body.require::<Value>("input")?)?;
     body.finish()?;
-    let (system, messages) = conversation(
-        instructions.as_deref(),
-        &input_items,
-        previous_response_id.is_some(),
-        limits,
-    )?;
+    // A continuation's items are read after the kept ones they continue (the app's, which has them).
+    let (system, messages) = match previous_response_id {
+        Some(_) => (Vec::new(), Vec::new()),
+        None => conversation(instructions.as_deref(), &input_items, limits)?,
+    };
     let echo = Echo {
         instructions,
         max_output_tokens: sampled.max_output_tokens,
@@ -304,6 +306,7 @@ pub fn parse_responses_request(
         stream,
         store,
         previous_response_id,
+        history: input_items.clone(),
         input_items,
         include_encrypted_reasoning,
         summarize_reasoning,
@@ -883,14 +886,13 @@ struct Pending {
     answered: bool,
 }
 
-/// The conversation `items` make (after the stored ones of a previous response, when `continued`), as the
+/// The conversation `items` make (a continuation's after the kept ones), as the
 /// completion's system blocks (`instructions`, then each `system` and `developer` message, in order) and the core's
 /// messages. Each run of an assistant's messages and calls is one assistant message, its calls answered by the
 /// `function_call_output` items after it; a call of the run after those starts the next.
 pub fn conversation(
     instructions: Option<&str>,
     items: &[Value],
-    continued: bool,
     limits: &RequestLimits,
 ) -> Result<(Vec<String>, Vec<Message>), ChatError> {
     if items.len() > limits.max_messages {
@@ -1084,7 +1086,7 @@ pub fn conversation(
         item.finish()?;
     }
     unanswered(&pending)?;
-    if messages.is_empty() && !continued {
+    if messages.is_empty() {
         return Err(InvalidRequest::new(
             "input",
             "must hold a user message besides system and developer messages",
