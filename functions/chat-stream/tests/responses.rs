@@ -259,6 +259,24 @@ async fn a_function_call_goes_out_to_the_client_and_its_output_comes_back() {
         "{text}"
     );
 
+    // An output of parts (Codex's view_image gives an image back): its text, and the image said to be there.
+    let mut input: Vec<Value> = vec![json!({"role": "user", "content": question})];
+    input.extend(output.iter().cloned());
+    input.push(
+        json!({"type": "function_call_output", "call_id": call["call_id"], "output": [
+        {"type": "input_text", "text": "18 C"},
+        {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="}]}),
+    );
+    let parts = post(
+        &h,
+        &json!({"model": ECHO_MODEL, "store": false, "tools": weather_tool(), "input": input}),
+    )
+    .await;
+    assert_eq!(parts.status, 200, "{}", parts.body);
+    let sent = h.bedrock.requests().last().unwrap().body.to_string();
+    assert!(sent.contains("18 C"), "{sent}");
+    assert!(sent.contains("the tool returned an image here"), "{sent}");
+
     // An output that answers no call is a 400 naming it.
     let stray = post(
         &h,

@@ -1135,14 +1135,27 @@ fn output_text(path: &str, output: Value) -> Result<String, InvalidRequest> {
             for (j, part) in parts.into_iter().enumerate() {
                 let mut part = Obj::new(format!("{path}[{j}]"), part)?;
                 let kind: String = part.require("type")?;
-                if kind != "input_text" && kind != "output_text" {
-                    return Err(InvalidRequest::new(
-                        part.at("type"),
-                        "must be \"input_text\": a call's output is text here",
-                    ));
+                match kind.as_str() {
+                    "input_text" | "output_text" => {
+                        texts.push(part.require::<String>("text")?);
+                        part.take::<Value>("annotations")?;
+                    }
+                    // A tool's result reaches the model as text (Converse's tool results here are text): an image
+                    // or a file a tool returned (Codex's view_image) is said to be there, not dropped in silence.
+                    "input_image" | "input_file" => {
+                        part.map.clear();
+                        texts.push(format!(
+                            "[the tool returned an {} here, which this backend cannot show the model]",
+                            if kind == "input_image" { "image" } else { "file" }
+                        ));
+                    }
+                    _ => {
+                        return Err(InvalidRequest::new(
+                            part.at("type"),
+                            "must be \"input_text\", \"input_image\" or \"input_file\"",
+                        ));
+                    }
                 }
-                texts.push(part.require::<String>("text")?);
-                part.take::<Value>("annotations")?;
                 part.finish()?;
             }
             Ok(texts.join("\n\n"))
