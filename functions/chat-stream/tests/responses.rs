@@ -574,126 +574,6 @@ async fn reasoning_asked_for_with_a_summary_is_a_reasoning_item_before_the_messa
     assert_eq!(body["output"][0]["type"], "message");
 }
 
-/// The body Codex CLI 0.171.0 sends on each `POST /v1/responses` with a custom provider (`wire_api =
-/// "responses"`), as a capture server recorded it (descriptions and instructions shortened), with its headers.
-fn codex_request() -> Value {
-    let exec_params = json!({"type": "object", "properties": {
-        "cmd": {"type": "string", "description": "Shell command to execute."},
-        "workdir": {"type": "string"}, "shell": {"type": "string"}, "login": {"type": "boolean"},
-        "tty": {"type": "boolean"}, "yield_time_ms": {"type": "number"}, "max_output_tokens": {"type": "number"},
-        "sandbox_permissions": {"type": "string"}, "justification": {"type": "string"}},
-        "required": ["cmd"], "additionalProperties": false});
-    json!({
-        "model": ECHO_MODEL,
-        "instructions": "You are Codex, a coding agent running in the Codex CLI on a user's computer.",
-        "input": [
-            {"type": "message", "role": "developer", "content": [
-                {"type": "input_text", "text": "<permissions instructions>Filesystem sandboxing: workspace-write.</permissions instructions>"}]},
-            {"type": "message", "role": "user", "content": [
-                {"type": "input_text", "text": "# AGENTS.md instructions for /tmp/w\n\n<INSTRUCTIONS>\nBe kind.\n</INSTRUCTIONS>"},
-                {"type": "input_text", "text": "<environment_context>\n  <cwd>/tmp/w</cwd>\n  <shell>bash</shell>\n</environment_context>"}]},
-            {"type": "message", "role": "user", "content": [
-                {"type": "input_text", "text": "Say hello"}]}
-        ],
-        "tools": [
-            {"type": "function", "name": "exec_command", "description": "Runs a command in a PTY.", "strict": false,
-                "parameters": exec_params},
-            {"type": "function", "name": "write_stdin", "description": "Writes to a session.", "strict": false,
-                "parameters": {"type": "object", "properties": {"session_id": {"type": "number"},
-                    "chars": {"type": "string"}}, "required": ["session_id"], "additionalProperties": false}},
-            {"type": "function", "name": "request_user_input", "description": "Asks the user.", "strict": false,
-                "parameters": {"type": "object", "properties": {"questions": {"type": "array",
-                    "items": {"type": "object", "properties": {"question": {"type": "string"}}}}},
-                    "required": ["questions"], "additionalProperties": false}},
-            {"type": "function", "name": "view_image", "description": "Attaches a local image.", "strict": false,
-                "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
-                    "required": ["path"], "additionalProperties": false}},
-            {"type": "function", "name": "get_goal", "description": "The current goal.", "strict": true,
-                "parameters": {"type": "object", "properties": {}, "additionalProperties": false}},
-            {"type": "function", "name": "update_goal", "description": "Updates the goal.", "strict": true,
-                "parameters": {"type": "object", "properties": {"status": {"type": "string"}},
-                    "required": ["status"], "additionalProperties": false}},
-            {"type": "namespace", "name": "multi_agent_v1", "description": "Sub-agents.", "tools": [
-                {"type": "function", "name": "spawn_agent", "description": "Spawns an agent.", "strict": false,
-                    "parameters": {"type": "object", "properties": {"message": {"type": "string"}},
-                        "required": ["message"], "additionalProperties": false}},
-                {"type": "function", "name": "wait_agent", "description": "Waits.", "strict": false,
-                    "parameters": {"type": "object", "properties": {"ids": {"type": "array",
-                        "items": {"type": "string"}}}, "required": ["ids"], "additionalProperties": false}}]},
-            {"type": "web_search", "external_web_access": false}
-        ],
-        "tool_choice": "auto",
-        "parallel_tool_calls": true,
-        "reasoning": {"summary": "auto"},
-        "store": false,
-        "stream": true,
-        "include": ["reasoning.encrypted_content"],
-        "prompt_cache_key": "019b2c1e-3f4a-7d10-9a7e-5c2b1d0e8f61",
-        "client_metadata": {"session_id": "019b2c1e-3f4a-7d10-9a7e-5c2b1d0e8f61",
-            "thread_id": "019b2c1e-3f4a-7d10-9a7e-5c2b1d0e8f61", "turn_id": "1"}
-    })
-}
-
-#[tokio::test]
-async fn the_body_codex_sends_on_every_request_is_answered() {
-    let h = harness().await;
-    let mut request = harness::json_request("POST", "/v1/responses", Some(&codex_request()));
-    for (name, value) in [
-        ("authorization", "Bearer local-key"),
-        ("session-id", "019b2c1e-3f4a-7d10-9a7e-5c2b1d0e8f61"),
-        ("thread-id", "019b2c1e-3f4a-7d10-9a7e-5c2b1d0e8f61"),
-        (
-            "x-client-request-id",
-            "019b2c1e-3f4a-7d10-9a7e-5c2b1d0e8f61",
-        ),
-        (
-            "x-codex-turn-metadata",
-            r#"{"turn_id":"1","sandbox":"workspace-write"}"#,
-        ),
-        ("x-codex-beta-features", "unified_exec,multi_agent"),
-        ("originator", "codex_exec"),
-        ("accept", "text/event-stream"),
-    ] {
-        request.headers_mut().insert(name, value.parse().unwrap());
-    }
-    let s = Streamed::read(h.app.handle(request).await).await;
-    assert_eq!(s.status, 200, "{}", s.text());
-    let events = events_of(&s);
-    let completed = events.last().unwrap();
-    assert_eq!(completed["type"], "response.completed", "{completed}");
-    let text = completed["response"]["output"][0]["content"][0]["text"]
-        .as_str()
-        .unwrap();
-    // The user's consecutive messages reach the model as one turn, the question last.
-    assert!(text.starts_with("Echo: # AGENTS.md"), "{text}");
-    assert!(text.ends_with("</environment_context> Say hello"), "{text}");
-    // The model got the instructions and the developer message as its system prompt, the user's two messages,
-    // and every tool but the hosted one, the namespace's by qualified name.
-    let sent = h.bedrock.requests().last().unwrap().body.clone();
-    let system = sent["system"][0]["text"].as_str().unwrap();
-    assert!(system.starts_with("You are Codex"), "{system}");
-    assert!(system.contains("Filesystem sandboxing"), "{system}");
-    let offered: Vec<&str> = sent["toolConfig"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["toolSpec"]["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        offered,
-        [
-            "exec_command",
-            "write_stdin",
-            "request_user_input",
-            "view_image",
-            "get_goal",
-            "update_goal",
-            "multi_agent_v1__spawn_agent",
-            "multi_agent_v1__wait_agent"
-        ]
-    );
-}
-
 async fn get(h: &Harness, path: &str) -> Reply {
     Reply::collected(h.app.handle(harness::json_request("GET", path, None)).await).await
 }
@@ -855,5 +735,82 @@ async fn a_streamed_kept_call_is_continued_with_its_output_alone() {
     assert_eq!(
         error_of(&stray),
         (400, Value::Null, json!("input[1].call_id"))
+    );
+}
+
+#[tokio::test]
+async fn a_response_too_large_to_keep_is_answered_all_the_same() {
+    let h = harness().await;
+    // Over DynamoDB's 400 KB item: six messages of 70 000 characters.
+    let long = "word ".repeat(14_000);
+    let input: Vec<Value> = (0..6)
+        .flat_map(|i| {
+            [
+                json!({"role": "user", "content": format!("{i} {long}")}),
+                json!({"role": "assistant", "content": "ok"}),
+            ]
+        })
+        .chain([json!({"role": "user", "content": "And now?"})])
+        .collect();
+    let reply = post(&h, &json!({"model": ECHO_MODEL, "input": input})).await;
+    assert_eq!(
+        reply.status,
+        200,
+        "{}",
+        &reply.body[..reply.body.len().min(500)]
+    );
+    let body = reply.json();
+    assert_eq!(body["status"], "completed");
+    let id = body["id"].as_str().unwrap();
+    assert_eq!(get(&h, &format!("/v1/responses/{id}")).await.status, 404);
+}
+
+/// The request Codex CLI 0.169.0 (`codex exec`, a custom provider with `wire_api = "responses"`) sent as a capture
+/// server recorded it, its long texts shortened, and its headers.
+const CODEX_REQUEST: &str = include_str!("fixtures/codex-0.169.0-responses-request.json");
+const CODEX_HEADERS: &str = include_str!("fixtures/codex-0.169.0-responses-headers.json");
+
+#[tokio::test]
+async fn the_request_codex_sent_as_recorded_is_answered() {
+    let h = harness().await;
+    let mut body: Value = serde_json::from_str(CODEX_REQUEST).unwrap();
+    body["model"] = json!(ECHO_MODEL);
+    let mut request = harness::json_request("POST", "/v1/responses", Some(&body));
+    let headers: serde_json::Map<String, Value> = serde_json::from_str(CODEX_HEADERS).unwrap();
+    for (name, value) in headers {
+        let value = value.as_str().unwrap().parse().unwrap();
+        request.headers_mut().insert(
+            axum::http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+            value,
+        );
+    }
+    request
+        .headers_mut()
+        .insert("authorization", "Bearer codex".parse().unwrap());
+    let s = Streamed::read(h.app.handle(request).await).await;
+    assert_eq!(s.status, 200, "{}", s.text());
+    let events = events_of(&s);
+    let completed = events.last().unwrap();
+    assert_eq!(completed["type"], "response.completed", "{completed}");
+    let text = completed["response"]["output"][0]["content"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(text.ends_with("Say hello"), "{text}");
+    // Every function tool reached the model, the namespace's by qualified name, and not the hosted web_search.
+    let sent = h.bedrock.requests().last().unwrap().body.clone();
+    let offered: Vec<&str> = sent["toolConfig"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["toolSpec"]["name"].as_str().unwrap())
+        .collect();
+    assert!(offered.contains(&"exec_command"), "{offered:?}");
+    assert!(
+        offered.contains(&"multi_agent_v1__spawn_agent"),
+        "{offered:?}"
+    );
+    assert!(
+        !offered.iter().any(|t| t.contains("web_search")),
+        "{offered:?}"
     );
 }

@@ -30,6 +30,9 @@ use crate::files::{base64, take};
 const MAX_METADATA_PAIRS: usize = 16;
 const MAX_METADATA_KEY_CHARS: usize = 64;
 const MAX_METADATA_VALUE_CHARS: usize = 512;
+/// `client_metadata`'s bounds: Codex's turn metadata is JSON text of some 800 characters.
+const MAX_CLIENT_METADATA_PAIRS: usize = 32;
+const MAX_CLIENT_METADATA_VALUE_CHARS: usize = 4096;
 /// The longest `user` / `safety_identifier` / `prompt_cache_key` kept in a trace.
 const MAX_USER_CHARS: usize = 256;
 /// What joins a namespace and its function's name in the name the model is given.
@@ -839,11 +842,27 @@ fn metadata(body: &mut Obj, field: &str) -> Result<Map<String, Value>, InvalidRe
     Ok(map)
 }
 
-/// `client_metadata` (what Codex sends of its session: ids as strings): string pairs, each bounded as
-/// `metadata`'s.
+/// `client_metadata` (what Codex sends of its session and turn: ids, and its turn's metadata as JSON text): string
+/// pairs, at most 32, keys of 64 characters at most and values of 4096.
 fn metadata_like(body: &mut Obj, field: &str) -> Result<Map<String, Value>, InvalidRequest> {
     let map = body.take::<Map<String, Value>>(field)?.unwrap_or_default();
-    check_pairs(field, &map)?;
+    if map.len() > MAX_CLIENT_METADATA_PAIRS {
+        return Err(InvalidRequest::new(
+            field,
+            format!(
+                "holds {} pairs, more than {MAX_CLIENT_METADATA_PAIRS}",
+                map.len()
+            ),
+        ));
+    }
+    for (key, value) in &map {
+        let path = format!("{field}[{key:?}]");
+        InvalidRequest::check_length(&path, key, MAX_METADATA_KEY_CHARS)?;
+        let Value::String(value) = value else {
+            return Err(InvalidRequest::new(path, "expected a string"));
+        };
+        InvalidRequest::check_length(&path, value, MAX_CLIENT_METADATA_VALUE_CHARS)?;
+    }
     Ok(map)
 }
 
