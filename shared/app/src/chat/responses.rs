@@ -316,10 +316,12 @@ impl Keeping {
             expires_at: time::OffsetDateTime::now_utc().unix_timestamp()
                 + self.kept_for.as_secs() as i64,
         };
-        self.store
-            .keep_response(&self.owner, &id, &kept)
-            .await
-            .map_err(|e| ApiError::Chat(ChatError::Store(e)))
+        // The answer is settled and the client has most of it: a response that cannot be kept (over DynamoDB's
+        // 400 KB item, or the store unavailable) is still answered, and is not found later.
+        if let Err(e) = self.store.keep_response(&self.owner, &id, &kept).await {
+            tracing::warn!(error = %e, "keeping the response failed: it is answered, and not kept");
+        }
+        Ok(())
     }
 }
 
