@@ -4,6 +4,7 @@
 VENV      := .tools/venv
 TOOLS     := $(VENV)/.installed
 JS_TOOLS  := tests/js/node_modules/.installed
+CODEX_TOOLS := tests/codex/node_modules/.installed
 BROWSER_TOOLS := tests/browser/node_modules/.installed
 # cargo-bloat and inferno for `make bloat` and `make flamegraph` only, built from crates.io into .tools/cargo.
 CARGO_TOOLS := .tools/cargo/bin/cargo-bloat .tools/cargo/bin/inferno-flamegraph
@@ -98,9 +99,9 @@ $(CARGO_TOOLS):
 	cargo install --quiet --locked --root .tools/cargo inferno --version 0.12.8
 
 ## tools: moto, cargo-lambda (with zig), cfn-lint, the openai and anthropic SDKs (tools/requirements.txt), the official JavaScript client of
-## the protocol (tests/js/package-lock.json), and headless Chromium with puppeteer-core for the browser test
+## the protocol (tests/js/package-lock.json), the Codex CLI (tests/codex/package-lock.json), and headless Chromium with puppeteer-core for the browser test
 ## (tests/browser/package-lock.json; Chromium unpacks itself into tests/browser/.chromium on first use).
-tools: $(TOOLS) $(JS_TOOLS) $(BROWSER_TOOLS)
+tools: $(TOOLS) $(JS_TOOLS) $(BROWSER_TOOLS) $(CODEX_TOOLS)
 
 $(TOOLS): tools/requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -111,9 +112,14 @@ $(JS_TOOLS): tests/js/package-lock.json
 	npm ci --prefix tests/js --no-audit --no-fund --loglevel=error
 	touch $@
 
+## The OpenAI Codex CLI (tests/codex/package-lock.json), which tests/codex/test_codex.py runs against /v1/responses.
+$(CODEX_TOOLS): tests/codex/package-lock.json
+	npm ci --prefix tests/codex --no-audit --no-fund --loglevel=error
+	touch $@
+
 $(BROWSER_TOOLS): tests/browser/package-lock.json
 	npm ci --prefix tests/browser --no-audit --no-fund --loglevel=error
 	touch $@
 
 clean-tools:
-	rm -rf .tools tests/js/node_modules tests/browser/node_modules tests/browser/.chromium
+	rm -rf .tools tests/js/node_modules tests/codex/node_modules tests/browser/node_modules tests/browser/.chromium

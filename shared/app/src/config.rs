@@ -38,6 +38,9 @@ pub struct Config {
     pub table_name: String,
     /// Chats expire this many days after they were created; `None` keeps them.
     pub history_ttl_days: Option<u32>,
+    /// How long a response of the Responses API asked to be kept (`store: true`) is kept (`RESPONSES_KEPT_DAYS`,
+    /// default 30).
+    pub responses_kept_days: u32,
     /// How long DynamoDB may take to connect, per attempt and per call with its retries (`STORE_CONNECT_TIMEOUT_MS`,
     /// `STORE_ATTEMPT_TIMEOUT_MS`, `STORE_TIMEOUT_MS`); past them the store is unavailable (503).
     pub store_timeouts: StoreTimeouts,
@@ -119,6 +122,8 @@ impl Config {
     pub const DEFAULT_EMBEDDING_MODEL: &'static str = "amazon.titan-embed-text-v2:0";
     /// What fits in a Lambda request: 6 MB of event, in which a function URL carries a binary body in base64.
     pub const DEFAULT_MAX_UPLOAD_BYTES: usize = 4_500_000;
+    /// How many days a kept response of the Responses API is kept by default (OpenAI keeps them 30).
+    pub const DEFAULT_RESPONSES_KEPT_DAYS: u32 = 30;
     /// Lambda's limit on a synchronous invocation's request, 6 MB as Lambda counts it (6,291,456 bytes): no body a
     /// function URL hands over is larger (it travels inside the event, beside the headers), so the history
     /// function never refuses a save that reached it, and a plain server takes what Lambda would.
@@ -178,6 +183,13 @@ impl Config {
             None => None,
             Some(_) => Some(to_u32("HISTORY_TTL_DAYS", number("HISTORY_TTL_DAYS", 0)?)?),
         };
+        let responses_kept_days = to_u32(
+            "RESPONSES_KEPT_DAYS",
+            number(
+                "RESPONSES_KEPT_DAYS",
+                Self::DEFAULT_RESPONSES_KEPT_DAYS.into(),
+            )?,
+        )?;
         let mut agents = AgentGroup::default_group();
         let agents_json = match (get("AGENTS"), get("AGENTS_FILE")) {
             (Some(json), _) => Some(("AGENTS", json)),
@@ -335,6 +347,7 @@ impl Config {
             model_timeout: Duration::from_secs(number("MODEL_TIMEOUT_SECONDS", 60)?),
             table_name: get("TABLE_NAME").unwrap_or_else(|| "chat-backend".into()),
             history_ttl_days,
+            responses_kept_days,
             store_timeouts: StoreTimeouts {
                 connect: Duration::from_millis(number(
                     "STORE_CONNECT_TIMEOUT_MS",
@@ -1144,5 +1157,22 @@ mod tests {
         // A message is stored over several items when it needs them: no ceiling from the item size.
         let long = config(&[("MAX_MESSAGE_CHARS", "500000")]).unwrap();
         assert_eq!(long.chat.limits.max_message_chars, 500_000);
+    }
+
+    #[test]
+    fn responses_are_kept_thirty_days_unless_set_and_never_zero() {
+        assert_eq!(config(&[]).unwrap().responses_kept_days, 30);
+        assert_eq!(
+            config(&[("RESPONSES_KEPT_DAYS", "2")])
+                .unwrap()
+                .responses_kept_days,
+            2
+        );
+        for bad in ["0", "-1", "a week"] {
+            assert_eq!(
+                config(&[("RESPONSES_KEPT_DAYS", bad)]).unwrap_err().name,
+                "RESPONSES_KEPT_DAYS"
+            );
+        }
     }
 }

@@ -173,12 +173,14 @@ fn chat<F: ChatFunction>(
             crate::chat::PLACE_HELD_FOR,
         )
     });
+    let store_for_responses = store.clone();
     Ok(
         ChatApp::new(backends.model(config), store, auth, config.clone())
             .with_retriever(backends.knowledge_base(config))
             .with_attachments(backends.attachments(config))
             .with_tools(tools, config.tool_bounds)
             .with_usage(Some(ledger))
+            .with_responses(Some(Arc::new(store_for_responses)))
             .with_embedder(backends.embedder(config))
             // The streaming function pushes the documents' statuses (`GET /documents/events`); the buffered one
             // serves no documents route (and, on AWS, is given no documents bucket).

@@ -21,6 +21,7 @@ mod error;
 mod followups;
 mod grounding;
 mod invalid;
+mod kept_responses;
 mod limits;
 mod model;
 mod models;
@@ -80,6 +81,7 @@ pub use error::{ChatError, ModelError};
 pub use followups::FollowupSplitter;
 pub use grounding::Grounding;
 pub use invalid::InvalidRequest;
+pub use kept_responses::{KeptFuture, KeptResponse, ResponseStore};
 pub use limits::{Family, LimitKind, LimitOverrides, Limits, Period, Resource};
 pub use model::ReplyStream;
 pub use model::{

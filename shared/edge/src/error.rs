@@ -318,7 +318,7 @@ impl ApiError {
                 ChatError::Invalid(_)
                 | ChatError::TooLarge(_)
                 | ChatError::Store(StoreError::InvalidCursor)
-                | ChatError::Model(ModelError::Rejected(_) | ModelError::InputTooLong(_)),
+                | ChatError::Model(ModelError::InputTooLong(_)),
             ) => FaultKind::Invalid,
             _ => FaultKind::Other,
         }

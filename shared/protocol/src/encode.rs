@@ -42,9 +42,9 @@ pub enum FaultKind {
     OverRate,
     /// The model is throttled past the retries (429).
     ModelThrottled,
-    /// The model refused the request as invalid (Bedrock's `ValidationException`, a 500: the backend wrote the
-    /// request). A dialect whose client sends the conversation as the model gets it (a thinking block given back
-    /// changed, a tool result for no call) may call it the request's fault.
+    /// The model refused the request as invalid (Bedrock's `ValidationException`): a 400 in every dialect, which
+    /// the SDKs do not retry; a dialect whose client sends the conversation as the model gets it (a thinking block
+    /// given back changed, a tool result for no call) may say so in its own words.
     ModelRejected,
     /// A guardrail or content filter stopped the answer (400).
     ContentFiltered,

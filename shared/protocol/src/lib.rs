@@ -13,6 +13,7 @@ mod model;
 mod multipart;
 pub mod openai;
 mod request;
+pub mod responses;
 pub mod v2024_01_28;
 pub mod v2024_05_29;
 mod wire;

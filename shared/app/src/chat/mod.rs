@@ -7,6 +7,7 @@
 //! - [`agents`]: the Chat UI's multi-agent chat;
 //! - [`openai`], [`embeddings`]: OpenAI's API (`/v1/…`);
 //! - [`anthropic`]: Anthropic's Messages API (`/v1/messages…`);
+//! - [`responses`]: OpenAI's Responses API (`/v1/responses`);
 //! - [`document_events`]: the documents' statuses pushed (`GET /documents/events`).
 
 use std::marker::PhantomData;
@@ -18,7 +19,8 @@ use axum::response::Response;
 use axum::routing::get;
 use chat_core::{
     AgentGroup, AttachmentStore, ChatModel, ChatService, Documents, Embedder, EmbeddingModels,
-    Limits, RequestLimits, Retriever, SessionStore, ToolBounds, ToolSource, UsageLedger,
+    Limits, RequestLimits, ResponseStore, Retriever, SessionStore, ToolBounds, ToolSource,
+    UsageLedger,
 };
 use chat_edge::{Arrived, Auth, ChatEdgeState, Cors, EdgeState, only};
 use chat_protocol::chat_ui::ReplyShape;
@@ -33,6 +35,7 @@ mod anthropic;
 mod document_events;
 mod embeddings;
 mod openai;
+mod responses;
 mod turns;
 mod write;
 
@@ -77,6 +80,7 @@ impl ChatFunction for Buffered {
             .merge(agents::routes(state, Self::SERVING, true))
             .merge(anthropic::routes(state, Self::SERVING))
             .merge(openai::routes(state, Self::SERVING))
+            .merge(responses::routes(state, Self::SERVING))
             .merge(embeddings::routes(state, Self::SERVING.function))
     }
 }
@@ -106,6 +110,7 @@ impl ChatFunction for Streamed {
             )
             .merge(anthropic::routes(state, Self::SERVING))
             .merge(openai::routes(state, Self::SERVING))
+            .merge(responses::routes(state, Self::SERVING))
             .merge(embeddings::routes(state, Self::SERVING.function))
     }
 }
@@ -148,6 +153,10 @@ pub struct ChatState<M, St> {
     /// The documents people upload, whose statuses `GET /documents/events` pushes ([`ChatApp::with_documents`]);
     /// `None`: documents are off here (404).
     documents: Option<Documents>,
+    /// Where the Responses API keeps the responses asked to be kept, and for how long
+    /// ([`ChatApp::with_responses`]); `None`: none are kept.
+    responses: Option<Arc<dyn ResponseStore>>,
+    responses_kept_for: std::time::Duration,
 }
 
 impl<M: ChatModel + 'static, St: SessionStore + 'static, F: ChatFunction> ChatApp<M, St, F> {
@@ -166,6 +175,10 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static, F: ChatFunction> ChatAp
                 anthropic_model_names: config.anthropic_model_names,
                 embedder: None,
                 documents: None,
+                responses: None,
+                responses_kept_for: std::time::Duration::from_secs(
+                    u64::from(config.responses_kept_days) * 86_400,
+                ),
             }),
             cors: config.cors,
             function: PhantomData,
@@ -215,6 +228,18 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static, F: ChatFunction> ChatAp
         };
         Self {
             state: Arc::new(ChatState { documents, ..state }),
+            cors: self.cors,
+            function: PhantomData,
+        }
+    }
+
+    /// Keeps the Responses API's responses asked to be kept (`store: true`) in `responses`; `None` keeps none.
+    pub fn with_responses(self, responses: Option<Arc<dyn ResponseStore>>) -> Self {
+        let Ok(state) = Arc::try_unwrap(self.state) else {
+            unreachable!("the state is shared only once the app serves")
+        };
+        Self {
+            state: Arc::new(ChatState { responses, ..state }),
             cors: self.cors,
             function: PhantomData,
         }

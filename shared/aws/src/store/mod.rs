@@ -25,6 +25,7 @@ mod messages;
 mod pages;
 mod read;
 mod reasoning;
+mod responses;
 mod rewrite;
 mod save;
 mod write;

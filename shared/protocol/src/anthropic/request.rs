@@ -469,9 +469,8 @@ fn tools(
         if tool.take::<bool>("defer_loading")? == Some(true) {
             accepted.push("tools[].defer_loading (offered at once)".into());
         }
-        if tool.take::<bool>("strict")? == Some(true) {
-            accepted.push("tools[].strict".into());
-        }
+        // Honoured as Bedrock's strict tool use where the model has it (the schema given either way).
+        let strict = tool.take::<bool>("strict")? == Some(true);
         if tool.value("input_examples").is_some() {
             accepted.push("tools[].input_examples".into());
         }
@@ -483,6 +482,7 @@ fn tools(
             name,
             description,
             input_schema,
+            strict,
         });
     }
     if !server.is_empty() {

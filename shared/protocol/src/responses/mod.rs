@@ -1,0 +1,11 @@
+//! OpenAI's Responses API as a dialect (`/v1/responses`): its request read strictly into the core's turn and
+//! completion ([`request`]), its answer as the `response` object or its typed server-sent events ([`response`]).
+//! Its errors are OpenAI's ([`crate::openai::OpenAiErrors`]).
+
+pub mod request;
+pub mod response;
+
+pub use request::{
+    HOSTED_TOOLS, ResponsesRequest, ToolNames, ToolOrigin, conversation, parse_responses_request,
+};
+pub use response::{ResponseContext, ResponseEvents, Usage, response_id, whole_response};

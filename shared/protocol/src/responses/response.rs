@@ -1,0 +1,526 @@
+//! A Responses answer as OpenAI's SDKs and Codex parse it: the `response` object whole, or streamed as typed
+//! server-sent events (`event: <type>\ndata: {json}\n\n`), each with its increasing `sequence_number`:
+//! `response.created`, `response.in_progress`, then for each output item `response.output_item.added`, its parts
+//! and deltas (`response.content_part.added`, `response.output_text.delta`, …, `response.function_call_arguments.delta`,
+//! `response.reasoning_summary_text.delta`) and `response.output_item.done`, and last `response.completed` (or
+//! `response.incomplete` when the answer was cut at `max_output_tokens`, or `response.failed` for a fault after the
+//! first event). Item ids are made from the response's id and the item's place, so the stream's items and the
+//! whole answer's are the same.
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use chat_core::{
+    Answer, FinishReason, TokenUsage, ToolCall, TurnEnd, TurnEvent, TurnOpening, estimate_tokens,
+};
+
+use crate::encode::{Encoder, Fault, Whole, WholeEncoder, sse_named};
+use crate::openai::error_body;
+
+use super::request::{Echo, ResponsesRequest, ToolNames, ToolOrigin};
+
+/// `usage`, in the Responses API's terms (as Chat Completions counts it: all of the prompt in `input_tokens`, the
+/// part read from the cache in `cached_tokens`; `reasoning_tokens` estimated from the reasoning's text, within
+/// `output_tokens`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub input_tokens_details: InputTokensDetails,
+    pub output_tokens: u64,
+    pub output_tokens_details: OutputTokensDetails,
+    pub total_tokens: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct InputTokensDetails {
+    pub cached_tokens: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct OutputTokensDetails {
+    pub reasoning_tokens: u64,
+}
+
+impl Usage {
+    pub fn of(usage: &TokenUsage, reasoning: &str) -> Self {
+        let input_tokens =
+            usage.input_tokens + usage.cache_read_input_tokens + usage.cache_write_input_tokens;
+        Self {
+            input_tokens,
+            input_tokens_details: InputTokensDetails {
+                cached_tokens: usage.cache_read_input_tokens,
+            },
+            output_tokens: usage.output_tokens,
+            output_tokens_details: OutputTokensDetails {
+                reasoning_tokens: estimate_tokens(reasoning).min(usage.output_tokens),
+            },
+            total_tokens: input_tokens + usage.output_tokens,
+        }
+    }
+}
+
+/// What every answer of one request repeats: the request's echo, the model it named, how its tools are named, and
+/// whether the reasoning is shown.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResponseContext {
+    pub model: String,
+    pub echo: Echo,
+    pub tool_names: ToolNames,
+    pub summarize_reasoning: bool,
+}
+
+impl ResponseContext {
+    pub fn of(request: &ResponsesRequest) -> Self {
+        Self {
+            model: request.model.clone(),
+            echo: request.echo.clone(),
+            tool_names: request.tool_names.clone(),
+            summarize_reasoning: request.summarize_reasoning,
+        }
+    }
+}
+
+/// A response's id from its turn's (`chatcmpl-…`): `resp_…`.
+pub fn response_id(turn_id: &str) -> String {
+    let hex = turn_id.rsplit(['-', '_']).next().unwrap_or(turn_id);
+    format!("resp_{hex}")
+}
+
+/// The id of the output item at `index` of response `id`, of kind `prefix` (`msg`, `fc`, `rs`, `ctc`).
+fn item_id(prefix: &str, id: &str, index: usize) -> String {
+    let hex = id.strip_prefix("resp_").unwrap_or(id);
+    format!("{prefix}_{hex}{index:03}")
+}
+
+/// The `response` object: `status` `in_progress`, no output yet.
+pub fn response_object(context: &ResponseContext, id: &str, created_at: i64) -> Map<String, Value> {
+    let echo = &context.echo;
+    let object = json!({
+        "id": id,
+        "object": "response",
+        "created_at": created_at,
+        "status": "in_progress",
+        "background": false,
+        "error": null,
+        "incomplete_details": null,
+        "instructions": echo.instructions,
+        "max_output_tokens": echo.max_output_tokens,
+        "max_tool_calls": null,
+        "model": context.model,
+        "output": [],
+        "parallel_tool_calls": echo.parallel_tool_calls,
+        "previous_response_id": echo.previous_response_id,
+        "prompt_cache_key": echo.prompt_cache_key,
+        "reasoning": echo.reasoning,
+        "safety_identifier": echo.safety_identifier,
+        "service_tier": "default",
+        "store": echo.store,
+        "temperature": echo.temperature,
+        "text": echo.text,
+        "tool_choice": echo.tool_choice,
+        "tools": echo.tools,
+        "top_logprobs": 0,
+        "top_p": echo.top_p,
+        "truncation": echo.truncation,
+        "usage": null,
+        "user": echo.user,
+        "metadata": echo.metadata,
+    });
+    match object {
+        Value::Object(map) => map,
+        _ => unreachable!("a JSON object literal"),
+    }
+}
+
+/// A function or custom tool call as an output item.
+fn call_item(names: &ToolNames, id: &str, index: usize, call: &ToolCall, done: bool) -> Value {
+    let status = if done { "completed" } else { "in_progress" };
+    match names.origin(&call.name) {
+        ToolOrigin::Custom { name } => json!({
+            "type": "custom_tool_call",
+            "id": item_id("ctc", id, index),
+            "status": status,
+            "call_id": call.id,
+            "name": name,
+            "input": if done { custom_input(call) } else { String::new() },
+        }),
+        ToolOrigin::Function { namespace, name } => {
+            let mut item = json!({
+                "type": "function_call",
+                "id": item_id("fc", id, index),
+                "status": status,
+                "call_id": call.id,
+                "name": name,
+                "arguments": if done { call.input.to_string() } else { String::new() },
+            });
+            if let Some(namespace) = namespace {
+                item["namespace"] = Value::from(namespace);
+            }
+            item
+        }
+    }
+}
+
+/// A custom tool call's free-form input: its one argument.
+fn custom_input(call: &ToolCall) -> String {
+    match &call.input["input"] {
+        Value::String(text) => text.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+fn message_item(id: &str, index: usize, text: &str, done: bool) -> Value {
+    json!({
+        "type": "message",
+        "id": item_id("msg", id, index),
+        "status": if done { "completed" } else { "in_progress" },
+        "role": "assistant",
+        "content": if done { json!([output_text(text)]) } else { json!([]) },
+    })
+}
+
+fn output_text(text: &str) -> Value {
+    json!({"type": "output_text", "text": text, "annotations": [], "logprobs": []})
+}
+
+fn reasoning_item(id: &str, index: usize, text: Option<&str>) -> Value {
+    let summary = match text {
+        Some(text) => json!([{"type": "summary_text", "text": text}]),
+        None => json!([]),
+    };
+    json!({"type": "reasoning", "id": item_id("rs", id, index), "summary": summary})
+}
+
+/// The status of an answer that finished for `reason`, and why it is incomplete when it is.
+fn finished(reason: FinishReason) -> (&'static str, Value) {
+    match reason {
+        FinishReason::Length => ("incomplete", json!({"reason": "max_output_tokens"})),
+        FinishReason::ContentFilter => ("incomplete", json!({"reason": "content_filter"})),
+        FinishReason::Stop | FinishReason::ToolCalls => ("completed", Value::Null),
+    }
+}
+
+/// The whole `response` object of `answer`.
+pub fn whole_response(context: &ResponseContext, answer: &Answer) -> Value {
+    let id = response_id(&answer.id);
+    let mut object = response_object(context, &id, answer.created);
+    let mut output = Vec::new();
+    let reasoning = answer.reasoning.as_deref().unwrap_or("");
+    if context.summarize_reasoning && !reasoning.is_empty() {
+        output.push(reasoning_item(&id, output.len(), Some(reasoning)));
+    }
+    if !answer.content.is_empty() || answer.tool_calls.is_empty() {
+        output.push(message_item(&id, output.len(), &answer.content, true));
+    }
+    for call in &answer.tool_calls {
+        output.push(call_item(
+            &context.tool_names,
+            &id,
+            output.len(),
+            call,
+            true,
+        ));
+    }
+    let (status, incomplete) = finished(answer.finish_reason);
+    object.insert("status".into(), Value::from(status));
+    object.insert("incomplete_details".into(), incomplete);
+    object.insert("output".into(), Value::Array(output));
+    object.insert(
+        "usage".into(),
+        serde_json::to_value(Usage::of(&answer.usage, reasoning)).expect("usage serializes"),
+    );
+    Value::Object(object)
+}
+
+/// The output item being streamed.
+enum Open {
+    Reasoning { index: usize, text: String },
+    Message { index: usize, text: String },
+}
+
+/// A response's answer as OpenAI's SDKs read it, for the one writer: streamed as typed events, or whole as the
+/// `response` object.
+pub struct ResponseEvents {
+    context: ResponseContext,
+    /// The next event's `sequence_number`.
+    sequence: u64,
+    /// The response as it stands: its id, its output items so far (done).
+    response: Map<String, Value>,
+    id: String,
+    open: Option<Open>,
+    /// All the reasoning shown (or not), whose tokens the usage estimates.
+    reasoning: String,
+}
+
+impl ResponseEvents {
+    pub fn new(context: ResponseContext) -> Self {
+        Self {
+            context,
+            sequence: 0,
+            response: Map::new(),
+            id: String::new(),
+            open: None,
+            reasoning: String::new(),
+        }
+    }
+
+    /// The response with its output so far (what `response.completed` and a stored response hold).
+    pub fn response(&self) -> Value {
+        Value::Object(self.response.clone())
+    }
+
+    fn event(&mut self, kind: &str, mut data: Value) -> Vec<u8> {
+        data["type"] = Value::from(kind);
+        data["sequence_number"] = Value::from(self.sequence);
+        self.sequence += 1;
+        sse_named(kind, &data)
+    }
+
+    fn output(&mut self) -> &mut Vec<Value> {
+        match self.response.get_mut("output") {
+            Some(Value::Array(output)) => output,
+            _ => unreachable!("the opening made the output"),
+        }
+    }
+
+    fn next_index(&mut self) -> usize {
+        self.output().len()
+    }
+
+    /// Ends the item being streamed, if any: its last events and `response.output_item.done`.
+    fn close(&mut self) -> Vec<u8> {
+        let id = self.id.clone();
+        let mut out = Vec::new();
+        match self.open.take() {
+            None => {}
+            Some(Open::Reasoning { index, text }) => {
+                let item_id = item_id("rs", &id, index);
+                out.extend(self.event(
+                    "response.reasoning_summary_text.done",
+                    json!({"item_id": item_id, "output_index": index, "summary_index": 0, "text": text}),
+                ));
+                out.extend(self.event(
+                    "response.reasoning_summary_part.done",
+                    json!({"item_id": item_id, "output_index": index, "summary_index": 0,
+                        "part": {"type": "summary_text", "text": text}}),
+                ));
+                let item = reasoning_item(&id, index, Some(&text));
+                out.extend(self.event(
+                    "response.output_item.done",
+                    json!({"output_index": index, "item": item}),
+                ));
+                self.output().push(item);
+            }
+            Some(Open::Message { index, text }) => {
+                let item_id = item_id("msg", &id, index);
+                out.extend(self.event(
+                    "response.output_text.done",
+                    json!({"item_id": item_id, "output_index": index, "content_index": 0,
+                        "text": text, "logprobs": []}),
+                ));
+                out.extend(self.event(
+                    "response.content_part.done",
+                    json!({"item_id": item_id, "output_index": index, "content_index": 0,
+                        "part": output_text(&text)}),
+                ));
+                let item = message_item(&id, index, &text, true);
+                out.extend(self.event(
+                    "response.output_item.done",
+                    json!({"output_index": index, "item": item}),
+                ));
+                self.output().push(item);
+            }
+        }
+        out
+    }
+
+    fn reasoning_piece(&mut self, piece: String) -> Vec<u8> {
+        self.reasoning.push_str(&piece);
+        if !self.context.summarize_reasoning {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        if !matches!(self.open, Some(Open::Reasoning { .. })) {
+            out.extend(self.close());
+            let index = self.next_index();
+            let item = reasoning_item(&self.id, index, None);
+            let item_id = item_id("rs", &self.id, index);
+            out.extend(self.event(
+                "response.output_item.added",
+                json!({"output_index": index, "item": item}),
+            ));
+            out.extend(self.event(
+                "response.reasoning_summary_part.added",
+                json!({"item_id": item_id, "output_index": index, "summary_index": 0,
+                    "part": {"type": "summary_text", "text": ""}}),
+            ));
+            self.open = Some(Open::Reasoning {
+                index,
+                text: String::new(),
+            });
+        }
+        let Some(Open::Reasoning { index, text }) = &mut self.open else {
+            unreachable!("opened above")
+        };
+        text.push_str(&piece);
+        let index = *index;
+        out.extend(self.event(
+            "response.reasoning_summary_text.delta",
+            json!({"item_id": item_id("rs", &self.id, index), "output_index": index,
+                "summary_index": 0, "delta": piece}),
+        ));
+        out
+    }
+
+    fn text(&mut self, piece: String) -> Vec<u8> {
+        let mut out = Vec::new();
+        if !matches!(self.open, Some(Open::Message { .. })) {
+            out.extend(self.close());
+            let index = self.next_index();
+            let item = message_item(&self.id, index, "", false);
+            let item_id = item_id("msg", &self.id, index);
+            out.extend(self.event(
+                "response.output_item.added",
+                json!({"output_index": index, "item": item}),
+            ));
+            out.extend(self.event(
+                "response.content_part.added",
+                json!({"item_id": item_id, "output_index": index, "content_index": 0,
+                    "part": output_text("")}),
+            ));
+            self.open = Some(Open::Message {
+                index,
+                text: String::new(),
+            });
+        }
+        let Some(Open::Message { index, text }) = &mut self.open else {
+            unreachable!("opened above")
+        };
+        text.push_str(&piece);
+        let index = *index;
+        out.extend(self.event(
+            "response.output_text.delta",
+            json!({"item_id": item_id("msg", &self.id, index), "output_index": index,
+                "content_index": 0, "delta": piece, "logprobs": []}),
+        ));
+        out
+    }
+
+    fn call(&mut self, call: ToolCall) -> Vec<u8> {
+        let mut out = self.close();
+        let index = self.next_index();
+        let added = call_item(&self.context.tool_names, &self.id, index, &call, false);
+        let done = call_item(&self.context.tool_names, &self.id, index, &call, true);
+        let item_id = added["id"].clone();
+        out.extend(self.event(
+            "response.output_item.added",
+            json!({"output_index": index, "item": added}),
+        ));
+        if done["type"] == "custom_tool_call" {
+            let input = done["input"].clone();
+            out.extend(self.event(
+                "response.custom_tool_call_input.delta",
+                json!({"item_id": item_id, "output_index": index, "delta": input}),
+            ));
+            out.extend(self.event(
+                "response.custom_tool_call_input.done",
+                json!({"item_id": item_id, "output_index": index, "input": input}),
+            ));
+        } else {
+            let arguments = done["arguments"].clone();
+            out.extend(self.event(
+                "response.function_call_arguments.delta",
+                json!({"item_id": item_id, "output_index": index, "delta": arguments}),
+            ));
+            out.extend(self.event(
+                "response.function_call_arguments.done",
+                json!({"item_id": item_id, "output_index": index, "name": done["name"],
+                    "arguments": arguments}),
+            ));
+        }
+        out.extend(self.event(
+            "response.output_item.done",
+            json!({"output_index": index, "item": done}),
+        ));
+        self.output().push(done);
+        out
+    }
+}
+
+impl Encoder for ResponseEvents {
+    type Opening = TurnOpening;
+    type Event = TurnEvent;
+    type Done = TurnEnd;
+
+    fn content_type(&self) -> &'static str {
+        "text/event-stream"
+    }
+
+    fn opening(&mut self, opening: &TurnOpening) -> Vec<u8> {
+        self.id = response_id(&opening.header.id);
+        self.response = response_object(&self.context, &self.id, opening.header.created);
+        let response = self.response();
+        let mut out = self.event("response.created", json!({"response": response}));
+        out.extend(self.event("response.in_progress", json!({"response": response})));
+        out
+    }
+
+    fn event(&mut self, event: TurnEvent) -> Vec<u8> {
+        match event {
+            TurnEvent::Text(text) => self.text(text),
+            TurnEvent::Reasoning(piece) | TurnEvent::RedactedReasoning(piece) => {
+                self.reasoning_piece(piece)
+            }
+            TurnEvent::ToolCall(call) => self.call(call),
+            // What the server's own tools did shows in the text; the end is the writer's to hand to `done`.
+            // The reasoning goes out as it comes (above), and once whole in the reasoning item; a client that keeps
+            // it is Anthropic's only.
+            TurnEvent::Thought(_)
+            | TurnEvent::Found(_)
+            | TurnEvent::ReasoningBlock(_)
+            | TurnEvent::End(_) => Vec::new(),
+        }
+    }
+
+    fn done(&mut self, end: TurnEnd) -> Vec<u8> {
+        let mut out = self.close();
+        let (status, incomplete) = finished(end.finish_reason);
+        let usage = Usage::of(&end.usage, &self.reasoning);
+        self.response.insert("status".into(), Value::from(status));
+        self.response
+            .insert("incomplete_details".into(), incomplete);
+        self.response.insert(
+            "usage".into(),
+            serde_json::to_value(usage).expect("usage serializes"),
+        );
+        let response = self.response();
+        let kind = if status == "incomplete" {
+            "response.incomplete"
+        } else {
+            "response.completed"
+        };
+        out.extend(self.event(kind, json!({ "response": response })));
+        out
+    }
+
+    fn fault(&mut self, fault: &Fault) -> Vec<u8> {
+        let body = error_body(fault).error;
+        let code = body.code.unwrap_or(body.kind);
+        self.response.insert("status".into(), Value::from("failed"));
+        self.response.insert(
+            "error".into(),
+            json!({"code": code, "message": body.message}),
+        );
+        let response = self.response();
+        self.event("response.failed", json!({ "response": response }))
+    }
+}
+
+impl WholeEncoder for ResponseEvents {
+    type Answer = Answer;
+
+    fn whole(&mut self, answer: &Answer) -> Whole {
+        Whole::json(&whole_response(&self.context, answer))
+    }
+}

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""The OpenAI Codex CLI (`codex exec`, the npm package tests/codex/package.json pins, installed by `make tools`)
+against the local run's Responses API, configured as docs/responses-api.md says (a custom model provider, its key's
+environment variable, `wire_api = "responses"`, WebSockets off): it answers a prompt, and in a second run it runs the
+shell command the local model asks for (`[[tool:exec_command {…}]]`) and finishes with its output.
+
+Run by tests/suites.py (its "openai" suite) against the same local run as tests/openai/ (OPENAI_TEST_BASE_URL,
+default http://127.0.0.1:9090; OPENAI_TEST_MODEL):
+
+    python3 tests/codex/test_codex.py -v     # against a run already started by hand
+
+Only the standard library is used. Codex's home and working directory are temporary directories of their own.
+"""
+
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CODEX = os.path.join(ROOT, "tests/codex/node_modules/.bin/codex")
+BASE = os.environ.get("OPENAI_TEST_BASE_URL", "http://127.0.0.1:9090").rstrip("/")
+MODEL = os.environ.get("OPENAI_TEST_MODEL", "local.echo-v1:0")
+TIMEOUT = 180
+
+CONFIG = """model = "{model}"
+model_provider = "chat-backend"
+
+[model_providers.chat-backend]
+name = "Chat backend"
+base_url = "{base}/v1"
+env_key = "CHAT_BACKEND_API_KEY"
+wire_api = "responses"
+supports_websockets = false
+"""
+
+
+def create_key():
+    """A new API key of the run's one user (no Authorization: the local user)."""
+    request = urllib.request.Request(
+        f"{BASE}/api-keys", data=json.dumps({"name": "codex"}).encode(), method="POST",
+        headers={"content-type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return json.loads(response.read())["key"]
+
+
+class Codex(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not os.path.exists(CODEX):
+            raise unittest.SkipTest("the Codex CLI is not installed: run `make tools`")
+        cls.home = tempfile.TemporaryDirectory(prefix="codex-home-")
+        cls.work = tempfile.TemporaryDirectory(prefix="codex-work-")
+        with open(os.path.join(cls.home.name, "config.toml"), "w") as f:
+            f.write(CONFIG.format(model=MODEL, base=BASE))
+        cls.key = create_key()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.home.cleanup()
+        cls.work.cleanup()
+
+    def codex_exec(self, prompt):
+        """`codex exec PROMPT`'s standard output (its last message), failing on a non-zero exit."""
+        done = subprocess.run(
+            [CODEX, "exec", "--skip-git-repo-check", prompt],
+            cwd=self.work.name, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=TIMEOUT,
+            env={**os.environ, "CODEX_HOME": self.home.name, "CHAT_BACKEND_API_KEY": self.key},
+        )
+        self.assertEqual(done.returncode, 0, f"{done.stdout}\n{done.stderr}")
+        return done.stdout, done.stderr
+
+    def test_it_answers_a_prompt(self):
+        out, _ = self.codex_exec("Say hello")
+        # The local model echoes the last user turn: Codex's environment context, then the prompt.
+        self.assertTrue(out.strip().startswith("Echo:"), out)
+        self.assertTrue(out.strip().endswith("Say hello"), out)
+
+    def test_it_runs_the_shell_command_the_model_asks_for_and_finishes_with_its_output(self):
+        out, err = self.codex_exec('[[tool:exec_command {"cmd":"echo codex-ran-this"}]] Run it')
+        # Codex ran the command (its log on standard error), and the model's last answer holds its output.
+        self.assertIn("echo codex-ran-this", err)
+        self.assertIn("exec_command returned", out)
+        self.assertIn("codex-ran-this", out)
+
+
+if __name__ == "__main__":
+    unittest.main()
