@@ -342,8 +342,8 @@ async fn a_model_that_throttles_is_a_429_charged_only_where_a_call_may_have_run(
     let reply = embed(&h, json!({"input": "[[fault:throttle]]", "model": titan})).await;
     assert_eq!(reply.status, 429, "{}", reply.body);
     assert_eq!(error_of(&reply)["code"], "rate_limit_exceeded");
-    // Not the caller's limit: no Retry-After to wait for.
-    assert!(reply.headers.get("retry-after").is_none());
+    // Not the caller's limit, but Bedrock's: a few seconds to wait, which the SDKs honour.
+    assert_eq!(reply.headers.get("retry-after").unwrap(), "5");
     let usage = harness::usage_now(&h.store).await;
     assert_eq!(usage.day.turns, 1);
     assert_eq!(usage.day.spent.tokens.total_tokens, 0);

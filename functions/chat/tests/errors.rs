@@ -122,6 +122,8 @@ async fn throttling_past_the_retries_is_429() {
         error_of(&r, 429),
         "The model is receiving too many requests. Please try again in a moment."
     );
+    // How long to wait, for the clients' SDKs that wait on it.
+    assert_eq!(r.headers.get("retry-after").unwrap(), "5");
     // The SDK's standard retry mode tried three times before giving up.
     assert_eq!(h.bedrock.requests().len(), 3);
 }

@@ -93,6 +93,10 @@ impl From<DocumentError> for ApiError {
 /// A store that did not answer is usually back within a second or two (a network blip, a throttled partition).
 const STORE_RETRY_AFTER_SECONDS: u32 = 1;
 
+/// Bedrock throttled the model or the knowledge base even after the SDK's retries (its per-minute quota spent): a
+/// few seconds let it refill. The clients' SDKs wait on `Retry-After` before their own retry.
+const THROTTLED_RETRY_AFTER_SECONDS: u32 = 5;
+
 /// The protocol's own wording for a fault whose details only the log may see.
 const INTERNAL: &str = "The app encountered an error processing your request.\nIf you are an administrator of the app, view the full error in the logs.";
 
@@ -157,6 +161,9 @@ impl ApiError {
             ApiError::Chat(ChatError::OverLimit(over)) => {
                 Some(u32::try_from(over.retry_after).unwrap_or(u32::MAX))
             }
+            ApiError::Chat(
+                ChatError::Model(ModelError::Throttled) | ChatError::Search(SearchError::Throttled),
+            ) => Some(THROTTLED_RETRY_AFTER_SECONDS),
             _ => None,
         }
     }
@@ -534,6 +541,27 @@ mod tests {
             body["error"]["message"],
             "The model refused the request: The provided request is not valid"
         );
+    }
+
+    #[tokio::test]
+    async fn a_throttled_model_or_search_is_a_429_to_retry_after_a_few_seconds() {
+        for err in [
+            ApiError::from(ChatError::Model(ModelError::Throttled)),
+            ApiError::from(ChatError::Search(SearchError::Throttled)),
+        ] {
+            let response = error_response(&err);
+            assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS, "{err:?}");
+            assert_eq!(response.headers()[header::RETRY_AFTER], "5", "{err:?}");
+            // The same on the OpenAI-compatible routes, whose SDKs wait on it.
+            let (status, retry, _) = openai_body(err).await;
+            assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+            assert_eq!(retry.as_deref(), Some("5"));
+        }
+        // A model that failed otherwise is no invitation to come back at once.
+        let failed = error_response(&ApiError::from(ChatError::Model(ModelError::Failed(
+            "x".into(),
+        ))));
+        assert!(failed.headers().get(header::RETRY_AFTER).is_none());
     }
 
     #[tokio::test]
