@@ -814,3 +814,49 @@ async fn the_request_codex_sent_as_recorded_is_answered() {
         "{offered:?}"
     );
 }
+
+#[tokio::test]
+async fn a_kept_responses_items_are_taken_back_by_reference() {
+    let h = harness().await;
+    let question = r#"Weather? [[tool:get_weather {"city":"Paris"}]]"#;
+    let first = post(
+        &h,
+        &json!({"model": ECHO_MODEL, "tools": weather_tool(), "input": question}),
+    )
+    .await
+    .json();
+    let output = first["output"].as_array().unwrap();
+    let call = output
+        .iter()
+        .find(|i| i["type"] == "function_call")
+        .unwrap();
+    // As the AI SDK continues a kept response: its items by reference, then the call's output.
+    let mut input = vec![json!({"role": "user", "content": question})];
+    input.extend(
+        output
+            .iter()
+            .map(|item| json!({"type": "item_reference", "id": item["id"]})),
+    );
+    input.push(
+        json!({"type": "function_call_output", "call_id": call["call_id"], "output": "18 C"}),
+    );
+    let second = post(
+        &h,
+        &json!({"model": ECHO_MODEL, "tools": weather_tool(), "input": input}),
+    )
+    .await;
+    assert_eq!(second.status, 200, "{}", second.body);
+    let text = second.json()["output"][0]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(text.contains("get_weather returned 18 C"), "{text}");
+    // A reference to nothing kept is a 400 naming it.
+    let stray = post(
+        &h,
+        &json!({"model": ECHO_MODEL, "input": [{"role": "user", "content": "hi"},
+            {"type": "item_reference", "id": "msg_0123456789abcdef0123456789abcdef000"}]}),
+    )
+    .await;
+    assert_eq!(error_of(&stray), (400, Value::Null, json!("input[1].id")));
+}
