@@ -664,6 +664,18 @@ async fn a_kept_response_is_read_back_continued_and_deleted_by_its_owner_only() 
         Reply::collected(as_bob("DELETE", format!("/v1/responses/{id}"), None).await).await;
     assert_eq!(deleted.status, 404);
 
+    // An id that cannot be a response's is as absent (not a fault of the store's key).
+    let empty = post(
+        &h,
+        &json!({"model": ECHO_MODEL, "input": "x", "previous_response_id": ""}),
+    )
+    .await;
+    assert_eq!(
+        error_of(&empty),
+        (404, Value::Null, json!("previous_response_id"))
+    );
+    assert_eq!(get(&h, "/v1/responses/%20").await.status, 404);
+
     // Deleted by its owner: gone.
     let deleted = delete(&h, &format!("/v1/responses/{id}")).await;
     assert_eq!(deleted.status, 200, "{}", deleted.body);

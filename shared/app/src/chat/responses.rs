@@ -224,6 +224,14 @@ enum Refusal {
     NotFound(Response),
 }
 
+/// Whether `id` can be a response's id (`resp_` and hex, as [`chat_protocol::responses::response_id`] makes them):
+/// any other names nothing kept, and is not looked for (DynamoDB refuses an empty key).
+fn is_response_id(id: &str) -> bool {
+    id.strip_prefix("resp_").is_some_and(|hex| {
+        (1..=64).contains(&hex.len()) && hex.bytes().all(|b| b.is_ascii_alphanumeric())
+    })
+}
+
 /// OpenAI's 404 for a response id that names no response of the caller's (never kept, expired, deleted, or another
 /// owner's: the same answer), naming `param` when the id came in a field.
 fn no_such_response(id: &str, param: Option<&str>) -> Response {
@@ -255,6 +263,7 @@ async fn continued<M: ChatModel + 'static, St: SessionStore + 'static>(
     let mut find = async |id: &str| -> Result<Option<KeptResponse>, Refusal> {
         if !kept_by_id.contains_key(id) {
             let kept = match &app.responses {
+                Some(_) if !is_response_id(id) => None,
                 Some(store) => store
                     .kept_response(&caller.owner, id)
                     .await
@@ -478,7 +487,7 @@ async fn kept<M: ChatModel + 'static, St: SessionStore>(
     id: &str,
 ) -> Result<(Caller, KeptResponse), Response> {
     let Identified(caller) = caller.map_err(|e| error_response_in::<OpenAiErrors>(&e))?;
-    let Some(store) = &app.responses else {
+    let Some(store) = app.responses.as_ref().filter(|_| is_response_id(id)) else {
         return Err(no_such_response(id, None));
     };
     match store.kept_response(&caller.owner, id).await {
@@ -512,7 +521,7 @@ async fn delete<M: ChatModel + 'static, St: SessionStore>(
         Ok(caller) => caller,
         Err(e) => return error_response_in::<OpenAiErrors>(&e),
     };
-    let Some(store) = &app.responses else {
+    let Some(store) = app.responses.as_ref().filter(|_| is_response_id(&id)) else {
         return no_such_response(&id, None);
     };
     match store.delete_response(&caller.owner, &id).await {
