@@ -25,9 +25,9 @@ page (JWT)    the page at / in JWT mode signs in against a local OpenID Connect 
               out (revocation, end of the issuer's session; Cognito's /logout), sends a question typed after its
               sign-in ended once signed in again, against a local run of its own on port 9080;
 openai        the official `openai` Python SDK (tools/requirements.txt) against a local run of its own on port 9090
-              (tests/openai/test_openai.py, tests/openai/test_responses.py) and the Codex CLI `codex exec`
-              (tests/codex/test_codex.py): /v1/models, buffered and streamed completions and responses, kept
-              responses, client tools, files,
+              (tests/openai/test_openai.py, test_responses.py), the Agents SDK (test_agents.py), the Codex CLI
+              `codex exec` (tests/codex/test_codex.py) and the AI SDK's openai(id) (tests/ai-sdk/): /v1/models,
+              buffered and streamed completions and responses, kept responses, client tools, files,
               reasoning across a tool call, structured output, embeddings, each refusal as the SDK's typed error,
               API keys; with a second run on port 9095 limited to two requests a minute for the 429;
 anthropic     Anthropic's official Python SDK (tools/requirements.txt) against a local run of its own on port 9085
@@ -276,8 +276,16 @@ def main():
                 [os.path.join(ROOT, ".tools/venv/bin/python"), "tests/openai/test_responses.py", "-v"],
                 env={"OPENAI_TEST_BASE_URL": backend.base, "OPENAI_TEST_MODEL": "local.echo-v1:0"},
             ), lambda: run(
+                # The OpenAI Agents SDK's default model class (the Responses API) through the same run.
+                [os.path.join(ROOT, ".tools/venv/bin/python"), "tests/openai/test_agents.py", "-v"],
+                env={"OPENAI_TEST_BASE_URL": backend.base, "OPENAI_TEST_MODEL": "local.echo-v1:0"},
+            ), lambda: run(
                 # The Codex CLI (tests/codex/, installed by make tools) through the same run.
                 [os.path.join(ROOT, ".tools/venv/bin/python"), "tests/codex/test_codex.py", "-v"],
+                env={"OPENAI_TEST_BASE_URL": backend.base, "OPENAI_TEST_MODEL": "local.echo-v1:0"},
+            ), lambda: run(
+                # The AI SDK's openai(id) (tests/ai-sdk/, installed by make tools) through the same run.
+                ["node", "--test"], cwd=os.path.join(ROOT, "tests/ai-sdk"),
                 env={"OPENAI_TEST_BASE_URL": backend.base, "OPENAI_TEST_MODEL": "local.echo-v1:0"},
             )])
     except RuntimeError as e:

@@ -664,6 +664,18 @@ async fn a_kept_response_is_read_back_continued_and_deleted_by_its_owner_only() 
         Reply::collected(as_bob("DELETE", format!("/v1/responses/{id}"), None).await).await;
     assert_eq!(deleted.status, 404);
 
+    // An id that cannot be a response's is as absent (not a fault of the store's key).
+    let empty = post(
+        &h,
+        &json!({"model": ECHO_MODEL, "input": "x", "previous_response_id": ""}),
+    )
+    .await;
+    assert_eq!(
+        error_of(&empty),
+        (404, Value::Null, json!("previous_response_id"))
+    );
+    assert_eq!(get(&h, "/v1/responses/%20").await.status, 404);
+
     // Deleted by its owner: gone.
     let deleted = delete(&h, &format!("/v1/responses/{id}")).await;
     assert_eq!(deleted.status, 200, "{}", deleted.body);
@@ -813,4 +825,50 @@ async fn the_request_codex_sent_as_recorded_is_answered() {
         !offered.iter().any(|t| t.contains("web_search")),
         "{offered:?}"
     );
+}
+
+#[tokio::test]
+async fn a_kept_responses_items_are_taken_back_by_reference() {
+    let h = harness().await;
+    let question = r#"Weather? [[tool:get_weather {"city":"Paris"}]]"#;
+    let first = post(
+        &h,
+        &json!({"model": ECHO_MODEL, "tools": weather_tool(), "input": question}),
+    )
+    .await
+    .json();
+    let output = first["output"].as_array().unwrap();
+    let call = output
+        .iter()
+        .find(|i| i["type"] == "function_call")
+        .unwrap();
+    // As the AI SDK continues a kept response: its items by reference, then the call's output.
+    let mut input = vec![json!({"role": "user", "content": question})];
+    input.extend(
+        output
+            .iter()
+            .map(|item| json!({"type": "item_reference", "id": item["id"]})),
+    );
+    input.push(
+        json!({"type": "function_call_output", "call_id": call["call_id"], "output": "18 C"}),
+    );
+    let second = post(
+        &h,
+        &json!({"model": ECHO_MODEL, "tools": weather_tool(), "input": input}),
+    )
+    .await;
+    assert_eq!(second.status, 200, "{}", second.body);
+    let text = second.json()["output"][0]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(text.contains("get_weather returned 18 C"), "{text}");
+    // A reference to nothing kept is a 400 naming it.
+    let stray = post(
+        &h,
+        &json!({"model": ECHO_MODEL, "input": [{"role": "user", "content": "hi"},
+            {"type": "item_reference", "id": "msg_0123456789abcdef0123456789abcdef000"}]}),
+    )
+    .await;
+    assert_eq!(error_of(&stray), (400, Value::Null, json!("input[1].id")));
 }

@@ -26,8 +26,8 @@ use chat_edge::{
 };
 use chat_protocol::openai::OpenAiErrors;
 use chat_protocol::responses::{
-    ResponseContext, ResponseEvents, ResponsesRequest, conversation, parse_responses_request,
-    whole_response,
+    ResponseContext, ResponseEvents, ResponsesRequest, conversation, is_reference,
+    parse_responses_request, referenced, whole_response,
 };
 use chat_protocol::{Encoder, ErrorShape, Fault, FaultKind};
 use chat_runtime::TurnMeter;
@@ -151,8 +151,8 @@ async fn create<M: ChatModel + 'static, St: SessionStore + 'static>(
         return refuse(e, meter);
     }
     let mut request = request;
-    if let Some(previous) = request.previous_response_id.clone() {
-        match continued(&app, &caller, &previous, &mut request).await {
+    if request.deferred {
+        match continued(&app, &caller, &mut request).await {
             Ok(()) => {}
             Err(Refusal::Api(e)) => return refuse(e, meter),
             Err(Refusal::NotFound(response)) => {
@@ -224,6 +224,14 @@ enum Refusal {
     NotFound(Response),
 }
 
+/// Whether `id` can be a response's id (`resp_` and hex, as [`chat_protocol::responses::response_id`] makes them):
+/// any other names nothing kept, and is not looked for (DynamoDB refuses an empty key).
+fn is_response_id(id: &str) -> bool {
+    id.strip_prefix("resp_").is_some_and(|hex| {
+        (1..=64).contains(&hex.len()) && hex.bytes().all(|b| b.is_ascii_alphanumeric())
+    })
+}
+
 /// OpenAI's 404 for a response id that names no response of the caller's (never kept, expired, deleted, or another
 /// owner's: the same answer), naming `param` when the id came in a field.
 fn no_such_response(id: &str, param: Option<&str>) -> Response {
@@ -242,23 +250,55 @@ fn no_such_response(id: &str, param: Option<&str>) -> Response {
         .expect("a response built from valid parts")
 }
 
-/// The request continued from the kept response `previous`: its conversation is the kept one's, then its own input.
+/// The request's conversation read once what it refers to is found: a kept response's items (`item_reference`, as
+/// the AI SDK sends them) in place of the references, and after a kept response's conversation when it continues
+/// one (`previous_response_id`), then its own input.
 async fn continued<M: ChatModel + 'static, St: SessionStore + 'static>(
     app: &ChatState<M, St>,
     caller: &Caller,
-    previous: &str,
     request: &mut ResponsesRequest,
 ) -> Result<(), Refusal> {
-    let not_found = || Refusal::NotFound(no_such_response(previous, Some("previous_response_id")));
-    let Some(store) = &app.responses else {
-        return Err(not_found());
+    let store_failed = |e| Refusal::Api(ApiError::Chat(ChatError::Store(e)));
+    let mut kept_by_id: HashMap<String, Option<KeptResponse>> = HashMap::new();
+    let mut find = async |id: &str| -> Result<Option<KeptResponse>, Refusal> {
+        if !kept_by_id.contains_key(id) {
+            let kept = match &app.responses {
+                Some(_) if !is_response_id(id) => None,
+                Some(store) => store
+                    .kept_response(&caller.owner, id)
+                    .await
+                    .map_err(store_failed)?,
+                None => None,
+            };
+            kept_by_id.insert(id.to_string(), kept);
+        }
+        Ok(kept_by_id[id].clone())
     };
-    let kept = store
-        .kept_response(&caller.owner, previous)
-        .await
-        .map_err(|e| Refusal::Api(ApiError::Chat(ChatError::Store(e))))?
-        .ok_or_else(not_found)?;
-    let mut history = kept.history;
+    for (i, item) in request.input_items.iter_mut().enumerate() {
+        if !is_reference(item) {
+            continue;
+        }
+        let not_found = || {
+            Refusal::Api(ApiError::from(InvalidRequest::new(
+                format!("input[{i}].id"),
+                "names no item of a response kept for you",
+            )))
+        };
+        let id = item["id"].as_str().ok_or_else(not_found)?.to_string();
+        let (response_id, index) = referenced(&id).ok_or_else(not_found)?;
+        let kept = find(&response_id).await?.ok_or_else(not_found)?;
+        let output = kept.response["output"].get(index).cloned();
+        *item = output
+            .filter(|o| o["id"] == id.as_str())
+            .ok_or_else(not_found)?;
+    }
+    let mut history = Vec::new();
+    if let Some(previous) = request.previous_response_id.clone() {
+        let kept = find(&previous).await?.ok_or_else(|| {
+            Refusal::NotFound(no_such_response(&previous, Some("previous_response_id")))
+        })?;
+        history = kept.history;
+    }
     let before = history.len();
     history.extend(request.input_items.iter().cloned());
     let (system, messages) = conversation(
@@ -447,7 +487,7 @@ async fn kept<M: ChatModel + 'static, St: SessionStore>(
     id: &str,
 ) -> Result<(Caller, KeptResponse), Response> {
     let Identified(caller) = caller.map_err(|e| error_response_in::<OpenAiErrors>(&e))?;
-    let Some(store) = &app.responses else {
+    let Some(store) = app.responses.as_ref().filter(|_| is_response_id(id)) else {
         return Err(no_such_response(id, None));
     };
     match store.kept_response(&caller.owner, id).await {
@@ -481,7 +521,7 @@ async fn delete<M: ChatModel + 'static, St: SessionStore>(
         Ok(caller) => caller,
         Err(e) => return error_response_in::<OpenAiErrors>(&e),
     };
-    let Some(store) = &app.responses else {
+    let Some(store) = app.responses.as_ref().filter(|_| is_response_id(&id)) else {
         return no_such_response(&id, None);
     };
     match store.delete_response(&caller.owner, &id).await {

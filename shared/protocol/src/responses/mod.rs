@@ -6,6 +6,7 @@ pub mod request;
 pub mod response;
 
 pub use request::{
-    HOSTED_TOOLS, ResponsesRequest, ToolNames, ToolOrigin, conversation, parse_responses_request,
+    HOSTED_TOOLS, ResponsesRequest, ToolNames, ToolOrigin, conversation, is_reference,
+    parse_responses_request, referenced,
 };
 pub use response::{ResponseContext, ResponseEvents, Usage, response_id, whole_response};

@@ -137,6 +137,9 @@ pub struct ResponsesRequest {
     /// The conversation as items before the answer: the kept one's a `previous_response_id` continues (the app
     /// prepends it), then `input_items`.
     pub history: Vec<Value>,
+    /// Whether the conversation is still to be read (`turn.messages` and `completion.system` are empty): the request
+    /// continues a kept response, or refers to kept items ([`is_reference`]).
+    pub deferred: bool,
     /// `include: ["reasoning.encrypted_content"]`.
     pub include_encrypted_reasoning: bool,
     /// Whether the reasoning is shown as a summary (`reasoning.summary` set).
@@ -261,10 +264,13 @@ pub fn parse_responses_request(
     }
     let input_items = input_items(body.require::<Value>("input")?)?;
     body.finish()?;
-    // A continuation's items are read after the kept ones they continue (the app's, which has them).
-    let (system, messages) = match previous_response_id {
-        Some(_) => (Vec::new(), Vec::new()),
-        None => conversation(instructions.as_deref(), &input_items, limits)?,
+    // A continuation's items are read after the kept ones they continue, and a reference once it is the item it
+    // names (the app's to do: it has them).
+    let deferred = previous_response_id.is_some() || input_items.iter().any(is_reference);
+    let (system, messages) = if deferred {
+        (Vec::new(), Vec::new())
+    } else {
+        conversation(instructions.as_deref(), &input_items, limits)?
     };
     let echo = Echo {
         instructions,
@@ -314,6 +320,7 @@ pub fn parse_responses_request(
         previous_response_id,
         history: input_items.clone(),
         input_items,
+        deferred,
         include_encrypted_reasoning,
         summarize_reasoning,
         ignored_tools,
@@ -902,6 +909,26 @@ fn input_items(input: Value) -> Result<Vec<Value>, InvalidRequest> {
     }
 }
 
+/// Whether an input item is a reference to a kept item (`{"type": "item_reference", "id"}`), as the AI SDK sends
+/// the items of a kept response back.
+pub fn is_reference(item: &Value) -> bool {
+    item["type"] == "item_reference"
+}
+
+/// The kept response an output item's id names, and the item's place in its output: ids are made from the response's
+/// ([`crate::responses::response`]), `{kind}_{hex}{index:03}` of `resp_{hex}`.
+pub fn referenced(item_id: &str) -> Option<(String, usize)> {
+    let (kind, rest) = item_id.split_once('_')?;
+    if !matches!(kind, "msg" | "fc" | "rs" | "ctc") || rest.len() <= 3 || !rest.is_ascii() {
+        return None;
+    }
+    let (hex, index) = rest.split_at(rest.len() - 3);
+    if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    Some((format!("resp_{hex}"), index.parse().ok()?))
+}
+
 /// A model's call waiting for its output: where its exchange stands in the conversation.
 struct Pending {
     path: String,
@@ -1095,8 +1122,8 @@ pub fn conversation(
             }
             "item_reference" => {
                 return Err(InvalidRequest::new(
-                    item.at("type"),
-                    "item references are not supported by this backend: send the items themselves",
+                    item.at("id"),
+                    "names no item of a response kept for you",
                 )
                 .into());
             }

@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""The OpenAI Agents SDK (`openai-agents`, tools/requirements.txt) with its default model class
+(`OpenAIResponsesModel`, which calls the Responses API) against the local run: an agent runs a function tool the
+local model asks for and answers from its result.
+
+Run by tests/suites.py (its "openai" suite) with the venv's Python, against the same local run as
+tests/openai/test_openai.py (OPENAI_TEST_BASE_URL, default http://127.0.0.1:9090; OPENAI_TEST_MODEL):
+
+    .tools/venv/bin/python tests/openai/test_agents.py -v     # against a run already started by hand
+"""
+
+import asyncio
+import json
+import os
+import unittest
+import urllib.request
+
+from agents import Agent, Runner, function_tool, set_default_openai_client, set_tracing_disabled
+from openai import AsyncOpenAI
+
+BASE = os.environ.get("OPENAI_TEST_BASE_URL", "http://127.0.0.1:9090").rstrip("/")
+MODEL = os.environ.get("OPENAI_TEST_MODEL", "local.echo-v1:0")
+
+
+def create_key():
+    """A new API key of the run's one user (no Authorization: the local user)."""
+    request = urllib.request.Request(
+        f"{BASE}/api-keys", data=json.dumps({"name": "agents"}).encode(), method="POST",
+        headers={"content-type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return json.loads(response.read())["key"]
+
+
+class Agents(unittest.TestCase):
+    def test_an_agent_runs_a_function_tool_and_answers_from_its_result(self):
+        # The SDK's traces go to OpenAI, not here: off.
+        set_tracing_disabled(True)
+        set_default_openai_client(AsyncOpenAI(base_url=f"{BASE}/v1", api_key=create_key()), use_for_tracing=False)
+        cities = []
+
+        @function_tool
+        def get_weather(city: str) -> str:
+            """The weather now in a city."""
+            cities.append(city)
+            return f"18 C in {city}"
+
+        agent = Agent(name="Assistant", instructions="Be brief.", model=MODEL, tools=[get_weather])
+        result = asyncio.run(Runner.run(agent, 'Weather? [[tool:get_weather {"city":"Paris"}]]'))
+        self.assertEqual(cities, ["Paris"])
+        self.assertEqual(result.final_output, "get_weather returned 18 C in Paris")
+
+
+if __name__ == "__main__":
+    unittest.main()
