@@ -177,6 +177,12 @@ def stack(mode):
     return Stack(transformed(MODES[mode]), MODES[mode])
 
 
+def stack_with(mode, **parameters):
+    """The stack of `mode` with these parameters besides."""
+    every = {**MODES[mode], **parameters}
+    return Stack(transformed(every), every)
+
+
 def as_list(value):
     return value if isinstance(value, list) else [value]
 
@@ -798,6 +804,10 @@ EMBEDDING_DIMENSIONS = {"amazon.titan-embed-text-v2:0": 1024, "cohere.embed-engl
                         "cohere.embed-multilingual-v3": 1024}
 DOCUMENT_ACTIONS = ["bedrock:IngestKnowledgeBaseDocuments", "bedrock:GetKnowledgeBaseDocuments",
                     "bedrock:ListKnowledgeBaseDocuments", "bedrock:DeleteKnowledgeBaseDocuments"]
+# What the documents routes call (shared/aws/src/documents.rs): never ListKnowledgeBaseDocuments, which only the
+# operator's bulk load makes with the operator's own credentials.
+ROUTE_DOCUMENT_ACTIONS = ["bedrock:IngestKnowledgeBaseDocuments", "bedrock:GetKnowledgeBaseDocuments",
+                          "bedrock:DeleteKnowledgeBaseDocuments"]
 
 
 def role_statements(s, role):
@@ -884,14 +894,65 @@ def test_create_knowledge_base_makes_a_knowledge_base_on_s3_vectors_over_a_docum
                                                        "IgnorePublicAcls": True, "RestrictPublicBuckets": True}, props
     assert props.get("VersioningConfiguration", {}).get("Status") != "Enabled", props
     assert bucket["DeletionPolicy"] == "Retain", bucket
-    (deny,) = as_list(s.resources["DocumentsBucketPolicy"]["Properties"]["PolicyDocument"]["Statement"])
+    (deny, writers) = as_list(s.resources["DocumentsBucketPolicy"]["Properties"]["PolicyDocument"]["Statement"])
     assert deny["Effect"] == "Deny" and deny["Principal"] == "*" and deny["Action"] == "s3:*", deny
     assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}, deny
     assert sorted(map(str, deny["Resource"])) == sorted(map(str, [
         {"Fn::GetAtt": ["DocumentsBucket", "Arn"]}, {"Fn::Sub": "${DocumentsBucket.Arn}/*"}])), deny
+    # Who may write: the history function's role, and no one else unless DocumentLoaders names them (a file's
+    # .metadata.json says who may find it, so a principal that writes one could share anything with anyone).
+    history_role = {"Fn::GetAtt": ["HistoryFunctionRole", "Arn"]}
+    assert writers["Effect"] == "Deny" and writers["Principal"] == "*", writers
+    assert sorted(writers["Action"]) == ["s3:DeleteObject", "s3:PutObject"], writers
+    assert writers["Resource"] == {"Fn::Sub": "${DocumentsBucket.Arn}/*"}, writers
+    assert writers["Condition"] == {"ArnNotLike": {"aws:PrincipalArn": [history_role]}}, writers
+    loader = "arn:aws:iam::123456789012:role/operator"
+    with_loaders = stack_with("kb", DocumentLoaders=f"{loader},arn:aws:iam::123456789012:user/dana")
+    (_, writers) = with_loaders.resources["DocumentsBucketPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert writers["Condition"] == {"ArnNotLike": {"aws:PrincipalArn": {"Fn::Split": [
+        ",", {"Fn::Sub": "${HistoryFunctionRole.Arn}," + "${DocumentLoaders}"}]}}}, writers
+    assert with_loaders.values["DocumentLoaders"].split(",")[0] == loader
+    pattern = raw_template()["Parameters"]["DocumentLoaders"]["AllowedPattern"]
+    for value in ("", loader, f"{loader},arn:aws:iam::123456789012:user/dana",
+                  "arn:aws:iam::123456789012:role/aws-reserved/sso.amazonaws.com/AWSReservedSSO_Admin_*"):
+        assert re.fullmatch(pattern, value), value
+    for value in ("*", "arn:aws:iam::123456789012:root", f"{loader}, {loader}", f"{loader},", "operator"):
+        assert not re.fullmatch(pattern, value), value
     assert s.outputs["DocumentsBucketName"]["Value"] == {"Ref": "DocumentsBucket"}
     assert s.outputs["KnowledgeBaseId"]["Value"] == {"Fn::GetAtt": ["KnowledgeBase", "KnowledgeBaseId"]}
     assert s.outputs["KnowledgeBaseDataSourceId"]["Value"] == {"Fn::GetAtt": ["DocumentsDataSource", "DataSourceId"]}
+
+
+def test_self_sign_up_with_uploads_is_refused_without_an_upload_quota():
+    rules = raw_template()["Rules"]
+
+    def refusals(**parameters):
+        return Stack(raw_template_conditions(), parameters).refusals(rules)
+    signup = MODES["signup"]
+    # Without the knowledge base there are no uploads: the token quota is enough.
+    assert refusals(**signup) == []
+    uploads = {**signup, "CreateKnowledgeBase": "true"}
+    (refused,) = refusals(**uploads)
+    assert "upload quota" in refused, refused
+    assert refusals(**uploads, QuotaUploadedDocumentsPerDay="20") == []
+    assert refusals(**uploads, QuotaUploadedBytesPerDay="50000000") == []
+    # Admin-made users only: the operator chose who uploads, no quota needed.
+    assert refusals(**{**MODES["kb"]}) == []
+
+
+def test_reserved_concurrency_caps_each_function_only_when_asked():
+    functions = ("ChatFunction", "ChatStreamFunction", "HistoryFunction")
+    s = stack("pool")
+    for function in functions:
+        assert "ReservedConcurrentExecutions" not in s.resources[function]["Properties"], function
+    s = stack_with("pool", ReservedConcurrency="50")
+    for function in functions:
+        assert s.resources[function]["Properties"]["ReservedConcurrentExecutions"] == {"Ref": "ReservedConcurrency"}
+    assert s.values["ReservedConcurrency"] == "50"
+    # No other function of the stack is capped (the sign-up trigger and the page's wiring are the account's).
+    capped = {n for n, r in s.resources.items() if r["Type"] == "AWS::Lambda::Function"
+              and "ReservedConcurrentExecutions" in r["Properties"]}
+    assert capped == set(functions), capped
 
 
 def test_the_knowledge_base_index_fits_each_embedding_model_it_may_use():
@@ -940,16 +1001,17 @@ def test_the_created_knowledge_base_is_wired_to_the_functions_and_scoped():
         # S3 Vectors takes SEMANTIC search only: Bedrock refuses HYBRID on any store but OpenSearch Serverless.
         assert env["KNOWLEDGE_BASE_HYBRID_SEARCH"] == "false", function
     # The history function keeps, ingests and deletes documents: exactly these actions on exactly these resources.
+    # It never reads a document's bytes back, nor lists the data source.
     env = environment(s, "HistoryFunction")
     assert env["DOCUMENTS_BUCKET"] == {"Ref": "DocumentsBucket"}, env
     assert env["KNOWLEDGE_BASE_DATA_SOURCE_ID"] == {"Fn::GetAtt": ["DocumentsDataSource", "DataSourceId"]}, env
     statements = role_statements(s, "HistoryFunctionRole")
     on_documents = naming(statements, "DocumentsBucket")
     assert [(sorted(as_list(st["Action"])), as_list(st["Resource"])) for st in on_documents] == [
-        (["s3:DeleteObject", "s3:GetObject", "s3:PutObject"], [{"Fn::Sub": "${DocumentsBucket.Arn}/*"}])], on_documents
+        (["s3:DeleteObject", "s3:PutObject"], [{"Fn::Sub": "${DocumentsBucket.Arn}/*"}])], on_documents
     on_kb = naming(statements, "KnowledgeBase")
     assert [(sorted(as_list(st["Action"])), as_list(st["Resource"])) for st in on_kb] == [
-        (sorted(DOCUMENT_ACTIONS), [kb_arn])], on_kb
+        (sorted(ROUTE_DOCUMENT_ACTIONS), [kb_arn])], on_kb
     assert all(st["Effect"] == "Allow" and "Condition" not in st for st in on_documents + on_kb)
     # Nothing else in the stack may use the knowledge base's role or ingest into it.
     for name, r in s.resources.items():
