@@ -116,8 +116,18 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
             settings.model_id = id.to_string();
             settings.model = options;
         }
+        // The client's instructions come after the operator's prompt, which keeps its place (its rules hold on every
+        // route); they replace it where the operator lets requests replace it (`prompt_template` allowed), or where
+        // the operator wrote none (the default prompt is no rule of theirs, and coding agents bring their own).
         if let Some(system) = completion.system_prompt() {
-            settings.system_prompt = system;
+            let operators = settings.system_prompt.as_str();
+            settings.system_prompt = if settings.limits.allowed_overrides.allows("prompt_template")
+                || operators == ChatSettings::DEFAULT_SYSTEM_PROMPT
+            {
+                system
+            } else {
+                format!("{operators}\n\n{system}")
+            };
         }
         match completion.thinking {
             Some(Thinking::Off) => settings.model.reasoning_effort = None,

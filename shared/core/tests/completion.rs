@@ -439,8 +439,32 @@ async fn a_model_the_operator_does_not_allow_is_not_found_and_an_allowed_one_ans
 }
 
 #[tokio::test]
-async fn the_clients_instructions_replace_the_system_prompt() {
+async fn the_clients_instructions_follow_the_operators_prompt() {
     let (service, model, _, _) = service(settings(), [Script::text("a"), Script::text("b")]);
+    let completion = Completion {
+        system: vec!["You are a pirate.".into(), "Say arr.".into()],
+        ..Completion::default()
+    };
+    service
+        .complete(&alice(), &question("hi"), &completion)
+        .await
+        .unwrap();
+    assert_eq!(
+        model.last_request().unwrap().system,
+        "Be brief.\n\nYou are a pirate.\n\nSay arr."
+    );
+    service
+        .complete(&alice(), &question("hi"), &Completion::default())
+        .await
+        .unwrap();
+    assert_eq!(model.last_request().unwrap().system, "Be brief.");
+}
+
+#[tokio::test]
+async fn the_clients_instructions_replace_the_operators_prompt_where_prompt_template_is_allowed() {
+    let mut s = settings();
+    s.limits.allowed_overrides = chat_core::AllowedOverrides::all();
+    let (service, model, _, _) = service(s, [Script::text("a")]);
     let completion = Completion {
         system: vec!["You are a pirate.".into()],
         ..Completion::default()
@@ -450,11 +474,30 @@ async fn the_clients_instructions_replace_the_system_prompt() {
         .await
         .unwrap();
     assert_eq!(model.last_request().unwrap().system, "You are a pirate.");
+}
+
+#[tokio::test]
+async fn the_clients_instructions_replace_the_default_prompt() {
+    let mut s = settings();
+    s.system_prompt = ChatSettings::DEFAULT_SYSTEM_PROMPT.into();
+    let (service, model, _, _) = service(s, [Script::text("a"), Script::text("b")]);
+    let completion = Completion {
+        system: vec!["You are Claude Code.".into()],
+        ..Completion::default()
+    };
+    service
+        .complete(&alice(), &question("hi"), &completion)
+        .await
+        .unwrap();
+    assert_eq!(model.last_request().unwrap().system, "You are Claude Code.");
     service
         .complete(&alice(), &question("hi"), &Completion::default())
         .await
         .unwrap();
-    assert_eq!(model.last_request().unwrap().system, "Be brief.");
+    assert_eq!(
+        model.last_request().unwrap().system,
+        ChatSettings::DEFAULT_SYSTEM_PROMPT
+    );
 }
 
 #[tokio::test]
@@ -576,7 +619,10 @@ async fn the_clients_system_blocks_join_in_order_and_its_sampling_and_length_rea
         .await
         .unwrap();
     let request = model.last_request().unwrap();
-    assert_eq!(request.system, "You are a pirate.\n\nAnswer in French.");
+    assert_eq!(
+        request.system,
+        "Be brief.\n\nYou are a pirate.\n\nAnswer in French."
+    );
     assert_eq!(request.inference.temperature, Some(0.3));
     assert_eq!(request.inference.top_p, Some(0.8));
     assert_eq!(request.inference.top_k, Some(40));
