@@ -399,3 +399,71 @@ async fn token_arrays_are_the_text_they_spell_in_cl100k_base() {
         "{sent:?}"
     );
 }
+
+#[tokio::test]
+async fn more_texts_than_one_answer_holds_are_a_413_before_any_model_call() {
+    let h = harness(&[]).await;
+    let titan = "amazon.titan-embed-text-v2:0";
+    let texts = |n: usize| -> Vec<String> { (0..n).map(|i| format!("text {i}")).collect() };
+    // 2,048 texts (OpenAI's bound) of 1,024 floats each would be about 30 MB: no Lambda response carries it.
+    for (n, format) in [(2048, "float"), (2048, "base64"), (344, "float")] {
+        let reply = embed(
+            &h,
+            json!({"input": texts(n), "model": titan, "encoding_format": format}),
+        )
+        .await;
+        assert_eq!(reply.status, 413, "{n} as {format}: {}", reply.body);
+        let error = error_of(&reply);
+        assert_eq!(error["code"], "request_too_large", "{error}");
+        assert_eq!(error["param"], "input", "{error}");
+        let most = if format == "float" { 343 } else { 1084 };
+        assert!(
+            error["message"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("at most {most} vectors of 1024 dimensions")),
+            "{error}"
+        );
+    }
+    assert!(invocations(&h).await.is_empty(), "no model call was made");
+    let usage = harness::usage_now(&h.store).await;
+    assert_eq!(usage.day.turns, 0, "nothing was admitted");
+    // As base64, the 344 fit: each embedded, the answer within the bound.
+    let reply = embed(
+        &h,
+        json!({"input": texts(344), "model": titan, "encoding_format": "base64"}),
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.json()["data"].as_array().unwrap().len(), 344);
+    assert!(
+        reply.body.len() <= chat_core::MAX_ANSWER_BYTES,
+        "{}",
+        reply.body.len()
+    );
+    assert_eq!(
+        invocations(&h).await.len(),
+        344,
+        "Titan takes one text a call"
+    );
+    // `/v1/models` says the bound.
+    let models = Reply::collected(
+        h.app
+            .handle(harness::json_request("GET", "/v1/models", None))
+            .await,
+    )
+    .await;
+    let listed = models.json();
+    let entry = listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == titan)
+        .unwrap()
+        .clone();
+    assert_eq!(
+        entry["max_inputs"],
+        json!({"dimensions": 1024, "float": 343, "base64": 1084}),
+        "{entry}"
+    );
+}

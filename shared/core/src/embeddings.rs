@@ -11,7 +11,9 @@
 //! - each text at most its model's [`EmbeddingProfile::max_chars`] characters (Titan V2: 50,000, its documented
 //!   limit beside 8,192 tokens; Cohere Embed v3: 2,048, its documented limit; Cohere Embed v4: 50,000);
 //! - at most [`MAX_REQUEST_TOKENS`] estimated tokens in all (OpenAI's bound of a request);
-//! - `dimensions` one the model takes.
+//! - `dimensions` one the model takes;
+//! - at most as many texts as their vectors fit one answer ([`most_texts`]: a Lambda response carries 6 MB, and an
+//!   answer over it would be paid for and lost), a 413 before any model call otherwise.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -30,6 +32,72 @@ pub const MAX_INPUTS: usize = 2048;
 pub const MAX_REQUEST_TOKENS: u64 = 300_000;
 /// The most calls to the model one request has in flight at once (Titan takes one text per call).
 pub const MAX_CONCURRENT_CALLS: usize = 8;
+/// The most bytes the vectors of one answer may take: Lambda's 6 MB (6,291,456 bytes) of a response, less room for
+/// its headers and the rest of the answer.
+pub const MAX_ANSWER_BYTES: usize = 6_000_000;
+
+/// How the answer writes each vector: the bound on how many fit one response depends on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum VectorEncoding {
+    /// Each value a JSON number.
+    #[default]
+    Float,
+    /// Base64 of each vector's `f32` values, little-endian, one after the other.
+    Base64,
+}
+
+impl VectorEncoding {
+    /// The most bytes one vector of `dimensions` values takes in an answer, with the object around it
+    /// (`{"object":"embedding","index":2047,"embedding":…},`, under 64 bytes). A value as a JSON number is at most
+    /// 17 bytes with its comma (the shortest form of an `f32` that reads back the same, as serde_json writes it, is
+    /// at most 16: `-0.0000010000001`, found by trying them); as base64 4 bytes take 5⅓ characters.
+    pub fn most_bytes(self, dimensions: u32) -> usize {
+        let values = dimensions as usize;
+        64 + match self {
+            VectorEncoding::Float => values * 17,
+            VectorEncoding::Base64 => (values * 4).div_ceil(3) * 4 + 2,
+        }
+    }
+
+    /// How the field that asks for it names it (OpenAI's `encoding_format`).
+    pub fn name(self) -> &'static str {
+        match self {
+            VectorEncoding::Float => "float",
+            VectorEncoding::Base64 => "base64",
+        }
+    }
+}
+
+/// The most texts one request may embed into vectors of `dimensions` written as `encoding`: OpenAI's bound
+/// ([`MAX_INPUTS`]), and no more than fit one answer ([`MAX_ANSWER_BYTES`]).
+pub fn most_texts(dimensions: u32, encoding: VectorEncoding) -> usize {
+    (MAX_ANSWER_BYTES / encoding.most_bytes(dimensions)).min(MAX_INPUTS)
+}
+
+/// Refuses more texts than their vectors fit one answer: a 413, naming what would let them fit.
+fn check_answer_fits(
+    texts: usize,
+    dimensions: u32,
+    encoding: VectorEncoding,
+) -> Result<(), ChatError> {
+    let most = most_texts(dimensions, encoding);
+    if texts <= most {
+        return Ok(());
+    }
+    let base64 = most_texts(dimensions, VectorEncoding::Base64);
+    let hint = if encoding == VectorEncoding::Float && base64 >= texts {
+        " or ask for them as base64 (`encoding_format`)".to_string()
+    } else {
+        String::new()
+    };
+    Err(ChatError::TooLarge(InvalidRequest::new(
+        "input",
+        format!(
+            "holds {texts} texts, and at most {most} vectors of {dimensions} dimensions written as {} fit one answer              (a response carries at most 6 MB): send fewer texts per request{hint}",
+            encoding.name()
+        ),
+    )))
+}
 
 /// How a family of embedding models is asked, in its `InvokeModel` body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,6 +208,8 @@ pub struct EmbeddingRequest {
     pub model: String,
     pub texts: Vec<String>,
     pub dimensions: Option<u32>,
+    /// How the answer will write the vectors.
+    pub encoding: VectorEncoding,
 }
 
 /// What an embedding model returned: a vector per text, in the texts' order, and the input tokens it read.
@@ -268,6 +338,7 @@ impl<M, St> ChatService<M, St> {
             .ok_or_else(|| ChatError::ModelNotFound(request.model.clone()))?;
         let dimensions = profile.dimensions_for(request.dimensions)?;
         let estimate = check_texts(&request.texts, profile)?;
+        check_answer_fits(request.texts.len(), dimensions, request.encoding)?;
         let prices = Some(profile.prices);
         let mut account = match self.ledger.clone() {
             None => TurnAccount::unmetered(prices),
@@ -409,6 +480,44 @@ mod tests {
                 .reason
                 .contains("300000")
         );
+    }
+
+    #[test]
+    fn as_many_texts_as_their_vectors_fit_one_answer() {
+        // Titan's 1,024 dimensions: 343 as floats, 1,084 as base64 (LangChain's batches of 1,000 fit).
+        assert_eq!(most_texts(1024, VectorEncoding::Float), 343);
+        assert_eq!(most_texts(1024, VectorEncoding::Base64), 1084);
+        assert_eq!(most_texts(256, VectorEncoding::Base64), MAX_INPUTS);
+        assert_eq!(most_texts(1536, VectorEncoding::Float), 229);
+        // The bound holds against the longest values: an answer of that many is within the budget.
+        for (dimensions, encoding) in [
+            (1024, VectorEncoding::Float),
+            (1536, VectorEncoding::Base64),
+            (256, VectorEncoding::Float),
+        ] {
+            let one = encoding.most_bytes(dimensions);
+            assert!(most_texts(dimensions, encoding) * one <= MAX_ANSWER_BYTES);
+            for longest in [-1.000_000_1e-6_f32, -1.175_494_4e-38, f32::MIN] {
+                let value = format!("{},", serde_json::to_string(&longest).unwrap());
+                assert!(value.len() <= 17, "{value}");
+            }
+        }
+        assert!(check_answer_fits(343, 1024, VectorEncoding::Float).is_ok());
+        let Err(ChatError::TooLarge(refused)) = check_answer_fits(344, 1024, VectorEncoding::Float)
+        else {
+            panic!("344 vectors of 1024 floats fit no answer")
+        };
+        assert_eq!(refused.path, "input");
+        assert!(
+            refused.reason.contains("at most 343") && refused.reason.contains("base64"),
+            "{refused}"
+        );
+        let Err(ChatError::TooLarge(refused)) =
+            check_answer_fits(2048, 1024, VectorEncoding::Float)
+        else {
+            panic!("2048 vectors of 1024 floats fit no answer")
+        };
+        assert!(!refused.reason.contains("base64"), "{refused}");
     }
 
     #[test]

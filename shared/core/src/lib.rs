@@ -74,8 +74,8 @@ pub use documents::{
 };
 pub use embeddings::{
     EmbedFuture, Embedded, Embedder, EmbeddingFamily, EmbeddingModels, EmbeddingProfile,
-    EmbeddingRequest, Embeddings, MAX_CONCURRENT_CALLS, MAX_INPUTS, MAX_REQUEST_TOKENS,
-    check_texts,
+    EmbeddingRequest, Embeddings, MAX_ANSWER_BYTES, MAX_CONCURRENT_CALLS, MAX_INPUTS,
+    MAX_REQUEST_TOKENS, VectorEncoding, check_texts, most_texts,
 };
 pub use error::{ChatError, ModelError};
 pub use followups::FollowupSplitter;

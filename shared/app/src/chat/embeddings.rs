@@ -78,7 +78,7 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatState<M, St> {
                 model_calls: 1,
                 tool_calls: 0,
             };
-            let answer = EmbeddingsResponse::new(embeddings, input.encoding_format);
+            let answer = EmbeddingsResponse::new(embeddings, input.request.encoding);
             Ok::<_, ApiError>((json_response(StatusCode::OK, &answer), spent))
         }
         .instrument(span.clone())

@@ -98,14 +98,13 @@ fn models<M: ChatModel + 'static, St: SessionStore>(app: &ChatState<M, St>) -> V
                 });
             Model::new(id, prices.as_ref()).with_limits(longest, profile.context_window)
         })
-        // The embedding models `/v1/embeddings` takes, with their input prices.
-        .chain(app.embedding_models.ids().iter().map(|id| {
-            let prices = app
-                .embedding_models
-                .allowed(id)
-                .map(|profile| profile.prices);
-            Model::embeddings(id, prices.as_ref())
-        }))
+        // The embedding models `/v1/embeddings` takes, with their input prices and bound on a request.
+        .chain(
+            app.embedding_models
+                .ids()
+                .iter()
+                .map(|id| Model::embeddings(id, app.embedding_models.allowed(id))),
+        )
         .collect()
 }
 

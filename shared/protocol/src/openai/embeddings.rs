@@ -6,11 +6,14 @@
 //! |---|---|
 //! | `input` | a string, a list of token ids, or a list of those (strings and token lists alike); token ids are OpenAI's `cl100k_base` (what LangChain's `OpenAIEmbeddings` and LibreChat's RAG API send by default), decoded to the text they spell with the tokenizer's table bundled in the binary, then embedded as text |
 //! | `model` | the embedding model (one of `EMBEDDING_MODELS`) |
-//! | `encoding_format` | `float` (default) or `base64` |
+//! | `encoding_format` | `float` (default) or `base64`; how many texts one request may hold depends on it (as many vectors as fit one answer: `chat_core::most_texts`) |
 //! | `dimensions` | the vectors' size, one the model returns |
 //! | `user` | a string, recorded in the request's trace |
 
 use base64::Engine;
+/// How the vectors are written in the answer (`float`, the default, or `base64`): the core's, since how many fit
+/// one answer depends on it.
+pub use chat_core::VectorEncoding as EncodingFormat;
 use chat_core::{EmbeddingRequest, Embeddings, InvalidRequest};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -18,20 +21,11 @@ use serde_json::{Map, Value};
 /// The fields of an embeddings request.
 const FIELDS: &[&str] = &["input", "model", "encoding_format", "dimensions", "user"];
 
-/// How the vectors are written in the answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum EncodingFormat {
-    #[default]
-    Float,
-    /// Base64 of each vector's `f32` values, little-endian, one after the other.
-    Base64,
-}
-
-/// An embeddings request as read: what the core embeds, how to write the vectors, and the caller's `user` label.
+/// An embeddings request as read: what the core embeds (how to write the vectors with it), and the caller's `user`
+/// label.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EmbeddingsInput {
     pub request: EmbeddingRequest,
-    pub encoding_format: EncodingFormat,
     pub user: Option<String>,
 }
 
@@ -56,8 +50,8 @@ pub fn parse_embeddings_request(body: &[u8]) -> Result<EmbeddingsInput, InvalidR
             model: model(&fields)?,
             texts: texts(fields.get("input"))?,
             dimensions: dimensions(fields.get("dimensions"))?,
+            encoding: encoding_format(fields.get("encoding_format"))?,
         },
-        encoding_format: encoding_format(fields.get("encoding_format"))?,
         user: user(fields.get("user"))?,
     })
 }
@@ -243,14 +237,14 @@ mod tests {
         assert_eq!(one.request.texts, ["hello"]);
         assert_eq!(one.request.model, "m");
         assert_eq!(one.request.dimensions, None);
-        assert_eq!(one.encoding_format, EncodingFormat::Float);
+        assert_eq!(one.request.encoding, EncodingFormat::Float);
         let many = parse(json!({
             "input": ["a", "b"], "model": "m", "encoding_format": "base64", "dimensions": 256, "user": "u-1"
         }))
         .unwrap();
         assert_eq!(many.request.texts, ["a", "b"]);
         assert_eq!(many.request.dimensions, Some(256));
-        assert_eq!(many.encoding_format, EncodingFormat::Base64);
+        assert_eq!(many.request.encoding, EncodingFormat::Base64);
         assert_eq!(many.user.as_deref(), Some("u-1"));
     }
 

@@ -1,10 +1,10 @@
 //! `GET /v1/models`: the models the operator allows (`MODEL_ID`, `ALLOWED_MODELS`, then `EMBEDDING_MODELS`), each
 //! as OpenAI's model object with what it does (`type`), the prices the backend counts its cost by and, for a chat
-//! model, how long its answers and its context may be.
+//! model, how long its answers and its context may be; for an embedding model, how many texts one request takes.
 
 use serde::Serialize;
 
-use chat_core::{Prices, base_model_id};
+use chat_core::{EmbeddingProfile, Prices, VectorEncoding, base_model_id, most_texts};
 
 /// OpenAI's model object, and a `pricing` of this backend's own.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -27,6 +27,18 @@ pub struct Model {
     /// A chat model's context window (its prompt and answer together), in tokens.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context_window: Option<u64>,
+    /// An embedding model's most texts (`input`) one request takes: as many vectors as fit one answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_inputs: Option<MaxInputs>,
+}
+
+/// How many texts one embeddings request takes, at the model's default `dimensions`, by `encoding_format` (fewer
+/// dimensions take more, up to 2,048).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct MaxInputs {
+    pub dimensions: u32,
+    pub float: usize,
+    pub base64: usize,
 }
 
 /// US dollars per million tokens.
@@ -70,6 +82,7 @@ impl Model {
             pricing: prices.map(Pricing::from),
             max_output_tokens: None,
             context_window: None,
+            max_inputs: None,
         }
     }
 
@@ -80,11 +93,19 @@ impl Model {
         self
     }
 
-    /// An embedding model.
-    pub fn embeddings(id: &str, prices: Option<&Prices>) -> Self {
+    /// An embedding model, of `profile` when this backend embeds with it.
+    pub fn embeddings(id: &str, profile: Option<&EmbeddingProfile>) -> Self {
         Self {
             kind: "embeddings",
-            ..Self::new(id, prices)
+            max_inputs: profile.map(|p| {
+                let dimensions = p.dimensions[0];
+                MaxInputs {
+                    dimensions,
+                    float: most_texts(dimensions, VectorEncoding::Float),
+                    base64: most_texts(dimensions, VectorEncoding::Base64),
+                }
+            }),
+            ..Self::new(id, profile.map(|p| &p.prices))
         }
     }
 }
