@@ -58,7 +58,10 @@ async fn world() -> World {
     let keyed = |cache_life: Duration| -> Auth {
         harness::auth_from(&env).with_api_keys(ApiKeys::new(
             Arc::new(store.api_keys()),
-            ApiKeySettings { cache_life },
+            ApiKeySettings {
+                cache_life,
+                ..ApiKeySettings::default()
+            },
             Duration::from_secs(5),
         ))
     };
@@ -153,7 +156,18 @@ async fn a_key_acts_as_its_owner_on_every_function() {
     let key = created["key"].as_str().unwrap();
     assert!(key.starts_with("cbk_"), "{created}");
     assert_eq!(created["name"], "laptop");
-    assert!(created["expires"].is_null());
+    // No life asked for: the default's 90 days.
+    let life = time::OffsetDateTime::parse(
+        created["expires"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap()
+        - time::OffsetDateTime::parse(
+            created["created"].as_str().unwrap(),
+            &time::format_description::well_known::Rfc3339,
+        )
+        .unwrap();
+    assert_eq!(life, time::Duration::days(90), "{created}");
 
     // A chat started with the key is alice's: her JWT lists it.
     let reply = w

@@ -6,6 +6,8 @@
 //!   (a leaked key cannot make itself a successor, list its siblings or revoke them).
 //! - Another owner's key id answers 404, exactly like one that does not exist.
 //! - An owner holds at most [`MAX_KEYS_PER_OWNER`] keys that have not expired.
+//! - A key lasts `expires_in_days`, or when that is left out the operator's `API_KEY_DEFAULT_DAYS` (90 unless set;
+//!   0: until revoked).
 //! - Where keys are off (IAM mode, or an app built without a key store) these routes answer 404.
 
 use axum::body::Body;
@@ -125,7 +127,9 @@ pub(super) async fn create<St: SessionStore>(
         .into());
     }
     let now = now();
-    let new = NewApiKey::generate(caller, &name, now, body.expires_in_days);
+    // No life asked for: the operator's default (`API_KEY_DEFAULT_DAYS`, 90 days unless set).
+    let days = body.expires_in_days.or(keys.default_days());
+    let new = NewApiKey::generate(caller, &name, now, days);
     match keys
         .bounded(keys.store().create(&new.record, MAX_KEYS_PER_OWNER, now))
         .await?

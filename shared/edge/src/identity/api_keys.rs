@@ -6,12 +6,18 @@
 //! that checked it before the revoke (the instance that revokes it forgets it at once), and how often a key's last
 //! use is recorded: at most once per life per key and instance, in a task of its own, bounded by the store's
 //! timeout, whose failure is logged and never fails the request. An expired key is refused whatever the cache holds.
+//!
+//! Keys found and hashes that found nothing are kept apart, each up to [`REMEMBERED_KEYS`]: made-up `cbk_` tokens
+//! cost one read each per cache life, and however many are sent they fill only their own side, never pushing out
+//! the checks of real keys.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use chat_core::{ApiKeyRecord, ApiKeyStore, Caller, ChatError, StoreError, api_key_hash};
+use chat_core::{
+    ApiKeyRecord, ApiKeyStore, Caller, ChatError, MAX_KEY_DAYS, StoreError, api_key_hash,
+};
 use time::OffsetDateTime;
 
 use crate::{ApiError, ConfigError};
@@ -19,11 +25,15 @@ use crate::{ApiError, ConfigError};
 /// How long a key's check is kept, unless `API_KEY_CACHE_SECONDS` says otherwise.
 pub const DEFAULT_CACHE_SECONDS: u64 = 60;
 
+/// How many days a key lasts when its maker asks for no other life, unless `API_KEY_DEFAULT_DAYS` says otherwise:
+/// a key forgotten in a script or a departed person's laptop stops by itself.
+pub const DEFAULT_KEY_DAYS: u32 = 90;
+
 /// The longest cache life an operator may set: a revoked key must stop working within a time a person waits for.
 const MAX_CACHE_SECONDS: u64 = 3600;
 
-/// How many keys' checks one instance keeps before it forgets them all (and reads each again once): a bound on
-/// what callers sending made-up keys can make it hold.
+/// How many keys found one instance keeps before it forgets them all (and reads each again once), and apart from
+/// them how many hashes that found nothing: a bound on what callers sending made-up keys can make it hold.
 const REMEMBERED_KEYS: usize = 10_000;
 
 /// The settings of key checks.
@@ -31,12 +41,16 @@ const REMEMBERED_KEYS: usize = 10_000;
 pub struct ApiKeySettings {
     /// `API_KEY_CACHE_SECONDS`: how long a check is kept (0: every request reads the store).
     pub cache_life: Duration,
+    /// `API_KEY_DEFAULT_DAYS`: how long a key lasts when its maker asks for no other life; `None` (set to 0): such
+    /// a key never expires.
+    pub default_days: Option<u32>,
 }
 
 impl Default for ApiKeySettings {
     fn default() -> Self {
         Self {
             cache_life: Duration::from_secs(DEFAULT_CACHE_SECONDS),
+            default_days: Some(DEFAULT_KEY_DAYS),
         }
     }
 }
@@ -59,19 +73,85 @@ impl ApiKeySettings {
                     reason: format!("expected a whole number from 0 to {MAX_CACHE_SECONDS}"),
                 })?,
         };
+        let default_days = match lookup("API_KEY_DEFAULT_DAYS").filter(|v| !v.trim().is_empty()) {
+            None => Some(DEFAULT_KEY_DAYS),
+            Some(v) => match v.trim().parse::<u32>().ok().filter(|d| *d <= MAX_KEY_DAYS) {
+                Some(0) => None,
+                Some(days) => Some(days),
+                None => {
+                    return Err(ConfigError {
+                        name: "API_KEY_DEFAULT_DAYS",
+                        reason: format!(
+                            "expected a whole number of days from 0 (keys last until revoked) to {MAX_KEY_DAYS}"
+                        ),
+                    });
+                }
+            },
+        };
         Ok(Self {
             cache_life: Duration::from_secs(seconds),
+            default_days,
         })
     }
 }
 
-/// What an instance found for a key's hash, and when.
+/// A key an instance found, and when.
 #[derive(Clone)]
 struct Checked {
-    key: Option<ApiKeyRecord>,
+    key: ApiKeyRecord,
     read_at: Instant,
     /// When this instance last recorded the key's use.
     touched_at: Option<Instant>,
+}
+
+/// What an instance remembers of its reads: the keys found, and apart from them the hashes that found nothing (and
+/// when), each side bounded on its own.
+#[derive(Default)]
+struct Remembered {
+    found: HashMap<String, Checked>,
+    refused: HashMap<String, Instant>,
+}
+
+impl Remembered {
+    /// What a read within `life` found for `hash`: `Some(Some(key))`, `Some(None)` (nothing), or `None` (no read).
+    fn kept(&self, hash: &str, now: Instant, life: Duration) -> Option<Option<ApiKeyRecord>> {
+        let fresh = |read_at: Instant| now.duration_since(read_at) < life;
+        if let Some(c) = self.found.get(hash).filter(|c| fresh(c.read_at)) {
+            return Some(Some(c.key.clone()));
+        }
+        self.refused
+            .get(hash)
+            .filter(|read_at| fresh(**read_at))
+            .map(|_| None)
+    }
+
+    /// Keeps what a read at `now` found for `hash`, on its own side (that side forgotten first when full).
+    fn keep(&mut self, hash: &str, found: Option<&ApiKeyRecord>, now: Instant) {
+        match found {
+            Some(key) => {
+                self.refused.remove(hash);
+                if self.found.len() >= REMEMBERED_KEYS && !self.found.contains_key(hash) {
+                    self.found.clear();
+                }
+                let touched_at = self.found.get(hash).and_then(|c| c.touched_at);
+                self.found.insert(
+                    hash.to_string(),
+                    Checked {
+                        key: key.clone(),
+                        read_at: now,
+                        touched_at,
+                    },
+                );
+            }
+            None => {
+                self.found.remove(hash);
+                if self.refused.len() >= REMEMBERED_KEYS && !self.refused.contains_key(hash) {
+                    self.refused.clear();
+                }
+                self.refused.insert(hash.to_string(), now);
+            }
+        }
+    }
 }
 
 /// The key store and what this instance remembers of it. A clone shares both.
@@ -79,9 +159,10 @@ struct Checked {
 pub struct ApiKeys {
     store: Arc<dyn ApiKeyStore>,
     cache_life: Duration,
+    default_days: Option<u32>,
     /// The bound of every call this makes of the store.
     timeout: Duration,
-    checked: Arc<Mutex<HashMap<String, Checked>>>,
+    checked: Arc<Mutex<Remembered>>,
 }
 
 impl ApiKeys {
@@ -90,6 +171,7 @@ impl ApiKeys {
         Self {
             store,
             cache_life: settings.cache_life,
+            default_days: settings.default_days,
             timeout,
             checked: Arc::default(),
         }
@@ -100,6 +182,11 @@ impl ApiKeys {
         &*self.store
     }
 
+    /// How many days a key lasts when its maker asks for no other life (`None`: until revoked).
+    pub fn default_days(&self) -> Option<u32> {
+        self.default_days
+    }
+
     /// The bound of a call of the store.
     pub fn timeout(&self) -> Duration {
         self.timeout
@@ -107,7 +194,9 @@ impl ApiKeys {
 
     /// Forgets what this instance found for `hash` (a key revoked here stops working here at once).
     pub fn forget(&self, hash: &str) {
-        self.checked.lock().unwrap().remove(hash);
+        let mut checked = self.checked.lock().unwrap();
+        checked.found.remove(hash);
+        checked.refused.remove(hash);
     }
 
     /// `call` of the store, within the timeout; a store out of reach is a 503, as anywhere else.
@@ -134,26 +223,15 @@ impl ApiKeys {
             .checked
             .lock()
             .unwrap()
-            .get(&hash)
-            .filter(|c| now.duration_since(c.read_at) < self.cache_life)
-            .map(|c| c.key.clone());
+            .kept(&hash, now, self.cache_life);
         let found = match kept {
             Some(found) => found,
             None => {
                 let found = self.bounded(self.store.find(&hash)).await?;
-                let mut checked = self.checked.lock().unwrap();
-                if checked.len() >= REMEMBERED_KEYS && !checked.contains_key(&hash) {
-                    checked.clear();
-                }
-                let touched_at = checked.get(&hash).and_then(|c| c.touched_at);
-                checked.insert(
-                    hash.clone(),
-                    Checked {
-                        key: found.clone(),
-                        read_at: now,
-                        touched_at,
-                    },
-                );
+                self.checked
+                    .lock()
+                    .unwrap()
+                    .keep(&hash, found.as_ref(), now);
                 found
             }
         };
@@ -173,7 +251,7 @@ impl ApiKeys {
     fn record_use(&self, hash: &str, key: &ApiKeyRecord, now: Instant, unix_now: i64) {
         {
             let mut checked = self.checked.lock().unwrap();
-            let Some(entry) = checked.get_mut(hash) else {
+            let Some(entry) = checked.found.get_mut(hash) else {
                 return;
             };
             if entry.touched_at.is_some_and(|t| {
@@ -272,7 +350,10 @@ mod tests {
     fn keys(store: &Arc<Counting>, cache_life: Duration) -> ApiKeys {
         ApiKeys::new(
             store.clone(),
-            ApiKeySettings { cache_life },
+            ApiKeySettings {
+                cache_life,
+                ..ApiKeySettings::default()
+            },
             Duration::from_secs(1),
         )
     }
@@ -351,6 +432,32 @@ mod tests {
         assert!(refused.retry_after().is_some());
     }
 
+    #[tokio::test]
+    async fn made_up_keys_are_read_once_each_and_never_push_a_real_key_out() {
+        let new = NewApiKey::generate(Caller::owner("jwt:i:alice"), "k", now(), None);
+        let store = Arc::new(Counting::default());
+        *store.key.lock().unwrap() = Some(new.record.clone());
+        let keys = keys(&store, Duration::from_secs(60));
+        keys.check(&new.key).await.unwrap();
+        // More made-up keys than an instance remembers: each read once, the real key's check kept.
+        let made_up: Vec<String> = (0..REMEMBERED_KEYS + 10)
+            .map(|i| format!("cbk_{i:043}"))
+            .collect();
+        for key in &made_up {
+            assert!(keys.check(key).await.is_err());
+        }
+        assert_eq!(store.finds.load(Ordering::SeqCst), 1 + made_up.len());
+        keys.check(&new.key).await.unwrap();
+        assert_eq!(
+            store.finds.load(Ordering::SeqCst),
+            1 + made_up.len(),
+            "the real key is still remembered"
+        );
+        // The last made-up one is remembered as nothing: sent again, no read.
+        assert!(keys.check(made_up.last().unwrap()).await.is_err());
+        assert_eq!(store.finds.load(Ordering::SeqCst), 1 + made_up.len());
+    }
+
     #[test]
     fn the_cache_life_is_read_and_checked() {
         let read = |v: &'static str| {
@@ -363,6 +470,23 @@ mod tests {
         assert_eq!(read(" 5 ").unwrap().cache_life, Duration::from_secs(5));
         for bad in ["-1", "3601", "soon"] {
             assert_eq!(read(bad).unwrap_err().name, "API_KEY_CACHE_SECONDS");
+        }
+    }
+
+    #[test]
+    fn keys_last_90_days_unless_the_operator_says_otherwise() {
+        let read = |v: &'static str| {
+            ApiKeySettings::from_lookup(&move |name: &str| {
+                (name == "API_KEY_DEFAULT_DAYS").then(|| v.to_string())
+            })
+        };
+        assert_eq!(read("").unwrap().default_days, Some(90));
+        assert_eq!(ApiKeySettings::default().default_days, Some(90));
+        assert_eq!(read("30").unwrap().default_days, Some(30));
+        assert_eq!(read("0").unwrap().default_days, None, "0: until revoked");
+        assert_eq!(read("3650").unwrap().default_days, Some(3650));
+        for bad in ["-1", "3651", "a month"] {
+            assert_eq!(read(bad).unwrap_err().name, "API_KEY_DEFAULT_DAYS");
         }
     }
 }
