@@ -75,7 +75,7 @@ impl From<DocumentError> for ApiError {
             }
             DocumentError::TooLarge { name, limit } => chat_core::InvalidRequest::new(
                 "files",
-                format!("{name} is larger than {limit} bytes, the most one document may be"),
+                format!("{name:?} is larger than {limit} bytes, the most one document may be"),
             )
             .into(),
             DocumentError::OverQuota(over) => ApiError::Chat(ChatError::OverLimit(over)),
@@ -454,6 +454,13 @@ mod tests {
             without_quotes("body larger than 10 bytes"),
             "body larger than 10 bytes"
         );
+        // A document's name is the client's words: its refusal says it to the client, never to the log.
+        let too_large = ApiError::from(DocumentError::TooLarge {
+            name: "Salaries 2026.pdf".into(),
+            limit: 10,
+        });
+        assert!(too_large.public_message().contains("Salaries 2026.pdf"));
+        assert!(!without_quotes(&too_large.to_string()).contains("Salaries"));
     }
 
     async fn openai_body(err: ApiError) -> (StatusCode, Option<String>, serde_json::Value) {

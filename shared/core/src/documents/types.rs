@@ -212,7 +212,7 @@ pub enum DocumentError {
     #[error("{field}: {reason}")]
     Invalid { field: String, reason: String },
     /// A file larger than `MAX_DOCUMENT_BYTES`.
-    #[error("{name} is larger than {limit} bytes")]
+    #[error("{name:?} is larger than {limit} bytes")]
     TooLarge { name: String, limit: usize },
     /// The upload would pass one of the uploader's upload quotas (`QUOTA_UPLOADED_…`): nothing was stored.
     #[error(transparent)]
