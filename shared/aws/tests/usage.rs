@@ -244,6 +244,25 @@ async fn a_stored_turn_is_settled_in_its_own_transaction() {
     assert_eq!(spent.tokens.total_tokens, 45);
     // The same item, attribute for attribute, as the ledger's own settlements make it (GET /usage and the limits
     // read it): bob's three turns, each admitted holding what alice's held and settled through the ledger.
+    let ceiling = Reserve::of_call(
+        chat_core::ModelOptions::for_model("test.model-v1", 8192).max_prompt_tokens,
+        256,
+        chat_core::ModelOptions::for_model("test.model-v1", 8192)
+            .prices
+            .as_ref(),
+    );
+    assert_counters_as_bobs_admitted_turns(&direct, &table, ceiling, &spent).await;
+}
+
+/// Alice's day's and month's counters, attribute for attribute, as the ledger's own admissions and settlements make
+/// them (GET /usage and the limits read them): bob's three turns, each admitted holding `ceiling` and settled
+/// through the ledger with a third of `spent` (alice's three turns of 10 and 5 tokens).
+async fn assert_counters_as_bobs_admitted_turns(
+    direct: &DynamoStore,
+    table: &(aws_sdk_dynamodb::Client, String),
+    ceiling: Reserve,
+    spent: &UsageTotals,
+) {
     let now = time::OffsetDateTime::now_utc();
     let periods = Periods::at(now);
     let ledger = direct.usage_ledger();
@@ -256,13 +275,6 @@ async fn a_stored_turn_is_settled_in_its_own_transaction() {
         },
         cost_usd: spent.cost_usd.map(|c| c / 3.0),
     };
-    let ceiling = Reserve::of_call(
-        chat_core::ModelOptions::for_model("test.model-v1", 8192).max_prompt_tokens,
-        256,
-        chat_core::ModelOptions::for_model("test.model-v1", 8192)
-            .prices
-            .as_ref(),
-    );
     for _ in 0..3 {
         let hold = Hold::new("bob", ceiling, now);
         usage_contract::admit(&ledger, &hold).await;
@@ -273,8 +285,8 @@ async fn a_stored_turn_is_settled_in_its_own_transaction() {
         format!("MONTH#{}", periods.month),
     ] {
         assert_eq!(
-            counter_attributes(&table, "alice", sk.clone()).await,
-            counter_attributes(&table, "bob", sk).await
+            counter_attributes(table, "alice", sk.clone()).await,
+            counter_attributes(table, "bob", sk).await
         );
     }
 }
@@ -316,33 +328,8 @@ async fn a_stored_turn_no_limit_holds_is_recorded_in_its_own_transaction() {
         0,
         "no rate limit: no window written"
     );
-    // The same attributes as an admitted turn's, settled through the ledger: bob's three.
-    let ledger = direct.usage_ledger();
-    let now = time::OffsetDateTime::now_utc();
-    let periods = Periods::at(now);
-    let each = UsageTotals {
-        tokens: TokenUsage {
-            input_tokens: 10,
-            output_tokens: 5,
-            total_tokens: 15,
-            ..TokenUsage::default()
-        },
-        cost_usd: spent.cost_usd.map(|c| c / 3.0),
-    };
-    for _ in 0..3 {
-        let hold = Hold::new("bob", Reserve::default(), now);
-        usage_contract::admit(&ledger, &hold).await;
-        ledger.settle(&hold, &each, None).await.unwrap();
-    }
-    for sk in [
-        format!("DAY#{}", periods.day),
-        format!("MONTH#{}", periods.month),
-    ] {
-        assert_eq!(
-            counter_attributes(&table, "alice", sk.clone()).await,
-            counter_attributes(&table, "bob", sk).await
-        );
-    }
+    // The same attributes as admitted turns' that reserved nothing.
+    assert_counters_as_bobs_admitted_turns(&direct, &table, Reserve::default(), &spent).await;
 }
 
 /// With no limit in force, a turn whose chat is not kept (a stateless completion's) is one write, after its

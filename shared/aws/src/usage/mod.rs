@@ -503,7 +503,7 @@ impl DynamoUsage {
             // it did not and the failure may pass; the mark's condition keeps a late landing from counting twice.
             let known = cancellation_reasons(&e).is_some();
             let e = failed(e);
-            if self.recorded(hold).await? {
+            if self.marked(record_key(hold)).await? {
                 return Ok(());
             }
             if known || !matches!(e, StoreError::Unavailable(_)) || attempt == ATTEMPTS {
@@ -515,13 +515,13 @@ impl DynamoUsage {
         ))
     }
 
-    /// Whether the turn of `hold` is recorded (its mark is).
-    async fn recorded(&self, hold: &Hold) -> Result<bool, StoreError> {
+    /// Whether the item of `key` (a mark) is stored: a consistent read.
+    async fn marked(&self, key: Item) -> Result<bool, StoreError> {
         let out = self
             .client
             .get_item()
             .table_name(&self.table)
-            .set_key(Some(record_key(hold)))
+            .set_key(Some(key))
             .consistent_read(true)
             .send()
             .instrument(tracing::info_span!("store.usage.get_item"))
@@ -631,17 +631,7 @@ impl DynamoUsage {
 
     /// Whether `upload`'s count is stored (its mark is).
     async fn upload_counted(&self, upload: &Upload) -> Result<bool, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(upload_key(upload)))
-            .consistent_read(true)
-            .send()
-            .instrument(tracing::info_span!("store.usage.get_item"))
-            .await
-            .map_err(failed)?;
-        Ok(out.item.is_some())
+        self.marked(upload_key(upload)).await
     }
 }
 
