@@ -3,14 +3,14 @@
 //! buffered one (each answer written whole) and the streaming one, whose first byte is read before the rest so that
 //! the calls made before it are known. With no limit in force nothing is written before the model is called: a turn
 //! is one write, after its answer (with its chat's, in the same transaction, on the protocol routes). Under a limit
-//! its admission is the one write before. The table in docs/architecture.md ("DynamoDB calls per request") is
-//! this test's.
+//! its admission is the one write before. A turn whose client leaves is recorded all the same. The table in
+//! docs/architecture.md ("DynamoDB calls per request") is this test's.
 
 use std::sync::Arc;
 
 use chat_app::{Buffered, ChatApp, Streamed};
 use chat_aws::{BedrockModel, DynamoStore};
-use chat_core::{ResponseStore, StoreTimeouts};
+use chat_core::{ResponseStore, StoreTimeouts, UsageLedger};
 use chat_testing::harness::{self, Backend, ECHO_MODEL};
 use http_body_util::BodyExt;
 use local_bedrock::LocalBedrock;
@@ -23,13 +23,15 @@ struct Functions {
     buffered: ChatApp<BedrockModel, DynamoStore, Buffered>,
     streaming: ChatApp<BedrockModel, DynamoStore, Streamed>,
     proxy: FaultProxy,
+    /// The same table, reached directly: what a test reads there is not counted.
+    direct: DynamoStore,
     _bedrock: LocalBedrock,
 }
 
 /// Both functions configured with `env`, counting usage in the table they store chats in (as their cold start
 /// builds them), every DynamoDB call going through a proxy that logs it.
 async fn functions(env: &[(&str, &str)]) -> Functions {
-    let (_, table) = LocalDynamo::shared().fresh_table().await;
+    let (client, table) = LocalDynamo::shared().fresh_table().await;
     let proxy = FaultProxy::start(&LocalDynamo::shared().endpoint())
         .await
         .unwrap();
@@ -61,6 +63,7 @@ async fn functions(env: &[(&str, &str)]) -> Functions {
         buffered,
         streaming,
         proxy,
+        direct: DynamoStore::new(client, table, None),
         _bedrock: backend.bedrock,
     }
 }
@@ -235,4 +238,50 @@ async fn under_a_limit_a_turn_is_admitted_in_one_write_and_settled_in_one() {
             }
         }
     }
+}
+
+/// With no limit in force, a streamed turn whose client leaves mid-answer (the process living on) is still recorded,
+/// once: its request, what it spent so far and the turn, in one write after the client left, and nothing before
+/// the first byte.
+#[tokio::test]
+async fn with_no_limit_a_stream_whose_client_leaves_is_recorded_once() {
+    let f = functions(&[]).await;
+    let start = f.proxy.operations().len();
+    let ask = protocol("[[deltas:100]] [[delay-ms:50]] a long answer");
+    let request = harness::json_request("POST", "/chat/stream", Some(&ask));
+    let response = f.streaming.handle(request).await;
+    assert_eq!(response.status(), 200);
+    let mut body = response.into_body();
+    let mut read = String::new();
+    while !read.contains("w2") {
+        let data = body.frame().await.unwrap().unwrap().into_data().unwrap();
+        read.push_str(std::str::from_utf8(&data).unwrap());
+    }
+    assert_eq!(
+        f.proxy.operations().len(),
+        start,
+        "nothing written while the answer streams"
+    );
+    drop(body);
+    // The writer finds its client gone at its next line, stops the model and records the turn.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while f.proxy.operations().len() == start {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the turn was never recorded"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(f.proxy.operations()[start..], ["TransactWriteItems"]);
+    let periods = chat_core::Periods::at(time::OffsetDateTime::now_utc());
+    let ledger = f.direct.usage_ledger();
+    let usage = ledger.read(harness::OWNER, &periods).await.unwrap();
+    println!(
+        "a stream left after its first words, no limit: {} requests, {} turns, {} tokens",
+        usage.day.requests, usage.day.turns, usage.day.spent.tokens.total_tokens
+    );
+    assert_eq!((usage.day.requests, usage.day.turns), (1, 1));
+    assert!(usage.day.spent.tokens.input_tokens > 0, "{usage:?}");
+    assert!(usage.day.spent.tokens.output_tokens >= 2, "{usage:?}");
 }
