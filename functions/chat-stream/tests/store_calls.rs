@@ -51,12 +51,15 @@ async fn functions(env: &[(&str, &str)]) -> Functions {
                 .with_responses(Some(kept))
         })
         .await;
+    let sdk = backend.bedrock.sdk_config().await;
     let streaming = backend
         .app(|m, s, a, c| {
             let kept: Arc<dyn ResponseStore> = Arc::new(s.clone());
+            let embedder = chat_aws::BedrockEmbedder::new(&sdk, c.model_timeout);
             ChatApp::<_, _, Streamed>::new(m, s, a, c)
                 .with_usage(Some(ledger.clone()))
                 .with_responses(Some(kept))
+                .with_embedder(Some(Arc::new(embedder)))
         })
         .await;
     Functions {
@@ -169,6 +172,15 @@ async fn every_route(f: &Functions) -> Vec<(String, Calls)> {
             rows.push((format!("{path} ({how})"), calls));
         }
     }
+    let round = protocol("[[deltas:3]] plan it");
+    let (calls, _) = post(f, "/multi-agent-chat/batch", &round, false).await;
+    rows.push(("/multi-agent-chat/batch (a new chat)".into(), calls));
+    let (calls, _) = post(f, "/multi-agent-chat/stream", &round, true).await;
+    rows.push(("/multi-agent-chat/stream (a new chat)".into(), calls));
+    let embedding = json!({"input": "hello", "model": "amazon.titan-embed-text-v2:0"});
+    // Answered whole by the streaming function.
+    let (calls, _) = post(f, "/v1/embeddings", &embedding, true).await;
+    rows.push(("/v1/embeddings (whole)".into(), calls));
     rows
 }
 
