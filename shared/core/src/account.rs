@@ -203,9 +203,7 @@ impl TurnAccount {
         let delta = difference(&self.spent, &self.settled);
         match last_settlement(ledger.as_ref(), &hold, &delta).await {
             Ok(()) => self.settled = self.spent,
-            Err(e) => {
-                tracing::warn!(error = %e, turn = %hold.id, "the turn's usage was not settled: its reservation stays counted")
-            }
+            Err(e) => not_settled(&e, &hold),
         }
     }
 }
@@ -221,7 +219,7 @@ impl Drop for TurnAccount {
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
                 if let Err(e) = last_settlement(ledger.as_ref(), &hold, &delta).await {
-                    tracing::warn!(error = %e, turn = %hold.id, "the turn's usage was not settled: its reservation stays counted");
+                    not_settled(&e, &hold);
                 }
             });
         }
@@ -239,6 +237,16 @@ async fn last_settlement(
         ledger.settle(hold, unsettled, None).await
     } else {
         ledger.record(hold, unsettled).await
+    }
+}
+
+/// Logs a turn's last settlement that failed: an admitted turn's reservation stays counted, a turn not admitted
+/// (no limit held it) goes uncounted.
+fn not_settled(error: &crate::StoreError, hold: &Hold) {
+    if hold.admitted {
+        tracing::warn!(error = %error, turn = %hold.id, "the turn's usage was not settled: its reservation stays counted");
+    } else {
+        tracing::warn!(error = %error, turn = %hold.id, "the turn's usage was not settled: it was not recorded");
     }
 }
 
