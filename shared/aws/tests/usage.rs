@@ -176,6 +176,26 @@ fn service_under(
         .with_usage(Some(ledger), limits)
 }
 
+/// Three turns of alice's in one chat through `service`, each answered with 10 and 5 tokens: what each called
+/// through `proxy`, and what they spent together.
+async fn three_turns(
+    service: &ChatService<ScriptedModel, DynamoStore>,
+    model: &ScriptedModel,
+    proxy: &FaultProxy,
+) -> (Vec<String>, UsageTotals) {
+    let turns = support::turns_through(service, model, proxy, 3, |turn| {
+        Script::text(format!("answer {turn}")).usage(10, 5)
+    })
+    .await;
+    let mut calls = Vec::new();
+    let mut spent = UsageTotals::default();
+    for (called, answer) in turns {
+        spent.add(&answer.spent.totals);
+        calls.push(called);
+    }
+    (calls, spent)
+}
+
 /// alice's counters now, read directly.
 async fn counters(direct: &DynamoStore) -> UsageSnapshot {
     let periods = Periods::at(time::OffsetDateTime::now_utc());
@@ -207,7 +227,7 @@ async fn counter_attributes(
     attributes
 }
 
-/// A stored turn is two writes: its admission, and the turn's transaction, which settles it (its spending added to
+/// Under a limit, a stored turn is two writes: its admission, and the turn's transaction, which settles it (its spending added to
 /// the day's and the month's counters, its reservation released). A new chat is `TransactWriteItems` twice, a
 /// continued one with the `Query` of its history between. The counters come out as the ledger's own settlement
 /// makes them.
@@ -216,16 +236,7 @@ async fn a_stored_turn_is_settled_in_its_own_transaction() {
     let (store, direct, proxy, table) = behind_proxy().await;
     let model = ScriptedModel::new();
     let service = service(store, &model);
-    let turns = support::turns_through(&service, &model, &proxy, 3, |turn| {
-        Script::text(format!("answer {turn}")).usage(10, 5)
-    })
-    .await;
-    let mut calls = Vec::new();
-    let mut spent = UsageTotals::default();
-    for (called, answer) in turns {
-        spent.add(&answer.spent.totals);
-        calls.push(called);
-    }
+    let (calls, spent) = three_turns(&service, &model, &proxy).await;
     assert_eq!(
         calls,
         [
@@ -299,16 +310,7 @@ async fn a_stored_turn_no_limit_holds_is_recorded_in_its_own_transaction() {
     let (store, direct, proxy, table) = behind_proxy().await;
     let model = ScriptedModel::new();
     let service = service_under(store, &model, Limits::default());
-    let turns = support::turns_through(&service, &model, &proxy, 3, |turn| {
-        Script::text(format!("answer {turn}")).usage(10, 5)
-    })
-    .await;
-    let mut calls = Vec::new();
-    let mut spent = UsageTotals::default();
-    for (called, answer) in turns {
-        spent.add(&answer.spent.totals);
-        calls.push(called);
-    }
+    let (calls, spent) = three_turns(&service, &model, &proxy).await;
     assert_eq!(
         calls,
         [
