@@ -199,7 +199,7 @@ impl<M, St> ChatService<M, St> {
         match ledger.admit(&hold, &self.usage_limits).await {
             Ok(Ok(())) => Ok(TurnAccount::held(ledger, hold, prices)),
             Ok(Err(refused)) => {
-                tracing::info!(limit = ?refused.kind, retry_after = refused.retry_after, "over a limit: refused");
+                tracing::info!(limit = ?refused.kind, retry_after = refused.retry_after, "over a limit: turn refused");
                 Err(ChatError::OverLimit(refused))
             }
             Err(e) => Err(ChatError::Store(e)),
