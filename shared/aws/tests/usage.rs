@@ -155,10 +155,45 @@ async fn behind_proxy() -> (
     support::behind_proxy(Default::default()).await
 }
 
+/// A service counting in `store`'s table under a limit of turns (one no turn here reaches): every turn is admitted.
 fn service(store: DynamoStore, model: &ScriptedModel) -> ChatService<ScriptedModel, DynamoStore> {
+    service_under(store, model, a_limit())
+}
+
+/// A limit in force that no turn here reaches.
+fn a_limit() -> Limits {
+    Limits::default().with(LimitKind::TOKENS_PER_DAY, 1e9)
+}
+
+/// A service counting in `store`'s table under `limits`.
+fn service_under(
+    store: DynamoStore,
+    model: &ScriptedModel,
+    limits: Limits,
+) -> ChatService<ScriptedModel, DynamoStore> {
     let ledger: std::sync::Arc<dyn UsageLedger> = std::sync::Arc::new(store.usage_ledger());
     ChatService::new(model.clone(), store, chat_testing::settings())
-        .with_usage(Some(ledger), Default::default())
+        .with_usage(Some(ledger), limits)
+}
+
+/// Three turns of alice's in one chat through `service`, each answered with 10 and 5 tokens: what each called
+/// through `proxy`, and what they spent together.
+async fn three_turns(
+    service: &ChatService<ScriptedModel, DynamoStore>,
+    model: &ScriptedModel,
+    proxy: &FaultProxy,
+) -> (Vec<String>, UsageTotals) {
+    let turns = support::turns_through(service, model, proxy, 3, |turn| {
+        Script::text(format!("answer {turn}")).usage(10, 5)
+    })
+    .await;
+    let mut calls = Vec::new();
+    let mut spent = UsageTotals::default();
+    for (called, answer) in turns {
+        spent.add(&answer.spent.totals);
+        calls.push(called);
+    }
+    (calls, spent)
 }
 
 /// alice's counters now, read directly.
@@ -192,7 +227,7 @@ async fn counter_attributes(
     attributes
 }
 
-/// A stored turn is two writes: its admission, and the turn's transaction, which settles it (its spending added to
+/// Under a limit, a stored turn is two writes: its admission, and the turn's transaction, which settles it (its spending added to
 /// the day's and the month's counters, its reservation released). A new chat is `TransactWriteItems` twice, a
 /// continued one with the `Query` of its history between. The counters come out as the ledger's own settlement
 /// makes them.
@@ -201,16 +236,7 @@ async fn a_stored_turn_is_settled_in_its_own_transaction() {
     let (store, direct, proxy, table) = behind_proxy().await;
     let model = ScriptedModel::new();
     let service = service(store, &model);
-    let turns = support::turns_through(&service, &model, &proxy, 3, |turn| {
-        Script::text(format!("answer {turn}")).usage(10, 5)
-    })
-    .await;
-    let mut calls = Vec::new();
-    let mut spent = UsageTotals::default();
-    for (called, answer) in turns {
-        spent.add(&answer.spent.totals);
-        calls.push(called);
-    }
+    let (calls, spent) = three_turns(&service, &model, &proxy).await;
     assert_eq!(
         calls,
         [
@@ -229,6 +255,25 @@ async fn a_stored_turn_is_settled_in_its_own_transaction() {
     assert_eq!(spent.tokens.total_tokens, 45);
     // The same item, attribute for attribute, as the ledger's own settlements make it (GET /usage and the limits
     // read it): bob's three turns, each admitted holding what alice's held and settled through the ledger.
+    let ceiling = Reserve::of_call(
+        chat_core::ModelOptions::for_model("test.model-v1", 8192).max_prompt_tokens,
+        256,
+        chat_core::ModelOptions::for_model("test.model-v1", 8192)
+            .prices
+            .as_ref(),
+    );
+    assert_counters_as_bobs_admitted_turns(&direct, &table, ceiling, &spent).await;
+}
+
+/// Alice's day's and month's counters, attribute for attribute, as the ledger's own admissions and settlements make
+/// them (GET /usage and the limits read them): bob's three turns, each admitted holding `ceiling` and settled
+/// through the ledger with a third of `spent` (alice's three turns of 10 and 5 tokens).
+async fn assert_counters_as_bobs_admitted_turns(
+    direct: &DynamoStore,
+    table: &(aws_sdk_dynamodb::Client, String),
+    ceiling: Reserve,
+    spent: &UsageTotals,
+) {
     let now = time::OffsetDateTime::now_utc();
     let periods = Periods::at(now);
     let ledger = direct.usage_ledger();
@@ -241,13 +286,6 @@ async fn a_stored_turn_is_settled_in_its_own_transaction() {
         },
         cost_usd: spent.cost_usd.map(|c| c / 3.0),
     };
-    let ceiling = Reserve::of_call(
-        chat_core::ModelOptions::for_model("test.model-v1", 8192).max_prompt_tokens,
-        256,
-        chat_core::ModelOptions::for_model("test.model-v1", 8192)
-            .prices
-            .as_ref(),
-    );
     for _ in 0..3 {
         let hold = Hold::new("bob", ceiling, now);
         usage_contract::admit(&ledger, &hold).await;
@@ -258,10 +296,97 @@ async fn a_stored_turn_is_settled_in_its_own_transaction() {
         format!("MONTH#{}", periods.month),
     ] {
         assert_eq!(
-            counter_attributes(&table, "alice", sk.clone()).await,
-            counter_attributes(&table, "bob", sk).await
+            counter_attributes(table, "alice", sk.clone()).await,
+            counter_attributes(table, "bob", sk).await
         );
     }
+}
+
+/// With no limit in force (the defaults), a stored turn writes nothing before its model call: its record (its
+/// request, what it spent, the turn) goes in the turn's own transaction. A new chat is one `TransactWriteItems`, a
+/// continued one the `Query` of its history and that write; the counters come out as the admitted turns' do.
+#[tokio::test]
+async fn a_stored_turn_no_limit_holds_is_recorded_in_its_own_transaction() {
+    let (store, direct, proxy, table) = behind_proxy().await;
+    let model = ScriptedModel::new();
+    let service = service_under(store, &model, Limits::default());
+    let (calls, spent) = three_turns(&service, &model, &proxy).await;
+    assert_eq!(
+        calls,
+        [
+            "TransactWriteItems",
+            "Query TransactWriteItems",
+            "Query TransactWriteItems"
+        ]
+    );
+    let usage = counters(&direct).await;
+    for period in [usage.day, usage.week, usage.month] {
+        assert_eq!((period.requests, period.turns), (3, 3));
+        assert_eq!(period.spent, spent);
+        assert_eq!(period.reserved.tokens, 0);
+    }
+    assert_eq!(
+        usage.window.requests(),
+        0,
+        "no rate limit: no window written"
+    );
+    // The same attributes as admitted turns' that reserved nothing.
+    assert_counters_as_bobs_admitted_turns(&direct, &table, Reserve::default(), &spent).await;
+}
+
+/// With no limit in force, a turn whose chat is not kept (a stateless completion's) is one write, after its
+/// answer: its record through the ledger.
+#[tokio::test]
+async fn a_turn_not_stored_that_no_limit_holds_is_one_write_after_its_answer() {
+    let (store, direct, proxy, _) = behind_proxy().await;
+    let model = ScriptedModel::new();
+    let service = service_under(store, &model, Limits::default());
+    model.push(Script::text("answer").usage(10, 5));
+    let unstored = TurnInput {
+        store_new_chat: false,
+        ..chat_testing::ask("question", None)
+    };
+    service
+        .answer(&Caller::owner("alice"), &unstored)
+        .await
+        .unwrap();
+    assert_eq!(proxy.operations(), ["TransactWriteItems"]);
+    let usage = counters(&direct).await;
+    assert_eq!((usage.day.requests, usage.day.turns), (1, 1));
+    assert_eq!(usage.month.spent.tokens.total_tokens, 15);
+}
+
+/// A record whose answer is lost is read back by its mark (or refused by it when sent again): counted once. So is
+/// one through the ledger after a turn's write that carried it.
+#[tokio::test]
+async fn a_record_whose_answer_is_lost_counts_once() {
+    let (store, direct, proxy, _) = behind_proxy().await;
+    let ledger = store.usage_ledger();
+    let now = time::OffsetDateTime::now_utc();
+    for times in [Some(1), Some(2)] {
+        let hold = Hold::unadmitted("alice", now);
+        proxy.set(Fault::drop_responses(TRANSACT_WRITE_ITEMS, times));
+        ledger.record(&hold, &spent_tokens(10)).await.unwrap();
+        proxy.set(Fault::None);
+        // Sent again by a caller that never heard: the mark refuses it.
+        ledger.record(&hold, &spent_tokens(10)).await.unwrap();
+    }
+    let usage = counters(&direct).await;
+    assert_eq!((usage.day.requests, usage.day.turns), (2, 2), "each once");
+    assert_eq!(usage.day.spent.tokens.total_tokens, 20);
+    // Carried by a turn's own write, then recorded through the ledger too (as after a write thought lost): the
+    // mark that write put refuses the second.
+    let read = chat_read_for_a_turn(&direct, "carried").await;
+    let hold = Hold::unadmitted("alice", now);
+    let spent = spent_tokens(10);
+    let second = turn("q1", "a1");
+    let charge = (&ledger, &hold, &spent);
+    let (_, charged) = append_charging(&store, "carried", &read, &second, charge).await;
+    assert_eq!(charged, Charged::WithTurn);
+    ledger.record(&hold, &spent).await.unwrap();
+    let usage = counters(&direct).await;
+    assert_eq!((usage.day.requests, usage.day.turns), (3, 3));
+    assert_eq!(usage.day.spent.tokens.total_tokens, 30);
 }
 
 /// A turn whose chat is not kept writes no turn: it is settled through the ledger.

@@ -1,6 +1,7 @@
 //! One turn's account with its owner's usage counters: admitted holding what its first model call may spend,
 //! every later model call covered by a reservation before it starts, every call's spending noted when it ends
-//! (reported, or estimated when it failed or was cut off), and settled once, whatever ends the turn.
+//! (reported, or estimated when it failed or was cut off), and settled once, whatever ends the turn. A turn that no
+//! limit holds is not admitted: it reserves nothing, and is recorded once, whatever ends it.
 
 use std::sync::Arc;
 
@@ -37,7 +38,8 @@ impl TurnAccount {
         }
     }
 
-    /// The account of a turn admitted with `hold` in `ledger`.
+    /// The account of a turn admitted with `hold` in `ledger`, or to be recorded there once it ends when `hold` was
+    /// not admitted ([`Hold::unadmitted`]).
     pub(crate) fn held(ledger: Arc<dyn UsageLedger>, hold: Hold, prices: Option<Prices>) -> Self {
         Self {
             ledger: Some(ledger),
@@ -91,6 +93,10 @@ impl TurnAccount {
         let (Some(ledger), Some(hold)) = (self.ledger.as_ref(), self.hold.as_mut()) else {
             return Ok(());
         };
+        if !hold.admitted {
+            // No limit holds the turn: nothing to reserve, and nothing written before it ends.
+            return Ok(());
+        }
         let held = Reserve::of_spent(&self.settled).plus(&hold.reserved);
         if held.covers(&Reserve::of_spent(&self.spent).plus(&ceiling)) {
             return Ok(());
@@ -187,18 +193,17 @@ impl TurnAccount {
         self.hold = None;
     }
 
-    /// Ends the turn: settles everything it spent and releases its reservation, once. A failure is logged: the reservation then stays counted, more than the
-    /// turn spent rather than less.
+    /// Ends the turn: settles everything it spent and releases its reservation, once (a turn not admitted is
+    /// recorded). A failure is logged: the reservation then stays counted, more than the turn spent rather than less
+    /// (a turn not admitted reserved nothing, and goes uncounted).
     pub async fn close(&mut self) {
         let (Some(ledger), Some(hold)) = (self.ledger.as_ref(), self.hold.take()) else {
             return;
         };
         let delta = difference(&self.spent, &self.settled);
-        match ledger.settle(&hold, &delta, None).await {
+        match last_settlement(ledger.as_ref(), &hold, &delta).await {
             Ok(()) => self.settled = self.spent,
-            Err(e) => {
-                tracing::warn!(error = %e, turn = %hold.id, "the turn's usage was not settled: its reservation stays counted")
-            }
+            Err(e) => not_settled(&e, &hold),
         }
     }
 }
@@ -213,11 +218,35 @@ impl Drop for TurnAccount {
         let delta = difference(&self.spent, &self.settled);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                if let Err(e) = ledger.settle(&hold, &delta, None).await {
-                    tracing::warn!(error = %e, turn = %hold.id, "the turn's usage was not settled: its reservation stays counted");
+                if let Err(e) = last_settlement(ledger.as_ref(), &hold, &delta).await {
+                    not_settled(&e, &hold);
                 }
             });
         }
+    }
+}
+
+/// The turn's last write to its owner's counters: its hold released with what it spent since its last settlement
+/// when it was admitted, else the whole turn recorded.
+async fn last_settlement(
+    ledger: &dyn UsageLedger,
+    hold: &Hold,
+    unsettled: &UsageTotals,
+) -> Result<(), crate::StoreError> {
+    if hold.admitted {
+        ledger.settle(hold, unsettled, None).await
+    } else {
+        ledger.record(hold, unsettled).await
+    }
+}
+
+/// Logs a turn's last settlement that failed: an admitted turn's reservation stays counted, a turn not admitted
+/// (no limit held it) goes uncounted.
+fn not_settled(error: &crate::StoreError, hold: &Hold) {
+    if hold.admitted {
+        tracing::warn!(error = %error, turn = %hold.id, "the turn's usage was not settled: its reservation stays counted");
+    } else {
+        tracing::warn!(error = %error, turn = %hold.id, "the turn's usage was not settled: it was not recorded");
     }
 }
 

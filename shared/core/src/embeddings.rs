@@ -18,11 +18,9 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use time::OffsetDateTime;
-
-use crate::account::{TurnAccount, model_did_not_run};
+use crate::account::model_did_not_run;
 use crate::{
-    Caller, ChatError, ChatService, Hold, InvalidRequest, ModelError, Prices, Reserve, TokenUsage,
+    Caller, ChatError, ChatService, InvalidRequest, ModelError, Prices, Reserve, TokenUsage,
     UsageTotals, estimate_tokens,
 };
 
@@ -340,24 +338,13 @@ impl<M, St> ChatService<M, St> {
         let estimate = check_texts(&request.texts, profile)?;
         check_answer_fits(request.texts.len(), dimensions, request.encoding)?;
         let prices = Some(profile.prices);
-        let mut account = match self.ledger.clone() {
-            None => TurnAccount::unmetered(prices),
-            Some(ledger) => {
-                let hold = Hold::new(
-                    &caller.owner,
-                    Reserve::of_call(estimate, 0, prices.as_ref()),
-                    OffsetDateTime::now_utc(),
-                );
-                match ledger.admit(&hold, &self.usage_limits).await {
-                    Ok(Ok(())) => TurnAccount::held(ledger, hold, prices),
-                    Ok(Err(refused)) => {
-                        tracing::info!(limit = ?refused.kind, retry_after = refused.retry_after, "over a limit: embedding refused");
-                        return Err(ChatError::OverLimit(refused));
-                    }
-                    Err(e) => return Err(ChatError::Store(e)),
-                }
-            }
-        };
+        let mut account = self
+            .open_account(
+                &caller.owner,
+                Reserve::of_call(estimate, 0, prices.as_ref()),
+                prices,
+            )
+            .await?;
         let started = std::time::Instant::now();
         let outcome = embedder
             .embed(&request.model, profile, &request.texts, dimensions)

@@ -8,7 +8,7 @@ use time::OffsetDateTime;
 
 use crate::driver::RoundStarter;
 use crate::{
-    AttachmentStore, Caller, ChatError, ChatModel, ChatSettings, Hold, Limits, ReplyStream,
+    AttachmentStore, Caller, ChatError, ChatModel, ChatSettings, Family, Hold, Limits, ReplyStream,
     Reserve, Retriever, SessionStore, ToolBounds, ToolSource, TurnAccount, TurnInput, UsageLedger,
 };
 
@@ -86,11 +86,12 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         &self.usage_limits
     }
 
-    /// Admits a turn, before anything is asked of the model: in one atomic write of its caller's counters, refuses
-    /// it when they are over a quota (what they spent and what their turns in progress hold) or the rate limit, and
-    /// otherwise counts the request and holds what the turn's first model call may spend: a prompt up to the budget
-    /// and the output cap, priced. The account returned covers every later call and settles once the turn is over.
-    /// Without a ledger nothing is written, and the account only adds up.
+    /// Admits a turn, before anything is asked of the model: under a limit, in one atomic write of its caller's
+    /// counters, refuses it when they are over a quota (what they spent and what their turns in progress hold) or
+    /// the rate limit, and otherwise counts the request and holds what the turn's first model call may spend: a
+    /// prompt up to the budget and the output cap, priced. The account returned covers every later call and
+    /// settles once the turn is over. With no limit configured nothing is written now: the turn is recorded once
+    /// it ends. Without a ledger nothing is written, and the account only adds up.
     pub async fn admit(
         &self,
         caller: &Caller,
@@ -107,23 +108,12 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
         input: &TurnInput,
     ) -> Result<TurnAccount, ChatError> {
         let prices = settings.model.prices;
-        let Some(ledger) = self.ledger.clone() else {
-            return Ok(TurnAccount::unmetered(prices));
-        };
         let ceiling = Reserve::of_call(
             settings.model.max_prompt_tokens,
             u64::from(crate::prompt::output_cap(settings, input)),
             prices.as_ref(),
         );
-        let hold = Hold::new(&caller.owner, ceiling, OffsetDateTime::now_utc());
-        match ledger.admit(&hold, &self.usage_limits).await {
-            Ok(Ok(())) => Ok(TurnAccount::held(ledger, hold, prices)),
-            Ok(Err(refused)) => {
-                tracing::info!(limit = ?refused.kind, retry_after = refused.retry_after, "over a limit: turn refused");
-                Err(ChatError::OverLimit(refused))
-            }
-            Err(e) => Err(ChatError::Store(e)),
-        }
+        self.open_account(&caller.owner, ceiling, prices).await
     }
 
     /// Admits a turn ([`Self::admit`]) while its chat is read ([`Self::begin`]): the two at once, so that the
@@ -179,5 +169,40 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
 
     pub(crate) fn model(&self) -> &M {
         &self.model
+    }
+}
+
+impl<M, St> ChatService<M, St> {
+    /// The account of a request of `owner`'s whose first model call may spend `ceiling`: admitted in one atomic
+    /// write when a limit of turns is configured (refused over it), else opened with nothing written, to be
+    /// recorded once it ends. Without a ledger nothing is written, and the account only adds up.
+    pub(crate) async fn open_account(
+        &self,
+        owner: &str,
+        ceiling: Reserve,
+        prices: Option<crate::Prices>,
+    ) -> Result<TurnAccount, ChatError> {
+        let Some(ledger) = self.ledger.clone() else {
+            return Ok(TurnAccount::unmetered(prices));
+        };
+        let now = OffsetDateTime::now_utc();
+        if !self.usage_limits.counts(Family::Turns) {
+            // No limit to hold the turn to (a user's own item only replaces or lifts a configured one): nothing
+            // stands before its model call.
+            return Ok(TurnAccount::held(
+                ledger,
+                Hold::unadmitted(owner, now),
+                prices,
+            ));
+        }
+        let hold = Hold::new(owner, ceiling, now);
+        match ledger.admit(&hold, &self.usage_limits).await {
+            Ok(Ok(())) => Ok(TurnAccount::held(ledger, hold, prices)),
+            Ok(Err(refused)) => {
+                tracing::info!(limit = ?refused.kind, retry_after = refused.retry_after, "over a limit: turn refused");
+                Err(ChatError::OverLimit(refused))
+            }
+            Err(e) => Err(ChatError::Store(e)),
+        }
     }
 }

@@ -2,7 +2,13 @@
 //! of the functions. Each limit is a resource over a period ([`crate::LimitKind`]); the counters are one per UTC day,
 //! ISO week and month, and the sliding minute of the rate limit.
 //!
-//! Every turn is admitted by one atomic write ([`UsageLedger::admit`]) that checks the user's limits against what
+//! With no limit of turns configured (the defaults), nothing is written before a turn's model call: the turn is
+//! recorded once it ends, whatever ended it (an answer, a failure, a client gone), in one write
+//! ([`UsageLedger::record`]: its request, what it spent and the turn, in the periods it began in). No limit needs to
+//! see turns in progress then, and the user's own item cannot set one (it only replaces or lifts configured limits).
+//! A turn whose process dies before it ends is then not counted.
+//!
+//! Under a limit, every turn is admitted by one atomic write ([`UsageLedger::admit`]) that checks the user's limits against what
 //! they have spent *and what their turns in progress hold*, counts the request in its periods (and in the rate window
 //! while a rate is limited), and holds the turn's reservation ([`Hold`]): the most its first model call can spend (a
 //! prompt up to the budget and the output cap), priced. A turn settles what its model calls spent as it goes
@@ -204,6 +210,10 @@ pub struct Hold {
     /// How many settlements have changed it: each is applied only to the version it was written for, so that a
     /// settlement sent again (its answer lost) is never counted twice.
     pub version: u32,
+    /// Whether the turn was admitted, this hold written with its reservation ([`UsageLedger::admit`]). `false`: no
+    /// limit held the turn, nothing was written for it, it reserves nothing, and it is recorded whole once it ends
+    /// ([`UsageLedger::record`]).
+    pub admitted: bool,
 }
 
 impl Hold {
@@ -215,6 +225,15 @@ impl Hold {
             periods: Periods::at(now),
             reserved,
             version: 0,
+            admitted: true,
+        }
+    }
+
+    /// A new turn that no limit holds, begun now: nothing is written for it until it is recorded.
+    pub fn unadmitted(owner: &str, now: OffsetDateTime) -> Self {
+        Self {
+            admitted: false,
+            ..Self::new(owner, Reserve::default(), now)
         }
     }
 }
@@ -355,15 +374,21 @@ pub trait UsageLedger: Send + Sync {
         spent: &'a UsageTotals,
         next: Option<Reserve>,
     ) -> UsageFuture<'a, ()>;
+
+    /// Records the turn of `hold`, which was not admitted (no limit held it: [`Hold::unadmitted`]), once it is over:
+    /// its request, `spent` and the turn added to the hold's periods in one write. Applied once: an attempt whose
+    /// answer was lost is read back by the turn's id, and sent again only when it did not land.
+    fn record<'a>(&'a self, hold: &'a Hold, spent: &'a UsageTotals) -> UsageFuture<'a, ()>;
 }
 
 /// A turn's last settlement, offered to the store that writes the turn, so that a store keeping `ledger`'s counters
 /// makes it in the same write (counted exactly when the turn lands). A store that does not keep them leaves it, and
-/// the turn is settled through `ledger`.
+/// the turn is settled through `ledger`. A turn that was not admitted ([`Hold::admitted`]) is recorded whole by it.
 #[derive(Clone, Copy)]
 pub struct UsageCharge<'a> {
     /// The ledger the turn would otherwise be settled in: the store settles only counters it knows to be these.
     pub ledger: &'a dyn UsageLedger,
+    /// The turn's hold: released by the charge when it was admitted, else only its owner, id and periods count.
     pub hold: &'a Hold,
     /// What the turn spent that it has not settled yet.
     pub spent: &'a UsageTotals,

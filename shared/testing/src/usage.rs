@@ -20,6 +20,8 @@ struct Counters {
     windows: HashMap<(String, i64), u64>,
     /// The open holds by id, as last settled.
     holds: HashMap<String, Hold>,
+    /// The turns recorded without admission, by id (one recorded again changes nothing).
+    recorded: std::collections::HashSet<String>,
     limits: HashMap<String, LimitOverrides>,
     /// The uploads counted, by id (one counted again changes nothing).
     uploads_counted: std::collections::HashSet<String>,
@@ -245,6 +247,18 @@ impl UsageLedger for InMemoryUsage {
         }
         Box::pin(async { Ok(()) })
     }
+
+    fn record<'a>(&'a self, hold: &'a Hold, spent: &'a UsageTotals) -> UsageFuture<'a, ()> {
+        let mut c = self.counters.lock().unwrap();
+        if c.recorded.insert(hold.id.clone()) {
+            c.each_period(&hold.owner, &hold.periods, |p| {
+                p.spent.add(spent);
+                p.requests += 1;
+                p.turns += 1;
+            });
+        }
+        Box::pin(async { Ok(()) })
+    }
 }
 
 /// One `#[tokio::test]` per check of [`usage_contract`], each on a fresh subject: `$fresh` is an expression whose
@@ -259,6 +273,7 @@ macro_rules! usage_contract {
             turns_in_progress_count_against_a_quota, the_rate_window_slides_across_a_minute_boundary,
             concurrent_turns_all_count, an_operators_limits_are_read_back,
             a_requests_quota_admits_exactly_its_limit, a_week_counts_across_its_days,
+            a_turn_recorded_without_admission_counts_once,
         );
     };
 }
@@ -440,6 +455,37 @@ pub mod usage_contract {
         assert_eq!(bob.month.turns, 1);
         let carol = ledger.read("carol", &today).await.unwrap();
         assert_eq!(carol, UsageSnapshot::default());
+    }
+
+    /// A turn that no limit held is recorded once it ends, in the periods it began in: its request, what it spent
+    /// and the turn, nothing held and no rate window counted; recorded again (its answer lost), it counts once; it
+    /// adds up with turns admitted and settled as one of them would.
+    pub async fn a_turn_recorded_without_admission_counts_once(subject: &Subject) {
+        let ledger = &*subject.ledger;
+        let at = datetime!(2026-11-25 10:00 UTC);
+        let periods = Periods::at(at);
+        let hold = Hold::unadmitted("hana", at);
+        assert!(!hold.admitted);
+        ledger.record(&hold, &spent(100, 0.25)).await.unwrap();
+        ledger.record(&hold, &spent(100, 0.25)).await.unwrap();
+        let read = ledger.read("hana", &periods).await.unwrap();
+        for period in [read.day, read.week, read.month] {
+            assert_eq!(period.spent, spent(100, 0.25));
+            assert_eq!((period.requests, period.turns), (1, 1), "counted once");
+            assert_eq!(period.reserved.tokens, 0);
+            assert_eq!(period.held().tokens, 100);
+        }
+        assert_eq!(
+            read.window.requests(),
+            0,
+            "no rate limit: no window counted"
+        );
+        turn(ledger, "hana", at, reserve(500, 0.5), spent(40, 0.5)).await;
+        let read = ledger.read("hana", &periods).await.unwrap();
+        assert_eq!(read.day.spent.tokens.total_tokens, 140);
+        assert_eq!(read.day.spent.cost_usd, Some(0.75));
+        assert_eq!((read.day.requests, read.day.turns), (2, 2));
+        assert_eq!(read.day.held().tokens, 140);
     }
 
     /// A turn holds its reservation from its admission until it settles: what it spent so far and a new

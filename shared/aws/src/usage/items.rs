@@ -1,6 +1,6 @@
-//! The usage items (a period's counters, a rate window, a turn's hold, an upload's mark, the operator's limits):
-//! where each sits, how it reads, and every write of each, built here only, so that a new counter is one change
-//! here. The conditions and the attributes of the limits are built from the list of limits in force, one rule for
+//! The usage items (a period's counters, a rate window, a turn's hold or record mark, an upload's mark, the
+//! operator's limits): where each sits, how it reads, and every write of each, built here only, so that a new
+//! counter is one change here. The conditions and the attributes of the limits are built from the list of limits in force, one rule for
 //! every limit.
 
 use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, TransactWriteItem};
@@ -23,6 +23,8 @@ const WINDOW_KEPT_SECONDS: i64 = 3_600;
 const HOLD_KEPT_SECONDS: i64 = 2 * 86_400;
 /// An upload's mark: only to read back a count whose answer was lost, so as long as its day's counter.
 const UPLOAD_KEPT_SECONDS: i64 = 2 * 86_400;
+/// A turn's record mark: the same, for a record whose answer was lost.
+const RECORD_KEPT_SECONDS: i64 = 2 * 86_400;
 
 /// The attribute of the operator's item that sets `kind` for its user: `{resource}Per{Period}` in camel case
 /// (`tokensPerDay`, `uploadedBytesPerWeek`), `ratePerMinute` for requests per minute, its name from before, and the
@@ -155,6 +157,10 @@ fn hold_sk(id: &str) -> String {
     format!("HOLD#{id}")
 }
 
+fn record_sk(id: &str) -> String {
+    format!("TURN#{id}")
+}
+
 fn upload_sk(id: &str) -> String {
     format!("UPLOAD#{id}")
 }
@@ -211,6 +217,11 @@ pub(super) fn key(owner: &str, sk: &str) -> Item {
 /// The key of `hold`'s item.
 pub(super) fn hold_key(hold: &Hold) -> Item {
     key(&hold.owner, &hold_sk(&hold.id))
+}
+
+/// The key of the mark of a turn recorded without admission.
+pub(super) fn record_key(hold: &Hold) -> Item {
+    key(&hold.owner, &record_sk(&hold.id))
 }
 
 /// The key of `upload`'s mark.
@@ -339,6 +350,30 @@ impl Counter {
         before: &Reserve,
         after: Option<&Reserve>,
     ) -> TransactWriteItem {
+        self.settled(spent, before, after)
+            .update(table, key(owner, &self.sk))
+    }
+
+    /// A turn recorded whole ([`chat_core::UsageLedger::record`]): its request, `spent` and the turn, as an
+    /// admission that reserved nothing and its last settlement add them together (the same attributes).
+    pub(super) fn record(
+        &self,
+        table: &str,
+        owner: &str,
+        spent: &UsageTotals,
+    ) -> TransactWriteItem {
+        self.settled(spent, &Reserve::default(), None)
+            .add("requests", n(1))
+            .update(table, key(owner, &self.sk))
+    }
+
+    /// The update of [`Counter::settle`].
+    fn settled(
+        &self,
+        spent: &UsageTotals,
+        before: &Reserve,
+        after: Option<&Reserve>,
+    ) -> Expression {
         let mut e = Expression::new();
         let t = &spent.tokens;
         for (name, value) in token_attributes(t) {
@@ -367,7 +402,6 @@ impl Counter {
             e = e.add("turns", n(1));
         }
         e.set_if_absent(EXPIRES_AT, n(self.expires_at))
-            .update(table, key(owner, &self.sk))
     }
 }
 
@@ -432,6 +466,23 @@ pub(super) fn hold_settled(
         None if guarded => at_version(Expression::new()).delete(table, hold_key(hold)),
         None => Expression::new().delete(table, hold_key(hold)),
     }
+}
+
+/// A turn recorded without admission: its mark put, on condition that it is not there yet (unless `guarded` is
+/// false: in a turn's own transaction, which its store writes once), so that a record sent again finds it landed.
+pub(super) fn record_put(table: &str, hold: &Hold, guarded: bool) -> TransactWriteItem {
+    let mut item = record_key(hold);
+    item.insert(
+        EXPIRES_AT.into(),
+        n(hold.periods.now.unix_timestamp() + RECORD_KEPT_SECONDS),
+    );
+    let e = Expression::new();
+    let e = if guarded {
+        e.if_absent(PARTITION_KEY)
+    } else {
+        e
+    };
+    e.put(table, item)
 }
 
 /// An upload's count: its mark put, on condition that it is not there yet (a count sent again finds it landed).

@@ -9,11 +9,18 @@
 //! | a month's spending | `USAGE#{owner}` | `MONTH#2026-11` | the same |
 //! | a window of the rate limit | `USAGE#{owner}` | `RATE#000176423456` (its last bucket of 10 s) | `requests` admitted in it, `expiresAt` |
 //! | a turn's hold | `USAGE#{owner}` | `HOLD#{turn id}` | `reservedTokens`, `reservedCostUsd`, `day`, `week`, `month`, `version`, `expiresAt` |
+//! | a turn's record mark (no limit held it) | `USAGE#{owner}` | `TURN#{turn id}` | `expiresAt` |
 //! | an upload's mark | `USAGE#{owner}` | `UPLOAD#{upload id}` | `documents`, `bytes`, `day`, `expiresAt` |
 //! | a place of an open watch of documents | `USAGE#{owner}` | `WATCH#{0 up to QUOTA_OPEN_WATCHES}` | `watchId` (its holder), `until` (Unix seconds: free after; 0 once given back), `expiresAt` |
 //! | the operator's limits for the user | `USAGE#{owner}` | `LIMITS` | one attribute per limit, `{resource}Per{Period}` (`tokensPerDay`, `requestsPerWeek`; `ratePerMinute` for requests per minute) |
 //!
-//! **Admission** is one `TransactWriteItems`: the turn's hold is put (unless it exists), the day's, the week's and
+//! **A turn no limit holds** (none configured) is written once, when it ends: one `TransactWriteItems` puts its
+//! record mark (unless it exists) and adds its request, what it spent and the turn to the day's, the week's and the
+//! month's counters; nothing is written before its model call. A record whose answer is lost is read back by its
+//! mark, and sent again only when the mark is not there. In a turn its store writes to this table, the same writes
+//! go in the turn's own transaction ([`turn_settlement`]).
+//!
+//! **Admission** (under a limit) is one `TransactWriteItems`: the turn's hold is put (unless it exists), the day's, the week's and
 //! the month's counters add the request and its reservation on condition that what they hold is under each limit of
 //! their period (built from the list of limits in force), the request is added to the seven windows it falls in on
 //! condition that its own holds fewer than the rate limit, and a condition check of the
@@ -68,8 +75,8 @@ use crate::table::SORT_KEY;
 use items::{
     LIMITS_SK, PeriodItem, WATCH_SK_PREFIX, WatchItem, day_sk, hold_key, hold_put, hold_settled,
     key, limit_attributes, limit_overrides, limits_as_seen, month_sk, period_counters, read_item,
-    upload_add, upload_key, upload_put, watch_give_back, watch_key, watch_take, week_sk,
-    window_admit, window_sk,
+    record_key, record_put, upload_add, upload_key, upload_put, watch_give_back, watch_key,
+    watch_take, week_sk, window_admit, window_sk,
 };
 
 /// How often a transaction that another one of the same user's held up (it was not applied) is sent again, and an
@@ -105,16 +112,38 @@ fn settlement(
     writes
 }
 
+/// The writes that record the turn of `hold`, which was not admitted (see [`UsageLedger::record`]): its mark put,
+/// on condition that it is not there yet (unless `guarded` is false: in a turn's own transaction), and the day's,
+/// the week's and the month's counters.
+fn recording(
+    table: &str,
+    hold: &Hold,
+    spent: &UsageTotals,
+    guarded: bool,
+) -> Vec<TransactWriteItem> {
+    let mut writes = vec![record_put(table, hold, guarded)];
+    for counter in period_counters(&hold.periods) {
+        writes.push(counter.record(table, &hold.owner, spent));
+    }
+    writes
+}
+
 /// The writes that make a turn's last settlement in the turn's own transaction, when its store writes to `table`:
 /// the same as [`UsageLedger::settle`] makes with no next reservation, the hold deleted without a condition (the
 /// store writes the turn once: a retried attempt is found by its token), so that the counters read the same
-/// whichever way a turn was settled.
+/// whichever way a turn was settled; or, for a turn not admitted, the same as [`UsageLedger::record`] makes, its
+/// mark put without a condition (a record through the ledger after a turn's write that landed, its answer lost,
+/// finds it and changes nothing).
 pub(crate) fn turn_settlement(
     table: &str,
     hold: &Hold,
     spent: &UsageTotals,
 ) -> Vec<TransactWriteItem> {
-    settlement(table, hold, spent, None, false)
+    if hold.admitted {
+        settlement(table, hold, spent, None, false)
+    } else {
+        recording(table, hold, spent, false)
+    }
 }
 
 /// Why a transaction of the ledger was cancelled: by which of its writes, in order.
@@ -448,6 +477,59 @@ impl DynamoUsage {
 }
 
 impl DynamoUsage {
+    /// Records the turn of `hold` (see [`UsageLedger::record`]) in the transaction the module's documentation
+    /// describes.
+    async fn record_turn(&self, hold: &Hold, spent: &UsageTotals) -> Result<(), StoreError> {
+        for attempt in 1..=ATTEMPTS {
+            let writes = recording(&self.table, hold, spent, true);
+            let span = tracing::info_span!("store.usage.record");
+            let e = match transact(&self.client, writes, span).await {
+                Ok(_) => return Ok(()),
+                Err(e) => e,
+            };
+            if let Some(reasons) = cancellation_reasons(&e)
+                && reasons
+                    .first()
+                    .is_some_and(|r| r.as_deref() == Some("ConditionalCheckFailed"))
+            {
+                // The mark exists: an earlier attempt of this very record landed, its answer lost.
+                return Ok(());
+            }
+            if conflicted(&e) && attempt < ATTEMPTS {
+                pause().await;
+                continue;
+            }
+            // No answer, or one that does not say: the mark tells whether the record landed. Sent again only when
+            // it did not and the failure may pass; the mark's condition keeps a late landing from counting twice.
+            let known = cancellation_reasons(&e).is_some();
+            let e = failed(e);
+            if self.marked(record_key(hold)).await? {
+                return Ok(());
+            }
+            if known || !matches!(e, StoreError::Unavailable(_)) || attempt == ATTEMPTS {
+                return Err(e);
+            }
+        }
+        Err(StoreError::Unavailable(
+            "the record was held up by the user's other writes".into(),
+        ))
+    }
+
+    /// Whether the item of `key` (a mark) is stored: a consistent read.
+    async fn marked(&self, key: Item) -> Result<bool, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key))
+            .consistent_read(true)
+            .send()
+            .instrument(tracing::info_span!("store.usage.get_item"))
+            .await
+            .map_err(failed)?;
+        Ok(out.item.is_some())
+    }
+
     /// Counts `upload` under `configured` (see [`UploadQuota::count_upload`]), in the transaction the module's
     /// documentation describes.
     async fn count(
@@ -549,17 +631,7 @@ impl DynamoUsage {
 
     /// Whether `upload`'s count is stored (its mark is).
     async fn upload_counted(&self, upload: &Upload) -> Result<bool, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(upload_key(upload)))
-            .consistent_read(true)
-            .send()
-            .instrument(tracing::info_span!("store.usage.get_item"))
-            .await
-            .map_err(failed)?;
-        Ok(out.item.is_some())
+        self.marked(upload_key(upload)).await
     }
 }
 
@@ -734,6 +806,10 @@ impl UsageLedger for DynamoUsage {
         next: Option<Reserve>,
     ) -> UsageFuture<'a, ()> {
         Box::pin(async move { self.settle_hold(hold, spent, next.as_ref()).await })
+    }
+
+    fn record<'a>(&'a self, hold: &'a Hold, spent: &'a UsageTotals) -> UsageFuture<'a, ()> {
+        Box::pin(self.record_turn(hold, spent))
     }
 
     fn as_any(&self) -> Option<&dyn std::any::Any> {
