@@ -47,6 +47,7 @@ from samcli.yamlhelper import yaml_parse
 from samtranslator.translator.transform import transform
 
 import checks  # tests/checks.py: the runner of the test_* functions
+from routes import block, router_routes  # tests/routes.py: the routes the routers declare
 
 # The translator reads the region from a boto3 session: one fixed here, whatever the developer's AWS profile says.
 os.environ["AWS_DEFAULT_REGION"] = "us-east-1"
@@ -325,65 +326,13 @@ def concrete(path):
     return path.replace("{id}", "3f2a9c").replace("{*path}", "anything/else").replace("{*id}", "us.model-v1:0")
 
 
-def block(text, start):
-    """The text between the brace that opens at or after `start` and the one that closes it."""
-    opening = text.index("{", start)
-    depth = 0
-    for i in range(opening, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[i], 0)
-        if depth == 0:
-            return text[opening + 1:i], i + 1
-    raise AssertionError(f"unclosed block at {start}")
-
-
 def declared_routes():
-    """Each path the functions' routers declare (shared/app), and which functions declare it. A path two functions
-    declare (the bare /multi-agent-chat, OpenAI's routes) may go to either."""
+    """Each path the functions' routers declare (shared/app, read by tests/routes.py), catch-alls included, and which
+    functions declare it. A path two functions declare (the bare /multi-agent-chat, OpenAI's routes) may go to
+    either."""
     declared = {}
-
-    def add(path, *functions):
-        declared.setdefault(concrete(path), set()).update(functions)
-
-    def read(source):
-        """The source, a route named by a constant (`.route(ROUTE, …)`) spelled out."""
-        with open(os.path.join(ROOT, "shared", "app", "src", source)) as f:
-            text = f.read()
-        for name, path in re.findall(r'const ([A-Z_]+): &str = "(/[^"]*)";', text):
-            text = re.sub(r'(\.route\(\s*)' + name + r'\b', lambda m: m.group(1) + f'"{path}"', text)
-        return text
-
-    routes = r'\.route\(\s*"([^"]+)"'
-    chat = ("chat", "chat-stream")
-    # Routers both chat functions merge (chat/mod.rs): their paths are either's, except where they depend on
-    # whether the function streams (`if serving.streams { <chat-stream's> } else { <chat's> }`).
-    for source in (
-        "chat/turns.rs",
-        "chat/agents.rs",
-        "chat/anthropic.rs",
-        "chat/openai.rs",
-        "chat/embeddings.rs",
-    ):
-        text = read(source)
-        at = text.find("if serving.streams")
-        if at >= 0:
-            streamed, end = block(text, at)
-            assert text[end:].lstrip().startswith("else"), source
-            buffered, end = block(text, end)
-            for path in re.findall(r'"(/[^"]*)"', streamed):
-                add(path, "chat-stream")
-            for path in re.findall(r'"(/[^"]*)"', buffered):
-                add(path, "chat")
-            text = text[:at] + text[end:]
-        for path in re.findall(routes, text):
-            add(path, *chat)
-    # The routes one chat function adds of its own (chat/mod.rs).
-    text = read("chat/mod.rs")
-    for name, function in (("Buffered", "chat"), ("Streamed", "chat-stream")):
-        body, _ = block(text, text.index(f"impl ChatFunction for {name}"))
-        for path in re.findall(routes, body):
-            add(path, function)
-    for path in re.findall(routes, read("history/mod.rs")):
-        add(path, "history")
+    for path, route in router_routes(catch_alls=True).items():
+        declared.setdefault(concrete(path), set()).update(route["functions"])
     return declared
 
 
