@@ -393,6 +393,43 @@ def test_iam_mode_with_a_distribution_or_a_user_pool_is_refused():
     assert len(refusals(AuthMode="jwt")) == 3  # jwt without a pool needs its issuer, audience and keys
 
 
+def team_configuration():
+    """The parameters samconfig.example.toml's `team` configuration deploys with (its `parameter_overrides`)."""
+    with open(os.path.join(ROOT, "samconfig.example.toml"), "rb") as f:
+        overrides = tomllib.load(f)["team"]["deploy"]["parameters"]["parameter_overrides"]
+    return dict(o.split("=", 1) for o in overrides)
+
+
+def test_the_team_configuration_deploys_in_one_step():
+    """`sam deploy --config-env team` (docs/deploy.md, "One step for a team"): each name a parameter, each value one
+    it allows, no Rule refuses it, and the stack has sign-in, one address, a knowledge base, the alarms' mail and the
+    caps wired to the functions."""
+    team = team_configuration()
+    params = raw_template()["Parameters"]
+    assert not set(team) - set(params), f"not template parameters: {sorted(set(team) - set(params))}"
+    for name, value in team.items():
+        p = params[name]
+        if "AllowedValues" in p:
+            assert value in [str(v) for v in p["AllowedValues"]], (name, value, p["AllowedValues"])
+        if "AllowedPattern" in p:
+            assert re.fullmatch(p["AllowedPattern"], value), (name, value, p["AllowedPattern"])
+        if "MinValue" in p:
+            assert float(value) >= float(p["MinValue"]), (name, value)
+    refusals = Stack(raw_template_conditions(), team).refusals(raw_template()["Rules"])
+    assert refusals == [], refusals
+    s = Stack(transformed(team), team)
+    kinds = {r["Type"] for r in s.resources.values()}
+    for kind in ("AWS::Cognito::UserPool", "AWS::CloudFront::Distribution", "AWS::Bedrock::KnowledgeBase",
+                 "AWS::SNS::Subscription"):
+        assert kind in kinds, f"the team's stack has no {kind}"
+    env = environment(s, "ChatStreamFunction")
+    for variable, parameter in [("AUTH_MODE", "AuthMode"), ("QUOTA_TOKENS_PER_DAY", "QuotaTokensPerDay"),
+                                ("QUOTA_COST_PER_MONTH", "QuotaCostPerMonth"), ("RATE_LIMIT_PER_MINUTE", "RateLimitPerMinute")]:
+        assert env[variable] == {"Ref": parameter}, (variable, env[variable])
+    assert "cognito-idp" in env["JWT_ISSUER"]["Fn::Sub"], env["JWT_ISSUER"]
+    assert env["KNOWLEDGE_BASE_ID"] == {"Fn::GetAtt": ["KnowledgeBase", "KnowledgeBaseId"]}, env["KNOWLEDGE_BASE_ID"]
+
+
 # ---- Sign-up (SelfSignUp) ----
 
 COGNITO = "cognito-idp.amazonaws.com"
