@@ -32,15 +32,23 @@ any model, as shared/runtime/src/metrics.rs records them; the latency alarm leav
 parameter is in one group with a label. And each numeric parameter allows only what the configuration code accepts, as its source
 says (code_bounds reads config.rs).
 
+samconfig.example.toml's `team` configuration: its parameters are the template's, with values they allow, and the
+Rules take them. deploy/create.sh, run offline with the AWS CLI and cargo stood in for, grants its one role what the
+template's roles grant for the same settings (the embedding models, the allowed models, the guardrail, the knowledge
+base, and its uploads).
+
 Run by `make lint` with the venv's python; prints `N passed, N failed`, exit status 1 on any failure.
 """
 
 import copy
 import functools
+import json
 import logging
 import os
 import re
+import subprocess
 import sys
+import tempfile
 import tomllib
 
 from samcli.yamlhelper import yaml_parse
@@ -994,6 +1002,86 @@ def test_document_access_open_with_create_knowledge_base_is_refused():
     # An existing knowledge base the operator fills without uploads may still be open (nothing of it is private).
     assert refusals(**MODES["existing-kb"], DocumentAccess="open") == []
     assert refusals(**MODES["pool"], DocumentAccess="open") == []
+
+
+# ---- deploy/create.sh grants what the template grants ----
+
+# Stand-ins for the AWS CLI and cargo: create.sh runs whole, offline, and the role's policy document is kept.
+FAKE_AWS = r"""#!/bin/bash
+case "$*" in
+  *generate-cli-skeleton*) echo '{"InvokedViaFunctionUrl": true}' ;;
+  "configure get region") echo us-east-1 ;;
+  *"get-caller-identity --query Account"*) echo 123456789012 ;;
+  *"get-caller-identity --query Arn"*) echo arn:aws:iam::123456789012:user/dev ;;
+  *Table.TableArn*) echo arn:aws:dynamodb:us-east-1:123456789012:table/chat-backend ;;
+  *Role.Arn*) echo arn:aws:iam::123456789012:role/chat-backend-functions ;;
+  *put-role-policy*)
+    while [ $# -gt 0 ]; do [ "$1" = --policy-document ] && printf '%s' "$2" > "$FAKE_AWS_POLICY"; shift; done ;;
+  *FunctionUrl*|*function-url*) echo https://abc.lambda-url.us-east-1.on.aws/ ;;
+esac
+exit 0
+"""
+
+
+def create_sh_policy(env):
+    """The role policy deploy/create.sh puts for `env` (its settings), run against the stand-ins."""
+    with tempfile.TemporaryDirectory() as d:
+        for name, text in (("aws", FAKE_AWS), ("cargo", "#!/bin/sh\nexit 0\n")):
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+            os.chmod(os.path.join(d, name), 0o755)
+        policy = os.path.join(d, "policy.json")
+        run = subprocess.run(["bash", "deploy/create.sh"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "PATH": f"{d}:{os.environ['PATH']}", "AWS_REGION": "us-east-1",
+                                  "ROLE_WAIT_SECONDS": "0", "FAKE_AWS_POLICY": policy, **env})
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+        with open(policy) as f:
+            return json.load(f)
+
+
+def by_sid(statements):
+    """{Sid: (actions, resources, condition)}, each a sorted tuple, statements of one Sid merged."""
+    out = {}
+    for st in statements:
+        actions, resources, condition = out.get(st["Sid"], (set(), set(), None))
+        out[st["Sid"]] = (actions | set(as_list(st["Action"])), resources | set(as_list(st["Resource"])),
+                          json.dumps(st.get("Condition"), sort_keys=True) if st.get("Condition") else condition)
+    return {sid: (tuple(sorted(a)), tuple(sorted(r)), c) for sid, (a, r, c) in out.items()}
+
+
+def test_create_sh_grants_what_the_template_grants():
+    """The embedding models /v1/embeddings serves (the code's default when unset), the models an OpenAI client may
+    name, the guardrail and the knowledge base: the same actions on the same resources as the template's roles (their
+    union: create.sh has one role for the three functions). And the uploads into a named knowledge base: the actions
+    the template grants on the one it creates."""
+    shared = {"ALLOWED_MODELS": "us.amazon.nova-pro-v1:0", "GUARDRAIL_ID": "gr1abcdefgh", "KNOWLEDGE_BASE_ID": "ABCDEFGHIJ"}
+    script = by_sid(create_sh_policy({"EXTRA_ENV": json.dumps(shared)})["Statement"])
+    params = {"AuthMode": "iam", "AllowedModels": shared["ALLOWED_MODELS"], "GuardrailId": shared["GUARDRAIL_ID"],
+              "KnowledgeBaseId": shared["KNOWLEDGE_BASE_ID"]}
+    s = Stack(transformed(params), params)
+    compared = ("EmbedWithTheConfiguredEmbeddingModels", "InvokeTheAllowedModels",
+                "InvokeTheAllowedModelsInEveryRegionOfTheirProfiles", "ApplyTheConfiguredGuardrail",
+                "RetrieveFromTheConfiguredKnowledgeBase")
+    template = by_sid([rendered(st, s.values) for function in ("ChatFunction", "ChatStreamFunction", "HistoryFunction")
+                       for st in role_statements(s, f"{function}Role") if st.get("Sid") in compared])
+    for sid in compared:
+        assert sid in template, f"the template has no {sid}: {sorted(template)}"
+        assert script.get(sid) == template[sid], f"{sid}:\n  create.sh: {script.get(sid)}\n  template:  {template[sid]}"
+    # Without an embedding model named, the functions serve (and the role may invoke) the code's default.
+    default = by_sid(create_sh_policy({})["Statement"])
+    assert default["EmbedWithTheConfiguredEmbeddingModels"][1] == (
+        "arn:aws:bedrock:us-east-1::foundation-model/amazon.titan-embed-text-v2:0",), default
+    assert "EmbedWithTheConfiguredEmbeddingModels" not in by_sid(create_sh_policy({"EMBEDDING_MODELS": ""})["Statement"])
+    # Uploads into a knowledge base the script is told of: the template's actions for its own.
+    docs = by_sid(create_sh_policy({"EXTRA_ENV": json.dumps({**shared, "DOCUMENTS_BUCKET": "docs-bucket",
+                                                              "KNOWLEDGE_BASE_DATA_SOURCE_ID": "DS12345678"})})["Statement"])
+    kb = Stack(transformed(MODES["kb"]), MODES["kb"])
+    created = {st["Sid"]: tuple(sorted(as_list(st["Action"]))) for st in role_statements(kb, "HistoryFunctionRole")
+               if st.get("Sid") in ("KeepTheDocuments", "IngestTheDocuments")}
+    for sid in ("KeepTheDocuments", "IngestTheDocuments"):
+        assert docs[sid][0] == created[sid], (sid, docs[sid], created[sid])
+    assert docs["IngestTheDocuments"][1] == ("arn:aws:bedrock:us-east-1:123456789012:knowledge-base/ABCDEFGHIJ",)
+    assert docs["KeepTheDocuments"][1] == ("arn:aws:s3:::docs-bucket/*",)
 
 
 # ---- Sharing documents (DocumentAdminGroup, JwtGroupsClaim) ----
