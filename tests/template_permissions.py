@@ -1006,7 +1006,8 @@ def test_document_access_open_with_create_knowledge_base_is_refused():
 
 # ---- deploy/create.sh grants what the template grants ----
 
-# Stand-ins for the AWS CLI and cargo: create.sh runs whole, offline, and the role's policy document is kept.
+# Stand-ins for the AWS CLI, cargo and cargo-lambda: create.sh runs whole, offline, and the role's policy document is
+# kept.
 FAKE_AWS = r"""#!/bin/bash
 case "$*" in
   *generate-cli-skeleton*) echo '{"InvokedViaFunctionUrl": true}' ;;
@@ -1026,7 +1027,7 @@ exit 0
 def create_sh_policy(env):
     """The role policy deploy/create.sh puts for `env` (its settings), run against the stand-ins."""
     with tempfile.TemporaryDirectory() as d:
-        for name, text in (("aws", FAKE_AWS), ("cargo", "#!/bin/sh\nexit 0\n")):
+        for name, text in (("aws", FAKE_AWS), ("cargo", "#!/bin/sh\nexit 0\n"), ("cargo-lambda", "#!/bin/sh\nexit 0\n")):
             with open(os.path.join(d, name), "w") as f:
                 f.write(text)
             os.chmod(os.path.join(d, name), 0o755)
