@@ -372,6 +372,15 @@ def test_distribution_sends_every_route_to_its_function():
     assert config["HttpVersion"] == "http2and3", config["HttpVersion"]
 
 
+def test_the_local_runs_router_names_every_route_the_chat_function_does_not_answer():
+    """Under `cargo lambda watch` (the invoke suite) the router's catch-all goes to the chat function: every route it
+    does not declare (the history function's, chat-stream's own) must be named in Cargo.toml's router."""
+    with open(os.path.join(ROOT, "Cargo.toml"), "rb") as f:
+        router = tomllib.load(f)["workspace"]["metadata"]["lambda"]["watch"]["router"]
+    missing = sorted(p for p, r in router_routes().items() if "chat" not in r["functions"] and p not in router)
+    assert not missing, f"Cargo.toml's router sends these to the chat function, which does not answer them: {missing}"
+
+
 def test_streaming_url_streams_and_the_page_uses_one_address():
     s = stack("pool")
     urls = {u["Properties"]["TargetFunctionArn"]["Ref"]: u["Properties"] for u in s.of_type("AWS::Lambda::Url").values()}
