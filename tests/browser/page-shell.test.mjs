@@ -195,6 +195,12 @@ describe(`the page's shell at ${BASE}/ after some use`, () => {
         await page.keyboard.press('Escape');
         await page.waitForSelector('#side', { hidden: true });
         assert.equal(await page.evaluate(() => document.activeElement.id), 'nav-toggle', 'the focus is back on the button');
+        // A tap on the conversation beside the drawer closes it too.
+        await page.click('#nav-toggle');
+        await page.waitForSelector('#side.open', { visible: true });
+        await page.mouse.click(viewport.width - 10, 400);
+        await page.waitForSelector('#side', { hidden: true });
+        assert.equal(await page.$eval('#nav-toggle', (b) => b.getAttribute('aria-expanded')), 'false');
       } else {
         // The sections are tabs: each reached without scrolling past the chats, and the one chosen is remembered.
         const tabs = await page.$$eval('#side [role="tab"]:not([hidden])', (t) => t.map((x) => x.textContent));
