@@ -41,7 +41,7 @@ lint: tools
 	$(VENV)/bin/python tests/template_permissions.py
 	$(VENV)/bin/python tests/sign_up_check.py
 	bash -n deploy/create.sh && bash -n deploy/remove.sh && $(VENV)/bin/shellcheck deploy/*.sh
-	$(PYTHON) tests/docs_config.py && $(PYTHON) tests/docs_links.py
+	$(PYTHON) tests/docs_config.py && $(PYTHON) tests/docs_links.py && $(PYTHON) tests/docs_routes.py
 	$(PYTHON) tools/module_circles.py --through-reexports
 
 # The local-run crate's tests are the suites' own: they run there, against the running backend.

@@ -16,8 +16,15 @@
 #   MODEL_ID      model or inference profile (default: Claude Haiku 4.5's global profile, as the template)
 #   ARCH          arm64 (default) or x86_64;  MEMORY_SIZE (256) MB;  TIMEOUT (300) s;  LOG_RETENTION_DAYS (30)
 #   CORS_ALLOWED_ORIGINS  browser origins (comma-separated) the URLs answer CORS for, besides the page
+#   EMBEDDING_MODELS  the models POST /v1/embeddings serves (default amazon.titan-embed-text-v2:0, as the template;
+#                 empty: none), among amazon.titan-embed-text-v2:0, cohere.embed-english-v3,
+#                 cohere.embed-multilingual-v3, cohere.embed-v4:0
 #   KNOWLEDGE_BASE_ID, PAGE_OIDC_*, and any other setting of docs/configuration.md as EXTRA_ENV, a JSON
 #   object ({"MAX_TOKENS":"2048"}) merged into every function's environment.
+#
+# The role grants what the template grants for what the functions are configured with (EXTRA_ENV's value, else the
+# variable's): the model, the embedding models, ALLOWED_MODELS, GUARDRAIL_ID, KNOWLEDGE_BASE_ID (Retrieve) and, with
+# DOCUMENTS_BUCKET and KNOWLEDGE_BASE_DATA_SOURCE_ID beside it, the uploads into that knowledge base.
 #
 # Needs: the AWS CLI, v2 2.31.13 or later (or v1 1.42.50 or later; both of October 2025), for `lambda
 # add-permission --invoked-via-function-url`, the permission function URLs need since then; cargo-lambda from
@@ -50,7 +57,26 @@ MEMORY_SIZE=${MEMORY_SIZE:-256}
 TIMEOUT=${TIMEOUT:-300}
 LOG_RETENTION_DAYS=${LOG_RETENTION_DAYS:-30}
 EXTRA_ENV=${EXTRA_ENV:-"{}"}
+EMBEDDING_MODELS=${EMBEDDING_MODELS-amazon.titan-embed-text-v2:0}
 FUNCTIONS=(chat chat-stream history)
+export EXTRA_ENV EMBEDDING_MODELS
+
+# A setting as the functions get it: EXTRA_ENV's value, else the variable's (empty when neither sets it).
+configured() {
+  python3 -c 'import json, os, sys
+extra = json.loads(os.environ["EXTRA_ENV"])
+if not isinstance(extra, dict):
+    sys.exit("create.sh: EXTRA_ENV is a JSON object of variables")
+print(extra.get(sys.argv[1], os.environ.get(sys.argv[1], "")))' "$1"
+}
+EMBEDDINGS=$(configured EMBEDDING_MODELS)
+for m in ${EMBEDDINGS//,/ }; do
+  case $m in
+    amazon.titan-embed-text-v2:0|cohere.embed-english-v3|cohere.embed-multilingual-v3|cohere.embed-v4:0) ;;
+    *) echo "create.sh: EMBEDDING_MODELS names $m; the embedding models are amazon.titan-embed-text-v2:0," \
+         "cohere.embed-english-v3, cohere.embed-multilingual-v3 and cohere.embed-v4:0" >&2; exit 2 ;;
+  esac
+done
 
 case $AUTH_MODE in
   iam) URL_AUTH=AWS_IAM ;;
@@ -129,10 +155,57 @@ else
     \"Action\":[\"bedrock:InvokeModel\",\"bedrock:InvokeModelWithResponseStream\"],
     \"Resource\":[\"arn:$PARTITION:bedrock:$REGION::foundation-model/$MODEL_ID\"]}"
 fi
-KB_STATEMENT=""
-if [ -n "${KNOWLEDGE_BASE_ID:-}" ]; then
-  KB_STATEMENT=",{\"Sid\":\"RetrieveFromTheConfiguredKnowledgeBase\",\"Effect\":\"Allow\",\"Action\":[\"bedrock:Retrieve\"],
-    \"Resource\":[\"arn:$PARTITION:bedrock:$REGION:$ACCOUNT:knowledge-base/$KNOWLEDGE_BASE_ID\"]}"
+# What else the template grants, for what the functions are configured with.
+MORE_STATEMENTS=""
+# POST /v1/embeddings: InvokeModel on exactly the embedding models it serves.
+if [ -n "$EMBEDDINGS" ]; then
+  resources=""
+  for m in ${EMBEDDINGS//,/ }; do
+    resources+="${resources:+,}\"arn:$PARTITION:bedrock:$REGION::foundation-model/$m\""
+  done
+  MORE_STATEMENTS+=",{\"Sid\":\"EmbedWithTheConfiguredEmbeddingModels\",\"Effect\":\"Allow\",
+    \"Action\":[\"bedrock:InvokeModel\"],\"Resource\":[$resources]}"
+fi
+# The models an OpenAI client may name: each as a foundation model and as an inference profile (an ARN as it is), and
+# the foundation models in every Region a profile routes to only through such a profile.
+ALLOWED=$(configured ALLOWED_MODELS)
+if [ -n "$ALLOWED" ]; then
+  resources="" profiles=""
+  for m in ${ALLOWED//,/ }; do
+    case $m in
+      arn:*) resources+="${resources:+,}\"$m\""; profiles+="${profiles:+,}\"$m\"" ;;
+      *) resources+="${resources:+,}\"arn:$PARTITION:bedrock:*::foundation-model/$m\",\"arn:$PARTITION:bedrock:*:*:inference-profile/$m\""
+         profiles+="${profiles:+,}\"arn:$PARTITION:bedrock:*:*:inference-profile/$m\"" ;;
+    esac
+  done
+  MORE_STATEMENTS+=",{\"Sid\":\"InvokeTheAllowedModels\",\"Effect\":\"Allow\",
+    \"Action\":[\"bedrock:InvokeModel\",\"bedrock:InvokeModelWithResponseStream\"],\"Resource\":[$resources]},
+   {\"Sid\":\"InvokeTheAllowedModelsInEveryRegionOfTheirProfiles\",\"Effect\":\"Allow\",
+    \"Action\":[\"bedrock:InvokeModel\",\"bedrock:InvokeModelWithResponseStream\"],
+    \"Resource\":[\"arn:$PARTITION:bedrock:*::foundation-model/*\"],
+    \"Condition\":{\"StringLike\":{\"bedrock:InferenceProfileArn\":[$profiles]}}}"
+fi
+GUARDRAIL=$(configured GUARDRAIL_ID)
+if [ -n "$GUARDRAIL" ]; then
+  MORE_STATEMENTS+=",{\"Sid\":\"ApplyTheConfiguredGuardrail\",\"Effect\":\"Allow\",\"Action\":[\"bedrock:ApplyGuardrail\"],
+    \"Resource\":[\"arn:$PARTITION:bedrock:$REGION:$ACCOUNT:guardrail/$GUARDRAIL\"]}"
+fi
+# The knowledge base when one is named: Retrieve; with its documents bucket and data source too, the uploads (the
+# documents routes write, read and delete them in the bucket, and ingest, watch and remove them in that knowledge
+# base only).
+KB=$(configured KNOWLEDGE_BASE_ID)
+if [ -n "$KB" ]; then
+  KB_ARN=arn:$PARTITION:bedrock:$REGION:$ACCOUNT:knowledge-base/$KB
+  MORE_STATEMENTS+=",{\"Sid\":\"RetrieveFromTheConfiguredKnowledgeBase\",\"Effect\":\"Allow\",\"Action\":[\"bedrock:Retrieve\"],
+    \"Resource\":[\"$KB_ARN\"]}"
+  DOCUMENTS=$(configured DOCUMENTS_BUCKET)
+  if [ -n "$DOCUMENTS" ] && [ -n "$(configured KNOWLEDGE_BASE_DATA_SOURCE_ID)" ]; then
+    MORE_STATEMENTS+=",{\"Sid\":\"KeepTheDocuments\",\"Effect\":\"Allow\",
+    \"Action\":[\"s3:PutObject\",\"s3:DeleteObject\"],\"Resource\":[\"arn:$PARTITION:s3:::$DOCUMENTS/*\"]},
+   {\"Sid\":\"IngestTheDocuments\",\"Effect\":\"Allow\",\"Action\":[\"bedrock:IngestKnowledgeBaseDocuments\",
+    \"bedrock:GetKnowledgeBaseDocuments\",\"bedrock:DeleteKnowledgeBaseDocuments\"],
+    \"Resource\":[\"$KB_ARN\"]}"
+  fi
 fi
 POLICY="{\"Version\":\"2012-10-17\",\"Statement\":[
   {\"Sid\":\"ManageChats\",\"Effect\":\"Allow\",\"Action\":[\"dynamodb:GetItem\",\"dynamodb:BatchGetItem\",
@@ -146,7 +219,7 @@ POLICY="{\"Version\":\"2012-10-17\",\"Statement\":[
     \"Resource\":[\"arn:$PARTITION:bedrock:$REGION::foundation-model/*\"]},
   {\"Sid\":\"WriteLogs\",\"Effect\":\"Allow\",\"Action\":[\"logs:CreateLogStream\",\"logs:PutLogEvents\"],
     \"Resource\":[\"arn:$PARTITION:logs:$REGION:$ACCOUNT:log-group:/aws/lambda/$NAME-*:*\"]},
-  $MODEL_STATEMENTS$KB_STATEMENT]}"
+  $MODEL_STATEMENTS$MORE_STATEMENTS]}"
 if ! aws iam get-role --role-name "$ROLE" >/dev/null 2>&1; then
   aws iam create-role --role-name "$ROLE" --description "The chat backend's functions ($NAME)" \
     --assume-role-policy-document '{"Version":"2012-10-17","Statement":[{"Effect":"Allow",
@@ -163,7 +236,8 @@ environment() {  # environment FUNCTION [PAGE_CHAT_URL PAGE_STREAM_URL]
   python3 - "$@" <<'PY'
 import json, os, sys
 env = {"TABLE_NAME": os.environ["TABLE"], "ATTACHMENTS_BUCKET": os.environ["BUCKET"],
-       "MODEL_ID": os.environ["MODEL_ID"], "AUTH_MODE": os.environ["AUTH_MODE"]}
+       "MODEL_ID": os.environ["MODEL_ID"], "AUTH_MODE": os.environ["AUTH_MODE"],
+       "EMBEDDING_MODELS": os.environ["EMBEDDING_MODELS"]}
 for name in ("JWT_ISSUER", "JWT_AUDIENCE", "JWKS_URL", "KNOWLEDGE_BASE_ID", "PAGE_OIDC_CLIENT_ID", "PAGE_OIDC_ISSUER", "PAGE_OIDC_SCOPE", "PAGE_OIDC_TOKEN", "PAGE_OIDC_ORIGINS"):
     if os.environ.get(name):
         env[name] = os.environ[name]

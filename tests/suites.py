@@ -15,7 +15,10 @@ browser       a page making ChatUI's calls exactly as its source does, at its do
               (tests/browser/chatui.test.mjs);
 page          the backend's own page at / in headless Chromium (tests/browser/page.test.mjs): a streamed answer with a
               [Parental_Leave.md] citation that opens its passage, history rename and delete, multi-agent, usage;
-              against a local run of its own on port 9050 with retrieval on;
+              then its app shell after some use (tests/browser/page-shell.test.mjs: 100 chats, 20 API keys and 50
+              documents made first; at 1366×860 and 390×844 the window never scrolls, the sections are tabs, the chats
+              page as they scroll, the phone's drawer, the question and the streaming answer in view; its screenshots
+              written to docs/screenshots); against a local run of its own on port 9050 with retrieval on;
 retrieval     answers grounded in the sample collection (samples/knowledge-base) through the local knowledge base:
               data_points, citations and search thoughts in every dialect, the retrieval overrides, the knowledge
               base's faults, the Chat UI's Metadata.Citations (tests/js/retrieval.test.mjs with CHAT_RETRIEVAL=on),
@@ -225,8 +228,14 @@ def main():
     section("page: the backend's own page at / in headless Chromium (tests/browser/page.test.mjs)")
     try:
         with LocalRun(9050, "page", {"LOCAL_MODEL_PACE_MS": "30"}, retrieval=True) as backend:
-            suite("page", [lambda: run(["node", "--test", "tests/browser/page.test.mjs"],
-                                       env={"CHAT_BASE_URL": backend.base})])
+            suite("page", [
+                lambda: run(["node", "--test", "tests/browser/page.test.mjs"], env={"CHAT_BASE_URL": backend.base}),
+                # The shell after some use (100 chats, 20 keys, 50 documents made first), after page.test.mjs (which
+                # makes a key of its own: 20 at most): its screenshots are the docs' (docs/screenshots/page-shell-*).
+                lambda: run(["node", "--test", "tests/browser/page-shell.test.mjs"],
+                            env={"CHAT_BASE_URL": backend.base,
+                                 "PAGE_SCREENSHOT_DIR": os.path.join(ROOT, "docs", "screenshots")}),
+            ])
     except RuntimeError as e:
         print(e, file=sys.stderr)
         results.append(("page", False, 0.0))

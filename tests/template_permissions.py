@@ -32,21 +32,30 @@ any model, as shared/runtime/src/metrics.rs records them; the latency alarm leav
 parameter is in one group with a label. And each numeric parameter allows only what the configuration code accepts, as its source
 says (code_bounds reads config.rs).
 
+samconfig.example.toml's `team` configuration: its parameters are the template's, with values they allow, and the
+Rules take them. deploy/create.sh, run offline with the AWS CLI and cargo stood in for, grants its one role what the
+template's roles grant for the same settings (the embedding models, the allowed models, the guardrail, the knowledge
+base, and its uploads).
+
 Run by `make lint` with the venv's python; prints `N passed, N failed`, exit status 1 on any failure.
 """
 
 import copy
 import functools
+import json
 import logging
 import os
 import re
+import subprocess
 import sys
+import tempfile
 import tomllib
 
 from samcli.yamlhelper import yaml_parse
 from samtranslator.translator.transform import transform
 
 import checks  # tests/checks.py: the runner of the test_* functions
+from routes import block, router_routes  # tests/routes.py: the routes the routers declare
 
 # The translator reads the region from a boto3 session: one fixed here, whatever the developer's AWS profile says.
 os.environ["AWS_DEFAULT_REGION"] = "us-east-1"
@@ -331,65 +340,13 @@ def concrete(path):
     return path.replace("{id}", "3f2a9c").replace("{*path}", "anything/else").replace("{*id}", "us.model-v1:0")
 
 
-def block(text, start):
-    """The text between the brace that opens at or after `start` and the one that closes it."""
-    opening = text.index("{", start)
-    depth = 0
-    for i in range(opening, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[i], 0)
-        if depth == 0:
-            return text[opening + 1:i], i + 1
-    raise AssertionError(f"unclosed block at {start}")
-
-
 def declared_routes():
-    """Each path the functions' routers declare (shared/app), and which functions declare it. A path two functions
-    declare (the bare /multi-agent-chat, OpenAI's routes) may go to either."""
+    """Each path the functions' routers declare (shared/app, read by tests/routes.py), catch-alls included, and which
+    functions declare it. A path two functions declare (the bare /multi-agent-chat, OpenAI's routes) may go to
+    either."""
     declared = {}
-
-    def add(path, *functions):
-        declared.setdefault(concrete(path), set()).update(functions)
-
-    def read(source):
-        """The source, a route named by a constant (`.route(ROUTE, …)`) spelled out."""
-        with open(os.path.join(ROOT, "shared", "app", "src", source)) as f:
-            text = f.read()
-        for name, path in re.findall(r'const ([A-Z_]+): &str = "(/[^"]*)";', text):
-            text = re.sub(r'(\.route\(\s*)' + name + r'\b', lambda m: m.group(1) + f'"{path}"', text)
-        return text
-
-    routes = r'\.route\(\s*"([^"]+)"'
-    chat = ("chat", "chat-stream")
-    # Routers both chat functions merge (chat/mod.rs): their paths are either's, except where they depend on
-    # whether the function streams (`if serving.streams { <chat-stream's> } else { <chat's> }`).
-    for source in (
-        "chat/turns.rs",
-        "chat/agents.rs",
-        "chat/anthropic.rs",
-        "chat/openai.rs",
-        "chat/embeddings.rs",
-    ):
-        text = read(source)
-        at = text.find("if serving.streams")
-        if at >= 0:
-            streamed, end = block(text, at)
-            assert text[end:].lstrip().startswith("else"), source
-            buffered, end = block(text, end)
-            for path in re.findall(r'"(/[^"]*)"', streamed):
-                add(path, "chat-stream")
-            for path in re.findall(r'"(/[^"]*)"', buffered):
-                add(path, "chat")
-            text = text[:at] + text[end:]
-        for path in re.findall(routes, text):
-            add(path, *chat)
-    # The routes one chat function adds of its own (chat/mod.rs).
-    text = read("chat/mod.rs")
-    for name, function in (("Buffered", "chat"), ("Streamed", "chat-stream")):
-        body, _ = block(text, text.index(f"impl ChatFunction for {name}"))
-        for path in re.findall(routes, body):
-            add(path, function)
-    for path in re.findall(routes, read("history/mod.rs")):
-        add(path, "history")
+    for path, route in router_routes(catch_alls=True).items():
+        declared.setdefault(concrete(path), set()).update(route["functions"])
     return declared
 
 
@@ -421,6 +378,15 @@ def test_distribution_sends_every_route_to_its_function():
     assert config["HttpVersion"] == "http2and3", config["HttpVersion"]
 
 
+def test_the_local_runs_router_names_every_route_the_chat_function_does_not_answer():
+    """Under `cargo lambda watch` (the invoke suite) the router's catch-all goes to the chat function: every route it
+    does not declare (the history function's, chat-stream's own) must be named in Cargo.toml's router."""
+    with open(os.path.join(ROOT, "Cargo.toml"), "rb") as f:
+        router = tomllib.load(f)["workspace"]["metadata"]["lambda"]["watch"]["router"]
+    missing = sorted(p for p, r in router_routes().items() if "chat" not in r["functions"] and p not in router)
+    assert not missing, f"Cargo.toml's router sends these to the chat function, which does not answer them: {missing}"
+
+
 def test_streaming_url_streams_and_the_page_uses_one_address():
     s = stack("pool")
     urls = {u["Properties"]["TargetFunctionArn"]["Ref"]: u["Properties"] for u in s.of_type("AWS::Lambda::Url").values()}
@@ -448,6 +414,43 @@ def test_iam_mode_with_a_distribution_or_a_user_pool_is_refused():
     assert refusals(**MODES["pool"]) == []
     assert refusals(**MODES["jwt"], CreateDistribution="true") == []
     assert len(refusals(AuthMode="jwt")) == 3  # jwt without a pool needs its issuer, audience and keys
+
+
+def team_configuration():
+    """The parameters samconfig.example.toml's `team` configuration deploys with (its `parameter_overrides`)."""
+    with open(os.path.join(ROOT, "samconfig.example.toml"), "rb") as f:
+        overrides = tomllib.load(f)["team"]["deploy"]["parameters"]["parameter_overrides"]
+    return dict(o.split("=", 1) for o in overrides)
+
+
+def test_the_team_configuration_deploys_in_one_step():
+    """`sam deploy --config-env team` (docs/deploy.md, "One step for a team"): each name a parameter, each value one
+    it allows, no Rule refuses it, and the stack has sign-in, one address, a knowledge base, the alarms' mail and the
+    caps wired to the functions."""
+    team = team_configuration()
+    params = raw_template()["Parameters"]
+    assert not set(team) - set(params), f"not template parameters: {sorted(set(team) - set(params))}"
+    for name, value in team.items():
+        p = params[name]
+        if "AllowedValues" in p:
+            assert value in [str(v) for v in p["AllowedValues"]], (name, value, p["AllowedValues"])
+        if "AllowedPattern" in p:
+            assert re.fullmatch(p["AllowedPattern"], value), (name, value, p["AllowedPattern"])
+        if "MinValue" in p:
+            assert float(value) >= float(p["MinValue"]), (name, value)
+    refusals = Stack(raw_template_conditions(), team).refusals(raw_template()["Rules"])
+    assert refusals == [], refusals
+    s = Stack(transformed(team), team)
+    kinds = {r["Type"] for r in s.resources.values()}
+    for kind in ("AWS::Cognito::UserPool", "AWS::CloudFront::Distribution", "AWS::Bedrock::KnowledgeBase",
+                 "AWS::SNS::Subscription"):
+        assert kind in kinds, f"the team's stack has no {kind}"
+    env = environment(s, "ChatStreamFunction")
+    for variable, parameter in [("AUTH_MODE", "AuthMode"), ("QUOTA_TOKENS_PER_DAY", "QuotaTokensPerDay"),
+                                ("QUOTA_COST_PER_MONTH", "QuotaCostPerMonth"), ("RATE_LIMIT_PER_MINUTE", "RateLimitPerMinute")]:
+        assert env[variable] == {"Ref": parameter}, (variable, env[variable])
+    assert "cognito-idp" in env["JWT_ISSUER"]["Fn::Sub"], env["JWT_ISSUER"]
+    assert env["KNOWLEDGE_BASE_ID"] == {"Fn::GetAtt": ["KnowledgeBase", "KnowledgeBaseId"]}, env["KNOWLEDGE_BASE_ID"]
 
 
 # ---- Sign-up (SelfSignUp) ----
@@ -1070,6 +1073,87 @@ def test_document_access_open_with_create_knowledge_base_is_refused():
     # An existing knowledge base the operator fills without uploads may still be open (nothing of it is private).
     assert refusals(**MODES["existing-kb"], DocumentAccess="open") == []
     assert refusals(**MODES["pool"], DocumentAccess="open") == []
+
+
+# ---- deploy/create.sh grants what the template grants ----
+
+# Stand-ins for the AWS CLI, cargo and cargo-lambda: create.sh runs whole, offline, and the role's policy document is
+# kept.
+FAKE_AWS = r"""#!/bin/bash
+case "$*" in
+  *generate-cli-skeleton*) echo '{"InvokedViaFunctionUrl": true}' ;;
+  "configure get region") echo us-east-1 ;;
+  *"get-caller-identity --query Account"*) echo 123456789012 ;;
+  *"get-caller-identity --query Arn"*) echo arn:aws:iam::123456789012:user/dev ;;
+  *Table.TableArn*) echo arn:aws:dynamodb:us-east-1:123456789012:table/chat-backend ;;
+  *Role.Arn*) echo arn:aws:iam::123456789012:role/chat-backend-functions ;;
+  *put-role-policy*)
+    while [ $# -gt 0 ]; do [ "$1" = --policy-document ] && printf '%s' "$2" > "$FAKE_AWS_POLICY"; shift; done ;;
+  *FunctionUrl*|*function-url*) echo https://abc.lambda-url.us-east-1.on.aws/ ;;
+esac
+exit 0
+"""
+
+
+def create_sh_policy(env):
+    """The role policy deploy/create.sh puts for `env` (its settings), run against the stand-ins."""
+    with tempfile.TemporaryDirectory() as d:
+        for name, text in (("aws", FAKE_AWS), ("cargo", "#!/bin/sh\nexit 0\n"), ("cargo-lambda", "#!/bin/sh\nexit 0\n")):
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+            os.chmod(os.path.join(d, name), 0o755)
+        policy = os.path.join(d, "policy.json")
+        run = subprocess.run(["bash", "deploy/create.sh"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "PATH": f"{d}:{os.environ['PATH']}", "AWS_REGION": "us-east-1",
+                                  "ROLE_WAIT_SECONDS": "0", "FAKE_AWS_POLICY": policy, **env})
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+        with open(policy) as f:
+            return json.load(f)
+
+
+def by_sid(statements):
+    """{Sid: (actions, resources, condition)}, each a sorted tuple, statements of one Sid merged."""
+    out = {}
+    for st in statements:
+        actions, resources, condition = out.get(st["Sid"], (set(), set(), None))
+        out[st["Sid"]] = (actions | set(as_list(st["Action"])), resources | set(as_list(st["Resource"])),
+                          json.dumps(st.get("Condition"), sort_keys=True) if st.get("Condition") else condition)
+    return {sid: (tuple(sorted(a)), tuple(sorted(r)), c) for sid, (a, r, c) in out.items()}
+
+
+def test_create_sh_grants_what_the_template_grants():
+    """The embedding models /v1/embeddings serves (the code's default when unset), the models an OpenAI client may
+    name, the guardrail and the knowledge base: the same actions on the same resources as the template's roles (their
+    union: create.sh has one role for the three functions). And the uploads into a named knowledge base: the actions
+    the template grants on the one it creates."""
+    shared = {"ALLOWED_MODELS": "us.amazon.nova-pro-v1:0", "GUARDRAIL_ID": "gr1abcdefgh", "KNOWLEDGE_BASE_ID": "ABCDEFGHIJ"}
+    script = by_sid(create_sh_policy({"EXTRA_ENV": json.dumps(shared)})["Statement"])
+    params = {"AuthMode": "iam", "AllowedModels": shared["ALLOWED_MODELS"], "GuardrailId": shared["GUARDRAIL_ID"],
+              "KnowledgeBaseId": shared["KNOWLEDGE_BASE_ID"]}
+    s = Stack(transformed(params), params)
+    compared = ("EmbedWithTheConfiguredEmbeddingModels", "InvokeTheAllowedModels",
+                "InvokeTheAllowedModelsInEveryRegionOfTheirProfiles", "ApplyTheConfiguredGuardrail",
+                "RetrieveFromTheConfiguredKnowledgeBase")
+    template = by_sid([rendered(st, s.values) for function in ("ChatFunction", "ChatStreamFunction", "HistoryFunction")
+                       for st in role_statements(s, f"{function}Role") if st.get("Sid") in compared])
+    for sid in compared:
+        assert sid in template, f"the template has no {sid}: {sorted(template)}"
+        assert script.get(sid) == template[sid], f"{sid}:\n  create.sh: {script.get(sid)}\n  template:  {template[sid]}"
+    # Without an embedding model named, the functions serve (and the role may invoke) the code's default.
+    default = by_sid(create_sh_policy({})["Statement"])
+    assert default["EmbedWithTheConfiguredEmbeddingModels"][1] == (
+        "arn:aws:bedrock:us-east-1::foundation-model/amazon.titan-embed-text-v2:0",), default
+    assert "EmbedWithTheConfiguredEmbeddingModels" not in by_sid(create_sh_policy({"EMBEDDING_MODELS": ""})["Statement"])
+    # Uploads into a knowledge base the script is told of: the template's actions for its own.
+    docs = by_sid(create_sh_policy({"EXTRA_ENV": json.dumps({**shared, "DOCUMENTS_BUCKET": "docs-bucket",
+                                                              "KNOWLEDGE_BASE_DATA_SOURCE_ID": "DS12345678"})})["Statement"])
+    kb = Stack(transformed(MODES["kb"]), MODES["kb"])
+    created = {st["Sid"]: tuple(sorted(as_list(st["Action"]))) for st in role_statements(kb, "HistoryFunctionRole")
+               if st.get("Sid") in ("KeepTheDocuments", "IngestTheDocuments")}
+    for sid in ("KeepTheDocuments", "IngestTheDocuments"):
+        assert docs[sid][0] == created[sid], (sid, docs[sid], created[sid])
+    assert docs["IngestTheDocuments"][1] == ("arn:aws:bedrock:us-east-1:123456789012:knowledge-base/ABCDEFGHIJ",)
+    assert docs["KeepTheDocuments"][1] == ("arn:aws:s3:::docs-bucket/*",)
 
 
 # ---- Sharing documents (DocumentAdminGroup, JwtGroupsClaim) ----

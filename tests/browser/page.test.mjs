@@ -68,6 +68,12 @@ async function turnDone(page) {
     && document.getElementById('stop').disabled, { timeout: STEP_TIMEOUT_MS });
 }
 
+// Opens the sidebar's section `name` (chats, usage, api-keys, documents): its tab, then the section shown.
+async function showTab(page, name) {
+  await page.click(`#tab-${name}`);
+  await page.waitForSelector(`#${name}.active`, { visible: true });
+}
+
 let browser;
 
 describe(`the page at ${BASE}/`, () => {
@@ -135,6 +141,7 @@ describe(`the page at ${BASE}/`, () => {
     assert.match(thoughts.text, /cost \$\d/);
 
     // Usage: this turn counted today.
+    await showTab(page, 'usage');
     await page.waitForFunction(() => /Turns\s*[1-9]/.test(document.getElementById('usage-body').innerText));
     const usage = await page.$eval('#usage-body', (u) => u.innerText);
     assert.match(usage, /Today/);
@@ -158,6 +165,7 @@ describe(`the page at ${BASE}/`, () => {
     assert.equal(await page.$eval('#log article.msg.assistant details.thoughts', (d) => d.open), false, 'the thoughts panel closes');
 
     // History: the chat is listed under its question; rename it from the list, by keyboard.
+    await showTab(page, 'chats');
     const [chat] = (await chats('standard')).filter((c) => c.title === QUESTION && !before.has(c.id));
     assert.ok(chat, 'the turn was stored as a chat titled by its question');
     const item = `#history-list li[data-id="${chat.id}"]`;
@@ -252,6 +260,7 @@ describe(`the page at ${BASE}/`, () => {
     const seen = watch(page);
     await page.goto(`${BASE}/`, { waitUntil: 'load' });
     await page.waitForSelector('#api-keys:not([hidden])');
+    await showTab(page, 'api-keys');
     const name = `page key ${Date.now()}`;
     await page.type('#api-key-name', name);
     await page.type('#api-key-days', '7');
@@ -300,6 +309,7 @@ describe(`the page at ${BASE}/`, () => {
     assert.match(config, /"documents":true/, 'the server tells the page that documents are on');
     await page.goto(`${BASE}/`, { waitUntil: 'load' });
     await page.waitForSelector('#documents:not([hidden])');
+    await showTab(page, 'documents');
     // The local user is no document administrator: no access chooser.
     assert.equal(await page.$eval('#doc-access', (f) => f.hidden), true, 'no access chooser for a non-administrator');
 
@@ -417,6 +427,7 @@ describe(`the page at ${BASE}/`, () => {
     });
     await page.goto(`${BASE}/`, { waitUntil: 'load' });
     await page.waitForSelector('#doc-access:not([hidden])');
+    await showTab(page, 'documents');
     assert.equal(await page.$eval('input[name="doc-access"]:checked', (r) => r.value), 'me', 'only me by default');
     assert.equal(await page.$eval('#doc-groups', (i) => i.disabled), true);
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'page-documents-'));

@@ -271,3 +271,34 @@ fn page_settings_are_checked() {
         ["https://a.example.com", "https://b.example.com:8443"]
     );
 }
+
+#[tokio::test]
+async fn the_page_declares_its_icon_which_is_served_beside_it() {
+    let app = app(harness::auth(), &[]);
+    let page = get(&app, "GET").await;
+    assert!(
+        page.body
+            .contains(r#"<link rel="icon" type="image/svg+xml" href="favicon.svg">"#),
+        "the page names its icon, so no browser asks for /favicon.ico"
+    );
+    for method in ["GET", "HEAD"] {
+        let request = lambda_http::http::Request::builder()
+            .method(method)
+            .uri("/favicon.svg")
+            .body(lambda_http::Body::Empty)
+            .unwrap();
+        let reply = Reply::buffered(app.handle(request).await);
+        assert_eq!(reply.status, 200, "{method}");
+        assert_eq!(reply.content_type(), "image/svg+xml");
+        assert_eq!(reply.headers["x-content-type-options"], "nosniff");
+        assert_eq!(
+            reply.headers["content-security-policy"],
+            "default-src 'none'"
+        );
+        if method == "GET" {
+            assert!(reply.body.starts_with("<svg "), "{}", reply.body);
+        } else {
+            assert!(reply.body.is_empty());
+        }
+    }
+}

@@ -218,12 +218,13 @@ impl<St: SessionStore + 'static> HistoryApp<St> {
         &self.shared.store
     }
 
-    /// The routes: the page at `GET /`, `GET` and `POST /chat-history`, `PUT`, `PATCH` and `DELETE
-    /// /chat-history/{id}`, `GET /chat-history/{id}/messages`, `GET /usage`, `GET` and `POST /api-keys` and `DELETE
-    /// /api-keys/{id}`.
+    /// The routes: the page at `GET /` and its icon at `GET /favicon.svg`, `GET` and `POST /chat-history`, `PUT`,
+    /// `PATCH` and `DELETE /chat-history/{id}`, `GET /chat-history/{id}/messages`, `GET /usage`, `GET` and `POST
+    /// /api-keys` and `DELETE /api-keys/{id}`.
     pub fn routes(&self) -> Router {
         Router::new()
             .route("/", self.page.route())
+            .route("/favicon.svg", Page::icon_route())
             .route("/chat-history", only("GET, POST", get(list).post(create)))
             .route(
                 "/chat-history/{id}",
