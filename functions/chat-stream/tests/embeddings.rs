@@ -288,7 +288,7 @@ async fn each_model_call_counts_against_the_rate_limit() {
     };
     // 101 texts are 101 calls to Titan: more than the limit at once, refused before any model call.
     let refused = embed(&h, titan(101)).await;
-    assert_eq!(refused.status, 429, "{}", refused.body);
+    assert_eq!(refused.status, 429, "{:.300}", refused.body);
     let error = error_of(&refused);
     assert_eq!(error["code"], "rate_limit_exceeded");
     let message = error["message"].as_str().unwrap();
@@ -316,7 +316,7 @@ async fn each_model_call_counts_against_the_rate_limit() {
 
     // 5 more would be 101 in the minute: a 429 before any model call.
     let refused = embed(&h, titan(5)).await;
-    assert_eq!(refused.status, 429, "{}", refused.body);
+    assert_eq!(refused.status, 429, "{:.300}", refused.body);
     assert_eq!(error_of(&refused)["code"], "rate_limit_exceeded");
     let retry_after: u64 = refused.headers["retry-after"]
         .to_str()

@@ -10,8 +10,9 @@
 //!
 //! Under a limit, every turn is admitted by one atomic write ([`UsageLedger::admit`]) that checks the user's limits against what
 //! they have spent *and what their turns in progress hold*, counts the request in its periods (and in the rate window
-//! while a rate is limited), and holds the turn's reservation ([`Hold`]): the most its first model call can spend (a
-//! prompt up to the budget and the output cap), priced. A turn settles what its model calls spent as it goes
+//! while a rate is limited; a request to embed counts one per model call, [`Hold::requests`]), and holds the turn's
+//! reservation ([`Hold`]): the most its first model call can spend (a prompt up to the budget and the output cap),
+//! priced. A turn settles what its model calls spent as it goes
 //! ([`UsageLedger::settle`]): whenever its reservation no longer covers its next call, and once when it ends,
 //! whatever ended it (an answer, a failure, a client gone). A turn that never settles (its process died, the
 //! function's timeout struck) leaves its reservation counted: an operator is never under-counted. Turns running at

@@ -26,7 +26,9 @@
 //! condition that its own holds fewer than the rate limit, and a condition check of the
 //! `LIMITS` item asserts the user's own limits the conditions assumed (read once per user and instance, and again
 //! when the check fails). Refused, nothing is written; the counters are then read to say which limit refused and
-//! until when.
+//! until when. A hold that counts several requests (one per model call of a request to embed: [`Hold::requests`])
+//! adds them all, on condition that each count of requests stays within its limit once they are added; one of more
+//! requests than a limit is refused without a write.
 //!
 //! **A settlement** is one `TransactWriteItems` too: the hold moves on from the version it was written for (or is
 //! deleted, the turn over), and the day's, the week's and the month's counters add what was spent and the change of the
