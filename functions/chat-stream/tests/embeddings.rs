@@ -165,6 +165,8 @@ async fn one_hundred_texts_to_cohere_are_two_calls_in_order() {
     assert_eq!(body["usage"]["prompt_tokens"], estimated);
     let usage = harness::usage_now(&h.store).await;
     assert_eq!(usage.day.spent.tokens.input_tokens, estimated);
+    // No limit configured: recorded once it ends, as its two model calls.
+    assert_eq!((usage.day.requests, usage.day.turns), (2, 1));
     let mut sizes: Vec<usize> = invocations(&h)
         .await
         .iter()
@@ -275,6 +277,55 @@ async fn the_rate_limit_holds_embeddings_as_it_holds_turns() {
         Some(&json!({"messages": [{"role": "user", "content": "hi"}]})),
     );
     assert_eq!(h.app.handle(chat).await.status(), 429);
+}
+
+#[tokio::test]
+async fn each_model_call_counts_against_the_rate_limit() {
+    let h = harness(&[("RATE_LIMIT_PER_MINUTE", "100")]).await;
+    let titan = |n: usize| {
+        let texts: Vec<String> = (0..n).map(|i| format!("text {i}")).collect();
+        json!({"input": texts, "model": "amazon.titan-embed-text-v2:0", "dimensions": 256})
+    };
+    // 101 texts are 101 calls to Titan: more than the limit at once, refused before any model call.
+    let refused = embed(&h, titan(101)).await;
+    assert_eq!(refused.status, 429, "{:.300}", refused.body);
+    let error = error_of(&refused);
+    assert_eq!(error["code"], "rate_limit_exceeded");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("101 model calls") && message.contains("100 requests a minute"),
+        "{message}"
+    );
+    assert!(invocations(&h).await.is_empty(), "no model call was made");
+    assert_eq!(harness::usage_now(&h.store).await.window.requests(), 0);
+
+    // 96 texts: admitted, and counted as the 96 requests they are.
+    let reply = embed(&h, titan(96)).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(invocations(&h).await.len(), 96);
+    let usage = harness::usage_now(&h.store).await;
+    println!(
+        "RATE_LIMIT_PER_MINUTE=100, 96 Titan texts: {} requests in the minute, {} today, {} turn",
+        usage.window.requests(),
+        usage.day.requests,
+        usage.day.turns
+    );
+    assert_eq!(usage.window.requests(), 96);
+    assert_eq!((usage.day.requests, usage.month.requests), (96, 96));
+    assert_eq!(usage.day.turns, 1);
+
+    // 5 more would be 101 in the minute: a 429 before any model call.
+    let refused = embed(&h, titan(5)).await;
+    assert_eq!(refused.status, 429, "{:.300}", refused.body);
+    assert_eq!(error_of(&refused)["code"], "rate_limit_exceeded");
+    let retry_after: u64 = refused.headers["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=70).contains(&retry_after), "{retry_after}");
+    assert_eq!(invocations(&h).await.len(), 96, "no model call was made");
+    assert_eq!(harness::usage_now(&h.store).await.window.requests(), 96);
 }
 
 #[tokio::test]

@@ -1,6 +1,8 @@
 //! Embeddings: texts turned into vectors by one of the operator's embedding models (`EMBEDDING_MODELS`), bounded,
 //! and admitted, reserved and settled in the usage ledger exactly as a chat turn is, so that what a caller embeds
-//! counts against their quotas and rate limit, priced.
+//! counts against their quotas and rate limit, priced. Each model call counts as one request against the rate limit
+//! and the request quotas (Titan takes one text per call, Cohere up to 96): a request of 96 texts to Titan counts
+//! 96, refused as a whole before any model call when they would pass a limit.
 //!
 //! The port is [`Embedder`]; the Bedrock adapter (`chat_aws::BedrockEmbedder`) speaks each family's `InvokeModel`
 //! body. What a family takes (its dimensions, how many texts one call carries, how long a text may be, its price)
@@ -321,7 +323,8 @@ pub fn check_texts(texts: &[String], profile: &EmbeddingProfile) -> Result<u64, 
 impl<M, St> ChatService<M, St> {
     /// Embeds `request` with `embedder`, when `models` allow its model: the texts checked against their bounds,
     /// then the request admitted as a turn is (one atomic write of the caller's counters: refused over a quota or
-    /// the rate limit, else counted and holding its texts' estimated tokens, priced), the model asked, and what it
+    /// the rate limit, else counted and holding its texts' estimated tokens, priced), counting one request per model
+    /// call it makes against the rate limit and the request quotas, the model asked, and what it
     /// read settled (its own count; the estimate when it failed after a call may have run: a call that failed
     /// other than by the model's refusal, or any failure of a request of several calls).
     pub async fn embed(
@@ -338,10 +341,14 @@ impl<M, St> ChatService<M, St> {
         let estimate = check_texts(&request.texts, profile)?;
         check_answer_fits(request.texts.len(), dimensions, request.encoding)?;
         let prices = Some(profile.prices);
+        // Each model call counts as a request against the rate limit and the request quotas, however many one
+        // request carries (Titan: one per text).
+        let calls = request.texts.len().div_ceil(profile.texts_per_call.max(1));
         let mut account = self
             .open_account(
                 &caller.owner,
                 Reserve::of_call(estimate, 0, prices.as_ref()),
+                calls as u64,
                 prices,
             )
             .await?;
@@ -361,7 +368,6 @@ impl<M, St> ChatService<M, St> {
             }
         });
         // A request of several calls that failed may have had some of them answered (and billed) before one failed.
-        let calls = request.texts.len().div_ceil(profile.texts_per_call.max(1));
         let read = match &outcome {
             Ok(embedded) => Some(embedded.input_tokens),
             // A model that may have run may have read every text: counted as the estimate, more rather than less.

@@ -122,6 +122,6 @@ pub use usage::{
     Amount, BUCKET_SECONDS, HELD_RETRY_SECONDS, Hold, LimitReport, MinuteReport, OverLimit,
     PeriodReport, PeriodUsage, Periods, RateWindow, Reserve, Upload, UploadQuota, UploadReport,
     UploadUsage, UsageCharge, UsageFuture, UsageLedger, UsageReport, UsageSnapshot, WINDOW_BUCKETS,
-    WINDOW_SPAN, WatchLease, WatchPlace, WatchSlots, check, check_upload, report, upload_ceilings,
-    watches_full,
+    WINDOW_SPAN, WatchLease, WatchPlace, WatchSlots, check, check_requests, check_upload, report,
+    upload_ceilings, watches_full,
 };

@@ -113,7 +113,7 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
             u64::from(crate::prompt::output_cap(settings, input)),
             prices.as_ref(),
         );
-        self.open_account(&caller.owner, ceiling, prices).await
+        self.open_account(&caller.owner, ceiling, 1, prices).await
     }
 
     /// Admits a turn ([`Self::admit`]) while its chat is read ([`Self::begin`]): the two at once, so that the
@@ -173,13 +173,16 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatService<M, St> {
 }
 
 impl<M, St> ChatService<M, St> {
-    /// The account of a request of `owner`'s whose first model call may spend `ceiling`: admitted in one atomic
-    /// write when a limit of turns is configured (refused over it), else opened with nothing written, to be
-    /// recorded once it ends. Without a ledger nothing is written, and the account only adds up.
+    /// The account of a request of `owner`'s whose first model call may spend `ceiling`, counting `requests`
+    /// requests against the rate limit and the request quotas (a chat turn one; a request to embed one per model
+    /// call: [`Hold::requests`]): admitted in one atomic write when a limit of turns is configured (refused when
+    /// over it, or when its requests would pass a limit of requests), else opened with nothing written, to be
+    /// recorded once it ends with its requests. Without a ledger nothing is written, and the account only adds up.
     pub(crate) async fn open_account(
         &self,
         owner: &str,
         ceiling: Reserve,
+        requests: u64,
         prices: Option<crate::Prices>,
     ) -> Result<TurnAccount, ChatError> {
         let Some(ledger) = self.ledger.clone() else {
@@ -191,11 +194,11 @@ impl<M, St> ChatService<M, St> {
             // stands before its model call.
             return Ok(TurnAccount::held(
                 ledger,
-                Hold::unadmitted(owner, now),
+                Hold::unadmitted(owner, now).counting(requests),
                 prices,
             ));
         }
-        let hold = Hold::new(owner, ceiling, now);
+        let hold = Hold::new(owner, ceiling, now).counting(requests);
         match ledger.admit(&hold, &self.usage_limits).await {
             Ok(Ok(())) => Ok(TurnAccount::held(ledger, hold, prices)),
             Ok(Err(refused)) => {

@@ -10,8 +10,9 @@
 //!
 //! Under a limit, every turn is admitted by one atomic write ([`UsageLedger::admit`]) that checks the user's limits against what
 //! they have spent *and what their turns in progress hold*, counts the request in its periods (and in the rate window
-//! while a rate is limited), and holds the turn's reservation ([`Hold`]): the most its first model call can spend (a
-//! prompt up to the budget and the output cap), priced. A turn settles what its model calls spent as it goes
+//! while a rate is limited; a request to embed counts one per model call, [`Hold::requests`]), and holds the turn's
+//! reservation ([`Hold`]): the most its first model call can spend (a prompt up to the budget and the output cap),
+//! priced. A turn settles what its model calls spent as it goes
 //! ([`UsageLedger::settle`]): whenever its reservation no longer covers its next call, and once when it ends,
 //! whatever ended it (an answer, a failure, a client gone). A turn that never settles (its process died, the
 //! function's timeout struck) leaves its reservation counted: an operator is never under-counted. Turns running at
@@ -214,6 +215,10 @@ pub struct Hold {
     /// limit held the turn, nothing was written for it, it reserves nothing, and it is recorded whole once it ends
     /// ([`UsageLedger::record`]).
     pub admitted: bool,
+    /// How many requests the turn counts in the rate window and the request counters, at least 1: a chat turn one,
+    /// a request to embed one per model call it makes (Titan takes one text per call), so that what bounds the
+    /// calls to the model bounds them however many a request carries ([`Hold::counting`]).
+    pub requests: u64,
 }
 
 impl Hold {
@@ -226,6 +231,16 @@ impl Hold {
             reserved,
             version: 0,
             admitted: true,
+            requests: 1,
+        }
+    }
+
+    /// This hold counting `requests` requests (at least 1) rather than one: a request that makes that many model
+    /// calls.
+    pub fn counting(self, requests: u64) -> Self {
+        Self {
+            requests: requests.max(1),
+            ..self
         }
     }
 
@@ -420,25 +435,71 @@ pub const HELD_RETRY_SECONDS: u64 = 10;
 /// reached only because of turns in progress is tried again shortly ([`HELD_RETRY_SECONDS`]), when they have
 /// settled.
 pub fn check(limits: &Limits, usage: &UsageSnapshot, periods: &Periods) -> Result<(), OverLimit> {
+    check_requests(limits, usage, periods, 1)
+}
+
+/// [`check`] for a request that counts `requests` requests ([`Hold::requests`]): a limit of requests (the rate
+/// limit, a requests quota) refuses it when those requests would pass it, which a request of more than the limit
+/// always would (it is told to send fewer at a time). With one request, exactly [`check`].
+pub fn check_requests(
+    limits: &Limits,
+    usage: &UsageSnapshot,
+    periods: &Periods,
+    requests: u64,
+) -> Result<(), OverLimit> {
     let mut refusals: Vec<(LimitKind, OffsetDateTime, String)> = Vec::new();
     let soon = periods.now + Duration::seconds(HELD_RETRY_SECONDS as i64);
+    // Beyond the one request every turn counts, what the request adds to a limit of requests.
+    let more = requests.max(1) - 1;
     for (kind, limit) in limits.of(Family::Turns) {
         let Some(counter) = usage.counter(kind.period) else {
             // The minute: the rate window.
             let limit = limit as u64;
-            if usage.window.requests() >= limit {
-                refusals.push((
-                    kind,
-                    usage.window.below_at(limit, periods),
-                    format!("Too many requests: the limit is {limit} a minute. Try again shortly."),
-                ));
+            if usage.window.requests().saturating_add(more) >= limit {
+                let (at, message) = if more >= limit {
+                    (
+                        Periods::bucket_starts(periods.bucket + WINDOW_SPAN as i64),
+                        too_many_calls(requests, &plural(limit, "request"), "a minute"),
+                    )
+                } else {
+                    (
+                        usage.window.below_at(limit - more, periods),
+                        format!(
+                            "Too many requests: the limit is {limit} a minute. Try again shortly."
+                        ),
+                    )
+                };
+                refusals.push((kind, at, message));
             }
             continue;
         };
-        if counter.used(kind.resource) < limit {
+        let more = if kind.resource == Resource::Requests {
+            more as f64
+        } else {
+            0.0
+        };
+        if counter.used(kind.resource) + more < limit {
             continue;
         }
-        let spent_alone = counter.spent_alone(kind.resource) >= limit;
+        let spent_alone = counter.spent_alone(kind.resource) + more >= limit;
+        let message = if more == 0.0 || counter.used(kind.resource) >= limit {
+            quota_message(kind, limit, spent_alone)
+        } else if more >= limit {
+            too_many_calls(
+                requests,
+                &plural(limit as u64, "request"),
+                words(kind.period).per,
+            )
+        } else {
+            let left = (limit - counter.used(kind.resource)) as u64;
+            let PeriodWords { this, per, resets } = words(kind.period);
+            format!(
+                "This request makes {requests} model calls, each counted as a request, but only {left} of your {} \
+                 {per} {} left {this}. Send fewer texts per request, or wait until the quota resets {resets}.",
+                plural(limit as u64, "request"),
+                if left == 1 { "is" } else { "are" }
+            )
+        };
         refusals.push((
             kind,
             if spent_alone {
@@ -446,7 +507,7 @@ pub fn check(limits: &Limits, usage: &UsageSnapshot, periods: &Periods) -> Resul
             } else {
                 soon
             },
-            quota_message(kind, limit, spent_alone),
+            message,
         ));
     }
     match refusals.into_iter().max_by_key(|(_, at, _)| *at) {
@@ -457,6 +518,14 @@ pub fn check(limits: &Limits, usage: &UsageSnapshot, periods: &Periods) -> Resul
             message,
         }),
     }
+}
+
+/// What a request of more model calls than a limit of requests allows is told: no wait lets it in.
+fn too_many_calls(requests: u64, limit: &str, per: &str) -> String {
+    format!(
+        "Too many requests: this request makes {requests} model calls, each counted as a request, and the limit is \
+         {limit} {per}. Send fewer texts per request."
+    )
 }
 
 /// How a period is said to a person: `today`, `a day`, and when its quota resets.
@@ -1076,6 +1145,53 @@ mod tests {
             check(&limits, &usage, &periods).unwrap_err().retry_after,
             65
         );
+    }
+
+    #[test]
+    fn a_request_of_many_calls_counts_each_against_the_limits_of_requests() {
+        let periods = Periods::at(datetime!(2026-11-25 22:00:45 UTC));
+        let per_day = LimitKind::new(Resource::Requests, Period::Day);
+        let limits = Limits::default()
+            .with(LimitKind::REQUESTS_PER_MINUTE, 100.0)
+            .with(per_day, 1000.0)
+            .with(LimitKind::TOKENS_PER_DAY, 500.0);
+        let mut usage = UsageSnapshot {
+            window: window([96, 96, 96, 40, 0, 0, 0]),
+            ..UsageSnapshot::default()
+        };
+        usage.day.requests = 96;
+        usage.day.spent.tokens.total_tokens = 499;
+        assert!(check_requests(&limits, &usage, &periods, 4).is_ok());
+        assert_eq!(
+            check(&limits, &usage, &periods),
+            check_requests(&limits, &usage, &periods, 1)
+        );
+        // 5 more would be 101 in the window: refused until the window that ends 3 buckets on holds at most 95.
+        let refused = check_requests(&limits, &usage, &periods, 5).unwrap_err();
+        assert!(refused.is_rate());
+        assert_eq!(refused.retry_after, 25);
+        // More than the limit at once: no window lets it in.
+        let refused =
+            check_requests(&limits, &UsageSnapshot::default(), &periods, 101).unwrap_err();
+        assert!(refused.is_rate());
+        assert!(
+            refused.message.contains("101 model calls"),
+            "{}",
+            refused.message
+        );
+        // The day's requests count the calls too; a quota of tokens does not.
+        usage.window = RateWindow::default();
+        usage.day.requests = 998;
+        let refused = check_requests(&limits, &usage, &periods, 3).unwrap_err();
+        assert_eq!(refused.kind, per_day);
+        assert!(
+            refused
+                .message
+                .contains("only 2 of your 1000 requests a day are left today"),
+            "{}",
+            refused.message
+        );
+        assert!(check_requests(&limits, &usage, &periods, 2).is_ok());
     }
 
     #[test]

@@ -199,17 +199,17 @@ impl UsageLedger for InMemoryUsage {
             }
             let snapshot = c.snapshot(&hold.owner, &hold.periods);
             let limits = limits.for_user(&snapshot.overrides);
-            chat_core::check(&limits, &snapshot, &hold.periods)?;
+            chat_core::check_requests(&limits, &snapshot, &hold.periods, hold.requests)?;
             if limits.get(LimitKind::REQUESTS_PER_MINUTE).is_some() {
                 for m in 0..WINDOW_SPAN as i64 {
                     *c.windows
                         .entry((hold.owner.clone(), hold.periods.bucket + m))
-                        .or_default() += 1;
+                        .or_default() += hold.requests;
                 }
             }
             c.each_period(&hold.owner, &hold.periods, |p| {
                 p.reserved = p.reserved.plus(&hold.reserved);
-                p.requests += 1;
+                p.requests += hold.requests;
             });
             c.holds.insert(hold.id.clone(), hold.clone());
             Ok(())
@@ -253,7 +253,7 @@ impl UsageLedger for InMemoryUsage {
         if c.recorded.insert(hold.id.clone()) {
             c.each_period(&hold.owner, &hold.periods, |p| {
                 p.spent.add(spent);
-                p.requests += 1;
+                p.requests += hold.requests;
                 p.turns += 1;
             });
         }
@@ -273,7 +273,7 @@ macro_rules! usage_contract {
             turns_in_progress_count_against_a_quota, the_rate_window_slides_across_a_minute_boundary,
             concurrent_turns_all_count, an_operators_limits_are_read_back,
             a_requests_quota_admits_exactly_its_limit, a_week_counts_across_its_days,
-            a_turn_recorded_without_admission_counts_once,
+            a_turn_recorded_without_admission_counts_once, a_hold_of_many_requests_counts_each,
         );
     };
 }
@@ -735,6 +735,124 @@ pub mod usage_contract {
             let admitted = ledger.admit(&hold, &limits).await.unwrap();
             assert_eq!(admitted.is_ok(), expected, "{admitted:?}");
         }
+    }
+
+    /// A hold of many requests (a request to embed that makes one model call per text) counts each of them in the
+    /// rate window and the request counters, admitted whole or refused whole before anything is written: under a
+    /// rate of 100 a minute, 96 are admitted and counted as 96, then 5 more are refused by the rate limit while 4
+    /// fit; 101 at once are refused whatever the window holds; three of 40 sent together admit two. A requests quota
+    /// counts them the same way, and a hold of many requests recorded without admission records them all, once.
+    pub async fn a_hold_of_many_requests_counts_each(subject: &Subject) {
+        let ledger = &*subject.ledger;
+        let at = datetime!(2026-11-25 10:00:10 UTC);
+        let periods = Periods::at(at);
+        let rate = Limits::default().with(LimitKind::REQUESTS_PER_MINUTE, 100.0);
+        let calls = |owner, n| Hold::new(owner, reserve(10, 0.01), at).counting(n);
+        assert_eq!(calls("nina", 0).requests, 1, "every turn counts one");
+        assert_eq!(
+            ledger.admit(&calls("nina", 96), &rate).await.unwrap(),
+            Ok(())
+        );
+        let read = ledger.read("nina", &periods).await.unwrap();
+        assert_eq!(read.window.requests(), 96);
+        assert_eq!(
+            (read.day.requests, read.week.requests, read.month.requests),
+            (96, 96, 96)
+        );
+        let refused = ledger
+            .admit(&calls("nina", 5), &rate)
+            .await
+            .unwrap()
+            .unwrap_err();
+        assert!(refused.is_rate(), "{refused:?}");
+        assert!((1..=70).contains(&refused.retry_after), "{refused:?}");
+        let read = ledger.read("nina", &periods).await.unwrap();
+        assert_eq!(
+            (read.window.requests(), read.day.requests),
+            (96, 96),
+            "a refusal writes nothing"
+        );
+        assert_eq!(read.day.reserved.tokens, 10, "only the admitted hold");
+        assert_eq!(
+            ledger.admit(&calls("nina", 4), &rate).await.unwrap(),
+            Ok(())
+        );
+        assert_eq!(
+            ledger
+                .read("nina", &periods)
+                .await
+                .unwrap()
+                .window
+                .requests(),
+            100
+        );
+        // More than the limit at once: refused even where the window holds nothing, told to send fewer.
+        let refused = ledger
+            .admit(&calls("omar", 101), &rate)
+            .await
+            .unwrap()
+            .unwrap_err();
+        assert!(refused.is_rate(), "{refused:?}");
+        assert!(
+            refused.message.contains("101 model calls"),
+            "{}",
+            refused.message
+        );
+        assert_eq!(
+            ledger.read("omar", &periods).await.unwrap(),
+            UsageSnapshot::default()
+        );
+        // Admitted atomically: three of 40 at once under 100 admit two.
+        let holds: Vec<Hold> = (0..3).map(|_| calls("pia", 40)).collect();
+        let results =
+            futures_util::future::join_all(holds.iter().map(|h| ledger.admit(h, &rate))).await;
+        let admitted = results.iter().filter(|r| matches!(r, Ok(Ok(())))).count();
+        assert_eq!(admitted, 2, "{results:?}");
+        assert_eq!(
+            ledger
+                .read("pia", &periods)
+                .await
+                .unwrap()
+                .window
+                .requests(),
+            80
+        );
+        // A requests quota of 10 a day: 8, then 3 refused until midnight (2 left), then 2.
+        let per_day = LimitKind::new(Resource::Requests, Period::Day);
+        let quota = Limits::default().with(per_day, 10.0);
+        assert_eq!(
+            ledger.admit(&calls("quinn", 8), &quota).await.unwrap(),
+            Ok(())
+        );
+        let refused = ledger
+            .admit(&calls("quinn", 3), &quota)
+            .await
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(refused.kind, per_day);
+        assert!(
+            refused.message.contains("only 2 of your 10 requests"),
+            "{}",
+            refused.message
+        );
+        assert_eq!(
+            ledger.admit(&calls("quinn", 2), &quota).await.unwrap(),
+            Ok(())
+        );
+        let read = ledger.read("quinn", &periods).await.unwrap();
+        assert_eq!((read.day.requests, read.month.requests), (10, 10));
+        assert_eq!(
+            read.window.requests(),
+            0,
+            "no rate limit: no window counted"
+        );
+        // Recorded without admission: all its requests, once.
+        let hold = Hold::unadmitted("rosa", at).counting(96);
+        for _ in 0..2 {
+            ledger.record(&hold, &spent(96, 0.0)).await.unwrap();
+        }
+        let read = ledger.read("rosa", &periods).await.unwrap();
+        assert_eq!((read.day.requests, read.day.turns), (96, 1));
     }
 
     /// A weekly quota counts every day of the ISO week and lets the user in again on Monday (UTC).

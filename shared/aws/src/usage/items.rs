@@ -308,18 +308,22 @@ impl Counter {
             .filter(move |(kind, _)| kind.period == period)
     }
 
-    /// The admission's add to this counter: the request, and `reserve` reserved and held, on condition that what
-    /// it holds is under each of `limits`' limits of its period (and what was spent, for counters from before holds
-    /// were kept, which have no `held…`).
+    /// The admission's add to this counter: its `requests` (at least 1, at most each limit of requests: see
+    /// [`Hold::requests`]), and `reserve` reserved and held, on condition that what it holds is under each of
+    /// `limits`' limits of its period (and what was spent, for counters from before holds were kept, which have no
+    /// `held…`), and that its requests keep the counter's within each limit of requests.
     pub(super) fn reserve(
         &self,
         table: &str,
         owner: &str,
         reserve: &Reserve,
+        requests: u64,
         limits: &Limits,
     ) -> TransactWriteItem {
+        // Beyond the one request of every turn, what the admission adds to a limit of requests.
+        let more = requests.max(1) - 1;
         let mut e = Expression::new()
-            .add("requests", n(1))
+            .add("requests", n(more + 1))
             .add("reservedTokens", n(reserve.tokens))
             .add("heldTokens", n(reserve.tokens));
         if let Some(reserved) = reserve.cost_usd {
@@ -329,6 +333,11 @@ impl Counter {
         }
         e = e.set_if_absent(EXPIRES_AT, n(self.expires_at));
         for (kind, limit) in self.turn_limits(limits) {
+            let limit = match kind.resource {
+                // `requests + more < limit`: the counter's requests stay within the limit once these are added.
+                Resource::Requests => (limit - more as f64).max(0.0),
+                _ => limit,
+            };
             let (attribute, limit) = checked_attribute(kind.resource, limit);
             e = e.if_absent_or_under(attribute, limit.clone());
             e = match kind.resource {
@@ -354,16 +363,17 @@ impl Counter {
             .update(table, key(owner, &self.sk))
     }
 
-    /// A turn recorded whole ([`chat_core::UsageLedger::record`]): its request, `spent` and the turn, as an
+    /// A turn recorded whole ([`chat_core::UsageLedger::record`]): its `requests`, `spent` and the turn, as an
     /// admission that reserved nothing and its last settlement add them together (the same attributes).
     pub(super) fn record(
         &self,
         table: &str,
         owner: &str,
         spent: &UsageTotals,
+        requests: u64,
     ) -> TransactWriteItem {
         self.settled(spent, &Reserve::default(), None)
-            .add("requests", n(1))
+            .add("requests", n(requests.max(1)))
             .update(table, key(owner, &self.sk))
     }
 
@@ -405,20 +415,23 @@ impl Counter {
     }
 }
 
-/// The admission's add to the rate window that ends with `bucket`: one request, on condition (given `rate`, for
-/// the request's own window) that it holds fewer than `rate`.
+/// The admission's add to the rate window that ends with `bucket`: `requests` requests (at least 1, at most
+/// `rate`), on condition (given `rate`, for the request's own window) that it holds at most `rate` once they are
+/// added.
 pub(super) fn window_admit(
     table: &str,
     owner: &str,
     bucket: i64,
+    requests: u64,
     rate: Option<u64>,
 ) -> TransactWriteItem {
     let ends = Periods::bucket_starts(bucket + 1).unix_timestamp();
+    let requests = requests.max(1);
     let mut e = Expression::new()
-        .add("requests", n(1))
+        .add("requests", n(requests))
         .set_if_absent(EXPIRES_AT, n(ends + WINDOW_KEPT_SECONDS));
     if let Some(rate) = rate {
-        e = e.if_absent_or_under("requests", n(rate));
+        e = e.if_absent_or_under("requests", n(rate.saturating_sub(requests - 1)));
     }
     e.update(table, key(owner, &window_sk(bucket)))
 }
@@ -594,7 +607,7 @@ mod tests {
             .with(LimitKind::UPLOADED_DOCUMENTS_PER_DAY, 1.0);
         let [day, week, month] = period_counters(&hold.periods);
         let admitted = |c: &Counter| {
-            c.reserve("t", "alice", &hold.reserved, &limits)
+            c.reserve("t", "alice", &hold.reserved, hold.requests, &limits)
                 .update
                 .unwrap()
         };

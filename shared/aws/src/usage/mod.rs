@@ -26,7 +26,9 @@
 //! condition that its own holds fewer than the rate limit, and a condition check of the
 //! `LIMITS` item asserts the user's own limits the conditions assumed (read once per user and instance, and again
 //! when the check fails). Refused, nothing is written; the counters are then read to say which limit refused and
-//! until when.
+//! until when. A hold that counts several requests (one per model call of a request to embed: [`Hold::requests`])
+//! adds them all, on condition that each count of requests stays within its limit once they are added; one of more
+//! requests than a limit is refused without a write.
 //!
 //! **A settlement** is one `TransactWriteItems` too: the hold moves on from the version it was written for (or is
 //! deleted, the turn over), and the day's, the week's and the month's counters add what was spent and the change of the
@@ -63,9 +65,9 @@ use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, TransactWriteItem};
 use chat_core::{
-    Family, Hold, LimitKind, Limits, OverLimit, Periods, RateWindow, Reserve, StoreError, Upload,
-    UploadQuota, UsageFuture, UsageLedger, UsageSnapshot, UsageTotals, WINDOW_SPAN, WatchLease,
-    WatchPlace, WatchSlots, upload_ceilings,
+    Family, Hold, LimitKind, Limits, OverLimit, Periods, RateWindow, Reserve, Resource, StoreError,
+    Upload, UploadQuota, UsageFuture, UsageLedger, UsageSnapshot, UsageTotals, WINDOW_SPAN,
+    WatchLease, WatchPlace, WatchSlots, upload_ceilings,
 };
 use time::OffsetDateTime;
 use tracing::Instrument;
@@ -123,7 +125,7 @@ fn recording(
 ) -> Vec<TransactWriteItem> {
     let mut writes = vec![record_put(table, hold, guarded)];
     for counter in period_counters(&hold.periods) {
-        writes.push(counter.record(table, &hold.owner, spent));
+        writes.push(counter.record(table, &hold.owner, spent, hold.requests));
     }
     writes
 }
@@ -177,6 +179,14 @@ fn conflicted(e: &WriteFailure) -> bool {
         ),
         None => false,
     }
+}
+
+/// Whether `requests` requests are more than a limit of requests of `limits` (the rate limit, a requests quota)
+/// allows at all: no admission's conditions can then hold.
+fn passes_a_limit_alone(limits: &Limits, requests: u64) -> bool {
+    limits
+        .of(Family::Turns)
+        .any(|(kind, limit)| kind.resource == Resource::Requests && requests as f64 > limit)
 }
 
 /// A short random pause before a transaction held up by another is sent again.
@@ -328,7 +338,7 @@ impl DynamoUsage {
             if counter.turn_limits(limits).next().is_some() {
                 layout.periods.push(writes.len());
             }
-            writes.push(counter.reserve(table, owner, &hold.reserved, limits));
+            writes.push(counter.reserve(table, owner, &hold.reserved, hold.requests, limits));
         }
         if let Some(rate) = limits.get(LimitKind::REQUESTS_PER_MINUTE) {
             let rate = rate as u64;
@@ -336,7 +346,13 @@ impl DynamoUsage {
             for m in 0..WINDOW_SPAN as i64 {
                 // The request's own window (ending with its bucket) holds it to the rate; the later ones count it.
                 let bucket = hold.periods.bucket + m;
-                writes.push(window_admit(table, owner, bucket, (m == 0).then_some(rate)));
+                writes.push(window_admit(
+                    table,
+                    owner,
+                    bucket,
+                    hold.requests,
+                    (m == 0).then_some(rate),
+                ));
             }
         }
         if let Some(seen) = seen {
@@ -367,6 +383,15 @@ impl DynamoUsage {
                 Some(item) => configured.for_user(&limit_overrides(item)),
                 None => Limits::default(),
             };
+            if passes_a_limit_alone(&limits, hold.requests) {
+                // More requests than a limit of requests allows (a request of many model calls): no write can let
+                // it in. The counters and the user's own item, read afresh, say which limit refused it.
+                match self.refusal(hold, configured).await? {
+                    Err(over) => return Ok(Err(over)),
+                    // The user's item, read just now, allows it.
+                    Ok(()) => continue,
+                }
+            }
             let (writes, layout) = self.admission(hold, &limits, seen.as_ref());
             let span = tracing::info_span!("store.usage.admit");
             let sent = transact(&self.client, writes, span).await;
@@ -397,10 +422,7 @@ impl DynamoUsage {
                 let refused = layout.periods.iter().any(|i| failed_at(Some(*i)))
                     || (0..WINDOW_SPAN).any(|m| failed_at(layout.window.map(|w| w + m)));
                 if refused {
-                    let (snapshot, item) = self.read_counters(owner, &hold.periods).await?;
-                    self.remember_limits(owner, item);
-                    let limits = configured.for_user(&snapshot.overrides);
-                    match chat_core::check(&limits, &snapshot, &hold.periods) {
+                    match self.refusal(hold, configured).await? {
                         Err(over) => return Ok(Err(over)),
                         // Under the limits again by now (a turn settled): tried again.
                         Ok(()) => continue,
@@ -419,6 +441,24 @@ impl DynamoUsage {
         }
         Err(StoreError::Unavailable(
             "the admission was held up by the user's other turns".into(),
+        ))
+    }
+
+    /// Why the counters refused `hold` under `configured`, read from them: which limit and until when (`Ok` when
+    /// they allow it by now: a turn settled, or the user's own item read afresh).
+    async fn refusal(
+        &self,
+        hold: &Hold,
+        configured: &Limits,
+    ) -> Result<Result<(), OverLimit>, StoreError> {
+        let (snapshot, item) = self.read_counters(&hold.owner, &hold.periods).await?;
+        self.remember_limits(&hold.owner, item);
+        let limits = configured.for_user(&snapshot.overrides);
+        Ok(chat_core::check_requests(
+            &limits,
+            &snapshot,
+            &hold.periods,
+            hold.requests,
         ))
     }
 
