@@ -11,6 +11,7 @@ mod field;
 mod files;
 mod model;
 mod multipart;
+mod object;
 pub mod openai;
 mod request;
 pub mod responses;

@@ -7,11 +7,11 @@
 //! the `tool_result` blocks of the user message after it are [`ContentPart::Tool`] parts of the assistant message,
 //! and its `thinking` and `redacted_thinking` blocks the signed reasoning given back with them, byte for byte.
 
+use crate::object::{self, Api, kind_of};
 use std::collections::HashMap;
 
 use base64::Engine;
 use bytes::Bytes;
-use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use chat_core::{
@@ -63,10 +63,7 @@ pub fn parse_messages_request(
     let Value::Object(map) = value else {
         return Err(not_an_object().into());
     };
-    let mut body = Obj {
-        path: String::new(),
-        map,
-    };
+    let mut body = Obj::of(String::new(), map);
     let mut accepted = Vec::new();
     let model: String = body.require("model")?;
     if model.trim().is_empty() {
@@ -185,55 +182,17 @@ pub fn parse_messages_request(
     })
 }
 
-/// A JSON object being read field by field at `path`: what is left once read is unknown, and refused.
-struct Obj {
-    path: String,
-    map: Map<String, Value>,
+/// The API whose requests [`Obj`] reads here, as its refusals name it.
+enum Messages {}
+
+impl Api for Messages {
+    const NAME: &'static str = "Anthropic's Messages API";
 }
 
+/// A JSON object of this API's requests, read field by field.
+type Obj = object::Obj<Messages>;
+
 impl Obj {
-    fn new(path: impl Into<String>, value: Value) -> Result<Self, InvalidRequest> {
-        let path = path.into();
-        match value {
-            Value::Object(map) => Ok(Self { path, map }),
-            other => Err(InvalidRequest::new(
-                path,
-                format!("expected an object, not {}", kind_of(&other)),
-            )),
-        }
-    }
-
-    fn at(&self, name: &str) -> String {
-        if self.path.is_empty() {
-            name.to_string()
-        } else {
-            format!("{}.{name}", self.path)
-        }
-    }
-
-    /// The field's value, taken out; `None` when absent or `null`.
-    fn value(&mut self, name: &str) -> Option<Value> {
-        self.map.remove(name).filter(|v| !v.is_null())
-    }
-
-    fn take<T: DeserializeOwned>(&mut self, name: &str) -> Result<Option<T>, InvalidRequest> {
-        let path = self.at(name);
-        self.value(name).map(|v| typed(&path, v)).transpose()
-    }
-
-    fn require<T: DeserializeOwned>(&mut self, name: &str) -> Result<T, InvalidRequest> {
-        let path = self.at(name);
-        self.take(name)?
-            .ok_or_else(|| InvalidRequest::new(path, "is required"))
-    }
-
-    fn refuse(&mut self, name: &str, reason: &str) -> Result<(), InvalidRequest> {
-        match self.value(name) {
-            Some(_) => Err(InvalidRequest::new(self.at(name), reason)),
-            None => Ok(()),
-        }
-    }
-
     /// `cache_control`, checked and taken: the backend places Bedrock's cache points itself (after the system
     /// prompt and before the newest message), so a client's breakpoint is accepted and named.
     fn cache_control(&mut self, accepted: &mut Vec<String>) -> Result<(), InvalidRequest> {
@@ -252,37 +211,6 @@ impl Obj {
         control.finish()?;
         accepted.push("cache_control".into());
         Ok(())
-    }
-
-    fn finish(self) -> Result<(), InvalidRequest> {
-        match self.map.keys().next() {
-            None => Ok(()),
-            Some(name) => Err(InvalidRequest::new(
-                if self.path.is_empty() {
-                    name.clone()
-                } else {
-                    format!("{}.{name}", self.path)
-                },
-                "is not a field of Anthropic's Messages API that this backend takes",
-            )),
-        }
-    }
-}
-
-fn typed<T: DeserializeOwned>(path: &str, value: Value) -> Result<T, InvalidRequest> {
-    let what = kind_of(&value);
-    serde_json::from_value(value)
-        .map_err(|e| InvalidRequest::new(path, format!("{e} (got {what})")))
-}
-
-fn kind_of(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

@@ -7,8 +7,8 @@
 //! `max_tokens` its answer's length, `reasoning_effort` its thinking, `required` its tool choice of any tool, an
 //! assistant's tool calls with the `tool` messages that answer them the [`ContentPart::Tool`] parts of its message.
 
+use crate::object::{self, Api, kind_of, typed};
 use bytes::Bytes;
-use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use chat_core::{
@@ -153,10 +153,7 @@ pub fn parse_completion_request_with(
     let Value::Object(map) = value else {
         return Err(not_an_object().into());
     };
-    let mut body = Obj {
-        path: String::new(),
-        map,
-    };
+    let mut body = Obj::of(String::new(), map);
     for (name, is_default, default) in DEFAULT_ONLY {
         if let Some(value) = body.value(name)
             && !is_default(&value)
@@ -251,90 +248,15 @@ pub fn parse_completion_request_with(
     })
 }
 
-/// A JSON object being read field by field at `path`: what is left once read is unknown, and refused.
-struct Obj {
-    path: String,
-    map: Map<String, Value>,
+/// The API whose requests [`Obj`] reads here, as its refusals name it.
+enum ChatCompletions {}
+
+impl Api for ChatCompletions {
+    const NAME: &'static str = "OpenAI's Chat Completions API";
 }
 
-impl Obj {
-    fn new(path: impl Into<String>, value: Value) -> Result<Self, InvalidRequest> {
-        let path = path.into();
-        match value {
-            Value::Object(map) => Ok(Self { path, map }),
-            other => Err(InvalidRequest::new(
-                path,
-                format!("expected an object, not {}", kind_of(&other)),
-            )),
-        }
-    }
-
-    /// The path of the field `name`.
-    fn at(&self, name: &str) -> String {
-        if self.path.is_empty() {
-            name.to_string()
-        } else {
-            format!("{}.{name}", self.path)
-        }
-    }
-
-    /// The field's value, taken out; `None` when absent or `null`.
-    fn value(&mut self, name: &str) -> Option<Value> {
-        self.map.remove(name).filter(|v| !v.is_null())
-    }
-
-    /// The field as `T`; `None` when absent or `null`; a value of another type is refused naming the field.
-    fn take<T: DeserializeOwned>(&mut self, name: &str) -> Result<Option<T>, InvalidRequest> {
-        let path = self.at(name);
-        self.value(name).map(|v| typed(&path, v)).transpose()
-    }
-
-    fn require<T: DeserializeOwned>(&mut self, name: &str) -> Result<T, InvalidRequest> {
-        let path = self.at(name);
-        self.take(name)?
-            .ok_or_else(|| InvalidRequest::new(path, "is required"))
-    }
-
-    /// Refuses a field present with a value (not `null`): what this backend takes only as absent.
-    fn refuse(&mut self, name: &str, reason: &str) -> Result<(), InvalidRequest> {
-        match self.value(name) {
-            Some(_) => Err(InvalidRequest::new(self.at(name), reason)),
-            None => Ok(()),
-        }
-    }
-
-    /// Refuses the first field not read.
-    fn finish(self) -> Result<(), InvalidRequest> {
-        match self.map.keys().next() {
-            None => Ok(()),
-            Some(name) => Err(InvalidRequest::new(
-                if self.path.is_empty() {
-                    name.clone()
-                } else {
-                    format!("{}.{name}", self.path)
-                },
-                "is not a field of OpenAI's Chat Completions API that this backend takes",
-            )),
-        }
-    }
-}
-
-fn typed<T: DeserializeOwned>(path: &str, value: Value) -> Result<T, InvalidRequest> {
-    let what = kind_of(&value);
-    serde_json::from_value(value)
-        .map_err(|e| InvalidRequest::new(path, format!("{e} (got {what})")))
-}
-
-fn kind_of(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
+/// A JSON object of this API's requests, read field by field.
+type Obj = object::Obj<ChatCompletions>;
 
 /// How a request samples, how long its answer may be and how hard the model thinks.
 struct Sampled {

@@ -11,10 +11,10 @@
 //! (`web_search`, `file_search`, …) are not given to the model at all and are named in [`ResponsesRequest::ignored_tools`]
 //! (Codex offers `web_search` on every request: a 400 would lock it out), while a `tool_choice` forcing one is a 400.
 
+use crate::object::{self, Api, kind_of};
 use std::collections::HashMap;
 
 use bytes::Bytes;
-use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
 use chat_core::{
@@ -191,10 +191,7 @@ pub fn parse_responses_request(
     let Value::Object(map) = value else {
         return Err(not_an_object().into());
     };
-    let mut body = Obj {
-        path: String::new(),
-        map,
-    };
+    let mut body = Obj::of(String::new(), map);
     for (name, is_default, default) in DEFAULT_ONLY {
         if let Some(value) = body.value(name)
             && !is_default(&value)
@@ -330,88 +327,15 @@ pub fn parse_responses_request(
     })
 }
 
-/// A JSON object being read field by field at `path`: what is left once read is unknown, and refused.
-struct Obj {
-    path: String,
-    map: Map<String, Value>,
+/// The API whose requests [`Obj`] reads here, as its refusals name it.
+enum Responses {}
+
+impl Api for Responses {
+    const NAME: &'static str = "OpenAI's Responses API";
 }
 
-impl Obj {
-    fn new(path: impl Into<String>, value: Value) -> Result<Self, InvalidRequest> {
-        let path = path.into();
-        match value {
-            Value::Object(map) => Ok(Self { path, map }),
-            other => Err(InvalidRequest::new(
-                path,
-                format!("expected an object, not {}", kind_of(&other)),
-            )),
-        }
-    }
-
-    fn at(&self, name: &str) -> String {
-        if self.path.is_empty() {
-            name.to_string()
-        } else {
-            format!("{}.{name}", self.path)
-        }
-    }
-
-    /// The field's value, taken out; `None` when absent or `null`.
-    fn value(&mut self, name: &str) -> Option<Value> {
-        self.map.remove(name).filter(|v| !v.is_null())
-    }
-
-    fn take<T: DeserializeOwned>(&mut self, name: &str) -> Result<Option<T>, InvalidRequest> {
-        let path = self.at(name);
-        self.value(name).map(|v| typed(&path, v)).transpose()
-    }
-
-    fn require<T: DeserializeOwned>(&mut self, name: &str) -> Result<T, InvalidRequest> {
-        let path = self.at(name);
-        self.take(name)?
-            .ok_or_else(|| InvalidRequest::new(path, "is required"))
-    }
-
-    /// Refuses a field present with a value (not `null`).
-    fn refuse(&mut self, name: &str, reason: &str) -> Result<(), InvalidRequest> {
-        match self.value(name) {
-            Some(_) => Err(InvalidRequest::new(self.at(name), reason)),
-            None => Ok(()),
-        }
-    }
-
-    /// Refuses the first field not read.
-    fn finish(self) -> Result<(), InvalidRequest> {
-        match self.map.keys().next() {
-            None => Ok(()),
-            Some(name) => Err(InvalidRequest::new(
-                if self.path.is_empty() {
-                    name.clone()
-                } else {
-                    format!("{}.{name}", self.path)
-                },
-                "is not a field of OpenAI's Responses API that this backend takes",
-            )),
-        }
-    }
-}
-
-fn typed<T: DeserializeOwned>(path: &str, value: Value) -> Result<T, InvalidRequest> {
-    let what = kind_of(&value);
-    serde_json::from_value(value)
-        .map_err(|e| InvalidRequest::new(path, format!("{e} (got {what})")))
-}
-
-fn kind_of(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
+/// A JSON object of this API's requests, read field by field.
+type Obj = object::Obj<Responses>;
 
 /// `include`: `reasoning.encrypted_content` is honoured; what names output this backend does not make (the hosted
 /// tools' results, log probabilities) is refused.
