@@ -130,7 +130,8 @@ pub fn mcp_servers(config: &Config) -> Result<Vec<Arc<dyn ToolSource>>, ConfigEr
     .with_sessions(chat_mcp::Sessions {
         max: config.mcp_max_sessions,
         idle: config.mcp_session_idle,
-    });
+    })
+    .with_allow_required(config.mcp_require_allow);
     if servers.is_empty() {
         return Ok(Vec::new());
     }

@@ -75,6 +75,10 @@ pub struct Config {
     pub mcp_max_sessions: usize,
     /// How long a caller's MCP session is kept unused before it is closed (`MCP_SESSION_IDLE_MS`).
     pub mcp_session_idle: Duration,
+    /// Whether an MCP server's tools are offered only by its `allow` (`MCP_REQUIRE_ALLOW`; by default where a
+    /// knowledge base is searched, so that no tool's arguments carry the documents out unless the operator chose
+    /// it), else also the tools it marks read-only.
+    pub mcp_require_allow: bool,
     /// The embedding models `POST /v1/embeddings` serves (`EMBEDDING_MODELS`, comma-separated; set empty: none,
     /// and the route answers every model with 404).
     pub embedding_models: EmbeddingModels,
@@ -400,6 +404,10 @@ impl Config {
             mcp_servers: get("MCP_SERVERS").map(SecretJson),
             mcp_max_sessions: number("MCP_MAX_SESSIONS", 16)?.min(100_000) as usize,
             mcp_session_idle: Duration::from_millis(number("MCP_SESSION_IDLE_MS", 300_000)?),
+            mcp_require_allow: flag(
+                "MCP_REQUIRE_ALLOW",
+                get("KNOWLEDGE_BASE_ID").is_some_and(|id| !id.trim().is_empty()),
+            )?,
             embedding_models: embedding_models(lookup("EMBEDDING_MODELS"))?,
             anthropic_model_names: ModelNames::parse(
                 &get("ANTHROPIC_MODEL_NAMES").unwrap_or_default(),
@@ -758,6 +766,29 @@ mod tests {
         assert_eq!(bad.name, "ALLOWED_MODELS");
         let bad = config(&[("OPENAI_RETRIEVAL", "maybe")]).unwrap_err();
         assert_eq!(bad.name, "OPENAI_RETRIEVAL");
+    }
+
+    #[test]
+    fn mcp_tools_need_allow_by_default_where_documents_are_searched() {
+        assert!(!config(&[]).unwrap().mcp_require_allow);
+        let kb = ("KNOWLEDGE_BASE_ID", "ABCDEFGHIJ");
+        assert!(config(&[kb]).unwrap().mcp_require_allow);
+        assert!(
+            !config(&[kb, ("MCP_REQUIRE_ALLOW", "false")])
+                .unwrap()
+                .mcp_require_allow
+        );
+        assert!(
+            config(&[("MCP_REQUIRE_ALLOW", "true")])
+                .unwrap()
+                .mcp_require_allow
+        );
+        assert_eq!(
+            config(&[("MCP_REQUIRE_ALLOW", "sometimes")])
+                .unwrap_err()
+                .name,
+            "MCP_REQUIRE_ALLOW"
+        );
     }
 
     #[test]

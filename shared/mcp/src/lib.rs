@@ -4,7 +4,9 @@
 //! - `MCP_SERVERS` ([`McpServers::from_json`]) names the servers: `[{name, url, headers?, allow?, forward_user?}]`.
 //! - Least privilege: a server's tools are offered when its entry names them in `allow`; without `allow`, only the
 //!   tools its server marks read-only (the MCP tool annotation `readOnlyHint: true`), so that a tool which acts in
-//!   the world is offered only by the operator's choice.
+//!   the world is offered only by the operator's choice. With [`McpServers::with_allow_required`]
+//!   (`MCP_REQUIRE_ALLOW`, on by default where documents are searched) only `allow` offers a tool: a read-only tool's
+//!   arguments still leave for its server, and could carry what the model read out of the documents.
 //! - Nothing connects at cold start: the first turn's [`ToolSource::list`] connects to every server at once and
 //!   lists its tools, each server within the listing timeout: the `list_timeout` given, at most
 //!   [`LIST_TIMEOUT_CAP`] (listing happens before the model is called). What a server listed is kept for the
@@ -242,23 +244,46 @@ impl McpServers {
     /// The bytes of a result's text the model reads (`TOOL_RESULT_MAX_BYTES`): an answer is read no further than
     /// them and a margin for the JSON around the text.
     pub fn with_max_result_bytes(self, max_result_bytes: usize) -> McpServers {
-        self.rebuilt(|server| (max_result_bytes, server.bounds))
+        self.rebuilt(|server| (server.config.clone(), max_result_bytes, server.bounds))
     }
 
     /// The bounds on each server's callers' sessions (`MCP_MAX_SESSIONS`, `MCP_SESSION_IDLE_MS`).
     pub fn with_sessions(self, sessions: Sessions) -> McpServers {
-        self.rebuilt(|server| (server.max_result_bytes, sessions))
+        self.rebuilt(|server| (server.config.clone(), server.max_result_bytes, sessions))
     }
 
-    /// The servers made anew with other bounds (before any was listed).
-    fn rebuilt(mut self, bounds: impl Fn(&Server) -> (usize, Sessions)) -> McpServers {
+    /// With `required` (`MCP_REQUIRE_ALLOW`), a server's tools are offered only when its `allow` names them: a server
+    /// without `allow` offers none, whatever it marks read-only (said once, at the cold start).
+    pub fn with_allow_required(self, required: bool) -> McpServers {
+        if !required {
+            return self;
+        }
+        self.rebuilt(|server| {
+            let mut config = server.config.clone();
+            if config.allow.is_none() {
+                tracing::warn!(
+                    mcp_server = %config.name,
+                    "MCP_REQUIRE_ALLOW is on and the MCP server's entry has no allow: it offers no tools; name the \
+                     tools it may offer in its allow"
+                );
+                config.allow = Some(Vec::new());
+            }
+            (config, server.max_result_bytes, server.bounds)
+        })
+    }
+
+    /// The servers made anew with another configuration or other bounds (before any was listed).
+    fn rebuilt(
+        mut self,
+        settings: impl Fn(&Server) -> (ServerConfig, usize, Sessions),
+    ) -> McpServers {
         self.servers = self
             .servers
             .iter()
             .map(|server| {
-                let (max_result_bytes, sessions) = bounds(server);
+                let (config, max_result_bytes, sessions) = settings(server);
                 Server::new(
-                    server.config.clone(),
+                    config,
                     server.client.http().clone(),
                     max_result_bytes,
                     sessions,

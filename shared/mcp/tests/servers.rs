@@ -587,6 +587,32 @@ async fn a_tool_not_marked_read_only_is_offered_only_when_allow_names_it() {
 }
 
 #[tokio::test]
+async fn with_allow_required_only_allow_offers_a_tool_read_only_or_not() {
+    let (addr, _server) = start().await;
+    // Without `allow`, not even the tools the server marks read-only are offered.
+    let listing = servers(json!([{"name": "local", "url": local_mcp::url(addr)}]))
+        .with_allow_required(true)
+        .list(&Caller::owner("u"))
+        .await;
+    assert!(listing.unavailable.is_empty(), "{:?}", listing.unavailable);
+    assert!(names(&listing).is_empty(), "{:?}", names(&listing));
+    // `allow` offers what it names, as without the setting.
+    let listing = servers(json!([
+        {"name": "local", "url": local_mcp::url(addr), "allow": ["echo"]}
+    ]))
+    .with_allow_required(true)
+    .list(&Caller::owner("u"))
+    .await;
+    assert_eq!(names(&listing), ["echo"]);
+    // Off, the read-only ones are offered.
+    let listing = servers(json!([{"name": "local", "url": local_mcp::url(addr)}]))
+        .with_allow_required(false)
+        .list(&Caller::owner("u"))
+        .await;
+    assert_eq!(names(&listing), ["add", "echo", "sleep"]);
+}
+
+#[tokio::test]
 async fn two_callers_get_two_sessions_and_never_each_others_state() {
     let (addr, record, _server) = start_recorded().await;
     let source = servers(json!([{
