@@ -27,8 +27,9 @@
 //! outlives them), and `cargo lambda watch` does not rebuild and reload on changes.
 //!
 //! Tools: it also starts the local MCP server (in this process, `tests/local-mcp`: `add`, `echo` and `sleep` over
-//! streamable HTTP) and gives the functions `MCP_SERVERS=[{"name":"local","url":"http://127.0.0.1:PORT/mcp"}]`,
-//! so that the model is offered its tools. When `MCP_SERVERS` is set in the environment it is passed to the
+//! streamable HTTP) and gives the functions
+//! `MCP_SERVERS=[{"name":"local","url":"http://127.0.0.1:PORT/mcp","allow":["add","echo","sleep"]}]`, so that the
+//! model is offered those tools (named in `allow`: with the local knowledge base on, `MCP_REQUIRE_ALLOW` is too). When `MCP_SERVERS` is set in the environment it is passed to the
 //! functions as it is and no local MCP server starts: `MCP_SERVERS=` (empty) turns MCP tools off. Unless
 //! `RETRIEVAL` is set, the model may also search the documents itself (`RETRIEVAL=both`: `search_documents`).
 //!
@@ -244,7 +245,7 @@ fn main() {
         env.push((
             "MCP_SERVERS",
             format!(
-                r#"[{{"name":"local","url":"{}"}}]"#,
+                r#"[{{"name":"local","url":"{}","allow":["add","echo","sleep"]}}]"#,
                 local_mcp::url(([127, 0, 0, 1], ports.mcp).into())
             ),
         ));
