@@ -253,6 +253,36 @@ describe(`the page at ${BASE}/`, () => {
     await page.close();
   });
 
+  test('a link the model wrote to another site shows its host and opens only from a dialog showing the whole address', { timeout: TEST_TIMEOUT_MS }, async () => {
+    const page = await browser.newPage();
+    page.setDefaultTimeout(STEP_TIMEOUT_MS);
+    const seen = watch(page);
+    const collector = [];
+    page.on('request', (r) => new URL(r.url()).host === 'collector.example' && collector.push(r.url()));
+    await page.goto(`${BASE}/`, { waitUntil: 'load' });
+    const address = 'https://collector.example/c?q=parental+leave+16+weeks';
+    // The local model says exactly this: a link carrying words of the conversation out in its query.
+    await ask(page, `[[say:See [the notes](${address}) for more.]]`);
+    await turnDone(page);
+    const LINK = '#log article.msg.assistant a.model-link';
+    const link = await page.waitForSelector(LINK);
+    assert.equal(await link.evaluate((a) => a.textContent), 'the notes (collector.example)', 'the host beside the text');
+    const pagesBefore = (await browser.pages()).length;
+    await link.click();
+    await page.waitForSelector('#link-dialog[open]');
+    assert.equal(await page.$eval('#link-address', (p) => p.textContent), address, 'the whole address is shown');
+    assert.equal(await page.$eval('#link-open', (a) => a.getAttribute('href')), address);
+    assert.equal(await page.$eval('#link-open', (a) => a.getAttribute('rel')), 'noopener noreferrer');
+    assert.equal((await browser.pages()).length, pagesBefore, 'the click on the link itself opened nothing');
+    assert.deepEqual(collector, [], 'nothing was sent to the link');
+    await page.click('#link-cancel');
+    await page.waitForSelector('#link-dialog:not([open])');
+    assert.equal((await browser.pages()).length, pagesBefore, 'Cancel opened nothing');
+    assert.deepEqual(seen.console, [], 'console errors');
+    assert.deepEqual(seen.pageErrors, [], 'script errors');
+    await page.close();
+  });
+
   test('API keys: makes a key shown once with a copy button, lists it, the key acts as the user, revokes it', { timeout: TEST_TIMEOUT_MS }, async () => {
     await browser.defaultBrowserContext().overridePermissions(BASE, ['clipboard-read', 'clipboard-write', 'clipboard-sanitized-write']);
     const page = await browser.newPage();
