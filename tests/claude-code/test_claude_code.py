@@ -117,6 +117,7 @@ class ClaudeCode(unittest.TestCase):
         self.assertGreater(usage["input_tokens"], usage_before["input_tokens"])
 
     def test_it_runs_the_command_the_model_asks_for_and_finishes_with_its_output(self):
+        before = len(model_requests())
         result = self.claude(
             '[[tool:Bash {"command":"echo claude-code-ran-this","description":"Print a word"}]] Run it',
             "--allowedTools", "Bash(echo:*)",
@@ -126,6 +127,16 @@ class ClaudeCode(unittest.TestCase):
         self.assertEqual(result["permission_denials"], [], result)
         self.assertIn("Bash returned", result["result"])
         self.assertIn("claude-code-ran-this", result["result"])
+        # The second turn gave the first turn's signed thinking back with its call (the local Bedrock server refuses
+        # a changed one), and the command's output as the call's result.
+        sent = model_requests()[before:]
+        self.assertEqual(len(sent), 2, "one Converse request for each of Claude Code's two /v1/messages")
+        called = sent[1]["body"]["messages"][-2]
+        self.assertEqual([next(iter(block)) for block in called["content"]], ["reasoningContent", "text", "toolUse"])
+        self.assertTrue(called["content"][0]["reasoningContent"]["reasoningText"]["signature"])
+        self.assertEqual(called["content"][2]["toolUse"]["name"], "Bash")
+        answered = sent[1]["body"]["messages"][-1]["content"][0]["toolResult"]
+        self.assertIn("claude-code-ran-this", json.dumps(answered["content"]))
 
     def usage(self):
         """What the key's owner has used today (`GET /usage` with the key)."""
