@@ -5,6 +5,7 @@ VENV      := .tools/venv
 TOOLS     := $(VENV)/.installed
 JS_TOOLS  := tests/js/node_modules/.installed
 CODEX_TOOLS := tests/codex/node_modules/.installed
+CLAUDE_CODE_TOOLS := tests/claude-code/node_modules/.installed
 AI_SDK_TOOLS := tests/ai-sdk/node_modules/.installed
 BROWSER_TOOLS := tests/browser/node_modules/.installed
 # cargo-bloat and inferno for `make bloat` and `make flamegraph` only, built from crates.io into .tools/cargo.
@@ -100,10 +101,10 @@ $(CARGO_TOOLS):
 	cargo install --quiet --locked --root .tools/cargo inferno --version 0.12.8
 
 ## tools: moto, cargo-lambda (with zig), cfn-lint, the openai and anthropic SDKs (tools/requirements.txt), the official JavaScript client of
-## the protocol (tests/js/package-lock.json), the Codex CLI (tests/codex/package-lock.json), the AI SDK
-## (tests/ai-sdk/package-lock.json), and headless Chromium with puppeteer-core for the browser test
+## the protocol (tests/js/package-lock.json), the Codex CLI (tests/codex/package-lock.json), Claude Code
+## (tests/claude-code/package-lock.json), the AI SDK (tests/ai-sdk/package-lock.json), and headless Chromium with puppeteer-core for the browser test
 ## (tests/browser/package-lock.json; Chromium unpacks itself into tests/browser/.chromium on first use).
-tools: $(TOOLS) $(JS_TOOLS) $(BROWSER_TOOLS) $(CODEX_TOOLS) $(AI_SDK_TOOLS)
+tools: $(TOOLS) $(JS_TOOLS) $(BROWSER_TOOLS) $(CODEX_TOOLS) $(CLAUDE_CODE_TOOLS) $(AI_SDK_TOOLS)
 
 $(TOOLS): tools/requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -119,6 +120,12 @@ $(CODEX_TOOLS): tests/codex/package-lock.json
 	npm ci --prefix tests/codex --no-audit --no-fund --loglevel=error
 	touch $@
 
+## Claude Code (tests/claude-code/package-lock.json), which tests/claude-code/test_claude_code.py runs against
+## /v1/messages. Its npm package installs the native binary of this platform's optional dependency.
+$(CLAUDE_CODE_TOOLS): tests/claude-code/package-lock.json
+	npm ci --prefix tests/claude-code --no-audit --no-fund --loglevel=error
+	touch $@
+
 ## The AI SDK with its OpenAI provider (tests/ai-sdk/package-lock.json), whose openai(id) calls /v1/responses.
 $(AI_SDK_TOOLS): tests/ai-sdk/package-lock.json
 	npm ci --prefix tests/ai-sdk --no-audit --no-fund --loglevel=error
@@ -129,4 +136,4 @@ $(BROWSER_TOOLS): tests/browser/package-lock.json
 	touch $@
 
 clean-tools:
-	rm -rf .tools tests/js/node_modules tests/codex/node_modules tests/ai-sdk/node_modules tests/browser/node_modules tests/browser/.chromium
+	rm -rf .tools tests/js/node_modules tests/codex/node_modules tests/claude-code/node_modules tests/ai-sdk/node_modules tests/browser/node_modules tests/browser/.chromium

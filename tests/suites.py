@@ -36,7 +36,9 @@ openai        the official `openai` Python SDK (tools/requirements.txt) against 
 anthropic     Anthropic's official Python SDK (tools/requirements.txt) against a local run of its own on port 9085
               (tests/anthropic/test_anthropic.py): /v1/messages whole and streamed, a tool loop with thinking whose
               signed block the local Bedrock server checks, parallel tool use, an image and a PDF, count_tokens,
-              /v1/models, each refusal as the SDK's typed exception;
+              /v1/models, each refusal as the SDK's typed exception; and Claude Code's `claude -p`
+              (tests/claude-code/test_claude_code.py) answering a prompt and running the Bash command the local model
+              asks for;
 documents     uploads through the local knowledge base in JWT mode (tests/documents/test_documents.py, tokens signed
               with a key it writes, read by the run from JWKS_FILE): alice's PDF and Markdown go pending → indexed and
               her answers cite them, while bob's show neither name nor word of them (buffered, streamed, the
@@ -301,15 +303,19 @@ def main():
         print(e, file=sys.stderr)
         results.append(("openai", False, 0.0))
 
-    # Anthropic's SDK: a local run of its own (port 9085) allowing a Claude that thinks within a budget, which
-    # Anthropic's name claude-sonnet-4-5 maps to.
-    section("anthropic: Anthropic's Python SDK against /v1/messages (tests/anthropic/test_anthropic.py)")
+    # Anthropic's SDK and Claude Code: a local run of its own (port 9085) allowing a Claude that thinks within a
+    # budget, which Anthropic's name claude-sonnet-4-5 maps to.
+    section("anthropic: Anthropic's Python SDK and Claude Code against /v1/messages (tests/anthropic/, claude-code/)")
     anthropic_env = {"ALLOWED_MODELS": "global.anthropic.claude-sonnet-4-5-20250929-v1:0", "MCP_SERVERS": "",
                      "LOCAL_MODEL_PACE_MS": "0"}
     try:
         with LocalRun(9085, "anthropic", anthropic_env) as backend:
             suite("anthropic", [lambda: run(
                 [os.path.join(ROOT, ".tools/venv/bin/python"), "tests/anthropic/test_anthropic.py", "-v"],
+                env={"ANTHROPIC_TEST_BASE_URL": backend.base, "ANTHROPIC_TEST_BEDROCK_URL": "http://127.0.0.1:9185"},
+            ), lambda: run(
+                # Claude Code's `claude -p` (tests/claude-code/, installed by make tools) through the same run.
+                [os.path.join(ROOT, ".tools/venv/bin/python"), "tests/claude-code/test_claude_code.py", "-v"],
                 env={"ANTHROPIC_TEST_BASE_URL": backend.base, "ANTHROPIC_TEST_BEDROCK_URL": "http://127.0.0.1:9185"},
             )])
     except RuntimeError as e:
