@@ -306,8 +306,10 @@ def main():
     # Anthropic's SDK and Claude Code: a local run of its own (port 9085) allowing a Claude that thinks within a
     # budget, which Anthropic's name claude-sonnet-4-5 maps to.
     section("anthropic: Anthropic's Python SDK and Claude Code against /v1/messages (tests/anthropic/, claude-code/)")
+    # Claude Code's default model (claude-opus-5-5) is answered by that Claude too (ANTHROPIC_MODEL_NAMES).
     anthropic_env = {"ALLOWED_MODELS": "global.anthropic.claude-sonnet-4-5-20250929-v1:0", "MCP_SERVERS": "",
-                     "LOCAL_MODEL_PACE_MS": "0"}
+                     "LOCAL_MODEL_PACE_MS": "0",
+                     "ANTHROPIC_MODEL_NAMES": "claude-opus-5=global.anthropic.claude-sonnet-4-5-20250929-v1:0"}
     try:
         with LocalRun(9085, "anthropic", anthropic_env) as backend:
             suite("anthropic", [lambda: run(

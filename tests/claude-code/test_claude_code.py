@@ -71,8 +71,9 @@ class ClaudeCode(unittest.TestCase):
         cls.home.cleanup()
         cls.work.cleanup()
 
-    def claude(self, prompt, *options):
-        """`claude -p PROMPT --output-format json`'s result object, failing on a non-zero exit or an error result."""
+    def claude(self, prompt, *options, model=MODEL):
+        """`claude -p PROMPT --output-format json`'s result object, failing on a non-zero exit or an error result;
+        `model=None` leaves Claude Code on its own default model."""
         home = self.home.name
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_", "XDG_"))}
         env.update({
@@ -80,7 +81,6 @@ class ClaudeCode(unittest.TestCase):
             "CLAUDE_CONFIG_DIR": os.path.join(home, ".claude"),
             "ANTHROPIC_BASE_URL": BASE,
             "ANTHROPIC_API_KEY": self.key,
-            "ANTHROPIC_MODEL": MODEL,
             "ANTHROPIC_SMALL_FAST_MODEL": MODEL,
             "ANTHROPIC_DEFAULT_HAIKU_MODEL": MODEL,
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
@@ -89,8 +89,11 @@ class ClaudeCode(unittest.TestCase):
             "DISABLE_ERROR_REPORTING": "1",
             "NO_PROXY": "127.0.0.1,localhost",
         })
+        if model:
+            env["ANTHROPIC_MODEL"] = model
+        chosen = ["--model", model] if model else []
         done = subprocess.run(
-            [CLAUDE, "-p", prompt, "--output-format", "json", "--model", MODEL, *options],
+            [CLAUDE, "-p", prompt, "--output-format", "json", *chosen, *options],
             cwd=self.work.name, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=TIMEOUT, env=env,
         )
         self.assertEqual(done.returncode, 0, f"{done.stdout}\n{done.stderr}")
@@ -115,6 +118,18 @@ class ClaudeCode(unittest.TestCase):
         usage = self.usage()
         self.assertEqual(usage["turns"], usage_before["turns"] + 1)
         self.assertGreater(usage["input_tokens"], usage_before["input_tokens"])
+
+    def test_its_default_model_and_the_system_message_it_sends_are_answered(self):
+        # Claude Code's own default model (the run maps its family to the allowed Claude), for which it sends its
+        # environment as a message of role "system" after the question: read as the user's turn, where it stands.
+        before = len(model_requests())
+        result = self.claude("Say hello", model=None)
+        self.assertTrue(result["result"].startswith("Echo:"), result["result"])
+        sent = model_requests()[before:]
+        self.assertEqual(len(sent), 1, "one Converse request")
+        messages = sent[0]["body"]["messages"]
+        self.assertEqual({m["role"] for m in messages}, {"user"}, messages)
+        self.assertIn("Say hello", json.dumps(messages))
 
     def test_it_runs_the_command_the_model_asks_for_and_finishes_with_its_output(self):
         before = len(model_requests())

@@ -127,6 +127,22 @@ pub fn parse_messages_request(
         Some(n) if n > cap => (Some(cap), Some(n)),
         Some(n) => (Some(n), None),
     };
+    // Held to the deployment's bound, the budget is too: the thinking and the answer together stay within it, as
+    // Anthropic's max_tokens holds both (Claude Code asks 32000 with a budget of 31999). A budget that cannot keep
+    // Bedrock's least (1024) below the bound leaves thinking off.
+    let thinking = match (thinking, clamped_from) {
+        (Some(Thinking::Budget(budget)), Some(_)) if u64::from(budget) >= cap => {
+            if cap > u64::from(chat_core::MIN_THINKING_BUDGET) {
+                let held = (cap - 1) as u32;
+                accepted.push(format!("thinking.budget_tokens={budget} (held to {held})"));
+                Some(Thinking::Budget(held))
+            } else {
+                accepted.push(format!("thinking.budget_tokens={budget} (thinking off)"));
+                Some(Thinking::Off)
+            }
+        }
+        (thinking, _) => thinking,
+    };
     let max_output_tokens = answer_tokens.map(|n| {
         let budget = match thinking {
             Some(Thinking::Budget(b)) => u64::from(b),
@@ -531,6 +547,56 @@ fn system(
         .collect())
 }
 
+/// A message's own `output_config` (Claude Code's per-turn control, on the system message it sends): its `effort`
+/// checked, and accepted without effect (the request's `output_config` decides the answer's effort, and Claude
+/// Code sends the same there).
+fn per_turn_output_config(
+    message: &mut Obj,
+    accepted: &mut Vec<String>,
+) -> Result<(), InvalidRequest> {
+    let Some(config) = message.value("output_config") else {
+        return Ok(());
+    };
+    let mut config = Obj::new(message.at("output_config"), config)?;
+    if let Some(effort) = config.take::<String>("effort")?
+        && !matches!(effort.as_str(), "low" | "medium" | "high" | "max" | "xhigh")
+    {
+        return Err(InvalidRequest::new(
+            config.at("effort"),
+            "must be \"low\", \"medium\", \"high\" or \"max\"",
+        ));
+    }
+    config.finish()?;
+    let name = "messages[].output_config (the request's output_config holds)";
+    if !accepted.iter().any(|a| a == name) {
+        accepted.push(name.into());
+    }
+    Ok(())
+}
+
+/// A `system` message's text: its content a string or text blocks (with `cache_control`, accepted), joined.
+fn system_message(
+    path: &str,
+    content: Vec<Value>,
+    accepted: &mut Vec<String>,
+) -> Result<String, InvalidRequest> {
+    let mut texts = Vec::with_capacity(content.len());
+    for (j, block) in content.into_iter().enumerate() {
+        let mut block = Obj::new(format!("{path}[{j}]"), block)?;
+        let kind: String = block.require("type")?;
+        if kind != "text" {
+            return Err(InvalidRequest::new(
+                block.at("type"),
+                "must be \"text\" in a system message",
+            ));
+        }
+        texts.push(block.require::<String>("text")?);
+        block.cache_control(accepted)?;
+        block.finish()?;
+    }
+    Ok(texts.join("\n\n"))
+}
+
 /// The tool uses of the assistant message just before, waiting for their results.
 struct Pending {
     path: String,
@@ -564,6 +630,9 @@ fn conversation(
     let mut messages: Vec<Message> = Vec::new();
     let mut reasoning = HashMap::new();
     let mut pending: Vec<Pending> = Vec::new();
+    // The texts of `system` messages waiting for the results of the tool uses before them (a tool use and its
+    // result must stay next to each other).
+    let mut held: Vec<String> = Vec::new();
     let mut files = 0usize;
     for (i, message) in wire.into_iter().enumerate() {
         let mut message = Obj::new(format!("messages[{i}]"), message)?;
@@ -584,6 +653,7 @@ fn conversation(
             }
             None => return Err(InvalidRequest::new(content_path, "is required").into()),
         };
+        per_turn_output_config(&mut message, accepted)?;
         message.finish()?;
         match role.as_str() {
             "user" => {
@@ -605,7 +675,9 @@ fn conversation(
                 }
                 unanswered(&pending)?;
                 pending.clear();
-                let text = user.texts.join("\n\n");
+                let mut texts = user.texts;
+                texts.append(&mut held);
+                let text = texts.join("\n\n");
                 InvalidRequest::check_length(&content_path, &text, limits.max_message_chars)?;
                 if !text.trim().is_empty() || !user.files.is_empty() {
                     let mut parts = vec![ContentPart::Text(text)];
@@ -727,10 +799,28 @@ fn conversation(
                     });
                 }
             }
+            // The client's instructions at their place in the conversation (Claude Code's environment, after the
+            // question): Bedrock's conversations hold no system turn, so its text is the user's turn's, where it is
+            // (the core joins it with the user message beside it), or after the results of the tool uses it follows.
+            "system" => {
+                let text = system_message(&content_path, content, accepted)?;
+                InvalidRequest::check_length(&content_path, &text, limits.max_message_chars)?;
+                if text.trim().is_empty() {
+                    continue;
+                }
+                if pending.is_empty() {
+                    messages.push(Message {
+                        role: Role::User,
+                        content: vec![ContentPart::Text(text)],
+                    });
+                } else {
+                    held.push(text);
+                }
+            }
             _ => {
                 return Err(InvalidRequest::new(
                     format!("messages[{i}].role"),
-                    "must be \"user\" or \"assistant\"",
+                    "must be \"user\", \"assistant\" or \"system\"",
                 )
                 .into());
             }
@@ -992,6 +1082,60 @@ mod tests {
     }
 
     #[test]
+    fn a_system_message_is_the_users_turn_where_it_stands() {
+        // Claude Code's default models: its environment as a system message after the question.
+        let request = parse(json!({"model": "m", "max_tokens": 100,
+        "messages": [
+            {"role": "user", "content": "q"},
+            {"role": "system", "content": [
+                {"type": "text", "text": "env: linux", "cache_control": {"type": "ephemeral"}}
+            ], "output_config": {"effort": "medium"}}
+        ]}))
+        .unwrap();
+        assert!(
+            request
+                .accepted
+                .iter()
+                .any(|a| a.starts_with("messages[].output_config")),
+            "{:?}",
+            request.accepted
+        );
+        let texts: Vec<(Role, String)> = request
+            .turn
+            .messages
+            .iter()
+            .map(|m| (m.role, m.text()))
+            .collect();
+        assert_eq!(
+            texts,
+            [(Role::User, "q".into()), (Role::User, "env: linux".into())]
+        );
+        // Between a tool use and its result, it waits for the result: the two stay next to each other.
+        let request = parse(json!({"model": "m", "max_tokens": 100,
+            "tools": [{"name": "t", "input_schema": {"type": "object"}}],
+            "messages": [
+                {"role": "user", "content": "q"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "t", "input": {}}]},
+                {"role": "system", "content": "mind the time"},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "ok"}]}
+            ]}))
+        .unwrap();
+        let roles: Vec<Role> = request.turn.messages.iter().map(|m| m.role).collect();
+        assert_eq!(roles, [Role::User, Role::Assistant, Role::User]);
+        assert_eq!(request.turn.messages[2].text(), "mind the time");
+        // Only text: anything else in a system message is refused by its path.
+        let refused = parse(json!({"model": "m", "max_tokens": 100, "messages": [
+            {"role": "user", "content": "q"},
+            {"role": "system", "content": [{"type": "image", "source": {}}]}
+        ]}))
+        .unwrap_err();
+        assert!(
+            refused.to_string().contains("messages[1].content[0].type"),
+            "{refused}"
+        );
+    }
+
+    #[test]
     fn thinking_goes_back_under_the_first_tool_use_and_results_join_their_calls() {
         let redacted = base64::engine::general_purpose::STANDARD.encode(b"opaque");
         let request = parse(json!({"model": "m", "max_tokens": 100_000,
@@ -1029,6 +1173,32 @@ mod tests {
         assert_eq!(request.clamped_from, Some(100_000));
         assert_eq!(request.completion.max_output_tokens, Some(8192 - 2048));
         assert_eq!(request.completion.thinking, Some(Thinking::Budget(2048)));
+    }
+
+    #[test]
+    fn a_budget_past_the_deployments_bound_is_held_with_the_answer_within_it() {
+        // Claude Code: max_tokens 32000 and a budget of 31999, against a bound of 8192.
+        let ask = |max_tokens: u64, budget: u64| {
+            parse(json!({"model": "m", "max_tokens": max_tokens,
+                "thinking": {"type": "enabled", "budget_tokens": budget},
+                "messages": [{"role": "user", "content": "q"}]}))
+            .unwrap()
+        };
+        let request = ask(32_000, 31_999);
+        assert_eq!(request.clamped_from, Some(32_000));
+        assert_eq!(request.completion.thinking, Some(Thinking::Budget(8191)));
+        assert_eq!(request.completion.max_output_tokens, Some(1));
+        assert!(
+            request
+                .accepted
+                .contains(&"thinking.budget_tokens=31999 (held to 8191)".to_string()),
+            "{:?}",
+            request.accepted
+        );
+        // A budget within the bound is the client's.
+        let request = ask(32_000, 4_000);
+        assert_eq!(request.completion.thinking, Some(Thinking::Budget(4_000)));
+        assert_eq!(request.completion.max_output_tokens, Some(8192 - 4_000));
     }
 
     #[test]
