@@ -191,8 +191,8 @@ if [ -n "$GUARDRAIL" ]; then
     \"Resource\":[\"arn:$PARTITION:bedrock:$REGION:$ACCOUNT:guardrail/$GUARDRAIL\"]}"
 fi
 # The knowledge base when one is named: Retrieve; with its documents bucket and data source too, the uploads (the
-# documents routes write, read and delete them in the bucket, and ingest, watch and remove them in that knowledge
-# base only).
+# documents routes write and delete them in the bucket, and ingest, watch and remove them in that knowledge base
+# only; they never read them back).
 KB=$(configured KNOWLEDGE_BASE_ID)
 if [ -n "$KB" ]; then
   KB_ARN=arn:$PARTITION:bedrock:$REGION:$ACCOUNT:knowledge-base/$KB

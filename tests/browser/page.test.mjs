@@ -264,9 +264,10 @@ describe(`the page at ${BASE}/`, () => {
     // The local model says exactly this: a link carrying words of the conversation out in its query.
     await ask(page, `[[say:See [the notes](${address}) for more.]]`);
     await turnDone(page);
-    const LINK = '#log article.msg.assistant a.model-link';
+    const LINK = '#log article.msg.assistant button.model-link';
     const link = await page.waitForSelector(LINK);
     assert.equal(await link.evaluate((a) => a.textContent), 'the notes (collector.example)', 'the host beside the text');
+    assert.equal(await link.evaluate((a) => a.getAttribute('href')), null, 'no address to open around the dialog');
     const pagesBefore = (await browser.pages()).length;
     await link.click();
     await page.waitForSelector('#link-dialog[open]');

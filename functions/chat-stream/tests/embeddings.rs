@@ -286,11 +286,14 @@ async fn each_model_call_counts_against_the_rate_limit() {
         let texts: Vec<String> = (0..n).map(|i| format!("text {i}")).collect();
         json!({"input": texts, "model": "amazon.titan-embed-text-v2:0", "dimensions": 256})
     };
-    // 101 texts are 101 calls to Titan: more than the limit at once, refused before any model call.
+    // 101 texts are 101 calls to Titan: more than the limit at once, refused before any model call, as a request
+    // too large (no wait lets it in: a 429 would have the SDKs send it again).
     let refused = embed(&h, titan(101)).await;
-    assert_eq!(refused.status, 429, "{:.300}", refused.body);
+    assert_eq!(refused.status, 413, "{:.300}", refused.body);
+    assert!(refused.headers.get("retry-after").is_none());
     let error = error_of(&refused);
-    assert_eq!(error["code"], "rate_limit_exceeded");
+    assert_eq!(error["code"], "request_too_large");
+    assert_eq!(error["param"], "input");
     let message = error["message"].as_str().unwrap();
     assert!(
         message.contains("101 model calls") && message.contains("100 requests a minute"),

@@ -93,7 +93,8 @@ fn check_answer_fits(
     Err(ChatError::TooLarge(InvalidRequest::new(
         "input",
         format!(
-            "holds {texts} texts, and at most {most} vectors of {dimensions} dimensions written as {} fit one answer              (a response carries at most 6 MB): send fewer texts per request{hint}",
+            "holds {texts} texts, and at most {most} vectors of {dimensions} dimensions written as {} fit one answer \
+             (a response carries at most 6 MB): send fewer texts per request{hint}",
             encoding.name()
         ),
     )))
@@ -351,7 +352,14 @@ impl<M, St> ChatService<M, St> {
                 calls as u64,
                 prices,
             )
-            .await?;
+            .await
+            .map_err(|e| match e {
+                // More calls than a limit allows at all: no wait lets it in, so it is no 429 for a client to retry.
+                ChatError::OverLimit(over) if over.alone => {
+                    ChatError::TooLarge(InvalidRequest::new("input", over.message))
+                }
+                e => e,
+            })?;
         let started = std::time::Instant::now();
         let outcome = embedder
             .embed(&request.model, profile, &request.texts, dimensions)

@@ -417,6 +417,9 @@ pub struct OverLimit {
     /// Seconds until the limit lets the user in again (`Retry-After`).
     pub retry_after: u64,
     pub message: String,
+    /// The request alone passes the limit (more model calls than it allows): no wait lets it in, so it is no
+    /// throttle to retry but a request too large.
+    pub alone: bool,
 }
 
 impl OverLimit {
@@ -447,7 +450,7 @@ pub fn check_requests(
     periods: &Periods,
     requests: u64,
 ) -> Result<(), OverLimit> {
-    let mut refusals: Vec<(LimitKind, OffsetDateTime, String)> = Vec::new();
+    let mut refusals: Vec<(LimitKind, OffsetDateTime, String, bool)> = Vec::new();
     let soon = periods.now + Duration::seconds(HELD_RETRY_SECONDS as i64);
     // Beyond the one request every turn counts, what the request adds to a limit of requests.
     let more = requests.max(1) - 1;
@@ -469,7 +472,7 @@ pub fn check_requests(
                         ),
                     )
                 };
-                refusals.push((kind, at, message));
+                refusals.push((kind, at, message, more >= limit));
             }
             continue;
         };
@@ -508,14 +511,20 @@ pub fn check_requests(
                 soon
             },
             message,
+            more > 0.0 && more >= limit,
         ));
     }
-    match refusals.into_iter().max_by_key(|(_, at, _)| *at) {
+    // A request no wait lets in is told so first; else the limit that lets it in last decides when to try again.
+    match refusals
+        .into_iter()
+        .max_by_key(|(_, at, _, alone)| (*alone, *at))
+    {
         None => Ok(()),
-        Some((kind, at, message)) => Err(OverLimit {
+        Some((kind, at, message, alone)) => Err(OverLimit {
             kind,
             retry_after: periods.seconds_until(at),
             message,
+            alone,
         }),
     }
 }
@@ -701,6 +710,7 @@ pub fn check_upload(
             kind,
             retry_after: periods.seconds_until(periods.ends(kind.period)),
             message,
+            alone: false,
         });
     }
     Ok(())
@@ -768,6 +778,7 @@ pub fn watches_full(limit: u64, free_by: OffsetDateTime, now: OffsetDateTime) ->
     let left = (free_by - now).whole_milliseconds().max(0) as u64;
     OverLimit {
         kind: LimitKind::OPEN_WATCHES,
+        alone: false,
         retry_after: left.div_ceil(1000).max(1),
         message: format!(
             "You have {} of your documents open, the most at once: close one (another tab of the page?) or try \

@@ -494,6 +494,7 @@ mod tests {
             kind: chat_core::LimitKind::REQUESTS_PER_MINUTE,
             retry_after: 42,
             message: "Too many requests.".into(),
+            alone: false,
         };
         let (status, retry, body) = openai_body(ChatError::OverLimit(over).into()).await;
         assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);

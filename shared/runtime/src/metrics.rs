@@ -299,6 +299,7 @@ mod tests {
             kind,
             retry_after: 1,
             message: String::new(),
+            alone: false,
         }))
     }
 

@@ -765,6 +765,7 @@ pub mod usage_contract {
             .unwrap()
             .unwrap_err();
         assert!(refused.is_rate(), "{refused:?}");
+        assert!(!refused.alone, "a wait lets it in: {refused:?}");
         assert!((1..=70).contains(&refused.retry_after), "{refused:?}");
         let read = ledger.read("nina", &periods).await.unwrap();
         assert_eq!(
@@ -793,6 +794,7 @@ pub mod usage_contract {
             .unwrap()
             .unwrap_err();
         assert!(refused.is_rate(), "{refused:?}");
+        assert!(refused.alone, "no wait lets it in: {refused:?}");
         assert!(
             refused.message.contains("101 model calls"),
             "{}",

@@ -128,12 +128,16 @@ pub fn parse_messages_request(
         Some(n) => (Some(n), None),
     };
     // Held to the deployment's bound, the budget is too: the thinking and the answer together stay within it, as
-    // Anthropic's max_tokens holds both (Claude Code asks 32000 with a budget of 31999). A budget that cannot keep
-    // Bedrock's least (1024) below the bound leaves thinking off.
+    // Anthropic's max_tokens holds both (Claude Code asks 32000 with a budget of 31999), and the answer keeps at
+    // least a quarter of the bound (1024 at the least) so that a turn that thinks its fill still answers. A budget
+    // that cannot keep Bedrock's least (1024) then leaves thinking off.
+    let answer_room = (cap / 4).max(1024);
     let thinking = match (thinking, clamped_from) {
-        (Some(Thinking::Budget(budget)), Some(_)) if u64::from(budget) >= cap => {
-            if cap > u64::from(chat_core::MIN_THINKING_BUDGET) {
-                let held = (cap - 1) as u32;
+        (Some(Thinking::Budget(budget)), Some(_))
+            if u64::from(budget) > cap.saturating_sub(answer_room) =>
+        {
+            if cap.saturating_sub(answer_room) >= u64::from(chat_core::MIN_THINKING_BUDGET) {
+                let held = (cap - answer_room) as u32;
                 accepted.push(format!("thinking.budget_tokens={budget} (held to {held})"));
                 Some(Thinking::Budget(held))
             } else {
@@ -563,7 +567,7 @@ fn per_turn_output_config(
     {
         return Err(InvalidRequest::new(
             config.at("effort"),
-            "must be \"low\", \"medium\", \"high\" or \"max\"",
+            "must be \"low\", \"medium\", \"high\", \"max\" or \"xhigh\"",
         ));
     }
     config.finish()?;
@@ -1186,12 +1190,13 @@ mod tests {
         };
         let request = ask(32_000, 31_999);
         assert_eq!(request.clamped_from, Some(32_000));
-        assert_eq!(request.completion.thinking, Some(Thinking::Budget(8191)));
-        assert_eq!(request.completion.max_output_tokens, Some(1));
+        // The answer keeps a quarter of the bound: 8192 / 4.
+        assert_eq!(request.completion.thinking, Some(Thinking::Budget(6144)));
+        assert_eq!(request.completion.max_output_tokens, Some(2048));
         assert!(
             request
                 .accepted
-                .contains(&"thinking.budget_tokens=31999 (held to 8191)".to_string()),
+                .contains(&"thinking.budget_tokens=31999 (held to 6144)".to_string()),
             "{:?}",
             request.accepted
         );
