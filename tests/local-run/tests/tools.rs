@@ -33,8 +33,9 @@ fn run() -> &'static LocalRun {
             });
             rx.recv().unwrap()
         });
+        // The local run searches its local knowledge base, so MCP_REQUIRE_ALLOW is on: the tools are named.
         let servers = json!([
-            {"name": "local", "url": local_mcp::url(addr)},
+            {"name": "local", "url": local_mcp::url(addr), "allow": ["add", "echo", "sleep"]},
             // Nothing listens on port 9: a server that is down.
             {"name": "down", "url": "http://127.0.0.1:9/mcp"}
         ])
