@@ -7,6 +7,11 @@ JS_TOOLS  := tests/js/node_modules/.installed
 CODEX_TOOLS := tests/codex/node_modules/.installed
 CLAUDE_CODE_TOOLS := tests/claude-code/node_modules/.installed
 AI_SDK_TOOLS := tests/ai-sdk/node_modules/.installed
+LANGCHAIN_JS_TOOLS := tests/langchain-js/node_modules/.installed
+CLIENTS_VENV := .tools/clients-venv
+CLIENTS_TOOLS := $(CLIENTS_VENV)/.installed
+# cl100k_base's table where tiktoken looks for it (TIKTOKEN_CACHE_DIR, a file named by the SHA-1 of its address).
+TIKTOKEN_TABLE := .tools/tiktoken/9b5ad71b2ce5302211f9c61530b329a4922fc6a4
 BROWSER_TOOLS := tests/browser/node_modules/.installed
 # cargo-bloat and inferno for `make bloat` and `make flamegraph` only, built from crates.io into .tools/cargo.
 CARGO_TOOLS := .tools/cargo/bin/cargo-bloat .tools/cargo/bin/inferno-flamegraph
@@ -102,9 +107,12 @@ $(CARGO_TOOLS):
 
 ## tools: moto, cargo-lambda (with zig), cfn-lint, the openai and anthropic SDKs (tools/requirements.txt), the official JavaScript client of
 ## the protocol (tests/js/package-lock.json), the Codex CLI (tests/codex/package-lock.json), Claude Code
-## (tests/claude-code/package-lock.json), the AI SDK (tests/ai-sdk/package-lock.json), and headless Chromium with puppeteer-core for the browser test
-## (tests/browser/package-lock.json; Chromium unpacks itself into tests/browser/.chromium on first use).
-tools: $(TOOLS) $(JS_TOOLS) $(BROWSER_TOOLS) $(CODEX_TOOLS) $(CLAUDE_CODE_TOOLS) $(AI_SDK_TOOLS)
+## (tests/claude-code/package-lock.json), the AI SDK (tests/ai-sdk/package-lock.json), LangChain.js
+## (tests/langchain-js/package-lock.json), LangChain Python and LiteLLM (tools/clients-requirements.txt), and headless
+## Chromium with puppeteer-core for the browser test (tests/browser/package-lock.json; Chromium unpacks itself into
+## tests/browser/.chromium on first use).
+tools: $(TOOLS) $(JS_TOOLS) $(BROWSER_TOOLS) $(CODEX_TOOLS) $(CLAUDE_CODE_TOOLS) $(AI_SDK_TOOLS) $(LANGCHAIN_JS_TOOLS) \
+	$(CLIENTS_TOOLS) $(TIKTOKEN_TABLE)
 
 $(TOOLS): tools/requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -131,9 +139,29 @@ $(AI_SDK_TOOLS): tests/ai-sdk/package-lock.json
 	npm ci --prefix tests/ai-sdk --no-audit --no-fund --loglevel=error
 	touch $@
 
+## LangChain.js's ChatOpenAI (tests/langchain-js/package-lock.json), run by the openai suite.
+$(LANGCHAIN_JS_TOOLS): tests/langchain-js/package-lock.json
+	npm ci --prefix tests/langchain-js --no-audit --no-fund --loglevel=error
+	touch $@
+
+## LangChain Python and LiteLLM (tools/clients-requirements.txt) in a venv of their own, run by the openai suite.
+$(CLIENTS_TOOLS): tools/clients-requirements.txt
+	$(PYTHON) -m venv $(CLIENTS_VENV)
+	$(CLIENTS_VENV)/bin/pip install --quiet --disable-pip-version-check -r tools/clients-requirements.txt
+	touch $@
+
+## LangChain's OpenAIEmbeddings counts tokens with tiktoken, which downloads cl100k_base's table on first use: the
+## table is taken from the tokenizer crate the backend decodes token ids with (tiktoken-rs, in Cargo.lock) instead.
+$(TIKTOKEN_TABLE): Cargo.lock
+	cargo fetch --quiet
+	mkdir -p $(dir $@)
+	cp "$$(cargo metadata --format-version 1 --offline | $(PYTHON) -c 'import json, os, sys; \
+		print(next(os.path.dirname(p["manifest_path"]) for p in json.load(sys.stdin)["packages"] \
+		if p["name"] == "tiktoken-rs"))')/assets/cl100k_base.tiktoken" $@
+
 $(BROWSER_TOOLS): tests/browser/package-lock.json
 	npm ci --prefix tests/browser --no-audit --no-fund --loglevel=error
 	touch $@
 
 clean-tools:
-	rm -rf .tools tests/js/node_modules tests/codex/node_modules tests/claude-code/node_modules tests/ai-sdk/node_modules tests/browser/node_modules tests/browser/.chromium
+	rm -rf .tools tests/js/node_modules tests/codex/node_modules tests/claude-code/node_modules tests/ai-sdk/node_modules tests/langchain-js/node_modules tests/browser/node_modules tests/browser/.chromium

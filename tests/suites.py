@@ -29,7 +29,9 @@ page (JWT)    the page at / in JWT mode signs in against a local OpenID Connect 
               sign-in ended once signed in again, against a local run of its own on port 9080;
 openai        the official `openai` Python SDK (tools/requirements.txt) against a local run of its own on port 9090
               (tests/openai/test_openai.py, test_responses.py), the Agents SDK (test_agents.py), the Codex CLI
-              `codex exec` (tests/codex/test_codex.py) and the AI SDK's openai(id) (tests/ai-sdk/): /v1/models,
+              `codex exec` (tests/codex/test_codex.py), the AI SDK's openai(id) (tests/ai-sdk/), LangChain.js's
+              ChatOpenAI (tests/langchain-js/), LangChain Python's OpenAIEmbeddings with its token ids and
+              with_structured_output, and LiteLLM (tests/openai/test_python_clients.py): /v1/models,
               buffered and streamed completions and responses, kept responses, client tools, files,
               reasoning across a tool call, structured output, embeddings, each refusal as the SDK's typed error,
               API keys; with a second run on port 9095 limited to two requests a minute for the 429;
@@ -298,6 +300,16 @@ def main():
                 # The AI SDK's openai(id) (tests/ai-sdk/, installed by make tools) through the same run.
                 ["node", "--test"], cwd=os.path.join(ROOT, "tests/ai-sdk"),
                 env={"OPENAI_TEST_BASE_URL": backend.base, "OPENAI_TEST_MODEL": "local.echo-v1:0"},
+            ), lambda: run(
+                # LangChain.js's ChatOpenAI (tests/langchain-js/, installed by make tools) through the same run.
+                ["node", "--test"], cwd=os.path.join(ROOT, "tests/langchain-js"),
+                env={"OPENAI_TEST_BASE_URL": backend.base, "OPENAI_TEST_MODEL": "local.echo-v1:0"},
+            ), lambda: run(
+                # LangChain Python and LiteLLM, in their own venv; tiktoken's table from .tools/tiktoken.
+                [os.path.join(ROOT, ".tools/clients-venv/bin/python"), "tests/openai/test_python_clients.py", "-v"],
+                env={"OPENAI_TEST_BASE_URL": backend.base, "OPENAI_TEST_MODEL": "local.echo-v1:0",
+                     "OPENAI_TEST_EMBEDDING_MODEL": embedding_model,
+                     "TIKTOKEN_CACHE_DIR": os.path.join(ROOT, ".tools/tiktoken")},
             )])
     except RuntimeError as e:
         print(e, file=sys.stderr)
