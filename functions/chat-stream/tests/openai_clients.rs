@@ -462,4 +462,20 @@ async fn request_bodies_as_clients_send_them_are_answered() {
     assert_eq!(s.status, 200, "{}", s.text());
     assert_eq!(streamed_text(&s), "Echo: Hello");
     assert_eq!(sent(&h)["inferenceConfig"]["maxTokens"], 64_000);
+
+    // Cline's "OpenAI Compatible" provider (src/core/api/providers/openai.ts: its system prompt as a `system`
+    // message, `temperature` 0 from openAiModelInfoSaneDefaults, `max_tokens` from the model's info, usage asked
+    // for, its native tools), a tool call's result sent back as the tool message it converts
+    // (src/core/api/transform/openai-format.ts).
+    let cline = json!({"model": SONNET_4_5, "temperature": 0, "max_tokens": 8192, "stream": true,
+        "stream_options": {"include_usage": true}, "tools": [weather_tool(false)],
+        "messages": [{"role": "system", "content": "You are Cline."},
+            {"role": "user", "content": [{"type": "text", "text": "<task>Weather?</task>"}]},
+            {"role": "assistant", "content": null, "tool_calls": [weather_call]},
+            {"role": "tool", "tool_call_id": "call_abc", "content": "18 C"}]});
+    let s = stream(&h, &cline).await;
+    assert_eq!(s.status, 200, "{}", s.text());
+    assert_eq!(streamed_text(&s), "get_weather returned 18 C");
+    assert!(s.text().contains("\"prompt_tokens\""), "usage asked for: {}", s.text());
+    assert_eq!(sent(&h)["inferenceConfig"]["temperature"], 0.0);
 }
