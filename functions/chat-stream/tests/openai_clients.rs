@@ -476,6 +476,10 @@ async fn request_bodies_as_clients_send_them_are_answered() {
     let s = stream(&h, &cline).await;
     assert_eq!(s.status, 200, "{}", s.text());
     assert_eq!(streamed_text(&s), "get_weather returned 18 C");
-    assert!(s.text().contains("\"prompt_tokens\""), "usage asked for: {}", s.text());
+    assert!(
+        s.text().contains("\"prompt_tokens\""),
+        "usage asked for: {}",
+        s.text()
+    );
     assert_eq!(sent(&h)["inferenceConfig"]["temperature"], 0.0);
 }

@@ -73,6 +73,23 @@ fn a_plain_request_is_a_stateless_turn_of_the_named_model() {
     assert!(!r.include_usage);
 }
 
+/// `prompt_cache_key` is the client's hint for OpenAI's cache routing (Codex, the Agents SDK and LangSmith's wrapper
+/// send it): taken for the trace like `user`, bounded like it, and a value of another type is refused.
+#[test]
+fn a_prompt_cache_key_is_taken_for_the_trace() {
+    let r = parse(&with(ask("x"), "prompt_cache_key", json!("repo-42"))).unwrap();
+    assert_eq!(r.prompt_cache_key.as_deref(), Some("repo-42"));
+    assert_eq!(parse(&ask("x")).unwrap().prompt_cache_key, None);
+    assert_eq!(
+        refused(&with(ask("x"), "prompt_cache_key", json!(42))),
+        "prompt_cache_key"
+    );
+    assert_eq!(
+        refused(&with(ask("x"), "prompt_cache_key", json!("k".repeat(257)))),
+        "prompt_cache_key"
+    );
+}
+
 #[test]
 fn fields_taken_only_at_their_default_are_refused_at_any_other_value() {
     let defaults = [
@@ -114,7 +131,6 @@ fn fields_taken_only_at_their_default_are_refused_at_any_other_value() {
         ("store", json!(true)),
         ("verbosity", json!("low")),
         ("web_search_options", json!({})),
-        ("prompt_cache_key", json!("k")),
         ("moderation", json!({"model": "omni-moderation-latest"})),
         ("function_call", json!("auto")),
         ("functions", json!([{"name": "f"}])),

@@ -147,7 +147,7 @@ async fn one_model<M: ChatModel + 'static, St: SessionStore>(
     }
 }
 
-/// The span a completion's turn runs in: the client's `user` (and `safety_identifier`) and `metadata`, recorded in
+/// The span a completion's turn runs in: the client's `user` (and `safety_identifier`, `prompt_cache_key`) and `metadata`, recorded in
 /// the turn's exported trace and on no log line (`trace_only.…`: the body's text); the model when it is one the
 /// operator allows (`model`, else none: a name the client made up is the body's text too).
 fn completion_span(request: &CompletionRequest, model: Option<&str>) -> tracing::Span {
@@ -159,6 +159,7 @@ fn completion_span(request: &CompletionRequest, model: Option<&str>) -> tracing:
         stream = request.stream,
         trace_only.user = request.completion.user.as_deref(),
         trace_only.safety_identifier = request.safety_identifier.as_deref(),
+        trace_only.prompt_cache_key = request.prompt_cache_key.as_deref(),
         trace_only.metadata = metadata.as_deref(),
     )
 }

@@ -24,7 +24,7 @@ use crate::files::{base64, take};
 pub const MAX_METADATA_PAIRS: usize = 16;
 const MAX_METADATA_KEY_CHARS: usize = 64;
 const MAX_METADATA_VALUE_CHARS: usize = 512;
-/// The longest `user` / `safety_identifier` kept in a trace.
+/// The longest `user` / `safety_identifier` / `prompt_cache_key` kept in a trace.
 const MAX_USER_CHARS: usize = 256;
 /// The most stop sequences (OpenAI's bound).
 const MAX_STOP: usize = 4;
@@ -44,6 +44,9 @@ pub struct CompletionRequest {
     pub metadata: Map<String, Value>,
     /// `safety_identifier`, recorded in the turn's trace beside `user`.
     pub safety_identifier: Option<String>,
+    /// `prompt_cache_key`, a client's hint for OpenAI's cache routing (the backend places its own cache points):
+    /// recorded in the turn's trace, changing nothing in the answer.
+    pub prompt_cache_key: Option<String>,
     /// The vendor parameters the request carried, taken and left unapplied ([`VENDOR_PARAMETERS`] and the
     /// operator's own): the answer names them to the client.
     pub ignored: Vec<String>,
@@ -112,11 +115,6 @@ const DEFAULT_ONLY: &[(&str, IsDefault, &str)] = &[
     ),
     ("verbosity", |v| v.as_str() == Some("medium"), "\"medium\""),
     ("web_search_options", |_| false, "null (no web search)"),
-    (
-        "prompt_cache_key",
-        |_| false,
-        "null (prompts are cached by the backend)",
-    ),
     ("prompt_cache_retention", |_| false, "null"),
     ("prompt_cache_options", |_| false, "null"),
     (
@@ -205,6 +203,7 @@ pub fn parse_completion_request_with(
     let response_format = response_format(&mut body)?;
     let user = bounded_text(&mut body, "user")?;
     let safety_identifier = bounded_text(&mut body, "safety_identifier")?;
+    let prompt_cache_key = bounded_text(&mut body, "prompt_cache_key")?;
     let metadata = metadata(&mut body)?;
     let messages = body.require::<Vec<Value>>("messages")?;
     // Another vendor's parameters, taken (whatever their value) and named back; any other field is still refused.
@@ -244,6 +243,7 @@ pub fn parse_completion_request_with(
         include_usage,
         metadata,
         safety_identifier,
+        prompt_cache_key,
         ignored,
     })
 }
