@@ -12,6 +12,7 @@ tests/openai/test_openai.py (OPENAI_TEST_BASE_URL, default http://127.0.0.1:9090
 
 import json
 import os
+import re
 import unittest
 import urllib.request
 
@@ -44,6 +45,15 @@ def create_key():
     )
     with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
         return json.loads(response.read())["key"]
+
+
+def last_converse_request():
+    """The body of the last Converse request the local Bedrock server (on the run's port + 100) received."""
+    bedrock = re.sub(r":(\d+)$", lambda m: f":{int(m.group(1)) + 100}", BASE)
+    with urllib.request.urlopen(f"{bedrock}/__local/requests", timeout=TIMEOUT) as response:
+        requests = [r for r in json.loads(response.read()) if r["operation"] in ("converse", "converse-stream")]
+    assert requests, "the local Bedrock server received no Converse request"
+    return requests[-1]["body"]
 
 
 CLIENT = None
@@ -118,6 +128,37 @@ class Tools(unittest.TestCase):
         items.append({"type": "function_call_output", "call_id": call.call_id, "output": "18 C and sunny"})
         second = client().responses.create(model=MODEL, input=items, tools=[WEATHER], store=False)
         self.assertIn("get_weather returned 18 C and sunny", second.output_text)
+
+    def test_encrypted_reasoning_goes_back_with_the_calls_and_reaches_the_model_unchanged(self):
+        # What Codex sends: nothing kept here, the signed reasoning kept by the client, sealed.
+        options = dict(model=MODEL, tools=[WEATHER], store=False, include=["reasoning.encrypted_content"],
+                       reasoning={"effort": "low", "summary": "auto"})
+        question = 'Weather in Rome? [[tool:get_weather {"city":"Rome"}]]'
+        first = client().responses.create(input=question, **options)
+        reasoning = [item for item in first.output if item.type == "reasoning"]
+        self.assertEqual(len(reasoning), 1, first.output)
+        summary = reasoning[0].summary[0].text
+        sealed = reasoning[0].encrypted_content
+        self.assertTrue(sealed)
+        self.assertNotIn(summary, sealed)
+        call = next(item for item in first.output if item.type == "function_call")
+        items = [{"role": "user", "content": question}]
+        items += [item.model_dump(exclude_none=True) for item in first.output]
+        items.append({"type": "function_call_output", "call_id": call.call_id, "output": "18 C"})
+        second = client().responses.create(input=items, **options)
+        self.assertIn("get_weather returned 18 C", second.output_text)
+        # The local Bedrock server got the reasoning back before the call, text and signature as it signed them
+        # (it refuses Claude's tool use without its reasoning, and a changed signature).
+        sent = last_converse_request()
+        assistant = next(m for m in sent["messages"] if m["role"] == "assistant")
+        block = assistant["content"][0]["reasoningContent"]["reasoningText"]
+        self.assertEqual(block["text"], summary)
+        self.assertTrue(block["signature"].startswith("local-signature-"), block)
+        # Changed by a byte: refused, naming it.
+        items[1]["encrypted_content"] = ("B" if sealed[5] == "A" else "A").join([sealed[:5], sealed[6:]])
+        with self.assertRaises(openai.BadRequestError) as caught:
+            client().responses.create(input=items, **options)
+        self.assertEqual(caught.exception.param, "input[1].encrypted_content")
 
     def test_streamed_arguments_arrive_as_events(self):
         events = list(client().responses.create(

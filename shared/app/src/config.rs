@@ -41,6 +41,10 @@ pub struct Config {
     /// How long a response of the Responses API asked to be kept (`store: true`) is kept (`RESPONSES_KEPT_DAYS`,
     /// default 30).
     pub responses_kept_days: u32,
+    /// The secret the Responses API seals a model's signed reasoning with, for a client that keeps it
+    /// (`store: false` with `include: ["reasoning.encrypted_content"]`; `RESPONSES_REASONING_KEY`, at least 32
+    /// characters); `None`: such reasoning is kept by the backend for a day instead.
+    pub responses_reasoning_key: Option<SecretText>,
     /// How long DynamoDB may take to connect, per attempt and per call with its retries (`STORE_CONNECT_TIMEOUT_MS`,
     /// `STORE_ATTEMPT_TIMEOUT_MS`, `STORE_TIMEOUT_MS`); past them the store is unavailable (503).
     pub store_timeouts: StoreTimeouts,
@@ -116,7 +120,20 @@ impl std::fmt::Debug for SecretJson {
     }
 }
 
+/// A secret setting: its `Debug` never shows it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretText(pub String);
+
+impl std::fmt::Debug for SecretText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SecretText({} bytes, redacted)", self.0.len())
+    }
+}
+
 impl Config {
+    /// The shortest `RESPONSES_REASONING_KEY`: a key of less than 32 characters may be guessed.
+    pub const MIN_REASONING_KEY_CHARS: usize = 32;
+
     /// The model that answers when `MODEL_ID` is unset: Claude Haiku 4.5, the cheapest model this backend knows
     /// with reasoning, prompt caching and exact token counts, through its global cross-Region inference profile
     /// (Haiku 4.5 is not offered on demand in-Region; the global profile runs it wherever there is capacity, at the
@@ -194,6 +211,19 @@ impl Config {
                 Self::DEFAULT_RESPONSES_KEPT_DAYS.into(),
             )?,
         )?;
+        let responses_reasoning_key = match get("RESPONSES_REASONING_KEY") {
+            None => None,
+            Some(key) if key.trim().chars().count() < Self::MIN_REASONING_KEY_CHARS => {
+                return Err(ConfigError {
+                    name: "RESPONSES_REASONING_KEY",
+                    reason: format!(
+                        "expected at least {} characters of a random secret",
+                        Self::MIN_REASONING_KEY_CHARS
+                    ),
+                });
+            }
+            Some(key) => Some(SecretText(key.trim().to_string())),
+        };
         let mut agents = AgentGroup::default_group();
         let agents_json = match (get("AGENTS"), get("AGENTS_FILE")) {
             (Some(json), _) => Some(("AGENTS", json)),
@@ -352,6 +382,7 @@ impl Config {
             table_name: get("TABLE_NAME").unwrap_or_else(|| "chat-backend".into()),
             history_ttl_days,
             responses_kept_days,
+            responses_reasoning_key,
             store_timeouts: StoreTimeouts {
                 connect: Duration::from_millis(number(
                     "STORE_CONNECT_TIMEOUT_MS",
@@ -1188,6 +1219,21 @@ mod tests {
         // A message is stored over several items when it needs them: no ceiling from the item size.
         let long = config(&[("MAX_MESSAGE_CHARS", "500000")]).unwrap();
         assert_eq!(long.chat.limits.max_message_chars, 500_000);
+    }
+
+    #[test]
+    fn the_reasoning_key_is_optional_long_and_never_shown() {
+        assert_eq!(config(&[]).unwrap().responses_reasoning_key, None);
+        let key = "k".repeat(32);
+        let set = config(&[("RESPONSES_REASONING_KEY", key.as_str())]).unwrap();
+        assert_eq!(set.responses_reasoning_key, Some(SecretText(key.clone())));
+        assert!(!format!("{set:?}").contains(&key));
+        assert_eq!(
+            config(&[("RESPONSES_REASONING_KEY", "short")])
+                .unwrap_err()
+                .name,
+            "RESPONSES_REASONING_KEY"
+        );
     }
 
     #[test]

@@ -250,6 +250,14 @@ fn main() {
             ),
         ));
     }
+    if std::env::var_os("RESPONSES_REASONING_KEY").is_none() {
+        // The Responses API seals the reasoning a client keeps (`store: false`), as the template's generated secret
+        // has a deployment do; a local run's key is a fixed, public one.
+        env.push((
+            "RESPONSES_REASONING_KEY",
+            "local-run: not a secret, a deployment's key is generated".into(),
+        ));
+    }
     if std::env::var_os("CORS_ALLOWED_ORIGINS").is_none() {
         // Browser front ends served from this machine, on any port; on AWS the function URLs answer CORS instead.
         env.push(("CORS_ALLOWED_ORIGINS", chat_edge::LOOPBACK_ORIGINS.into()));

@@ -36,6 +36,7 @@ mod document_events;
 mod embeddings;
 mod openai;
 mod responses;
+mod sealed_reasoning;
 mod turns;
 mod write;
 
@@ -157,6 +158,8 @@ pub struct ChatState<M, St> {
     /// ([`ChatApp::with_responses`]); `None`: none are kept.
     responses: Option<Arc<dyn ResponseStore>>,
     responses_kept_for: std::time::Duration,
+    /// Seals the signed reasoning a Responses client keeps (`RESPONSES_REASONING_KEY`); `None`: the backend keeps it.
+    reasoning_seal: Option<Arc<sealed_reasoning::ReasoningSeal>>,
 }
 
 impl<M: ChatModel + 'static, St: SessionStore + 'static, F: ChatFunction> ChatApp<M, St, F> {
@@ -179,6 +182,9 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static, F: ChatFunction> ChatAp
                 responses_kept_for: std::time::Duration::from_secs(
                     u64::from(config.responses_kept_days) * 86_400,
                 ),
+                reasoning_seal: config
+                    .responses_reasoning_key
+                    .map(|key| Arc::new(sealed_reasoning::ReasoningSeal::new(&key.0))),
             }),
             cors: config.cors,
             function: PhantomData,

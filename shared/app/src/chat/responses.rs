@@ -26,7 +26,7 @@ use chat_edge::{
 };
 use chat_protocol::openai::OpenAiErrors;
 use chat_protocol::responses::{
-    ResponseContext, ResponseEvents, ResponsesRequest, conversation, is_reference,
+    ResponseContext, ResponseEvents, ResponsesRequest, SealReasoning, conversation, is_reference,
     parse_responses_request, referenced, whole_response,
 };
 use chat_protocol::{Encoder, ErrorShape, Fault, FaultKind};
@@ -167,7 +167,21 @@ async fn create<M: ChatModel + 'static, St: SessionStore + 'static>(
         _ => None,
     };
     request.echo.store = keep.is_some();
-    let context = ResponseContext::of(&request);
+    if let Err(e) = open_sealed(&app, &caller, &mut request) {
+        return refuse(e, meter);
+    }
+    // A client that keeps nothing here and asks for the encrypted reasoning keeps the signed reasoning itself,
+    // sealed, where the deployment has a key; otherwise the backend keeps it (for a day, or with the response).
+    let seal = app
+        .reasoning_seal
+        .clone()
+        .filter(|_| keep.is_none() && request.include_encrypted_reasoning);
+    request.completion.client_keeps_reasoning = seal.is_some();
+    let mut context = ResponseContext::of(&request);
+    context.seal = seal.map(|seal| {
+        let owner = caller.owner.clone();
+        SealReasoning(Arc::new(move |blocks| seal.seal(&owner, blocks)))
+    });
     let encoder = ResponseEvents::new(context.clone());
     let keeping = keep.map(|store| Keeping {
         store,
@@ -216,6 +230,34 @@ async fn create<M: ChatModel + 'static, St: SessionStore + 'static>(
         response.headers_mut().insert(IGNORED_TOOLS_HEADER, value);
     }
     response
+}
+
+/// The signed reasoning the client gave back sealed (`encrypted_content`), opened for the completion under the
+/// first call it led to; one this deployment did not seal for the caller, or that changed, is a 400 naming it. A
+/// deployment without a key takes the field and reads the reasoning it kept instead, as before.
+fn open_sealed<M: ChatModel + 'static, St: SessionStore>(
+    app: &ChatState<M, St>,
+    caller: &Caller,
+    request: &mut ResponsesRequest,
+) -> Result<(), ApiError> {
+    let Some(seal) = &app.reasoning_seal else {
+        return Ok(());
+    };
+    for sealed in &request.sealed_reasoning {
+        let blocks = seal.open(&caller.owner, &sealed.sealed).ok_or_else(|| {
+            InvalidRequest::new(
+                sealed.path.clone(),
+                "could not be verified: it was not sealed by this deployment for you, or it changed",
+            )
+        })?;
+        request
+            .completion
+            .reasoning
+            .entry(sealed.call_id.clone())
+            .or_default()
+            .extend(blocks);
+    }
+    Ok(())
 }
 
 /// Why a request cannot go on: an error as the edge answers it, or a 404 already written.
@@ -301,7 +343,7 @@ async fn continued<M: ChatModel + 'static, St: SessionStore + 'static>(
     }
     let before = history.len();
     history.extend(request.input_items.iter().cloned());
-    let (system, messages) = conversation(
+    let (system, messages, sealed_reasoning) = conversation(
         request.echo.instructions.as_deref(),
         &history,
         &app.service.settings().limits,
@@ -309,6 +351,13 @@ async fn continued<M: ChatModel + 'static, St: SessionStore + 'static>(
     .map_err(|e| Refusal::Api(ApiError::Chat(input_at(e, before))))?;
     request.completion.system = system;
     request.turn.messages = messages;
+    request.sealed_reasoning = sealed_reasoning
+        .into_iter()
+        .map(|mut sealed| {
+            sealed.path = own_path(&sealed.path, before);
+            sealed
+        })
+        .collect();
     request.history = history;
     Ok(())
 }
@@ -318,16 +367,22 @@ fn input_at(e: ChatError, before: usize) -> ChatError {
     let ChatError::Invalid(mut invalid) = e else {
         return e;
     };
-    if let Some(rest) = invalid.path.strip_prefix("input[")
+    invalid.path = own_path(&invalid.path, before);
+    ChatError::Invalid(invalid)
+}
+
+/// `input[i]…` of the conversation as the place in the request's own input, after `before` kept items.
+fn own_path(path: &str, before: usize) -> String {
+    if let Some(rest) = path.strip_prefix("input[")
         && let Some((index, tail)) = rest.split_once(']')
         && let Some(own) = index
             .parse::<usize>()
             .ok()
             .and_then(|i| i.checked_sub(before))
     {
-        invalid.path = format!("input[{own}]{tail}");
+        return format!("input[{own}]{tail}");
     }
-    ChatError::Invalid(invalid)
+    path.to_string()
 }
 
 /// What keeping a response takes: where, whose, how it is answered, and what it continues.

@@ -6,7 +6,9 @@ pub mod request;
 pub mod response;
 
 pub use request::{
-    HOSTED_TOOLS, ResponsesRequest, ToolNames, ToolOrigin, conversation, is_reference,
-    parse_responses_request, referenced,
+    Conversation, HOSTED_TOOLS, ResponsesRequest, SealedReasoning, ToolNames, ToolOrigin,
+    conversation, is_reference, parse_responses_request, referenced,
 };
-pub use response::{ResponseContext, ResponseEvents, Usage, response_id, whole_response};
+pub use response::{
+    ResponseContext, ResponseEvents, SealReasoning, Usage, response_id, whole_response,
+};

@@ -142,6 +142,8 @@ pub struct ResponsesRequest {
     pub deferred: bool,
     /// `include: ["reasoning.encrypted_content"]`.
     pub include_encrypted_reasoning: bool,
+    /// The `encrypted_content` of the `reasoning` items given back, each with the call it led to.
+    pub sealed_reasoning: Vec<SealedReasoning>,
     /// Whether the reasoning is shown as a summary (`reasoning.summary` set).
     pub summarize_reasoning: bool,
     /// OpenAI's hosted tools offered and left out, by type, in order.
@@ -151,6 +153,19 @@ pub struct ResponsesRequest {
     pub client_metadata: Map<String, Value>,
     pub echo: Echo,
 }
+
+/// A `reasoning` item's `encrypted_content` given back (sealed by the app, which opens it): where it was, and the
+/// id of the first call after it, whose assistant message the model gets it back with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SealedReasoning {
+    /// `input[i].encrypted_content`, as a refusal names it.
+    pub path: String,
+    pub call_id: String,
+    pub sealed: String,
+}
+
+/// A conversation read from items: the system blocks, the messages, and the sealed reasoning given back.
+pub type Conversation = (Vec<String>, Vec<Message>, Vec<SealedReasoning>);
 
 /// Whether a field's value is its default.
 type IsDefault = fn(&Value) -> bool;
@@ -264,8 +279,8 @@ pub fn parse_responses_request(
     // A continuation's items are read after the kept ones they continue, and a reference once it is the item it
     // names (the app's to do: it has them).
     let deferred = previous_response_id.is_some() || input_items.iter().any(is_reference);
-    let (system, messages) = if deferred {
-        (Vec::new(), Vec::new())
+    let (system, messages, sealed_reasoning) = if deferred {
+        (Vec::new(), Vec::new(), Vec::new())
     } else {
         conversation(instructions.as_deref(), &input_items, limits)?
     };
@@ -319,6 +334,7 @@ pub fn parse_responses_request(
         input_items,
         deferred,
         include_encrypted_reasoning,
+        sealed_reasoning,
         summarize_reasoning,
         ignored_tools,
         tool_names,
@@ -865,12 +881,13 @@ struct Pending {
 /// The conversation `items` make (a continuation's after the kept ones), as the
 /// completion's system blocks (`instructions`, then each `system` and `developer` message, in order) and the core's
 /// messages. Each run of an assistant's messages and calls is one assistant message, its calls answered by the
-/// `function_call_output` items after it; a call of the run after those starts the next.
+/// `function_call_output` items after it; a call of the run after those starts the next. A `reasoning` item's
+/// `encrypted_content` goes with the first call after it.
 pub fn conversation(
     instructions: Option<&str>,
     items: &[Value],
     limits: &RequestLimits,
-) -> Result<(Vec<String>, Vec<Message>), ChatError> {
+) -> Result<Conversation, ChatError> {
     if items.len() > limits.max_messages {
         return Err(InvalidRequest::new(
             "input",
@@ -888,6 +905,9 @@ pub fn conversation(
         .unwrap_or_default();
     let mut messages: Vec<Message> = Vec::new();
     let mut pending: Vec<Pending> = Vec::new();
+    // The sealed reasoning given back, and that which awaits the call it led to.
+    let mut sealed_reasoning: Vec<SealedReasoning> = Vec::new();
+    let mut awaiting_call: Vec<(String, String)> = Vec::new();
     // Whether the last assistant message takes more of the model's parts (no output came since).
     let mut open = false;
     let mut files = 0usize;
@@ -912,6 +932,7 @@ pub fn conversation(
                     "user" => {
                         unanswered(&pending)?;
                         pending.clear();
+                        awaiting_call.clear();
                         open = false;
                         let parts =
                             user_content(&path, item.require("content")?, limits, &mut files)?;
@@ -986,6 +1007,13 @@ pub fn conversation(
                     .into());
                 }
                 let message = assistant(&mut messages, &mut open, &pending)?;
+                sealed_reasoning.extend(awaiting_call.drain(..).map(|(path, sealed)| {
+                    SealedReasoning {
+                        path,
+                        call_id: id.clone(),
+                        sealed,
+                    }
+                }));
                 if pending.iter().any(|p| p.id == id && !p.answered) {
                     return Err(InvalidRequest::new(
                         item.at("call_id"),
@@ -1038,11 +1066,13 @@ pub fn conversation(
                 }
             }
             "reasoning" => {
-                // The reasoning a client gives back: the model gets the reasoning the backend kept (signed, as
-                // the model provider needs it) for the calls that follow it, not this copy.
+                // The reasoning a client gives back: the model gets the signed reasoning (the backend's, or the
+                // sealed copy the client kept) for the calls that follow it, not this summary.
                 item.take::<Value>("summary")?;
                 item.take::<Value>("content")?;
-                item.take::<String>("encrypted_content")?;
+                if let Some(sealed) = item.take::<String>("encrypted_content")? {
+                    awaiting_call.push((item.at("encrypted_content"), sealed));
+                }
             }
             "item_reference" => {
                 return Err(InvalidRequest::new(
@@ -1070,7 +1100,7 @@ pub fn conversation(
         .into());
     }
     limits.files.check_messages(&messages)?;
-    Ok((system, messages))
+    Ok((system, messages, sealed_reasoning))
 }
 
 /// The index of the assistant message the model's next part goes in: the open one, else a new one.

@@ -11,7 +11,8 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use chat_core::{
-    Answer, FinishReason, TokenUsage, ToolCall, TurnEnd, TurnEvent, TurnOpening, estimate_tokens,
+    Answer, FinishReason, ReasoningBlock, TokenUsage, ToolCall, TurnEnd, TurnEvent, TurnOpening,
+    estimate_tokens,
 };
 
 use crate::encode::{Encoder, Fault, Whole, WholeEncoder, sse_named};
@@ -59,14 +60,15 @@ impl Usage {
     }
 }
 
-/// What every answer of one request repeats: the request's echo, the model it named, how its tools are named, and
-/// whether the reasoning is shown.
+/// What every answer of one request repeats: the request's echo, the model it named, how its tools are named,
+/// whether the reasoning is shown, and how the client is given the signed reasoning it keeps (`None`: it keeps none).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResponseContext {
     pub model: String,
     pub echo: Echo,
     pub tool_names: ToolNames,
     pub summarize_reasoning: bool,
+    pub seal: Option<SealReasoning>,
 }
 
 impl ResponseContext {
@@ -76,7 +78,34 @@ impl ResponseContext {
             echo: request.echo.clone(),
             tool_names: request.tool_names.clone(),
             summarize_reasoning: request.summarize_reasoning,
+            seal: None,
         }
+    }
+
+    /// The `encrypted_content` of `blocks`, when the client keeps the reasoning and there is some.
+    fn sealed(&self, blocks: &[ReasoningBlock]) -> Option<String> {
+        let seal = self.seal.as_ref().filter(|_| !blocks.is_empty())?;
+        Some((seal.0)(blocks))
+    }
+}
+
+/// Seals the model's signed reasoning as a reasoning item's `encrypted_content`, which only the deployment that
+/// sealed it opens (the app holds the key; this crate writes bytes).
+#[derive(Clone)]
+pub struct SealReasoning(pub std::sync::Arc<SealFn>);
+
+/// What seals: the blocks in, the `encrypted_content` out.
+pub type SealFn = dyn Fn(&[ReasoningBlock]) -> String + Send + Sync;
+
+impl std::fmt::Debug for SealReasoning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SealReasoning")
+    }
+}
+
+impl PartialEq for SealReasoning {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
     }
 }
 
@@ -192,6 +221,14 @@ fn reasoning_item(id: &str, index: usize, text: Option<&str>) -> Value {
     json!({"type": "reasoning", "id": item_id("rs", id, index), "summary": summary})
 }
 
+/// `item` with the `encrypted_content` the client keeps, when there is one.
+fn with_sealed(mut item: Value, sealed: Option<String>) -> Value {
+    if let Some(sealed) = sealed {
+        item["encrypted_content"] = Value::from(sealed);
+    }
+    item
+}
+
 /// The status of an answer that finished for `reason`, and why it is incomplete when it is.
 fn finished(reason: FinishReason) -> (&'static str, Value) {
     match reason {
@@ -207,8 +244,12 @@ pub fn whole_response(context: &ResponseContext, answer: &Answer) -> Value {
     let mut object = response_object(context, &id, answer.created);
     let mut output = Vec::new();
     let reasoning = answer.reasoning.as_deref().unwrap_or("");
+    let sealed = context.sealed(&answer.reasoning_blocks);
     if context.summarize_reasoning && !reasoning.is_empty() {
-        output.push(reasoning_item(&id, output.len(), Some(reasoning)));
+        let item = reasoning_item(&id, output.len(), Some(reasoning));
+        output.push(with_sealed(item, sealed));
+    } else if sealed.is_some() {
+        output.push(with_sealed(reasoning_item(&id, output.len(), None), sealed));
     }
     if !answer.content.is_empty() || answer.tool_calls.is_empty() {
         output.push(message_item(&id, output.len(), &answer.content, true));
@@ -251,6 +292,9 @@ pub struct ResponseEvents {
     open: Option<Open>,
     /// All the reasoning shown (or not), whose tokens the usage estimates.
     reasoning: String,
+    /// The signed reasoning told since the last reasoning item, for the next one's `encrypted_content` (only when
+    /// the client keeps it).
+    blocks: Vec<ReasoningBlock>,
 }
 
 impl ResponseEvents {
@@ -262,6 +306,7 @@ impl ResponseEvents {
             id: String::new(),
             open: None,
             reasoning: String::new(),
+            blocks: Vec::new(),
         }
     }
 
@@ -288,10 +333,13 @@ impl ResponseEvents {
         self.output().len()
     }
 
-    /// Ends the item being streamed, if any: its last events and `response.output_item.done`.
+    /// Ends the item being streamed, if any: its last events and `response.output_item.done`. Signed reasoning
+    /// the client keeps goes in the reasoning item it ends, or, when none is shown, in an item of its own.
     fn close(&mut self) -> Vec<u8> {
         let id = self.id.clone();
         let mut out = Vec::new();
+        let shown = matches!(self.open, Some(Open::Reasoning { .. }));
+        let sealed = self.context.sealed(&std::mem::take(&mut self.blocks));
         match self.open.take() {
             None => {}
             Some(Open::Reasoning { index, text }) => {
@@ -305,7 +353,7 @@ impl ResponseEvents {
                     json!({"item_id": item_id, "output_index": index, "summary_index": 0,
                         "part": {"type": "summary_text", "text": text}}),
                 ));
-                let item = reasoning_item(&id, index, Some(&text));
+                let item = with_sealed(reasoning_item(&id, index, Some(&text)), sealed.clone());
                 out.extend(self.event(
                     "response.output_item.done",
                     json!({"output_index": index, "item": item}),
@@ -331,6 +379,20 @@ impl ResponseEvents {
                 ));
                 self.output().push(item);
             }
+        }
+        if !shown && sealed.is_some() {
+            let index = self.next_index();
+            let added = reasoning_item(&id, index, None);
+            out.extend(self.event(
+                "response.output_item.added",
+                json!({"output_index": index, "item": added}),
+            ));
+            let item = with_sealed(added, sealed);
+            out.extend(self.event(
+                "response.output_item.done",
+                json!({"output_index": index, "item": item}),
+            ));
+            self.output().push(item);
         }
         out
     }
@@ -473,13 +535,15 @@ impl Encoder for ResponseEvents {
                 self.reasoning_piece(piece)
             }
             TurnEvent::ToolCall(call) => self.call(call),
+            // Signed reasoning (told only when the client keeps it): sealed into the reasoning item it ends.
+            TurnEvent::ReasoningBlock(block) => {
+                if self.context.seal.is_some() {
+                    self.blocks.push(block);
+                }
+                Vec::new()
+            }
             // What the server's own tools did shows in the text; the end is the writer's to hand to `done`.
-            // The reasoning goes out as it comes (above), and once whole in the reasoning item; a client that keeps
-            // it is Anthropic's only.
-            TurnEvent::Thought(_)
-            | TurnEvent::Found(_)
-            | TurnEvent::ReasoningBlock(_)
-            | TurnEvent::End(_) => Vec::new(),
+            TurnEvent::Thought(_) | TurnEvent::Found(_) | TurnEvent::End(_) => Vec::new(),
         }
     }
 
