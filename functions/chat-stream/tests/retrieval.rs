@@ -123,3 +123,49 @@ async fn a_knowledge_base_fault_is_a_status_before_the_stream_starts() {
     assert_eq!(s.status, 429);
     assert!(s.text().contains("document search"), "{}", s.text());
 }
+
+/// The Responses API grounded in the documents (`OPENAI_RETRIEVAL=on`): each citation of a passage found is an
+/// annotation of the message's `output_text`, announced as it closes and held by the completed response.
+#[tokio::test]
+async fn a_grounded_response_annotates_its_citations() {
+    let app = grounded(&[("OPENAI_RETRIEVAL", "on")]).await;
+    let body =
+        json!({"model": harness::ECHO_MODEL, "input": DENTAL, "store": false, "stream": true});
+    let s = Streamed::read(
+        app.handle(harness::json_request("POST", "/v1/responses", Some(&body)))
+            .await,
+    )
+    .await;
+    assert_eq!(s.status, 200, "{}", s.text());
+    let events: Vec<Value> = s
+        .text()
+        .split_terminator("\n\n")
+        .map(|e| serde_json::from_str(e.split_once("\ndata: ").unwrap().1).unwrap())
+        .collect();
+    let completed = &events.last().unwrap()["response"];
+    let message = completed["output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["type"] == "message")
+        .unwrap();
+    let text = message["content"][0]["text"].as_str().unwrap();
+    let annotations = message["content"][0]["annotations"].as_array().unwrap();
+    assert!(!annotations.is_empty(), "cited: {text}");
+    for annotation in annotations {
+        assert_eq!(annotation["type"], "file_citation");
+        let name = annotation["filename"].as_str().unwrap();
+        let at = annotation["index"].as_u64().unwrap() as usize;
+        let rest: String = text.chars().skip(at).collect();
+        assert!(
+            rest.starts_with(&format!("[{name}]")),
+            "{annotation} in {text}"
+        );
+    }
+    let announced: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "response.output_text.annotation.added")
+        .map(|e| &e["annotation"])
+        .collect();
+    assert_eq!(announced, annotations.iter().collect::<Vec<_>>());
+}

@@ -199,18 +199,45 @@ fn custom_input(call: &ToolCall) -> String {
     }
 }
 
-fn message_item(id: &str, index: usize, text: &str, done: bool) -> Value {
+/// A message item; done, its text with the citations of `sources` it makes ([`annotations`]).
+fn message_item(id: &str, index: usize, text: &str, done: bool, sources: &[String]) -> Value {
     json!({
         "type": "message",
         "id": item_id("msg", id, index),
         "status": if done { "completed" } else { "in_progress" },
         "role": "assistant",
-        "content": if done { json!([output_text(text)]) } else { json!([]) },
+        "content": if done {
+            json!([output_text(text, annotations(text, sources))])
+        } else {
+            json!([])
+        },
     })
 }
 
-fn output_text(text: &str) -> Value {
-    json!({"type": "output_text", "text": text, "annotations": [], "logprobs": []})
+fn output_text(text: &str, annotations: Vec<Value>) -> Value {
+    json!({"type": "output_text", "text": text, "annotations": annotations, "logprobs": []})
+}
+
+/// The citations `text` makes of the passages found (`sources`, their citation names, as the data points list
+/// them): a `file_citation` for each `[name]` in it, in the order they stand, its `index` the character where the
+/// citation stands, its `file_id` and `filename` the document's name.
+fn annotations(text: &str, sources: &[String]) -> Vec<Value> {
+    let mut cited: Vec<(usize, &str)> = Vec::new();
+    for name in sources {
+        let marker = format!("[{name}]");
+        cited.extend(
+            text.match_indices(&marker)
+                .map(|(at, _)| (at, name.as_str())),
+        );
+    }
+    cited.sort();
+    cited
+        .into_iter()
+        .map(|(at, name)| {
+            json!({"type": "file_citation", "file_id": name, "filename": name,
+                "index": text[..at].chars().count()})
+        })
+        .collect()
 }
 
 fn reasoning_item(id: &str, index: usize, text: Option<&str>) -> Value {
@@ -252,7 +279,18 @@ pub fn whole_response(context: &ResponseContext, answer: &Answer) -> Value {
         output.push(with_sealed(reasoning_item(&id, output.len(), None), sealed));
     }
     if !answer.content.is_empty() || answer.tool_calls.is_empty() {
-        output.push(message_item(&id, output.len(), &answer.content, true));
+        let sources = answer
+            .data_points
+            .as_ref()
+            .map(|d| d.citations.as_slice())
+            .unwrap_or_default();
+        output.push(message_item(
+            &id,
+            output.len(),
+            &answer.content,
+            true,
+            sources,
+        ));
     }
     for call in &answer.tool_calls {
         output.push(call_item(
@@ -295,6 +333,8 @@ pub struct ResponseEvents {
     /// The signed reasoning told since the last reasoning item, for the next one's `encrypted_content` (only when
     /// the client keeps it).
     blocks: Vec<ReasoningBlock>,
+    /// The citation names of the passages found so far, which the text's citations name.
+    sources: Vec<String>,
 }
 
 impl ResponseEvents {
@@ -307,6 +347,7 @@ impl ResponseEvents {
             open: None,
             reasoning: String::new(),
             blocks: Vec::new(),
+            sources: Vec::new(),
         }
     }
 
@@ -362,6 +403,14 @@ impl ResponseEvents {
             }
             Some(Open::Message { index, text }) => {
                 let item_id = item_id("msg", &id, index);
+                let annotations = annotations(&text, &self.sources);
+                for (at, annotation) in annotations.iter().enumerate() {
+                    out.extend(self.event(
+                        "response.output_text.annotation.added",
+                        json!({"item_id": item_id, "output_index": index, "content_index": 0,
+                            "annotation_index": at, "annotation": annotation}),
+                    ));
+                }
                 out.extend(self.event(
                     "response.output_text.done",
                     json!({"item_id": item_id, "output_index": index, "content_index": 0,
@@ -370,9 +419,9 @@ impl ResponseEvents {
                 out.extend(self.event(
                     "response.content_part.done",
                     json!({"item_id": item_id, "output_index": index, "content_index": 0,
-                        "part": output_text(&text)}),
+                        "part": output_text(&text, annotations)}),
                 ));
-                let item = message_item(&id, index, &text, true);
+                let item = message_item(&id, index, &text, true, &self.sources);
                 out.extend(self.event(
                     "response.output_item.done",
                     json!({"output_index": index, "item": item}),
@@ -440,7 +489,7 @@ impl ResponseEvents {
         if !matches!(self.open, Some(Open::Message { .. })) {
             out.extend(self.close());
             let index = self.next_index();
-            let item = message_item(&self.id, index, "", false);
+            let item = message_item(&self.id, index, "", false, &[]);
             let item_id = item_id("msg", &self.id, index);
             out.extend(self.event(
                 "response.output_item.added",
@@ -449,7 +498,7 @@ impl ResponseEvents {
             out.extend(self.event(
                 "response.content_part.added",
                 json!({"item_id": item_id, "output_index": index, "content_index": 0,
-                    "part": output_text("")}),
+                    "part": output_text("", Vec::new())}),
             ));
             self.open = Some(Open::Message {
                 index,
@@ -521,6 +570,9 @@ impl Encoder for ResponseEvents {
 
     fn opening(&mut self, opening: &TurnOpening) -> Vec<u8> {
         self.id = response_id(&opening.header.id);
+        if let Some(found) = &opening.data_points {
+            self.sources = found.citations.clone();
+        }
         self.response = response_object(&self.context, &self.id, opening.header.created);
         let response = self.response();
         let mut out = self.event("response.created", json!({"response": response}));
@@ -542,8 +594,13 @@ impl Encoder for ResponseEvents {
                 }
                 Vec::new()
             }
+            // What a search found: the names the text's citations make annotations of.
+            TurnEvent::Found(found) => {
+                self.sources = found.citations;
+                Vec::new()
+            }
             // What the server's own tools did shows in the text; the end is the writer's to hand to `done`.
-            TurnEvent::Thought(_) | TurnEvent::Found(_) | TurnEvent::End(_) => Vec::new(),
+            TurnEvent::Thought(_) | TurnEvent::End(_) => Vec::new(),
         }
     }
 
@@ -586,5 +643,99 @@ impl WholeEncoder for ResponseEvents {
 
     fn whole(&mut self, answer: &Answer) -> Whole {
         Whole::json(&whole_response(&self.context, answer))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chat_core::{DataPoints, RequestLimits, TurnHeader};
+
+    use super::*;
+    use crate::responses::parse_responses_request;
+
+    fn sources() -> Vec<String> {
+        vec!["Parental_Leave.md".into(), "Benefits.pdf".into()]
+    }
+
+    #[test]
+    fn each_citation_of_a_source_found_is_an_annotation_where_it_stands() {
+        let text = "Twelve weeks [Parental_Leave.md]. Also dental [Benefits.pdf] [Parental_Leave.md] [Other.md].";
+        let found = annotations(text, &sources());
+        let at = |name: &str, from: usize| {
+            text[..from + text[from..].find(name).unwrap()]
+                .chars()
+                .count()
+        };
+        assert_eq!(
+            found,
+            vec![
+                json!({"type": "file_citation", "file_id": "Parental_Leave.md", "filename": "Parental_Leave.md",
+                    "index": at("[Parental_Leave.md]", 0)}),
+                json!({"type": "file_citation", "file_id": "Benefits.pdf", "filename": "Benefits.pdf",
+                    "index": at("[Benefits.pdf]", 0)}),
+                json!({"type": "file_citation", "file_id": "Parental_Leave.md", "filename": "Parental_Leave.md",
+                    "index": at("[Parental_Leave.md]", 20)}),
+            ]
+        );
+        // Characters, not bytes, as the SDKs index a string.
+        assert_eq!(annotations("é [Benefits.pdf]", &sources())[0]["index"], 2);
+        assert!(annotations("No citation here.", &sources()).is_empty());
+    }
+
+    #[test]
+    fn a_streamed_message_announces_its_annotations_and_holds_them_when_done() {
+        let request = parse_responses_request(
+            br#"{"model": "m", "input": "Leave?", "store": false}"#,
+            &RequestLimits::default(),
+        )
+        .unwrap();
+        let mut events = ResponseEvents::new(ResponseContext::of(&request));
+        let header = TurnHeader {
+            id: "chatcmpl-1".into(),
+            created: 1,
+            created_at: "1970-01-01T00:00:01Z".into(),
+            model: "m".into(),
+        };
+        let mut out = events.opening(&TurnOpening {
+            header,
+            thoughts: Vec::new(),
+            data_points: Some(DataPoints {
+                text: Vec::new(),
+                citations: sources(),
+            }),
+            session_state: None,
+        });
+        out.extend(Encoder::event(
+            &mut events,
+            TurnEvent::Text("Twelve weeks [Parental_Leave.md].".into()),
+        ));
+        out.extend(events.done(TurnEnd {
+            finish_reason: FinishReason::Stop,
+            usage: TokenUsage::default(),
+            cost_usd: None,
+            followup_questions: None,
+            result_thoughts: Vec::new(),
+            citations: vec!["Parental_Leave.md".into()],
+            stop_sequence: false,
+        }));
+        let text = String::from_utf8(out).unwrap();
+        let data: Vec<Value> = text
+            .split_terminator("\n\n")
+            .map(|e| serde_json::from_str(e.split_once("\ndata: ").unwrap().1).unwrap())
+            .collect();
+        let added = data
+            .iter()
+            .position(|e| e["type"] == "response.output_text.annotation.added")
+            .unwrap_or_else(|| panic!("{text}"));
+        let annotation = json!({"type": "file_citation", "file_id": "Parental_Leave.md",
+            "filename": "Parental_Leave.md", "index": 13});
+        assert_eq!(data[added]["annotation"], annotation);
+        assert_eq!(data[added]["annotation_index"], 0);
+        assert_eq!(data[added + 1]["type"], "response.output_text.done");
+        let completed = data.last().unwrap();
+        assert_eq!(
+            completed["response"]["output"][0]["content"][0]["annotations"],
+            json!([annotation])
+        );
     }
 }
