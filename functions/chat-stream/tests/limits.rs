@@ -386,7 +386,9 @@ fn dialect_request(path: &str, body: &Value) -> axum::http::Request<lambda_http:
 /// request's too), that its clients read as a rate limit: Anthropic's `{"type": "error", "error": {"type":
 /// "rate_limit_error", "message"}}` (what Anthropic's SDKs raise as `RateLimitError`), OpenAI's `{"error":
 /// {"message", "type": "insufficient_quota", "code": "rate_limit_exceeded"}}`, the AI Chat Protocol's `{"error":
-/// message}`; with `Retry-After` in whole seconds.
+/// message}`; with `Retry-After` in whole seconds, and, when that is further off than an SDK should sleep,
+/// `x-should-retry: false` (Anthropic's and OpenAI's SDKs would otherwise retry, Anthropic's after sleeping the whole
+/// `Retry-After`, and a capped user would wait until midnight for the sentence that says why).
 fn assert_refusal_shape(path: &str, refused: &Reply) {
     assert_eq!(refused.status, 429, "{path}: {}", refused.body);
     assert!(
@@ -399,6 +401,17 @@ fn assert_refusal_shape(path: &str, refused: &Reply) {
         retry.is_some_and(|r| r.to_str().unwrap().parse::<u64>().is_ok()),
         "{path}: Retry-After {retry:?}"
     );
+    let seconds: u64 = retry.unwrap().to_str().unwrap().parse().unwrap();
+    let should_retry = refused.headers.get("x-should-retry");
+    if seconds > u64::from(chat_edge::LONGEST_RETRY_SECONDS) {
+        assert_eq!(
+            should_retry.map(|v| v.to_str().unwrap()),
+            Some("false"),
+            "{path}: Retry-After {seconds}"
+        );
+    } else {
+        assert!(should_retry.is_none(), "{path}: Retry-After {seconds}");
+    }
     let body = refused.json();
     let message = if path.starts_with("/v1/messages") {
         assert_eq!(body["type"], "error", "{path}: {body}");
