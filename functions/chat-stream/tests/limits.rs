@@ -2,7 +2,9 @@
 //! admission is one conditional write (fifty requests at once under a rate of ten admit ten; twenty turns at once
 //! under a quota that holds five reservations admit five), every model call is counted whatever becomes of its
 //! turn (a buffered answer whose model stream fails after some tokens), a process killed mid-answer leaves its
-//! reservation counted, and a multi-agent round ends with what it has before the invocation's deadline.
+//! reservation counted, a multi-agent round ends with what it has before the invocation's deadline, a user at a
+//! limit (of requests, or of spend) is refused on every dialect's routes before the model, and cache reads and
+//! writes are charged at their own prices.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,7 +12,7 @@ use std::time::{Duration, Instant};
 use chat_aws::{BedrockModel, DynamoStore};
 use chat_core::UsageSnapshot;
 use chat_stream::App;
-use chat_testing::harness::{self, Backend, Streamed, Wired};
+use chat_testing::harness::{self, Backend, Reply, Streamed, Wired};
 use local_bedrock::LocalBedrock;
 use local_dynamodb::LocalDynamo;
 use serde_json::{Value, json};
@@ -253,12 +255,12 @@ async fn a_turn_whose_process_is_killed_mid_answer_leaves_its_reservation_counte
 }
 
 /// A limit added as configuration alone: `QUOTA_REQUESTS_PER_DAY=1`, and nothing else, lets a user's first request
-/// through and refuses the next on every model route of both functions, buffered and streaming, the OpenAI ones
-/// too, with 429 and `Retry-After` until midnight UTC; `GET /usage` lists the limit, used.
+/// through and refuses the next on every model route of both functions, buffered and streaming, OpenAI's, Anthropic's
+/// Messages and the Responses API too, each in its dialect's error shape, with 429 and `Retry-After` until midnight
+/// UTC; `GET /usage` lists the limit, used.
 #[tokio::test]
 async fn a_limit_that_is_one_setting_refuses_every_route_and_shows_in_usage() {
     use chat_app::{Buffered, ChatApp, HistoryApp};
-    use chat_testing::harness::Reply;
     let backend = Backend::start(&[("QUOTA_REQUESTS_PER_DAY", "1")]).await;
     let ledger = backend.ledger();
     let sdk = backend.bedrock.sdk_config().await;
@@ -289,17 +291,28 @@ async fn a_limit_that_is_one_setting_refuses_every_route_and_shows_in_usage() {
     assert_eq!(first.status, 200, "{}", first.body);
     let midnight = chat_core::Periods::at(time::OffsetDateTime::now_utc());
     let until_midnight = midnight.seconds_until(midnight.day_ends);
-    let routes: [(&str, &Value, bool); 7] = [
+    let completion_streamed = with_stream(&completion);
+    let message = json!({"model": harness::ECHO_MODEL, "max_tokens": 100,
+        "messages": [{"role": "user", "content": "hello"}]});
+    let message_streamed = with_stream(&message);
+    let response = json!({"model": harness::ECHO_MODEL, "input": "hello", "store": false});
+    let response_streamed = with_stream(&response);
+    let routes: [(&str, &Value, bool); 12] = [
         ("/chat", &chat, false),
         ("/chat-ui/chat", &chat, false),
         ("/multi-agent-chat/batch", &chat, false),
         ("/chat/stream", &chat, true),
         ("/multi-agent-chat/stream", &chat, true),
         ("/v1/chat/completions", &completion, true),
+        ("/v1/chat/completions", &completion_streamed, true),
         ("/v1/embeddings", &embedding, true),
+        ("/v1/messages", &message, true),
+        ("/v1/messages", &message_streamed, true),
+        ("/v1/responses", &response, true),
+        ("/v1/responses", &response_streamed, true),
     ];
     for (path, body, streamed) in routes {
-        let request = harness::json_request("POST", path, Some(body));
+        let request = dialect_request(path, body);
         let refused = if streamed {
             Reply::collected(streaming.handle(request).await).await
         } else {
@@ -307,6 +320,7 @@ async fn a_limit_that_is_one_setting_refuses_every_route_and_shows_in_usage() {
         };
         println!("{path}: {} {}", refused.status, refused.body);
         assert_eq!(refused.status, 429, "{path}: {}", refused.body);
+        assert_refusal_shape(path, &refused);
         let retry: u64 = refused.headers["retry-after"]
             .to_str()
             .unwrap()
@@ -350,7 +364,376 @@ async fn a_limit_that_is_one_setting_refuses_every_route_and_shows_in_usage() {
     );
 }
 
+/// `body` asking for a streamed answer.
+fn with_stream(body: &Value) -> Value {
+    let mut body = body.clone();
+    body["stream"] = json!(true);
+    body
+}
+
+/// A POST of `body` to `path` as its dialect's clients send it: Anthropic's SDKs add `anthropic-version`.
+fn dialect_request(path: &str, body: &Value) -> axum::http::Request<lambda_http::Body> {
+    let mut request = harness::json_request("POST", path, Some(body));
+    if path.starts_with("/v1/messages") {
+        request
+            .headers_mut()
+            .insert("anthropic-version", "2023-06-01".parse().unwrap());
+    }
+    request
+}
+
+/// A quota's refusal in the error shape of `path`'s dialect, whole JSON before any byte of an answer (a streamed
+/// request's too), that its clients read as a rate limit: Anthropic's `{"type": "error", "error": {"type":
+/// "rate_limit_error", "message"}}` (what Anthropic's SDKs raise as `RateLimitError`), OpenAI's `{"error":
+/// {"message", "type": "insufficient_quota", "code": "rate_limit_exceeded"}}`, the AI Chat Protocol's `{"error":
+/// message}`; with `Retry-After` in whole seconds, and, when that is further off than an SDK should sleep,
+/// `x-should-retry: false` (Anthropic's and OpenAI's SDKs would otherwise retry, Anthropic's after sleeping the whole
+/// `Retry-After`, and a capped user would wait until midnight for the sentence that says why).
+fn assert_refusal_shape(path: &str, refused: &Reply) {
+    assert_eq!(refused.status, 429, "{path}: {}", refused.body);
+    assert!(
+        refused.content_type().starts_with("application/json"),
+        "{path}: {:?}",
+        refused.content_type()
+    );
+    let retry = refused.headers.get("retry-after");
+    assert!(
+        retry.is_some_and(|r| r.to_str().unwrap().parse::<u64>().is_ok()),
+        "{path}: Retry-After {retry:?}"
+    );
+    let seconds: u64 = retry.unwrap().to_str().unwrap().parse().unwrap();
+    let should_retry = refused.headers.get("x-should-retry");
+    if seconds > u64::from(chat_edge::LONGEST_RETRY_SECONDS) {
+        assert_eq!(
+            should_retry.map(|v| v.to_str().unwrap()),
+            Some("false"),
+            "{path}: Retry-After {seconds}"
+        );
+    } else {
+        assert!(should_retry.is_none(), "{path}: Retry-After {seconds}");
+    }
+    let body = refused.json();
+    let message = if path.starts_with("/v1/messages") {
+        assert_eq!(body["type"], "error", "{path}: {body}");
+        assert_eq!(body["error"]["type"], "rate_limit_error", "{path}: {body}");
+        assert_eq!(body.as_object().unwrap().len(), 2, "{path}: {body}");
+        &body["error"]["message"]
+    } else if path.starts_with("/v1/") {
+        assert_eq!(
+            body["error"]["type"], "insufficient_quota",
+            "{path}: {body}"
+        );
+        assert_eq!(
+            body["error"]["code"], "rate_limit_exceeded",
+            "{path}: {body}"
+        );
+        &body["error"]["message"]
+    } else {
+        &body["error"]
+    };
+    assert!(
+        !message.as_str().unwrap_or_default().is_empty(),
+        "{path}: {body}"
+    );
+}
+
 /// The calls the local Bedrock server answered.
 fn h_requests(backend: &Backend) -> usize {
     backend.bedrock.requests().len()
+}
+
+/// Seconds from now to midnight UTC, when a daily quota resets.
+fn seconds_to_midnight() -> u64 {
+    let now = chat_core::Periods::at(time::OffsetDateTime::now_utc());
+    now.seconds_until(now.day_ends)
+}
+
+/// A spend cap: `QUOTA_COST_PER_DAY` of $0.05 at a dollar per thousand output tokens. Two real turns through the
+/// local Bedrock server take the user from under the cap to it (their cost what the answers' usage says, at
+/// `MODEL_PRICES`); then every model route of every dialect, buffered and streamed, answers 429 in its dialect's
+/// shape with `Retry-After` until midnight UTC and a sentence naming the cap, and none of them reaches the model.
+#[tokio::test]
+async fn a_user_at_their_daily_spend_cap_is_refused_on_every_dialect_before_the_model() {
+    use chat_app::{Buffered, ChatApp, HistoryApp};
+    const CAP: f64 = 0.05;
+    // Dollars per million tokens: a cent per thousand read, a dollar per thousand written.
+    let (input_price, output_price) = (10.0, 1000.0);
+    let backend = Backend::start(&[
+        ("MODEL_PRICES", "input=10,output=1000"),
+        ("QUOTA_COST_PER_DAY", "0.05"),
+    ])
+    .await;
+    let ledger = backend.ledger();
+    let streaming = backend
+        .app(|m, s, a, c| App::new(m, s, a, c).with_usage(Some(ledger.clone())))
+        .await;
+    let buffered = backend
+        .app(|m, s, a, c| {
+            ChatApp::<_, _, Buffered>::new(m, s, a, c).with_usage(Some(ledger.clone()))
+        })
+        .await;
+    let history = HistoryApp::new(backend.store.clone(), harness::auth(), &backend.config)
+        .with_usage(Some(ledger.clone()));
+    let spent_now = || async { harness::usage_now(&backend.store).await.day };
+    let priced = |input: &Value, output: &Value| {
+        (input.as_u64().unwrap() as f64 * input_price
+            + output.as_u64().unwrap() as f64 * output_price)
+            / 1e6
+    };
+
+    // The first turn, Anthropic's dialect: thirty words, about $0.03, under the cap.
+    let message = json!({"model": harness::ECHO_MODEL, "max_tokens": 100,
+        "messages": [{"role": "user", "content": "[[deltas:30]] tell me"}]});
+    let first = Reply::collected(
+        streaming
+            .handle(dialect_request("/v1/messages", &message))
+            .await,
+    )
+    .await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    let usage = &first.json()["usage"];
+    let first_cost = priced(&usage["input_tokens"], &usage["output_tokens"]);
+    let day = spent_now().await;
+    println!(
+        "after one turn: spent ${:?} (its usage {usage} priced: ${first_cost})",
+        day.spent.cost_usd
+    );
+    assert!(
+        (day.spent.cost_usd.unwrap() - first_cost).abs() < 1e-9,
+        "{day:?}"
+    );
+    assert!(
+        first_cost < CAP,
+        "the first turn leaves the user under the cap"
+    );
+    // The second, OpenAI's dialect, is let in (under the cap) and takes the user past it.
+    let completion = json!({"model": harness::ECHO_MODEL,
+        "messages": [{"role": "user", "content": "[[deltas:30]] more"}]});
+    let second = Reply::collected(
+        streaming
+            .handle(dialect_request("/v1/chat/completions", &completion))
+            .await,
+    )
+    .await;
+    assert_eq!(second.status, 200, "{}", second.body);
+    let usage = &second.json()["usage"];
+    let spent = first_cost + priced(&usage["prompt_tokens"], &usage["completion_tokens"]);
+    let day = spent_now().await;
+    println!(
+        "after two turns: spent ${:?} (priced by hand: ${spent}), cap ${CAP}",
+        day.spent.cost_usd
+    );
+    assert!(
+        (day.spent.cost_usd.unwrap() - spent).abs() < 1e-9,
+        "{day:?}"
+    );
+    assert!(spent >= CAP, "at the cap: ${spent}");
+    assert_eq!((day.turns, day.reserved.tokens), (2, 0));
+    assert_eq!(h_requests(&backend), 2);
+
+    let until_midnight = seconds_to_midnight();
+    let chat = ask("hello");
+    let message = json!({"model": harness::ECHO_MODEL, "max_tokens": 100,
+        "messages": [{"role": "user", "content": "hello"}]});
+    let completion =
+        json!({"model": harness::ECHO_MODEL, "messages": [{"role": "user", "content": "hello"}]});
+    let response = json!({"model": harness::ECHO_MODEL, "input": "hello", "store": false});
+    let routes: [(&str, Value, bool); 8] = [
+        ("/v1/messages", message.clone(), true),
+        ("/v1/messages", with_stream(&message), true),
+        ("/v1/chat/completions", completion.clone(), true),
+        ("/v1/chat/completions", with_stream(&completion), true),
+        ("/v1/responses", response.clone(), true),
+        ("/v1/responses", with_stream(&response), true),
+        ("/chat", chat.clone(), false),
+        ("/chat/stream", chat, true),
+    ];
+    for (path, body, streamed) in routes {
+        let request = dialect_request(path, &body);
+        let refused = if streamed {
+            Reply::collected(streaming.handle(request).await).await
+        } else {
+            Reply::buffered(buffered.handle(request).await)
+        };
+        println!(
+            "{path} (stream: {}): {} retry-after {:?} {}",
+            body["stream"] == true,
+            refused.status,
+            refused.headers.get("retry-after"),
+            refused.body
+        );
+        assert_refusal_shape(path, &refused);
+        let retry: u64 = refused.headers["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            retry <= until_midnight && retry + 60 >= until_midnight,
+            "{path}: Retry-After {retry}, {until_midnight} s to midnight UTC"
+        );
+        assert!(
+            refused.body.contains(
+                "You have used your $0.05 of model use for today. The quota resets at midnight UTC."
+            ),
+            "{path}: {}",
+            refused.body
+        );
+    }
+    assert_eq!(
+        h_requests(&backend),
+        2,
+        "no refused request reached the model"
+    );
+    let day = spent_now().await;
+    assert!(
+        (day.spent.cost_usd.unwrap() - spent).abs() < 1e-9,
+        "{day:?}"
+    );
+    assert_eq!((day.turns, day.reserved.tokens), (2, 0), "nothing held");
+
+    let usage = Reply::buffered(
+        history
+            .handle(harness::json_request("GET", "/usage", None))
+            .await,
+    );
+    assert_eq!(usage.status, 200, "{}", usage.body);
+    let report = usage.json();
+    println!(
+        "GET /usage: today {} limits {}",
+        report["today"], report["limits"]
+    );
+    let cap = report["limits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["name"] == "cost_per_day")
+        .unwrap_or_else(|| panic!("{report}"));
+    assert_eq!(cap["limit"], json!(CAP));
+    assert!(
+        (cap["used"].as_f64().unwrap() - spent).abs() < 1e-9,
+        "{cap}"
+    );
+    assert_eq!(report["today"]["cost_limit_usd"], json!(CAP));
+    assert!((report["today"]["cost_usd"].as_f64().unwrap() - spent).abs() < 1e-9);
+}
+
+/// Cache reads and writes are charged at the model's cache prices, not as input: Anthropic's Messages API with
+/// `cache_control` on a 300-word system prompt, twice, to Claude Sonnet 4.5 (whose list prices per million tokens
+/// are $3 input, $15 output, $0.30 a cache read, $3.75 a cache write). The first call writes the prompt to the
+/// cache, the second reads it (the local Bedrock server counts a word a token, as it reports cache use for
+/// `cachePoint` blocks as Bedrock does); the ledger and `GET /usage` hold exactly the figure priced by hand.
+#[tokio::test]
+async fn cache_reads_and_writes_are_charged_at_the_cache_prices_not_as_input() {
+    use chat_app::HistoryApp;
+    const SONNET: &str = "global.anthropic.claude-sonnet-4-5-20250929-v1:0";
+    // Sonnet 4.5's list prices, dollars per million tokens.
+    let (input, output, cache_read, cache_write) = (3.0, 15.0, 0.30, 3.75);
+    let backend = Backend::start(&[
+        ("MODEL_ID", SONNET),
+        ("ALLOWED_MODELS", SONNET),
+        ("MAX_OUTPUT_TOKENS", "8192"),
+        // Any limit of cost turns the counting on.
+        ("QUOTA_COST_PER_DAY", "10"),
+    ])
+    .await;
+    let ledger = backend.ledger();
+    let streaming = backend
+        .app(|m, s, a, c| App::new(m, s, a, c).with_usage(Some(ledger.clone())))
+        .await;
+    let history = HistoryApp::new(backend.store.clone(), harness::auth(), &backend.config)
+        .with_usage(Some(ledger.clone()));
+    let system: Vec<String> = (1..=300).map(|i| format!("rule{i}")).collect();
+    let message = json!({"model": SONNET, "max_tokens": 100,
+        "system": [{"type": "text", "text": system.join(" "), "cache_control": {"type": "ephemeral"}}],
+        "messages": [{"role": "user", "content": "[[deltas:20]] hello"}]});
+    let mut usages = Vec::new();
+    for _ in 0..2 {
+        let reply = Reply::collected(
+            streaming
+                .handle(dialect_request("/v1/messages", &message))
+                .await,
+        )
+        .await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        println!("usage: {}", reply.json()["usage"]);
+        usages.push(reply.json()["usage"].clone());
+    }
+    let sent = harness::last_model_request(&backend.bedrock);
+    assert_eq!(
+        sent["system"][1],
+        json!({"cachePoint": {"type": "default"}}),
+        "{sent}"
+    );
+    let tokens = |usage: &Value, field: &str| usage[field].as_u64().unwrap();
+    // The first writes the 300 words to the cache; the second reads them.
+    assert_eq!(
+        (
+            tokens(&usages[0], "cache_creation_input_tokens"),
+            tokens(&usages[0], "cache_read_input_tokens")
+        ),
+        (300, 0)
+    );
+    assert_eq!(
+        (
+            tokens(&usages[1], "cache_creation_input_tokens"),
+            tokens(&usages[1], "cache_read_input_tokens")
+        ),
+        (0, 300)
+    );
+    let (fresh, written) = (
+        usages
+            .iter()
+            .map(|u| tokens(u, "input_tokens"))
+            .sum::<u64>(),
+        usages
+            .iter()
+            .map(|u| tokens(u, "output_tokens"))
+            .sum::<u64>(),
+    );
+    assert!(fresh > 0 && written >= 40, "{usages:?}");
+    let by_hand =
+        (fresh as f64 * input + written as f64 * output + 300.0 * cache_read + 300.0 * cache_write)
+            / 1e6;
+    let as_input = ((fresh + 600) as f64 * input + written as f64 * output) / 1e6;
+    let day = harness::usage_now(&backend.store).await.day;
+    println!(
+        "ledger: ${:?} and {:?}; priced by hand ${by_hand} (cache as input: ${as_input})",
+        day.spent.cost_usd, day.spent.tokens
+    );
+    let cost = day.spent.cost_usd.unwrap();
+    assert!((cost - by_hand).abs() < 1e-9, "${cost}, by hand ${by_hand}");
+    assert!((cost - as_input).abs() > 1e-4, "cache not priced as input");
+    assert_eq!(
+        (
+            day.spent.tokens.cache_read_input_tokens,
+            day.spent.tokens.cache_write_input_tokens
+        ),
+        (300, 300)
+    );
+    let usage = Reply::buffered(
+        history
+            .handle(harness::json_request("GET", "/usage", None))
+            .await,
+    );
+    assert_eq!(usage.status, 200, "{}", usage.body);
+    let today = &usage.json()["today"];
+    println!("GET /usage today: {today}");
+    assert!(
+        (today["cost_usd"].as_f64().unwrap() - by_hand).abs() < 1e-9,
+        "{today}"
+    );
+    assert_eq!(
+        (
+            today["cache_read_input_tokens"].clone(),
+            today["cache_write_input_tokens"].clone()
+        ),
+        (json!(300), json!(300))
+    );
+    let cap = usage.json()["limits"][0].clone();
+    assert_eq!(cap["name"], "cost_per_day", "{cap}");
+    assert!(
+        (cap["used"].as_f64().unwrap() - by_hand).abs() < 1e-9,
+        "{cap}"
+    );
 }

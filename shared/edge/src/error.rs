@@ -97,6 +97,12 @@ const STORE_RETRY_AFTER_SECONDS: u32 = 1;
 /// few seconds let it refill. The clients' SDKs wait on `Retry-After` before their own retry.
 const THROTTLED_RETRY_AFTER_SECONDS: u32 = 5;
 
+/// The longest wait a client is left to retry after by itself. A quota spent until its period ends (midnight UTC, the
+/// week's or the month's end) is answered `x-should-retry: false` besides its `Retry-After`: Anthropic's and OpenAI's
+/// SDKs retry a 429 by default, and Anthropic's sleeps whatever `Retry-After` says, so a capped user's Claude Code or
+/// SDK call would hang until the reset instead of showing the sentence that says why.
+pub const LONGEST_RETRY_SECONDS: u32 = 60;
+
 /// The protocol's own wording for a fault whose details only the log may see.
 const INTERNAL: &str = "The app encountered an error processing your request.\nIf you are an administrator of the app, view the full error in the logs.";
 
@@ -286,6 +292,11 @@ pub fn error_response_in<S: ErrorShape>(err: &ApiError) -> Response {
         response
             .headers_mut()
             .insert(header::RETRY_AFTER, header::HeaderValue::from(seconds));
+        if seconds > LONGEST_RETRY_SECONDS {
+            response
+                .headers_mut()
+                .insert("x-should-retry", header::HeaderValue::from_static("false"));
+        }
     }
     response
 }
@@ -570,6 +581,34 @@ mod tests {
             "x".into(),
         ))));
         assert!(failed.headers().get(header::RETRY_AFTER).is_none());
+    }
+
+    #[test]
+    fn a_quota_spent_until_its_period_ends_tells_the_sdks_not_to_retry() {
+        let over = |retry_after| {
+            ApiError::from(ChatError::OverLimit(chat_core::OverLimit {
+                kind: chat_core::LimitKind::COST_PER_DAY,
+                retry_after,
+                message: "You have used your $5 of model use for today.".into(),
+                alone: false,
+            }))
+        };
+        let spent = error_response(&over(20_000));
+        assert_eq!(spent.headers()[header::RETRY_AFTER], "20000");
+        assert_eq!(spent.headers()["x-should-retry"], "false");
+        // Held by turns in progress, or the rate limit's minute: worth the SDK's own retry.
+        for retryable in [
+            over(10),
+            over(60),
+            ApiError::from(ChatError::Model(ModelError::Throttled)),
+        ] {
+            let response = error_response(&retryable);
+            assert!(response.headers().contains_key(header::RETRY_AFTER));
+            assert!(
+                response.headers().get("x-should-retry").is_none(),
+                "{retryable:?}"
+            );
+        }
     }
 
     #[tokio::test]

@@ -11,7 +11,8 @@ mod routes;
 
 pub use cors::{Cors, LOOPBACK_ORIGINS};
 pub use error::{
-    ApiError, ConfigError, error_response, error_response_in, json_response, settings_in,
+    ApiError, ConfigError, LONGEST_RETRY_SECONDS, error_response, error_response_in, json_response,
+    settings_in,
 };
 pub use extract::{
     Arrived, CallerAnd, ChatEdgeState, ChatRequest, ChatRoute, ChatUiRoute, CompletionBody,
