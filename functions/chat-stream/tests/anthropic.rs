@@ -4,28 +4,20 @@
 //! accepted and named, `count_tokens` uncharged, `/v1/models` in Anthropic's shape, and each refusal in Anthropic's
 //! error shape, before the stream and after it began.
 
-use chat_aws::{BedrockModel, DynamoStore};
 use chat_core::ChatMode;
 use chat_stream::App;
-use chat_testing::harness::{self, Backend, ECHO_MODEL, Reply, Streamed, Wired};
+use chat_testing::harness::{self, Backend, ECHO_MODEL, Reply, Streamed};
 use serde_json::{Value, json};
 
-type Harness = Wired<App<BedrockModel, DynamoStore>>;
+mod support;
+use support::Harness;
 
 /// An allowed Claude (a budget thinker) that Anthropic's name `claude-sonnet-4-5…` maps to.
 const SONNET: &str = "global.anthropic.claude-sonnet-4-5-20250929-v1:0";
 
 async fn harness_with(env: &[(&str, &str)]) -> Harness {
-    let env = [
-        &[("ALLOWED_MODELS", SONNET), ("MAX_OUTPUT_TOKENS", "8192")],
-        env,
-    ]
-    .concat();
-    let backend = Backend::start(&env).await;
-    let ledger = backend.ledger();
-    backend
-        .wired(|m, s, a, c| App::new(m, s, a, c).with_usage(Some(ledger)))
-        .await
+    let defaults = [("ALLOWED_MODELS", SONNET), ("MAX_OUTPUT_TOKENS", "8192")];
+    support::counted(&[&defaults, env].concat()).await
 }
 
 async fn harness() -> Harness {

@@ -3,12 +3,12 @@
 //! it, a model's refusal the client's 400, answers as long as the model allows, and request bodies as the clients
 //! send them answered 200.
 
-use chat_aws::{BedrockModel, DynamoStore};
 use chat_stream::App;
-use chat_testing::harness::{self, Backend, ECHO_MODEL, Reply, Streamed, Wired};
+use chat_testing::harness::{self, Backend, ECHO_MODEL, Reply, Streamed};
 use serde_json::{Value, json};
 
-type Harness = Wired<App<BedrockModel, DynamoStore>>;
+mod support;
+use support::{Harness, with};
 
 /// Claude Sonnet 4.5 as a cross-Region inference profile: strict tool use, reasoning within a budget, `top_k`,
 /// and (as Bedrock has it) `temperature` or `top_p`, not both.
@@ -30,19 +30,12 @@ fn ask(model: &str, text: &str) -> Value {
     json!({"model": model, "messages": [{"role": "user", "content": text}]})
 }
 
-fn with(mut body: Value, field: &str, value: Value) -> Value {
-    body[field] = value;
-    body
-}
-
 async fn post(h: &Harness, body: &Value) -> Reply {
-    let request = harness::json_request("POST", "/v1/chat/completions", Some(body));
-    Reply::collected(h.app.handle(request).await).await
+    support::post_to(h, "/v1/chat/completions", body).await
 }
 
 async fn stream(h: &Harness, body: &Value) -> Streamed {
-    let request = harness::json_request("POST", "/v1/chat/completions", Some(body));
-    Streamed::read(h.app.handle(request).await).await
+    support::stream_to(h, "/v1/chat/completions", body).await
 }
 
 /// The body of the last request that reached the model.

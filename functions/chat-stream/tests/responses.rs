@@ -5,13 +5,13 @@
 
 use std::sync::Arc;
 
-use chat_aws::{BedrockModel, DynamoStore};
 use chat_core::{ChatMode, ResponseStore};
 use chat_stream::App;
-use chat_testing::harness::{self, Backend, ECHO_MODEL, Reply, Streamed, Wired};
+use chat_testing::harness::{self, Backend, ECHO_MODEL, Reply, Streamed};
 use serde_json::{Value, json};
 
-type Harness = Wired<App<BedrockModel, DynamoStore>>;
+mod support;
+use support::{Harness, openai_error_of as error_of, with};
 
 /// A Claude model id as an inference profile: the backend takes its features (budget reasoning) from it.
 const CLAUDE: &str = "us.anthropic.claude-sonnet-4-5-20250929-v1:0";
@@ -37,20 +37,13 @@ fn ask(text: &str) -> Value {
     json!({"model": ECHO_MODEL, "input": text, "store": false})
 }
 
-fn with(mut body: Value, field: &str, value: Value) -> Value {
-    body[field] = value;
-    body
-}
-
 async fn post(h: &Harness, body: &Value) -> Reply {
-    let request = harness::json_request("POST", "/v1/responses", Some(body));
-    Reply::collected(h.app.handle(request).await).await
+    support::post_to(h, "/v1/responses", body).await
 }
 
 async fn stream(h: &Harness, body: &Value) -> Streamed {
     let body = with(body.clone(), "stream", json!(true));
-    let request = harness::json_request("POST", "/v1/responses", Some(&body));
-    Streamed::read(h.app.handle(request).await).await
+    support::stream_to(h, "/v1/responses", &body).await
 }
 
 /// The typed events of a stream: each `event: <type>\ndata: {json}\n\n`, its data's `type` the event's name.
@@ -72,19 +65,6 @@ fn events_of(s: &Streamed) -> Vec<Value> {
 
 fn types(events: &[Value]) -> Vec<&str> {
     events.iter().map(|e| e["type"].as_str().unwrap()).collect()
-}
-
-/// The OpenAI error of a reply: status, `code`, `param`.
-fn error_of(reply: &Reply) -> (u16, Value, Value) {
-    let body = reply.json();
-    let error = &body["error"];
-    assert!(error["message"].is_string(), "{body}");
-    assert!(error["type"].is_string(), "{body}");
-    (
-        reply.status.as_u16(),
-        error["code"].clone(),
-        error["param"].clone(),
-    )
 }
 
 #[tokio::test]

@@ -11,7 +11,7 @@ use chat_aws::{BedrockModel, DynamoStore};
 use chat_core::{ApiKeyStore, NewApiKey};
 use chat_edge::{ApiKeySettings, ApiKeys, Auth};
 use chat_testing::harness::{self, JwtSigner, Reply};
-use lambda_http::Request;
+use chat_testing::setup;
 use local_bedrock::LocalBedrock;
 use local_dynamodb::LocalDynamo;
 use serde_json::{Value, json};
@@ -40,14 +40,9 @@ const CACHE: Duration = Duration::from_secs(2);
 
 async fn world() -> World {
     let signer = JwtSigner::new("key-1");
-    let jwks = signer.jwks_file().to_string_lossy().to_string();
-    let env = [
-        ("AUTH_MODE", "jwt"),
-        ("JWT_ISSUER", ISSUER),
-        ("JWT_AUDIENCE", AUDIENCE),
-        ("JWKS_FILE", jwks.as_str()),
-        ("MODEL_ID", "local.echo-v1:0"),
-    ];
+    let jwks = signer.jwks_path();
+    let mut env = setup::jwt_env(ISSUER, AUDIENCE, &jwks);
+    env.push(("MODEL_ID", harness::ECHO_MODEL));
     let config = Config::from_pairs(&env).unwrap();
     let bedrock = LocalBedrock::start().await.unwrap();
     let sdk = bedrock.sdk_config().await;
@@ -90,16 +85,6 @@ async fn world() -> World {
     }
 }
 
-fn request(method: &str, path: &str, bearer: Option<&str>, body: Option<Value>) -> Request {
-    let mut request = harness::json_request(method, path, body.as_ref());
-    if let Some(t) = bearer {
-        request
-            .headers_mut()
-            .insert("authorization", format!("Bearer {t}").parse().unwrap());
-    }
-    request
-}
-
 impl World {
     async fn send(
         &self,
@@ -108,7 +93,7 @@ impl World {
         bearer: Option<&str>,
         body: Option<Value>,
     ) -> Reply {
-        let req = request(method, path, bearer, body);
+        let req = setup::bearer_request(method, path, bearer, body.as_ref());
         if path == "/chat/stream" {
             Reply::collected(self.stream.handle(req).await).await
         } else if ["/chat-history", "/api-keys", "/usage"]
@@ -138,7 +123,7 @@ impl World {
 
     /// `GET /chat-history` on the other instance, as the holder of `bearer`: the status.
     async fn other_instance_status(&self, bearer: &str) -> u16 {
-        let req = request("GET", "/chat-history?mode=standard", Some(bearer), None);
+        let req = setup::bearer_request("GET", "/chat-history?mode=standard", Some(bearer), None);
         Reply::buffered(self.other_history.handle(req).await)
             .status
             .as_u16()

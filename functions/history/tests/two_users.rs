@@ -4,8 +4,8 @@
 use chat_app::Config;
 use chat_aws::{BedrockModel, DynamoStore};
 use chat_testing::harness::{self, JwtSigner, Reply};
+use chat_testing::setup;
 use jsonwebtoken::Header;
-use lambda_http::Request;
 use local_bedrock::LocalBedrock;
 use local_dynamodb::LocalDynamo;
 use serde_json::{Value, json};
@@ -48,14 +48,9 @@ struct World {
 
 async fn world() -> World {
     let signer = signer("key-1");
-    let jwks = signer.jwks_file().to_string_lossy().to_string();
-    let env = [
-        ("AUTH_MODE", "jwt"),
-        ("JWT_ISSUER", ISSUER),
-        ("JWT_AUDIENCE", AUDIENCE),
-        ("JWKS_FILE", jwks.as_str()),
-        ("MODEL_ID", "local.echo-v1:0"),
-    ];
+    let jwks = signer.jwks_path();
+    let mut env = setup::jwt_env(ISSUER, AUDIENCE, &jwks);
+    env.push(("MODEL_ID", harness::ECHO_MODEL));
     let config = Config::from_pairs(&env).unwrap();
     let bedrock = LocalBedrock::start().await.unwrap();
     let sdk = bedrock.sdk_config().await;
@@ -74,16 +69,6 @@ async fn world() -> World {
     }
 }
 
-fn request(method: &str, path: &str, token: Option<&str>, body: Option<Value>) -> Request {
-    let mut request = harness::json_request(method, path, body.as_ref());
-    if let Some(t) = token {
-        request
-            .headers_mut()
-            .insert("authorization", format!("Bearer {t}").parse().unwrap());
-    }
-    request
-}
-
 impl World {
     /// Sends to whichever function serves the path; the status and the body as text.
     async fn send(
@@ -93,7 +78,7 @@ impl World {
         token: Option<&str>,
         body: Option<Value>,
     ) -> (u16, String) {
-        let req = request(method, path, token, body);
+        let req = setup::bearer_request(method, path, token, body.as_ref());
         let reply = if path.starts_with("/chat-history") {
             Reply::buffered(self.history.handle(req).await)
         } else if path == "/chat/stream" {
@@ -378,7 +363,10 @@ async fn the_list_pages_with_a_cursor_in_a_header() {
     let mut titles = Vec::new();
     let mut path = "/chat-history?mode=standard&limit=2".to_string();
     loop {
-        let response = w.history.handle(request("GET", &path, alice, None)).await;
+        let response = w
+            .history
+            .handle(setup::bearer_request("GET", &path, alice, None))
+            .await;
         let next = response
             .headers()
             .get(history::NEXT_CURSOR_HEADER)
@@ -475,16 +463,26 @@ async fn signing_keys_can_come_from_a_jwks_url() {
     let auth = harness::auth_from(&env);
     let good = token(&signer, "carol", AUDIENCE, 3600);
     assert_eq!(
-        auth.caller(&request("GET", "/chat-history", Some(&good), None))
-            .await
-            .unwrap(),
+        auth.caller(&setup::bearer_request(
+            "GET",
+            "/chat-history",
+            Some(&good),
+            None
+        ))
+        .await
+        .unwrap(),
         format!("jwt:{ISSUER}:carol")
     );
     let stranger = signer_token_with_other_kid();
     assert!(
-        auth.caller(&request("GET", "/chat-history", Some(&stranger), None))
-            .await
-            .is_err()
+        auth.caller(&setup::bearer_request(
+            "GET",
+            "/chat-history",
+            Some(&stranger),
+            None
+        ))
+        .await
+        .is_err()
     );
 }
 

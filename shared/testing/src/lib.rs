@@ -23,6 +23,8 @@ mod usage;
 pub mod access;
 #[cfg(feature = "harness")]
 pub mod harness;
+#[cfg(feature = "harness")]
+pub mod setup;
 
 pub use api_keys::{InMemoryApiKeys, api_key_contract};
 pub use attachments::InMemoryAttachments;
