@@ -19,13 +19,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { launchChromium } from './chromium.mjs';
+import { STEP_TIMEOUT_MS, ask, showTab, turnDone } from './page-steps.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const BASE = (process.env.CHAT_BASE_URL ?? 'http://127.0.0.1:9050').replace(/\/+$/, '');
 const SHOTS = process.env.PAGE_SCREENSHOT_DIR;
 const QUESTION = 'How many weeks of parental leave do employees get?';
 const AGENTS = ['BusinessAnalyst', 'SoftwareEngineer', 'ProductOwner']; // the backend's default group
-const STEP_TIMEOUT_MS = 60000;
 const TEST_TIMEOUT_MS = 240000;
 const T0 = Date.now();
 const step = (what) => process.env.CHATUI_DEBUG && process.stderr.write(`[${((Date.now() - T0) / 1000).toFixed(1)}s] ${what}\n`);
@@ -52,26 +52,6 @@ async function chats(mode) {
   const res = await fetch(`${BASE}/chat-history?mode=${mode}`);
   assert.equal(res.status, 200);
   return res.json();
-}
-
-// Types `text` in the question box and presses Enter.
-async function ask(page, text) {
-  const box = await page.waitForSelector('#question:not([disabled])', { visible: true });
-  await box.click();
-  await box.type(text);
-  await page.keyboard.press('Enter');
-}
-
-// Waits until the page has finished the turn (the log is no longer busy and Stop is off again).
-async function turnDone(page) {
-  await page.waitForFunction(() => document.getElementById('log').getAttribute('aria-busy') === 'false'
-    && document.getElementById('stop').disabled, { timeout: STEP_TIMEOUT_MS });
-}
-
-// Opens the sidebar's section `name` (chats, usage, api-keys, documents): its tab, then the section shown.
-async function showTab(page, name) {
-  await page.click(`#tab-${name}`);
-  await page.waitForSelector(`#${name}.active`, { visible: true });
 }
 
 let browser;

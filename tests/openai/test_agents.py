@@ -10,13 +10,15 @@ tests/openai/test_openai.py (OPENAI_TEST_BASE_URL, default http://127.0.0.1:9090
 """
 
 import asyncio
-import json
 import os
+import sys
 import unittest
-import urllib.request
 
 from agents import Agent, Runner, function_tool, set_default_openai_client, set_tracing_disabled
 from openai import AsyncOpenAI
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import testkit  # noqa: E402  (tests/testkit.py)
 
 BASE = os.environ.get("OPENAI_TEST_BASE_URL", "http://127.0.0.1:9090").rstrip("/")
 MODEL = os.environ.get("OPENAI_TEST_MODEL", "local.echo-v1:0")
@@ -24,12 +26,7 @@ MODEL = os.environ.get("OPENAI_TEST_MODEL", "local.echo-v1:0")
 
 def create_key():
     """A new API key of the run's one user (no Authorization: the local user)."""
-    request = urllib.request.Request(
-        f"{BASE}/api-keys", data=json.dumps({"name": "agents"}).encode(), method="POST",
-        headers={"content-type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=60) as response:
-        return json.loads(response.read())["key"]
+    return testkit.create_key(BASE, "agents")
 
 
 class Agents(unittest.TestCase):

@@ -12,11 +12,14 @@ tests/openai/test_openai.py (OPENAI_TEST_BASE_URL, default http://127.0.0.1:9090
 
 import json
 import os
+import sys
 import unittest
-import urllib.request
 
 import openai
 from openai import OpenAI
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import testkit  # noqa: E402  (tests/testkit.py)
 
 BASE = os.environ.get("OPENAI_TEST_BASE_URL", "http://127.0.0.1:9090").rstrip("/")
 MODEL = os.environ.get("OPENAI_TEST_MODEL", "local.echo-v1:0")
@@ -26,24 +29,14 @@ WEATHER = {
     "type": "function",
     "name": "get_weather",
     "description": "The weather now in a city.",
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-        "additionalProperties": False,
-    },
+    "parameters": {**testkit.string_parameters("city"), "additionalProperties": False},
     "strict": True,
 }
 
 
 def create_key():
     """A new API key of the run's one user (no Authorization: the local user)."""
-    request = urllib.request.Request(
-        f"{BASE}/api-keys", data=json.dumps({"name": "responses"}).encode(), method="POST",
-        headers={"content-type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
-        return json.loads(response.read())["key"]
+    return testkit.create_key(BASE, "responses")
 
 
 CLIENT = None
