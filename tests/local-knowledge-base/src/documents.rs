@@ -453,20 +453,28 @@ fn identifiers(body: &Value) -> Result<Vec<String>, String> {
         .collect()
 }
 
+/// The document URIs a GetDocuments or DeleteDocuments request names, or the refusal it earns.
+fn named_documents(
+    served: &Served,
+    kb: &str,
+    ds: &str,
+    bytes: &Bytes,
+) -> Result<Vec<String>, Response> {
+    if let Some(refused) = check_ids(served, kb, ds) {
+        return Err(refused);
+    }
+    let body = body_of(bytes).ok_or_else(not_json)?;
+    identifiers(&body).map_err(validation)
+}
+
 pub(crate) async fn get_documents(
     State(served): State<Arc<Served>>,
     UrlPath((kb, ds)): UrlPath<(String, String)>,
     bytes: Bytes,
 ) -> Response {
-    if let Some(refused) = check_ids(&served, &kb, &ds) {
-        return refused;
-    }
-    let Some(body) = body_of(&bytes) else {
-        return not_json();
-    };
-    let uris = match identifiers(&body) {
+    let uris = match named_documents(&served, &kb, &ds, &bytes) {
         Ok(u) => u,
-        Err(e) => return validation(e),
+        Err(refused) => return refused,
     };
     let ingestions = served.ingestions.lock().unwrap();
     let details: Vec<Value> = uris
@@ -525,15 +533,9 @@ pub(crate) async fn delete_documents(
     UrlPath((kb, ds)): UrlPath<(String, String)>,
     bytes: Bytes,
 ) -> Response {
-    if let Some(refused) = check_ids(&served, &kb, &ds) {
-        return refused;
-    }
-    let Some(body) = body_of(&bytes) else {
-        return not_json();
-    };
-    let uris = match identifiers(&body) {
+    let uris = match named_documents(&served, &kb, &ds, &bytes) {
         Ok(u) => u,
-        Err(e) => return validation(e),
+        Err(refused) => return refused,
     };
     let mut ingestions = served.ingestions.lock().unwrap();
     let at = now();
