@@ -8,9 +8,13 @@ A suite's script imports it with its own folder's parent on `sys.path`; only the
 import base64
 import json
 import os
+import re
 import tempfile
 import unittest
 import urllib.request
+
+# The model the OpenAI clients' suites ask for (OPENAI_TEST_MODEL): the local Bedrock server's echo model by default.
+OPENAI_MODEL = os.environ.get("OPENAI_TEST_MODEL", "local.echo-v1:0")
 
 # A 1×1 PNG and a one-page PDF, sent inline as the clients send files.
 PNG = base64.b64decode(
@@ -20,6 +24,17 @@ PDF = (
     b"%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n2 0 obj<</Type/Pages/Kids[3 0 R]/Count 1>>endobj\n"
     b"3 0 obj<</Type/Page/Parent 2 0 R/MediaBox[0 0 200 200]>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n"
 )
+
+
+def run_urls(prefix, default_port):
+    """The local run's base URL (`{prefix}_TEST_BASE_URL`, else 127.0.0.1:`default_port`) and its local Bedrock
+    server's (`{prefix}_TEST_BEDROCK_URL`, else the run's port + 100)."""
+    base = os.environ.get(f"{prefix}_TEST_BASE_URL", f"http://127.0.0.1:{default_port}").rstrip("/")
+    bedrock = os.environ.get(
+        f"{prefix}_TEST_BEDROCK_URL",
+        re.sub(r":(\d+)$", lambda m: f":{int(m.group(1)) + 100}", base),
+    ).rstrip("/")
+    return base, bedrock
 
 
 def http_json(method, url, body=None, key=None, timeout=60):

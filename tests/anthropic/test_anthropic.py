@@ -14,7 +14,6 @@ Run by tests/suites.py (its "anthropic" suite) with the venv's Python, which has
 
 import base64
 import os
-import re
 import sys
 import unittest
 
@@ -23,11 +22,7 @@ import anthropic
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import testkit  # noqa: E402  (tests/testkit.py)
 
-BASE = os.environ.get("ANTHROPIC_TEST_BASE_URL", "http://127.0.0.1:9085").rstrip("/")
-BEDROCK = os.environ.get(
-    "ANTHROPIC_TEST_BEDROCK_URL",
-    re.sub(r":(\d+)$", lambda m: f":{int(m.group(1)) + 100}", BASE),
-).rstrip("/")
+BASE, BEDROCK = testkit.run_urls("ANTHROPIC", 9085)
 # An allowed Claude that Anthropic's name `claude-sonnet-4-5` maps to (a budget thinker).
 SONNET_NAME = "claude-sonnet-4-5"
 ECHO = "local.echo-v1:0"

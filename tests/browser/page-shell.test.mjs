@@ -18,7 +18,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { launchChromium } from './chromium.mjs';
-import { STEP_TIMEOUT_MS, ask, showTab, turnDone } from './page-steps.mjs';
+import { STEP_TIMEOUT_MS, ask, showTab, turnDone, watch } from './page-steps.mjs';
 
 const BASE = (process.env.CHAT_BASE_URL ?? 'http://127.0.0.1:9050').replace(/\/+$/, '');
 const SHOTS = process.env.PAGE_SCREENSHOT_DIR;
@@ -52,19 +52,6 @@ async function inBatches(count, width, make) {
     out.push(...(await Promise.all(Array.from({ length: Math.min(width, count - i) }, (_, j) => make(i + j)))));
   }
   return out;
-}
-
-// What the page did on the network and in its console.
-function watch(page) {
-  const seen = { failed: [], bad: [], console: [], pageErrors: [], calls: [] };
-  page.on('pageerror', (e) => seen.pageErrors.push(e.message));
-  page.on('console', (m) => m.type() === 'error' && seen.console.push(`${m.text()} (${m.location()?.url ?? ''})`));
-  page.on('requestfailed', (r) => seen.failed.push(`${r.method()} ${r.url()}: ${r.failure()?.errorText}`));
-  page.on('request', (r) => seen.calls.push(`${r.method()} ${new URL(r.url()).pathname}`));
-  page.on('response', (r) => {
-    if (r.status() >= 400) seen.bad.push(`${r.request().method()} ${r.url()} -> ${r.status()}`);
-  });
-  return seen;
 }
 
 // Where `selector`'s last match is, against the window: its box and whether all of it is inside the viewport.

@@ -1,5 +1,5 @@
 // What the page's browser tests do alike (page.test.mjs, page-shell.test.mjs): ask a question as a person types it,
-// wait for the turn to end, open a section of the sidebar.
+// wait for the turn to end, open a section of the sidebar, watch what the page does.
 
 /** How long one step of a test may take, in milliseconds. */
 export const STEP_TIMEOUT_MS = 60000;
@@ -22,4 +22,17 @@ export async function turnDone(page) {
 export async function showTab(page, name) {
   await page.click(`#tab-${name}`);
   await page.waitForSelector(`#${name}.active`, { visible: true });
+}
+
+/** What the page does on the network and in its console, recorded from now on. */
+export function watch(page) {
+  const seen = { failed: [], bad: [], console: [], pageErrors: [], calls: [] };
+  page.on('pageerror', (e) => seen.pageErrors.push(e.message));
+  page.on('console', (m) => m.type() === 'error' && seen.console.push(`${m.text()} (${m.location()?.url ?? ''})`));
+  page.on('requestfailed', (r) => seen.failed.push(`${r.method()} ${r.url()}: ${r.failure()?.errorText}`));
+  page.on('request', (r) => seen.calls.push(`${r.method()} ${new URL(r.url()).pathname}`));
+  page.on('response', (r) => {
+    if (r.status() >= 400) seen.bad.push(`${r.request().method()} ${r.url()} -> ${r.status()}`);
+  });
+  return seen;
 }

@@ -19,7 +19,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { launchChromium } from './chromium.mjs';
-import { STEP_TIMEOUT_MS, ask, showTab, turnDone } from './page-steps.mjs';
+import { STEP_TIMEOUT_MS, ask, showTab, turnDone, watch } from './page-steps.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const BASE = (process.env.CHAT_BASE_URL ?? 'http://127.0.0.1:9050').replace(/\/+$/, '');
@@ -32,19 +32,6 @@ const step = (what) => process.env.CHATUI_DEBUG && process.stderr.write(`[${((Da
 
 async function launch() {
   return launchChromium({ width: 1200, height: 800 });
-}
-
-// What the page did on the network and in its console.
-function watch(page) {
-  const seen = { failed: [], bad: [], console: [], pageErrors: [], calls: [] };
-  page.on('pageerror', (e) => seen.pageErrors.push(e.message));
-  page.on('console', (m) => m.type() === 'error' && seen.console.push(`${m.text()} (${m.location()?.url ?? ''})`));
-  page.on('requestfailed', (r) => seen.failed.push(`${r.method()} ${r.url()}: ${r.failure()?.errorText}`));
-  page.on('request', (r) => seen.calls.push(`${r.method()} ${new URL(r.url()).pathname}`));
-  page.on('response', (r) => {
-    if (r.status() >= 400) seen.bad.push(`${r.request().method()} ${r.url()} -> ${r.status()}`);
-  });
-  return seen;
 }
 
 // The backend's own view of the local user's chats of `mode`.

@@ -17,7 +17,6 @@ so it talks to nothing but the run. Only the standard library is used.
 
 import json
 import os
-import re
 import subprocess
 import sys
 import unittest
@@ -27,11 +26,7 @@ import testkit  # noqa: E402  (tests/testkit.py)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CLAUDE = os.path.join(ROOT, "tests/claude-code/node_modules/.bin/claude")
-BASE = os.environ.get("ANTHROPIC_TEST_BASE_URL", "http://127.0.0.1:9085").rstrip("/")
-BEDROCK = os.environ.get(
-    "ANTHROPIC_TEST_BEDROCK_URL",
-    re.sub(r":(\d+)$", lambda m: f":{int(m.group(1)) + 100}", BASE),
-).rstrip("/")
+BASE, BEDROCK = testkit.run_urls("ANTHROPIC", 9085)
 # An Anthropic name the run maps to its allowed Claude (tests/suites.py's ALLOWED_MODELS for the anthropic run).
 MODEL = os.environ.get("ANTHROPIC_TEST_MODEL", "claude-sonnet-4-5")
 TIMEOUT = 180

@@ -22,8 +22,8 @@ import testkit  # noqa: E402  (tests/testkit.py)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CODEX = os.path.join(ROOT, "tests/codex/node_modules/.bin/codex")
-BASE = os.environ.get("OPENAI_TEST_BASE_URL", "http://127.0.0.1:9090").rstrip("/")
-MODEL = os.environ.get("OPENAI_TEST_MODEL", "local.echo-v1:0")
+BASE, _ = testkit.run_urls("OPENAI", 9090)
+MODEL = testkit.OPENAI_MODEL
 TIMEOUT = 180
 
 CONFIG = """model = "{model}"

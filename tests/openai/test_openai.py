@@ -25,7 +25,6 @@ defines (e.g. the structured output's value) is asserted as the issue says it (p
 import base64
 import json
 import os
-import re
 import struct
 import sys
 import time
@@ -39,13 +38,9 @@ from openai import OpenAI
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import testkit  # noqa: E402  (tests/testkit.py)
 
-BASE = os.environ.get("OPENAI_TEST_BASE_URL", "http://127.0.0.1:9090").rstrip("/")
-BEDROCK = os.environ.get(
-    "OPENAI_TEST_BEDROCK_URL",
-    re.sub(r":(\d+)$", lambda m: f":{int(m.group(1)) + 100}", BASE),
-).rstrip("/")
+BASE, BEDROCK = testkit.run_urls("OPENAI", 9090)
 LIMITED_BASE = (os.environ.get("OPENAI_TEST_LIMITED_BASE_URL") or "").rstrip("/")
-MODEL = os.environ.get("OPENAI_TEST_MODEL", "local.echo-v1:0")
+MODEL = testkit.OPENAI_MODEL
 # Allowed too: a cross-Region inference profile of a model without Bedrock's structured output.
 SECOND_MODEL = os.environ.get("OPENAI_TEST_SECOND_MODEL", "us.amazon.nova-pro-v1:0")
 EMBEDDING_MODEL = os.environ.get("OPENAI_TEST_EMBEDDING_MODEL", "amazon.titan-embed-text-v2:0")

@@ -21,8 +21,8 @@ from openai import OpenAI
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import testkit  # noqa: E402  (tests/testkit.py)
 
-BASE = os.environ.get("OPENAI_TEST_BASE_URL", "http://127.0.0.1:9090").rstrip("/")
-MODEL = os.environ.get("OPENAI_TEST_MODEL", "local.echo-v1:0")
+BASE, _ = testkit.run_urls("OPENAI", 9090)
+MODEL = testkit.OPENAI_MODEL
 TIMEOUT = 60
 
 WEATHER = {
