@@ -3,7 +3,7 @@
 (`OpenAIResponsesModel`, which calls the Responses API) against the local run: an agent runs a function tool the
 local model asks for and answers from its result.
 
-Run by tests/suites.py (its "openai" suite) with the venv's Python, against the same local run as
+The "openai" suite of tests/suites.py runs it with the venv's Python, against the local run of
 tests/openai/test_openai.py (OPENAI_TEST_BASE_URL, default http://127.0.0.1:9090; OPENAI_TEST_MODEL):
 
     .tools/venv/bin/python tests/openai/test_agents.py -v     # against a run already started by hand
@@ -20,8 +20,8 @@ from openai import AsyncOpenAI
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import testkit  # noqa: E402  (tests/testkit.py)
 
-BASE, _ = testkit.run_urls("OPENAI", 9090)
 MODEL = testkit.OPENAI_MODEL
+BASE, _ = testkit.run_urls("OPENAI", 9090)
 
 
 def create_key():
