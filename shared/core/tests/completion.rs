@@ -11,10 +11,11 @@ use chat_core::{
     Caller, ChatError, ChatService, ChatSettings, Completion, ContentPart, FinishReason,
     MIN_THINKING_BUDGET, Message, Periods, ReasoningBlock, ReasoningEffort, ResponseFormat, Role,
     Sampling, SearchWhen, SessionStore, StopReason, Thinking, Tool, ToolBounds, ToolChoice,
-    ToolExchange, ToolFuture, ToolListing, ToolOutput, ToolSource, ToolSpec, ToolStatus, TurnEvent,
-    TurnInput, UsageLedger,
+    ToolExchange, ToolFuture, ToolOutput, ToolSpec, ToolStatus, TurnEvent, TurnInput, UsageLedger,
 };
-use chat_testing::{InMemoryStore, InMemoryUsage, Script, ScriptedModel, StoreOp, input};
+use chat_testing::{
+    FixedTools, InMemoryStore, InMemoryUsage, Script, ScriptedModel, StoreOp, input,
+};
 use serde_json::json;
 
 type Service = ChatService<ScriptedModel, InMemoryStore>;
@@ -49,27 +50,16 @@ impl Tool for Clock {
     }
 }
 
-struct Server;
-
-impl ToolSource for Server {
-    fn list<'a>(
-        &'a self,
-        _caller: &'a Caller,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ToolListing> + Send + 'a>> {
-        Box::pin(async {
-            ToolListing {
-                tools: vec![Arc::new(Clock {
-                    spec: ToolSpec {
-                        strict: false,
-                        name: "clock".into(),
-                        description: "the time".into(),
-                        input_schema: json!({"type": "object"}),
-                    },
-                }) as Arc<dyn Tool>],
-                unavailable: Vec::new(),
-            }
-        })
-    }
+/// A server offering `clock`.
+fn server() -> FixedTools {
+    FixedTools::new(vec![Arc::new(Clock {
+        spec: ToolSpec {
+            strict: false,
+            name: "clock".into(),
+            description: "the time".into(),
+            input_schema: json!({"type": "object"}),
+        },
+    })])
 }
 
 /// A service on the fakes, with a server tool and counted usage.
@@ -81,7 +71,7 @@ fn service(
     let store = InMemoryStore::new();
     let usage = InMemoryUsage::new();
     let service = ChatService::new(model.clone(), store.clone(), settings)
-        .with_tools(vec![Arc::new(Server)], ToolBounds::default())
+        .with_tools(vec![Arc::new(server())], ToolBounds::default())
         .with_usage(
             Some(Arc::new(usage.clone()) as Arc<dyn UsageLedger>),
             Default::default(),

@@ -11,12 +11,29 @@ use local_dynamodb::LocalDynamo;
 use local_knowledge_base::{DATA_SOURCE_ID, LocalKnowledgeBase};
 use serde_json::Value;
 
-use crate::harness::{JwtSigner, json_request};
+use crate::harness::{JwtSigner, Reply, json_request};
 
 impl JwtSigner {
     /// A JWKS file publishing this key ([`JwtSigner::jwks_file`]), its path as text for `JWKS_FILE`.
     pub fn jwks_path(&self) -> String {
         self.jwks_file().to_string_lossy().to_string()
+    }
+}
+
+impl Reply {
+    /// The seconds of the reply's `Retry-After`, which it must carry.
+    pub fn retry_after(&self) -> u64 {
+        let value = self.headers["retry-after"].to_str().unwrap();
+        value.parse().unwrap()
+    }
+
+    /// The message of a JSON `{"error": "…"}` reply, which it must be.
+    pub fn error_message(&self) -> String {
+        let json = self.json();
+        json["error"]
+            .as_str()
+            .expect("an error message")
+            .to_string()
     }
 }
 
