@@ -338,17 +338,10 @@ async fn a_fourth_watch_at_once_is_refused_until_one_ends() {
     }
     let refused = Reply::buffered(w.limited.handle(w.request(Who::Alice, &path)).await);
     assert_eq!(refused.status, 429, "{}", refused.body);
-    let retry_after: u64 = refused.headers["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let retry_after = refused.retry_after();
     assert!((1..=360).contains(&retry_after), "{retry_after}");
     assert!(
-        refused.json()["error"]
-            .as_str()
-            .unwrap()
-            .contains("3 watches"),
+        refused.error_message().contains("3 watches"),
         "{}",
         refused.body
     );

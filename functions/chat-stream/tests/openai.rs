@@ -226,12 +226,7 @@ async fn models_lists_the_operators_models_with_their_prices() {
         (404, json!("model_not_found"), json!("model"))
     );
     // Another method is OpenAI's 405.
-    let wrong = Reply::collected(
-        h.app
-            .handle(harness::json_request("GET", "/v1/chat/completions", None))
-            .await,
-    )
-    .await;
+    let wrong = support::call(&h, "GET", "/v1/chat/completions").await;
     assert_eq!(wrong.status, 405);
     assert_eq!(wrong.headers["allow"], "POST");
     assert_eq!(wrong.json()["error"]["code"], "method_not_allowed");
@@ -265,17 +260,9 @@ async fn each_refusal_is_openais_error_naming_the_field() {
             "messages[0].content[1].image_url",
         ),
     ];
-    for (body, param) in cases {
-        let reply = post(&h, &body).await;
-        let body = reply.json();
-        assert_eq!(body["error"]["type"], "invalid_request_error", "{body}");
-        assert_eq!(error_of(&reply), (400, Value::Null, json!(param)), "{body}");
-    }
-    let unknown = post(&h, &with(ask("x"), "model", json!("gpt-4o"))).await;
-    assert_eq!(
-        error_of(&unknown),
-        (404, json!("model_not_found"), json!("model"))
-    );
+    support::assert_each_refused(&h, "/v1/chat/completions", cases.to_vec()).await;
+    let gpt = with(ask("x"), "model", json!("gpt-4o"));
+    let unknown = support::refused_model(&h, "/v1/chat/completions", &gpt).await;
     assert!(
         unknown.json()["error"]["message"]
             .as_str()
@@ -308,11 +295,7 @@ async fn a_caller_over_the_rate_limit_gets_openais_429_with_retry_after() {
         error_of(&refused),
         (429, json!("rate_limit_exceeded"), Value::Null)
     );
-    let retry: u64 = refused.headers["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let retry = refused.retry_after();
     // Within the rate window (a minute, counted in ten-second buckets).
     assert!((1..=70).contains(&retry), "{retry}");
     // Streamed too, before any event.
@@ -451,12 +434,7 @@ async fn a_completion_naming_an_allowed_model_is_answered_by_it() {
 #[tokio::test]
 async fn an_image_sent_as_a_data_url_reaches_the_model_whole() {
     // As deployed: the owners' files kept in S3 (moto).
-    let attachments: std::sync::Arc<dyn chat_core::AttachmentStore> =
-        std::sync::Arc::new(harness::fresh_attachments().await);
-    let backend = Backend::start(&[]).await;
-    let h = backend
-        .wired(|m, s, a, c| App::new(m, s, a, c).with_attachments(Some(attachments)))
-        .await;
+    let h = support::with_attachments().await;
     // chat_testing::bytes::PNG, in base64.
     const PNG_BASE64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1Pe";
     let reply = post(
@@ -472,13 +450,7 @@ async fn an_image_sent_as_a_data_url_reaches_the_model_whole() {
         .as_str()
         .unwrap()
         .to_string();
-    assert!(
-        content.contains(&format!(
-            "image-1: image png {} bytes",
-            chat_testing::bytes::PNG.len()
-        )),
-        "{content}"
-    );
+    support::assert_png_received(&content);
 }
 
 #[tokio::test]

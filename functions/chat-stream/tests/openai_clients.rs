@@ -304,12 +304,7 @@ async fn the_operators_ceiling_clamps_and_models_shows_each_limit() {
     assert_eq!(ignored(&reply).as_deref(), Some("max_tokens=4096"));
     assert_eq!(sent(&h)["inferenceConfig"]["maxTokens"], 4096);
 
-    let listed = Reply::collected(
-        h.app
-            .handle(harness::json_request("GET", "/v1/models", None))
-            .await,
-    )
-    .await;
+    let listed = support::call(&h, "GET", "/v1/models").await;
     assert_eq!(listed.status, 200, "{}", listed.body);
     let body = listed.json();
     let models = body["data"].as_array().unwrap();
@@ -341,12 +336,7 @@ async fn the_operators_ceiling_clamps_and_models_shows_each_limit() {
 #[tokio::test]
 async fn models_lists_the_chat_models_first_each_marked_by_what_it_does() {
     let h = harness().await;
-    let listed = Reply::collected(
-        h.app
-            .handle(harness::json_request("GET", "/v1/models", None))
-            .await,
-    )
-    .await;
+    let listed = support::call(&h, "GET", "/v1/models").await;
     let body = listed.json();
     let kinds: Vec<(&str, &str)> = body["data"]
         .as_array()

@@ -63,6 +63,34 @@ fn events_of(s: &Streamed) -> Vec<Value> {
         .collect()
 }
 
+/// A body offering the weather tool, with `input`, kept (`store` left at its default).
+fn kept_with_weather(input: &str) -> Value {
+    json!({"model": ECHO_MODEL, "tools": weather_tool(), "input": input})
+}
+
+/// A body offering `tools`, with `input`, stored nowhere.
+fn with_tools(tools: &Value, input: Value) -> Value {
+    json!({"model": ECHO_MODEL, "store": false, "tools": tools, "input": input})
+}
+
+/// The input that goes on from `question` after the `output` items, with the client's `results` of its calls.
+fn continued(question: &str, output: &[Value], results: impl IntoIterator<Item = Value>) -> Value {
+    let mut input = vec![json!({"role": "user", "content": question})];
+    input.extend(output.iter().cloned());
+    input.extend(results);
+    Value::Array(input)
+}
+
+/// The names of the tools the last request to the model offered it.
+fn offered_tools(h: &Harness) -> Vec<String> {
+    let sent = h.bedrock.requests().last().unwrap().body.clone();
+    let tools = sent["toolConfig"]["tools"].as_array().unwrap();
+    let names = tools
+        .iter()
+        .map(|t| t["toolSpec"]["name"].as_str().unwrap());
+    names.map(str::to_string).collect()
+}
+
 fn types(events: &[Value]) -> Vec<&str> {
     events.iter().map(|e| e["type"].as_str().unwrap()).collect()
 }
@@ -198,11 +226,7 @@ fn weather_tool() -> Value {
 async fn a_function_call_goes_out_to_the_client_and_its_output_comes_back() {
     let h = harness().await;
     let question = r#"Weather? [[tool:get_weather {"city":"Paris"}]]"#;
-    let first = post(
-        &h,
-        &json!({"model": ECHO_MODEL, "store": false, "tools": weather_tool(), "input": question}),
-    )
-    .await;
+    let first = post(&h, &with_tools(&weather_tool(), json!(question))).await;
     assert_eq!(first.status, 200, "{}", first.body);
     let body = first.json();
     assert_eq!(body["status"], "completed");
@@ -223,14 +247,9 @@ async fn a_function_call_goes_out_to_the_client_and_its_output_comes_back() {
     );
 
     // The client ran it and sends the items back with the output: the model continues from it.
-    let mut input: Vec<Value> = vec![json!({"role": "user", "content": question})];
-    input.extend(output.iter().cloned());
-    input.push(json!({"type": "function_call_output", "call_id": call["call_id"], "output": "18 C and sunny"}));
-    let second = post(
-        &h,
-        &json!({"model": ECHO_MODEL, "store": false, "tools": weather_tool(), "input": input}),
-    )
-    .await;
+    let result = json!({"type": "function_call_output", "call_id": call["call_id"], "output": "18 C and sunny"});
+    let input = continued(question, output, [result]);
+    let second = post(&h, &with_tools(&weather_tool(), input)).await;
     assert_eq!(second.status, 200, "{}", second.body);
     let body = second.json();
     let text = body["output"][0]["content"][0]["text"].as_str().unwrap();
@@ -240,18 +259,11 @@ async fn a_function_call_goes_out_to_the_client_and_its_output_comes_back() {
     );
 
     // An output of parts (Codex's view_image gives an image back): its text, and the image said to be there.
-    let mut input: Vec<Value> = vec![json!({"role": "user", "content": question})];
-    input.extend(output.iter().cloned());
-    input.push(
-        json!({"type": "function_call_output", "call_id": call["call_id"], "output": [
+    let result = json!({"type": "function_call_output", "call_id": call["call_id"], "output": [
         {"type": "input_text", "text": "18 C"},
-        {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="}]}),
-    );
-    let parts = post(
-        &h,
-        &json!({"model": ECHO_MODEL, "store": false, "tools": weather_tool(), "input": input}),
-    )
-    .await;
+        {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="}]});
+    let input = continued(question, output, [result]);
+    let parts = post(&h, &with_tools(&weather_tool(), input)).await;
     assert_eq!(parts.status, 200, "{}", parts.body);
     let sent = h.bedrock.requests().last().unwrap().body.to_string();
     assert!(sent.contains("18 C"), "{sent}");
@@ -271,11 +283,7 @@ async fn a_function_call_goes_out_to_the_client_and_its_output_comes_back() {
     );
 
     // Streamed: the call as its own item, its arguments as a delta and done.
-    let s = stream(
-        &h,
-        &json!({"model": ECHO_MODEL, "store": false, "tools": weather_tool(), "input": question}),
-    )
-    .await;
+    let s = stream(&h, &with_tools(&weather_tool(), json!(question))).await;
     let events = events_of(&s);
     let kinds = types(&events);
     let added = kinds
@@ -317,23 +325,13 @@ async fn hosted_tools_are_left_out_and_named_and_namespace_and_custom_tools_are_
         {"type": "image_generation"}
     ]);
     let question = r#"Go [[tool:multi_agent_v1__spawn_agent {"task":"x"}]] [[tool:apply_patch {"input":"*** Begin Patch"}]]"#;
-    let reply = post(
-        &h,
-        &json!({"model": ECHO_MODEL, "store": false, "tools": tools, "input": question}),
-    )
-    .await;
+    let reply = post(&h, &with_tools(&tools, json!(question))).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert_eq!(
         reply.headers["x-ignored-tools"],
         "web_search, image_generation"
     );
-    let sent = h.bedrock.requests().last().unwrap().body.clone();
-    let offered: Vec<&str> = sent["toolConfig"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["toolSpec"]["name"].as_str().unwrap())
-        .collect();
+    let offered = offered_tools(&h);
     assert_eq!(offered, ["multi_agent_v1__spawn_agent", "apply_patch"]);
     let body = reply.json();
     let output = body["output"].as_array().unwrap();
@@ -351,15 +349,13 @@ async fn hosted_tools_are_left_out_and_named_and_namespace_and_custom_tools_are_
     assert_eq!(patch["input"], "*** Begin Patch");
 
     // Both come back as the client gives them, answered.
-    let mut input: Vec<Value> = vec![json!({"role": "user", "content": question})];
-    input.extend(output.iter().cloned());
-    input.push(
+    let results = [
         json!({"type": "function_call_output", "call_id": spawn["call_id"], "output": "spawned"}),
-    );
-    input.push(json!({"type": "custom_tool_call_output", "call_id": patch["call_id"], "output": "patched"}));
+        json!({"type": "custom_tool_call_output", "call_id": patch["call_id"], "output": "patched"}),
+    ];
     let second = post(
         &h,
-        &json!({"model": ECHO_MODEL, "store": false, "tools": tools, "input": input}),
+        &with_tools(&tools, continued(question, output, results)),
     )
     .await;
     assert_eq!(second.status, 200, "{}", second.body);
@@ -432,28 +428,15 @@ async fn each_refusal_is_openais_error_naming_the_field() {
             "tools[0].extra",
         ),
     ];
-    for (body, param) in cases {
-        let reply = post(&h, &body).await;
-        let body = reply.json();
-        assert_eq!(body["error"]["type"], "invalid_request_error", "{body}");
-        assert_eq!(error_of(&reply), (400, Value::Null, json!(param)), "{body}");
-    }
-    let unknown = post(&h, &with(ask("x"), "model", json!("gpt-5"))).await;
-    assert_eq!(
-        error_of(&unknown),
-        (404, json!("model_not_found"), json!("model"))
-    );
+    support::assert_each_refused(&h, "/v1/responses", cases.to_vec()).await;
+    let gpt = with(ask("x"), "model", json!("gpt-5"));
+    support::refused_model(&h, "/v1/responses", &gpt).await;
     assert!(
         h.bedrock.requests().is_empty(),
         "nothing refused reached the model"
     );
     // Another method is OpenAI's 405.
-    let wrong = Reply::collected(
-        h.app
-            .handle(harness::json_request("PUT", "/v1/responses", None))
-            .await,
-    )
-    .await;
+    let wrong = support::call(&h, "PUT", "/v1/responses").await;
     assert_eq!(wrong.status, 405);
     assert_eq!(wrong.json()["error"]["code"], "method_not_allowed");
 }
@@ -678,11 +661,7 @@ async fn a_kept_response_is_read_back_continued_and_deleted_by_its_owner_only() 
 async fn a_streamed_kept_call_is_continued_with_its_output_alone() {
     let h = harness().await;
     let question = r#"Weather? [[tool:get_weather {"city":"Paris"}]]"#;
-    let s = stream(
-        &h,
-        &json!({"model": ECHO_MODEL, "tools": weather_tool(), "input": question}),
-    )
-    .await;
+    let s = stream(&h, &kept_with_weather(question)).await;
     let events = events_of(&s);
     let completed = &events.last().unwrap()["response"];
     assert_eq!(completed["store"], true);
@@ -789,16 +768,10 @@ async fn the_request_codex_sent_as_recorded_is_answered() {
         .unwrap();
     assert!(text.ends_with("Say hello"), "{text}");
     // Every function tool reached the model, the namespace's by qualified name, and not the hosted web_search.
-    let sent = h.bedrock.requests().last().unwrap().body.clone();
-    let offered: Vec<&str> = sent["toolConfig"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["toolSpec"]["name"].as_str().unwrap())
-        .collect();
-    assert!(offered.contains(&"exec_command"), "{offered:?}");
+    let offered = offered_tools(&h);
+    assert!(offered.contains(&"exec_command".to_string()), "{offered:?}");
     assert!(
-        offered.contains(&"multi_agent_v1__spawn_agent"),
+        offered.contains(&"multi_agent_v1__spawn_agent".to_string()),
         "{offered:?}"
     );
     assert!(
@@ -811,12 +784,7 @@ async fn the_request_codex_sent_as_recorded_is_answered() {
 async fn a_kept_responses_items_are_taken_back_by_reference() {
     let h = harness().await;
     let question = r#"Weather? [[tool:get_weather {"city":"Paris"}]]"#;
-    let first = post(
-        &h,
-        &json!({"model": ECHO_MODEL, "tools": weather_tool(), "input": question}),
-    )
-    .await
-    .json();
+    let first = post(&h, &kept_with_weather(question)).await.json();
     let output = first["output"].as_array().unwrap();
     let call = output
         .iter()

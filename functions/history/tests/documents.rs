@@ -121,20 +121,15 @@ impl World {
             (headers, value.as_bytes())
         });
         let files = files.iter().map(|(file, bytes)| {
-            let headers = format!(
-                "content-disposition: form-data; name=\"files\"; filename=\"{file}\"\r\ncontent-type: application/octet-stream"
-            );
-            (headers, *bytes)
+            (
+                support::file_headers(file, "application/octet-stream"),
+                *bytes,
+            )
         });
         let body = support::multipart_body(BOUNDARY, fields.chain(files));
-        let authorization = Some(self.bearer(who));
-        self.call(support::multipart_request(
-            "/documents",
-            BOUNDARY,
-            authorization,
-            body,
-        ))
-        .await
+        let request =
+            support::multipart_request("/documents", BOUNDARY, Some(self.bearer(who)), body);
+        self.call(request).await
     }
 
     /// The document once its status is settled, as its owner reads it.
@@ -218,13 +213,8 @@ async fn alices_upload_goes_pending_to_indexed_grounds_her_answers_and_bob_reach
     // Her list: both, newest first.
     let list = w.call(w.request(Who::Alice, "GET", "/documents")).await;
     assert_eq!(list.status, 200);
-    let names: Vec<String> = list
-        .json()
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["name"].as_str().unwrap().into())
-        .collect();
+    let listed = list.json();
+    let names = harness::texts_of(&listed, "name");
     assert_eq!(names, ["Paddles.pdf", "Kayak_Fleet.md"]);
 
     // Her answer cites them; Bob's holds neither name nor word of them.

@@ -1,13 +1,11 @@
 //! Identity across all three functions, in JWT mode with signing keys this test makes: callers without valid
 //! tokens get 401, and user B gets 404 on every route and method touching user A's chat, which stays unchanged.
 
-use chat_app::Config;
 use chat_aws::{BedrockModel, DynamoStore};
-use chat_testing::harness::{self, JwtSigner, Reply};
+use chat_testing::harness::{self, Backend, JwtSigner, Reply};
 use chat_testing::setup;
 use jsonwebtoken::Header;
 use local_bedrock::LocalBedrock;
-use local_dynamodb::LocalDynamo;
 use serde_json::{Value, json};
 
 const ISSUER: &str = "https://issuer.test";
@@ -49,22 +47,18 @@ struct World {
 async fn world() -> World {
     let signer = signer("key-1");
     let jwks = signer.jwks_path();
-    let mut env = setup::jwt_env(ISSUER, AUDIENCE, &jwks);
-    env.push(("MODEL_ID", harness::ECHO_MODEL));
-    let config = Config::from_pairs(&env).unwrap();
-    let bedrock = LocalBedrock::start().await.unwrap();
-    let sdk = bedrock.sdk_config().await;
-    let (client, table) = LocalDynamo::shared().fresh_table().await;
-    let store = DynamoStore::new(client, table, None);
-    let model = || BedrockModel::new(&sdk, config.model_timeout);
+    // The echo model of the local Bedrock server, a fresh table; every function with the same JWT settings.
+    let env = setup::jwt_env(ISSUER, AUDIENCE, &jwks);
     let auth = || harness::auth_from(&env);
+    let b = Backend::start(&env).await;
+    let (store, config) = (&b.store, &b.config);
     World {
-        chat: chat::App::new(model(), store.clone(), auth(), config.clone()),
-        stream: chat_stream::App::new(model(), store.clone(), auth(), config.clone()),
-        history: history::App::new(store, auth(), &config),
+        chat: chat::App::new(b.model().await, store.clone(), auth(), config.clone()),
+        stream: chat_stream::App::new(b.model().await, store.clone(), auth(), config.clone()),
+        history: history::App::new(store.clone(), auth(), config),
         alice: token(&signer, "alice", AUDIENCE, 3600),
         bob: token(&signer, "bob", AUDIENCE, 3600),
-        _bedrock: bedrock,
+        _bedrock: b.bedrock,
         signer,
     }
 }

@@ -24,12 +24,13 @@ const KB_ID: &str = "QUOTAKB001";
 const BOUNDARY: &str = "---upload-quota-boundary";
 
 struct World {
-    _kb: LocalKnowledgeBase,
-    _backend: Backend,
-    signer: JwtSigner,
     history: history::App<DynamoStore>,
+    signer: JwtSigner,
+    /// Where the uploads' bytes are put.
     s3: aws_sdk_s3::Client,
     bucket: String,
+    /// The knowledge base and the backends, kept running.
+    _running: (LocalKnowledgeBase, Backend),
 }
 
 /// The history function with documents on, its uploads counted in the chats table's usage counters as the
@@ -54,8 +55,7 @@ async fn world(quotas: &[(&str, &str)]) -> World {
         .with_usage(Some(backend.ledger()))
         .with_documents(Some(documents));
     World {
-        _kb: kb,
-        _backend: backend,
+        _running: (kb, backend),
         signer,
         history,
         s3: aws_sdk_s3::Client::new(&moto),
@@ -85,9 +85,7 @@ impl World {
     async fn upload(&self, who: &str, sizes: &[usize]) -> Reply {
         let notes: Vec<Vec<u8>> = sizes.iter().map(|size| vec![b'a'; *size]).collect();
         let parts = notes.iter().enumerate().map(|(i, note)| {
-            let headers = format!(
-                "content-disposition: form-data; name=\"files\"; filename=\"note{i}.md\"\r\ncontent-type: text/markdown"
-            );
+            let headers = support::file_headers(&format!("note{i}.md"), "text/markdown");
             (headers, note.as_slice())
         });
         let body = support::multipart_body(BOUNDARY, parts);
@@ -194,11 +192,11 @@ async fn under_two_documents_a_day_the_third_is_refused_with_nothing_stored_and_
 
 #[tokio::test]
 async fn a_byte_limit_refuses_an_upload_the_count_would_allow() {
-    let w = world(&[
-        ("QUOTA_UPLOADED_DOCUMENTS_PER_DAY", "10"),
+    let quotas = [
         ("QUOTA_UPLOADED_BYTES_PER_DAY", "1000"),
-    ])
-    .await;
+        ("QUOTA_UPLOADED_DOCUMENTS_PER_DAY", "10"),
+    ];
+    let w = world(&quotas).await;
     assert_eq!(w.upload("alice", &[600]).await.status, 201);
     let over = w.upload("alice", &[300, 200]).await;
     assert_refused(&over, "only 400 bytes of your 1000 bytes a day is left");

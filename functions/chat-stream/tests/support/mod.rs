@@ -9,7 +9,7 @@ use std::time::SystemTime;
 use chat_aws::{BedrockModel, DynamoStore};
 use chat_stream::App;
 use chat_testing::harness::{self, Backend, Reply, Streamed, Wired};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 pub type Harness = Wired<App<BedrockModel, DynamoStore>>;
 
@@ -40,6 +40,12 @@ pub async fn stream_to(h: &Harness, path: &str, body: &Value) -> Streamed {
     Streamed::read(h.app.handle(request).await).await
 }
 
+/// `method path` without a body, the reply read whole.
+pub async fn call(h: &Harness, method: &str, path: &str) -> Reply {
+    let request = harness::json_request(method, path, None);
+    Reply::collected(h.app.handle(request).await).await
+}
+
 /// The OpenAI error of a reply: status, `code`, `param`.
 pub fn openai_error_of(reply: &Reply) -> (u16, Value, Value) {
     let body = reply.json();
@@ -51,6 +57,39 @@ pub fn openai_error_of(reply: &Reply) -> (u16, Value, Value) {
         error["code"].clone(),
         error["param"].clone(),
     )
+}
+
+/// Asserts that each of `cases` (a body, the field it gets wrong), sent to `path`, is OpenAI's 400 naming the field.
+pub async fn assert_each_refused(h: &Harness, path: &str, cases: Vec<(Value, &str)>) {
+    for (body, param) in cases {
+        let reply = post_to(h, path, &body).await;
+        let body = reply.json();
+        assert_eq!(body["error"]["type"], "invalid_request_error", "{body}");
+        assert_eq!(
+            openai_error_of(&reply),
+            (400, Value::Null, json!(param)),
+            "{body}"
+        );
+    }
+}
+
+/// `body` (naming a model not allowed) sent to `path`, which must be OpenAI's 404 `model_not_found`.
+pub async fn refused_model(h: &Harness, path: &str, body: &Value) -> Reply {
+    let unknown = post_to(h, path, body).await;
+    assert_eq!(
+        openai_error_of(&unknown),
+        (404, json!("model_not_found"), json!("model"))
+    );
+    unknown
+}
+
+/// Asserts that the echo model's answer `text` says it received chat_testing's PNG whole, as the first image.
+pub fn assert_png_received(text: &str) {
+    let png = chat_testing::bytes::PNG.len();
+    assert!(
+        text.contains(&format!("image-1: image png {png} bytes")),
+        "{text}"
+    );
 }
 
 /// Asserts that the `frames` that carried the model's ten deltas (`[[deltas:10]]`, asked at `started`) reached the
@@ -86,4 +125,14 @@ pub fn assert_frames_arrived_as_sent(
         arrived[0] < sent[9],
         "the first {what} arrives long before the last delta is produced"
     );
+}
+
+/// The function whose owners' files are kept in S3 (moto), as deployed.
+pub async fn with_attachments() -> Harness {
+    let attachments: std::sync::Arc<dyn chat_core::AttachmentStore> =
+        std::sync::Arc::new(harness::fresh_attachments().await);
+    Backend::start(&[])
+        .await
+        .wired(|m, s, a, c| App::new(m, s, a, c).with_attachments(Some(attachments)))
+        .await
 }

@@ -75,6 +75,13 @@ pub fn multipart_body<'a>(
     body
 }
 
+/// The header lines of a part of the field `files` holding the file `filename` of `content_type`.
+pub fn file_headers(filename: &str, content_type: &str) -> String {
+    format!(
+        "content-disposition: form-data; name=\"files\"; filename=\"{filename}\"\r\ncontent-type: {content_type}"
+    )
+}
+
 /// `POST path` with the multipart `body` written with `boundary`, and `authorization` when given.
 pub fn multipart_request(
     path: &str,
