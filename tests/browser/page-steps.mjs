@@ -1,5 +1,7 @@
-// What the page's browser tests do alike (page.test.mjs, page-shell.test.mjs): ask a question as a person types it,
-// wait for the turn to end, open a section of the sidebar, watch what the page does.
+// What the page's browser tests do alike (page.test.mjs, page-shell.test.mjs, page-jwt.test.mjs): ask a question
+// as a person types it, wait for the turn to end, open a section of the sidebar, watch what the page does and check
+// that it stayed quiet.
+import assert from 'node:assert/strict';
 
 /** How long one step of a test may take, in milliseconds. */
 export const STEP_TIMEOUT_MS = 60000;
@@ -35,4 +37,12 @@ export function watch(page) {
     if (r.status() >= 400) seen.bad.push(`${r.request().method()} ${r.url()} -> ${r.status()}`);
   });
   return seen;
+}
+
+/** Asserts that what `watch` saw holds no failed request, no answer of 400 or above, no console or script error. */
+export function assertQuiet(seen) {
+  assert.deepEqual(seen.failed, [], 'failed requests');
+  assert.deepEqual(seen.bad, [], 'answers of 400 and above');
+  assert.deepEqual(seen.console, [], 'console errors');
+  assert.deepEqual(seen.pageErrors, [], 'script errors');
 }

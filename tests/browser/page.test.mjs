@@ -19,7 +19,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { launchChromium } from './chromium.mjs';
-import { STEP_TIMEOUT_MS, ask, showTab, turnDone, watch } from './page-steps.mjs';
+import { STEP_TIMEOUT_MS, assertQuiet, ask, showTab, turnDone, watch } from './page-steps.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const BASE = (process.env.CHAT_BASE_URL ?? 'http://127.0.0.1:9050').replace(/\/+$/, '');
@@ -212,10 +212,7 @@ describe(`the page at ${BASE}/`, () => {
     assert.ok(rounds[0].messageCount >= AGENTS.length + 1);
     await page.waitForSelector(`#history-list li[data-id="${rounds[0].id}"]`);
 
-    assert.deepEqual(seen.failed, [], 'failed requests');
-    assert.deepEqual(seen.bad, [], 'answers of 400 and above');
-    assert.deepEqual(seen.console, [], 'console errors');
-    assert.deepEqual(seen.pageErrors, [], 'script errors');
+    assertQuiet(seen);
     assert.ok(seen.calls.includes('PATCH /chat-history/' + chat.id), 'the rename was a PATCH');
     await page.close();
   });
@@ -292,10 +289,7 @@ describe(`the page at ${BASE}/`, () => {
     const refused = await fetch(`${BASE}/chat-history?mode=standard`, { headers: { authorization: `Bearer ${key}` } });
     assert.equal(refused.status, 401);
 
-    assert.deepEqual(seen.failed, [], 'failed requests');
-    assert.deepEqual(seen.bad, [], 'answers of 400 and above');
-    assert.deepEqual(seen.console, [], 'console errors');
-    assert.deepEqual(seen.pageErrors, [], 'script errors');
+    assertQuiet(seen);
     await page.close();
   });
 
@@ -398,10 +392,7 @@ describe(`the page at ${BASE}/`, () => {
     await page.waitForFunction((i) => !document.querySelector(`#doc-list li[data-id="${i}"]`), {}, droppedId);
 
     fs.rmSync(dir, { recursive: true, force: true });
-    assert.deepEqual(seen.failed, [], 'failed requests');
-    assert.deepEqual(seen.bad, [], 'answers of 400 and above');
-    assert.deepEqual(seen.console, [], 'console errors');
-    assert.deepEqual(seen.pageErrors, [], 'script errors');
+    assertQuiet(seen);
     await page.close();
   });
 
