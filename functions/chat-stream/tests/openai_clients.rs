@@ -183,12 +183,7 @@ async fn a_models_refusal_on_the_protocols_route_is_a_400_too() {
     let h = harness_with(&[("MODEL_ID", SONNET_4_5)]).await;
     let body = json!({"messages": [{"role": "user", "content": "hi"}],
         "context": {"overrides": {"temperature": 0.5, "top_p": 0.9}}});
-    let s = Streamed::read(
-        h.app
-            .handle(harness::json_request("POST", "/chat/stream", Some(&body)))
-            .await,
-    )
-    .await;
+    let s = support::stream_to(&h, "/chat/stream", &body).await;
     assert_eq!(s.status, 400, "{}", s.text());
     assert!(
         s.text().contains("cannot both be specified"),

@@ -91,6 +91,16 @@ fn offered_tools(h: &Harness) -> Vec<String> {
     names.map(str::to_string).collect()
 }
 
+/// Where the first event of `kind` stands among `kinds`, which holds one.
+fn first_of(kinds: &[&str], kind: &str) -> usize {
+    kinds.iter().position(|k| *k == kind).unwrap()
+}
+
+/// Where the last event of `kind` stands among `kinds`, which holds one.
+fn last_of(kinds: &[&str], kind: &str) -> usize {
+    kinds.iter().rposition(|k| *k == kind).unwrap()
+}
+
 fn types(events: &[Value]) -> Vec<&str> {
     events.iter().map(|e| e["type"].as_str().unwrap()).collect()
 }
@@ -286,10 +296,7 @@ async fn a_function_call_goes_out_to_the_client_and_its_output_comes_back() {
     let s = stream(&h, &with_tools(&weather_tool(), json!(question))).await;
     let events = events_of(&s);
     let kinds = types(&events);
-    let added = kinds
-        .iter()
-        .rposition(|k| *k == "response.output_item.added")
-        .unwrap();
+    let added = last_of(&kinds, "response.output_item.added");
     assert_eq!(
         &kinds[added..],
         [
@@ -487,10 +494,7 @@ async fn reasoning_asked_for_with_a_summary_is_a_reasoning_item_before_the_messa
     assert_eq!(s.status, 200, "{}", s.text());
     let events = events_of(&s);
     let kinds = types(&events);
-    let first_text = kinds
-        .iter()
-        .position(|k| *k == "response.output_text.delta")
-        .unwrap();
+    let first_text = first_of(&kinds, "response.output_text.delta");
     let summary: String = events
         .iter()
         .filter(|e| e["type"] == "response.reasoning_summary_text.delta")
