@@ -150,27 +150,28 @@ def main():
     ) or not all(run(["cargo", "build", "--quiet", "-p", function]) for function in ["chat", "chat-stream", "history"]):
         return 1
 
-    section("invoke: every events/ file through cargo lambda invoke --data-file (AUTH_MODE=iam, JSON logs)")
-    suite("invoke", [lambda: run(["cargo", "test", "--quiet", "-p", "local-run", "--test", "invoke",
-                                  "--", "--nocapture"])])
-
-    # Operations: a local run of its own (port 9050, started by the test) with per-user limits, JWT callers and JSON
-    # logs at TRACE: quotas, the rate limit, GET /usage, the EMF records and the logs' silence about conversations.
-    section("operations: quotas, rate limit, GET /usage, EMF records, TRACE logs (tests/local-run/tests/operations.rs)")
-    suite("operations", [lambda: run(["cargo", "test", "--quiet", "-p", "local-run", "--test", "operations",
-                                      "--", "--nocapture"])])
-
-    # Upload quotas: a local run of its own (port 9777) with documents on and QUOTA_UPLOADED_DOCUMENTS_PER_DAY=2, as the
-    # composition root wires them from the environment.
-    section("upload quotas: the third document of the day is a 429, GET /usage (tests/local-run/tests/upload_quota.rs)")
-    suite("upload-quota", [lambda: run(["cargo", "test", "--quiet", "-p", "local-run", "--test", "upload_quota",
-                                        "--", "--nocapture"])])
-
-    # Tools: a local run of its own (port 9060) searching the local knowledge base as the model's tool, a local MCP
-    # server started by the test and one that is down, the round and time bounds.
-    section("tools: search_documents, MCP tools, thoughts as they happen, bounds (tests/local-run/tests/tools.rs)")
-    suite("tools", [lambda: run(["cargo", "test", "--quiet", "-p", "local-run", "--test", "tools",
-                                 "--", "--nocapture"])])
+    # Each a cargo test of the local-run package, against local runs of its own.
+    local_run_tests = [
+        ("invoke", "invoke",
+         "invoke: every events/ file through cargo lambda invoke --data-file (AUTH_MODE=iam, JSON logs)"),
+        # Operations: a local run of its own (port 9050, started by the test) with per-user limits, JWT callers and
+        # JSON logs at TRACE: quotas, the rate limit, GET /usage, the EMF records and the logs' silence about
+        # conversations.
+        ("operations", "operations",
+         "operations: quotas, rate limit, GET /usage, EMF records, TRACE logs (tests/local-run/tests/operations.rs)"),
+        # Upload quotas: a local run of its own (port 9777) with documents on and QUOTA_UPLOADED_DOCUMENTS_PER_DAY=2,
+        # as the composition root wires them from the environment.
+        ("upload-quota", "upload_quota",
+         "upload quotas: the third document of the day is a 429, GET /usage (tests/local-run/tests/upload_quota.rs)"),
+        # Tools: a local run of its own (port 9060) searching the local knowledge base as the model's tool, a local MCP
+        # server started by the test and one that is down, the round and time bounds.
+        ("tools", "tools",
+         "tools: search_documents, MCP tools, thoughts as they happen, bounds (tests/local-run/tests/tools.rs)"),
+    ]
+    for name, test, title in local_run_tests:
+        section(title)
+        suite(name, [lambda test=test: run(["cargo", "test", "--quiet", "-p", "local-run", "--test", test,
+                                            "--", "--nocapture"])])
 
     try:
         # An embedding model allowed, so that schemathesis's /v1/embeddings examples reach the local Bedrock server.

@@ -13,31 +13,22 @@ Run by tests/suites.py (its "anthropic" suite) with the venv's Python, which has
 """
 
 import base64
-import json
 import os
-import re
+import sys
 import unittest
-import urllib.request
 
 import anthropic
 
-BASE = os.environ.get("ANTHROPIC_TEST_BASE_URL", "http://127.0.0.1:9085").rstrip("/")
-BEDROCK = os.environ.get(
-    "ANTHROPIC_TEST_BEDROCK_URL",
-    re.sub(r":(\d+)$", lambda m: f":{int(m.group(1)) + 100}", BASE),
-).rstrip("/")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import testkit  # noqa: E402  (tests/testkit.py)
+
+BASE, BEDROCK = testkit.run_urls("ANTHROPIC", 9085)
 # An allowed Claude that Anthropic's name `claude-sonnet-4-5` maps to (a budget thinker).
 SONNET_NAME = "claude-sonnet-4-5"
 ECHO = "local.echo-v1:0"
 TIMEOUT = 60
 
-PNG = base64.b64decode(
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
-)
-PDF = (
-    b"%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n2 0 obj<</Type/Pages/Kids[3 0 R]/Count 1>>endobj\n"
-    b"3 0 obj<</Type/Page/Parent 2 0 R/MediaBox[0 0 200 200]>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n"
-)
+PNG, PDF = testkit.PNG, testkit.PDF
 WEATHER = [{
     "name": "get_weather",
     "description": "The weather in a city",
@@ -45,24 +36,13 @@ WEATHER = [{
 }]
 
 
-def http(method, url, body=None):
-    request = urllib.request.Request(
-        url, method=method, data=None if body is None else json.dumps(body).encode(),
-        headers={"content-type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
-        return json.loads(response.read() or b"null")
-
-
 def create_key():
     """A new API key of the run's one user (`POST /api-keys`, no Authorization: the local user)."""
-    created = http("POST", f"{BASE}/api-keys", {"name": "anthropic-sdk"})
-    return created["key"]
+    return testkit.create_key(BASE, "anthropic-sdk")
 
 
 def last_model_request():
-    requests = [r for r in http("GET", f"{BEDROCK}/__local/requests")
-                if r["operation"] in ("converse", "converse-stream")]
+    requests = testkit.model_requests(BEDROCK)
     assert requests, "the local Bedrock server received no Converse request"
     return requests[-1]["body"]
 

@@ -19,6 +19,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { launchChromium } from './chromium.mjs';
 import { start } from './oidc-issuer.mjs';
+import { assertQuiet } from './page-steps.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const BASE = (process.env.CHAT_BASE_URL ?? 'http://127.0.0.1:9080').replace(/\/+$/, '');
@@ -169,10 +170,7 @@ async function signedIn(username, question) {
 // Nothing failed on the way: no failed request, no answer of 400 or more, no console error (a policy violation is
 // one), no script error.
 function clean(seen) {
-  assert.deepEqual(seen.failed, [], 'failed requests');
-  assert.deepEqual(seen.bad, [], 'answers of 400 and above');
-  assert.deepEqual(seen.console, [], 'console errors');
-  assert.deepEqual(seen.pageErrors, [], 'script errors');
+  assertQuiet(seen);
 }
 
 // The sign-in state the page shows: its account area and its notice.
@@ -283,10 +281,7 @@ describe(`the page at ${BASE}/ signs in with OpenID Connect and chats`, { skip: 
         assert.ok(t.exp * 1000 > c.at, 'a token not yet expired');
       }
 
-      assert.deepEqual(seen.failed, [], 'failed requests');
-      assert.deepEqual(seen.bad, [], 'answers of 400 and above');
-      assert.deepEqual(seen.console, [], 'console errors');
-      assert.deepEqual(seen.pageErrors, [], 'script errors');
+      assertQuiet(seen);
     } finally {
       await context.close();
     }

@@ -19,13 +19,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { launchChromium } from './chromium.mjs';
+import { STEP_TIMEOUT_MS, assertQuiet, ask, showTab, turnDone, watch } from './page-steps.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const BASE = (process.env.CHAT_BASE_URL ?? 'http://127.0.0.1:9050').replace(/\/+$/, '');
 const SHOTS = process.env.PAGE_SCREENSHOT_DIR;
 const QUESTION = 'How many weeks of parental leave do employees get?';
 const AGENTS = ['BusinessAnalyst', 'SoftwareEngineer', 'ProductOwner']; // the backend's default group
-const STEP_TIMEOUT_MS = 60000;
 const TEST_TIMEOUT_MS = 240000;
 const T0 = Date.now();
 const step = (what) => process.env.CHATUI_DEBUG && process.stderr.write(`[${((Date.now() - T0) / 1000).toFixed(1)}s] ${what}\n`);
@@ -34,44 +34,11 @@ async function launch() {
   return launchChromium({ width: 1200, height: 800 });
 }
 
-// What the page did on the network and in its console.
-function watch(page) {
-  const seen = { failed: [], bad: [], console: [], pageErrors: [], calls: [] };
-  page.on('pageerror', (e) => seen.pageErrors.push(e.message));
-  page.on('console', (m) => m.type() === 'error' && seen.console.push(`${m.text()} (${m.location()?.url ?? ''})`));
-  page.on('requestfailed', (r) => seen.failed.push(`${r.method()} ${r.url()}: ${r.failure()?.errorText}`));
-  page.on('request', (r) => seen.calls.push(`${r.method()} ${new URL(r.url()).pathname}`));
-  page.on('response', (r) => {
-    if (r.status() >= 400) seen.bad.push(`${r.request().method()} ${r.url()} -> ${r.status()}`);
-  });
-  return seen;
-}
-
 // The backend's own view of the local user's chats of `mode`.
 async function chats(mode) {
   const res = await fetch(`${BASE}/chat-history?mode=${mode}`);
   assert.equal(res.status, 200);
   return res.json();
-}
-
-// Types `text` in the question box and presses Enter.
-async function ask(page, text) {
-  const box = await page.waitForSelector('#question:not([disabled])', { visible: true });
-  await box.click();
-  await box.type(text);
-  await page.keyboard.press('Enter');
-}
-
-// Waits until the page has finished the turn (the log is no longer busy and Stop is off again).
-async function turnDone(page) {
-  await page.waitForFunction(() => document.getElementById('log').getAttribute('aria-busy') === 'false'
-    && document.getElementById('stop').disabled, { timeout: STEP_TIMEOUT_MS });
-}
-
-// Opens the sidebar's section `name` (chats, usage, api-keys, documents): its tab, then the section shown.
-async function showTab(page, name) {
-  await page.click(`#tab-${name}`);
-  await page.waitForSelector(`#${name}.active`, { visible: true });
 }
 
 let browser;
@@ -245,10 +212,7 @@ describe(`the page at ${BASE}/`, () => {
     assert.ok(rounds[0].messageCount >= AGENTS.length + 1);
     await page.waitForSelector(`#history-list li[data-id="${rounds[0].id}"]`);
 
-    assert.deepEqual(seen.failed, [], 'failed requests');
-    assert.deepEqual(seen.bad, [], 'answers of 400 and above');
-    assert.deepEqual(seen.console, [], 'console errors');
-    assert.deepEqual(seen.pageErrors, [], 'script errors');
+    assertQuiet(seen);
     assert.ok(seen.calls.includes('PATCH /chat-history/' + chat.id), 'the rename was a PATCH');
     await page.close();
   });
@@ -325,10 +289,7 @@ describe(`the page at ${BASE}/`, () => {
     const refused = await fetch(`${BASE}/chat-history?mode=standard`, { headers: { authorization: `Bearer ${key}` } });
     assert.equal(refused.status, 401);
 
-    assert.deepEqual(seen.failed, [], 'failed requests');
-    assert.deepEqual(seen.bad, [], 'answers of 400 and above');
-    assert.deepEqual(seen.console, [], 'console errors');
-    assert.deepEqual(seen.pageErrors, [], 'script errors');
+    assertQuiet(seen);
     await page.close();
   });
 
@@ -431,10 +392,7 @@ describe(`the page at ${BASE}/`, () => {
     await page.waitForFunction((i) => !document.querySelector(`#doc-list li[data-id="${i}"]`), {}, droppedId);
 
     fs.rmSync(dir, { recursive: true, force: true });
-    assert.deepEqual(seen.failed, [], 'failed requests');
-    assert.deepEqual(seen.bad, [], 'answers of 400 and above');
-    assert.deepEqual(seen.console, [], 'console errors');
-    assert.deepEqual(seen.pageErrors, [], 'script errors');
+    assertQuiet(seen);
     await page.close();
   });
 

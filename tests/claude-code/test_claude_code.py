@@ -17,59 +17,33 @@ so it talks to nothing but the run. Only the standard library is used.
 
 import json
 import os
-import re
 import subprocess
-import tempfile
+import sys
 import unittest
-import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import testkit  # noqa: E402  (tests/testkit.py)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CLAUDE = os.path.join(ROOT, "tests/claude-code/node_modules/.bin/claude")
-BASE = os.environ.get("ANTHROPIC_TEST_BASE_URL", "http://127.0.0.1:9085").rstrip("/")
-BEDROCK = os.environ.get(
-    "ANTHROPIC_TEST_BEDROCK_URL",
-    re.sub(r":(\d+)$", lambda m: f":{int(m.group(1)) + 100}", BASE),
-).rstrip("/")
+BASE, BEDROCK = testkit.run_urls("ANTHROPIC", 9085)
 # An Anthropic name the run maps to its allowed Claude (tests/suites.py's ALLOWED_MODELS for the anthropic run).
 MODEL = os.environ.get("ANTHROPIC_TEST_MODEL", "claude-sonnet-4-5")
 TIMEOUT = 180
 
 
 def http(method, url, body=None, key=None):
-    headers = {"content-type": "application/json"}
-    if key:
-        headers["authorization"] = f"Bearer {key}"
-    request = urllib.request.Request(
-        url, method=method, data=None if body is None else json.dumps(body).encode(), headers=headers,
-    )
-    with urllib.request.urlopen(request, timeout=60) as response:
-        return json.loads(response.read() or b"null")
-
-
-def create_key():
-    """A new API key of the run's one user (`POST /api-keys`, no Authorization: the local user)."""
-    return http("POST", f"{BASE}/api-keys", {"name": "claude-code"})["key"]
+    return testkit.http_json(method, url, body, key)
 
 
 def model_requests():
     """The Converse requests the local Bedrock server has received, oldest first."""
-    return [r for r in http("GET", f"{BEDROCK}/__local/requests")
-            if r["operation"] in ("converse", "converse-stream")]
+    return testkit.model_requests(BEDROCK)
 
 
-class ClaudeCode(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        if not os.path.exists(CLAUDE):
-            raise unittest.SkipTest("Claude Code is not installed: run `make tools`")
-        cls.home = tempfile.TemporaryDirectory(prefix="claude-code-home-")
-        cls.work = tempfile.TemporaryDirectory(prefix="claude-code-work-")
-        cls.key = create_key()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.home.cleanup()
-        cls.work.cleanup()
+class ClaudeCode(testkit.CliTestCase):
+    CLI, PREFIX, KEY_NAME, BASE = CLAUDE, "claude-code", "claude-code", BASE
+    MISSING = "Claude Code is not installed: run `make tools`"
 
     def claude(self, prompt, *options, model=MODEL):
         """`claude -p PROMPT --output-format json`'s result object, failing on a non-zero exit or an error result;

@@ -12,17 +12,18 @@ default http://127.0.0.1:9090; OPENAI_TEST_MODEL):
 Only the standard library is used. Codex's home and working directory are temporary directories of their own.
 """
 
-import json
 import os
 import subprocess
-import tempfile
+import sys
 import unittest
-import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import testkit  # noqa: E402  (tests/testkit.py)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CODEX = os.path.join(ROOT, "tests/codex/node_modules/.bin/codex")
-BASE = os.environ.get("OPENAI_TEST_BASE_URL", "http://127.0.0.1:9090").rstrip("/")
-MODEL = os.environ.get("OPENAI_TEST_MODEL", "local.echo-v1:0")
+BASE, _ = testkit.run_urls("OPENAI", 9090)
+MODEL = testkit.OPENAI_MODEL
 TIMEOUT = 180
 
 CONFIG = """model = "{model}"
@@ -37,31 +38,15 @@ supports_websockets = false
 """
 
 
-def create_key():
-    """A new API key of the run's one user (no Authorization: the local user)."""
-    request = urllib.request.Request(
-        f"{BASE}/api-keys", data=json.dumps({"name": "codex"}).encode(), method="POST",
-        headers={"content-type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=60) as response:
-        return json.loads(response.read())["key"]
+class Codex(testkit.CliTestCase):
+    CLI, PREFIX, KEY_NAME, BASE = CODEX, "codex", "codex", BASE
+    MISSING = "the Codex CLI is not installed: run `make tools`"
 
-
-class Codex(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        if not os.path.exists(CODEX):
-            raise unittest.SkipTest("the Codex CLI is not installed: run `make tools`")
-        cls.home = tempfile.TemporaryDirectory(prefix="codex-home-")
-        cls.work = tempfile.TemporaryDirectory(prefix="codex-work-")
+        super().setUpClass()
         with open(os.path.join(cls.home.name, "config.toml"), "w") as f:
             f.write(CONFIG.format(model=MODEL, base=BASE))
-        cls.key = create_key()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.home.cleanup()
-        cls.work.cleanup()
 
     def codex_exec(self, prompt):
         """`codex exec PROMPT`'s standard output (its last message), failing on a non-zero exit."""

@@ -3,33 +3,30 @@
 (`OpenAIResponsesModel`, which calls the Responses API) against the local run: an agent runs a function tool the
 local model asks for and answers from its result.
 
-Run by tests/suites.py (its "openai" suite) with the venv's Python, against the same local run as
+The "openai" suite of tests/suites.py runs it with the venv's Python, against the local run of
 tests/openai/test_openai.py (OPENAI_TEST_BASE_URL, default http://127.0.0.1:9090; OPENAI_TEST_MODEL):
 
     .tools/venv/bin/python tests/openai/test_agents.py -v     # against a run already started by hand
 """
 
 import asyncio
-import json
 import os
+import sys
 import unittest
-import urllib.request
 
 from agents import Agent, Runner, function_tool, set_default_openai_client, set_tracing_disabled
 from openai import AsyncOpenAI
 
-BASE = os.environ.get("OPENAI_TEST_BASE_URL", "http://127.0.0.1:9090").rstrip("/")
-MODEL = os.environ.get("OPENAI_TEST_MODEL", "local.echo-v1:0")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import testkit  # noqa: E402  (tests/testkit.py)
+
+MODEL = testkit.OPENAI_MODEL
+BASE, _ = testkit.run_urls("OPENAI", 9090)
 
 
 def create_key():
     """A new API key of the run's one user (no Authorization: the local user)."""
-    request = urllib.request.Request(
-        f"{BASE}/api-keys", data=json.dumps({"name": "agents"}).encode(), method="POST",
-        headers={"content-type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=60) as response:
-        return json.loads(response.read())["key"]
+    return testkit.create_key(BASE, "agents")
 
 
 class Agents(unittest.TestCase):

@@ -25,8 +25,8 @@ defines (e.g. the structured output's value) is asserted as the issue says it (p
 import base64
 import json
 import os
-import re
 import struct
+import sys
 import time
 import unittest
 import urllib.error
@@ -35,13 +35,12 @@ import urllib.request
 import openai
 from openai import OpenAI
 
-BASE = os.environ.get("OPENAI_TEST_BASE_URL", "http://127.0.0.1:9090").rstrip("/")
-BEDROCK = os.environ.get(
-    "OPENAI_TEST_BEDROCK_URL",
-    re.sub(r":(\d+)$", lambda m: f":{int(m.group(1)) + 100}", BASE),
-).rstrip("/")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import testkit  # noqa: E402  (tests/testkit.py)
+
+BASE, BEDROCK = testkit.run_urls("OPENAI", 9090)
 LIMITED_BASE = (os.environ.get("OPENAI_TEST_LIMITED_BASE_URL") or "").rstrip("/")
-MODEL = os.environ.get("OPENAI_TEST_MODEL", "local.echo-v1:0")
+MODEL = testkit.OPENAI_MODEL
 # Allowed too: a cross-Region inference profile of a model without Bedrock's structured output.
 SECOND_MODEL = os.environ.get("OPENAI_TEST_SECOND_MODEL", "us.amazon.nova-pro-v1:0")
 EMBEDDING_MODEL = os.environ.get("OPENAI_TEST_EMBEDDING_MODEL", "amazon.titan-embed-text-v2:0")
@@ -51,24 +50,14 @@ KEY_CACHE_SECONDS = float(os.environ.get("OPENAI_TEST_KEY_CACHE_SECONDS", "1"))
 TIMEOUT = 60
 
 # A 1×1 PNG and a one-page PDF, sent inline as OpenAI's clients send files.
-PNG = base64.b64decode(
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
-)
-PDF = (
-    b"%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n2 0 obj<</Type/Pages/Kids[3 0 R]/Count 1>>endobj\n"
-    b"3 0 obj<</Type/Page/Parent 2 0 R/MediaBox[0 0 200 200]>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n"
-)
+PNG, PDF = testkit.PNG, testkit.PDF
 
 WEATHER = {
     "type": "function",
     "function": {
         "name": "get_weather",
         "description": "The weather now in a city.",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
+        "parameters": testkit.string_parameters("city"),
     },
 }
 TIME = {
@@ -76,11 +65,7 @@ TIME = {
     "function": {
         "name": "get_time",
         "description": "The time now in a time zone.",
-        "parameters": {
-            "type": "object",
-            "properties": {"zone": {"type": "string"}},
-            "required": ["zone"],
-        },
+        "parameters": testkit.string_parameters("zone"),
     },
 }
 CITY_SCHEMA = {

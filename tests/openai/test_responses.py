@@ -12,46 +12,36 @@ tests/openai/test_openai.py (OPENAI_TEST_BASE_URL, default http://127.0.0.1:9090
 
 import json
 import os
-import re
+import sys
 import unittest
-import urllib.request
 
 import openai
 from openai import OpenAI
 
-BASE = os.environ.get("OPENAI_TEST_BASE_URL", "http://127.0.0.1:9090").rstrip("/")
-MODEL = os.environ.get("OPENAI_TEST_MODEL", "local.echo-v1:0")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import testkit  # noqa: E402  (tests/testkit.py)
+
+BASE, BEDROCK = testkit.run_urls("OPENAI", 9090)
+MODEL = testkit.OPENAI_MODEL
 TIMEOUT = 60
 
 WEATHER = {
     "type": "function",
     "name": "get_weather",
     "description": "The weather now in a city.",
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-        "additionalProperties": False,
-    },
+    "parameters": {**testkit.string_parameters("city"), "additionalProperties": False},
     "strict": True,
 }
 
 
 def create_key():
     """A new API key of the run's one user (no Authorization: the local user)."""
-    request = urllib.request.Request(
-        f"{BASE}/api-keys", data=json.dumps({"name": "responses"}).encode(), method="POST",
-        headers={"content-type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
-        return json.loads(response.read())["key"]
+    return testkit.create_key(BASE, "responses")
 
 
 def last_converse_request():
-    """The body of the last Converse request the local Bedrock server (on the run's port + 100) received."""
-    bedrock = re.sub(r":(\d+)$", lambda m: f":{int(m.group(1)) + 100}", BASE)
-    with urllib.request.urlopen(f"{bedrock}/__local/requests", timeout=TIMEOUT) as response:
-        requests = [r for r in json.loads(response.read()) if r["operation"] in ("converse", "converse-stream")]
+    """The body of the last Converse request the run's local Bedrock server received."""
+    requests = testkit.model_requests(BEDROCK)
     assert requests, "the local Bedrock server received no Converse request"
     return requests[-1]["body"]
 

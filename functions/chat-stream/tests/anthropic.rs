@@ -4,28 +4,19 @@
 //! accepted and named, `count_tokens` uncharged, `/v1/models` in Anthropic's shape, and each refusal in Anthropic's
 //! error shape, before the stream and after it began.
 
-use chat_aws::{BedrockModel, DynamoStore};
 use chat_core::ChatMode;
-use chat_stream::App;
-use chat_testing::harness::{self, Backend, ECHO_MODEL, Reply, Streamed, Wired};
+use chat_testing::harness::{self, ECHO_MODEL, Reply, Streamed};
 use serde_json::{Value, json};
 
-type Harness = Wired<App<BedrockModel, DynamoStore>>;
+mod support;
+use support::Harness;
 
 /// An allowed Claude (a budget thinker) that Anthropic's name `claude-sonnet-4-5…` maps to.
 const SONNET: &str = "global.anthropic.claude-sonnet-4-5-20250929-v1:0";
 
 async fn harness_with(env: &[(&str, &str)]) -> Harness {
-    let env = [
-        &[("ALLOWED_MODELS", SONNET), ("MAX_OUTPUT_TOKENS", "8192")],
-        env,
-    ]
-    .concat();
-    let backend = Backend::start(&env).await;
-    let ledger = backend.ledger();
-    backend
-        .wired(|m, s, a, c| App::new(m, s, a, c).with_usage(Some(ledger)))
-        .await
+    let defaults = [("ALLOWED_MODELS", SONNET), ("MAX_OUTPUT_TOKENS", "8192")];
+    support::counted(&[&defaults, env].concat()).await
 }
 
 async fn harness() -> Harness {
@@ -42,6 +33,12 @@ fn request(path: &str, body: &Value) -> axum::http::Request<lambda_http::Body> {
 
 async fn post(h: &Harness, body: &Value) -> Reply {
     Reply::collected(h.app.handle(request("/v1/messages?beta=true", body)).await).await
+}
+
+/// A question of at most 100 tokens of the echo model, its answer streamed.
+fn streamed_question(text: &str) -> Value {
+    json!({"model": ECHO_MODEL, "max_tokens": 100, "stream": true,
+        "messages": [{"role": "user", "content": text}]})
 }
 
 /// A streamed answer and its response's headers.
@@ -430,12 +427,7 @@ async fn each_refusal_is_anthropics_error_shape_with_its_status() {
     .await;
     assert_eq!(error_of(&reply), (529, "overloaded_error".into()));
     // An unknown path under the API, and a method the route does not take.
-    let reply = Reply::collected(
-        h.app
-            .handle(harness::json_request("GET", "/v1/messages", None))
-            .await,
-    )
-    .await;
+    let reply = support::call(&h, "GET", "/v1/messages").await;
     assert_eq!(error_of(&reply).0, 405);
     let reply = post_to(&h, "/v1/messages/batches", &json!({})).await;
     assert_eq!(error_of(&reply), (404, "not_found_error".into()));
@@ -472,8 +464,7 @@ async fn a_fault_after_the_stream_began_is_an_error_event_and_the_end() {
     let h = harness().await;
     let (_, s) = stream(
         &h,
-        &json!({"model": ECHO_MODEL, "max_tokens": 100, "stream": true,
-            "messages": [{"role": "user", "content": "[[deltas:5]] [[stream-error-after:2]]"}]}),
+        &streamed_question("[[deltas:5]] [[stream-error-after:2]]"),
     )
     .await;
     assert_eq!(s.status, 200);
@@ -552,12 +543,7 @@ async fn models_are_listed_in_anthropics_shape_to_anthropics_clients() {
 async fn a_stream_silent_while_the_model_thinks_sends_a_ping() {
     let h = harness().await;
     // The model is silent between its two words for longer than the stream waits before a ping (PING_EVERY, 5 s).
-    let (_, s) = stream(
-        &h,
-        &json!({"model": ECHO_MODEL, "max_tokens": 100, "stream": true,
-            "messages": [{"role": "user", "content": "[[deltas:2]] [[delay-ms:5500]]"}]}),
-    )
-    .await;
+    let (_, s) = stream(&h, &streamed_question("[[deltas:2]] [[delay-ms:5500]]")).await;
     assert_eq!(s.status, 200);
     let events = events_of(&s);
     assert_eq!(
@@ -578,12 +564,7 @@ async fn a_stream_silent_while_the_model_thinks_sends_a_ping() {
 #[tokio::test]
 async fn an_image_and_a_pdf_in_base64_reach_the_model_whole() {
     // As deployed: the owners' files kept in S3 (moto).
-    let attachments: std::sync::Arc<dyn chat_core::AttachmentStore> =
-        std::sync::Arc::new(harness::fresh_attachments().await);
-    let backend = Backend::start(&[]).await;
-    let h = backend
-        .wired(|m, s, a, c| App::new(m, s, a, c).with_attachments(Some(attachments)))
-        .await;
+    let h = support::with_attachments().await;
     use base64::Engine;
     let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
     const PDF: &[u8] =
@@ -604,12 +585,6 @@ async fn an_image_and_a_pdf_in_base64_reach_the_model_whole() {
         .as_str()
         .unwrap()
         .to_string();
-    assert!(
-        text.contains(&format!(
-            "image-1: image png {} bytes",
-            chat_testing::bytes::PNG.len()
-        )),
-        "{text}"
-    );
+    support::assert_png_received(&text);
     assert!(text.contains(&format!("pdf {} bytes", PDF.len())), "{text}");
 }

@@ -8,17 +8,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use chat_aws::{BedrockModel, DynamoStore, KnowledgeBaseDocuments};
+use chat_aws::{BedrockModel, DynamoStore};
 use chat_core::{
     AccessChoice, Caller, DocumentSettings, Documents, LimitKind, Limits, NewDocument,
-    StoreTimeouts,
 };
 use chat_edge::Auth;
 use chat_stream::App;
 use chat_testing::harness::{self, Backend, JwtSigner, Reply};
+use chat_testing::setup::{self, DocumentIndex};
 use http_body_util::BodyExt;
 use lambda_http::Request;
-use local_knowledge_base::{DATA_SOURCE_ID, DocumentSource, LocalKnowledgeBase};
+use local_knowledge_base::LocalKnowledgeBase;
 use serde_json::{Value, json};
 
 const ISSUER: &str = "https://issuer.document-events.test";
@@ -49,39 +49,12 @@ enum Who {
 
 async fn world() -> World {
     let signer = JwtSigner::new("document-events");
-    let jwks = signer.jwks_file().to_string_lossy().to_string();
-    let env = [
-        ("AUTH_MODE", "jwt"),
-        ("JWT_ISSUER", ISSUER),
-        ("JWT_AUDIENCE", AUDIENCE),
-        ("JWKS_FILE", jwks.as_str()),
-        ("KNOWLEDGE_BASE_ID", KB_ID),
-        ("QUERY_REWRITE", "false"),
-    ];
+    let jwks = signer.jwks_path();
+    let mut env = setup::jwt_env(ISSUER, AUDIENCE, &jwks);
+    env.extend([("KNOWLEDGE_BASE_ID", KB_ID), ("QUERY_REWRITE", "false")]);
     let backend = Backend::start(&env).await;
-    let moto = local_dynamodb::LocalDynamo::shared().sdk_config().await;
-    let kb = LocalKnowledgeBase::start_with(
-        "127.0.0.1:0".parse().unwrap(),
-        KB_ID,
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../samples/knowledge-base"),
-        DocumentSource {
-            s3: Some(moto.clone()),
-            ingest_delay_ms: INGEST_DELAY_MS,
-        },
-    )
-    .await
-    .unwrap();
-    let agent = kb.sdk_config().await;
-    let index = KnowledgeBaseDocuments::from_config(
-        &moto,
-        &agent,
-        &format!("events-{:016x}", fastrand::u64(..)),
-        KB_ID,
-        DATA_SOURCE_ID,
-        Duration::from_secs(10),
-        StoreTimeouts::default(),
-    );
-    index.ensure_bucket().await.unwrap();
+    let DocumentIndex { kb, index, .. } =
+        setup::document_index(KB_ID, "events", INGEST_DELAY_MS).await;
     let documents = Documents::new(
         Arc::new(backend.store.documents()),
         Arc::new(index),
@@ -122,21 +95,16 @@ async fn world() -> World {
 }
 
 impl World {
-    fn bearer(&self, who: Who) -> String {
+    fn token(&self, who: Who) -> String {
         let claims = match who {
             Who::Alice => json!({"sub": "alice", "oid": "alice"}),
             Who::Bob => json!({"sub": "bob", "oid": "bob"}),
         };
-        format!(
-            "Bearer {}",
-            self.signer.token_with(ISSUER, AUDIENCE, |_| {}, claims)
-        )
+        self.signer.token_with(ISSUER, AUDIENCE, |_| {}, claims)
     }
 
     fn request(&self, who: Who, path: &str) -> Request {
-        let mut r = harness::json_request("GET", path, None);
-        r.headers_mut()
-            .insert("authorization", self.bearer(who).parse().unwrap());
+        let mut r = setup::bearer_request("GET", path, Some(&self.token(who)), None);
         r.headers_mut()
             .insert("accept", "text/event-stream".parse().unwrap());
         r
@@ -370,17 +338,10 @@ async fn a_fourth_watch_at_once_is_refused_until_one_ends() {
     }
     let refused = Reply::buffered(w.limited.handle(w.request(Who::Alice, &path)).await);
     assert_eq!(refused.status, 429, "{}", refused.body);
-    let retry_after: u64 = refused.headers["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let retry_after = refused.retry_after();
     assert!((1..=360).contains(&retry_after), "{retry_after}");
     assert!(
-        refused.json()["error"]
-            .as_str()
-            .unwrap()
-            .contains("3 watches"),
+        refused.error_message().contains("3 watches"),
         "{}",
         refused.body
     );

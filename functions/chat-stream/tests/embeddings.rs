@@ -13,6 +13,11 @@ use chat_testing::harness::{self, Backend, Reply, Wired};
 use local_bedrock::embeddings::{tokens_of, vector_of};
 use serde_json::{Value, json};
 
+/// Titan Text Embeddings V2, the embedding model allowed by default.
+const TITAN: &str = "amazon.titan-embed-text-v2:0";
+
+mod support;
+
 type Harness = Wired<App<BedrockModel, DynamoStore>>;
 
 /// The function as its cold start builds it (usage counted in its table, the embedder on the local Bedrock
@@ -34,6 +39,11 @@ async fn harness(env: &[(&str, &str)]) -> Harness {
 async fn embed(h: &Harness, body: Value) -> Reply {
     let request = harness::json_request("POST", "/v1/embeddings", Some(&body));
     Reply::collected(h.app.handle(request).await).await
+}
+
+/// A request to embed one word with Titan.
+fn one_word() -> Value {
+    json!({"input": "a", "model": TITAN})
 }
 
 /// What the local Bedrock server was asked to embed.
@@ -65,6 +75,14 @@ fn floats_of_json(value: &Value) -> Vec<f32> {
         .collect()
 }
 
+/// Asserts that `refused` is the rate limit's 429 in OpenAI's shape, to be sent again within the minute.
+fn assert_rate_limited(refused: &Reply) {
+    assert_eq!(refused.status, 429, "{:.300}", refused.body);
+    assert_eq!(error_of(refused)["code"], "rate_limit_exceeded");
+    let retry_after = refused.retry_after();
+    assert!((1..=70).contains(&retry_after), "{retry_after}");
+}
+
 /// The error object of an OpenAI-shaped refusal, after checking its shape.
 fn error_of(reply: &Reply) -> Value {
     let body = reply.json();
@@ -82,13 +100,13 @@ async fn titan_vectors_as_floats_and_base64_counted_in_the_callers_usage() {
     let texts = ["the quick brown fox", "jumps over", "the lazy dog"];
     let reply = embed(
         &h,
-        json!({"input": texts, "model": "amazon.titan-embed-text-v2:0", "dimensions": 256}),
+        json!({"input": texts, "model": TITAN, "dimensions": 256}),
     )
     .await;
     assert_eq!(reply.status, 200, "{}", reply.body);
     let body = reply.json();
     assert_eq!(body["object"], "list");
-    assert_eq!(body["model"], "amazon.titan-embed-text-v2:0");
+    assert_eq!(body["model"], TITAN);
     let tokens: u64 = texts.iter().map(|t| tokens_of(t)).sum();
     assert_eq!(tokens, 9);
     assert_eq!(
@@ -106,7 +124,7 @@ async fn titan_vectors_as_floats_and_base64_counted_in_the_callers_usage() {
     // The same texts as base64: the very same f32 values, bit for bit.
     let reply = embed(
         &h,
-        json!({"input": texts, "model": "amazon.titan-embed-text-v2:0", "dimensions": 256,
+        json!({"input": texts, "model": TITAN, "dimensions": 256,
                "encoding_format": "base64", "user": "someone"}),
     )
     .await;
@@ -179,7 +197,6 @@ async fn one_hundred_texts_to_cohere_are_two_calls_in_order() {
 #[tokio::test]
 async fn refusals_in_openais_shape() {
     let h = harness(&[]).await;
-    let titan = "amazon.titan-embed-text-v2:0";
 
     let reply = embed(
         &h,
@@ -199,25 +216,25 @@ async fn refusals_in_openais_shape() {
 
     let cases = [
         // An id cl100k_base does not have.
-        (json!({"input": [1, 2, 4_000_000], "model": titan}), "input"),
+        (json!({"input": [1, 2, 4_000_000], "model": TITAN}), "input"),
         (
-            json!({"input": [[1, 2], [3, -1]], "model": titan}),
+            json!({"input": [[1, 2], [3, -1]], "model": TITAN}),
             "input[1][1]",
         ),
         (
-            json!({"input": "a", "model": titan, "temperature": 1}),
+            json!({"input": "a", "model": TITAN, "temperature": 1}),
             "temperature",
         ),
         (
-            json!({"input": "a", "model": titan, "dimensions": 300}),
+            json!({"input": "a", "model": TITAN, "dimensions": 300}),
             "dimensions",
         ),
         (
-            json!({"input": "a", "model": titan, "encoding_format": "int8"}),
+            json!({"input": "a", "model": TITAN, "encoding_format": "int8"}),
             "encoding_format",
         ),
-        (json!({"input": ["a", ""], "model": titan}), "input[1]"),
-        (json!({"input": [], "model": titan}), "input"),
+        (json!({"input": ["a", ""], "model": TITAN}), "input[1]"),
+        (json!({"input": [], "model": TITAN}), "input"),
     ];
     for (body, param) in cases {
         let reply = embed(&h, body.clone()).await;
@@ -226,7 +243,7 @@ async fn refusals_in_openais_shape() {
         assert_eq!(error["type"], "invalid_request_error", "{body}");
         assert_eq!(error["param"], param, "{body}");
     }
-    let tokens = embed(&h, json!({"input": [1, 2, 4_000_000], "model": titan})).await;
+    let tokens = embed(&h, json!({"input": [1, 2, 4_000_000], "model": TITAN})).await;
     assert!(
         error_of(&tokens)["message"]
             .as_str()
@@ -246,11 +263,7 @@ async fn refusals_in_openais_shape() {
 #[tokio::test]
 async fn embeddings_turned_off_serve_no_model() {
     let h = harness(&[("EMBEDDING_MODELS", "")]).await;
-    let reply = embed(
-        &h,
-        json!({"input": "a", "model": "amazon.titan-embed-text-v2:0"}),
-    )
-    .await;
+    let reply = embed(&h, one_word()).await;
     assert_eq!(reply.status, 404, "{}", reply.body);
     assert_eq!(error_of(&reply)["code"], "model_not_found");
 }
@@ -258,18 +271,9 @@ async fn embeddings_turned_off_serve_no_model() {
 #[tokio::test]
 async fn the_rate_limit_holds_embeddings_as_it_holds_turns() {
     let h = harness(&[("RATE_LIMIT_PER_MINUTE", "1")]).await;
-    let body = json!({"input": "hello there", "model": "amazon.titan-embed-text-v2:0"});
+    let body = json!({"input": "hello there", "model": TITAN});
     assert_eq!(embed(&h, body.clone()).await.status, 200);
-    let refused = embed(&h, body).await;
-    assert_eq!(refused.status, 429, "{}", refused.body);
-    let error = error_of(&refused);
-    assert_eq!(error["code"], "rate_limit_exceeded");
-    let retry_after: u64 = refused.headers["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert!((1..=70).contains(&retry_after), "{retry_after}");
+    assert_rate_limited(&embed(&h, body).await);
     // And a chat turn after it is refused too: one window for both.
     let chat = harness::json_request(
         "POST",
@@ -284,7 +288,7 @@ async fn each_model_call_counts_against_the_rate_limit() {
     let h = harness(&[("RATE_LIMIT_PER_MINUTE", "100")]).await;
     let titan = |n: usize| {
         let texts: Vec<String> = (0..n).map(|i| format!("text {i}")).collect();
-        json!({"input": texts, "model": "amazon.titan-embed-text-v2:0", "dimensions": 256})
+        json!({"input": texts, "model": TITAN, "dimensions": 256})
     };
     // 101 texts are 101 calls to Titan: more than the limit at once, refused before any model call, as a request
     // too large (no wait lets it in: a 429 would have the SDKs send it again).
@@ -318,15 +322,7 @@ async fn each_model_call_counts_against_the_rate_limit() {
     assert_eq!(usage.day.turns, 1);
 
     // 5 more would be 101 in the minute: a 429 before any model call.
-    let refused = embed(&h, titan(5)).await;
-    assert_eq!(refused.status, 429, "{:.300}", refused.body);
-    assert_eq!(error_of(&refused)["code"], "rate_limit_exceeded");
-    let retry_after: u64 = refused.headers["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert!((1..=70).contains(&retry_after), "{retry_after}");
+    assert_rate_limited(&embed(&h, titan(5)).await);
     assert_eq!(invocations(&h).await.len(), 96, "no model call was made");
     assert_eq!(harness::usage_now(&h.store).await.window.requests(), 96);
 }
@@ -336,7 +332,7 @@ async fn a_quota_reached_by_embeddings_refuses_them() {
     // Each request holds 4 estimated tokens ("abcdefghij": 10 bytes) and spends 1 (one word): a quota of 5 tokens
     // admits five, then is spent.
     let h = harness(&[("QUOTA_TOKENS_PER_DAY", "5")]).await;
-    let body = json!({"input": "abcdefghij", "model": "amazon.titan-embed-text-v2:0"});
+    let body = json!({"input": "abcdefghij", "model": TITAN});
     let mut statuses = Vec::new();
     for _ in 0..7 {
         statuses.push(embed(&h, body.clone()).await.status.as_u16());
@@ -357,11 +353,7 @@ async fn an_unknown_caller_is_refused_with_401() {
             App::new(m, s, chat_edge::Auth::Iam, c).with_embedder(Some(Arc::new(embedder)))
         })
         .await;
-    let reply = embed(
-        &h,
-        json!({"input": "a", "model": "amazon.titan-embed-text-v2:0"}),
-    )
-    .await;
+    let reply = embed(&h, one_word()).await;
     assert_eq!(reply.status, 401, "{}", reply.body);
     assert_eq!(error_of(&reply)["code"], "invalid_api_key");
 }
@@ -373,7 +365,7 @@ async fn an_unknown_caller_is_refused_with_401() {
 async fn every_function_and_the_local_run_serve_the_route() {
     async fn ask<F: chat_app::Function>() -> Reply {
         let app = chat_app::App::build::<F>().await.unwrap();
-        let body = json!({"input": "a", "model": "amazon.titan-embed-text-v2:0"});
+        let body = one_word();
         let request = harness::json_request("POST", "/v1/embeddings", Some(&body));
         Reply::collected(chat_runtime::answer_one(app.service(), request).await).await
     }
@@ -391,9 +383,8 @@ async fn every_function_and_the_local_run_serve_the_route() {
 #[tokio::test]
 async fn a_model_that_throttles_is_a_429_charged_only_where_a_call_may_have_run() {
     let h = harness(&[]).await;
-    let titan = "amazon.titan-embed-text-v2:0";
     // One call, refused by the model: nothing spent.
-    let reply = embed(&h, json!({"input": "[[fault:throttle]]", "model": titan})).await;
+    let reply = embed(&h, json!({"input": "[[fault:throttle]]", "model": TITAN})).await;
     assert_eq!(reply.status, 429, "{}", reply.body);
     assert_eq!(error_of(&reply)["code"], "rate_limit_exceeded");
     // Not the caller's limit, but Bedrock's: a few seconds to wait, which the SDKs honour.
@@ -404,7 +395,7 @@ async fn a_model_that_throttles_is_a_429_charged_only_where_a_call_may_have_run(
     // Two calls (Titan takes one text a call), one refused: the other may have been answered, and billed, first;
     // the request is charged its estimate.
     let texts = ["fine", "[[fault:throttle]]"];
-    let reply = embed(&h, json!({"input": texts, "model": titan})).await;
+    let reply = embed(&h, json!({"input": texts, "model": TITAN})).await;
     assert_eq!(reply.status, 429, "{}", reply.body);
     let usage = harness::usage_now(&h.store).await;
     assert_eq!(usage.day.turns, 2);
@@ -420,22 +411,21 @@ async fn a_model_that_throttles_is_a_429_charged_only_where_a_call_may_have_run(
 #[tokio::test]
 async fn token_arrays_are_the_text_they_spell_in_cl100k_base() {
     let h = harness(&[]).await;
-    let titan = "amazon.titan-embed-text-v2:0";
     // cl100k_base: "hello" 15339, " world" 1917; "Hello" 9906.
     let as_text = embed(
         &h,
-        json!({"input": ["hello world", "Hello world"], "model": titan}),
+        json!({"input": ["hello world", "Hello world"], "model": TITAN}),
     )
     .await;
     assert_eq!(as_text.status, 200, "{}", as_text.body);
     let as_tokens = embed(
         &h,
-        json!({"input": [[15339, 1917], [9906, 1917]], "model": titan}),
+        json!({"input": [[15339, 1917], [9906, 1917]], "model": TITAN}),
     )
     .await;
     assert_eq!(as_tokens.status, 200, "{}", as_tokens.body);
     assert_eq!(as_tokens.json()["data"], as_text.json()["data"]);
-    let one = embed(&h, json!({"input": [15339, 1917], "model": titan})).await;
+    let one = embed(&h, json!({"input": [15339, 1917], "model": TITAN})).await;
     assert_eq!(one.status, 200, "{}", one.body);
     assert_eq!(one.json()["data"][0], as_text.json()["data"][0]);
     let sent: Vec<String> = invocations(&h)
@@ -457,13 +447,12 @@ async fn token_arrays_are_the_text_they_spell_in_cl100k_base() {
 #[tokio::test]
 async fn more_texts_than_one_answer_holds_are_a_413_before_any_model_call() {
     let h = harness(&[]).await;
-    let titan = "amazon.titan-embed-text-v2:0";
     let texts = |n: usize| -> Vec<String> { (0..n).map(|i| format!("text {i}")).collect() };
     // 2,048 texts (OpenAI's bound) of 1,024 floats each would be about 30 MB: no Lambda response carries it.
     for (n, format) in [(2048, "float"), (2048, "base64"), (344, "float")] {
         let reply = embed(
             &h,
-            json!({"input": texts(n), "model": titan, "encoding_format": format}),
+            json!({"input": texts(n), "model": TITAN, "encoding_format": format}),
         )
         .await;
         assert_eq!(reply.status, 413, "{n} as {format}: {}", reply.body);
@@ -485,7 +474,7 @@ async fn more_texts_than_one_answer_holds_are_a_413_before_any_model_call() {
     // As base64, the 344 fit: each embedded, the answer within the bound.
     let reply = embed(
         &h,
-        json!({"input": texts(344), "model": titan, "encoding_format": "base64"}),
+        json!({"input": texts(344), "model": TITAN, "encoding_format": "base64"}),
     )
     .await;
     assert_eq!(reply.status, 200, "{}", reply.body);
@@ -501,18 +490,13 @@ async fn more_texts_than_one_answer_holds_are_a_413_before_any_model_call() {
         "Titan takes one text a call"
     );
     // `/v1/models` says the bound.
-    let models = Reply::collected(
-        h.app
-            .handle(harness::json_request("GET", "/v1/models", None))
-            .await,
-    )
-    .await;
+    let models = support::call(&h, "GET", "/v1/models").await;
     let listed = models.json();
     let entry = listed["data"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|m| m["id"] == titan)
+        .find(|m| m["id"] == TITAN)
         .unwrap()
         .clone();
     assert_eq!(

@@ -321,11 +321,7 @@ async fn a_limit_that_is_one_setting_refuses_every_route_and_shows_in_usage() {
         println!("{path}: {} {}", refused.status, refused.body);
         assert_eq!(refused.status, 429, "{path}: {}", refused.body);
         assert_refusal_shape(path, &refused);
-        let retry: u64 = refused.headers["retry-after"]
-            .to_str()
-            .unwrap()
-            .parse()
-            .unwrap();
+        let retry = refused.retry_after();
         assert!(
             retry <= until_midnight && retry + 60 >= until_midnight,
             "{path}: Retry-After {retry}, {until_midnight} s to midnight UTC"

@@ -4,24 +4,20 @@
 
 use std::time::SystemTime;
 
-use chat_aws::{BedrockModel, DynamoStore};
 use chat_core::ChatMode;
 use chat_stream::App;
-use chat_testing::harness::{self, Backend, ECHO_MODEL, JwtSigner, Reply, Streamed, Wired};
+use chat_testing::harness::{self, Backend, ECHO_MODEL, JwtSigner, Reply, Streamed};
+use chat_testing::setup;
 use serde_json::{Value, json};
 
-type Harness = Wired<App<BedrockModel, DynamoStore>>;
+mod support;
+use support::{Harness, with};
 
 /// A model the operator allows besides `MODEL_ID`: a cross-Region inference profile with list prices.
 const HAIKU: &str = "us.anthropic.claude-3-5-haiku-20241022-v1:0";
 
 async fn harness_with(env: &[(&str, &str)]) -> Harness {
-    let env = [&[("ALLOWED_MODELS", HAIKU)], env].concat();
-    let backend = Backend::start(&env).await;
-    let ledger = backend.ledger();
-    backend
-        .wired(|m, s, a, c| App::new(m, s, a, c).with_usage(Some(ledger)))
-        .await
+    support::counted(&[&[("ALLOWED_MODELS", HAIKU)], env].concat()).await
 }
 
 async fn harness() -> Harness {
@@ -32,19 +28,12 @@ fn ask(text: &str) -> Value {
     json!({"model": ECHO_MODEL, "messages": [{"role": "user", "content": text}]})
 }
 
-fn with(mut body: Value, field: &str, value: Value) -> Value {
-    body[field] = value;
-    body
-}
-
 async fn post(h: &Harness, body: &Value) -> Reply {
-    let request = harness::json_request("POST", "/v1/chat/completions", Some(body));
-    Reply::collected(h.app.handle(request).await).await
+    support::post_to(h, "/v1/chat/completions", body).await
 }
 
 async fn stream(h: &Harness, body: &Value) -> Streamed {
-    let request = harness::json_request("POST", "/v1/chat/completions", Some(body));
-    Streamed::read(h.app.handle(request).await).await
+    support::stream_to(h, "/v1/chat/completions", body).await
 }
 
 async fn get(h: &Harness, path: &str) -> Reply {
@@ -78,18 +67,7 @@ fn streamed_content(events: &[Value]) -> String {
         .collect()
 }
 
-/// The OpenAI error of a reply: status, `code`, `param`.
-fn error_of(reply: &Reply) -> (u16, Value, Value) {
-    let body = reply.json();
-    let error = &body["error"];
-    assert!(error["message"].is_string(), "{body}");
-    assert!(error["type"].is_string(), "{body}");
-    (
-        reply.status.as_u16(),
-        error["code"].clone(),
-        error["param"].clone(),
-    )
-}
+use support::openai_error_of as error_of;
 
 #[tokio::test]
 async fn a_completion_answered_whole_is_one_chat_completion_and_stores_nothing() {
@@ -176,26 +154,7 @@ async fn a_streamed_completion_is_server_sent_events_written_as_the_model_produc
 
     // Each content chunk reached the client before the model had produced the delta two after it: a buffered
     // answer would arrive only after the last.
-    let sent = h.bedrock.requests().last().unwrap().deltas_sent_at.clone();
-    assert_eq!(sent.len(), 10);
-    let arrived: Vec<SystemTime> = s.frames[1..11].iter().map(|(t, _)| *t).collect();
-    let ms = |t: SystemTime| t.duration_since(started).unwrap().as_millis();
-    for (i, (a, s)) in arrived.iter().zip(&sent).enumerate() {
-        println!(
-            "delta {:>2}: sent by the model at {:>5} ms, its chunk arrived at {:>5} ms",
-            i + 1,
-            ms(*s),
-            ms(*a)
-        );
-    }
-    for i in 0..8 {
-        assert!(
-            arrived[i] < sent[i + 2],
-            "chunk {} arrived after delta {} was sent",
-            i + 1,
-            i + 3
-        );
-    }
+    support::assert_frames_arrived_as_sent(&h, started, &s.frames[1..11], "chunk");
 }
 
 #[tokio::test]
@@ -267,12 +226,7 @@ async fn models_lists_the_operators_models_with_their_prices() {
         (404, json!("model_not_found"), json!("model"))
     );
     // Another method is OpenAI's 405.
-    let wrong = Reply::collected(
-        h.app
-            .handle(harness::json_request("GET", "/v1/chat/completions", None))
-            .await,
-    )
-    .await;
+    let wrong = support::call(&h, "GET", "/v1/chat/completions").await;
     assert_eq!(wrong.status, 405);
     assert_eq!(wrong.headers["allow"], "POST");
     assert_eq!(wrong.json()["error"]["code"], "method_not_allowed");
@@ -306,17 +260,9 @@ async fn each_refusal_is_openais_error_naming_the_field() {
             "messages[0].content[1].image_url",
         ),
     ];
-    for (body, param) in cases {
-        let reply = post(&h, &body).await;
-        let body = reply.json();
-        assert_eq!(body["error"]["type"], "invalid_request_error", "{body}");
-        assert_eq!(error_of(&reply), (400, Value::Null, json!(param)), "{body}");
-    }
-    let unknown = post(&h, &with(ask("x"), "model", json!("gpt-4o"))).await;
-    assert_eq!(
-        error_of(&unknown),
-        (404, json!("model_not_found"), json!("model"))
-    );
+    support::assert_each_refused(&h, "/v1/chat/completions", cases.to_vec()).await;
+    let gpt = with(ask("x"), "model", json!("gpt-4o"));
+    let unknown = support::refused_model(&h, "/v1/chat/completions", &gpt).await;
     assert!(
         unknown.json()["error"]["message"]
             .as_str()
@@ -349,11 +295,7 @@ async fn a_caller_over_the_rate_limit_gets_openais_429_with_retry_after() {
         error_of(&refused),
         (429, json!("rate_limit_exceeded"), Value::Null)
     );
-    let retry: u64 = refused.headers["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let retry = refused.retry_after();
     // Within the rate window (a minute, counted in ten-second buckets).
     assert!((1..=70).contains(&retry), "{retry}");
     // Streamed too, before any event.
@@ -367,13 +309,8 @@ async fn a_bearer_that_fails_verification_is_openais_401() {
     const ISSUER: &str = "https://issuer.example";
     const AUDIENCE: &str = "chat-api";
     let signer = JwtSigner::new("k1");
-    let jwks = signer.jwks_file().to_string_lossy().to_string();
-    let env = [
-        ("AUTH_MODE", "jwt"),
-        ("JWT_ISSUER", ISSUER),
-        ("JWT_AUDIENCE", AUDIENCE),
-        ("JWKS_FILE", jwks.as_str()),
-    ];
+    let jwks = signer.jwks_path();
+    let env = setup::jwt_env(ISSUER, AUDIENCE, &jwks);
     let backend = Backend::start(&env).await;
     let auth = harness::auth_from(&env);
     let app = App::new(
@@ -383,17 +320,8 @@ async fn a_bearer_that_fails_verification_is_openais_401() {
         backend.config.clone(),
     );
     let send = |token: Option<String>, path: &'static str, body: Option<Value>| {
-        let mut request = harness::json_request(
-            if body.is_some() { "POST" } else { "GET" },
-            path,
-            body.as_ref(),
-        );
-        if let Some(token) = token {
-            request
-                .headers_mut()
-                .insert("authorization", format!("Bearer {token}").parse().unwrap());
-        }
-        request
+        let method = if body.is_some() { "POST" } else { "GET" };
+        setup::bearer_request(method, path, token.as_deref(), body.as_ref())
     };
     for token in [None, Some("sk-not-a-key".to_string())] {
         for (path, body) in [
@@ -506,12 +434,7 @@ async fn a_completion_naming_an_allowed_model_is_answered_by_it() {
 #[tokio::test]
 async fn an_image_sent_as_a_data_url_reaches_the_model_whole() {
     // As deployed: the owners' files kept in S3 (moto).
-    let attachments: std::sync::Arc<dyn chat_core::AttachmentStore> =
-        std::sync::Arc::new(harness::fresh_attachments().await);
-    let backend = Backend::start(&[]).await;
-    let h = backend
-        .wired(|m, s, a, c| App::new(m, s, a, c).with_attachments(Some(attachments)))
-        .await;
+    let h = support::with_attachments().await;
     // chat_testing::bytes::PNG, in base64.
     const PNG_BASE64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1Pe";
     let reply = post(
@@ -527,13 +450,7 @@ async fn an_image_sent_as_a_data_url_reaches_the_model_whole() {
         .as_str()
         .unwrap()
         .to_string();
-    assert!(
-        content.contains(&format!(
-            "image-1: image png {} bytes",
-            chat_testing::bytes::PNG.len()
-        )),
-        "{content}"
-    );
+    support::assert_png_received(&content);
 }
 
 #[tokio::test]

@@ -3,12 +3,12 @@
 //! it, a model's refusal the client's 400, answers as long as the model allows, and request bodies as the clients
 //! send them answered 200.
 
-use chat_aws::{BedrockModel, DynamoStore};
 use chat_stream::App;
-use chat_testing::harness::{self, Backend, ECHO_MODEL, Reply, Streamed, Wired};
+use chat_testing::harness::{self, Backend, ECHO_MODEL, Reply, Streamed};
 use serde_json::{Value, json};
 
-type Harness = Wired<App<BedrockModel, DynamoStore>>;
+mod support;
+use support::{Harness, with};
 
 /// Claude Sonnet 4.5 as a cross-Region inference profile: strict tool use, reasoning within a budget, `top_k`,
 /// and (as Bedrock has it) `temperature` or `top_p`, not both.
@@ -30,19 +30,12 @@ fn ask(model: &str, text: &str) -> Value {
     json!({"model": model, "messages": [{"role": "user", "content": text}]})
 }
 
-fn with(mut body: Value, field: &str, value: Value) -> Value {
-    body[field] = value;
-    body
-}
-
 async fn post(h: &Harness, body: &Value) -> Reply {
-    let request = harness::json_request("POST", "/v1/chat/completions", Some(body));
-    Reply::collected(h.app.handle(request).await).await
+    support::post_to(h, "/v1/chat/completions", body).await
 }
 
 async fn stream(h: &Harness, body: &Value) -> Streamed {
-    let request = harness::json_request("POST", "/v1/chat/completions", Some(body));
-    Streamed::read(h.app.handle(request).await).await
+    support::stream_to(h, "/v1/chat/completions", body).await
 }
 
 /// The body of the last request that reached the model.
@@ -190,12 +183,7 @@ async fn a_models_refusal_on_the_protocols_route_is_a_400_too() {
     let h = harness_with(&[("MODEL_ID", SONNET_4_5)]).await;
     let body = json!({"messages": [{"role": "user", "content": "hi"}],
         "context": {"overrides": {"temperature": 0.5, "top_p": 0.9}}});
-    let s = Streamed::read(
-        h.app
-            .handle(harness::json_request("POST", "/chat/stream", Some(&body)))
-            .await,
-    )
-    .await;
+    let s = support::stream_to(&h, "/chat/stream", &body).await;
     assert_eq!(s.status, 400, "{}", s.text());
     assert!(
         s.text().contains("cannot both be specified"),
@@ -311,12 +299,7 @@ async fn the_operators_ceiling_clamps_and_models_shows_each_limit() {
     assert_eq!(ignored(&reply).as_deref(), Some("max_tokens=4096"));
     assert_eq!(sent(&h)["inferenceConfig"]["maxTokens"], 4096);
 
-    let listed = Reply::collected(
-        h.app
-            .handle(harness::json_request("GET", "/v1/models", None))
-            .await,
-    )
-    .await;
+    let listed = support::call(&h, "GET", "/v1/models").await;
     assert_eq!(listed.status, 200, "{}", listed.body);
     let body = listed.json();
     let models = body["data"].as_array().unwrap();
@@ -348,12 +331,7 @@ async fn the_operators_ceiling_clamps_and_models_shows_each_limit() {
 #[tokio::test]
 async fn models_lists_the_chat_models_first_each_marked_by_what_it_does() {
     let h = harness().await;
-    let listed = Reply::collected(
-        h.app
-            .handle(harness::json_request("GET", "/v1/models", None))
-            .await,
-    )
-    .await;
+    let listed = support::call(&h, "GET", "/v1/models").await;
     let body = listed.json();
     let kinds: Vec<(&str, &str)> = body["data"]
         .as_array()

@@ -5,13 +5,13 @@
 
 use std::sync::Arc;
 
-use chat_aws::{BedrockModel, DynamoStore};
 use chat_core::{ChatMode, ResponseStore};
 use chat_stream::App;
-use chat_testing::harness::{self, Backend, ECHO_MODEL, Reply, Streamed, Wired};
+use chat_testing::harness::{self, Backend, ECHO_MODEL, Reply, Streamed};
 use serde_json::{Value, json};
 
-type Harness = Wired<App<BedrockModel, DynamoStore>>;
+mod support;
+use support::{Harness, openai_error_of as error_of, with};
 
 /// A Claude model id as an inference profile: the backend takes its features (budget reasoning) from it.
 const CLAUDE: &str = "us.anthropic.claude-sonnet-4-5-20250929-v1:0";
@@ -37,20 +37,13 @@ fn ask(text: &str) -> Value {
     json!({"model": ECHO_MODEL, "input": text, "store": false})
 }
 
-fn with(mut body: Value, field: &str, value: Value) -> Value {
-    body[field] = value;
-    body
-}
-
 async fn post(h: &Harness, body: &Value) -> Reply {
-    let request = harness::json_request("POST", "/v1/responses", Some(body));
-    Reply::collected(h.app.handle(request).await).await
+    support::post_to(h, "/v1/responses", body).await
 }
 
 async fn stream(h: &Harness, body: &Value) -> Streamed {
     let body = with(body.clone(), "stream", json!(true));
-    let request = harness::json_request("POST", "/v1/responses", Some(&body));
-    Streamed::read(h.app.handle(request).await).await
+    support::stream_to(h, "/v1/responses", &body).await
 }
 
 /// The typed events of a stream: each `event: <type>\ndata: {json}\n\n`, its data's `type` the event's name.
@@ -70,21 +63,46 @@ fn events_of(s: &Streamed) -> Vec<Value> {
         .collect()
 }
 
-fn types(events: &[Value]) -> Vec<&str> {
-    events.iter().map(|e| e["type"].as_str().unwrap()).collect()
+/// A body offering the weather tool, with `input`, kept (`store` left at its default).
+fn kept_with_weather(input: &str) -> Value {
+    json!({"model": ECHO_MODEL, "tools": weather_tool(), "input": input})
 }
 
-/// The OpenAI error of a reply: status, `code`, `param`.
-fn error_of(reply: &Reply) -> (u16, Value, Value) {
-    let body = reply.json();
-    let error = &body["error"];
-    assert!(error["message"].is_string(), "{body}");
-    assert!(error["type"].is_string(), "{body}");
-    (
-        reply.status.as_u16(),
-        error["code"].clone(),
-        error["param"].clone(),
-    )
+/// A body offering `tools`, with `input`, stored nowhere.
+fn with_tools(tools: &Value, input: Value) -> Value {
+    json!({"model": ECHO_MODEL, "store": false, "tools": tools, "input": input})
+}
+
+/// The input that goes on from `question` after the `output` items, with the client's `results` of its calls.
+fn continued(question: &str, output: &[Value], results: impl IntoIterator<Item = Value>) -> Value {
+    let mut input = vec![json!({"role": "user", "content": question})];
+    input.extend(output.iter().cloned());
+    input.extend(results);
+    Value::Array(input)
+}
+
+/// The names of the tools the last request to the model offered it.
+fn offered_tools(h: &Harness) -> Vec<String> {
+    let sent = h.bedrock.requests().last().unwrap().body.clone();
+    let tools = sent["toolConfig"]["tools"].as_array().unwrap();
+    let names = tools
+        .iter()
+        .map(|t| t["toolSpec"]["name"].as_str().unwrap());
+    names.map(str::to_string).collect()
+}
+
+/// Where the first event of `kind` stands among `kinds`, which holds one.
+fn first_of(kinds: &[&str], kind: &str) -> usize {
+    kinds.iter().position(|k| *k == kind).unwrap()
+}
+
+/// Where the last event of `kind` stands among `kinds`, which holds one.
+fn last_of(kinds: &[&str], kind: &str) -> usize {
+    kinds.iter().rposition(|k| *k == kind).unwrap()
+}
+
+fn types(events: &[Value]) -> Vec<&str> {
+    events.iter().map(|e| e["type"].as_str().unwrap()).collect()
 }
 
 #[tokio::test]
@@ -218,11 +236,7 @@ fn weather_tool() -> Value {
 async fn a_function_call_goes_out_to_the_client_and_its_output_comes_back() {
     let h = harness().await;
     let question = r#"Weather? [[tool:get_weather {"city":"Paris"}]]"#;
-    let first = post(
-        &h,
-        &json!({"model": ECHO_MODEL, "store": false, "tools": weather_tool(), "input": question}),
-    )
-    .await;
+    let first = post(&h, &with_tools(&weather_tool(), json!(question))).await;
     assert_eq!(first.status, 200, "{}", first.body);
     let body = first.json();
     assert_eq!(body["status"], "completed");
@@ -243,14 +257,9 @@ async fn a_function_call_goes_out_to_the_client_and_its_output_comes_back() {
     );
 
     // The client ran it and sends the items back with the output: the model continues from it.
-    let mut input: Vec<Value> = vec![json!({"role": "user", "content": question})];
-    input.extend(output.iter().cloned());
-    input.push(json!({"type": "function_call_output", "call_id": call["call_id"], "output": "18 C and sunny"}));
-    let second = post(
-        &h,
-        &json!({"model": ECHO_MODEL, "store": false, "tools": weather_tool(), "input": input}),
-    )
-    .await;
+    let result = json!({"type": "function_call_output", "call_id": call["call_id"], "output": "18 C and sunny"});
+    let input = continued(question, output, [result]);
+    let second = post(&h, &with_tools(&weather_tool(), input)).await;
     assert_eq!(second.status, 200, "{}", second.body);
     let body = second.json();
     let text = body["output"][0]["content"][0]["text"].as_str().unwrap();
@@ -260,18 +269,11 @@ async fn a_function_call_goes_out_to_the_client_and_its_output_comes_back() {
     );
 
     // An output of parts (Codex's view_image gives an image back): its text, and the image said to be there.
-    let mut input: Vec<Value> = vec![json!({"role": "user", "content": question})];
-    input.extend(output.iter().cloned());
-    input.push(
-        json!({"type": "function_call_output", "call_id": call["call_id"], "output": [
+    let result = json!({"type": "function_call_output", "call_id": call["call_id"], "output": [
         {"type": "input_text", "text": "18 C"},
-        {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="}]}),
-    );
-    let parts = post(
-        &h,
-        &json!({"model": ECHO_MODEL, "store": false, "tools": weather_tool(), "input": input}),
-    )
-    .await;
+        {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="}]});
+    let input = continued(question, output, [result]);
+    let parts = post(&h, &with_tools(&weather_tool(), input)).await;
     assert_eq!(parts.status, 200, "{}", parts.body);
     let sent = h.bedrock.requests().last().unwrap().body.to_string();
     assert!(sent.contains("18 C"), "{sent}");
@@ -291,17 +293,10 @@ async fn a_function_call_goes_out_to_the_client_and_its_output_comes_back() {
     );
 
     // Streamed: the call as its own item, its arguments as a delta and done.
-    let s = stream(
-        &h,
-        &json!({"model": ECHO_MODEL, "store": false, "tools": weather_tool(), "input": question}),
-    )
-    .await;
+    let s = stream(&h, &with_tools(&weather_tool(), json!(question))).await;
     let events = events_of(&s);
     let kinds = types(&events);
-    let added = kinds
-        .iter()
-        .rposition(|k| *k == "response.output_item.added")
-        .unwrap();
+    let added = last_of(&kinds, "response.output_item.added");
     assert_eq!(
         &kinds[added..],
         [
@@ -337,23 +332,13 @@ async fn hosted_tools_are_left_out_and_named_and_namespace_and_custom_tools_are_
         {"type": "image_generation"}
     ]);
     let question = r#"Go [[tool:multi_agent_v1__spawn_agent {"task":"x"}]] [[tool:apply_patch {"input":"*** Begin Patch"}]]"#;
-    let reply = post(
-        &h,
-        &json!({"model": ECHO_MODEL, "store": false, "tools": tools, "input": question}),
-    )
-    .await;
+    let reply = post(&h, &with_tools(&tools, json!(question))).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert_eq!(
         reply.headers["x-ignored-tools"],
         "web_search, image_generation"
     );
-    let sent = h.bedrock.requests().last().unwrap().body.clone();
-    let offered: Vec<&str> = sent["toolConfig"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["toolSpec"]["name"].as_str().unwrap())
-        .collect();
+    let offered = offered_tools(&h);
     assert_eq!(offered, ["multi_agent_v1__spawn_agent", "apply_patch"]);
     let body = reply.json();
     let output = body["output"].as_array().unwrap();
@@ -371,15 +356,13 @@ async fn hosted_tools_are_left_out_and_named_and_namespace_and_custom_tools_are_
     assert_eq!(patch["input"], "*** Begin Patch");
 
     // Both come back as the client gives them, answered.
-    let mut input: Vec<Value> = vec![json!({"role": "user", "content": question})];
-    input.extend(output.iter().cloned());
-    input.push(
+    let results = [
         json!({"type": "function_call_output", "call_id": spawn["call_id"], "output": "spawned"}),
-    );
-    input.push(json!({"type": "custom_tool_call_output", "call_id": patch["call_id"], "output": "patched"}));
+        json!({"type": "custom_tool_call_output", "call_id": patch["call_id"], "output": "patched"}),
+    ];
     let second = post(
         &h,
-        &json!({"model": ECHO_MODEL, "store": false, "tools": tools, "input": input}),
+        &with_tools(&tools, continued(question, output, results)),
     )
     .await;
     assert_eq!(second.status, 200, "{}", second.body);
@@ -452,28 +435,15 @@ async fn each_refusal_is_openais_error_naming_the_field() {
             "tools[0].extra",
         ),
     ];
-    for (body, param) in cases {
-        let reply = post(&h, &body).await;
-        let body = reply.json();
-        assert_eq!(body["error"]["type"], "invalid_request_error", "{body}");
-        assert_eq!(error_of(&reply), (400, Value::Null, json!(param)), "{body}");
-    }
-    let unknown = post(&h, &with(ask("x"), "model", json!("gpt-5"))).await;
-    assert_eq!(
-        error_of(&unknown),
-        (404, json!("model_not_found"), json!("model"))
-    );
+    support::assert_each_refused(&h, "/v1/responses", cases.to_vec()).await;
+    let gpt = with(ask("x"), "model", json!("gpt-5"));
+    support::refused_model(&h, "/v1/responses", &gpt).await;
     assert!(
         h.bedrock.requests().is_empty(),
         "nothing refused reached the model"
     );
     // Another method is OpenAI's 405.
-    let wrong = Reply::collected(
-        h.app
-            .handle(harness::json_request("PUT", "/v1/responses", None))
-            .await,
-    )
-    .await;
+    let wrong = support::call(&h, "PUT", "/v1/responses").await;
     assert_eq!(wrong.status, 405);
     assert_eq!(wrong.json()["error"]["code"], "method_not_allowed");
 }
@@ -524,10 +494,7 @@ async fn reasoning_asked_for_with_a_summary_is_a_reasoning_item_before_the_messa
     assert_eq!(s.status, 200, "{}", s.text());
     let events = events_of(&s);
     let kinds = types(&events);
-    let first_text = kinds
-        .iter()
-        .position(|k| *k == "response.output_text.delta")
-        .unwrap();
+    let first_text = first_of(&kinds, "response.output_text.delta");
     let summary: String = events
         .iter()
         .filter(|e| e["type"] == "response.reasoning_summary_text.delta")
@@ -698,11 +665,7 @@ async fn a_kept_response_is_read_back_continued_and_deleted_by_its_owner_only() 
 async fn a_streamed_kept_call_is_continued_with_its_output_alone() {
     let h = harness().await;
     let question = r#"Weather? [[tool:get_weather {"city":"Paris"}]]"#;
-    let s = stream(
-        &h,
-        &json!({"model": ECHO_MODEL, "tools": weather_tool(), "input": question}),
-    )
-    .await;
+    let s = stream(&h, &kept_with_weather(question)).await;
     let events = events_of(&s);
     let completed = &events.last().unwrap()["response"];
     assert_eq!(completed["store"], true);
@@ -809,16 +772,10 @@ async fn the_request_codex_sent_as_recorded_is_answered() {
         .unwrap();
     assert!(text.ends_with("Say hello"), "{text}");
     // Every function tool reached the model, the namespace's by qualified name, and not the hosted web_search.
-    let sent = h.bedrock.requests().last().unwrap().body.clone();
-    let offered: Vec<&str> = sent["toolConfig"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["toolSpec"]["name"].as_str().unwrap())
-        .collect();
-    assert!(offered.contains(&"exec_command"), "{offered:?}");
+    let offered = offered_tools(&h);
+    assert!(offered.contains(&"exec_command".to_string()), "{offered:?}");
     assert!(
-        offered.contains(&"multi_agent_v1__spawn_agent"),
+        offered.contains(&"multi_agent_v1__spawn_agent".to_string()),
         "{offered:?}"
     );
     assert!(
@@ -831,12 +788,7 @@ async fn the_request_codex_sent_as_recorded_is_answered() {
 async fn a_kept_responses_items_are_taken_back_by_reference() {
     let h = harness().await;
     let question = r#"Weather? [[tool:get_weather {"city":"Paris"}]]"#;
-    let first = post(
-        &h,
-        &json!({"model": ECHO_MODEL, "tools": weather_tool(), "input": question}),
-    )
-    .await
-    .json();
+    let first = post(&h, &kept_with_weather(question)).await.json();
     let output = first["output"].as_array().unwrap();
     let call = output
         .iter()

@@ -3,15 +3,15 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use chat_aws::{BedrockModel, DynamoStore};
 use chat_core::SessionStore;
 use chat_stream::App;
-use chat_testing::harness::{self, Backend, OWNER, Streamed, Wired};
+use chat_testing::harness::{self, Backend, OWNER, Streamed};
 use http_body_util::BodyExt;
 use lambda_http::{Body, Request};
 use serde_json::{Value, json};
 
-type Harness = Wired<App<BedrockModel, DynamoStore>>;
+mod support;
+use support::{Harness, with};
 
 /// What the store holds of the chat `chat_id`, as `role: content`; nothing when there is no such chat.
 async fn history(h: &Harness, chat_id: &str) -> Vec<String> {
@@ -51,12 +51,6 @@ async fn stream(h: &Harness, body: Value) -> Streamed {
 
 fn ask(text: &str) -> Value {
     json!({"messages": [{"role": "user", "content": text}]})
-}
-
-/// `body` with `field` set to `value`.
-fn with(mut body: Value, field: &str, value: Value) -> Value {
-    body[field] = value;
-    body
 }
 
 /// A streamed answer's status and content type.
@@ -114,32 +108,9 @@ async fn lines_arrive_as_the_model_sends_them() {
     let h = harness().await;
     let started = SystemTime::now();
     let s = stream(&h, ask("[[deltas:10]] [[delay-ms:200]]")).await;
-    let sent = h.bedrock.requests().last().unwrap().deltas_sent_at.clone();
-    assert_eq!(sent.len(), 10);
-    let arrived: Vec<SystemTime> = s.frames[1..11].iter().map(|(t, _)| *t).collect();
-    let ms = |t: SystemTime| t.duration_since(started).unwrap().as_millis();
-    for (i, (a, s)) in arrived.iter().zip(&sent).enumerate() {
-        println!(
-            "delta {:>2}: sent by the model at {:>5} ms, arrived at {:>5} ms",
-            i + 1,
-            ms(*s),
-            ms(*a)
-        );
-    }
     // Causal order, not speed: each line reaches the client before the model has produced the delta two after it.
     // A buffered answer would arrive only after the last delta.
-    for i in 0..8 {
-        assert!(
-            arrived[i] < sent[i + 2],
-            "line {} arrived after delta {} was sent",
-            i + 1,
-            i + 3
-        );
-    }
-    assert!(
-        arrived[0] < sent[9],
-        "the first line arrives long before the last delta is produced"
-    );
+    support::assert_frames_arrived_as_sent(&h, started, &s.frames[1..11], "line");
 }
 
 #[tokio::test]

@@ -320,9 +320,8 @@ async fn an_override_the_operator_does_not_allow_is_refused_by_name() {
             .await;
         assert_eq!(refused.status, 400, "{path}: {}", refused.body);
         assert!(
-            refused.json()["error"]
-                .as_str()
-                .unwrap()
+            refused
+                .error_message()
                 .starts_with("context.overrides.prompt_template: is not allowed"),
             "{path}: {}",
             refused.body

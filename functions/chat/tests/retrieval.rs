@@ -6,6 +6,7 @@ mod support;
 use chat::App;
 use chat_core::ChatMode;
 use chat_testing::harness::{self, Backend, JwtSigner};
+use chat_testing::setup;
 use lambda_http::http::StatusCode;
 use local_knowledge_base::LocalKnowledgeBase;
 use serde_json::{Value, json};
@@ -363,24 +364,20 @@ fn token(signer: &JwtSigner, claims: Value) -> String {
 }
 
 async fn ask_as(g: &Grounded, token: &str, question: &str, overrides: Value) -> Reply {
-    let mut request = harness::json_request("POST", "/chat", Some(&ask(question, overrides)));
-    request
-        .headers_mut()
-        .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    let request = setup::bearer_request(
+        "POST",
+        "/chat",
+        Some(token),
+        Some(&ask(question, overrides)),
+    );
     Reply::buffered(g.h.app.handle(request).await)
 }
 
 #[tokio::test]
 async fn a_users_documents_reach_that_user_only_in_every_retrieval_mode() {
     let signer = JwtSigner::new("k1");
-    let jwks = signer.jwks_file().to_string_lossy().to_string();
-    let g = grounded(&[
-        ("AUTH_MODE", "jwt"),
-        ("JWT_ISSUER", ISSUER),
-        ("JWT_AUDIENCE", AUDIENCE),
-        ("JWKS_FILE", &jwks),
-    ])
-    .await;
+    let jwks = signer.jwks_path();
+    let g = grounded(&setup::jwt_env(ISSUER, AUDIENCE, &jwks)).await;
     let alice = token(
         &signer,
         json!({"sub": "alice-sub", "oid": "alice", "groups": ["engineering"]}),

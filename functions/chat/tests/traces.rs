@@ -18,8 +18,8 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use binary::{
-    COOKIE_VALUE, Function, LAMBDA_REQUEST_ID, LAMBDA_TRACE_ROOT, SECRET_WORD, SESSION_TOKEN,
-    UnderLambda, backends, first_turn, plain_server, second_turn, url_event,
+    Backends, COOKIE_VALUE, Function, LAMBDA_REQUEST_ID, LAMBDA_TRACE_ROOT, SECRET_WORD,
+    SESSION_TOKEN, UnderLambda, backends, first_turn, plain_server, second_turn, url_event,
 };
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::KeyValue;
@@ -282,17 +282,24 @@ async fn under_lambda_every_line_of_a_turn_carries_its_ids_and_each_call_closes_
     );
 }
 
-#[tokio::test]
-async fn under_lambda_a_turns_spans_reach_the_collector_before_the_next_event() {
+/// The backends, a collector, and the function's environment exporting its spans to that collector with the batch
+/// processor's timer held off (so that only a flush sends them).
+async fn traced_without_timer() -> (Backends, Collector, Vec<(String, String)>) {
     let backends = backends().await;
     let collector = Collector::start().await;
-    let token = backends.token();
     let mut env = backends.env.clone();
     env.push((
         "OTEL_EXPORTER_OTLP_ENDPOINT".to_string(),
         collector.endpoint.clone(),
     ));
     env.push((NO_TIMER.0.to_string(), NO_TIMER.1.to_string()));
+    (backends, collector, env)
+}
+
+#[tokio::test]
+async fn under_lambda_a_turns_spans_reach_the_collector_before_the_next_event() {
+    let (backends, collector, env) = traced_without_timer().await;
+    let token = backends.token();
     let mut lambda = UnderLambda::start(url_event(&first_turn(), &token), &env, "TRACE").await;
     assert_eq!(lambda.answer().await["statusCode"], 200);
     // The function now waits for its next event (which never comes), as a frozen Lambda environment would: the
@@ -526,15 +533,8 @@ fn completions_exported(spans: &[(String, Span)]) -> Vec<Option<String>> {
 
 #[tokio::test]
 async fn under_lambda_an_openai_clients_user_and_metadata_reach_the_trace_and_no_log_line() {
-    let backends = backends().await;
-    let collector = Collector::start().await;
+    let (backends, collector, env) = traced_without_timer().await;
     let token = backends.token();
-    let mut env = backends.env.clone();
-    env.push((
-        "OTEL_EXPORTER_OTLP_ENDPOINT".to_string(),
-        collector.endpoint.clone(),
-    ));
-    env.push((NO_TIMER.0.to_string(), NO_TIMER.1.to_string()));
     let mut event = url_event(&completion_body(), &token);
     event["rawPath"] = "/v1/chat/completions".into();
     event["requestContext"]["http"]["path"] = "/v1/chat/completions".into();

@@ -6,14 +6,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chat_app::Config;
 use chat_aws::{BedrockModel, DynamoStore};
 use chat_core::{ApiKeyStore, NewApiKey};
 use chat_edge::{ApiKeySettings, ApiKeys, Auth};
-use chat_testing::harness::{self, JwtSigner, Reply};
-use lambda_http::Request;
+use chat_testing::harness::{self, Backend, JwtSigner, Reply};
+use chat_testing::setup;
 use local_bedrock::LocalBedrock;
-use local_dynamodb::LocalDynamo;
 use serde_json::{Value, json};
 
 const ISSUER: &str = "https://issuer.test";
@@ -40,19 +38,15 @@ const CACHE: Duration = Duration::from_secs(2);
 
 async fn world() -> World {
     let signer = JwtSigner::new("key-1");
-    let jwks = signer.jwks_file().to_string_lossy().to_string();
-    let env = [
-        ("AUTH_MODE", "jwt"),
-        ("JWT_ISSUER", ISSUER),
-        ("JWT_AUDIENCE", AUDIENCE),
-        ("JWKS_FILE", jwks.as_str()),
-        ("MODEL_ID", "local.echo-v1:0"),
-    ];
-    let config = Config::from_pairs(&env).unwrap();
-    let bedrock = LocalBedrock::start().await.unwrap();
+    let jwks = signer.jwks_path();
+    // The echo model of the local Bedrock server, a fresh table.
+    let env = setup::jwt_env(ISSUER, AUDIENCE, &jwks);
+    let Backend {
+        bedrock,
+        store,
+        config,
+    } = Backend::start(&env).await;
     let sdk = bedrock.sdk_config().await;
-    let (client, table) = LocalDynamo::shared().fresh_table().await;
-    let store = DynamoStore::new(client, table, None);
     let model = || BedrockModel::new(&sdk, config.model_timeout);
     // Each function instance has its own cache, as each Lambda instance does.
     let keyed = |cache_life: Duration| -> Auth {
@@ -90,16 +84,6 @@ async fn world() -> World {
     }
 }
 
-fn request(method: &str, path: &str, bearer: Option<&str>, body: Option<Value>) -> Request {
-    let mut request = harness::json_request(method, path, body.as_ref());
-    if let Some(t) = bearer {
-        request
-            .headers_mut()
-            .insert("authorization", format!("Bearer {t}").parse().unwrap());
-    }
-    request
-}
-
 impl World {
     async fn send(
         &self,
@@ -108,7 +92,7 @@ impl World {
         bearer: Option<&str>,
         body: Option<Value>,
     ) -> Reply {
-        let req = request(method, path, bearer, body);
+        let req = setup::bearer_request(method, path, bearer, body.as_ref());
         if path == "/chat/stream" {
             Reply::collected(self.stream.handle(req).await).await
         } else if ["/chat-history", "/api-keys", "/usage"]
@@ -138,7 +122,7 @@ impl World {
 
     /// `GET /chat-history` on the other instance, as the holder of `bearer`: the status.
     async fn other_instance_status(&self, bearer: &str) -> u16 {
-        let req = request("GET", "/chat-history?mode=standard", Some(bearer), None);
+        let req = setup::bearer_request("GET", "/chat-history?mode=standard", Some(bearer), None);
         Reply::buffered(self.other_history.handle(req).await)
             .status
             .as_u16()
@@ -187,14 +171,9 @@ async fn a_key_acts_as_its_owner_on_every_function() {
     let by_jwt = w
         .send("GET", "/chat-history?mode=standard", Some(&w.alice), None)
         .await;
-    let ids: Vec<String> = by_jwt
-        .json()
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["id"].as_str().unwrap().to_string())
-        .collect();
-    assert!(ids.contains(&chat_id), "{ids:?}");
+    let listed = by_jwt.json();
+    let ids = harness::texts_of(&listed, "id");
+    assert!(ids.contains(&chat_id.as_str()), "{ids:?}");
     assert_eq!(ids.len(), 2, "both turns' chats are alice's");
     // Its turns are counted as alice's: her JWT reads them in her usage, and so does the key.
     let usage = w.send("GET", "/usage", Some(&w.alice), None).await;
@@ -307,14 +286,8 @@ async fn unknown_expired_and_revoked_keys_get_401() {
 #[tokio::test]
 async fn keys_are_made_listed_and_revoked_by_their_owner_only() {
     let w = world().await;
-    let reply = w
-        .send(
-            "POST",
-            "/api-keys",
-            Some(&w.alice),
-            Some(json!({"name": "  ci  ", "expires_in_days": 30})),
-        )
-        .await;
+    let ci = json!({"name": "  ci  ", "expires_in_days": 30});
+    let reply = w.send("POST", "/api-keys", Some(&w.alice), Some(ci)).await;
     assert_eq!(reply.status, 201, "{}", reply.body);
     let created = reply.json();
     let mut fields: Vec<_> = created.as_object().unwrap().keys().cloned().collect();

@@ -8,13 +8,15 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chat_aws::{BedrockKnowledgeBase, BedrockModel, DynamoStore, KnowledgeBaseDocuments};
-use chat_core::{DocumentSettings, Documents, StoreTimeouts};
+use chat_aws::{BedrockKnowledgeBase, BedrockModel, DynamoStore};
+use chat_core::{DocumentSettings, Documents};
 use chat_testing::harness::{self, Backend, JwtSigner, Reply};
-use lambda_http::{Body, Request};
-use local_dynamodb::LocalDynamo;
-use local_knowledge_base::{DATA_SOURCE_ID, DocumentSource, LocalKnowledgeBase, simple_pdf};
+use chat_testing::setup::{self, DocumentIndex};
+use lambda_http::Request;
+use local_knowledge_base::{LocalKnowledgeBase, simple_pdf};
 use serde_json::{Value, json};
+
+mod support;
 
 const ISSUER: &str = "https://issuer.documents.test";
 const AUDIENCE: &str = "chat-backend";
@@ -53,40 +55,16 @@ impl Who {
 
 async fn world() -> World {
     let signer = JwtSigner::new("documents");
-    let jwks = signer.jwks_file().to_string_lossy().to_string();
-    let env = [
-        ("AUTH_MODE", "jwt"),
-        ("JWT_ISSUER", ISSUER),
-        ("JWT_AUDIENCE", AUDIENCE),
-        ("JWKS_FILE", jwks.as_str()),
+    let jwks = signer.jwks_path();
+    let mut env = setup::jwt_env(ISSUER, AUDIENCE, &jwks);
+    env.extend([
         ("KNOWLEDGE_BASE_ID", KB_ID),
         ("QUERY_REWRITE", "false"),
         ("DOCUMENT_ADMIN_GROUP", "doc-admins"),
-    ];
+    ]);
     let backend = Backend::start(&env).await;
-    let moto = LocalDynamo::shared().sdk_config().await;
-    let kb = LocalKnowledgeBase::start_with(
-        "127.0.0.1:0".parse().unwrap(),
-        KB_ID,
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../samples/knowledge-base"),
-        DocumentSource {
-            s3: Some(moto.clone()),
-            ingest_delay_ms: 50,
-        },
-    )
-    .await
-    .unwrap();
+    let DocumentIndex { kb, index, .. } = setup::document_index(KB_ID, "docs", 50).await;
     let agent = kb.sdk_config().await;
-    let index = KnowledgeBaseDocuments::from_config(
-        &moto,
-        &agent,
-        &format!("docs-{}", uuid::Uuid::new_v4().simple()),
-        KB_ID,
-        DATA_SOURCE_ID,
-        Duration::from_secs(10),
-        StoreTimeouts::default(),
-    );
-    index.ensure_bucket().await.unwrap();
     let config = &backend.config;
     let d = &config.documents;
     let documents = Documents::new(
@@ -120,19 +98,17 @@ async fn world() -> World {
 }
 
 impl World {
+    fn token(&self, who: Who) -> String {
+        self.signer
+            .token_with(ISSUER, AUDIENCE, |_| {}, who.claims())
+    }
+
     fn bearer(&self, who: Who) -> String {
-        format!(
-            "Bearer {}",
-            self.signer
-                .token_with(ISSUER, AUDIENCE, |_| {}, who.claims())
-        )
+        format!("Bearer {}", self.token(who))
     }
 
     fn request(&self, who: Who, method: &str, path: &str) -> Request {
-        let mut r = harness::json_request(method, path, None);
-        r.headers_mut()
-            .insert("authorization", self.bearer(who).parse().unwrap());
-        r
+        setup::bearer_request(method, path, Some(&self.token(who)), None)
     }
 
     async fn call(&self, request: Request) -> Reply {
@@ -140,34 +116,19 @@ impl World {
     }
 
     async fn upload(&self, who: Who, files: &[(&str, &[u8])], fields: &[(&str, &str)]) -> Reply {
-        let mut body = Vec::new();
-        for (name, value) in fields {
-            body.extend_from_slice(
-                format!("--{BOUNDARY}\r\ncontent-disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n")
-                    .as_bytes(),
-            );
-        }
-        for (file, bytes) in files {
-            body.extend_from_slice(
-                format!(
-                    "--{BOUNDARY}\r\ncontent-disposition: form-data; name=\"files\"; filename=\"{file}\"\r\ncontent-type: application/octet-stream\r\n\r\n"
-                )
-                .as_bytes(),
-            );
-            body.extend_from_slice(bytes);
-            body.extend_from_slice(b"\r\n");
-        }
-        body.extend_from_slice(format!("--{BOUNDARY}--\r\n").as_bytes());
-        let request = lambda_http::http::Request::builder()
-            .method("POST")
-            .uri("/documents")
-            .header(
-                "content-type",
-                format!("multipart/form-data; boundary={BOUNDARY}"),
+        let fields = fields.iter().map(|(name, value)| {
+            let headers = format!("content-disposition: form-data; name=\"{name}\"");
+            (headers, value.as_bytes())
+        });
+        let files = files.iter().map(|(file, bytes)| {
+            (
+                support::file_headers(file, "application/octet-stream"),
+                *bytes,
             )
-            .header("authorization", self.bearer(who))
-            .body(Body::Binary(body))
-            .unwrap();
+        });
+        let body = support::multipart_body(BOUNDARY, fields.chain(files));
+        let request =
+            support::multipart_request("/documents", BOUNDARY, Some(self.bearer(who)), body);
         self.call(request).await
     }
 
@@ -252,13 +213,8 @@ async fn alices_upload_goes_pending_to_indexed_grounds_her_answers_and_bob_reach
     // Her list: both, newest first.
     let list = w.call(w.request(Who::Alice, "GET", "/documents")).await;
     assert_eq!(list.status, 200);
-    let names: Vec<String> = list
-        .json()
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["name"].as_str().unwrap().into())
-        .collect();
+    let listed = list.json();
+    let names = harness::texts_of(&listed, "name");
     assert_eq!(names, ["Paddles.pdf", "Kayak_Fleet.md"]);
 
     // Her answer cites them; Bob's holds neither name nor word of them.

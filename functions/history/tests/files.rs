@@ -10,8 +10,10 @@ use chat_core::{AttachmentStore, ChatMode};
 use chat_edge::Auth;
 use chat_testing::bytes::PNG;
 use chat_testing::harness::{self, Backend, OWNER, Reply, Streamed};
-use lambda_http::{Body, Request};
+use lambda_http::Request;
 use serde_json::{Value, json};
+
+mod support;
 
 const BOUNDARY: &str = "---Part-files-test";
 /// A minimal PDF.
@@ -69,38 +71,23 @@ async fn world_with(env: &[(&str, &str)]) -> World {
 
 /// A multipart body: the `json` part as the official client writes it, then each file part.
 fn multipart(request: &Value, files: &[(&str, Option<&str>, &str, &[u8])]) -> Vec<u8> {
-    let mut out = Vec::new();
-    out.extend_from_slice(
-        format!(
-            "--{BOUNDARY}\r\nContent-Disposition: form-data; name=json\r\nContent-Type: application/json\r\n\r\n{request}\r\n"
-        )
-        .as_bytes(),
+    let json = request.to_string();
+    let json_part = (
+        "Content-Disposition: form-data; name=json\r\nContent-Type: application/json".to_string(),
+        json.as_bytes(),
     );
-    for (name, filename, content_type, bytes) in files {
+    let file_parts = files.iter().map(|(name, filename, content_type, bytes)| {
         let filename = filename.map_or(String::new(), |f| format!("; filename=\"{f}\""));
-        out.extend_from_slice(
-            format!(
-                "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"{name}\"{filename}\r\nContent-Type: {content_type}\r\n\r\n"
-            )
-            .as_bytes(),
+        let headers = format!(
+            "Content-Disposition: form-data; name=\"{name}\"{filename}\r\nContent-Type: {content_type}"
         );
-        out.extend_from_slice(bytes);
-        out.extend_from_slice(b"\r\n");
-    }
-    out.extend_from_slice(format!("--{BOUNDARY}--\r\n").as_bytes());
-    out
+        (headers, *bytes)
+    });
+    support::multipart_body(BOUNDARY, std::iter::once(json_part).chain(file_parts))
 }
 
 fn multipart_request(path: &str, body: Vec<u8>) -> Request {
-    lambda_http::http::Request::builder()
-        .method("POST")
-        .uri(path)
-        .header(
-            "content-type",
-            format!("multipart/form-data; boundary={BOUNDARY}"),
-        )
-        .body(Body::from(body))
-        .unwrap()
+    support::multipart_request(path, BOUNDARY, None, body)
 }
 
 fn both_files() -> Vec<(

@@ -106,11 +106,11 @@ async fn a_rename_answers_the_chat_with_its_new_title_and_changes_nothing_else()
 
 #[tokio::test]
 async fn a_rename_that_is_not_one_is_refused_and_changes_nothing() {
-    let w = world(&[
+    const LIMITS: [(&str, &str); 2] = [
         ("MAX_TITLE_CHARS", "20"),
         ("MAX_HISTORY_BODY_BYTES", "2000"),
-    ])
-    .await;
+    ];
+    let w = world(&LIMITS).await;
     let chat = create(&w, "standard", "Kept").await;
     let id = chat["id"].as_str().unwrap().to_string();
     let path = format!("/chat-history/{id}");

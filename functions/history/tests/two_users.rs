@@ -1,13 +1,11 @@
 //! Identity across all three functions, in JWT mode with signing keys this test makes: callers without valid
 //! tokens get 401, and user B gets 404 on every route and method touching user A's chat, which stays unchanged.
 
-use chat_app::Config;
 use chat_aws::{BedrockModel, DynamoStore};
-use chat_testing::harness::{self, JwtSigner, Reply};
+use chat_testing::harness::{self, Backend, JwtSigner, Reply};
+use chat_testing::setup;
 use jsonwebtoken::Header;
-use lambda_http::Request;
 use local_bedrock::LocalBedrock;
-use local_dynamodb::LocalDynamo;
 use serde_json::{Value, json};
 
 const ISSUER: &str = "https://issuer.test";
@@ -48,40 +46,21 @@ struct World {
 
 async fn world() -> World {
     let signer = signer("key-1");
-    let jwks = signer.jwks_file().to_string_lossy().to_string();
-    let env = [
-        ("AUTH_MODE", "jwt"),
-        ("JWT_ISSUER", ISSUER),
-        ("JWT_AUDIENCE", AUDIENCE),
-        ("JWKS_FILE", jwks.as_str()),
-        ("MODEL_ID", "local.echo-v1:0"),
-    ];
-    let config = Config::from_pairs(&env).unwrap();
-    let bedrock = LocalBedrock::start().await.unwrap();
-    let sdk = bedrock.sdk_config().await;
-    let (client, table) = LocalDynamo::shared().fresh_table().await;
-    let store = DynamoStore::new(client, table, None);
-    let model = || BedrockModel::new(&sdk, config.model_timeout);
+    let jwks = signer.jwks_path();
+    // The echo model of the local Bedrock server, a fresh table; every function with the same JWT settings.
+    let env = setup::jwt_env(ISSUER, AUDIENCE, &jwks);
     let auth = || harness::auth_from(&env);
+    let b = Backend::start(&env).await;
+    let (store, config) = (&b.store, &b.config);
     World {
-        chat: chat::App::new(model(), store.clone(), auth(), config.clone()),
-        stream: chat_stream::App::new(model(), store.clone(), auth(), config.clone()),
-        history: history::App::new(store, auth(), &config),
+        chat: chat::App::new(b.model().await, store.clone(), auth(), config.clone()),
+        stream: chat_stream::App::new(b.model().await, store.clone(), auth(), config.clone()),
+        history: history::App::new(store.clone(), auth(), config),
         alice: token(&signer, "alice", AUDIENCE, 3600),
         bob: token(&signer, "bob", AUDIENCE, 3600),
-        _bedrock: bedrock,
+        _bedrock: b.bedrock,
         signer,
     }
-}
-
-fn request(method: &str, path: &str, token: Option<&str>, body: Option<Value>) -> Request {
-    let mut request = harness::json_request(method, path, body.as_ref());
-    if let Some(t) = token {
-        request
-            .headers_mut()
-            .insert("authorization", format!("Bearer {t}").parse().unwrap());
-    }
-    request
 }
 
 impl World {
@@ -93,7 +72,7 @@ impl World {
         token: Option<&str>,
         body: Option<Value>,
     ) -> (u16, String) {
-        let req = request(method, path, token, body);
+        let req = setup::bearer_request(method, path, token, body.as_ref());
         let reply = if path.starts_with("/chat-history") {
             Reply::buffered(self.history.handle(req).await)
         } else if path == "/chat/stream" {
@@ -378,7 +357,10 @@ async fn the_list_pages_with_a_cursor_in_a_header() {
     let mut titles = Vec::new();
     let mut path = "/chat-history?mode=standard&limit=2".to_string();
     loop {
-        let response = w.history.handle(request("GET", &path, alice, None)).await;
+        let response = w
+            .history
+            .handle(setup::bearer_request("GET", &path, alice, None))
+            .await;
         let next = response
             .headers()
             .get(history::NEXT_CURSOR_HEADER)
@@ -475,16 +457,26 @@ async fn signing_keys_can_come_from_a_jwks_url() {
     let auth = harness::auth_from(&env);
     let good = token(&signer, "carol", AUDIENCE, 3600);
     assert_eq!(
-        auth.caller(&request("GET", "/chat-history", Some(&good), None))
-            .await
-            .unwrap(),
+        auth.caller(&setup::bearer_request(
+            "GET",
+            "/chat-history",
+            Some(&good),
+            None
+        ))
+        .await
+        .unwrap(),
         format!("jwt:{ISSUER}:carol")
     );
     let stranger = signer_token_with_other_kid();
     assert!(
-        auth.caller(&request("GET", "/chat-history", Some(&stranger), None))
-            .await
-            .is_err()
+        auth.caller(&setup::bearer_request(
+            "GET",
+            "/chat-history",
+            Some(&stranger),
+            None
+        ))
+        .await
+        .is_err()
     );
 }
 

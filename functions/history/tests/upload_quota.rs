@@ -6,15 +6,17 @@
 //! uploads are not limited.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use chat_aws::{DynamoStore, KnowledgeBaseDocuments};
-use chat_core::{DocumentSettings, Documents, StoreTimeouts};
+use chat_aws::DynamoStore;
+use chat_core::{DocumentSettings, Documents};
 use chat_testing::harness::{self, Backend, JwtSigner, Reply};
-use lambda_http::{Body, Request};
+use chat_testing::setup::{self, DocumentIndex};
+use lambda_http::Request;
 use local_dynamodb::LocalDynamo;
-use local_knowledge_base::{DATA_SOURCE_ID, DocumentSource, LocalKnowledgeBase};
+use local_knowledge_base::LocalKnowledgeBase;
 use serde_json::{Value, json};
+
+mod support;
 
 const ISSUER: &str = "https://issuer.upload-quota.test";
 const AUDIENCE: &str = "chat-backend";
@@ -22,52 +24,26 @@ const KB_ID: &str = "QUOTAKB001";
 const BOUNDARY: &str = "---upload-quota-boundary";
 
 struct World {
-    _kb: LocalKnowledgeBase,
-    _backend: Backend,
-    signer: JwtSigner,
     history: history::App<DynamoStore>,
+    signer: JwtSigner,
+    /// Where the uploads' bytes are put.
     s3: aws_sdk_s3::Client,
     bucket: String,
+    /// The knowledge base and the backends, kept running.
+    _running: (LocalKnowledgeBase, Backend),
 }
 
 /// The history function with documents on, its uploads counted in the chats table's usage counters as the
 /// composition root wires them, configured with `quotas` (the `QUOTA_UPLOADED_…` variables).
 async fn world(quotas: &[(&str, &str)]) -> World {
     let signer = JwtSigner::new("upload-quota");
-    let jwks = signer.jwks_file().to_string_lossy().to_string();
-    let mut env = vec![
-        ("AUTH_MODE", "jwt"),
-        ("JWT_ISSUER", ISSUER),
-        ("JWT_AUDIENCE", AUDIENCE),
-        ("JWKS_FILE", jwks.as_str()),
-        ("KNOWLEDGE_BASE_ID", KB_ID),
-    ];
+    let jwks = signer.jwks_path();
+    let mut env = setup::jwt_env(ISSUER, AUDIENCE, &jwks);
+    env.push(("KNOWLEDGE_BASE_ID", KB_ID));
     env.extend_from_slice(quotas);
     let backend = Backend::start(&env).await;
+    let DocumentIndex { kb, index, bucket } = setup::document_index(KB_ID, "quota", 50).await;
     let moto = LocalDynamo::shared().sdk_config().await;
-    let kb = LocalKnowledgeBase::start_with(
-        "127.0.0.1:0".parse().unwrap(),
-        KB_ID,
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../samples/knowledge-base"),
-        DocumentSource {
-            s3: Some(moto.clone()),
-            ingest_delay_ms: 50,
-        },
-    )
-    .await
-    .unwrap();
-    let agent = kb.sdk_config().await;
-    let bucket = format!("quota-{}", uuid::Uuid::new_v4().simple());
-    let index = KnowledgeBaseDocuments::from_config(
-        &moto,
-        &agent,
-        &bucket,
-        KB_ID,
-        DATA_SOURCE_ID,
-        Duration::from_secs(10),
-        StoreTimeouts::default(),
-    );
-    index.ensure_bucket().await.unwrap();
     let config = &backend.config;
     let documents = Documents::new(
         Arc::new(backend.store.documents()),
@@ -79,8 +55,7 @@ async fn world(quotas: &[(&str, &str)]) -> World {
         .with_usage(Some(backend.ledger()))
         .with_documents(Some(documents));
     World {
-        _kb: kb,
-        _backend: backend,
+        _running: (kb, backend),
         signer,
         history,
         s3: aws_sdk_s3::Client::new(&moto),
@@ -89,19 +64,17 @@ async fn world(quotas: &[(&str, &str)]) -> World {
 }
 
 impl World {
+    fn token(&self, who: &str) -> String {
+        self.signer
+            .token_with(ISSUER, AUDIENCE, |_| {}, json!({"sub": who, "oid": who}))
+    }
+
     fn bearer(&self, who: &str) -> String {
-        format!(
-            "Bearer {}",
-            self.signer
-                .token_with(ISSUER, AUDIENCE, |_| {}, json!({"sub": who, "oid": who}))
-        )
+        format!("Bearer {}", self.token(who))
     }
 
     fn request(&self, who: &str, method: &str, path: &str) -> Request {
-        let mut r = harness::json_request(method, path, None);
-        r.headers_mut()
-            .insert("authorization", self.bearer(who).parse().unwrap());
-        r
+        setup::bearer_request(method, path, Some(&self.token(who)), None)
     }
 
     async fn call(&self, request: Request) -> Reply {
@@ -110,29 +83,20 @@ impl World {
 
     /// `who` uploads Markdown files of `sizes` bytes each.
     async fn upload(&self, who: &str, sizes: &[usize]) -> Reply {
-        let mut body = Vec::new();
-        for (i, size) in sizes.iter().enumerate() {
-            body.extend_from_slice(
-                format!(
-                    "--{BOUNDARY}\r\ncontent-disposition: form-data; name=\"files\"; filename=\"note{i}.md\"\r\ncontent-type: text/markdown\r\n\r\n"
-                )
-                .as_bytes(),
-            );
-            body.extend(std::iter::repeat_n(b'a', *size));
-            body.extend_from_slice(b"\r\n");
-        }
-        body.extend_from_slice(format!("--{BOUNDARY}--\r\n").as_bytes());
-        let request = lambda_http::http::Request::builder()
-            .method("POST")
-            .uri("/documents")
-            .header(
-                "content-type",
-                format!("multipart/form-data; boundary={BOUNDARY}"),
-            )
-            .header("authorization", self.bearer(who))
-            .body(Body::Binary(body))
-            .unwrap();
-        self.call(request).await
+        let notes: Vec<Vec<u8>> = sizes.iter().map(|size| vec![b'a'; *size]).collect();
+        let parts = notes.iter().enumerate().map(|(i, note)| {
+            let headers = support::file_headers(&format!("note{i}.md"), "text/markdown");
+            (headers, note.as_slice())
+        });
+        let body = support::multipart_body(BOUNDARY, parts);
+        let authorization = Some(self.bearer(who));
+        self.call(support::multipart_request(
+            "/documents",
+            BOUNDARY,
+            authorization,
+            body,
+        ))
+        .await
     }
 
     /// How many documents `who`'s list holds.
@@ -228,11 +192,11 @@ async fn under_two_documents_a_day_the_third_is_refused_with_nothing_stored_and_
 
 #[tokio::test]
 async fn a_byte_limit_refuses_an_upload_the_count_would_allow() {
-    let w = world(&[
-        ("QUOTA_UPLOADED_DOCUMENTS_PER_DAY", "10"),
+    let quotas = [
         ("QUOTA_UPLOADED_BYTES_PER_DAY", "1000"),
-    ])
-    .await;
+        ("QUOTA_UPLOADED_DOCUMENTS_PER_DAY", "10"),
+    ];
+    let w = world(&quotas).await;
     assert_eq!(w.upload("alice", &[600]).await.status, 201);
     let over = w.upload("alice", &[300, 200]).await;
     assert_refused(&over, "only 400 bytes of your 1000 bytes a day is left");

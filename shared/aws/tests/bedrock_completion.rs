@@ -12,9 +12,9 @@ use chat_core::{
     InferenceSettings, Message, ModelError, ModelEvent, ModelMessage, ModelOptions, ModelRequest,
     ModelStream, Reasoning, ReasoningBlock, ReasoningEffort, ReasoningStyle, ResponseFormat, Role,
     SessionStore, StopReason, Tool, ToolBounds, ToolCall, ToolChoice, ToolExchange, ToolFuture,
-    ToolListing, ToolOutput, ToolResult, ToolSource, ToolSpec, ToolStatus, TurnInput,
+    ToolOutput, ToolResult, ToolSpec, ToolStatus, TurnInput,
 };
-use chat_testing::InMemoryStore;
+use chat_testing::{FixedTools, InMemoryStore};
 use local_bedrock::LocalBedrock;
 use local_dynamodb::LocalDynamo;
 use serde_json::{Value, json};
@@ -306,25 +306,14 @@ impl Tool for Add {
     }
 }
 
-struct Tools;
-
-impl ToolSource for Tools {
-    fn list<'a>(
-        &'a self,
-        _caller: &'a Caller,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ToolListing> + Send + 'a>> {
-        Box::pin(async {
-            ToolListing {
-                tools: vec![Arc::new(Add(ToolSpec {
-                    strict: false,
-                    name: "add".into(),
-                    description: "Adds a and b.".into(),
-                    input_schema: json!({"type": "object"}),
-                })) as Arc<dyn Tool>],
-                unavailable: Vec::new(),
-            }
-        })
-    }
+/// The tools the model may call: `add`.
+fn tools() -> FixedTools {
+    FixedTools::new(vec![Arc::new(Add(ToolSpec {
+        strict: false,
+        name: "add".into(),
+        description: "Adds a and b.".into(),
+        input_schema: json!({"type": "object"}),
+    }))])
 }
 
 fn settings() -> ChatSettings {
@@ -342,6 +331,16 @@ fn thinking_turn(text: &str) -> TurnInput {
     input
 }
 
+/// The local Bedrock server, and a service on it with the server's tools on and [`tools`].
+async fn with_server_tools() -> (LocalBedrock, ChatService<BedrockModel, InMemoryStore>) {
+    let (server, model) = start().await;
+    let mut s = settings();
+    s.openai_server_tools = true;
+    let service = ChatService::new(model, InMemoryStore::new(), s)
+        .with_tools(vec![Arc::new(tools())], ToolBounds::default());
+    (server, service)
+}
+
 /// The first content block of the assistant message of request `i`'s messages at `at`.
 fn first_block(server: &LocalBedrock, i: usize, at: usize) -> Value {
     server.requests()[i].body["messages"][at]["content"][0].clone()
@@ -349,11 +348,7 @@ fn first_block(server: &LocalBedrock, i: usize, at: usize) -> Value {
 
 #[tokio::test]
 async fn within_a_turn_the_signed_reasoning_goes_back_with_the_server_tools_calls() {
-    let (server, model) = start().await;
-    let mut s = settings();
-    s.openai_server_tools = true;
-    let service = ChatService::new(model, InMemoryStore::new(), s)
-        .with_tools(vec![Arc::new(Tools)], ToolBounds::default());
+    let (server, service) = with_server_tools().await;
     let answer = service
         .answer(
             &Caller::owner("alice"),
@@ -452,18 +447,13 @@ async fn across_the_clients_round_trip_the_reasoning_kept_in_dynamodb_goes_back(
 
 #[tokio::test]
 async fn a_redacted_reasoning_block_goes_back_as_it_came_beside_the_signed_one() {
-    let (server, model) = start().await;
-    let mut s = settings();
-    s.openai_server_tools = true;
-    let service = ChatService::new(model, InMemoryStore::new(), s)
-        .with_tools(vec![Arc::new(Tools)], ToolBounds::default());
+    let (server, service) = with_server_tools().await;
+    let (alice, redacted) = (
+        Caller::owner("alice"),
+        thinking_turn(r#"What is 2 + 3? [[tool:add {"a": 2, "b": 3}]] [[redacted-reasoning]]"#),
+    );
     let answer = service
-        .answer(
-            &Caller::owner("alice"),
-            &thinking_turn(
-                r#"What is 2 + 3? [[tool:add {"a": 2, "b": 3}]] [[redacted-reasoning]]"#,
-            ),
-        )
+        .answer(&alice, &redacted)
         .await
         .expect("Bedrock takes the reasoning back");
     assert!(answer.reasoning_redacted);
@@ -485,12 +475,7 @@ async fn a_redacted_reasoning_block_goes_back_as_it_came_beside_the_signed_one()
     assert!(asked[3]["toolUse"].is_object(), "{asked}");
     // Streamed: the signature and the redacted bytes come as deltas, and go back alike.
     let mut turn = service
-        .stream(
-            &Caller::owner("alice"),
-            &thinking_turn(
-                r#"What is 2 + 3? [[tool:add {"a": 2, "b": 3}]] [[redacted-reasoning]]"#,
-            ),
-        )
+        .stream(&alice, &redacted)
         .await
         .expect("Bedrock takes the reasoning back");
     let mut text = String::new();

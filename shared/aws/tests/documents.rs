@@ -5,7 +5,6 @@
 //! ingestion that cannot happen leaves nothing behind. The adapters also pass the documents' contract, as the
 //! in-memory ports do in chat-testing.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,8 +16,7 @@ use chat_core::{
 };
 use chat_testing::document_contract::Subject;
 use local_dynamodb::LocalDynamo;
-use local_knowledge_base::{DocumentSource, LocalKnowledgeBase, simple_pdf};
-use serde_json::json;
+use local_knowledge_base::{LocalKnowledgeBase, simple_pdf};
 
 const KB_ID: &str = "DOCSKB0001";
 const DATA_SOURCE: &str = "LOCALDATA1";
@@ -41,17 +39,9 @@ async fn index_with(
     aws_config::SdkConfig,
 ) {
     let moto = LocalDynamo::shared().sdk_config().await;
-    let kb = LocalKnowledgeBase::start_with(
-        "127.0.0.1:0".parse().unwrap(),
-        KB_ID,
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../samples/knowledge-base"),
-        DocumentSource {
-            s3: Some(moto.clone()),
-            ingest_delay_ms: 50,
-        },
-    )
-    .await
-    .unwrap();
+    let kb = LocalKnowledgeBase::start_over_s3(KB_ID, &moto, 50)
+        .await
+        .unwrap();
     let agent = kb.sdk_config().await;
     let index = KnowledgeBaseDocuments::from_config(
         &moto,
@@ -122,17 +112,7 @@ fn file(name: &str, bytes: impl Into<Bytes>) -> NewDocument {
 
 /// The caller's access filter, as search builds it: their oid, their groups, everyone.
 fn filter_of(caller: &Caller) -> MetadataFilter {
-    let mut any = vec![MetadataFilter::ListContains {
-        key: "oids".into(),
-        value: json!(caller.oid.clone().unwrap()),
-    }];
-    for g in caller.groups.iter().map(String::as_str).chain(["everyone"]) {
-        any.push(MetadataFilter::ListContains {
-            key: "groups".into(),
-            value: json!(g),
-        });
-    }
-    MetadataFilter::OrAll(any)
+    chat_testing::filters::access_filter(caller)
 }
 
 /// The file names `caller` finds for `query`.

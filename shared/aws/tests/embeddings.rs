@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use chat_aws::BedrockEmbedder;
-use chat_core::{Embedder, EmbeddingProfile, ModelError, estimate_tokens};
+use chat_core::{Embedded, Embedder, EmbeddingProfile, ModelError, estimate_tokens};
 use local_bedrock::LocalBedrock;
 use local_bedrock::embeddings::{tokens_of, vector_of};
 use serde_json::Value;
@@ -13,6 +13,26 @@ use serde_json::Value;
 const TITAN: &str = "amazon.titan-embed-text-v2:0";
 const COHERE: &str = "cohere.embed-english-v3";
 const COHERE_V4: &str = "cohere.embed-v4:0";
+
+/// `texts` embedded by `model` in `dimensions`, which must be one vector a text, in their order, each the one the
+/// local server makes of its text.
+async fn embedded_in_order(
+    embedder: &BedrockEmbedder,
+    model: &str,
+    texts: &[String],
+    dimensions: u32,
+) -> Embedded {
+    let profile = EmbeddingProfile::of(model).unwrap();
+    let embedded = embedder
+        .embed(model, profile, texts, dimensions)
+        .await
+        .unwrap();
+    assert_eq!(embedded.vectors.len(), texts.len());
+    for (text, vector) in texts.iter().zip(&embedded.vectors) {
+        assert_eq!(vector, &vector_of(text, dimensions as usize), "{text}");
+    }
+    embedded
+}
 
 async fn start() -> (LocalBedrock, BedrockEmbedder) {
     let server = LocalBedrock::start().await.expect("the server starts");
@@ -37,17 +57,12 @@ fn texts(n: usize) -> Vec<String> {
 #[tokio::test]
 async fn titan_embeds_one_text_per_call_in_the_dimensions_asked() {
     let (server, embedder) = start().await;
-    let profile = EmbeddingProfile::of(TITAN).unwrap();
     let texts = vec![
         "the quick brown fox".to_string(),
         "jumps".to_string(),
         "over the dog".to_string(),
     ];
-    let embedded = embedder.embed(TITAN, profile, &texts, 256).await.unwrap();
-    assert_eq!(embedded.vectors.len(), 3);
-    for (text, vector) in texts.iter().zip(&embedded.vectors) {
-        assert_eq!(vector, &vector_of(text, 256), "{text}");
-    }
+    let embedded = embedded_in_order(&embedder, TITAN, &texts, 256).await;
     // Titan counts the tokens it read: the server's whitespace words (4 + 1 + 3).
     assert_eq!(
         embedded.input_tokens,
@@ -72,14 +87,9 @@ async fn titan_embeds_one_text_per_call_in_the_dimensions_asked() {
 #[tokio::test]
 async fn cohere_takes_96_texts_a_call_so_100_texts_are_two_calls() {
     let (server, embedder) = start().await;
-    let profile = EmbeddingProfile::of(COHERE).unwrap();
     let texts = texts(100);
-    let embedded = embedder.embed(COHERE, profile, &texts, 1024).await.unwrap();
-    assert_eq!(embedded.vectors.len(), 100);
     // In the texts' order across both calls.
-    for (text, vector) in texts.iter().zip(&embedded.vectors) {
-        assert_eq!(vector, &vector_of(text, 1024), "{text}");
-    }
+    let embedded = embedded_in_order(&embedder, COHERE, &texts, 1024).await;
     // Cohere's body counts no tokens: estimated from the texts.
     assert_eq!(
         embedded.input_tokens,

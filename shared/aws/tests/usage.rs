@@ -202,6 +202,21 @@ async fn counters(direct: &DynamoStore) -> UsageSnapshot {
     direct.usage_ledger().read("alice", &periods).await.unwrap()
 }
 
+/// A turn of a chat not kept (`store_new_chat: false`).
+fn unstored() -> TurnInput {
+    TurnInput {
+        store_new_chat: false,
+        ..chat_testing::ask("question", None)
+    }
+}
+
+/// Alice's counters, which must hold `n` requests and `n` turns today (`what` says why).
+async fn counted(direct: &DynamoStore, n: u64, what: &str) -> UsageSnapshot {
+    let usage = counters(direct).await;
+    assert_eq!((usage.day.requests, usage.day.turns), (n, n), "{what}");
+    usage
+}
+
 /// The attributes of a counter item (`DAY#…` or `MONTH#…`) of `owner`, but its expiry.
 async fn counter_attributes(
     (client, table): &(aws_sdk_dynamodb::Client, String),
@@ -342,17 +357,10 @@ async fn a_turn_not_stored_that_no_limit_holds_is_one_write_after_its_answer() {
     let model = ScriptedModel::new();
     let service = service_under(store, &model, Limits::default());
     model.push(Script::text("answer").usage(10, 5));
-    let unstored = TurnInput {
-        store_new_chat: false,
-        ..chat_testing::ask("question", None)
-    };
-    service
-        .answer(&Caller::owner("alice"), &unstored)
-        .await
-        .unwrap();
+    let alice = Caller::owner("alice");
+    service.answer(&alice, &unstored()).await.unwrap();
     assert_eq!(proxy.operations(), ["TransactWriteItems"]);
-    let usage = counters(&direct).await;
-    assert_eq!((usage.day.requests, usage.day.turns), (1, 1));
+    let usage = counted(&direct, 1, "counted").await;
     assert_eq!(usage.month.spent.tokens.total_tokens, 15);
 }
 
@@ -371,8 +379,7 @@ async fn a_record_whose_answer_is_lost_counts_once() {
         // Sent again by a caller that never heard: the mark refuses it.
         ledger.record(&hold, &spent_tokens(10)).await.unwrap();
     }
-    let usage = counters(&direct).await;
-    assert_eq!((usage.day.requests, usage.day.turns), (2, 2), "each once");
+    let usage = counted(&direct, 2, "each once").await;
     assert_eq!(usage.day.spent.tokens.total_tokens, 20);
     // Carried by a turn's own write, then recorded through the ledger too (as after a write thought lost): the
     // mark that write put refuses the second.
@@ -384,8 +391,7 @@ async fn a_record_whose_answer_is_lost_counts_once() {
     let (_, charged) = append_charging(&store, "carried", &read, &second, charge).await;
     assert_eq!(charged, Charged::WithTurn);
     ledger.record(&hold, &spent).await.unwrap();
-    let usage = counters(&direct).await;
-    assert_eq!((usage.day.requests, usage.day.turns), (3, 3));
+    let usage = counted(&direct, 3, "counted").await;
     assert_eq!(usage.day.spent.tokens.total_tokens, 30);
 }
 
@@ -397,14 +403,8 @@ async fn a_turn_not_stored_is_settled_through_the_ledger() {
     let service = service(store, &model);
     model.push(Script::text("answer").usage(10, 5));
     let before = proxy.operations().len();
-    let unstored = TurnInput {
-        store_new_chat: false,
-        ..chat_testing::ask("question", None)
-    };
-    service
-        .answer(&Caller::owner("alice"), &unstored)
-        .await
-        .unwrap();
+    let alice = Caller::owner("alice");
+    service.answer(&alice, &unstored()).await.unwrap();
     assert_eq!(
         proxy.operations()[before..],
         ["TransactWriteItems", "TransactWriteItems"]

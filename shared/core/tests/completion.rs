@@ -9,12 +9,14 @@ use std::sync::Arc;
 
 use chat_core::{
     Caller, ChatError, ChatService, ChatSettings, Completion, ContentPart, FinishReason,
-    MIN_THINKING_BUDGET, Message, Periods, ReasoningBlock, ReasoningEffort, ResponseFormat, Role,
-    Sampling, SearchWhen, SessionStore, StopReason, Thinking, Tool, ToolBounds, ToolChoice,
-    ToolExchange, ToolFuture, ToolListing, ToolOutput, ToolSource, ToolSpec, ToolStatus, TurnEvent,
+    InvalidRequest, MIN_THINKING_BUDGET, Message, Periods, ReasoningBlock, ReasoningEffort,
+    ResponseFormat, Role, Sampling, SearchWhen, SessionStore, StopReason, Thinking, Tool,
+    ToolBounds, ToolChoice, ToolExchange, ToolFuture, ToolOutput, ToolSpec, ToolStatus, TurnEvent,
     TurnInput, UsageLedger,
 };
-use chat_testing::{InMemoryStore, InMemoryUsage, Script, ScriptedModel, StoreOp, input};
+use chat_testing::{
+    FixedTools, InMemoryStore, InMemoryUsage, Script, ScriptedModel, StoreOp, input,
+};
 use serde_json::json;
 
 type Service = ChatService<ScriptedModel, InMemoryStore>;
@@ -49,27 +51,16 @@ impl Tool for Clock {
     }
 }
 
-struct Server;
-
-impl ToolSource for Server {
-    fn list<'a>(
-        &'a self,
-        _caller: &'a Caller,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ToolListing> + Send + 'a>> {
-        Box::pin(async {
-            ToolListing {
-                tools: vec![Arc::new(Clock {
-                    spec: ToolSpec {
-                        strict: false,
-                        name: "clock".into(),
-                        description: "the time".into(),
-                        input_schema: json!({"type": "object"}),
-                    },
-                }) as Arc<dyn Tool>],
-                unavailable: Vec::new(),
-            }
-        })
-    }
+/// A server offering `clock`.
+fn server() -> FixedTools {
+    FixedTools::new(vec![Arc::new(Clock {
+        spec: ToolSpec {
+            strict: false,
+            name: "clock".into(),
+            description: "the time".into(),
+            input_schema: json!({"type": "object"}),
+        },
+    })])
 }
 
 /// A service on the fakes, with a server tool and counted usage.
@@ -81,7 +72,7 @@ fn service(
     let store = InMemoryStore::new();
     let usage = InMemoryUsage::new();
     let service = ChatService::new(model.clone(), store.clone(), settings)
-        .with_tools(vec![Arc::new(Server)], ToolBounds::default())
+        .with_tools(vec![Arc::new(server())], ToolBounds::default())
         .with_usage(
             Some(Arc::new(usage.clone()) as Arc<dyn UsageLedger>),
             Default::default(),
@@ -306,24 +297,23 @@ async fn tool_choice_none_offers_no_tools_and_required_or_a_function_is_sent() {
     assert_eq!(model.last_request().unwrap().tool_choice, named);
 }
 
+/// Alice's `input` completed as `completion`, which must be refused as an invalid request: what it says.
+async fn refusal(service: &Service, input: &TurnInput, completion: &Completion) -> InvalidRequest {
+    match service.complete(&alice(), input, completion).await {
+        Err(ChatError::Invalid(e)) => e,
+        other => panic!("{other:?}"),
+    }
+}
+
 #[tokio::test]
 async fn a_tool_choice_the_model_or_the_tools_cannot_meet_is_refused_naming_tool_choice() {
     let (service, model, _, usage) = service(settings(), []);
-    let refused = |e: ChatError| match e {
-        ChatError::Invalid(e) => e,
-        other => panic!("{other:?}"),
-    };
     let unknown = Completion {
         model_id: Some(CLAUDE.into()),
         tool_choice: ToolChoice::Tool("nope".into()),
         ..with_weather()
     };
-    let e = refused(
-        service
-            .complete(&alice(), &question("hi"), &unknown)
-            .await
-            .unwrap_err(),
-    );
+    let e = refusal(&service, &question("hi"), &unknown).await;
     assert_eq!(e.path, "tool_choice");
     assert!(e.reason.contains("nope"), "{e}");
     // The tests' model is one whose profile takes no tool choice.
@@ -331,23 +321,13 @@ async fn a_tool_choice_the_model_or_the_tools_cannot_meet_is_refused_naming_tool
         tool_choice: ToolChoice::Any,
         ..with_weather()
     };
-    let e = refused(
-        service
-            .complete(&alice(), &question("hi"), &forced)
-            .await
-            .unwrap_err(),
-    );
+    let e = refusal(&service, &question("hi"), &forced).await;
     assert_eq!(e.path, "tool_choice");
     assert!(e.reason.contains("test.model-v1"), "{e}");
     // Reasoning the tests' model cannot do is refused naming the completion's own field.
     let mut reasoning = question("hi");
     reasoning.overrides.reasoning_effort = Some(ReasoningEffort::High);
-    let e = refused(
-        service
-            .complete(&alice(), &reasoning, &Completion::default())
-            .await
-            .unwrap_err(),
-    );
+    let e = refusal(&service, &reasoning, &Completion::default()).await;
     assert_eq!(e.path, "reasoning_effort");
     assert!(model.requests().is_empty());
     assert_eq!(day_tokens(&usage, "alice").await, 0);

@@ -7,10 +7,12 @@ use std::time::Duration;
 
 use chat_core::{
     AgentGroup, Caller, ChatService, ChatSettings, MetadataFilter, RetrievalSettings, Role,
-    SearchWhen, SessionStore, StreamingTurn, Tool, ToolBounds, ToolFuture, ToolListing, ToolOutput,
-    ToolSource, ToolSpec, ToolStatus, TurnEvent,
+    SearchWhen, SessionStore, StreamingTurn, Tool, ToolBounds, ToolFuture, ToolOutput, ToolSpec,
+    ToolStatus, TurnEvent,
 };
-use chat_testing::{FakeRetriever, InMemoryStore, Script, ScriptedModel, ScriptedStream, ask};
+use chat_testing::{
+    FakeRetriever, FixedTools, InMemoryStore, Script, ScriptedModel, ScriptedStream, ask,
+};
 use serde_json::{Value, json};
 
 type Service = ChatService<ScriptedModel, InMemoryStore>;
@@ -72,23 +74,14 @@ impl Tool for Calculator {
 }
 
 /// A source offering fixed tools, and one server said to be down.
-struct Source;
-
-impl ToolSource for Source {
-    fn list<'a>(
-        &'a self,
-        _caller: &'a Caller,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ToolListing> + Send + 'a>> {
-        Box::pin(async {
-            ToolListing {
-                tools: vec![
-                    Calculator::tool("add"),
-                    Calculator::tool("fail"),
-                    Calculator::tool("sleep"),
-                ],
-                unavailable: vec!["MCP server down is unavailable (connection refused)".into()],
-            }
-        })
+fn source() -> FixedTools {
+    FixedTools {
+        tools: vec![
+            Calculator::tool("add"),
+            Calculator::tool("fail"),
+            Calculator::tool("sleep"),
+        ],
+        unavailable: vec!["MCP server down is unavailable (connection refused)".into()],
     }
 }
 
@@ -110,7 +103,7 @@ fn service(
     let retriever = FakeRetriever::new();
     let service = ChatService::new(model.clone(), store.clone(), settings(when))
         .with_retriever(Some(Arc::new(retriever.clone())))
-        .with_tools(vec![Arc::new(Source)], bounds());
+        .with_tools(vec![Arc::new(source())], bounds());
     (service, model, store, retriever)
 }
 
@@ -444,7 +437,7 @@ async fn search_documents_top_is_bounded_by_max_top() {
     settings.limits.max_top = 5;
     let service = ChatService::new(model.clone(), InMemoryStore::new(), settings)
         .with_retriever(Some(Arc::new(retriever.clone())))
-        .with_tools(vec![Arc::new(Source)], bounds());
+        .with_tools(vec![Arc::new(source())], bounds());
     answered(&service, &Caller::owner("alice"), "leave?").await;
     // The schema the model is offered says so.
     let requests = model.requests();
@@ -517,7 +510,7 @@ async fn tools_are_offered_while_the_model_reasons_and_its_signed_reasoning_goes
         Script::text("5").reasoning(["Done."]).signed("sig-2"),
     ]);
     let service = ChatService::new(model.clone(), InMemoryStore::new(), s)
-        .with_tools(vec![Arc::new(Source)], bounds());
+        .with_tools(vec![Arc::new(source())], bounds());
     let mut input = ask("what is 2 + 3?", None);
     input.overrides.reasoning_effort = Some(chat_core::ReasoningEffort::Medium);
     let answer = service

@@ -12,10 +12,12 @@ mod attachments;
 pub mod bytes;
 pub mod contract;
 pub mod documents;
+pub mod filters;
 mod memory;
 mod model;
 mod responses;
 mod retriever;
+mod tool_source;
 pub mod turns;
 mod usage;
 
@@ -23,6 +25,8 @@ mod usage;
 pub mod access;
 #[cfg(feature = "harness")]
 pub mod harness;
+#[cfg(feature = "harness")]
+pub mod setup;
 
 pub use api_keys::{InMemoryApiKeys, api_key_contract};
 pub use attachments::InMemoryAttachments;
@@ -31,5 +35,6 @@ pub use memory::{InMemoryStore, StoreOp};
 pub use model::{Script, ScriptedModel, ScriptedStream, short_words};
 pub use responses::{InMemoryResponses, response_store_contract};
 pub use retriever::FakeRetriever;
+pub use tool_source::FixedTools;
 pub use turns::{FakeService, agents, ask, fakes, input, pdf, png, settings, settings_for};
 pub use usage::{InMemoryUsage, usage_contract, watch_contract};

@@ -453,21 +453,41 @@ fn identifiers(body: &Value) -> Result<Vec<String>, String> {
         .collect()
 }
 
+/// A request's refusal, boxed: it is large beside what an accepted request reads.
+pub(crate) struct Refused(Box<Response>);
+
+impl From<Response> for Refused {
+    fn from(response: Response) -> Self {
+        Self(Box::new(response))
+    }
+}
+
+impl IntoResponse for Refused {
+    fn into_response(self) -> Response {
+        *self.0
+    }
+}
+
+/// The document URIs a GetDocuments or DeleteDocuments request names, or the refusal it earns.
+fn named_documents(
+    served: &Served,
+    kb: &str,
+    ds: &str,
+    bytes: &Bytes,
+) -> Result<Vec<String>, Refused> {
+    if let Some(refused) = check_ids(served, kb, ds) {
+        return Err(refused.into());
+    }
+    let body = body_of(bytes).ok_or_else(not_json)?;
+    Ok(identifiers(&body).map_err(validation)?)
+}
+
 pub(crate) async fn get_documents(
     State(served): State<Arc<Served>>,
     UrlPath((kb, ds)): UrlPath<(String, String)>,
     bytes: Bytes,
-) -> Response {
-    if let Some(refused) = check_ids(&served, &kb, &ds) {
-        return refused;
-    }
-    let Some(body) = body_of(&bytes) else {
-        return not_json();
-    };
-    let uris = match identifiers(&body) {
-        Ok(u) => u,
-        Err(e) => return validation(e),
-    };
+) -> Result<Response, Refused> {
+    let uris = named_documents(&served, &kb, &ds, &bytes)?;
     let ingestions = served.ingestions.lock().unwrap();
     let details: Vec<Value> = uris
         .iter()
@@ -476,12 +496,12 @@ pub(crate) async fn get_documents(
             None => detail(&kb, uri, "NOT_FOUND", None, &now()),
         })
         .collect();
-    ok(json!({ "documentDetails": details }))
+    Ok(ok(json!({ "documentDetails": details })))
 }
 
 pub(crate) async fn list_documents(
-    State(served): State<Arc<Served>>,
     UrlPath((kb, ds)): UrlPath<(String, String)>,
+    State(served): State<Arc<Served>>,
     bytes: Bytes,
 ) -> Response {
     if let Some(refused) = check_ids(&served, &kb, &ds) {
@@ -524,17 +544,8 @@ pub(crate) async fn delete_documents(
     State(served): State<Arc<Served>>,
     UrlPath((kb, ds)): UrlPath<(String, String)>,
     bytes: Bytes,
-) -> Response {
-    if let Some(refused) = check_ids(&served, &kb, &ds) {
-        return refused;
-    }
-    let Some(body) = body_of(&bytes) else {
-        return not_json();
-    };
-    let uris = match identifiers(&body) {
-        Ok(u) => u,
-        Err(e) => return validation(e),
-    };
+) -> Result<Response, Refused> {
+    let uris = named_documents(&served, &kb, &ds, &bytes)?;
     let mut ingestions = served.ingestions.lock().unwrap();
     let at = now();
     let details: Vec<Value> = uris
@@ -545,11 +556,11 @@ pub(crate) async fn delete_documents(
         })
         .collect();
     served.reindex(&ingestions);
-    (
+    let accepted = (
         StatusCode::ACCEPTED,
         ok(json!({ "documentDetails": details })),
-    )
-        .into_response()
+    );
+    Ok(accepted.into_response())
 }
 
 #[cfg(test)]

@@ -158,7 +158,27 @@ pub struct LocalKnowledgeBase {
     task: tokio::task::JoinHandle<()>,
 }
 
+/// The sample collection the tests serve (`samples/knowledge-base`).
+pub fn sample_collection() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../samples/knowledge-base")
+}
+
 impl LocalKnowledgeBase {
+    /// Serves `knowledge_base_id` over the [`sample_collection`] on `127.0.0.1` and a free port, its data source's
+    /// documents read from the S3 server `s3` configures (moto's), each ingestion starting after `ingest_delay_ms`.
+    pub async fn start_over_s3(
+        knowledge_base_id: impl Into<String>,
+        s3: &aws_config::SdkConfig,
+        ingest_delay_ms: u64,
+    ) -> std::io::Result<Self> {
+        let source = DocumentSource {
+            s3: Some(s3.clone()),
+            ingest_delay_ms,
+        };
+        let addr = "127.0.0.1:0".parse().unwrap();
+        Self::start_with(addr, knowledge_base_id, sample_collection(), source).await
+    }
+
     /// Serves `knowledge_base_id` over the documents of `collection_dir`, on `127.0.0.1` and a free port.
     pub async fn start(
         knowledge_base_id: impl Into<String>,

@@ -10,9 +10,9 @@ mod support;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use chat_testing::harness::{self, JwtSigner};
+use chat_testing::harness;
 use serde_json::{Value, json};
-use support::LocalRun;
+use support::{JwtRun, LocalRun};
 use time::OffsetDateTime;
 
 const ISSUER: &str = "https://issuer.operations.test";
@@ -21,38 +21,23 @@ const QUOTA: u64 = 400;
 /// A word no log line may hold: every question here carries it, and the local model echoes it in its answers.
 const SECRET_WORD: &str = "quokkaburrow";
 
-struct Run {
-    local: LocalRun,
-    signer: JwtSigner,
-}
-
-fn run() -> &'static Run {
-    static RUN: OnceLock<Run> = OnceLock::new();
+fn run() -> &'static JwtRun {
+    static RUN: OnceLock<JwtRun> = OnceLock::new();
     RUN.get_or_init(|| {
-        let signer = JwtSigner::new("ops-key");
-        let jwks = signer.jwks_file();
-        let local = LocalRun::start(
-            "operations",
-            9050,
-            &[
-                ("AUTH_MODE", "jwt"),
-                ("JWT_ISSUER", ISSUER),
-                ("JWT_AUDIENCE", AUDIENCE),
-                ("JWKS_FILE", jwks.to_str().unwrap()),
+        JwtRun::start("ops-key", ISSUER, AUDIENCE, |jwt| {
+            let limits = [
                 ("QUOTA_TOKENS_PER_DAY", "400"),
                 ("RATE_LIMIT_PER_MINUTE", "5"),
                 ("AWS_LAMBDA_LOG_FORMAT", "JSON"),
                 ("AWS_LAMBDA_LOG_LEVEL", "TRACE"),
-            ],
-        );
-        Run { local, signer }
+            ];
+            LocalRun::start("operations", 9050, &[jwt, &limits].concat())
+        })
     })
 }
 
 fn token(user: &str) -> String {
-    run()
-        .signer
-        .token_with(ISSUER, AUDIENCE, |_| {}, json!({"sub": user}))
+    run().token(json!({"sub": user}))
 }
 
 struct Reply {
@@ -87,13 +72,11 @@ async fn send(method: &str, path: &str, user: Option<&str>, body: Option<Value>)
         .send()
         .await
         .expect("the local run answers");
+    let (status, retry_after, body) = support::read_answer(response).await;
     Reply {
-        status: response.status().as_u16(),
-        retry_after: response
-            .headers()
-            .get("retry-after")
-            .map(|v| v.to_str().unwrap().to_string()),
-        body: response.text().await.unwrap(),
+        status,
+        retry_after,
+        body,
     }
 }
 

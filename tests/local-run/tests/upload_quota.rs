@@ -8,36 +8,20 @@ mod support;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use chat_testing::harness::JwtSigner;
 use serde_json::{Value, json};
-use support::LocalRun;
+use support::{JwtRun, LocalRun};
 
 const ISSUER: &str = "https://issuer.upload-quota.test";
 const AUDIENCE: &str = "chat-backend";
 const BOUNDARY: &str = "---local-upload-quota";
 
-struct Run {
-    local: LocalRun,
-    signer: JwtSigner,
-}
-
-fn run() -> &'static Run {
-    static RUN: OnceLock<Run> = OnceLock::new();
+fn run() -> &'static JwtRun {
+    static RUN: OnceLock<JwtRun> = OnceLock::new();
     RUN.get_or_init(|| {
-        let signer = JwtSigner::new("upload-quota-key");
-        let jwks = signer.jwks_file();
-        let local = LocalRun::start_grounded(
-            "upload-quota",
-            9777,
-            &[
-                ("AUTH_MODE", "jwt"),
-                ("JWT_ISSUER", ISSUER),
-                ("JWT_AUDIENCE", AUDIENCE),
-                ("JWKS_FILE", jwks.to_str().unwrap()),
-                ("QUOTA_UPLOADED_DOCUMENTS_PER_DAY", "2"),
-            ],
-        );
-        Run { local, signer }
+        JwtRun::start("upload-quota-key", ISSUER, AUDIENCE, |jwt| {
+            let quota = [("QUOTA_UPLOADED_DOCUMENTS_PER_DAY", "2")];
+            LocalRun::start_grounded("upload-quota", 9777, &[jwt, &quota].concat())
+        })
     })
 }
 
@@ -48,10 +32,7 @@ struct Reply {
 }
 
 async fn send(user: &str, method: &str, path: &str, files: &[&str]) -> Reply {
-    let token =
-        run()
-            .signer
-            .token_with(ISSUER, AUDIENCE, |_| {}, json!({"sub": user, "oid": user}));
+    let token = run().token(json!({"sub": user, "oid": user}));
     let client = reqwest::Client::new();
     let url = format!("{}{path}", run().local.base());
     let mut request = match method {
@@ -76,13 +57,11 @@ async fn send(user: &str, method: &str, path: &str, files: &[&str]) -> Reply {
             .body(body);
     }
     let response = request.send().await.expect("the local run answers");
+    let (status, retry_after, body) = support::read_answer(response).await;
     Reply {
-        status: response.status().as_u16(),
-        retry_after: response
-            .headers()
-            .get("retry-after")
-            .map(|v| v.to_str().unwrap().to_string()),
-        body: serde_json::from_str(&response.text().await.unwrap()).unwrap_or(Value::Null),
+        status,
+        retry_after,
+        body: serde_json::from_str(&body).unwrap_or(Value::Null),
     }
 }
 

@@ -4,7 +4,6 @@
 //! and the local knowledge base (its ingestion waits 100 ms before it starts, as in `make run`). It prints each run's
 //! summary line, as the command prints it.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,7 +11,7 @@ use chat_aws::{DynamoStore, KnowledgeBaseDocuments};
 use chat_core::{DocumentSettings, Documents, StoreTimeouts};
 use load_documents::Options;
 use local_dynamodb::LocalDynamo;
-use local_knowledge_base::{DATA_SOURCE_ID, DocumentSource, LocalKnowledgeBase};
+use local_knowledge_base::{DATA_SOURCE_ID, LocalKnowledgeBase};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
@@ -48,17 +47,9 @@ async fn main() {
     }
 
     let moto = LocalDynamo::shared().sdk_config().await;
-    let kb = LocalKnowledgeBase::start_with(
-        "127.0.0.1:0".parse().unwrap(),
-        "FIGUREKB01",
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../samples/knowledge-base"),
-        DocumentSource {
-            s3: Some(moto.clone()),
-            ingest_delay_ms: 100,
-        },
-    )
-    .await
-    .unwrap();
+    let kb = LocalKnowledgeBase::start_over_s3("FIGUREKB01", &moto, 100)
+        .await
+        .unwrap();
     let agent = kb.sdk_config().await;
     let timeouts = StoreTimeouts {
         connect: Duration::from_secs(3),

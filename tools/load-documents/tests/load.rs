@@ -12,13 +12,13 @@ use std::time::Duration;
 
 use chat_aws::{BedrockKnowledgeBase, DynamoStore, KnowledgeBaseDocuments};
 use chat_core::{
-    Caller, DocumentSettings, DocumentStatus, Documents, LoadOutcome, MetadataFilter, Retriever,
-    SearchMode, SearchRequest, StoreTimeouts,
+    Caller, DocumentSettings, DocumentStatus, Documents, LoadOutcome, Retriever, SearchMode,
+    SearchRequest,
 };
+use chat_testing::setup::{self, DocumentIndex};
 use load_documents::{Options, Report};
 use local_dynamodb::LocalDynamo;
-use local_knowledge_base::{DATA_SOURCE_ID, DocumentSource, LocalKnowledgeBase};
-use serde_json::json;
+use local_knowledge_base::LocalKnowledgeBase;
 
 const KB_ID: &str = "BULKKB0001";
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -39,29 +39,9 @@ impl Drop for Parts {
 }
 
 async fn parts() -> Parts {
-    let moto = LocalDynamo::shared().sdk_config().await;
-    let kb = LocalKnowledgeBase::start_with(
-        "127.0.0.1:0".parse().unwrap(),
-        KB_ID,
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../samples/knowledge-base"),
-        DocumentSource {
-            s3: Some(moto.clone()),
-            ingest_delay_ms: 20,
-        },
-    )
-    .await
-    .unwrap();
+    let DocumentIndex { kb, index, .. } = setup::document_index(KB_ID, "bulk", 20).await;
+    let index = Arc::new(index);
     let agent = kb.sdk_config().await;
-    let index = Arc::new(KnowledgeBaseDocuments::from_config(
-        &moto,
-        &agent,
-        &format!("bulk-{}", uuid::Uuid::new_v4().simple()),
-        KB_ID,
-        DATA_SOURCE_ID,
-        TIMEOUT,
-        StoreTimeouts::default(),
-    ));
-    index.ensure_bucket().await.unwrap();
     let (client, table) = LocalDynamo::shared().fresh_table().await;
     let store = DynamoStore::new(client, table, None);
     let documents = Documents::new(
@@ -98,21 +78,11 @@ fn person(oid: &str, groups: &[&str]) -> Caller {
 
 /// The file names `caller` finds for `query`, filtered as search filters them: their oid, groups, everyone.
 async fn found(parts: &Parts, caller: &Caller, query: &str) -> Vec<String> {
-    let mut any = vec![MetadataFilter::ListContains {
-        key: "oids".into(),
-        value: json!(caller.oid.clone().unwrap()),
-    }];
-    for g in caller.groups.iter().map(String::as_str).chain(["everyone"]) {
-        any.push(MetadataFilter::ListContains {
-            key: "groups".into(),
-            value: json!(g),
-        });
-    }
     let request = SearchRequest {
         query: query.into(),
         top: 10,
         mode: SearchMode::Hybrid,
-        filter: Some(MetadataFilter::OrAll(any)),
+        filter: Some(chat_testing::filters::access_filter(caller)),
     };
     let mut names: Vec<String> = parts
         .retriever

@@ -52,6 +52,25 @@ impl Harness {
             .await
     }
 
+    /// Asserts that `ask` with `stream: true`, sent to the OpenAI route `path` after `ask` itself was answered, is
+    /// refused with a 400 that says where to send it (the streaming function), and that it never reached the model.
+    pub async fn assert_streams_sent_elsewhere(&self, path: &str, ask: &Value) {
+        let mut streamed = ask.clone();
+        streamed["stream"] = Value::Bool(true);
+        let reply = self.post(path, &streamed).await;
+        assert_eq!(reply.status, 400, "{}", reply.body);
+        let error = &reply.json()["error"];
+        assert_eq!(error["type"], "invalid_request_error");
+        assert_eq!(error["param"], "stream");
+        let whereto = format!("POST {path} on the streaming chat function's URL");
+        assert!(
+            error["message"].as_str().unwrap().contains(&whereto),
+            "{error}"
+        );
+        // Only the first request reached the model.
+        assert_eq!(self.bedrock.requests().len(), 1);
+    }
+
     /// An empty chat of [`USER`], as the Chat UI creates one (`POST /chat-history`) before its first message.
     pub async fn new_chat(&self, mode: chat_core::ChatMode) -> String {
         harness::new_chat(&self.store, mode).await

@@ -59,3 +59,45 @@ pub fn json_of(reply: &Reply, status: u16) -> Value {
     assert_eq!(reply.status, status, "{}", reply.body);
     reply.json()
 }
+
+/// A multipart body with `boundary`: each part its header lines (as written, `\r\n` between them) and its bytes.
+pub fn multipart_body<'a>(
+    boundary: &str,
+    parts: impl IntoIterator<Item = (String, &'a [u8])>,
+) -> Vec<u8> {
+    let mut body = Vec::new();
+    for (headers, bytes) in parts {
+        body.extend_from_slice(format!("--{boundary}\r\n{headers}\r\n\r\n").as_bytes());
+        body.extend_from_slice(bytes);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+    body
+}
+
+/// The header lines of a part of the field `files` holding the file `filename` of `content_type`.
+pub fn file_headers(filename: &str, content_type: &str) -> String {
+    format!(
+        "content-disposition: form-data; name=\"files\"; filename=\"{filename}\"\r\ncontent-type: {content_type}"
+    )
+}
+
+/// `POST path` with the multipart `body` written with `boundary`, and `authorization` when given.
+pub fn multipart_request(
+    path: &str,
+    boundary: &str,
+    authorization: Option<String>,
+    body: Vec<u8>,
+) -> lambda_http::Request {
+    let mut request = lambda_http::http::Request::builder()
+        .method("POST")
+        .uri(path)
+        .header(
+            "content-type",
+            format!("multipart/form-data; boundary={boundary}"),
+        );
+    if let Some(authorization) = authorization {
+        request = request.header("authorization", authorization);
+    }
+    request.body(lambda_http::Body::from(body)).unwrap()
+}

@@ -116,3 +116,47 @@ fn read(path: &Path) -> String {
         .unwrap();
     text
 }
+
+/// A local run whose callers are proven by JWTs (`AUTH_MODE=jwt`) that a signing key made for it signs.
+pub struct JwtRun {
+    pub local: LocalRun,
+    pub signer: chat_testing::harness::JwtSigner,
+    issuer: &'static str,
+    audience: &'static str,
+}
+
+impl JwtRun {
+    /// `start` given the environment that accepts the tokens of `issuer` for `audience` signed by a new key `kid`.
+    pub fn start(
+        kid: &str,
+        issuer: &'static str,
+        audience: &'static str,
+        start: impl FnOnce(&[(&str, &str)]) -> LocalRun,
+    ) -> JwtRun {
+        let signer = chat_testing::harness::JwtSigner::new(kid);
+        let jwks = signer.jwks_path();
+        let local = start(&chat_testing::setup::jwt_env(issuer, audience, &jwks));
+        JwtRun {
+            local,
+            signer,
+            issuer,
+            audience,
+        }
+    }
+
+    /// A token with `claims` over the usual ones.
+    pub fn token(&self, claims: serde_json::Value) -> String {
+        self.signer
+            .token_with(self.issuer, self.audience, |_| {}, claims)
+    }
+}
+
+/// What an HTTP answer of a local run says: its status, its `Retry-After` and its body as text.
+pub async fn read_answer(response: reqwest::Response) -> (u16, Option<String>, String) {
+    let status = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_string());
+    (status, retry_after, response.text().await.unwrap())
+}
