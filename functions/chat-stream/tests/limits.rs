@@ -470,59 +470,59 @@ async fn a_user_at_their_daily_spend_cap_is_refused_on_every_dialect_before_the_
         .await;
     let history = HistoryApp::new(backend.store.clone(), harness::auth(), &backend.config)
         .with_usage(Some(ledger.clone()));
-    let spent_now = || async { harness::usage_now(&backend.store).await.day };
     let priced = |input: &Value, output: &Value| {
         (input.as_u64().unwrap() as f64 * input_price
             + output.as_u64().unwrap() as f64 * output_price)
             / 1e6
     };
+    // A turn answered (its usage), and what the ledger holds after it, checked against the figure by hand.
+    let answered = |path: &'static str, body: Value| {
+        let streaming = &streaming;
+        async move {
+            let reply =
+                Reply::collected(streaming.handle(dialect_request(path, &body)).await).await;
+            assert_eq!(reply.status, 200, "{path}: {}", reply.body);
+            reply.json()["usage"].clone()
+        }
+    };
+    let spent_is = |by_hand: f64, when: &'static str| {
+        let store = &backend.store;
+        async move {
+            let day = harness::usage_now(store).await.day;
+            println!(
+                "{when}: spent ${:?} (priced by hand: ${by_hand}), cap ${CAP}",
+                day.spent.cost_usd
+            );
+            assert!(
+                (day.spent.cost_usd.unwrap() - by_hand).abs() < 1e-9,
+                "{day:?}"
+            );
+            day
+        }
+    };
 
     // The first turn, Anthropic's dialect: thirty words, about $0.03, under the cap.
-    let message = json!({"model": harness::ECHO_MODEL, "max_tokens": 100,
-        "messages": [{"role": "user", "content": "[[deltas:30]] tell me"}]});
-    let first = Reply::collected(
-        streaming
-            .handle(dialect_request("/v1/messages", &message))
-            .await,
+    let usage = answered(
+        "/v1/messages",
+        json!({"model": harness::ECHO_MODEL, "max_tokens": 100,
+            "messages": [{"role": "user", "content": "[[deltas:30]] tell me"}]}),
     )
     .await;
-    assert_eq!(first.status, 200, "{}", first.body);
-    let usage = &first.json()["usage"];
     let first_cost = priced(&usage["input_tokens"], &usage["output_tokens"]);
-    let day = spent_now().await;
-    println!(
-        "after one turn: spent ${:?} (its usage {usage} priced: ${first_cost})",
-        day.spent.cost_usd
-    );
-    assert!(
-        (day.spent.cost_usd.unwrap() - first_cost).abs() < 1e-9,
-        "{day:?}"
-    );
+    spent_is(first_cost, "after one turn").await;
     assert!(
         first_cost < CAP,
         "the first turn leaves the user under the cap"
     );
     // The second, OpenAI's dialect, is let in (under the cap) and takes the user past it.
-    let completion = json!({"model": harness::ECHO_MODEL,
-        "messages": [{"role": "user", "content": "[[deltas:30]] more"}]});
-    let second = Reply::collected(
-        streaming
-            .handle(dialect_request("/v1/chat/completions", &completion))
-            .await,
+    let usage = answered(
+        "/v1/chat/completions",
+        json!({"model": harness::ECHO_MODEL,
+            "messages": [{"role": "user", "content": "[[deltas:30]] more"}]}),
     )
     .await;
-    assert_eq!(second.status, 200, "{}", second.body);
-    let usage = &second.json()["usage"];
     let spent = first_cost + priced(&usage["prompt_tokens"], &usage["completion_tokens"]);
-    let day = spent_now().await;
-    println!(
-        "after two turns: spent ${:?} (priced by hand: ${spent}), cap ${CAP}",
-        day.spent.cost_usd
-    );
-    assert!(
-        (day.spent.cost_usd.unwrap() - spent).abs() < 1e-9,
-        "{day:?}"
-    );
+    let day = spent_is(spent, "after two turns").await;
     assert!(spent >= CAP, "at the cap: ${spent}");
     assert_eq!((day.turns, day.reserved.tokens), (2, 0));
     assert_eq!(h_requests(&backend), 2);
@@ -581,11 +581,7 @@ async fn a_user_at_their_daily_spend_cap_is_refused_on_every_dialect_before_the_
         2,
         "no refused request reached the model"
     );
-    let day = spent_now().await;
-    assert!(
-        (day.spent.cost_usd.unwrap() - spent).abs() < 1e-9,
-        "{day:?}"
-    );
+    let day = spent_is(spent, "after the refusals").await;
     assert_eq!((day.turns, day.reserved.tokens), (2, 0), "nothing held");
 
     let usage = Reply::buffered(
