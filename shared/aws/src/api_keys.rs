@@ -19,8 +19,8 @@ use chat_core::{ApiKeyFuture, ApiKeyRecord, ApiKeyRefusal, ApiKeyStore, Caller, 
 use serde::{Deserialize, Serialize};
 use tracing::Instrument;
 
-use crate::dynamo::{Item, failed, n, s, transact};
-use crate::table::{PARTITION_KEY, SORT_KEY};
+use crate::dynamo::{Item, failed, get_item, n, s, transact};
+use crate::table::{PARTITION_KEY, SORT_KEY, item_key};
 
 /// The sort key of a key's checked item.
 const CHECKED_SK: &str = "APIKEY";
@@ -35,13 +35,6 @@ fn listing_pk(owner: &str) -> String {
 
 fn listing_sk(id: &str) -> String {
     format!("KEY#{id}")
-}
-
-fn key_of(pk: String, sk: String) -> Item {
-    Item::from([
-        (PARTITION_KEY.to_string(), s(pk)),
-        (SORT_KEY.to_string(), s(sk)),
-    ])
 }
 
 /// Either item of a key, as stored.
@@ -223,16 +216,10 @@ impl DynamoApiKeys {
     }
 
     async fn find_key(&self, hash: &str) -> Result<Option<ApiKeyRecord>, StoreError> {
-        let got = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(key_of(checked_pk(hash), CHECKED_SK.into())))
-            .send()
-            .instrument(tracing::info_span!("api_keys.find"))
-            .await
-            .map_err(failed)?;
-        got.item
+        let key = item_key(checked_pk(hash), CHECKED_SK);
+        let span = tracing::info_span!("api_keys.find");
+        get_item(&self.client, &self.table, key, false, span)
+            .await?
             .map(|item| from_item(item).map(|k| k.record(hash.to_string())))
             .transpose()
     }
@@ -252,17 +239,9 @@ impl DynamoApiKeys {
     }
 
     async fn revoke_key(&self, owner: &str, id: &str) -> Result<Option<ApiKeyRecord>, StoreError> {
-        let got = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .consistent_read(true)
-            .set_key(Some(key_of(listing_pk(owner), listing_sk(id))))
-            .send()
-            .instrument(tracing::info_span!("api_keys.find_listed"))
-            .await
-            .map_err(failed)?;
-        let Some(item) = got.item else {
+        let key = item_key(listing_pk(owner), listing_sk(id));
+        let span = tracing::info_span!("api_keys.find_listed");
+        let Some(item) = get_item(&self.client, &self.table, key, true, span).await? else {
             return Ok(None);
         };
         let item = from_item(item)?;
@@ -276,8 +255,8 @@ impl DynamoApiKeys {
         transact(
             &self.client,
             vec![
-                delete(&self.table, key_of(checked_pk(&hash), CHECKED_SK.into())),
-                delete(&self.table, key_of(listing_pk(owner), listing_sk(id))),
+                delete(&self.table, item_key(checked_pk(&hash), CHECKED_SK)),
+                delete(&self.table, item_key(listing_pk(owner), listing_sk(id))),
             ],
             tracing::info_span!("api_keys.revoke"),
         )
@@ -291,7 +270,7 @@ impl DynamoApiKeys {
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(key_of(
+            .set_key(Some(item_key(
                 listing_pk(&key.caller.owner),
                 listing_sk(&key.id),
             )))

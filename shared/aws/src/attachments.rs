@@ -134,6 +134,20 @@ where
     }
 }
 
+/// An S3 client from the shared AWS configuration, every call bounded by `timeouts`. An endpoint of its own
+/// (`AWS_ENDPOINT_URL_S3`, a local server) is addressed by path, as such servers expect.
+pub(crate) fn s3_client(config: &aws_config::SdkConfig, timeouts: TimeoutConfig) -> Client {
+    let local = config.endpoint_url().is_some()
+        || ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"]
+            .iter()
+            .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()));
+    let client_config = aws_sdk_s3::config::Builder::from(config)
+        .force_path_style(local)
+        .timeout_config(timeouts)
+        .build();
+    Client::from_conf(client_config)
+}
+
 impl S3Attachments {
     pub fn new(client: Client, bucket: impl Into<String>, url_lifetime: Duration) -> Self {
         Self {
@@ -152,21 +166,12 @@ impl S3Attachments {
         url_lifetime: Duration,
         timeouts: StoreTimeouts,
     ) -> Self {
-        let local = config.endpoint_url().is_some()
-            || ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"]
-                .iter()
-                .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()));
-        let client_config = aws_sdk_s3::config::Builder::from(config)
-            .force_path_style(local)
-            .timeout_config(
-                TimeoutConfig::builder()
-                    .connect_timeout(timeouts.connect)
-                    .operation_attempt_timeout(ATTEMPT_TIMEOUT.max(timeouts.attempt))
-                    .operation_timeout(OPERATION_TIMEOUT.max(timeouts.operation))
-                    .build(),
-            )
+        let timeouts = TimeoutConfig::builder()
+            .connect_timeout(timeouts.connect)
+            .operation_attempt_timeout(ATTEMPT_TIMEOUT.max(timeouts.attempt))
+            .operation_timeout(OPERATION_TIMEOUT.max(timeouts.operation))
             .build();
-        Self::new(Client::from_conf(client_config), bucket, url_lifetime)
+        Self::new(s3_client(config, timeouts), bucket, url_lifetime)
     }
 
     /// Creates the bucket when it does not exist yet (for local servers and tests; a deployment's template

@@ -53,11 +53,8 @@ impl BedrockModel {
     pub fn new(config: &aws_config::SdkConfig, timeout: Duration) -> Self {
         // The SDK's timeouts stop once a response's headers are in, so a stream's body is timed below, and the calls
         // carry a timer of their own as well.
-        let conf = aws_sdk_bedrockruntime::config::Builder::from(config)
-            .timeout_config(crate::whole_call_timeout(timeout))
-            .build();
         Self {
-            client: Client::from_conf(conf),
+            client: crate::bedrock_runtime(config, timeout),
             timeout,
             counting: Arc::new(AtomicBool::new(true)),
         }

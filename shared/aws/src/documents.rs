@@ -43,8 +43,10 @@ use serde::{Deserialize, Serialize};
 use tracing::Instrument;
 
 use crate::attachments::owner_prefix;
-use crate::dynamo::{Expression, Item, failed, s};
-use crate::table::{LIST_INDEX, LIST_PARTITION_KEY, LIST_SORT_KEY, PARTITION_KEY, SORT_KEY};
+use crate::dynamo::{Expression, Item, failed, get_item, put_item, s};
+use crate::table::{
+    LIST_INDEX, LIST_PARTITION_KEY, LIST_SORT_KEY, PARTITION_KEY, SORT_KEY, item_key,
+};
 
 /// The list index's partition that holds every document.
 const ALL_DOCUMENTS: &str = "DOCUMENTS";
@@ -58,10 +60,7 @@ fn document_sk(id: &str) -> String {
 }
 
 fn key_of(owner: &str, id: &str) -> Item {
-    Item::from([
-        (PARTITION_KEY.to_string(), s(owner_pk(owner))),
-        (SORT_KEY.to_string(), s(document_sk(id))),
-    ])
+    item_key(owner_pk(owner), document_sk(id))
 }
 
 /// A document's item, as stored.
@@ -201,15 +200,8 @@ impl DynamoDocuments {
     async fn put_record(&self, record: &DocumentRecord) -> Result<(), StoreError> {
         let item = serde_dynamo::to_item(DocumentItem::new(record))
             .map_err(|e| StoreError::Failed(format!("a document item: {e}")))?;
-        self.client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .send()
-            .instrument(tracing::info_span!("documents.put"))
-            .await
-            .map_err(failed)?;
-        Ok(())
+        let span = tracing::info_span!("documents.put");
+        put_item(&self.client, &self.table, item, span).await
     }
 
     async fn get_record(
@@ -217,17 +209,9 @@ impl DynamoDocuments {
         owner: &str,
         id: &str,
     ) -> Result<Option<DocumentRecord>, StoreError> {
-        let got = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(key_of(owner, id)))
-            .consistent_read(true)
-            .send()
-            .instrument(tracing::info_span!("documents.get"))
-            .await
-            .map_err(failed)?;
-        got.item.map(from_item).transpose()
+        let span = tracing::info_span!("documents.get");
+        let got = get_item(&self.client, &self.table, key_of(owner, id), true, span).await?;
+        got.map(from_item).transpose()
     }
 
     async fn list_records(
@@ -469,25 +453,16 @@ impl KnowledgeBaseDocuments {
         timeout: Duration,
         timeouts: StoreTimeouts,
     ) -> Self {
-        let local = s3.endpoint_url().is_some()
-            || ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"]
-                .iter()
-                .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()));
-        let s3_config = aws_sdk_s3::config::Builder::from(s3)
-            .force_path_style(local)
-            .timeout_config(
-                aws_smithy_types::timeout::TimeoutConfig::builder()
-                    .connect_timeout(timeouts.connect)
-                    .operation_attempt_timeout(timeout)
-                    .operation_timeout(timeout)
-                    .build(),
-            )
+        let s3_timeouts = aws_smithy_types::timeout::TimeoutConfig::builder()
+            .connect_timeout(timeouts.connect)
+            .operation_attempt_timeout(timeout)
+            .operation_timeout(timeout)
             .build();
         let agent_config = aws_sdk_bedrockagent::config::Builder::from(agent)
             .timeout_config(crate::whole_call_timeout(timeout))
             .build();
         Self {
-            s3: aws_sdk_s3::Client::from_conf(s3_config),
+            s3: crate::attachments::s3_client(s3, s3_timeouts),
             agent: aws_sdk_bedrockagent::Client::from_conf(agent_config),
             bucket: bucket.to_string(),
             knowledge_base_id: knowledge_base_id.to_string(),

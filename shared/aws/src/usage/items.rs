@@ -11,7 +11,7 @@ use chat_core::{
 use serde::Deserialize;
 
 use crate::dynamo::{Expression, Item, n, s};
-use crate::table::{EXPIRES_AT, PARTITION_KEY, SORT_KEY, token_attributes};
+use crate::table::{EXPIRES_AT, PARTITION_KEY, item_key, token_attributes};
 
 /// How long each counter is kept past its first write: a day's two days, a week's fifteen, a month's about thirteen
 /// months (an operator can still read last year's same month), a window's an hour, a hold two days (a turn lasts
@@ -208,10 +208,7 @@ const WATCH_UNTIL: &str = "until";
 
 /// The key of `owner`'s item `sk`.
 pub(super) fn key(owner: &str, sk: &str) -> Item {
-    Item::from([
-        (PARTITION_KEY.to_string(), s(usage_pk(owner))),
-        (SORT_KEY.to_string(), s(sk)),
-    ])
+    item_key(usage_pk(owner), sk)
 }
 
 /// The key of `hold`'s item.
@@ -547,6 +544,7 @@ pub(super) fn limits_as_seen(table: &str, owner: &str, seen: &Item) -> Condition
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::table::SORT_KEY;
     use aws_sdk_dynamodb::types::Update;
     use std::collections::BTreeSet;
 

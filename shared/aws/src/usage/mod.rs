@@ -72,7 +72,7 @@ use chat_core::{
 use time::OffsetDateTime;
 use tracing::Instrument;
 
-use crate::dynamo::{Item, WriteFailure, failed, transact};
+use crate::dynamo::{Item, WriteFailure, failed, get_item, transact};
 use crate::table::SORT_KEY;
 use items::{
     LIMITS_SK, PeriodItem, WATCH_SK_PREFIX, WatchItem, day_sk, hold_key, hold_put, hold_settled,
@@ -303,18 +303,15 @@ impl DynamoUsage {
         seen.insert(owner.to_string(), item);
     }
 
+    /// The item of `key` (a consistent read), `None` when there is none.
+    async fn read(&self, key: Item) -> Result<Option<Item>, StoreError> {
+        let span = tracing::info_span!("store.usage.get_item");
+        get_item(&self.client, &self.table, key, true, span).await
+    }
+
     async fn read_limits(&self, owner: &str) -> Result<Item, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(key(owner, LIMITS_SK)))
-            .consistent_read(true)
-            .send()
-            .instrument(tracing::info_span!("store.usage.get_item"))
-            .await
-            .map_err(failed)?;
-        Ok(limit_attributes(&out.item.unwrap_or_default()))
+        let item = self.read(key(owner, LIMITS_SK)).await?;
+        Ok(limit_attributes(&item.unwrap_or_default()))
     }
 
     /// The admission's transaction for `hold` under `limits` (the user's own, from `seen`, their item's limit
@@ -464,17 +461,8 @@ impl DynamoUsage {
 
     /// The version of `hold` as stored; `None` when it is not (never admitted, or settled for the last time).
     async fn hold_version(&self, hold: &Hold) -> Result<Option<u32>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(hold_key(hold)))
-            .consistent_read(true)
-            .send()
-            .instrument(tracing::info_span!("store.usage.get_item"))
-            .await
-            .map_err(failed)?;
-        Ok(out.item.and_then(|item| {
+        let item = self.read(hold_key(hold)).await?;
+        Ok(item.and_then(|item| {
             item.get("version")
                 .and_then(|v| v.as_n().ok())
                 .and_then(|v| v.parse().ok())
@@ -557,17 +545,7 @@ impl DynamoUsage {
 
     /// Whether the item of `key` (a mark) is stored: a consistent read.
     async fn marked(&self, key: Item) -> Result<bool, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(key))
-            .consistent_read(true)
-            .send()
-            .instrument(tracing::info_span!("store.usage.get_item"))
-            .await
-            .map_err(failed)?;
-        Ok(out.item.is_some())
+        Ok(self.read(key).await?.is_some())
     }
 
     /// Counts `upload` under `configured` (see [`UploadQuota::count_upload`]), in the transaction the module's
@@ -719,17 +697,8 @@ impl DynamoUsage {
                 Err(e) => {
                     // No answer: whether the place was taken is read back, never taken again blindly.
                     let error = failed(e);
-                    let out = self
-                        .client
-                        .get_item()
-                        .table_name(&self.table)
-                        .set_key(Some(watch_key(owner, slot)))
-                        .consistent_read(true)
-                        .send()
-                        .instrument(tracing::info_span!("store.usage.get_item"))
-                        .await
-                        .map_err(failed)?;
-                    let held: WatchItem = read_item(out.item.as_ref(), "watch");
+                    let item = self.read(watch_key(owner, slot)).await?;
+                    let held: WatchItem = read_item(item.as_ref(), "watch");
                     if held.watch_id == lease.id {
                         return Ok(WatchPlace::Taken(lease));
                     }
