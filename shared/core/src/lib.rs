@@ -82,7 +82,9 @@ pub use followups::FollowupSplitter;
 pub use grounding::Grounding;
 pub use invalid::InvalidRequest;
 pub use kept_responses::{KeptFuture, KeptResponse, ResponseStore};
-pub use limits::{Family, LimitKind, LimitOverrides, Limits, Period, Resource};
+pub use limits::{
+    Family, InForce, LimitAmounts, LimitKind, LimitOverrides, Limits, Period, Resource, UsersOwn,
+};
 pub use model::ReplyStream;
 pub use model::{
     ChatModel, GuardrailFinding, GuardrailTrace, InferenceSettings, ModelEvent, ModelMessage,
