@@ -7,6 +7,7 @@ use std::time::Duration;
 use aws_sdk_s3::Client;
 use aws_sdk_s3::config::http::HttpResponse;
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::operation::create_bucket::CreateBucketError;
 use aws_sdk_s3::presigning::PresigningConfig;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{Delete, ObjectIdentifier};
@@ -148,6 +149,36 @@ pub(crate) fn s3_client(config: &aws_config::SdkConfig, timeouts: TimeoutConfig)
     Client::from_conf(client_config)
 }
 
+/// Creates `bucket` unless it is there already (it answers, or its creation says it is ours), the look traced in
+/// the first of `spans`, the creation in the second.
+pub(crate) async fn ensure_bucket(
+    client: &Client,
+    bucket: &str,
+    [head, create]: [tracing::Span; 2],
+) -> Result<(), SdkError<CreateBucketError, HttpResponse>> {
+    if client
+        .head_bucket()
+        .bucket(bucket)
+        .send()
+        .instrument(head)
+        .await
+        .is_ok()
+    {
+        return Ok(());
+    }
+    match client
+        .create_bucket()
+        .bucket(bucket)
+        .send()
+        .instrument(create)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.code() == Some("BucketAlreadyOwnedByYou") => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 impl S3Attachments {
     pub fn new(client: Client, bucket: impl Into<String>, url_lifetime: Duration) -> Self {
         Self {
@@ -177,29 +208,13 @@ impl S3Attachments {
     /// Creates the bucket when it does not exist yet (for local servers and tests; a deployment's template
     /// creates its own).
     pub async fn ensure_bucket(&self) -> Result<(), AttachmentError> {
-        if self
-            .client
-            .head_bucket()
-            .bucket(&self.bucket)
-            .send()
-            .instrument(tracing::info_span!("attachments.head_bucket"))
+        let spans = [
+            tracing::info_span!("attachments.head_bucket"),
+            tracing::info_span!("attachments.create_bucket"),
+        ];
+        ensure_bucket(&self.client, &self.bucket, spans)
             .await
-            .is_ok()
-        {
-            return Ok(());
-        }
-        match self
-            .client
-            .create_bucket()
-            .bucket(&self.bucket)
-            .send()
-            .instrument(tracing::info_span!("attachments.create_bucket"))
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) if e.code() == Some("BucketAlreadyOwnedByYou") => Ok(()),
-            Err(e) => Err(failed(e)),
-        }
+            .map_err(failed)
     }
 
     /// How many objects the bucket holds under `owner`'s prefix (for tests and tools).

@@ -489,21 +489,10 @@ impl KnowledgeBaseDocuments {
     /// Creates the bucket when it does not exist yet (the local run and tests; a deployment's template makes its
     /// own).
     pub async fn ensure_bucket(&self) -> Result<(), IndexError> {
-        if self
-            .s3
-            .head_bucket()
-            .bucket(&self.bucket)
-            .send()
+        let spans = [tracing::Span::none(), tracing::Span::none()];
+        crate::attachments::ensure_bucket(&self.s3, &self.bucket, spans)
             .await
-            .is_ok()
-        {
-            return Ok(());
-        }
-        match self.s3.create_bucket().bucket(&self.bucket).send().await {
-            Ok(_) => Ok(()),
-            Err(e) if e.code() == Some("BucketAlreadyOwnedByYou") => Ok(()),
-            Err(e) => Err(index_failed("the documents bucket", e)),
-        }
+            .map_err(|e| index_failed("the documents bucket", e))
     }
 
     /// The keys the bucket holds under `owner`'s prefix (for tests and tools).
