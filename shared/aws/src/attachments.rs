@@ -8,6 +8,7 @@ use aws_sdk_s3::Client;
 use aws_sdk_s3::config::http::HttpResponse;
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::operation::create_bucket::CreateBucketError;
+use aws_sdk_s3::operation::list_objects_v2::ListObjectsV2Error;
 use aws_sdk_s3::presigning::PresigningConfig;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{Delete, ObjectIdentifier};
@@ -179,6 +180,53 @@ pub(crate) async fn ensure_bucket(
     }
 }
 
+/// One page of the keys `bucket` holds under `prefix`, from `token` (the first page when `None`), traced as `span`;
+/// and the token of the next page, when there is one.
+pub(crate) async fn keys_under(
+    client: &Client,
+    bucket: &str,
+    prefix: &str,
+    token: Option<String>,
+    span: tracing::Span,
+) -> Result<(Vec<String>, Option<String>), SdkError<ListObjectsV2Error, HttpResponse>> {
+    let page = client
+        .list_objects_v2()
+        .bucket(bucket)
+        .prefix(prefix)
+        .set_continuation_token(token)
+        .send()
+        .instrument(span)
+        .await?;
+    let keys = page
+        .contents()
+        .iter()
+        .filter_map(|o| o.key().map(str::to_string))
+        .collect();
+    let next = match page.next_continuation_token() {
+        Some(next) if page.is_truncated() == Some(true) => Some(next.to_string()),
+        _ => None,
+    };
+    Ok((keys, next))
+}
+
+/// The quiet deletion (only failures answered) of `keys`.
+pub(crate) fn deletion<K: Into<String>>(keys: impl IntoIterator<Item = K>) -> Delete {
+    let objects = keys
+        .into_iter()
+        .map(|key| {
+            ObjectIdentifier::builder()
+                .key(key)
+                .build()
+                .expect("an object identifier has its key")
+        })
+        .collect();
+    Delete::builder()
+        .set_objects(Some(objects))
+        .quiet(true)
+        .build()
+        .expect("a delete has its objects")
+}
+
 impl S3Attachments {
     pub fn new(client: Client, bucket: impl Into<String>, url_lifetime: Duration) -> Self {
         Self {
@@ -219,16 +267,11 @@ impl S3Attachments {
 
     /// How many objects the bucket holds under `owner`'s prefix (for tests and tools).
     pub async fn count_owned(&self, owner: &str) -> Result<usize, AttachmentError> {
-        let page = self
-            .client
-            .list_objects_v2()
-            .bucket(&self.bucket)
-            .prefix(owner_prefix(owner))
-            .send()
-            .instrument(tracing::info_span!("attachments.list_objects_v2"))
+        let span = tracing::info_span!("attachments.list_objects_v2");
+        let (keys, _) = keys_under(&self.client, &self.bucket, &owner_prefix(owner), None, span)
             .await
             .map_err(failed)?;
-        Ok(page.contents().len())
+        Ok(keys.len())
     }
 
     async fn put_file(
@@ -294,25 +337,11 @@ impl S3Attachments {
 
     async fn delete_keys(&self, keys: &[String]) -> Result<(), AttachmentError> {
         for batch in keys.chunks(DELETE_BATCH) {
-            let objects = batch
-                .iter()
-                .map(|key| {
-                    ObjectIdentifier::builder()
-                        .key(key)
-                        .build()
-                        .expect("an object identifier has its key")
-                })
-                .collect();
-            let delete = Delete::builder()
-                .set_objects(Some(objects))
-                .quiet(true)
-                .build()
-                .expect("a delete has its objects");
             let out = self
                 .client
                 .delete_objects()
                 .bucket(&self.bucket)
-                .delete(delete)
+                .delete(deletion(batch))
                 .send()
                 .instrument(tracing::info_span!("attachments.delete_objects"))
                 .await
@@ -340,25 +369,14 @@ impl S3Attachments {
         let prefix = format!("{}{chat_id}/", owner_prefix(owner));
         let mut token = None;
         loop {
-            let page = self
-                .client
-                .list_objects_v2()
-                .bucket(&self.bucket)
-                .prefix(&prefix)
-                .set_continuation_token(token.take())
-                .send()
-                .instrument(tracing::info_span!("attachments.list_objects_v2"))
+            let span = tracing::info_span!("attachments.list_objects_v2");
+            let (keys, next) = keys_under(&self.client, &self.bucket, &prefix, token.take(), span)
                 .await
                 .map_err(failed)?;
-            let keys: Vec<String> = page
-                .contents()
-                .iter()
-                .filter_map(|o| o.key().map(str::to_string))
-                .collect();
             self.delete_keys(&keys).await?;
-            match page.next_continuation_token() {
-                Some(next) if page.is_truncated() == Some(true) => token = Some(next.to_string()),
-                _ => return Ok(()),
+            match next {
+                Some(next) => token = Some(next),
+                None => return Ok(()),
             }
         }
     }

@@ -31,7 +31,6 @@ use aws_sdk_bedrockagent::types::{
 };
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::{Delete, ObjectIdentifier};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use bytes::Bytes;
@@ -42,7 +41,7 @@ use chat_core::{
 use serde::{Deserialize, Serialize};
 use tracing::Instrument;
 
-use crate::attachments::owner_prefix;
+use crate::attachments::{deletion, keys_under, owner_prefix};
 use crate::dynamo::{Expression, Item, failed, get_item, put_item, s};
 use crate::table::{
     LIST_INDEX, LIST_PARTITION_KEY, LIST_SORT_KEY, PARTITION_KEY, SORT_KEY, item_key,
@@ -497,19 +496,11 @@ impl KnowledgeBaseDocuments {
 
     /// The keys the bucket holds under `owner`'s prefix (for tests and tools).
     pub async fn keys_of(&self, owner: &str) -> Result<Vec<String>, IndexError> {
-        let page = self
-            .s3
-            .list_objects_v2()
-            .bucket(&self.bucket)
-            .prefix(owner_prefix(owner))
-            .send()
+        let span = tracing::Span::none();
+        let (keys, _) = keys_under(&self.s3, &self.bucket, &owner_prefix(owner), None, span)
             .await
             .map_err(|e| index_failed("the documents bucket", e))?;
-        Ok(page
-            .contents()
-            .iter()
-            .filter_map(|o| o.key().map(str::to_string))
-            .collect())
+        Ok(keys)
     }
 
     /// One page of what the data source holds (`ListKnowledgeBaseDocuments`): each document's S3 URI and where it
@@ -708,20 +699,10 @@ impl KnowledgeBaseDocuments {
         };
         // The bytes go whatever the knowledge base said: a later sync must not find them again.
         let key = self.key(record);
-        let objects = [key.clone(), format!("{key}.metadata.json")]
-            .into_iter()
-            .map(|k| ObjectIdentifier::builder().key(k).build().expect("a key"))
-            .collect();
         self.s3
             .delete_objects()
             .bucket(&self.bucket)
-            .delete(
-                Delete::builder()
-                    .set_objects(Some(objects))
-                    .quiet(true)
-                    .build()
-                    .expect("a delete has its objects"),
-            )
+            .delete(deletion([key.clone(), format!("{key}.metadata.json")]))
             .send()
             .instrument(tracing::info_span!("documents.delete_objects"))
             .await
