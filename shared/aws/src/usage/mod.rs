@@ -148,13 +148,13 @@ pub(crate) fn turn_settlement(
     }
 }
 
-/// Why a transaction of the ledger was cancelled: by which of its writes, in order.
-fn cancellation_reasons(e: &WriteFailure) -> Option<Vec<Option<String>>> {
+/// Why a transaction of the ledger was cancelled: whether each of its writes, in order, failed its condition.
+fn checks_failed(e: &WriteFailure) -> Option<Vec<bool>> {
     match e.as_service_error() {
         Some(TransactWriteItemsError::TransactionCanceledException(c)) => Some(
             c.cancellation_reasons()
                 .iter()
-                .map(|r| r.code().map(str::to_string))
+                .map(|r| r.code() == Some("ConditionalCheckFailed"))
                 .collect(),
         ),
         _ => None,
@@ -295,6 +295,13 @@ impl DynamoUsage {
             .cloned()
     }
 
+    /// Reads `owner`'s limits item afresh, and remembers it.
+    async fn reread_limits(&self, owner: &str) -> Result<(), StoreError> {
+        let item = self.read_limits(owner).await?;
+        self.remember_limits(owner, item);
+        Ok(())
+    }
+
     fn remember_limits(&self, owner: &str, item: Item) {
         let mut seen = self.limits_seen.lock().expect("never poisoned");
         if seen.len() >= REMEMBERED_USERS {
@@ -401,19 +408,15 @@ impl DynamoUsage {
                 }
                 Err(e) => e,
             };
-            if let Some(reasons) = cancellation_reasons(&e) {
-                let failed_at = |i: Option<usize>| {
-                    i.and_then(|i| reasons.get(i))
-                        .is_some_and(|r| r.as_deref() == Some("ConditionalCheckFailed"))
-                };
+            if let Some(failed) = checks_failed(&e) {
+                let failed_at = |i: Option<usize>| i.and_then(|i| failed.get(i)) == Some(&true);
                 if failed_at(Some(layout.hold)) {
                     // The hold exists: an earlier attempt of this very admission landed, its answer lost.
                     return Ok(Ok(()));
                 }
                 if failed_at(layout.limits) {
                     // The operator changed the user's limits since they were read: read them again.
-                    let item = self.read_limits(owner).await?;
-                    self.remember_limits(owner, item);
+                    self.reread_limits(owner).await?;
                     continue;
                 }
                 let refused = layout.periods.iter().any(|i| failed_at(Some(*i)))
@@ -494,7 +497,7 @@ impl DynamoUsage {
             if landed(self.hold_version(hold).await?) {
                 return Ok(());
             }
-            if cancellation_reasons(&e).is_some() || attempt == ATTEMPTS {
+            if checks_failed(&e).is_some() || attempt == ATTEMPTS {
                 return Err(failed(e));
             }
         }
@@ -515,11 +518,7 @@ impl DynamoUsage {
                 Ok(_) => return Ok(()),
                 Err(e) => e,
             };
-            if let Some(reasons) = cancellation_reasons(&e)
-                && reasons
-                    .first()
-                    .is_some_and(|r| r.as_deref() == Some("ConditionalCheckFailed"))
-            {
+            if checks_failed(&e).is_some_and(|failed| failed.first() == Some(&true)) {
                 // The mark exists: an earlier attempt of this very record landed, its answer lost.
                 return Ok(());
             }
@@ -529,7 +528,7 @@ impl DynamoUsage {
             }
             // No answer, or one that does not say: the mark tells whether the record landed. Sent again only when
             // it did not and the failure may pass; the mark's condition keeps a late landing from counting twice.
-            let known = cancellation_reasons(&e).is_some();
+            let known = checks_failed(&e).is_some();
             let e = failed(e);
             if self.marked(record_key(hold)).await? {
                 return Ok(());
@@ -590,20 +589,15 @@ impl DynamoUsage {
                 }
                 Err(e) => e,
             };
-            if let Some(reasons) = cancellation_reasons(&e) {
-                let failed_at = |i: usize| {
-                    reasons
-                        .get(i)
-                        .is_some_and(|r| r.as_deref() == Some("ConditionalCheckFailed"))
-                };
+            if let Some(failed) = checks_failed(&e) {
+                let failed_at = |i: usize| failed.get(i) == Some(&true);
                 if failed_at(0) {
                     // The mark exists: an earlier attempt of this very count landed, its answer lost.
                     return Ok(Ok(()));
                 }
                 if failed_at(check) {
                     // The operator changed the user's limits since they were read: read them again.
-                    let item = self.read_limits(owner).await?;
-                    self.remember_limits(owner, item);
+                    self.reread_limits(owner).await?;
                     continue;
                 }
                 if (1..check).any(failed_at) {
@@ -620,7 +614,7 @@ impl DynamoUsage {
             }
             // No answer, or one that does not say: the mark tells whether the count landed. Sent again only when
             // it did not and the failure may pass; the mark's condition keeps a late landing from counting twice.
-            let known = cancellation_reasons(&e).is_some();
+            let known = checks_failed(&e).is_some();
             let e = failed(e);
             if self.upload_counted(upload).await? {
                 return Ok(Ok(()));
