@@ -121,9 +121,9 @@ pub use tools::{
 pub use turn::new_message_id;
 pub use turn::{TurnHeader, rfc3339_millis};
 pub use usage::{
-    Amount, BUCKET_SECONDS, HELD_RETRY_SECONDS, Hold, LimitReport, MinuteReport, OverLimit,
-    PeriodReport, PeriodUsage, Periods, RateWindow, Reserve, Upload, UploadQuota, UploadReport,
-    UploadUsage, UsageCharge, UsageFuture, UsageLedger, UsageReport, UsageSnapshot, WINDOW_BUCKETS,
-    WINDOW_SPAN, WatchLease, WatchPlace, WatchSlots, check, check_requests, check_upload, report,
-    upload_ceilings, watches_full,
+    Amount, BUCKET_SECONDS, HELD_RETRY_SECONDS, HeldPlaces, Hold, LimitReport, MinuteReport,
+    OverLimit, PeriodReport, PeriodUsage, Periods, RateWindow, Reserve, Upload, UploadQuota,
+    UploadReport, UploadUsage, UsageCharge, UsageFuture, UsageLedger, UsageReport, UsageSnapshot,
+    WINDOW_BUCKETS, WINDOW_SPAN, WatchLease, WatchPlace, WatchSlots, check, check_requests,
+    check_upload, place_held, report, upload_ceilings, watches_full,
 };

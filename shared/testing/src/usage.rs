@@ -60,9 +60,7 @@ impl Counters {
     fn watches_held(&self, owner: &str, now: OffsetDateTime) -> u64 {
         self.watches
             .iter()
-            .filter(|((o, _), (_, until))| {
-                o == owner && until.unix_timestamp() >= now.unix_timestamp()
-            })
+            .filter(|((o, _), (_, until))| o == owner && chat_core::place_held(*until, now))
             .count() as u64
     }
 
@@ -143,14 +141,12 @@ impl WatchSlots for InMemoryUsage {
         until: OffsetDateTime,
     ) -> UsageFuture<'a, WatchPlace> {
         let mut c = self.counters.lock().unwrap();
-        let mut free_by: Option<OffsetDateTime> = None;
+        let mut held = chat_core::HeldPlaces::default();
         let mut place = None;
         for slot in 0..limit {
             match c.watches.get(&(owner.to_string(), slot)) {
                 // As DynamoDB's condition: held while `until` is not before now (to the second).
-                Some((_, held)) if held.unix_timestamp() >= now.unix_timestamp() => {
-                    free_by = Some(free_by.map_or(*held, |f| f.min(*held)));
-                }
+                Some((_, ends)) if chat_core::place_held(*ends, now) => held.held_until(*ends),
                 _ => {
                     let lease = WatchLease::new(owner, slot, until);
                     c.watches
@@ -160,9 +156,7 @@ impl WatchSlots for InMemoryUsage {
                 }
             }
         }
-        let place = place.unwrap_or(WatchPlace::Full {
-            free_by: free_by.unwrap_or(until),
-        });
+        let place = place.unwrap_or_else(|| held.full(until));
         Box::pin(async move { Ok(place) })
     }
 

@@ -65,9 +65,9 @@ use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, TransactWriteItem};
 use chat_core::{
-    Family, Hold, LimitKind, Limits, OverLimit, Periods, RateWindow, Reserve, Resource, StoreError,
-    Upload, UploadQuota, UsageFuture, UsageLedger, UsageSnapshot, UsageTotals, WINDOW_SPAN,
-    WatchLease, WatchPlace, WatchSlots, upload_ceilings,
+    Family, HeldPlaces, Hold, LimitKind, Limits, OverLimit, Periods, RateWindow, Reserve, Resource,
+    StoreError, Upload, UploadQuota, UsageFuture, UsageLedger, UsageSnapshot, UsageTotals,
+    WINDOW_SPAN, WatchLease, WatchPlace, WatchSlots, upload_ceilings,
 };
 use time::OffsetDateTime;
 use tracing::Instrument;
@@ -656,7 +656,7 @@ impl DynamoUsage {
         now: OffsetDateTime,
         until: OffsetDateTime,
     ) -> Result<WatchPlace, StoreError> {
-        let mut free_by: Option<OffsetDateTime> = None;
+        let mut places = HeldPlaces::default();
         for slot in 0..limit {
             let lease = WatchLease::new(owner, slot, until);
             let sent = watch_take(&lease, now.unix_timestamp())
@@ -686,7 +686,7 @@ impl DynamoUsage {
                     };
                     let held: WatchItem = read_item(refused.item.as_ref(), "watch");
                     let ends = OffsetDateTime::from_unix_timestamp(held.until).unwrap_or(until);
-                    free_by = Some(free_by.map_or(ends, |f| f.min(ends)));
+                    places.held_until(ends);
                 }
                 Err(e) => {
                     // No answer: whether the place was taken is read back, never taken again blindly.
@@ -700,9 +700,7 @@ impl DynamoUsage {
                 }
             }
         }
-        Ok(WatchPlace::Full {
-            free_by: free_by.unwrap_or(until),
-        })
+        Ok(places.full(until))
     }
 
     /// How many of `owner`'s places are held at `now`.
