@@ -397,7 +397,7 @@ impl DynamoStore {
             let rename = Expression::new()
                 .set("title", s(title))
                 .if_exists(PARTITION_KEY)
-                .if_absent_or_over(EXPIRES_AT, n(now_unix()));
+                .if_absent_or(EXPIRES_AT, ">", n(now_unix()));
             let updated = rename
                 .update_item(
                     self.client.update_item().table_name(&self.table),

@@ -185,7 +185,7 @@ pub(super) fn watch_take(lease: &chat_core::WatchLease, now: i64) -> Expression 
         .set(WATCH_ID, s(&lease.id))
         .set(WATCH_UNTIL, n(until))
         .set(EXPIRES_AT, n(until + WATCH_KEPT_SECONDS))
-        .if_absent_or_under(WATCH_UNTIL, n(now))
+        .if_absent_or(WATCH_UNTIL, "<", n(now))
 }
 
 /// `lease`'s place given back (its time ended now), on condition that it still holds it.
@@ -336,10 +336,10 @@ impl Counter {
                 _ => limit,
             };
             let (attribute, limit) = checked_attribute(kind.resource, limit);
-            e = e.if_absent_or_under(attribute, limit.clone());
+            e = e.if_absent_or(attribute, "<", limit.clone());
             e = match kind.resource {
-                Resource::Tokens => e.if_absent_or_under("totalTokens", limit),
-                Resource::Cost => e.if_absent_or_under("costUsd", limit),
+                Resource::Tokens => e.if_absent_or("totalTokens", "<", limit),
+                Resource::Cost => e.if_absent_or("costUsd", "<", limit),
                 _ => e,
             };
         }
@@ -428,7 +428,7 @@ pub(super) fn window_admit(
         .add("requests", n(requests))
         .set_if_absent(EXPIRES_AT, n(ends + WINDOW_KEPT_SECONDS));
     if let Some(rate) = rate {
-        e = e.if_absent_or_under("requests", n(rate.saturating_sub(requests - 1)));
+        e = e.if_absent_or("requests", "<", n(rate.saturating_sub(requests - 1)));
     }
     e.update(table, key(owner, &window_sk(bucket)))
 }
@@ -522,7 +522,7 @@ pub(super) fn upload_add(
         .set_if_absent(EXPIRES_AT, n(counter.expires_at));
     for (kind, ceiling) in ceilings.iter().filter(|(k, _)| k.period == counter.period) {
         let (attribute, ceiling) = checked_attribute(kind.resource, *ceiling as f64);
-        e = e.if_absent_or_at_most(attribute, ceiling);
+        e = e.if_absent_or(attribute, "<=", ceiling);
     }
     e.update(table, key(&upload.owner, &counter.sk))
 }
