@@ -14,12 +14,12 @@
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::ProvideErrorMetadata;
-use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::TransactWriteItem;
 use chat_core::{ApiKeyFuture, ApiKeyRecord, ApiKeyRefusal, ApiKeyStore, Caller, StoreError};
 use serde::{Deserialize, Serialize};
 use tracing::Instrument;
 
-use crate::dynamo::{Item, failed, get_item, n, s, transact};
+use crate::dynamo::{Expression, Item, failed, get_item, n, s, transact};
 use crate::table::{PARTITION_KEY, SORT_KEY, item_key};
 
 /// The sort key of a key's checked item.
@@ -106,30 +106,13 @@ fn from_item(item: Item) -> Result<KeyItem, StoreError> {
         .map_err(|e| StoreError::Failed(format!("an API key item does not read: {e}")))
 }
 
+/// `item` put where no item of its key is yet.
 fn put(table: &str, item: Item) -> TransactWriteItem {
-    TransactWriteItem::builder()
-        .put(
-            Put::builder()
-                .table_name(table)
-                .set_item(Some(item))
-                .condition_expression("attribute_not_exists(#pk)")
-                .expression_attribute_names("#pk", PARTITION_KEY)
-                .build()
-                .expect("a put has its table and item"),
-        )
-        .build()
+    Expression::new().if_absent(PARTITION_KEY).put(table, item)
 }
 
 fn delete(table: &str, key: Item) -> TransactWriteItem {
-    TransactWriteItem::builder()
-        .delete(
-            Delete::builder()
-                .table_name(table)
-                .set_key(Some(key))
-                .build()
-                .expect("a delete has its table and key"),
-        )
-        .build()
+    Expression::new().delete(table, key)
 }
 
 /// The API keys in one DynamoDB table, through the store's client (and so within its timeouts).
