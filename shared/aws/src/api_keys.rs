@@ -19,8 +19,8 @@ use chat_core::{ApiKeyFuture, ApiKeyRecord, ApiKeyRefusal, ApiKeyStore, Caller, 
 use serde::{Deserialize, Serialize};
 use tracing::Instrument;
 
-use crate::dynamo::{Expression, Item, failed, get_item, n, s, transact};
-use crate::table::{PARTITION_KEY, SORT_KEY, item_key};
+use crate::dynamo::{Expression, Item, failed, get_item, n, transact};
+use crate::table::{PARTITION_KEY, item_key, with_sort_key_prefix};
 
 /// The sort key of a key's checked item.
 const CHECKED_SK: &str = "APIKEY";
@@ -135,16 +135,8 @@ impl DynamoApiKeys {
         let mut items = Vec::new();
         let mut start = None;
         loop {
-            let page = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .consistent_read(true)
-                .key_condition_expression("#pk = :pk AND begins_with(#sk, :key)")
-                .expression_attribute_names("#pk", PARTITION_KEY)
-                .expression_attribute_names("#sk", SORT_KEY)
-                .expression_attribute_values(":pk", s(listing_pk(owner)))
-                .expression_attribute_values(":key", s("KEY#"))
+            let query = self.client.query().table_name(&self.table);
+            let page = with_sort_key_prefix(query, listing_pk(owner), "KEY#")
                 .set_exclusive_start_key(start)
                 .send()
                 .instrument(tracing::info_span!("api_keys.list"))

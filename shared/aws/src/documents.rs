@@ -45,6 +45,7 @@ use crate::attachments::{deletion, keys_under, owner_prefix};
 use crate::dynamo::{Expression, Item, failed, get_item, put_item, s};
 use crate::table::{
     LIST_INDEX, LIST_PARTITION_KEY, LIST_SORT_KEY, PARTITION_KEY, SORT_KEY, item_key,
+    with_sort_key_prefix,
 };
 
 /// The list index's partition that holds every document.
@@ -231,14 +232,7 @@ impl DynamoDocuments {
                 let start = cursor
                     .map(|c| decode_cursor(c, PARTITION_KEY, &pk))
                     .transpose()?;
-                query
-                    .consistent_read(true)
-                    .key_condition_expression("#pk = :pk AND begins_with(#sk, :doc)")
-                    .expression_attribute_names("#pk", PARTITION_KEY)
-                    .expression_attribute_names("#sk", SORT_KEY)
-                    .expression_attribute_values(":pk", s(pk))
-                    .expression_attribute_values(":doc", s("DOC#"))
-                    .set_exclusive_start_key(start)
+                with_sort_key_prefix(query, pk, "DOC#").set_exclusive_start_key(start)
             }
             None => {
                 let start = cursor

@@ -21,6 +21,7 @@
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::ProvideErrorMetadata;
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, KeySchemaElement,
     KeyType, Projection, ProjectionType, ScalarAttributeType, TimeToLiveSpecification,
@@ -46,6 +47,21 @@ pub(crate) fn item_key(pk: impl Into<String>, sk: impl Into<String>) -> Item {
         (PARTITION_KEY.to_string(), s(pk)),
         (SORT_KEY.to_string(), s(sk)),
     ])
+}
+
+/// `query` narrowed to the items of the partition `pk` whose sort key begins with `prefix`, read consistently.
+pub(crate) fn with_sort_key_prefix(
+    query: QueryFluentBuilder,
+    pk: impl Into<String>,
+    prefix: &str,
+) -> QueryFluentBuilder {
+    query
+        .consistent_read(true)
+        .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
+        .expression_attribute_names("#pk", PARTITION_KEY)
+        .expression_attribute_names("#sk", SORT_KEY)
+        .expression_attribute_values(":pk", s(pk))
+        .expression_attribute_values(":prefix", s(prefix))
 }
 
 /// When `item` expires ([`EXPIRES_AT`]); `None` when it does not say (or not as a number).

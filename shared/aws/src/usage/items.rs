@@ -132,7 +132,7 @@ impl PeriodItem {
     }
 }
 
-fn usage_pk(owner: &str) -> String {
+pub(super) fn usage_pk(owner: &str) -> String {
     format!("USAGE#{owner}")
 }
 

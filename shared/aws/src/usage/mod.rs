@@ -73,12 +73,12 @@ use time::OffsetDateTime;
 use tracing::Instrument;
 
 use crate::dynamo::{Item, WriteFailure, failed, get_item, transact};
-use crate::table::SORT_KEY;
+use crate::table::{SORT_KEY, with_sort_key_prefix};
 use items::{
     LIMITS_SK, PeriodItem, WATCH_SK_PREFIX, WatchItem, day_sk, hold_key, hold_put, hold_settled,
     key, limit_attributes, limit_overrides, limits_as_seen, month_sk, period_counters, read_item,
-    record_key, record_put, upload_add, upload_key, upload_put, watch_give_back, watch_key,
-    watch_take, week_sk, window_admit, window_sk,
+    record_key, record_put, upload_add, upload_key, upload_put, usage_pk, watch_give_back,
+    watch_key, watch_take, week_sk, window_admit, window_sk,
 };
 
 /// How often a transaction that another one of the same user's held up (it was not applied) is sent again, and an
@@ -705,17 +705,8 @@ impl DynamoUsage {
 
     /// How many of `owner`'s places are held at `now`.
     async fn places_held(&self, owner: &str, now: OffsetDateTime) -> Result<u64, StoreError> {
-        let key = key(owner, WATCH_SK_PREFIX);
-        let out = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
-            .expression_attribute_names("#pk", crate::table::PARTITION_KEY)
-            .expression_attribute_names("#sk", SORT_KEY)
-            .expression_attribute_values(":pk", key[crate::table::PARTITION_KEY].clone())
-            .expression_attribute_values(":prefix", key[SORT_KEY].clone())
-            .consistent_read(true)
+        let query = self.client.query().table_name(&self.table);
+        let out = with_sort_key_prefix(query, usage_pk(owner), WATCH_SK_PREFIX)
             .send()
             .instrument(tracing::info_span!("store.usage.query"))
             .await
