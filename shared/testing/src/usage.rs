@@ -56,6 +56,13 @@ impl Counters {
         }
     }
 
+    /// What `owner` used in `periods`, and the limits that apply to them: `limits` with their own item's.
+    fn as_seen(&self, owner: &str, periods: &Periods, limits: &Limits) -> (UsageSnapshot, Limits) {
+        let snapshot = self.snapshot(owner, periods);
+        let limits = limits.for_user(&snapshot.overrides);
+        (snapshot, limits)
+    }
+
     /// How many of `owner`'s watch places are held at `now` (as DynamoDB's condition: to the second).
     fn watches_held(&self, owner: &str, now: OffsetDateTime) -> u64 {
         self.watches
@@ -118,8 +125,7 @@ impl UploadQuota for InMemoryUsage {
             if c.uploads_counted.contains(&upload.id) {
                 return Ok(());
             }
-            let snapshot = c.snapshot(&upload.owner, &upload.periods);
-            let limits = limits.for_user(&snapshot.overrides);
+            let (snapshot, limits) = c.as_seen(&upload.owner, &upload.periods, limits);
             chat_core::check_upload(&limits, &snapshot, upload)?;
             c.each_period(&upload.owner, &upload.periods, |p| {
                 p.uploads.documents += upload.documents;
@@ -191,8 +197,7 @@ impl UsageLedger for InMemoryUsage {
             if c.holds.contains_key(&hold.id) {
                 return Ok(());
             }
-            let snapshot = c.snapshot(&hold.owner, &hold.periods);
-            let limits = limits.for_user(&snapshot.overrides);
+            let (snapshot, limits) = c.as_seen(&hold.owner, &hold.periods, limits);
             chat_core::check_requests(&limits, &snapshot, &hold.periods, hold.requests)?;
             if limits.get(LimitKind::REQUESTS_PER_MINUTE).is_some() {
                 for m in 0..WINDOW_SPAN as i64 {
