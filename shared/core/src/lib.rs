@@ -110,7 +110,8 @@ pub use settings::{
 pub use spans::tool_call_span;
 pub use store::{
     Charged, ChatRecord, ListRequest, LoadedChat, Page, PageRequest, REASONING_KEPT_FOR, ReadMark,
-    SessionStore, StoreError, StoreTimeouts, StoredMessage, TurnWrite, is_chat_id,
+    SessionStore, StoreError, StoreTimeouts, StoredMessage, TurnWrite, is_chat_id, is_expired,
+    reasoning_kept_until,
 };
 pub use streaming::{StreamingTurn, TurnEnd, TurnEvent, TurnOpening};
 pub use thoughts::REDACTED;

@@ -141,7 +141,8 @@ impl ChatItem {
 
     /// Whether the chat is past its expiry (and before DynamoDB gets round to deleting it).
     pub(super) fn expired(&self) -> bool {
-        self.expires_at.is_some_and(|t| t <= now_unix())
+        self.expires_at
+            .is_some_and(|t| chat_core::is_expired(t, now_unix()))
     }
 
     pub(super) fn meta(self) -> Result<Meta, StoreError> {

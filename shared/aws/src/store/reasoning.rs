@@ -6,7 +6,7 @@
 //! |---|---|---|---|
 //! | kept reasoning | `REASONING#{owner}` | `{first call id}` | `blocks` (JSON), `expiresAt` |
 
-use chat_core::{REASONING_KEPT_FOR, ReasoningBlock, StoreError};
+use chat_core::{ReasoningBlock, StoreError, is_expired, reasoning_kept_until};
 
 use super::DynamoStore;
 use super::keys::now_unix;
@@ -29,10 +29,7 @@ impl DynamoStore {
         let json = serde_json::to_string(blocks).map_err(|e| StoreError::Failed(e.to_string()))?;
         let mut item = key(owner, call_id);
         item.insert(BLOCKS.to_string(), s(json));
-        item.insert(
-            EXPIRES_AT.to_string(),
-            n(now_unix() + REASONING_KEPT_FOR.as_secs() as i64),
-        );
+        item.insert(EXPIRES_AT.to_string(), n(reasoning_kept_until(now_unix())));
         let span = tracing::info_span!("store.put_item");
         put_item(&self.client, &self.table, item, span).await
     }
@@ -49,7 +46,7 @@ impl DynamoStore {
             return Ok(None);
         };
         // DynamoDB deletes expired items late: one past its time is gone all the same.
-        if expires_at(&item).is_some_and(|t| t <= now_unix()) {
+        if expires_at(&item).is_some_and(|t| is_expired(t, now_unix())) {
             return Ok(None);
         }
         let Some(json) = item.get(BLOCKS).and_then(|v| v.as_s().ok()) else {
