@@ -14,13 +14,13 @@
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::ProvideErrorMetadata;
-use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::TransactWriteItem;
 use chat_core::{ApiKeyFuture, ApiKeyRecord, ApiKeyRefusal, ApiKeyStore, Caller, StoreError};
 use serde::{Deserialize, Serialize};
 use tracing::Instrument;
 
-use crate::dynamo::{Item, failed, n, s, transact};
-use crate::table::{PARTITION_KEY, SORT_KEY};
+use crate::dynamo::{Expression, Item, failed, get_item, n, transact};
+use crate::table::{PARTITION_KEY, item_key, with_sort_key_prefix};
 
 /// The sort key of a key's checked item.
 const CHECKED_SK: &str = "APIKEY";
@@ -35,13 +35,6 @@ fn listing_pk(owner: &str) -> String {
 
 fn listing_sk(id: &str) -> String {
     format!("KEY#{id}")
-}
-
-fn key_of(pk: String, sk: String) -> Item {
-    Item::from([
-        (PARTITION_KEY.to_string(), s(pk)),
-        (SORT_KEY.to_string(), s(sk)),
-    ])
 }
 
 /// Either item of a key, as stored.
@@ -113,30 +106,13 @@ fn from_item(item: Item) -> Result<KeyItem, StoreError> {
         .map_err(|e| StoreError::Failed(format!("an API key item does not read: {e}")))
 }
 
+/// `item` put where no item of its key is yet.
 fn put(table: &str, item: Item) -> TransactWriteItem {
-    TransactWriteItem::builder()
-        .put(
-            Put::builder()
-                .table_name(table)
-                .set_item(Some(item))
-                .condition_expression("attribute_not_exists(#pk)")
-                .expression_attribute_names("#pk", PARTITION_KEY)
-                .build()
-                .expect("a put has its table and item"),
-        )
-        .build()
+    Expression::new().if_absent(PARTITION_KEY).put(table, item)
 }
 
 fn delete(table: &str, key: Item) -> TransactWriteItem {
-    TransactWriteItem::builder()
-        .delete(
-            Delete::builder()
-                .table_name(table)
-                .set_key(Some(key))
-                .build()
-                .expect("a delete has its table and key"),
-        )
-        .build()
+    Expression::new().delete(table, key)
 }
 
 /// The API keys in one DynamoDB table, through the store's client (and so within its timeouts).
@@ -159,16 +135,8 @@ impl DynamoApiKeys {
         let mut items = Vec::new();
         let mut start = None;
         loop {
-            let page = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .consistent_read(true)
-                .key_condition_expression("#pk = :pk AND begins_with(#sk, :key)")
-                .expression_attribute_names("#pk", PARTITION_KEY)
-                .expression_attribute_names("#sk", SORT_KEY)
-                .expression_attribute_values(":pk", s(listing_pk(owner)))
-                .expression_attribute_values(":key", s("KEY#"))
+            let query = self.client.query().table_name(&self.table);
+            let page = with_sort_key_prefix(query, listing_pk(owner), "KEY#")
                 .set_exclusive_start_key(start)
                 .send()
                 .instrument(tracing::info_span!("api_keys.list"))
@@ -223,16 +191,10 @@ impl DynamoApiKeys {
     }
 
     async fn find_key(&self, hash: &str) -> Result<Option<ApiKeyRecord>, StoreError> {
-        let got = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(key_of(checked_pk(hash), CHECKED_SK.into())))
-            .send()
-            .instrument(tracing::info_span!("api_keys.find"))
-            .await
-            .map_err(failed)?;
-        got.item
+        let key = item_key(checked_pk(hash), CHECKED_SK);
+        let span = tracing::info_span!("api_keys.find");
+        get_item(&self.client, &self.table, key, false, span)
+            .await?
             .map(|item| from_item(item).map(|k| k.record(hash.to_string())))
             .transpose()
     }
@@ -252,17 +214,9 @@ impl DynamoApiKeys {
     }
 
     async fn revoke_key(&self, owner: &str, id: &str) -> Result<Option<ApiKeyRecord>, StoreError> {
-        let got = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .consistent_read(true)
-            .set_key(Some(key_of(listing_pk(owner), listing_sk(id))))
-            .send()
-            .instrument(tracing::info_span!("api_keys.find_listed"))
-            .await
-            .map_err(failed)?;
-        let Some(item) = got.item else {
+        let key = item_key(listing_pk(owner), listing_sk(id));
+        let span = tracing::info_span!("api_keys.find_listed");
+        let Some(item) = get_item(&self.client, &self.table, key, true, span).await? else {
             return Ok(None);
         };
         let item = from_item(item)?;
@@ -276,8 +230,8 @@ impl DynamoApiKeys {
         transact(
             &self.client,
             vec![
-                delete(&self.table, key_of(checked_pk(&hash), CHECKED_SK.into())),
-                delete(&self.table, key_of(listing_pk(owner), listing_sk(id))),
+                delete(&self.table, item_key(checked_pk(&hash), CHECKED_SK)),
+                delete(&self.table, item_key(listing_pk(owner), listing_sk(id))),
             ],
             tracing::info_span!("api_keys.revoke"),
         )
@@ -291,7 +245,7 @@ impl DynamoApiKeys {
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(key_of(
+            .set_key(Some(item_key(
                 listing_pk(&key.caller.owner),
                 listing_sk(&key.id),
             )))

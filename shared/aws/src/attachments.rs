@@ -7,6 +7,8 @@ use std::time::Duration;
 use aws_sdk_s3::Client;
 use aws_sdk_s3::config::http::HttpResponse;
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::operation::create_bucket::CreateBucketError;
+use aws_sdk_s3::operation::list_objects_v2::ListObjectsV2Error;
 use aws_sdk_s3::presigning::PresigningConfig;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{Delete, ObjectIdentifier};
@@ -134,6 +136,97 @@ where
     }
 }
 
+/// An S3 client from the shared AWS configuration, every call bounded by `timeouts`. An endpoint of its own
+/// (`AWS_ENDPOINT_URL_S3`, a local server) is addressed by path, as such servers expect.
+pub(crate) fn s3_client(config: &aws_config::SdkConfig, timeouts: TimeoutConfig) -> Client {
+    let local = config.endpoint_url().is_some()
+        || ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"]
+            .iter()
+            .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()));
+    let client_config = aws_sdk_s3::config::Builder::from(config)
+        .force_path_style(local)
+        .timeout_config(timeouts)
+        .build();
+    Client::from_conf(client_config)
+}
+
+/// Creates `bucket` unless it is there already (it answers, or its creation says it is ours), the look traced in
+/// the first of `spans`, the creation in the second.
+pub(crate) async fn ensure_bucket(
+    client: &Client,
+    bucket: &str,
+    [head, create]: [tracing::Span; 2],
+) -> Result<(), SdkError<CreateBucketError, HttpResponse>> {
+    if client
+        .head_bucket()
+        .bucket(bucket)
+        .send()
+        .instrument(head)
+        .await
+        .is_ok()
+    {
+        return Ok(());
+    }
+    match client
+        .create_bucket()
+        .bucket(bucket)
+        .send()
+        .instrument(create)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.code() == Some("BucketAlreadyOwnedByYou") => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// One page of the keys `bucket` holds under `prefix`, from `token` (the first page when `None`), traced as `span`;
+/// and the token of the next page, when there is one.
+pub(crate) async fn keys_under(
+    client: &Client,
+    bucket: &str,
+    prefix: &str,
+    token: Option<String>,
+    span: tracing::Span,
+) -> Result<(Vec<String>, Option<String>), SdkError<ListObjectsV2Error, HttpResponse>> {
+    let page = client
+        .list_objects_v2()
+        .bucket(bucket)
+        .prefix(prefix)
+        .set_continuation_token(token)
+        .send()
+        .instrument(span)
+        .await?;
+    let keys = page
+        .contents()
+        .iter()
+        .filter_map(|o| o.key().map(str::to_string))
+        .collect();
+    let next = match page.next_continuation_token() {
+        Some(next) if page.is_truncated() == Some(true) => Some(next.to_string()),
+        _ => None,
+    };
+    Ok((keys, next))
+}
+
+/// The quiet deletion (only failures answered) of `keys`.
+pub(crate) fn deletion<K: Into<String>>(keys: impl IntoIterator<Item = K>) -> Delete {
+    let objects = keys
+        .into_iter()
+        .map(|key| {
+            ObjectIdentifier::builder()
+                .key(key)
+                .build()
+                .expect("an object identifier has its key")
+        })
+        .collect();
+    Delete::builder()
+        .set_objects(Some(objects))
+        .quiet(true)
+        .build()
+        .expect("a delete has its objects")
+}
+
 impl S3Attachments {
     pub fn new(client: Client, bucket: impl Into<String>, url_lifetime: Duration) -> Self {
         Self {
@@ -152,63 +245,33 @@ impl S3Attachments {
         url_lifetime: Duration,
         timeouts: StoreTimeouts,
     ) -> Self {
-        let local = config.endpoint_url().is_some()
-            || ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"]
-                .iter()
-                .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()));
-        let client_config = aws_sdk_s3::config::Builder::from(config)
-            .force_path_style(local)
-            .timeout_config(
-                TimeoutConfig::builder()
-                    .connect_timeout(timeouts.connect)
-                    .operation_attempt_timeout(ATTEMPT_TIMEOUT.max(timeouts.attempt))
-                    .operation_timeout(OPERATION_TIMEOUT.max(timeouts.operation))
-                    .build(),
-            )
+        let timeouts = TimeoutConfig::builder()
+            .connect_timeout(timeouts.connect)
+            .operation_attempt_timeout(ATTEMPT_TIMEOUT.max(timeouts.attempt))
+            .operation_timeout(OPERATION_TIMEOUT.max(timeouts.operation))
             .build();
-        Self::new(Client::from_conf(client_config), bucket, url_lifetime)
+        Self::new(s3_client(config, timeouts), bucket, url_lifetime)
     }
 
     /// Creates the bucket when it does not exist yet (for local servers and tests; a deployment's template
     /// creates its own).
     pub async fn ensure_bucket(&self) -> Result<(), AttachmentError> {
-        if self
-            .client
-            .head_bucket()
-            .bucket(&self.bucket)
-            .send()
-            .instrument(tracing::info_span!("attachments.head_bucket"))
+        let spans = [
+            tracing::info_span!("attachments.head_bucket"),
+            tracing::info_span!("attachments.create_bucket"),
+        ];
+        ensure_bucket(&self.client, &self.bucket, spans)
             .await
-            .is_ok()
-        {
-            return Ok(());
-        }
-        match self
-            .client
-            .create_bucket()
-            .bucket(&self.bucket)
-            .send()
-            .instrument(tracing::info_span!("attachments.create_bucket"))
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) if e.code() == Some("BucketAlreadyOwnedByYou") => Ok(()),
-            Err(e) => Err(failed(e)),
-        }
+            .map_err(failed)
     }
 
     /// How many objects the bucket holds under `owner`'s prefix (for tests and tools).
     pub async fn count_owned(&self, owner: &str) -> Result<usize, AttachmentError> {
-        let page = self
-            .client
-            .list_objects_v2()
-            .bucket(&self.bucket)
-            .prefix(owner_prefix(owner))
-            .send()
-            .instrument(tracing::info_span!("attachments.list_objects_v2"))
+        let span = tracing::info_span!("attachments.list_objects_v2");
+        let (keys, _) = keys_under(&self.client, &self.bucket, &owner_prefix(owner), None, span)
             .await
             .map_err(failed)?;
-        Ok(page.contents().len())
+        Ok(keys.len())
     }
 
     async fn put_file(
@@ -274,25 +337,11 @@ impl S3Attachments {
 
     async fn delete_keys(&self, keys: &[String]) -> Result<(), AttachmentError> {
         for batch in keys.chunks(DELETE_BATCH) {
-            let objects = batch
-                .iter()
-                .map(|key| {
-                    ObjectIdentifier::builder()
-                        .key(key)
-                        .build()
-                        .expect("an object identifier has its key")
-                })
-                .collect();
-            let delete = Delete::builder()
-                .set_objects(Some(objects))
-                .quiet(true)
-                .build()
-                .expect("a delete has its objects");
             let out = self
                 .client
                 .delete_objects()
                 .bucket(&self.bucket)
-                .delete(delete)
+                .delete(deletion(batch))
                 .send()
                 .instrument(tracing::info_span!("attachments.delete_objects"))
                 .await
@@ -320,25 +369,14 @@ impl S3Attachments {
         let prefix = format!("{}{chat_id}/", owner_prefix(owner));
         let mut token = None;
         loop {
-            let page = self
-                .client
-                .list_objects_v2()
-                .bucket(&self.bucket)
-                .prefix(&prefix)
-                .set_continuation_token(token.take())
-                .send()
-                .instrument(tracing::info_span!("attachments.list_objects_v2"))
+            let span = tracing::info_span!("attachments.list_objects_v2");
+            let (keys, next) = keys_under(&self.client, &self.bucket, &prefix, token.take(), span)
                 .await
                 .map_err(failed)?;
-            let keys: Vec<String> = page
-                .contents()
-                .iter()
-                .filter_map(|o| o.key().map(str::to_string))
-                .collect();
             self.delete_keys(&keys).await?;
-            match page.next_continuation_token() {
-                Some(next) if page.is_truncated() == Some(true) => token = Some(next.to_string()),
-                _ => return Ok(()),
+            match next {
+                Some(next) => token = Some(next),
+                None => return Ok(()),
             }
         }
     }

@@ -53,13 +53,33 @@ impl BedrockModel {
     pub fn new(config: &aws_config::SdkConfig, timeout: Duration) -> Self {
         // The SDK's timeouts stop once a response's headers are in, so a stream's body is timed below, and the calls
         // carry a timer of their own as well.
-        let conf = aws_sdk_bedrockruntime::config::Builder::from(config)
-            .timeout_config(crate::whole_call_timeout(timeout))
-            .build();
         Self {
-            client: Client::from_conf(conf),
+            client: crate::bedrock_runtime(config, timeout),
             timeout,
             counting: Arc::new(AtomicBool::new(true)),
+        }
+    }
+}
+
+impl BedrockModel {
+    /// `call` within the model's timeout (past it: silent, waiting for `waiting_for`), traced in `span`, a failure
+    /// classified.
+    async fn within<T, E, R>(
+        &self,
+        call: impl Future<Output = Result<T, SdkError<E, R>>>,
+        span: &tracing::Span,
+        waiting_for: &str,
+    ) -> Result<T, ModelError>
+    where
+        E: ProvideErrorMetadata + std::error::Error + 'static,
+        R: std::fmt::Debug,
+    {
+        match tokio::time::timeout(self.timeout, call)
+            .instrument(span.clone())
+            .await
+        {
+            Ok(output) => output.map_err(classify),
+            Err(_) => Err(silent(self.timeout, waiting_for)),
         }
     }
 }
@@ -891,13 +911,7 @@ impl ChatModel for BedrockModel {
             .model_id(counter)
             .input(CountTokensInput::Converse(input))
             .send();
-        let output = match tokio::time::timeout(self.timeout, call)
-            .instrument(span.clone())
-            .await
-        {
-            Ok(output) => output.map_err(classify),
-            Err(_) => Err(silent(self.timeout, "token count")),
-        };
+        let output = self.within(call, &span, "token count").await;
         span.record("outcome", if output.is_ok() { "ok" } else { "error" });
         match output {
             Ok(output) => {
@@ -939,13 +953,7 @@ impl ChatModel for BedrockModel {
         let call = asked!(self.client.converse(), request)
             .set_guardrail_config(guardrail(request))
             .send();
-        let output = match tokio::time::timeout(self.timeout, call)
-            .instrument(span.clone())
-            .await
-        {
-            Ok(output) => output.map_err(classify),
-            Err(_) => Err(silent(self.timeout, "answer")),
-        };
+        let output = self.within(call, &span, "answer").await;
         span.record("outcome", if output.is_ok() { "ok" } else { "error" });
         let output = output.map_err(|e| failed("Converse", request, started, e))?;
         let mut text = String::new();
@@ -1059,14 +1067,7 @@ impl ChatModel for BedrockModel {
             .set_guardrail_config(guardrail)
             .send();
         // Opening the stream counts towards the wait for the first text.
-        let output = match tokio::time::timeout(self.timeout, call)
-            .instrument(span.clone())
-            .await
-        {
-            Ok(output) => output.map_err(classify),
-            Err(_) => Err(silent(self.timeout, "first text")),
-        }
-        .map_err(|e| {
+        let output = self.within(call, &span, "first text").await.map_err(|e| {
             span.record("outcome", "error");
             failed("ConverseStream", request, started, e)
         })?;

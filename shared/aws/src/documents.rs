@@ -31,7 +31,6 @@ use aws_sdk_bedrockagent::types::{
 };
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::{Delete, ObjectIdentifier};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use bytes::Bytes;
@@ -42,9 +41,12 @@ use chat_core::{
 use serde::{Deserialize, Serialize};
 use tracing::Instrument;
 
-use crate::attachments::owner_prefix;
-use crate::dynamo::{Expression, Item, failed, s};
-use crate::table::{LIST_INDEX, LIST_PARTITION_KEY, LIST_SORT_KEY, PARTITION_KEY, SORT_KEY};
+use crate::attachments::{deletion, keys_under, owner_prefix};
+use crate::dynamo::{Expression, Item, failed, get_item, put_item, s};
+use crate::table::{
+    LIST_INDEX, LIST_PARTITION_KEY, LIST_SORT_KEY, PARTITION_KEY, SORT_KEY, item_key,
+    with_sort_key_prefix,
+};
 
 /// The list index's partition that holds every document.
 const ALL_DOCUMENTS: &str = "DOCUMENTS";
@@ -58,10 +60,7 @@ fn document_sk(id: &str) -> String {
 }
 
 fn key_of(owner: &str, id: &str) -> Item {
-    Item::from([
-        (PARTITION_KEY.to_string(), s(owner_pk(owner))),
-        (SORT_KEY.to_string(), s(document_sk(id))),
-    ])
+    item_key(owner_pk(owner), document_sk(id))
 }
 
 /// A document's item, as stored.
@@ -201,15 +200,8 @@ impl DynamoDocuments {
     async fn put_record(&self, record: &DocumentRecord) -> Result<(), StoreError> {
         let item = serde_dynamo::to_item(DocumentItem::new(record))
             .map_err(|e| StoreError::Failed(format!("a document item: {e}")))?;
-        self.client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .send()
-            .instrument(tracing::info_span!("documents.put"))
-            .await
-            .map_err(failed)?;
-        Ok(())
+        let span = tracing::info_span!("documents.put");
+        put_item(&self.client, &self.table, item, span).await
     }
 
     async fn get_record(
@@ -217,17 +209,9 @@ impl DynamoDocuments {
         owner: &str,
         id: &str,
     ) -> Result<Option<DocumentRecord>, StoreError> {
-        let got = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(key_of(owner, id)))
-            .consistent_read(true)
-            .send()
-            .instrument(tracing::info_span!("documents.get"))
-            .await
-            .map_err(failed)?;
-        got.item.map(from_item).transpose()
+        let span = tracing::info_span!("documents.get");
+        let got = get_item(&self.client, &self.table, key_of(owner, id), true, span).await?;
+        got.map(from_item).transpose()
     }
 
     async fn list_records(
@@ -248,14 +232,7 @@ impl DynamoDocuments {
                 let start = cursor
                     .map(|c| decode_cursor(c, PARTITION_KEY, &pk))
                     .transpose()?;
-                query
-                    .consistent_read(true)
-                    .key_condition_expression("#pk = :pk AND begins_with(#sk, :doc)")
-                    .expression_attribute_names("#pk", PARTITION_KEY)
-                    .expression_attribute_names("#sk", SORT_KEY)
-                    .expression_attribute_values(":pk", s(pk))
-                    .expression_attribute_values(":doc", s("DOC#"))
-                    .set_exclusive_start_key(start)
+                with_sort_key_prefix(query, pk, "DOC#").set_exclusive_start_key(start)
             }
             None => {
                 let start = cursor
@@ -469,25 +446,16 @@ impl KnowledgeBaseDocuments {
         timeout: Duration,
         timeouts: StoreTimeouts,
     ) -> Self {
-        let local = s3.endpoint_url().is_some()
-            || ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"]
-                .iter()
-                .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()));
-        let s3_config = aws_sdk_s3::config::Builder::from(s3)
-            .force_path_style(local)
-            .timeout_config(
-                aws_smithy_types::timeout::TimeoutConfig::builder()
-                    .connect_timeout(timeouts.connect)
-                    .operation_attempt_timeout(timeout)
-                    .operation_timeout(timeout)
-                    .build(),
-            )
+        let s3_timeouts = aws_smithy_types::timeout::TimeoutConfig::builder()
+            .connect_timeout(timeouts.connect)
+            .operation_attempt_timeout(timeout)
+            .operation_timeout(timeout)
             .build();
         let agent_config = aws_sdk_bedrockagent::config::Builder::from(agent)
             .timeout_config(crate::whole_call_timeout(timeout))
             .build();
         Self {
-            s3: aws_sdk_s3::Client::from_conf(s3_config),
+            s3: crate::attachments::s3_client(s3, s3_timeouts),
             agent: aws_sdk_bedrockagent::Client::from_conf(agent_config),
             bucket: bucket.to_string(),
             knowledge_base_id: knowledge_base_id.to_string(),
@@ -514,38 +482,19 @@ impl KnowledgeBaseDocuments {
     /// Creates the bucket when it does not exist yet (the local run and tests; a deployment's template makes its
     /// own).
     pub async fn ensure_bucket(&self) -> Result<(), IndexError> {
-        if self
-            .s3
-            .head_bucket()
-            .bucket(&self.bucket)
-            .send()
+        let spans = [tracing::Span::none(), tracing::Span::none()];
+        crate::attachments::ensure_bucket(&self.s3, &self.bucket, spans)
             .await
-            .is_ok()
-        {
-            return Ok(());
-        }
-        match self.s3.create_bucket().bucket(&self.bucket).send().await {
-            Ok(_) => Ok(()),
-            Err(e) if e.code() == Some("BucketAlreadyOwnedByYou") => Ok(()),
-            Err(e) => Err(index_failed("the documents bucket", e)),
-        }
+            .map_err(|e| index_failed("the documents bucket", e))
     }
 
     /// The keys the bucket holds under `owner`'s prefix (for tests and tools).
     pub async fn keys_of(&self, owner: &str) -> Result<Vec<String>, IndexError> {
-        let page = self
-            .s3
-            .list_objects_v2()
-            .bucket(&self.bucket)
-            .prefix(owner_prefix(owner))
-            .send()
+        let span = tracing::Span::none();
+        let (keys, _) = keys_under(&self.s3, &self.bucket, &owner_prefix(owner), None, span)
             .await
             .map_err(|e| index_failed("the documents bucket", e))?;
-        Ok(page
-            .contents()
-            .iter()
-            .filter_map(|o| o.key().map(str::to_string))
-            .collect())
+        Ok(keys)
     }
 
     /// One page of what the data source holds (`ListKnowledgeBaseDocuments`): each document's S3 URI and where it
@@ -744,20 +693,10 @@ impl KnowledgeBaseDocuments {
         };
         // The bytes go whatever the knowledge base said: a later sync must not find them again.
         let key = self.key(record);
-        let objects = [key.clone(), format!("{key}.metadata.json")]
-            .into_iter()
-            .map(|k| ObjectIdentifier::builder().key(k).build().expect("a key"))
-            .collect();
         self.s3
             .delete_objects()
             .bucket(&self.bucket)
-            .delete(
-                Delete::builder()
-                    .set_objects(Some(objects))
-                    .quiet(true)
-                    .build()
-                    .expect("a delete has its objects"),
-            )
+            .delete(deletion([key.clone(), format!("{key}.metadata.json")]))
             .send()
             .instrument(tracing::info_span!("documents.delete_objects"))
             .await

@@ -33,11 +33,8 @@ impl BedrockEmbedder {
     /// A client from the shared AWS configuration (its one HTTPS client); `timeout` bounds every call, every
     /// attempt and the back-offs between them.
     pub fn new(config: &aws_config::SdkConfig, timeout: Duration) -> Self {
-        let conf = aws_sdk_bedrockruntime::config::Builder::from(config)
-            .timeout_config(crate::whole_call_timeout(timeout))
-            .build();
         Self {
-            client: Client::from_conf(conf),
+            client: crate::bedrock_runtime(config, timeout),
             timeout,
         }
     }

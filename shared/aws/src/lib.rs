@@ -39,6 +39,18 @@ pub(crate) fn whole_call_timeout(
         .build()
 }
 
+/// A Bedrock runtime client from the shared AWS configuration, every call bounded by `timeout`
+/// ([`whole_call_timeout`]).
+pub(crate) fn bedrock_runtime(
+    config: &aws_config::SdkConfig,
+    timeout: std::time::Duration,
+) -> aws_sdk_bedrockruntime::Client {
+    let conf = aws_sdk_bedrockruntime::config::Builder::from(config)
+        .timeout_config(whole_call_timeout(timeout))
+        .build();
+    aws_sdk_bedrockruntime::Client::from_conf(conf)
+}
+
 /// Loads the AWS configuration once per cold start: region, credentials and endpoints from the environment
 /// (`AWS_ENDPOINT_URL_BEDROCK_RUNTIME`, `AWS_ENDPOINT_URL_BEDROCK_AGENT_RUNTIME` and `AWS_ENDPOINT_URL_DYNAMODB` point
 /// the clients at local servers), and one HTTP client, one connection pool, for every SDK client built from it

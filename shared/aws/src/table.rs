@@ -21,13 +21,14 @@
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::ProvideErrorMetadata;
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, KeySchemaElement,
     KeyType, Projection, ProjectionType, ScalarAttributeType, TimeToLiveSpecification,
 };
 use chat_core::TokenUsage;
 
-use crate::dynamo::n;
+use crate::dynamo::{Item, n, s};
 
 /// Partition key attribute.
 pub const PARTITION_KEY: &str = "pk";
@@ -39,6 +40,36 @@ pub const LIST_PARTITION_KEY: &str = "gsi1pk";
 pub const LIST_SORT_KEY: &str = "gsi1sk";
 /// Unix time (seconds) after which DynamoDB may delete an item; reads ignore items past it.
 pub const EXPIRES_AT: &str = "expiresAt";
+
+/// The key of the item `sk` of the partition `pk`.
+pub(crate) fn item_key(pk: impl Into<String>, sk: impl Into<String>) -> Item {
+    Item::from([
+        (PARTITION_KEY.to_string(), s(pk)),
+        (SORT_KEY.to_string(), s(sk)),
+    ])
+}
+
+/// `query` narrowed to the items of the partition `pk` whose sort key begins with `prefix`, read consistently.
+pub(crate) fn with_sort_key_prefix(
+    query: QueryFluentBuilder,
+    pk: impl Into<String>,
+    prefix: &str,
+) -> QueryFluentBuilder {
+    query
+        .consistent_read(true)
+        .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
+        .expression_attribute_names("#pk", PARTITION_KEY)
+        .expression_attribute_names("#sk", SORT_KEY)
+        .expression_attribute_values(":pk", s(pk))
+        .expression_attribute_values(":prefix", s(prefix))
+}
+
+/// When `item` expires ([`EXPIRES_AT`]); `None` when it does not say (or not as a number).
+pub(crate) fn expires_at(item: &Item) -> Option<i64> {
+    item.get(EXPIRES_AT)
+        .and_then(|v| v.as_n().ok())
+        .and_then(|t| t.parse::<i64>().ok())
+}
 
 /// Token counts as attributes, named alike wherever the table keeps them (a chat's totals, a period's spending).
 pub(crate) fn token_attributes(t: &TokenUsage) -> [(&'static str, AttributeValue); 5] {

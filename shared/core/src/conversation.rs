@@ -252,6 +252,17 @@ pub enum FinishReason {
     ToolCalls,
 }
 
+/// Refuses messages that carry `count` files of a kind (`what`), more than the `limit` per request.
+fn at_most(count: usize, limit: usize, what: &str) -> Result<(), FileRefusal> {
+    if count > limit {
+        return Err(FileRefusal::Invalid(InvalidRequest::new(
+            "messages",
+            format!("carry {count} {what}, more than the limit of {limit} per request"),
+        )));
+    }
+    Ok(())
+}
+
 /// The files of a request's messages, held to the limits.
 impl crate::FileLimits {
     /// Refuses a request whose messages carry more images or documents than allowed, or files on assistant
@@ -274,25 +285,8 @@ impl crate::FileLimits {
                 }
             }
         }
-        if images > self.max_images {
-            return Err(FileRefusal::Invalid(InvalidRequest::new(
-                "messages",
-                format!(
-                    "carry {images} images, more than the limit of {} per request",
-                    self.max_images
-                ),
-            )));
-        }
-        if documents > self.max_documents {
-            return Err(FileRefusal::Invalid(InvalidRequest::new(
-                "messages",
-                format!(
-                    "carry {documents} documents, more than the limit of {} per request",
-                    self.max_documents
-                ),
-            )));
-        }
-        Ok(())
+        at_most(images, self.max_images, "images")?;
+        at_most(documents, self.max_documents, "documents")
     }
 }
 

@@ -138,6 +138,18 @@ const fn input_price(input: f64) -> Prices {
     }
 }
 
+/// Cohere's v3 models (English, multilingual): the same bounds and price, their ids apart.
+const fn cohere_v3(family_id: &'static str) -> EmbeddingProfile {
+    EmbeddingProfile {
+        family_id,
+        family: EmbeddingFamily::CohereV3,
+        dimensions: &[1024],
+        texts_per_call: 96,
+        max_chars: 2_048,
+        prices: input_price(0.10),
+    }
+}
+
 /// The known embedding models, a longer id start before a shorter one it begins with.
 const EMBEDDING_PROFILES: &[EmbeddingProfile] = &[
     EmbeddingProfile {
@@ -148,22 +160,8 @@ const EMBEDDING_PROFILES: &[EmbeddingProfile] = &[
         max_chars: 50_000,
         prices: input_price(0.02),
     },
-    EmbeddingProfile {
-        family_id: "cohere.embed-english-v3",
-        family: EmbeddingFamily::CohereV3,
-        dimensions: &[1024],
-        texts_per_call: 96,
-        max_chars: 2_048,
-        prices: input_price(0.10),
-    },
-    EmbeddingProfile {
-        family_id: "cohere.embed-multilingual-v3",
-        family: EmbeddingFamily::CohereV3,
-        dimensions: &[1024],
-        texts_per_call: 96,
-        max_chars: 2_048,
-        prices: input_price(0.10),
-    },
+    cohere_v3("cohere.embed-english-v3"),
+    cohere_v3("cohere.embed-multilingual-v3"),
     EmbeddingProfile {
         family_id: "cohere.embed-v4",
         family: EmbeddingFamily::CohereV4,

@@ -27,7 +27,7 @@ pub struct KeptResponse {
 impl KeptResponse {
     /// Whether it is past its time at `now` (unix seconds): the store deletes expired items late.
     pub fn expired(&self, now: i64) -> bool {
-        self.expires_at <= now
+        crate::is_expired(self.expires_at, now)
     }
 }
 

@@ -82,7 +82,9 @@ pub use followups::FollowupSplitter;
 pub use grounding::Grounding;
 pub use invalid::InvalidRequest;
 pub use kept_responses::{KeptFuture, KeptResponse, ResponseStore};
-pub use limits::{Family, LimitKind, LimitOverrides, Limits, Period, Resource};
+pub use limits::{
+    Family, InForce, LimitAmounts, LimitKind, LimitOverrides, Limits, Period, Resource, UsersOwn,
+};
 pub use model::ReplyStream;
 pub use model::{
     ChatModel, GuardrailFinding, GuardrailTrace, InferenceSettings, ModelEvent, ModelMessage,
@@ -108,7 +110,8 @@ pub use settings::{
 pub use spans::tool_call_span;
 pub use store::{
     Charged, ChatRecord, ListRequest, LoadedChat, Page, PageRequest, REASONING_KEPT_FOR, ReadMark,
-    SessionStore, StoreError, StoreTimeouts, StoredMessage, TurnWrite, is_chat_id,
+    SessionStore, StoreError, StoreTimeouts, StoredMessage, TurnWrite, is_chat_id, is_expired,
+    reasoning_kept_until,
 };
 pub use streaming::{StreamingTurn, TurnEnd, TurnEvent, TurnOpening};
 pub use thoughts::REDACTED;
@@ -119,9 +122,9 @@ pub use tools::{
 pub use turn::new_message_id;
 pub use turn::{TurnHeader, rfc3339_millis};
 pub use usage::{
-    Amount, BUCKET_SECONDS, HELD_RETRY_SECONDS, Hold, LimitReport, MinuteReport, OverLimit,
-    PeriodReport, PeriodUsage, Periods, RateWindow, Reserve, Upload, UploadQuota, UploadReport,
-    UploadUsage, UsageCharge, UsageFuture, UsageLedger, UsageReport, UsageSnapshot, WINDOW_BUCKETS,
-    WINDOW_SPAN, WatchLease, WatchPlace, WatchSlots, check, check_requests, check_upload, report,
-    upload_ceilings, watches_full,
+    Amount, BUCKET_SECONDS, HELD_RETRY_SECONDS, HeldPlaces, Hold, LimitReport, MinuteReport,
+    OverLimit, PeriodReport, PeriodUsage, Periods, RateWindow, Reserve, Upload, UploadQuota,
+    UploadReport, UploadUsage, UsageCharge, UsageFuture, UsageLedger, UsageReport, UsageSnapshot,
+    WINDOW_BUCKETS, WINDOW_SPAN, WatchLease, WatchPlace, WatchSlots, check, check_requests,
+    check_upload, place_held, report, upload_ceilings, watches_full,
 };

@@ -8,6 +8,8 @@
 //! open watches of documents, is counted at once ([`Period::AtOnce`]). Turns (requests, tokens, cost), uploads
 //! (documents, bytes) and watches are three families: each is counted only while one of its limits is configured.
 
+use std::marker::PhantomData;
+
 use serde::{Serialize, Serializer};
 
 /// What a limit counts.
@@ -195,60 +197,60 @@ impl Serialize for LimitKind {
     }
 }
 
-/// An amount for each limit of [`LimitKind::ALL`] (`None`: none set), as both [`Limits`] and [`LimitOverrides`]
-/// keep them.
+/// An amount for each limit of [`LimitKind::ALL`] (`None`: none set), of one use `M`: the limits in force
+/// ([`Limits`]) or a user's own ([`LimitOverrides`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-struct Amounts([Option<f64>; LimitKind::ALL.len()]);
+pub struct LimitAmounts<M> {
+    amounts: [Option<f64>; LimitKind::ALL.len()],
+    of: PhantomData<M>,
+}
 
-impl Amounts {
-    fn get(&self, kind: LimitKind) -> Option<f64> {
-        kind.index().and_then(|i| self.0[i])
+/// What [`Limits`] hold: the limits in force.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct InForce;
+
+/// What [`LimitOverrides`] hold: a user's own limits.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct UsersOwn;
+
+/// The limits in force: an amount per [`LimitKind`] (US dollars for cost, whole numbers else). Empty (the default):
+/// nothing is checked before a turn or an upload.
+pub type Limits = LimitAmounts<InForce>;
+
+/// One user's own limits, set by the operator in the store (see docs/operations.md); each one set replaces the
+/// configured limit of its kind, 0 lifts it.
+pub type LimitOverrides = LimitAmounts<UsersOwn>;
+
+impl<M> LimitAmounts<M> {
+    /// These amounts and `kind` at `amount` (a user's own 0: no limit for the user).
+    pub fn with(mut self, kind: LimitKind, amount: f64) -> Self {
+        self.set(kind, Some(amount));
+        self
     }
 
-    /// Sets `kind` to `amount`; a kind that is not counted is ignored (the configuration refuses it before).
-    fn set(&mut self, kind: LimitKind, amount: Option<f64>) {
+    /// Sets `kind` to `amount` (`None`: no limit, or none of the user's own); a kind that is not counted is ignored
+    /// (the configuration refuses it before).
+    pub fn set(&mut self, kind: LimitKind, amount: Option<f64>) {
         if let Some(i) = kind.index() {
-            self.0[i] = amount;
+            self.amounts[i] = amount;
         }
     }
 
-    fn iter(&self) -> impl Iterator<Item = (LimitKind, f64)> + '_ {
+    /// The amount of `kind`, `None` when it is not limited (or the user's item does not name it).
+    pub fn get(&self, kind: LimitKind) -> Option<f64> {
+        kind.index().and_then(|i| self.amounts[i])
+    }
+
+    /// Every amount set, in the order of [`LimitKind::ALL`].
+    pub fn iter(&self) -> impl Iterator<Item = (LimitKind, f64)> + '_ {
         LimitKind::ALL
             .iter()
-            .zip(self.0.iter())
+            .zip(self.amounts.iter())
             .filter_map(|(kind, amount)| amount.map(|a| (*kind, a)))
     }
 }
 
-/// The limits in force: an amount per [`LimitKind`] (US dollars for cost, whole numbers else). Empty (the default):
-/// nothing is checked before a turn or an upload.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Limits {
-    amounts: Amounts,
-}
-
 impl Limits {
-    /// These limits and `kind` at `amount`.
-    pub fn with(mut self, kind: LimitKind, amount: f64) -> Self {
-        self.amounts.set(kind, Some(amount));
-        self
-    }
-
-    /// Sets `kind` to `amount` (`None`: no limit).
-    pub fn set(&mut self, kind: LimitKind, amount: Option<f64>) {
-        self.amounts.set(kind, amount);
-    }
-
-    /// The amount of `kind`, `None` when it is not limited.
-    pub fn get(&self, kind: LimitKind) -> Option<f64> {
-        self.amounts.get(kind)
-    }
-
-    /// Every limit in force, in the order of [`LimitKind::ALL`].
-    pub fn iter(&self) -> impl Iterator<Item = (LimitKind, f64)> + '_ {
-        self.amounts.iter()
-    }
-
     /// The limits in force of `family`.
     pub fn of(&self, family: Family) -> impl Iterator<Item = (LimitKind, f64)> + '_ {
         self.iter()
@@ -289,35 +291,6 @@ impl Limits {
             user.set(kind, amount);
         }
         user
-    }
-}
-
-/// One user's own limits, set by the operator in the store (see docs/operations.md); each one set replaces the
-/// configured limit of its kind, 0 lifts it.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct LimitOverrides {
-    amounts: Amounts,
-}
-
-impl LimitOverrides {
-    /// These and `kind` at `amount` (0: no limit for the user).
-    pub fn with(mut self, kind: LimitKind, amount: f64) -> Self {
-        self.amounts.set(kind, Some(amount));
-        self
-    }
-
-    pub fn set(&mut self, kind: LimitKind, amount: Option<f64>) {
-        self.amounts.set(kind, amount);
-    }
-
-    /// The user's own amount for `kind`, `None` when the item does not name it.
-    pub fn get(&self, kind: LimitKind) -> Option<f64> {
-        self.amounts.get(kind)
-    }
-
-    /// Every limit the item names.
-    pub fn iter(&self) -> impl Iterator<Item = (LimitKind, f64)> + '_ {
-        self.amounts.iter()
     }
 }
 

@@ -223,14 +223,21 @@ impl ModelProfile {
         self.max_output_tokens = tokens;
         self
     }
+}
 
-    /// The same profile, for a Claude of 4.5 or later: Bedrock's structured output, and `temperature` or `top_p`,
-    /// not both.
-    const fn claude_4_5(self) -> Self {
-        let mut profile = self.structured();
-        profile.temperature_or_top_p = true;
-        profile
-    }
+/// A Claude of 4.5 or later, answering up to `output` tokens: Bedrock's structured output, and `temperature` or
+/// `top_p`, not both.
+const fn claude_4_5(
+    family: &'static str,
+    reasoning: ReasoningStyle,
+    prices: Option<Prices>,
+    output: u32,
+) -> ModelProfile {
+    let mut profile = claude(family, reasoning, prices)
+        .structured()
+        .output(output);
+    profile.temperature_or_top_p = true;
+    profile
 }
 
 use ReasoningStyle::{AnthropicAdaptive, AnthropicBudget, NovaEffort, OpenAiEffort, Unsupported};
@@ -241,34 +248,44 @@ const OPUS_4_5: Option<Prices> = Some(Prices::new(5.0, 25.0, 0.50, 6.25));
 /// The known families, a longer id start before a shorter one it begins with. The output limits are Bedrock's
 /// documented `maxTokens` bounds when this was written.
 const PROFILES: &[ModelProfile] = &[
-    claude("anthropic.claude-opus-4-6", AnthropicAdaptive, OPUS_4_5)
-        .claude_4_5()
-        .output(128_000),
-    claude("anthropic.claude-opus-4-7", AnthropicAdaptive, OPUS_4_5)
-        .claude_4_5()
-        .output(128_000),
-    claude("anthropic.claude-sonnet-4-6", AnthropicAdaptive, SONNET)
-        .claude_4_5()
-        .output(64_000),
-    claude("anthropic.claude-opus-5", AnthropicAdaptive, None)
-        .claude_4_5()
-        .output(64_000),
-    claude("anthropic.claude-sonnet-5", AnthropicAdaptive, None)
-        .claude_4_5()
-        .output(64_000),
-    claude("anthropic.claude-opus-4-5", AnthropicBudget, OPUS_4_5)
-        .claude_4_5()
-        .output(64_000),
-    claude("anthropic.claude-sonnet-4-5", AnthropicBudget, SONNET)
-        .claude_4_5()
-        .output(64_000),
-    claude(
+    claude_4_5(
+        "anthropic.claude-opus-4-6",
+        AnthropicAdaptive,
+        OPUS_4_5,
+        128_000,
+    ),
+    claude_4_5(
+        "anthropic.claude-opus-4-7",
+        AnthropicAdaptive,
+        OPUS_4_5,
+        128_000,
+    ),
+    claude_4_5(
+        "anthropic.claude-sonnet-4-6",
+        AnthropicAdaptive,
+        SONNET,
+        64_000,
+    ),
+    claude_4_5("anthropic.claude-opus-5", AnthropicAdaptive, None, 64_000),
+    claude_4_5("anthropic.claude-sonnet-5", AnthropicAdaptive, None, 64_000),
+    claude_4_5(
+        "anthropic.claude-opus-4-5",
+        AnthropicBudget,
+        OPUS_4_5,
+        64_000,
+    ),
+    claude_4_5(
+        "anthropic.claude-sonnet-4-5",
+        AnthropicBudget,
+        SONNET,
+        64_000,
+    ),
+    claude_4_5(
         "anthropic.claude-haiku-4-5",
         AnthropicBudget,
         Some(Prices::new(1.0, 5.0, 0.10, 1.25)),
-    )
-    .claude_4_5()
-    .output(64_000),
+        64_000,
+    ),
     claude(
         "anthropic.claude-opus-4",
         AnthropicBudget,

@@ -19,6 +19,17 @@ pub fn is_chat_id(id: &str) -> bool {
 /// How long the reasoning of an answer that ended in the client's tool calls is kept for its continuation.
 pub const REASONING_KEPT_FOR: Duration = Duration::from_secs(24 * 60 * 60);
 
+/// Until when (unix seconds) reasoning kept at `now` is kept: [`REASONING_KEPT_FOR`] later.
+pub fn reasoning_kept_until(now: i64) -> i64 {
+    now + REASONING_KEPT_FOR.as_secs() as i64
+}
+
+/// Whether what a store keeps until `expires_at` (unix seconds: kept reasoning, a kept response) is past its time
+/// at `now`. Stores delete expired items late: one past its time is gone all the same.
+pub fn is_expired(expires_at: i64, now: i64) -> bool {
+    expires_at <= now
+}
+
 /// Whether a store's write of a turn made its last settlement ([`crate::UsageCharge`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]

@@ -752,6 +752,32 @@ pub enum WatchPlace {
     },
 }
 
+/// Whether a place taken until `until` is still held at `now`: until its second has passed (DynamoDB's condition
+/// compares whole seconds).
+pub fn place_held(until: OffsetDateTime, now: OffsetDateTime) -> bool {
+    until.unix_timestamp() >= now.unix_timestamp()
+}
+
+/// The places found held while a watch looks for a free one, in turn: when the first of them frees.
+#[derive(Debug, Default)]
+pub struct HeldPlaces {
+    free_by: Option<OffsetDateTime>,
+}
+
+impl HeldPlaces {
+    /// One more place held, until `ends`.
+    pub fn held_until(&mut self, ends: OffsetDateTime) {
+        self.free_by = Some(self.free_by.map_or(ends, |f| f.min(ends)));
+    }
+
+    /// Every place held: full until the first frees (by `until`, the watch's own end, when none said).
+    pub fn full(self, until: OffsetDateTime) -> WatchPlace {
+        WatchPlace::Full {
+            free_by: self.free_by.unwrap_or(until),
+        }
+    }
+}
+
 /// The port to the places of open watches, shared by every instance of the functions. Taking a place is one
 /// conditional write per place tried; giving it back one write.
 pub trait WatchSlots: Send + Sync {

@@ -106,6 +106,33 @@ pub mod api_key_contract {
                 store: Box::new(store),
             }
         }
+
+        /// Stores `record` under `max` unexpired keys at `now`: the store answers, and the key is under the bound.
+        async fn created(&self, record: &ApiKeyRecord, max: usize, now: i64) {
+            self.store
+                .create(record, max, now)
+                .await
+                .expect("the store answers")
+                .expect("under the bound");
+        }
+
+        /// The key of `hash`, as the store answers.
+        async fn found(&self, hash: &str) -> Option<ApiKeyRecord> {
+            self.store.find(hash).await.expect("the store answers")
+        }
+
+        /// `owner`'s keys, as the store answers.
+        async fn listed(&self, owner: &str) -> Vec<ApiKeyRecord> {
+            self.store.list(owner).await.expect("the store answers")
+        }
+
+        /// `owner`'s key `id` revoked: what it revoked, as the store answers.
+        async fn revoked(&self, owner: &str, id: &str) -> Option<ApiKeyRecord> {
+            self.store
+                .revoke(owner, id)
+                .await
+                .expect("the store answers")
+        }
     }
 
     /// A time to make keys at (unix seconds): now, so that a table's expiry never removes them mid-test.
@@ -133,21 +160,16 @@ pub mod api_key_contract {
     async fn made(subject: &Subject, caller: Caller, name: &str) -> NewApiKey {
         let new = NewApiKey::generate(caller, name, now(), None);
         subject
-            .store
-            .create(&new.record, chat_core::MAX_KEYS_PER_OWNER, now())
-            .await
-            .expect("the store answers")
-            .expect("under the bound");
+            .created(&new.record, chat_core::MAX_KEYS_PER_OWNER, now())
+            .await;
         new
     }
 
     pub async fn a_key_is_found_by_its_hash_as_its_owner_made_it(subject: &Subject) {
         let new = made(subject, alice(), "laptop").await;
         let found = subject
-            .store
-            .find(&chat_core::api_key_hash(&new.key))
+            .found(&chat_core::api_key_hash(&new.key))
             .await
-            .unwrap()
             .expect("found by the key's hash");
         assert_eq!(found, new.record);
         assert_eq!(
@@ -156,7 +178,7 @@ pub mod api_key_contract {
             "the caller as it was, groups and all"
         );
         assert_eq!(
-            subject.store.find(&"0".repeat(64)).await.unwrap(),
+            subject.found(&"0".repeat(64)).await,
             None,
             "an unknown hash finds nothing"
         );
@@ -166,7 +188,7 @@ pub mod api_key_contract {
         let first = made(subject, alice(), "one").await;
         let second = made(subject, alice(), "two").await;
         made(subject, bob(), "bob's").await;
-        let listed = subject.store.list(&alice().owner).await.unwrap();
+        let listed = subject.listed(&alice().owner).await;
         let mut ids: Vec<_> = listed.iter().map(|k| k.id.clone()).collect();
         ids.sort();
         let mut expected = vec![first.record.id.clone(), second.record.id.clone()];
@@ -176,79 +198,47 @@ pub mod api_key_contract {
         assert_eq!(one.name, "one");
         assert_eq!(one.hint, first.record.hint);
         assert_eq!(one.created, first.record.created);
-        assert_eq!(subject.store.list(&bob().owner).await.unwrap().len(), 1);
-        assert!(subject.store.list("jwt:nobody").await.unwrap().is_empty());
+        assert_eq!(subject.listed(&bob().owner).await.len(), 1);
+        assert!(subject.listed("jwt:nobody").await.is_empty());
     }
 
     pub async fn a_revoked_key_is_found_no_more(subject: &Subject) {
         let kept = made(subject, alice(), "kept").await;
         let gone = made(subject, alice(), "gone").await;
         let revoked = subject
-            .store
-            .revoke(&alice().owner, &gone.record.id)
+            .revoked(&alice().owner, &gone.record.id)
             .await
-            .unwrap()
             .expect("the owner's key is revoked");
         assert_eq!(revoked.hash, gone.record.hash, "answers what it revoked");
-        assert_eq!(subject.store.find(&gone.record.hash).await.unwrap(), None);
-        let listed = subject.store.list(&alice().owner).await.unwrap();
+        assert_eq!(subject.found(&gone.record.hash).await, None);
+        let listed = subject.listed(&alice().owner).await;
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].id, kept.record.id);
-        assert!(
-            subject
-                .store
-                .find(&kept.record.hash)
-                .await
-                .unwrap()
-                .is_some()
-        );
+        assert!(subject.found(&kept.record.hash).await.is_some());
         // Revoking again finds nothing.
-        assert_eq!(
-            subject
-                .store
-                .revoke(&alice().owner, &gone.record.id)
-                .await
-                .unwrap(),
-            None
-        );
+        assert_eq!(subject.revoked(&alice().owner, &gone.record.id).await, None);
     }
 
     pub async fn another_owners_key_is_not_revoked(subject: &Subject) {
         let key = made(subject, alice(), "alice's").await;
-        assert_eq!(
-            subject
-                .store
-                .revoke(&bob().owner, &key.record.id)
-                .await
-                .unwrap(),
-            None
-        );
-        assert!(
-            subject
-                .store
-                .find(&key.record.hash)
-                .await
-                .unwrap()
-                .is_some()
-        );
-        assert_eq!(subject.store.list(&alice().owner).await.unwrap().len(), 1);
+        assert_eq!(subject.revoked(&bob().owner, &key.record.id).await, None);
+        assert!(subject.found(&key.record.hash).await.is_some());
+        assert_eq!(subject.listed(&alice().owner).await.len(), 1);
     }
 
     pub async fn last_use_is_recorded_and_never_revives_a_revoked_key(subject: &Subject) {
         let key = made(subject, alice(), "used").await;
         let at = now() + 5;
         subject.store.touch(&key.record, at).await.unwrap();
-        let listed = subject.store.list(&alice().owner).await.unwrap();
+        let listed = subject.listed(&alice().owner).await;
         assert_eq!(listed[0].last_used, Some(at));
         subject
-            .store
-            .revoke(&alice().owner, &key.record.id)
+            .revoked(&alice().owner, &key.record.id)
             .await
-            .unwrap()
             .unwrap();
         subject.store.touch(&key.record, at + 1).await.unwrap();
-        assert_eq!(subject.store.find(&key.record.hash).await.unwrap(), None);
-        assert!(subject.store.list(&alice().owner).await.unwrap().is_empty());
+        assert_eq!(subject.found(&key.record.hash).await, None);
+        assert!(subject.listed(&alice().owner).await.is_empty());
     }
 
     pub async fn an_owner_holds_at_most_max_unexpired_keys(subject: &Subject) {
@@ -257,50 +247,25 @@ pub mod api_key_contract {
         // An expired key does not count.
         let mut old = NewApiKey::generate(alice(), "old", t - 10 * 86_400, Some(1));
         old.record.expires = Some(t - 1);
-        subject
-            .store
-            .create(&old.record, max, t)
-            .await
-            .unwrap()
-            .unwrap();
+        subject.created(&old.record, max, t).await;
         for i in 0..max {
             let new = NewApiKey::generate(alice(), &format!("k{i}"), t, None);
-            subject
-                .store
-                .create(&new.record, max, t)
-                .await
-                .unwrap()
-                .unwrap();
+            subject.created(&new.record, max, t).await;
         }
         let over = NewApiKey::generate(alice(), "over", t, None);
         assert_eq!(
             subject.store.create(&over.record, max, t).await.unwrap(),
             Err(ApiKeyRefusal::TooMany { max })
         );
-        assert_eq!(subject.store.find(&over.record.hash).await.unwrap(), None);
+        assert_eq!(subject.found(&over.record.hash).await, None);
         // Another owner is not bound by alice's keys.
         let bobs = NewApiKey::generate(bob(), "b", t, None);
-        subject
-            .store
-            .create(&bobs.record, max, t)
-            .await
-            .unwrap()
-            .unwrap();
+        subject.created(&bobs.record, max, t).await;
         // One revoked makes room.
-        let first = subject.store.list(&alice().owner).await.unwrap();
+        let first = subject.listed(&alice().owner).await;
         let live = first.iter().find(|k| !k.expired(t)).unwrap();
-        subject
-            .store
-            .revoke(&alice().owner, &live.id)
-            .await
-            .unwrap()
-            .unwrap();
-        subject
-            .store
-            .create(&over.record, max, t)
-            .await
-            .unwrap()
-            .unwrap();
+        subject.revoked(&alice().owner, &live.id).await.unwrap();
+        subject.created(&over.record, max, t).await;
     }
 
     pub async fn an_expired_key_is_found_with_its_expiry(subject: &Subject) {
@@ -308,27 +273,16 @@ pub mod api_key_contract {
         let mut key = NewApiKey::generate(alice(), "short", t - 2 * 86_400, Some(1));
         key.record.expires = Some(t - 60);
         subject
-            .store
-            .create(&key.record, chat_core::MAX_KEYS_PER_OWNER, t)
-            .await
-            .unwrap()
-            .unwrap();
-        let found = subject.store.find(&key.record.hash).await.unwrap().unwrap();
+            .created(&key.record, chat_core::MAX_KEYS_PER_OWNER, t)
+            .await;
+        let found = subject.found(&key.record.hash).await.unwrap();
         assert_eq!(found.expires, Some(t - 60));
         assert!(found.expired(t));
         let later = NewApiKey::generate(alice(), "later", t, Some(30));
         subject
-            .store
-            .create(&later.record, chat_core::MAX_KEYS_PER_OWNER, t)
-            .await
-            .unwrap()
-            .unwrap();
-        let found = subject
-            .store
-            .find(&later.record.hash)
-            .await
-            .unwrap()
-            .unwrap();
+            .created(&later.record, chat_core::MAX_KEYS_PER_OWNER, t)
+            .await;
+        let found = subject.found(&later.record.hash).await.unwrap();
         assert_eq!(found.expires, Some(t + 30 * 86_400));
         assert!(!found.expired(t));
     }

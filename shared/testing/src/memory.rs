@@ -265,7 +265,7 @@ impl SessionStore for InMemoryStore {
         blocks: &[chat_core::ReasoningBlock],
     ) -> Result<(), StoreError> {
         let mut state = self.begin(StoreOp::KeepReasoning)?;
-        let until = now_seconds() + chat_core::REASONING_KEPT_FOR.as_secs() as i64;
+        let until = chat_core::reasoning_kept_until(now_seconds());
         state.reasoning.insert(
             (owner.to_string(), call_id.to_string()),
             (blocks.to_vec(), until),
@@ -282,7 +282,7 @@ impl SessionStore for InMemoryStore {
         Ok(state
             .reasoning
             .get(&(owner.to_string(), call_id.to_string()))
-            .filter(|(_, until)| *until > now_seconds())
+            .filter(|(_, until)| !chat_core::is_expired(*until, now_seconds()))
             .map(|(blocks, _)| blocks.clone()))
     }
 

@@ -56,13 +56,18 @@ impl Counters {
         }
     }
 
+    /// What `owner` used in `periods`, and the limits that apply to them: `limits` with their own item's.
+    fn as_seen(&self, owner: &str, periods: &Periods, limits: &Limits) -> (UsageSnapshot, Limits) {
+        let snapshot = self.snapshot(owner, periods);
+        let limits = limits.for_user(&snapshot.overrides);
+        (snapshot, limits)
+    }
+
     /// How many of `owner`'s watch places are held at `now` (as DynamoDB's condition: to the second).
     fn watches_held(&self, owner: &str, now: OffsetDateTime) -> u64 {
         self.watches
             .iter()
-            .filter(|((o, _), (_, until))| {
-                o == owner && until.unix_timestamp() >= now.unix_timestamp()
-            })
+            .filter(|((o, _), (_, until))| o == owner && chat_core::place_held(*until, now))
             .count() as u64
     }
 
@@ -120,8 +125,7 @@ impl UploadQuota for InMemoryUsage {
             if c.uploads_counted.contains(&upload.id) {
                 return Ok(());
             }
-            let snapshot = c.snapshot(&upload.owner, &upload.periods);
-            let limits = limits.for_user(&snapshot.overrides);
+            let (snapshot, limits) = c.as_seen(&upload.owner, &upload.periods, limits);
             chat_core::check_upload(&limits, &snapshot, upload)?;
             c.each_period(&upload.owner, &upload.periods, |p| {
                 p.uploads.documents += upload.documents;
@@ -143,14 +147,12 @@ impl WatchSlots for InMemoryUsage {
         until: OffsetDateTime,
     ) -> UsageFuture<'a, WatchPlace> {
         let mut c = self.counters.lock().unwrap();
-        let mut free_by: Option<OffsetDateTime> = None;
+        let mut held = chat_core::HeldPlaces::default();
         let mut place = None;
         for slot in 0..limit {
             match c.watches.get(&(owner.to_string(), slot)) {
                 // As DynamoDB's condition: held while `until` is not before now (to the second).
-                Some((_, held)) if held.unix_timestamp() >= now.unix_timestamp() => {
-                    free_by = Some(free_by.map_or(*held, |f| f.min(*held)));
-                }
+                Some((_, ends)) if chat_core::place_held(*ends, now) => held.held_until(*ends),
                 _ => {
                     let lease = WatchLease::new(owner, slot, until);
                     c.watches
@@ -160,9 +162,7 @@ impl WatchSlots for InMemoryUsage {
                 }
             }
         }
-        let place = place.unwrap_or(WatchPlace::Full {
-            free_by: free_by.unwrap_or(until),
-        });
+        let place = place.unwrap_or_else(|| held.full(until));
         Box::pin(async move { Ok(place) })
     }
 
@@ -197,8 +197,7 @@ impl UsageLedger for InMemoryUsage {
             if c.holds.contains_key(&hold.id) {
                 return Ok(());
             }
-            let snapshot = c.snapshot(&hold.owner, &hold.periods);
-            let limits = limits.for_user(&snapshot.overrides);
+            let (snapshot, limits) = c.as_seen(&hold.owner, &hold.periods, limits);
             chat_core::check_requests(&limits, &snapshot, &hold.periods, hold.requests)?;
             if limits.get(LimitKind::REQUESTS_PER_MINUTE).is_some() {
                 for m in 0..WINDOW_SPAN as i64 {

@@ -119,24 +119,16 @@ impl Expression {
         })
     }
 
-    /// On condition that `attribute` is absent or under `limit`.
-    pub(crate) fn if_absent_or_under(self, attribute: &str, limit: AttributeValue) -> Self {
-        self.term(Clause::Condition, attribute, Some(limit), |n, v| {
-            format!("(attribute_not_exists({n}) OR {n} < {v})")
-        })
-    }
-
-    /// On condition that `attribute` is absent or at most `ceiling`.
-    pub(crate) fn if_absent_or_at_most(self, attribute: &str, ceiling: AttributeValue) -> Self {
-        self.term(Clause::Condition, attribute, Some(ceiling), |n, v| {
-            format!("(attribute_not_exists({n}) OR {n} <= {v})")
-        })
-    }
-
-    /// On condition that `attribute` is absent or over `floor`.
-    pub(crate) fn if_absent_or_over(self, attribute: &str, floor: AttributeValue) -> Self {
-        self.term(Clause::Condition, attribute, Some(floor), |n, v| {
-            format!("(attribute_not_exists({n}) OR {n} > {v})")
+    /// On condition that `attribute` is absent or compares with `bound` as `comparison` says (`<`, `<=`, `>`): under
+    /// a limit, at most a ceiling, over a floor.
+    pub(crate) fn if_absent_or(
+        self,
+        attribute: &str,
+        comparison: &str,
+        bound: AttributeValue,
+    ) -> Self {
+        self.term(Clause::Condition, attribute, Some(bound), |n, v| {
+            format!("(attribute_not_exists({n}) OR {n} {comparison} {v})")
         })
     }
 
@@ -252,7 +244,7 @@ mod tests {
             .add("turns", n(1))
             .set("title", s("t"))
             .set_if_absent("expiresAt", n(9))
-            .if_absent_or_under("turns", n(5))
+            .if_absent_or("turns", "<", n(5))
             .if_equals("version", n(3));
         assert_eq!(
             e.update_expression(),

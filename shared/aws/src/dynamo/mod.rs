@@ -11,6 +11,7 @@ use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
+use chat_core::StoreError;
 use tracing::Instrument;
 
 pub(crate) use expression::Expression;
@@ -35,6 +36,45 @@ pub(crate) async fn transact(
         .instrument(span)
         .await
         .map(|_| ())
+}
+
+/// The item at `key` in `table`, `None` when there is none; read `consistent`ly (every write acknowledged before
+/// it seen) or as DynamoDB reads by default; traced as `span`.
+pub(crate) async fn get_item(
+    client: &Client,
+    table: &str,
+    key: Item,
+    consistent: bool,
+    span: tracing::Span,
+) -> Result<Option<Item>, StoreError> {
+    client
+        .get_item()
+        .table_name(table)
+        .set_key(Some(key))
+        .set_consistent_read(consistent.then_some(true))
+        .send()
+        .instrument(span)
+        .await
+        .map(|out| out.item)
+        .map_err(failed)
+}
+
+/// Puts `item` in `table` (in place of any item of its key), traced as `span`.
+pub(crate) async fn put_item(
+    client: &Client,
+    table: &str,
+    item: Item,
+    span: tracing::Span,
+) -> Result<(), StoreError> {
+    client
+        .put_item()
+        .table_name(table)
+        .set_item(Some(item))
+        .send()
+        .instrument(span)
+        .await
+        .map(|_| ())
+        .map_err(failed)
 }
 
 /// A string attribute.

@@ -17,7 +17,7 @@ use super::idempotency::writes_after;
 use super::keys::{
     META, chat_item_key, chat_pk, list_pk, list_sk, mode_name, mode_named, now_unix,
 };
-use crate::dynamo::{Expression, Item, failed, n, s};
+use crate::dynamo::{Expression, Item, failed, get_item, n, s};
 use crate::table::{EXPIRES_AT, LIST_SORT_KEY, PARTITION_KEY, token_attributes};
 
 /// How much of the last message the history list shows.
@@ -141,7 +141,8 @@ impl ChatItem {
 
     /// Whether the chat is past its expiry (and before DynamoDB gets round to deleting it).
     pub(super) fn expired(&self) -> bool {
-        self.expires_at.is_some_and(|t| t <= now_unix())
+        self.expires_at
+            .is_some_and(|t| chat_core::is_expired(t, now_unix()))
     }
 
     pub(super) fn meta(self) -> Result<Meta, StoreError> {
@@ -354,17 +355,10 @@ impl DynamoStore {
         if !is_chat_id(chat_id) {
             return Err(StoreError::NotFound);
         }
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(chat_item_key(&chat_pk(owner, chat_id))))
-            .consistent_read(true)
-            .send()
-            .instrument(tracing::info_span!("store.get_item"))
-            .await
-            .map_err(failed)?;
-        match out.item.map(ChatItem::read).transpose()? {
+        let key = chat_item_key(&chat_pk(owner, chat_id));
+        let span = tracing::info_span!("store.get_item");
+        let out = get_item(&self.client, &self.table, key, true, span).await?;
+        match out.map(ChatItem::read).transpose()? {
             Some(chat) if !chat.expired() => chat.meta(),
             _ => Err(StoreError::NotFound),
         }
@@ -404,7 +398,7 @@ impl DynamoStore {
             let rename = Expression::new()
                 .set("title", s(title))
                 .if_exists(PARTITION_KEY)
-                .if_absent_or_over(EXPIRES_AT, n(now_unix()));
+                .if_absent_or(EXPIRES_AT, ">", n(now_unix()));
             let updated = rename
                 .update_item(
                     self.client.update_item().table_name(&self.table),

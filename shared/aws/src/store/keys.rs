@@ -10,8 +10,8 @@ use chat_core::ChatMode;
 use time::OffsetDateTime;
 
 use super::idempotency::new_token;
-use crate::dynamo::{Item, s};
-use crate::table::{PARTITION_KEY, SORT_KEY};
+use crate::dynamo::Item;
+use crate::table::item_key;
 
 /// The sort key of the chat item: after its messages (`M#…`), before those of generations written before (`MSG#…`).
 pub(super) const META: &str = "META";
@@ -32,10 +32,7 @@ pub(super) fn chat_pk(owner: &str, chat_id: &str) -> String {
 
 /// The key of the chat item of `pk` (a [`chat_pk`]).
 pub(super) fn chat_item_key(pk: &str) -> Item {
-    Item::from([
-        (PARTITION_KEY.to_string(), s(pk)),
-        (SORT_KEY.to_string(), s(META)),
-    ])
+    item_key(pk, META)
 }
 
 pub(super) fn list_pk(owner: &str, mode: ChatMode) -> String {

@@ -6,25 +6,17 @@
 //! |---|---|---|---|
 //! | kept reasoning | `REASONING#{owner}` | `{first call id}` | `blocks` (JSON), `expiresAt` |
 
-use chat_core::{REASONING_KEPT_FOR, ReasoningBlock, StoreError};
-use time::OffsetDateTime;
-use tracing::Instrument;
+use chat_core::{ReasoningBlock, StoreError, is_expired, reasoning_kept_until};
 
 use super::DynamoStore;
-use crate::dynamo::{Item, failed, n, s};
-use crate::table::{EXPIRES_AT, PARTITION_KEY, SORT_KEY};
+use super::keys::now_unix;
+use crate::dynamo::{Item, get_item, n, put_item, s};
+use crate::table::{EXPIRES_AT, expires_at, item_key};
 
 const BLOCKS: &str = "blocks";
 
 fn key(owner: &str, call_id: &str) -> Item {
-    Item::from([
-        (PARTITION_KEY.to_string(), s(format!("REASONING#{owner}"))),
-        (SORT_KEY.to_string(), s(call_id)),
-    ])
-}
-
-fn now_unix() -> i64 {
-    OffsetDateTime::now_utc().unix_timestamp()
+    item_key(format!("REASONING#{owner}"), call_id)
 }
 
 impl DynamoStore {
@@ -37,19 +29,9 @@ impl DynamoStore {
         let json = serde_json::to_string(blocks).map_err(|e| StoreError::Failed(e.to_string()))?;
         let mut item = key(owner, call_id);
         item.insert(BLOCKS.to_string(), s(json));
-        item.insert(
-            EXPIRES_AT.to_string(),
-            n(now_unix() + REASONING_KEPT_FOR.as_secs() as i64),
-        );
-        self.client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .send()
-            .instrument(tracing::info_span!("store.put_item"))
-            .await
-            .map_err(failed)?;
-        Ok(())
+        item.insert(EXPIRES_AT.to_string(), n(reasoning_kept_until(now_unix())));
+        let span = tracing::info_span!("store.put_item");
+        put_item(&self.client, &self.table, item, span).await
     }
 
     pub(super) async fn get_reasoning(
@@ -57,25 +39,14 @@ impl DynamoStore {
         owner: &str,
         call_id: &str,
     ) -> Result<Option<Vec<ReasoningBlock>>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(key(owner, call_id)))
-            .send()
-            .instrument(tracing::info_span!("store.get_item"))
-            .await
-            .map_err(failed)?;
-        let Some(item) = out.item else {
+        let span = tracing::info_span!("store.get_item");
+        let Some(item) =
+            get_item(&self.client, &self.table, key(owner, call_id), false, span).await?
+        else {
             return Ok(None);
         };
         // DynamoDB deletes expired items late: one past its time is gone all the same.
-        let expired = item
-            .get(EXPIRES_AT)
-            .and_then(|v| v.as_n().ok())
-            .and_then(|t| t.parse::<i64>().ok())
-            .is_some_and(|t| t <= now_unix());
-        if expired {
+        if expires_at(&item).is_some_and(|t| is_expired(t, now_unix())) {
             return Ok(None);
         }
         let Some(json) = item.get(BLOCKS).and_then(|v| v.as_s().ok()) else {

@@ -8,33 +8,22 @@
 use aws_sdk_dynamodb::types::ReturnValue;
 use chat_core::{KeptFuture, KeptResponse, ResponseStore, StoreError};
 use serde_json::{Value, json};
-use time::OffsetDateTime;
 use tracing::Instrument;
 
 use super::DynamoStore;
-use crate::dynamo::{Item, failed, n, s};
-use crate::table::{EXPIRES_AT, PARTITION_KEY, SORT_KEY};
+use super::keys::now_unix;
+use crate::dynamo::{Item, failed, get_item, n, put_item, s};
+use crate::table::{EXPIRES_AT, expires_at, item_key};
 
 const BODY: &str = "body";
 
 fn key(owner: &str, id: &str) -> Item {
-    Item::from([
-        (PARTITION_KEY.to_string(), s(format!("RESPONSE#{owner}"))),
-        (SORT_KEY.to_string(), s(id)),
-    ])
-}
-
-fn now_unix() -> i64 {
-    OffsetDateTime::now_utc().unix_timestamp()
+    item_key(format!("RESPONSE#{owner}"), id)
 }
 
 /// A kept response from its item; `None` when it is past its time or unreadable as one.
 fn from_item(item: &Item) -> Result<Option<KeptResponse>, StoreError> {
-    let expires_at = item
-        .get(EXPIRES_AT)
-        .and_then(|v| v.as_n().ok())
-        .and_then(|t| t.parse::<i64>().ok())
-        .unwrap_or(0);
+    let expires_at = expires_at(item).unwrap_or(0);
     let Some(body) = item.get(BODY).and_then(|v| v.as_s().ok()) else {
         return Ok(None);
     };
@@ -67,15 +56,8 @@ impl ResponseStore for DynamoStore {
             let mut item = key(owner, id);
             item.insert(BODY.to_string(), s(body.to_string()));
             item.insert(EXPIRES_AT.to_string(), n(kept.expires_at));
-            self.client
-                .put_item()
-                .table_name(&self.table)
-                .set_item(Some(item))
-                .send()
-                .instrument(tracing::info_span!("store.put_item"))
-                .await
-                .map_err(failed)?;
-            Ok(())
+            let span = tracing::info_span!("store.put_item");
+            put_item(&self.client, &self.table, item, span).await
         })
     }
 
@@ -85,16 +67,8 @@ impl ResponseStore for DynamoStore {
         id: &'a str,
     ) -> KeptFuture<'a, Option<KeptResponse>> {
         Box::pin(async move {
-            let out = self
-                .client
-                .get_item()
-                .table_name(&self.table)
-                .set_key(Some(key(owner, id)))
-                .send()
-                .instrument(tracing::info_span!("store.get_item"))
-                .await
-                .map_err(failed)?;
-            match out.item {
+            let span = tracing::info_span!("store.get_item");
+            match get_item(&self.client, &self.table, key(owner, id), false, span).await? {
                 Some(item) => from_item(&item),
                 None => Ok(None),
             }

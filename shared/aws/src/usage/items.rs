@@ -11,7 +11,7 @@ use chat_core::{
 use serde::Deserialize;
 
 use crate::dynamo::{Expression, Item, n, s};
-use crate::table::{EXPIRES_AT, PARTITION_KEY, SORT_KEY, token_attributes};
+use crate::table::{EXPIRES_AT, PARTITION_KEY, item_key, token_attributes};
 
 /// How long each counter is kept past its first write: a day's two days, a week's fifteen, a month's about thirteen
 /// months (an operator can still read last year's same month), a window's an hour, a hold two days (a turn lasts
@@ -132,7 +132,7 @@ impl PeriodItem {
     }
 }
 
-fn usage_pk(owner: &str) -> String {
+pub(super) fn usage_pk(owner: &str) -> String {
     format!("USAGE#{owner}")
 }
 
@@ -185,7 +185,7 @@ pub(super) fn watch_take(lease: &chat_core::WatchLease, now: i64) -> Expression 
         .set(WATCH_ID, s(&lease.id))
         .set(WATCH_UNTIL, n(until))
         .set(EXPIRES_AT, n(until + WATCH_KEPT_SECONDS))
-        .if_absent_or_under(WATCH_UNTIL, n(now))
+        .if_absent_or(WATCH_UNTIL, "<", n(now))
 }
 
 /// `lease`'s place given back (its time ended now), on condition that it still holds it.
@@ -208,10 +208,7 @@ const WATCH_UNTIL: &str = "until";
 
 /// The key of `owner`'s item `sk`.
 pub(super) fn key(owner: &str, sk: &str) -> Item {
-    Item::from([
-        (PARTITION_KEY.to_string(), s(usage_pk(owner))),
-        (SORT_KEY.to_string(), s(sk)),
-    ])
+    item_key(usage_pk(owner), sk)
 }
 
 /// The key of `hold`'s item.
@@ -339,10 +336,10 @@ impl Counter {
                 _ => limit,
             };
             let (attribute, limit) = checked_attribute(kind.resource, limit);
-            e = e.if_absent_or_under(attribute, limit.clone());
+            e = e.if_absent_or(attribute, "<", limit.clone());
             e = match kind.resource {
-                Resource::Tokens => e.if_absent_or_under("totalTokens", limit),
-                Resource::Cost => e.if_absent_or_under("costUsd", limit),
+                Resource::Tokens => e.if_absent_or("totalTokens", "<", limit),
+                Resource::Cost => e.if_absent_or("costUsd", "<", limit),
                 _ => e,
             };
         }
@@ -431,7 +428,7 @@ pub(super) fn window_admit(
         .add("requests", n(requests))
         .set_if_absent(EXPIRES_AT, n(ends + WINDOW_KEPT_SECONDS));
     if let Some(rate) = rate {
-        e = e.if_absent_or_under("requests", n(rate.saturating_sub(requests - 1)));
+        e = e.if_absent_or("requests", "<", n(rate.saturating_sub(requests - 1)));
     }
     e.update(table, key(owner, &window_sk(bucket)))
 }
@@ -525,7 +522,7 @@ pub(super) fn upload_add(
         .set_if_absent(EXPIRES_AT, n(counter.expires_at));
     for (kind, ceiling) in ceilings.iter().filter(|(k, _)| k.period == counter.period) {
         let (attribute, ceiling) = checked_attribute(kind.resource, *ceiling as f64);
-        e = e.if_absent_or_at_most(attribute, ceiling);
+        e = e.if_absent_or(attribute, "<=", ceiling);
     }
     e.update(table, key(&upload.owner, &counter.sk))
 }
@@ -547,6 +544,7 @@ pub(super) fn limits_as_seen(table: &str, owner: &str, seen: &Item) -> Condition
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::table::SORT_KEY;
     use aws_sdk_dynamodb::types::Update;
     use std::collections::BTreeSet;
 

@@ -65,20 +65,20 @@ use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, TransactWriteItem};
 use chat_core::{
-    Family, Hold, LimitKind, Limits, OverLimit, Periods, RateWindow, Reserve, Resource, StoreError,
-    Upload, UploadQuota, UsageFuture, UsageLedger, UsageSnapshot, UsageTotals, WINDOW_SPAN,
-    WatchLease, WatchPlace, WatchSlots, upload_ceilings,
+    Family, HeldPlaces, Hold, LimitKind, Limits, OverLimit, Periods, RateWindow, Reserve, Resource,
+    StoreError, Upload, UploadQuota, UsageFuture, UsageLedger, UsageSnapshot, UsageTotals,
+    WINDOW_SPAN, WatchLease, WatchPlace, WatchSlots, upload_ceilings,
 };
 use time::OffsetDateTime;
 use tracing::Instrument;
 
-use crate::dynamo::{Item, WriteFailure, failed, transact};
-use crate::table::SORT_KEY;
+use crate::dynamo::{Item, WriteFailure, failed, get_item, transact};
+use crate::table::{SORT_KEY, with_sort_key_prefix};
 use items::{
     LIMITS_SK, PeriodItem, WATCH_SK_PREFIX, WatchItem, day_sk, hold_key, hold_put, hold_settled,
     key, limit_attributes, limit_overrides, limits_as_seen, month_sk, period_counters, read_item,
-    record_key, record_put, upload_add, upload_key, upload_put, watch_give_back, watch_key,
-    watch_take, week_sk, window_admit, window_sk,
+    record_key, record_put, upload_add, upload_key, upload_put, usage_pk, watch_give_back,
+    watch_key, watch_take, week_sk, window_admit, window_sk,
 };
 
 /// How often a transaction that another one of the same user's held up (it was not applied) is sent again, and an
@@ -148,13 +148,13 @@ pub(crate) fn turn_settlement(
     }
 }
 
-/// Why a transaction of the ledger was cancelled: by which of its writes, in order.
-fn cancellation_reasons(e: &WriteFailure) -> Option<Vec<Option<String>>> {
+/// Why a transaction of the ledger was cancelled: whether each of its writes, in order, failed its condition.
+fn checks_failed(e: &WriteFailure) -> Option<Vec<bool>> {
     match e.as_service_error() {
         Some(TransactWriteItemsError::TransactionCanceledException(c)) => Some(
             c.cancellation_reasons()
                 .iter()
-                .map(|r| r.code().map(str::to_string))
+                .map(|r| r.code() == Some("ConditionalCheckFailed"))
                 .collect(),
         ),
         _ => None,
@@ -295,6 +295,13 @@ impl DynamoUsage {
             .cloned()
     }
 
+    /// Reads `owner`'s limits item afresh, and remembers it.
+    async fn reread_limits(&self, owner: &str) -> Result<(), StoreError> {
+        let item = self.read_limits(owner).await?;
+        self.remember_limits(owner, item);
+        Ok(())
+    }
+
     fn remember_limits(&self, owner: &str, item: Item) {
         let mut seen = self.limits_seen.lock().expect("never poisoned");
         if seen.len() >= REMEMBERED_USERS {
@@ -303,18 +310,15 @@ impl DynamoUsage {
         seen.insert(owner.to_string(), item);
     }
 
+    /// The item of `key` (a consistent read), `None` when there is none.
+    async fn read(&self, key: Item) -> Result<Option<Item>, StoreError> {
+        let span = tracing::info_span!("store.usage.get_item");
+        get_item(&self.client, &self.table, key, true, span).await
+    }
+
     async fn read_limits(&self, owner: &str) -> Result<Item, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(key(owner, LIMITS_SK)))
-            .consistent_read(true)
-            .send()
-            .instrument(tracing::info_span!("store.usage.get_item"))
-            .await
-            .map_err(failed)?;
-        Ok(limit_attributes(&out.item.unwrap_or_default()))
+        let item = self.read(key(owner, LIMITS_SK)).await?;
+        Ok(limit_attributes(&item.unwrap_or_default()))
     }
 
     /// The admission's transaction for `hold` under `limits` (the user's own, from `seen`, their item's limit
@@ -404,19 +408,15 @@ impl DynamoUsage {
                 }
                 Err(e) => e,
             };
-            if let Some(reasons) = cancellation_reasons(&e) {
-                let failed_at = |i: Option<usize>| {
-                    i.and_then(|i| reasons.get(i))
-                        .is_some_and(|r| r.as_deref() == Some("ConditionalCheckFailed"))
-                };
+            if let Some(failed) = checks_failed(&e) {
+                let failed_at = |i: Option<usize>| i.and_then(|i| failed.get(i)) == Some(&true);
                 if failed_at(Some(layout.hold)) {
                     // The hold exists: an earlier attempt of this very admission landed, its answer lost.
                     return Ok(Ok(()));
                 }
                 if failed_at(layout.limits) {
                     // The operator changed the user's limits since they were read: read them again.
-                    let item = self.read_limits(owner).await?;
-                    self.remember_limits(owner, item);
+                    self.reread_limits(owner).await?;
                     continue;
                 }
                 let refused = layout.periods.iter().any(|i| failed_at(Some(*i)))
@@ -464,17 +464,8 @@ impl DynamoUsage {
 
     /// The version of `hold` as stored; `None` when it is not (never admitted, or settled for the last time).
     async fn hold_version(&self, hold: &Hold) -> Result<Option<u32>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(hold_key(hold)))
-            .consistent_read(true)
-            .send()
-            .instrument(tracing::info_span!("store.usage.get_item"))
-            .await
-            .map_err(failed)?;
-        Ok(out.item.and_then(|item| {
+        let item = self.read(hold_key(hold)).await?;
+        Ok(item.and_then(|item| {
             item.get("version")
                 .and_then(|v| v.as_n().ok())
                 .and_then(|v| v.parse().ok())
@@ -506,7 +497,7 @@ impl DynamoUsage {
             if landed(self.hold_version(hold).await?) {
                 return Ok(());
             }
-            if cancellation_reasons(&e).is_some() || attempt == ATTEMPTS {
+            if checks_failed(&e).is_some() || attempt == ATTEMPTS {
                 return Err(failed(e));
             }
         }
@@ -527,11 +518,7 @@ impl DynamoUsage {
                 Ok(_) => return Ok(()),
                 Err(e) => e,
             };
-            if let Some(reasons) = cancellation_reasons(&e)
-                && reasons
-                    .first()
-                    .is_some_and(|r| r.as_deref() == Some("ConditionalCheckFailed"))
-            {
+            if checks_failed(&e).is_some_and(|failed| failed.first() == Some(&true)) {
                 // The mark exists: an earlier attempt of this very record landed, its answer lost.
                 return Ok(());
             }
@@ -541,7 +528,7 @@ impl DynamoUsage {
             }
             // No answer, or one that does not say: the mark tells whether the record landed. Sent again only when
             // it did not and the failure may pass; the mark's condition keeps a late landing from counting twice.
-            let known = cancellation_reasons(&e).is_some();
+            let known = checks_failed(&e).is_some();
             let e = failed(e);
             if self.marked(record_key(hold)).await? {
                 return Ok(());
@@ -557,17 +544,7 @@ impl DynamoUsage {
 
     /// Whether the item of `key` (a mark) is stored: a consistent read.
     async fn marked(&self, key: Item) -> Result<bool, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(key))
-            .consistent_read(true)
-            .send()
-            .instrument(tracing::info_span!("store.usage.get_item"))
-            .await
-            .map_err(failed)?;
-        Ok(out.item.is_some())
+        Ok(self.read(key).await?.is_some())
     }
 
     /// Counts `upload` under `configured` (see [`UploadQuota::count_upload`]), in the transaction the module's
@@ -612,20 +589,15 @@ impl DynamoUsage {
                 }
                 Err(e) => e,
             };
-            if let Some(reasons) = cancellation_reasons(&e) {
-                let failed_at = |i: usize| {
-                    reasons
-                        .get(i)
-                        .is_some_and(|r| r.as_deref() == Some("ConditionalCheckFailed"))
-                };
+            if let Some(failed) = checks_failed(&e) {
+                let failed_at = |i: usize| failed.get(i) == Some(&true);
                 if failed_at(0) {
                     // The mark exists: an earlier attempt of this very count landed, its answer lost.
                     return Ok(Ok(()));
                 }
                 if failed_at(check) {
                     // The operator changed the user's limits since they were read: read them again.
-                    let item = self.read_limits(owner).await?;
-                    self.remember_limits(owner, item);
+                    self.reread_limits(owner).await?;
                     continue;
                 }
                 if (1..check).any(failed_at) {
@@ -642,7 +614,7 @@ impl DynamoUsage {
             }
             // No answer, or one that does not say: the mark tells whether the count landed. Sent again only when
             // it did not and the failure may pass; the mark's condition keeps a late landing from counting twice.
-            let known = cancellation_reasons(&e).is_some();
+            let known = checks_failed(&e).is_some();
             let e = failed(e);
             if self.upload_counted(upload).await? {
                 return Ok(Ok(()));
@@ -684,7 +656,7 @@ impl DynamoUsage {
         now: OffsetDateTime,
         until: OffsetDateTime,
     ) -> Result<WatchPlace, StoreError> {
-        let mut free_by: Option<OffsetDateTime> = None;
+        let mut places = HeldPlaces::default();
         for slot in 0..limit {
             let lease = WatchLease::new(owner, slot, until);
             let sent = watch_take(&lease, now.unix_timestamp())
@@ -714,22 +686,13 @@ impl DynamoUsage {
                     };
                     let held: WatchItem = read_item(refused.item.as_ref(), "watch");
                     let ends = OffsetDateTime::from_unix_timestamp(held.until).unwrap_or(until);
-                    free_by = Some(free_by.map_or(ends, |f| f.min(ends)));
+                    places.held_until(ends);
                 }
                 Err(e) => {
                     // No answer: whether the place was taken is read back, never taken again blindly.
                     let error = failed(e);
-                    let out = self
-                        .client
-                        .get_item()
-                        .table_name(&self.table)
-                        .set_key(Some(watch_key(owner, slot)))
-                        .consistent_read(true)
-                        .send()
-                        .instrument(tracing::info_span!("store.usage.get_item"))
-                        .await
-                        .map_err(failed)?;
-                    let held: WatchItem = read_item(out.item.as_ref(), "watch");
+                    let item = self.read(watch_key(owner, slot)).await?;
+                    let held: WatchItem = read_item(item.as_ref(), "watch");
                     if held.watch_id == lease.id {
                         return Ok(WatchPlace::Taken(lease));
                     }
@@ -737,24 +700,13 @@ impl DynamoUsage {
                 }
             }
         }
-        Ok(WatchPlace::Full {
-            free_by: free_by.unwrap_or(until),
-        })
+        Ok(places.full(until))
     }
 
     /// How many of `owner`'s places are held at `now`.
     async fn places_held(&self, owner: &str, now: OffsetDateTime) -> Result<u64, StoreError> {
-        let key = key(owner, WATCH_SK_PREFIX);
-        let out = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
-            .expression_attribute_names("#pk", crate::table::PARTITION_KEY)
-            .expression_attribute_names("#sk", SORT_KEY)
-            .expression_attribute_values(":pk", key[crate::table::PARTITION_KEY].clone())
-            .expression_attribute_values(":prefix", key[SORT_KEY].clone())
-            .consistent_read(true)
+        let query = self.client.query().table_name(&self.table);
+        let out = with_sort_key_prefix(query, usage_pk(owner), WATCH_SK_PREFIX)
             .send()
             .instrument(tracing::info_span!("store.usage.query"))
             .await

@@ -2,6 +2,7 @@
 //! the service's rules are tested without a store.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
 
@@ -20,11 +21,23 @@ pub fn docs(admin: Option<&str>) -> DocumentSettings {
     }
 }
 
-/// Ports that hold nothing: every read finds nothing, every write succeeds, every status is indexed.
-pub struct Nothing;
+/// Ports that hold nothing: every read finds nothing, every write succeeds, every status is indexed. The records
+/// put are counted ([`Nothing::records_put`]).
+#[derive(Default)]
+pub struct Nothing {
+    records_put: AtomicUsize,
+}
+
+impl Nothing {
+    /// How many records were put in the store.
+    pub fn records_put(&self) -> usize {
+        self.records_put.load(Ordering::SeqCst)
+    }
+}
 
 impl DocumentStore for Nothing {
     fn put<'a>(&'a self, _: &'a DocumentRecord) -> DocumentFuture<'a, (), StoreError> {
+        self.records_put.fetch_add(1, Ordering::SeqCst);
         Box::pin(async { Ok(()) })
     }
     fn get<'a>(
@@ -81,7 +94,11 @@ impl DocumentIndex for Nothing {
 }
 
 pub fn service(admin: Option<&str>) -> Documents {
-    Documents::new(Arc::new(Nothing), Arc::new(Nothing), docs(admin))
+    Documents::new(
+        Arc::new(Nothing::default()),
+        Arc::new(Nothing::default()),
+        docs(admin),
+    )
 }
 
 pub fn caller(owner: &str, oid: Option<&str>, groups: &[&str]) -> Caller {

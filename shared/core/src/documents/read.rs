@@ -8,13 +8,7 @@ use crate::Caller;
 impl Documents {
     /// `caller`'s document `id`, its status brought up to date.
     pub async fn get(&self, caller: &Caller, id: &str) -> Result<DocumentRecord, DocumentError> {
-        if !is_document_id(id) {
-            return Err(DocumentError::NotFound);
-        }
-        let record = self
-            .bounded("the record", self.store.get(&caller.owner, id))
-            .await?
-            .ok_or(DocumentError::NotFound)?;
+        let record = self.owned(caller, id).await?;
         let mut records = vec![record];
         self.refresh(&mut records).await?;
         Ok(records.pop().expect("one record"))
@@ -40,6 +34,20 @@ impl Documents {
             .await?;
         self.refresh(&mut page.items).await?;
         Ok(page)
+    }
+
+    /// `caller`'s record of the document `id` as stored (its status as last recorded).
+    pub(super) async fn owned(
+        &self,
+        caller: &Caller,
+        id: &str,
+    ) -> Result<DocumentRecord, DocumentError> {
+        if !is_document_id(id) {
+            return Err(DocumentError::NotFound);
+        }
+        self.bounded("the record", self.store.get(&caller.owner, id))
+            .await?
+            .ok_or(DocumentError::NotFound)
     }
 
     /// Asks the knowledge base where the unsettled ones stand, and records what changed.
@@ -72,13 +80,7 @@ impl Documents {
 
     /// Deletes `caller`'s document `id`: from the knowledge base, the bucket, then its record.
     pub async fn delete(&self, caller: &Caller, id: &str) -> Result<(), DocumentError> {
-        if !is_document_id(id) {
-            return Err(DocumentError::NotFound);
-        }
-        let record = self
-            .bounded("the record", self.store.get(&caller.owner, id))
-            .await?
-            .ok_or(DocumentError::NotFound)?;
+        let record = self.owned(caller, id).await?;
         self.remove(&record).await
     }
 

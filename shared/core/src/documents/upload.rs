@@ -212,8 +212,7 @@ mod tests {
 
     use super::*;
     use crate::documents::fakes::{Nothing, caller, docs, service};
-    use crate::documents::ports::{DocumentFuture, DocumentStore};
-    use crate::documents::types::{DocumentPage, is_document_id};
+    use crate::documents::types::is_document_id;
     use crate::{Limits, OverLimit, UploadQuota};
 
     #[test]
@@ -260,38 +259,6 @@ mod tests {
         }
     }
 
-    /// A store that counts the records put.
-    #[derive(Default)]
-    struct Records(std::sync::atomic::AtomicUsize);
-
-    impl DocumentStore for Records {
-        fn put<'a>(&'a self, _: &'a DocumentRecord) -> DocumentFuture<'a, (), StoreError> {
-            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            Box::pin(async { Ok(()) })
-        }
-        fn get<'a>(
-            &'a self,
-            owner: &'a str,
-            id: &'a str,
-        ) -> DocumentFuture<'a, Option<DocumentRecord>, StoreError> {
-            Nothing.get(owner, id)
-        }
-        fn list<'a>(
-            &'a self,
-            owner: Option<&'a str>,
-            limit: usize,
-            cursor: Option<&'a str>,
-        ) -> DocumentFuture<'a, DocumentPage, StoreError> {
-            Nothing.list(owner, limit, cursor)
-        }
-        fn set_status<'a>(&'a self, r: &'a DocumentRecord) -> DocumentFuture<'a, (), StoreError> {
-            Nothing.set_status(r)
-        }
-        fn delete<'a>(&'a self, owner: &'a str, id: &'a str) -> DocumentFuture<'a, (), StoreError> {
-            DocumentStore::delete(&Nothing, owner, id)
-        }
-    }
-
     #[tokio::test]
     async fn an_upload_is_counted_whole_before_any_file_is_stored_and_refused_stores_nothing() {
         let file = |name: &str| NewDocument {
@@ -299,15 +266,15 @@ mod tests {
             bytes: Bytes::from_static(b"some text"),
         };
         let alice = caller("jwt:alice", Some("alice"), &[]);
-        let records = Arc::new(Records::default());
+        let records = Arc::new(Nothing::default());
         let quota = Arc::new(Quota {
             room: 3,
             asked: Default::default(),
         });
         let limits = Limits::default().with(crate::LimitKind::UPLOADED_DOCUMENTS_PER_DAY, 3.0);
-        let s = Documents::new(records.clone(), Arc::new(Nothing), docs(None))
+        let s = Documents::new(records.clone(), Arc::new(Nothing::default()), docs(None))
             .with_upload_quota(quota.clone(), limits);
-        let stored = || records.0.load(std::sync::atomic::Ordering::SeqCst);
+        let stored = || records.records_put();
         let choice = AccessChoice::default();
         s.upload(&alice, vec![file("a.md"), file("b.md")], &choice)
             .await
@@ -334,7 +301,7 @@ mod tests {
         ));
         assert_eq!(quota.asked.lock().unwrap().len(), 1);
         // With no limit configured, the port is never asked.
-        let off = Documents::new(records.clone(), Arc::new(Nothing), docs(None))
+        let off = Documents::new(records.clone(), Arc::new(Nothing::default()), docs(None))
             .with_upload_quota(quota.clone(), Limits::default());
         off.upload(&alice, vec![file("e.md")], &choice)
             .await

@@ -2,7 +2,7 @@
 //! shows their statuses as they change.
 
 use super::Documents;
-use super::types::{DocumentError, DocumentRecord, invalid, is_document_id};
+use super::types::{DocumentError, DocumentRecord, invalid};
 use crate::{Caller, WatchLease, WatchPlace, watches_full};
 
 /// The most documents one watch follows (`ids` named, or the newest of the caller's unsettled ones).
@@ -124,14 +124,7 @@ impl Documents {
                 }
                 let mut records = Vec::with_capacity(unique.len());
                 for id in unique {
-                    if !is_document_id(id) {
-                        return Err(DocumentError::NotFound);
-                    }
-                    let record = self
-                        .bounded("the record", self.store.get(&caller.owner, id))
-                        .await?
-                        .ok_or(DocumentError::NotFound)?;
-                    records.push(record);
+                    records.push(self.owned(caller, id).await?);
                 }
                 self.refresh(&mut records).await?;
                 records
