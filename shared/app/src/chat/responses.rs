@@ -22,7 +22,7 @@ use chat_core::{
 };
 use chat_edge::{
     ApiError, Arrived, CallerAnd, ChatEdgeState, Identified, error_response_in, json_response,
-    only_in, read_json_body,
+    only_in, read_dialect_body,
 };
 use chat_protocol::openai::OpenAiErrors;
 use chat_protocol::responses::{
@@ -53,9 +53,7 @@ impl<S: ChatEdgeState> FromRequest<S> for ResponsesBody {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
-        let (parts, body) = request.into_parts();
-        let limit = state.max_body_bytes().max(state.max_upload_bytes());
-        let body = read_json_body(&parts.headers, body, limit).await?;
+        let body = read_dialect_body(request, state).await?;
         Ok(ResponsesBody(parse_responses_request(
             &body,
             state.request_limits(),
