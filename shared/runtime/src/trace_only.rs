@@ -57,6 +57,14 @@ impl<V: Visit> Visit for Omitting<V> {
     );
 }
 
+impl<V: VisitOutput<fmt::Result>> Omitting<V> {
+    /// `fields`, but the trace-only ones, written by the visitor wrapped.
+    fn record(mut self, fields: impl RecordFields) -> fmt::Result {
+        fields.record(&mut self);
+        self.finish()
+    }
+}
+
 impl<V: VisitOutput<fmt::Result>> VisitOutput<fmt::Result> for Omitting<V> {
     fn finish(self) -> fmt::Result {
         self.0.finish()
@@ -75,9 +83,7 @@ pub(crate) struct LogTextFields;
 
 impl<'writer> FormatFields<'writer> for LogTextFields {
     fn format_fields<R: RecordFields>(&self, writer: Writer<'writer>, fields: R) -> fmt::Result {
-        let mut visitor = Omitting(DefaultVisitor::new(writer, true));
-        fields.record(&mut visitor);
-        visitor.finish()
+        Omitting(DefaultVisitor::new(writer, true)).record(fields)
     }
 
     /// As the default does (the new fields after a space), but no space when every new field is trace-only.
@@ -87,9 +93,7 @@ impl<'writer> FormatFields<'writer> for LogTextFields {
         fields: &Record<'_>,
     ) -> fmt::Result {
         let empty = current.fields.is_empty();
-        let mut visitor = Omitting(DefaultVisitor::new(current.as_writer(), empty));
-        fields.record(&mut visitor);
-        visitor.finish()
+        Omitting(DefaultVisitor::new(current.as_writer(), empty)).record(fields)
     }
 }
 
@@ -104,9 +108,7 @@ impl<'writer> FormatFields<'writer> for LogJsonFields {
         mut writer: Writer<'writer>,
         fields: R,
     ) -> fmt::Result {
-        let mut visitor = Omitting(JsonVisitor::new(&mut writer));
-        fields.record(&mut visitor);
-        visitor.finish()
+        Omitting(JsonVisitor::new(&mut writer)).record(fields)
     }
 
     fn add_fields(
