@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use chat_core::{
     Attachment, ChatError, ContentPart, InvalidRequest, Message, Overrides, ReasoningEffort,
     RequestLimits, ResponseFormat, Sampling, Thinking, ToolChoice, ToolExchange, ToolSpec,
-    TurnInput,
+    ToolStatus, TurnInput,
 };
 
 use crate::error::{not_an_object, not_json, utf8};
@@ -382,6 +382,18 @@ pub(crate) fn tool_choice<A: Api>(
     Ok(choice)
 }
 
+/// A model's call of the tool `name` with `input`, its result still to come.
+pub(crate) fn call(id: String, name: String, input: Value) -> ToolExchange {
+    ToolExchange {
+        round: 0,
+        id,
+        name,
+        input,
+        output: String::new(),
+        status: ToolStatus::Success,
+    }
+}
+
 /// The end of a conversation (`messages`, or `input`): every call answered (else refused as `unanswered` says), a
 /// user message, and files within their bounds.
 pub(crate) fn settle(
@@ -481,24 +493,18 @@ pub(crate) fn text_parts<A: Api>(
     }
 }
 
-/// What a user message's parts hold: their texts, and the files they attach.
-#[derive(Default)]
-pub(crate) struct UserParts {
+/// What a user message's parts hold: their texts, and the files they attach (counted among the conversation's
+/// `files`, to name those that come without a name, and held to `limits`).
+pub(crate) struct UserParts<'a> {
     pub(crate) texts: Vec<String>,
     attached: Vec<Attachment>,
+    files: &'a mut usize,
+    limits: &'a RequestLimits,
 }
 
-impl UserParts {
-    /// An image at `at` of a `data:` URL (the backend fetches nothing a client names), its base64 text at `data_at`;
-    /// `files` counts the message's files so far, to name it.
-    pub(crate) fn image(
-        &mut self,
-        at: &str,
-        url: &str,
-        data_at: &str,
-        files: &mut usize,
-        limits: &RequestLimits,
-    ) -> Result<(), ChatError> {
+impl UserParts<'_> {
+    /// An image at `at` of a `data:` URL (the backend fetches nothing a client names), its base64 text at `data_at`.
+    pub(crate) fn image(&mut self, at: &str, url: &str, data_at: &str) -> Result<(), ChatError> {
         let Some((media_type, data)) = data_url(url) else {
             return Err(InvalidRequest::new(
                 at,
@@ -506,53 +512,51 @@ impl UserParts {
             )
             .into());
         };
-        let bytes = base64(data_at, data)?;
-        *files += 1;
-        self.attached.push(take(
-            at,
-            Some(format!("image-{}", *files)),
-            media_type,
-            Bytes::from(bytes),
-            limits,
-        )?);
-        Ok(())
+        let name = format!("image-{}", *self.files + 1);
+        self.attach(at, media_type, data, data_at, Some(name))
     }
 
-    /// A file at `at` of its `file_data` (base64, or a `data:` URL), at `data_at`; named `name`, or by `files`.
+    /// A file at `at` of its `file_data` (base64, or a `data:` URL), at `data_at`; named `name`, or by its count.
     pub(crate) fn file(
         &mut self,
         at: &str,
         data: &str,
         data_at: &str,
         name: Option<String>,
-        files: &mut usize,
-        limits: &RequestLimits,
     ) -> Result<(), ChatError> {
         let (media_type, data) = match data_url(data) {
             Some((media_type, data)) => (media_type, data),
             None => (None, data),
         };
+        let name = name.unwrap_or_else(|| format!("file-{}", *self.files + 1));
+        self.attach(at, media_type, data, data_at, Some(name))
+    }
+
+    /// The base64 `data` at `data_at`, attached as the file at `at`.
+    fn attach(
+        &mut self,
+        at: &str,
+        media_type: Option<&str>,
+        data: &str,
+        data_at: &str,
+        name: Option<String>,
+    ) -> Result<(), ChatError> {
         let bytes = base64(data_at, data)?;
-        *files += 1;
-        let name = name.unwrap_or_else(|| format!("file-{}", *files));
-        self.attached.push(take(
-            at,
-            Some(name),
-            media_type,
-            Bytes::from(bytes),
-            limits,
-        )?);
+        *self.files += 1;
+        self.attached
+            .push(take(at, name, media_type, Bytes::from(bytes), self.limits)?);
         Ok(())
     }
 }
 
-/// A user message's content: a string, or parts (at least one), each read by `part` (given its type); its text
-/// and its files, which must not both be empty.
+/// A user message's content: a string, or parts (at least one), each read by `part` (given its type; audio is
+/// refused); its text and its files, which must not both be empty. `files` counts the conversation's files so far.
 pub(crate) fn user_content<A: Api>(
     path: &str,
     content: Value,
     limits: &RequestLimits,
-    mut part: impl FnMut(&str, &mut Obj<A>, &mut UserParts) -> Result<(), ChatError>,
+    files: &mut usize,
+    part: fn(&str, &mut Obj<A>, &mut UserParts) -> Result<(), ChatError>,
 ) -> Result<Vec<ContentPart>, ChatError> {
     let parts = match content {
         Value::String(text) => {
@@ -568,10 +572,22 @@ pub(crate) fn user_content<A: Api>(
         }
         other => return Err(neither_text_nor_parts(path, &other).into()),
     };
-    let mut user = UserParts::default();
+    let mut user = UserParts {
+        texts: Vec::new(),
+        attached: Vec::new(),
+        files,
+        limits,
+    };
     for (j, value) in parts.into_iter().enumerate() {
         let mut value = Obj::new(format!("{path}[{j}]"), value)?;
         let kind: String = value.require("type")?;
+        if kind == "input_audio" {
+            return Err(InvalidRequest::new(
+                value.at("type"),
+                "audio input is not supported by this backend",
+            )
+            .into());
+        }
         part(&kind, &mut value, &mut user)?;
         value.finish()?;
     }

@@ -17,8 +17,8 @@ use serde_json::{Map, Value};
 
 use chat_core::{
     ChatError, Completion, ContentPart, InvalidRequest, Message, ReasoningBlock, ReasoningEffort,
-    RequestLimits, ResponseFormat, Role, Sampling, Thinking, ToolChoice, ToolExchange, ToolSpec,
-    ToolStatus, TurnInput,
+    RequestLimits, ResponseFormat, Role, Sampling, Thinking, ToolChoice, ToolSpec, ToolStatus,
+    TurnInput,
 };
 
 use crate::files::{base64, take};
@@ -664,14 +664,7 @@ fn conversation(
                                 at: (messages.len(), parts.len()),
                                 answered: false,
                             });
-                            parts.push(ContentPart::Tool(ToolExchange {
-                                round: 0,
-                                id,
-                                name,
-                                input,
-                                output: String::new(),
-                                status: ToolStatus::Success,
-                            }));
+                            parts.push(ContentPart::Tool(read::call(id, name, input)));
                         }
                         "server_tool_use"
                         | "web_search_tool_result"

@@ -9,14 +9,13 @@
 
 use crate::object::{self, Api, typed};
 use crate::read::{
-    self, BEDROCK_UNIT, DefaultOnly, Pending, Sampled, text_parts, unanswered, waiting,
+    self, BEDROCK_UNIT, DefaultOnly, Pending, Sampled, UserParts, text_parts, unanswered, waiting,
 };
 use serde_json::{Map, Value};
 
 use chat_core::{
     ChatError, Completion, ContentPart, InvalidRequest, Message, ReasoningEffort, RequestLimits,
-    ResponseFormat, Role, Sampling, Thinking, ToolChoice, ToolExchange, ToolSpec, ToolStatus,
-    TurnInput,
+    ResponseFormat, Role, Sampling, Thinking, ToolChoice, ToolExchange, ToolSpec, TurnInput,
 };
 
 /// The most `metadata` pairs, and the longest key and value, as OpenAI's `Metadata` bounds them.
@@ -429,11 +428,12 @@ fn conversation(
             }
             "user" => {
                 message.refuse("name", "is not supported by this backend: leave it out")?;
-                let parts = user_content(
+                let parts = read::user_content(
                     &content_path,
                     message.require("content")?,
                     limits,
                     &mut files,
+                    user_part,
                 )?;
                 messages.push(Message {
                     role: Role::User,
@@ -576,14 +576,7 @@ fn tool_call(path: &str, call: Value) -> Result<ToolExchange, InvalidRequest> {
     function.check_tool_name("name", &name)?;
     let input = function.arguments()?;
     function.finish()?;
-    Ok(ToolExchange {
-        round: 0,
-        id,
-        name,
-        input,
-        output: String::new(),
-        status: ToolStatus::Success,
-    })
+    Ok(read::call(id, name, input))
 }
 
 /// A content that may be only text: a string, or `text` parts (an assistant's also `refusal` parts), joined.
@@ -617,15 +610,10 @@ fn breakpoints(part: &mut Obj) -> Result<(), InvalidRequest> {
     cache_control(part)
 }
 
-/// A user message's content: text, images (`data:` URLs only: the backend fetches nothing a client names) and
-/// files (`file_data`); `files` counts the message's files so far, to name those that come without a name.
-fn user_content(
-    path: &str,
-    content: Value,
-    limits: &RequestLimits,
-    files: &mut usize,
-) -> Result<Vec<ContentPart>, ChatError> {
-    read::user_content(path, content, limits, |kind, part: &mut Obj, user| {
+/// A part of a user message's content: text, an image (a `data:` URL only: the backend fetches nothing a client
+/// names) or a file (`file_data`).
+fn user_part(kind: &str, part: &mut Obj, user: &mut UserParts) -> Result<(), ChatError> {
+    {
         match kind {
             "text" => user.texts.push(part.require("text")?),
             "image_url" => {
@@ -642,7 +630,7 @@ fn user_content(
                     .into());
                 }
                 image.finish()?;
-                user.image(&at, &url, &format!("{at}.url"), files, limits)?;
+                user.image(&at, &url, &format!("{at}.url"))?;
             }
             "file" => {
                 let at = part.at("file");
@@ -654,14 +642,7 @@ fn user_content(
                 let data: String = file.require("file_data")?;
                 let name = file.take::<String>("filename")?;
                 file.finish()?;
-                user.file(&at, &data, &format!("{at}.file_data"), name, files, limits)?;
-            }
-            "input_audio" => {
-                return Err(InvalidRequest::new(
-                    part.at("type"),
-                    "audio input is not supported by this backend",
-                )
-                .into());
+                user.file(&at, &data, &format!("{at}.file_data"), name)?;
             }
             _ => {
                 return Err(InvalidRequest::new(
@@ -673,5 +654,5 @@ fn user_content(
         }
         breakpoints(part)?;
         Ok(())
-    })
+    }
 }

@@ -13,8 +13,8 @@
 
 use crate::object::{self, Api, kind_of};
 use crate::read::{
-    self, BEDROCK_UNIT, DefaultOnly, Pending, Sampled, is_tool_name, text_parts, unanswered,
-    waiting,
+    self, BEDROCK_UNIT, DefaultOnly, Pending, Sampled, UserParts, is_tool_name, text_parts,
+    unanswered, waiting,
 };
 use std::collections::HashMap;
 
@@ -22,8 +22,7 @@ use serde_json::{Map, Value, json};
 
 use chat_core::{
     ChatError, Completion, ContentPart, InvalidRequest, Message, ReasoningEffort, RequestLimits,
-    ResponseFormat, Role, Sampling, Thinking, ToolChoice, ToolExchange, ToolSpec, ToolStatus,
-    TurnInput,
+    ResponseFormat, Role, Sampling, Thinking, ToolChoice, ToolSpec, TurnInput,
 };
 
 /// The most `metadata` pairs, and the longest key and value, as OpenAI's `Metadata` bounds them.
@@ -705,8 +704,13 @@ pub fn conversation(
                         unanswered(&pending, UNANSWERED)?;
                         pending.clear();
                         open = false;
-                        let parts =
-                            user_content(&path, item.require("content")?, limits, &mut files)?;
+                        let parts = read::user_content(
+                            &path,
+                            item.require("content")?,
+                            limits,
+                            &mut files,
+                            user_part,
+                        )?;
                         messages.push(Message {
                             role: Role::User,
                             content: parts,
@@ -769,14 +773,7 @@ pub fn conversation(
                     .count();
                 content.insert(
                     at,
-                    ContentPart::Tool(ToolExchange {
-                        round: 0,
-                        id: id.clone(),
-                        name: name.clone(),
-                        input,
-                        output: String::new(),
-                        status: ToolStatus::Success,
-                    }),
+                    ContentPart::Tool(read::call(id.clone(), name.clone(), input)),
                 );
                 // Insertion moved the text after it, never another call.
                 pending.push(Pending {
@@ -901,15 +898,10 @@ fn text_content(path: &str, content: Value, assistant: bool) -> Result<String, I
     })
 }
 
-/// A user message's content: text, images (`input_image` of a `data:` URL: the backend fetches nothing a client
-/// names) and files (`input_file` of `file_data`).
-fn user_content(
-    path: &str,
-    content: Value,
-    limits: &RequestLimits,
-    files: &mut usize,
-) -> Result<Vec<ContentPart>, ChatError> {
-    read::user_content(path, content, limits, |kind, part: &mut Obj, user| {
+/// A part of a user message's content: text, an image (`input_image` of a `data:` URL: the backend fetches nothing
+/// a client names) or a file (`input_file` of `file_data`).
+fn user_part(kind: &str, part: &mut Obj, user: &mut UserParts) -> Result<(), ChatError> {
+    {
         match kind {
             "input_text" => user.texts.push(part.require("text")?),
             "input_image" => {
@@ -928,7 +920,7 @@ fn user_content(
                 }
                 let at = part.at("image_url");
                 let url: String = part.require("image_url")?;
-                user.image(&at, &url, &at, files, limits)?;
+                user.image(&at, &url, &at)?;
             }
             "input_file" => {
                 part.refuse(
@@ -942,14 +934,7 @@ fn user_content(
                 let at = part.at("file_data");
                 let data: String = part.require("file_data")?;
                 let name = part.take::<String>("filename")?;
-                user.file(&at, &data, &at, name, files, limits)?;
-            }
-            "input_audio" => {
-                return Err(InvalidRequest::new(
-                    part.at("type"),
-                    "audio input is not supported by this backend",
-                )
-                .into());
+                user.file(&at, &data, &at, name)?;
             }
             _ => {
                 return Err(InvalidRequest::new(
@@ -960,5 +945,5 @@ fn user_content(
             }
         }
         Ok(())
-    })
+    }
 }
