@@ -613,46 +613,44 @@ fn breakpoints(part: &mut Obj) -> Result<(), InvalidRequest> {
 /// A part of a user message's content: text, an image (a `data:` URL only: the backend fetches nothing a client
 /// names) or a file (`file_data`).
 fn user_part(kind: &str, part: &mut Obj, user: &mut UserParts) -> Result<(), ChatError> {
-    {
-        match kind {
-            "text" => user.texts.push(part.require("text")?),
-            "image_url" => {
-                let at = part.at("image_url");
-                let mut image = Obj::new(at.clone(), part.require::<Value>("image_url")?)?;
-                let url: String = image.require("url")?;
-                if let Some(detail) = image.take::<String>("detail")?
-                    && detail != "auto"
-                {
-                    return Err(InvalidRequest::new(
-                        image.at("detail"),
-                        "is not supported by this backend except at \"auto\"",
-                    )
-                    .into());
-                }
-                image.finish()?;
-                user.image(&at, &url, &format!("{at}.url"))?;
-            }
-            "file" => {
-                let at = part.at("file");
-                let mut file = Obj::new(at.clone(), part.require::<Value>("file")?)?;
-                file.refuse(
-                    "file_id",
-                    "is not supported by this backend (it keeps no uploaded files): send the file's file_data",
-                )?;
-                let data: String = file.require("file_data")?;
-                let name = file.take::<String>("filename")?;
-                file.finish()?;
-                user.file(&at, &data, &format!("{at}.file_data"), name)?;
-            }
-            _ => {
+    match kind {
+        "text" => user.texts.push(part.require("text")?),
+        "image_url" => {
+            let at = part.at("image_url");
+            let mut image = Obj::new(at.clone(), part.require::<Value>("image_url")?)?;
+            let url: String = image.require("url")?;
+            if let Some(detail) = image.take::<String>("detail")?
+                && detail != "auto"
+            {
                 return Err(InvalidRequest::new(
-                    part.at("type"),
-                    "must be \"text\", \"image_url\" or \"file\"",
+                    image.at("detail"),
+                    "is not supported by this backend except at \"auto\"",
                 )
                 .into());
             }
+            image.finish()?;
+            user.image(&at, &url, &format!("{at}.url"))?;
         }
-        breakpoints(part)?;
-        Ok(())
+        "file" => {
+            let at = part.at("file");
+            let mut file = Obj::new(at.clone(), part.require::<Value>("file")?)?;
+            file.refuse(
+                "file_id",
+                "is not supported by this backend (it keeps no uploaded files): send the file's file_data",
+            )?;
+            let data: String = file.require("file_data")?;
+            let name = file.take::<String>("filename")?;
+            file.finish()?;
+            user.file(&at, &data, &format!("{at}.file_data"), name)?;
+        }
+        _ => {
+            return Err(InvalidRequest::new(
+                part.at("type"),
+                "must be \"text\", \"image_url\" or \"file\"",
+            )
+            .into());
+        }
     }
+    breakpoints(part)?;
+    Ok(())
 }

@@ -901,49 +901,47 @@ fn text_content(path: &str, content: Value, assistant: bool) -> Result<String, I
 /// A part of a user message's content: text, an image (`input_image` of a `data:` URL: the backend fetches nothing
 /// a client names) or a file (`input_file` of `file_data`).
 fn user_part(kind: &str, part: &mut Obj, user: &mut UserParts) -> Result<(), ChatError> {
-    {
-        match kind {
-            "input_text" => user.texts.push(part.require("text")?),
-            "input_image" => {
-                part.refuse(
-                    "file_id",
-                    "is not supported by this backend (it keeps no uploaded files): send a data: URL as image_url",
-                )?;
-                if let Some(detail) = part.take::<String>("detail")?
-                    && !matches!(detail.as_str(), "auto" | "low" | "high" | "original")
-                {
-                    return Err(InvalidRequest::new(
-                        part.at("detail"),
-                        "must be \"auto\", \"low\", \"high\" or \"original\"",
-                    )
-                    .into());
-                }
-                let at = part.at("image_url");
-                let url: String = part.require("image_url")?;
-                user.image(&at, &url, &at)?;
-            }
-            "input_file" => {
-                part.refuse(
-                    "file_id",
-                    "is not supported by this backend (it keeps no uploaded files): send the file's file_data",
-                )?;
-                part.refuse(
-                    "file_url",
-                    "is not supported by this backend (it fetches nothing a client names): send the file's file_data",
-                )?;
-                let at = part.at("file_data");
-                let data: String = part.require("file_data")?;
-                let name = part.take::<String>("filename")?;
-                user.file(&at, &data, &at, name)?;
-            }
-            _ => {
+    match kind {
+        "input_text" => user.texts.push(part.require("text")?),
+        "input_image" => {
+            part.refuse(
+                "file_id",
+                "is not supported by this backend (it keeps no uploaded files): send a data: URL as image_url",
+            )?;
+            if let Some(detail) = part.take::<String>("detail")?
+                && !matches!(detail.as_str(), "auto" | "low" | "high" | "original")
+            {
                 return Err(InvalidRequest::new(
-                    part.at("type"),
-                    "must be \"input_text\", \"input_image\" or \"input_file\"",
+                    part.at("detail"),
+                    "must be \"auto\", \"low\", \"high\" or \"original\"",
                 )
                 .into());
             }
+            let at = part.at("image_url");
+            let url: String = part.require("image_url")?;
+            user.image(&at, &url, &at)?;
         }
-        Ok(())
+        "input_file" => {
+            part.refuse(
+                "file_id",
+                "is not supported by this backend (it keeps no uploaded files): send the file's file_data",
+            )?;
+            part.refuse(
+                "file_url",
+                "is not supported by this backend (it fetches nothing a client names): send the file's file_data",
+            )?;
+            let at = part.at("file_data");
+            let data: String = part.require("file_data")?;
+            let name = part.take::<String>("filename")?;
+            user.file(&at, &data, &at, name)?;
+        }
+        _ => {
+            return Err(InvalidRequest::new(
+                part.at("type"),
+                "must be \"input_text\", \"input_image\" or \"input_file\"",
+            )
+            .into());
+        }
     }
+    Ok(())
 }
