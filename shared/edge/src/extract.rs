@@ -220,9 +220,7 @@ impl<S: ChatEdgeState> FromRequest<S> for CompletionBody {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
-        let (parts, body) = request.into_parts();
-        let limit = state.max_body_bytes().max(state.max_upload_bytes());
-        let body = read_json_body(&parts.headers, body, limit).await?;
+        let body = read_dialect_body(request, state).await?;
         Ok(CompletionBody(parse_completion_request_with(
             &body,
             state.request_limits(),
@@ -264,14 +262,23 @@ async fn read_messages<S: ChatEdgeState>(
     state: &S,
     route: MessagesRoute,
 ) -> Result<MessagesRequest, ApiError> {
-    let (parts, body) = request.into_parts();
-    let limit = state.max_body_bytes().max(state.max_upload_bytes());
-    let body = read_json_body(&parts.headers, body, limit).await?;
+    let body = read_dialect_body(request, state).await?;
     Ok(parse_messages_request(
         &body,
         state.request_limits(),
         route,
     )?)
+}
+
+/// The JSON body of a dialect's request (Chat Completions, Messages, Responses), within the larger of the state's
+/// JSON and upload limits: its images and files come inside it, in base64.
+pub async fn read_dialect_body<S: ChatEdgeState>(
+    request: Request,
+    state: &S,
+) -> Result<Bytes, ApiError> {
+    let (parts, body) = request.into_parts();
+    let limit = state.max_body_bytes().max(state.max_upload_bytes());
+    read_json_body(&parts.headers, body, limit).await
 }
 
 /// Who calls, and then what `T` reads of the rest of the request: `T` is read only once the caller is known. What

@@ -17,7 +17,7 @@ pub use error::{
 pub use extract::{
     Arrived, CallerAnd, ChatEdgeState, ChatRequest, ChatRoute, ChatUiRoute, CompletionBody,
     CountTokensBody, Deadline, EdgeState, Identified, JsonBody, MessagesBody, ProtocolRoute,
-    Proven, ROOM_TO_FINISH,
+    Proven, ROOM_TO_FINISH, read_dialect_body,
 };
 pub use identity::{
     ApiKeySettings, ApiKeys, Auth, CallerParts, DEFAULT_CACHE_SECONDS, JwtVerifier, KeySource,

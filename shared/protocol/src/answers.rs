@@ -192,10 +192,6 @@ impl Encoder for AgentEvents {
     /// The round, stored.
     type Done = ();
 
-    fn content_type(&self) -> &'static str {
-        "text/event-stream"
-    }
-
     fn opening(&mut self, state: &Option<Value>) -> Vec<u8> {
         self.state.clone_from(state);
         Vec::new()

@@ -160,10 +160,6 @@ impl Encoder for StatusEvents {
     /// Whether every watched document is settled.
     type Done = bool;
 
-    fn content_type(&self) -> &'static str {
-        "text/event-stream"
-    }
-
     fn opening(&mut self, now: &Vec<DocumentRecord>) -> Vec<u8> {
         now.iter().flat_map(document_event).collect()
     }

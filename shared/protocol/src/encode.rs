@@ -113,8 +113,10 @@ pub trait Encoder: Send + 'static {
     /// What is known once the answer is complete and settled (why it finished, its usage).
     type Done;
 
-    /// The content type of a streamed answer.
-    fn content_type(&self) -> &'static str;
+    /// The content type of a streamed answer: server-sent events, unless the dialect streams another way.
+    fn content_type(&self) -> &'static str {
+        "text/event-stream"
+    }
 
     fn opening(&mut self, opening: &Self::Opening) -> Vec<u8>;
 

@@ -13,6 +13,7 @@ mod model;
 mod multipart;
 mod object;
 pub mod openai;
+mod read;
 mod request;
 pub mod responses;
 pub mod v2024_01_28;

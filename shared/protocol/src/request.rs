@@ -267,22 +267,7 @@ fn messages(
     limits: &RequestLimits,
     mut files: Files,
 ) -> Result<Vec<Message>, InvalidRequest> {
-    if wire.is_empty() {
-        return Err(InvalidRequest::new(
-            "messages",
-            "must hold at least one message",
-        ));
-    }
-    if wire.len() > limits.max_messages {
-        return Err(InvalidRequest::new(
-            "messages",
-            format!(
-                "holds {} messages, more than the limit of {}",
-                wire.len(),
-                limits.max_messages
-            ),
-        ));
-    }
+    crate::read::message_count(wire.len(), limits)?;
     for (i, m) in wire.iter().enumerate() {
         let path = format!("messages[{i}].content");
         if m.content.trim().is_empty() && !files.contains_key(&i) {

@@ -28,56 +28,40 @@ pub(crate) fn is_trace_only(field: &Field) -> bool {
 /// A visitor that passes every field but the trace-only ones to the visitor it wraps.
 pub(crate) struct Omitting<V>(pub(crate) V);
 
+/// `Visit`'s methods, each passing its field on unless it is trace-only. (A macro: a visitor has one method a type
+/// of value, each to be passed on to the same method of the visitor wrapped, as the type it came as.)
+macro_rules! passing_on {
+    ($($method:ident: $value:ty),* $(,)?) => {
+        $(
+            fn $method(&mut self, field: &Field, value: $value) {
+                if !is_trace_only(field) {
+                    self.0.$method(field, value);
+                }
+            }
+        )*
+    };
+}
+
 impl<V: Visit> Visit for Omitting<V> {
-    fn record_f64(&mut self, field: &Field, value: f64) {
-        if !is_trace_only(field) {
-            self.0.record_f64(field, value);
-        }
-    }
-    fn record_i64(&mut self, field: &Field, value: i64) {
-        if !is_trace_only(field) {
-            self.0.record_i64(field, value);
-        }
-    }
-    fn record_u64(&mut self, field: &Field, value: u64) {
-        if !is_trace_only(field) {
-            self.0.record_u64(field, value);
-        }
-    }
-    fn record_i128(&mut self, field: &Field, value: i128) {
-        if !is_trace_only(field) {
-            self.0.record_i128(field, value);
-        }
-    }
-    fn record_u128(&mut self, field: &Field, value: u128) {
-        if !is_trace_only(field) {
-            self.0.record_u128(field, value);
-        }
-    }
-    fn record_bool(&mut self, field: &Field, value: bool) {
-        if !is_trace_only(field) {
-            self.0.record_bool(field, value);
-        }
-    }
-    fn record_str(&mut self, field: &Field, value: &str) {
-        if !is_trace_only(field) {
-            self.0.record_str(field, value);
-        }
-    }
-    fn record_bytes(&mut self, field: &Field, value: &[u8]) {
-        if !is_trace_only(field) {
-            self.0.record_bytes(field, value);
-        }
-    }
-    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
-        if !is_trace_only(field) {
-            self.0.record_error(field, value);
-        }
-    }
-    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        if !is_trace_only(field) {
-            self.0.record_debug(field, value);
-        }
+    passing_on!(
+        record_f64: f64,
+        record_i64: i64,
+        record_u64: u64,
+        record_i128: i128,
+        record_u128: u128,
+        record_bool: bool,
+        record_str: &str,
+        record_bytes: &[u8],
+        record_error: &(dyn std::error::Error + 'static),
+        record_debug: &dyn fmt::Debug,
+    );
+}
+
+impl<V: VisitOutput<fmt::Result>> Omitting<V> {
+    /// `fields`, but the trace-only ones, written by the visitor wrapped.
+    fn record(mut self, fields: impl RecordFields) -> fmt::Result {
+        fields.record(&mut self);
+        self.finish()
     }
 }
 
@@ -99,9 +83,7 @@ pub(crate) struct LogTextFields;
 
 impl<'writer> FormatFields<'writer> for LogTextFields {
     fn format_fields<R: RecordFields>(&self, writer: Writer<'writer>, fields: R) -> fmt::Result {
-        let mut visitor = Omitting(DefaultVisitor::new(writer, true));
-        fields.record(&mut visitor);
-        visitor.finish()
+        Omitting(DefaultVisitor::new(writer, true)).record(fields)
     }
 
     /// As the default does (the new fields after a space), but no space when every new field is trace-only.
@@ -111,9 +93,7 @@ impl<'writer> FormatFields<'writer> for LogTextFields {
         fields: &Record<'_>,
     ) -> fmt::Result {
         let empty = current.fields.is_empty();
-        let mut visitor = Omitting(DefaultVisitor::new(current.as_writer(), empty));
-        fields.record(&mut visitor);
-        visitor.finish()
+        Omitting(DefaultVisitor::new(current.as_writer(), empty)).record(fields)
     }
 }
 
@@ -128,9 +108,7 @@ impl<'writer> FormatFields<'writer> for LogJsonFields {
         mut writer: Writer<'writer>,
         fields: R,
     ) -> fmt::Result {
-        let mut visitor = Omitting(JsonVisitor::new(&mut writer));
-        fields.record(&mut visitor);
-        visitor.finish()
+        Omitting(JsonVisitor::new(&mut writer)).record(fields)
     }
 
     fn add_fields(

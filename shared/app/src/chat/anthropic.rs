@@ -14,7 +14,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::Response;
 use axum::routing::{any, post};
-use chat_core::{ChatError, ChatModel, InvalidRequest, SessionStore};
+use chat_core::{ChatError, ChatModel, SessionStore};
 use chat_edge::{
     ApiError, Arrived, CallerAnd, CountTokensBody, MessagesBody, error_response_in, json_response,
     only_in,
@@ -23,7 +23,6 @@ use chat_protocol::anthropic::{
     AnthropicErrors, MessageEvents, MessagesRequest, ModelInfo, ModelPage, TokenCount,
 };
 use chat_runtime::TurnMeter;
-use tracing::Instrument;
 
 use super::{ChatState, Serving};
 
@@ -63,12 +62,11 @@ pub(crate) fn routes<M: ChatModel + 'static, St: SessionStore + 'static>(
             only_in::<AnthropicErrors, _>("POST", post(count_tokens)),
         )
         // Any other path under the Messages API is Anthropic's 404.
-        .route("/v1/messages/{*rest}", any(unknown))
+        .route(
+            "/v1/messages/{*rest}",
+            any(super::unknown::<AnthropicErrors>),
+        )
         .with_state(state.clone())
-}
-
-async fn unknown(uri: axum::http::Uri) -> Response {
-    error_response_in::<AnthropicErrors>(&ApiError::NotFound(uri.path().to_string()))
 }
 
 /// Whether a request speaks Anthropic's API (its SDKs and Claude Code send `anthropic-version` on every request).
@@ -142,41 +140,28 @@ fn set_header(response: &mut Response, name: &'static str, value: &str) {
 
 async fn messages<M: ChatModel + 'static, St: SessionStore + 'static>(
     State(app): AppState<M, St>,
-    Arrived(at): Arrived,
+    arrived: Arrived,
     headers: HeaderMap,
     request: Result<CallerAnd<MessagesBody>, ApiError>,
     serving: Serving,
 ) -> Response {
-    let settings = app.service.settings();
-    let (caller, mut request) = match request {
+    let (caller, mut request) = match app.arrived(serving, ROUTE, arrived, request) {
         Ok(CallerAnd(caller, MessagesBody(request))) => (caller, request),
-        Err(e) => {
-            TurnMeter::start_at(serving.function, ROUTE, &settings.model_id, at).fail(&e);
-            return error_response_in::<AnthropicErrors>(&e);
-        }
+        Err(e) => return error_response_in::<AnthropicErrors>(&e),
     };
-    let model_id = match resolve(&app, &mut request) {
+    let model_id = match app.arrived(serving, ROUTE, arrived, resolve(&app, &mut request)) {
         Ok(id) => id,
-        Err(e) => {
-            TurnMeter::start_at(serving.function, ROUTE, &settings.model_id, at).fail(&e);
-            return error_response_in::<AnthropicErrors>(&e);
-        }
+        Err(e) => return error_response_in::<AnthropicErrors>(&e),
     };
-    let meter = TurnMeter::start_at(serving.function, ROUTE, &model_id, at);
+    let meter = TurnMeter::start_at(serving.function, ROUTE, &model_id, arrived.0);
     let span = tracing::info_span!(
         "anthropic.messages",
         model = %model_id,
         stream = request.stream,
         trace_only.user = request.completion.user.as_deref(),
     );
-    if request.stream && !serving.streams {
-        let e = ApiError::from(InvalidRequest::new(
-            "stream",
-            "this function answers whole: send stream: true to POST /v1/messages on the streaming chat \
-             function's URL (ChatStreamFunctionUrl, or the distribution's /v1/*, which routes there)",
-        ));
-        meter.fail(&e);
-        return error_response_in::<AnthropicErrors>(&e);
+    if let Err(e) = serving.whole_only(request.stream, ROUTE) {
+        return super::refuse::<AnthropicErrors>(meter, e);
     }
     let mut accepted = request.accepted.clone();
     accepted.extend(betas(&headers));
@@ -184,20 +169,17 @@ async fn messages<M: ChatModel + 'static, St: SessionStore + 'static>(
         request.model.clone(),
         request.completion.stop_sequences.clone(),
     );
-    let (turn, completion) = (&request.turn, &request.completion);
-    let answered = async {
-        if request.stream {
-            let turn = app.service.complete_stream(&caller, turn, completion).await;
-            app.deliver(caller, turn, encoder, true, meter, span.clone())
-                .await
-        } else {
-            let turn = app.service.complete_whole(&caller, turn, completion).await;
-            app.deliver(caller, turn, encoder, false, meter, span.clone())
-                .await
-        }
-    }
-    .instrument(span.clone())
-    .await;
+    let answered = app
+        .complete(
+            caller,
+            &request.turn,
+            &request.completion,
+            request.stream,
+            encoder,
+            meter,
+            span,
+        )
+        .await;
     let mut response = answered.unwrap_or_else(|e| error_response_in::<AnthropicErrors>(&e));
     set_header(&mut response, MODEL_HEADER, &model_id);
     if let Some(asked) = request.clamped_from {

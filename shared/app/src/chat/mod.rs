@@ -22,7 +22,8 @@ use chat_core::{
     Limits, RequestLimits, ResponseStore, Retriever, SessionStore, ToolBounds, ToolSource,
     UsageLedger,
 };
-use chat_edge::{Arrived, Auth, ChatEdgeState, Cors, EdgeState, only};
+use chat_edge::{ApiError, Arrived, Auth, ChatEdgeState, Cors, EdgeState, error_response_in, only};
+use chat_protocol::ErrorShape;
 use chat_protocol::chat_ui::ReplyShape;
 use chat_runtime::{FunctionService, TurnMeter};
 
@@ -328,6 +329,70 @@ impl<M: ChatModel + 'static, St: SessionStore> ChatState<M, St> {
     ) -> TurnMeter {
         TurnMeter::start_at(function, route, &self.service.settings().model_id, at)
     }
+
+    /// A dialect's request as its extractor read it; one that could not be read is a failed turn of `route`.
+    fn arrived<T>(
+        &self,
+        serving: Serving,
+        route: &'static str,
+        arrived: Arrived,
+        request: Result<T, ApiError>,
+    ) -> Result<T, ApiError> {
+        request.inspect_err(|e| self.meter(serving.function, route, arrived).fail(e))
+    }
+
+    /// A meter for a turn of `route` that names `model`, from when its request arrived, and the model when the
+    /// operator allows it: the metrics name it only then (a client's string is no dimension), else the deployment's
+    /// model.
+    fn model_meter<'m>(
+        &self,
+        serving: Serving,
+        route: &'static str,
+        Arrived(at): Arrived,
+        model: &'m str,
+    ) -> (Option<&'m str>, TurnMeter) {
+        let settings = self.service.settings();
+        let allowed = settings
+            .allowed_models
+            .iter()
+            .any(|m| m == model)
+            .then_some(model);
+        let meter = TurnMeter::start_at(
+            serving.function,
+            route,
+            allowed.unwrap_or(&settings.model_id),
+            at,
+        );
+        (allowed, meter)
+    }
+}
+
+impl Serving {
+    /// Refuses `stream: true` where this function answers whole, naming where to send it (`POST {path}` on the
+    /// streaming function).
+    fn whole_only(self, stream: bool, path: &str) -> Result<(), ApiError> {
+        if stream && !self.streams {
+            return Err(ApiError::from(chat_core::InvalidRequest::new(
+                "stream",
+                format!(
+                    "this function answers whole: send stream: true to POST {path} on the streaming chat \
+                     function's URL (ChatStreamFunctionUrl, or the distribution's /v1/*, which routes there)"
+                ),
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A turn refused before it started: metered as failed, answered in `E`'s shape.
+fn refuse<E: ErrorShape>(meter: TurnMeter, e: ApiError) -> Response {
+    meter.fail(&e);
+    error_response_in::<E>(&e)
+}
+
+/// Any other path under a dialect's API: its 404, in its shape (as its clients expect it).
+async fn unknown<E: ErrorShape>(uri: axum::http::Uri) -> Response {
+    error_response_in::<E>(&ApiError::NotFound(uri.path().to_string()))
 }
 
 /// Whether the client asked for server-sent events.

@@ -12,14 +12,12 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::Response;
 use axum::routing::{any, get, post};
-use chat_core::{ChatError, ChatModel, InvalidRequest, SessionStore};
+use chat_core::{ChatError, ChatModel, SessionStore};
 use chat_edge::{
     ApiError, Arrived, CallerAnd, CompletionBody, Identified, error_response_in, json_response,
     only_in,
 };
 use chat_protocol::openai::{ChunkEvents, CompletionRequest, Model, ModelList, OpenAiErrors};
-use chat_runtime::TurnMeter;
-use tracing::Instrument;
 
 use super::{ChatState, Serving};
 
@@ -60,13 +58,9 @@ pub(crate) fn routes<M: ChatModel + 'static, St: SessionStore + 'static>(
             "/v1/models/{*id}",
             only_in::<OpenAiErrors, _>("GET", get(one_model)),
         )
-        // Any other path of OpenAI's API is OpenAI's 404, as its clients expect it.
-        .route("/v1/{*rest}", any(unknown))
+        // Any other path of OpenAI's API is OpenAI's 404.
+        .route("/v1/{*rest}", any(super::unknown::<OpenAiErrors>))
         .with_state(state.clone())
-}
-
-async fn unknown(uri: axum::http::Uri) -> Response {
-    error_response_in::<OpenAiErrors>(&ApiError::NotFound(uri.path().to_string()))
 }
 
 /// Every model a request may name, with what it does and the prices its cost is counted by: the chat models first
@@ -147,9 +141,9 @@ async fn one_model<M: ChatModel + 'static, St: SessionStore>(
     }
 }
 
-/// The span a completion's turn runs in: the client's `user` (and `safety_identifier`, `prompt_cache_key`) and `metadata`, recorded in
-/// the turn's exported trace and on no log line (`trace_only.…`: the body's text); the model when it is one the
-/// operator allows (`model`, else none: a name the client made up is the body's text too).
+/// The span a completion's turn runs in: the client's `user` (and `safety_identifier`, `prompt_cache_key`) and
+/// `metadata`, recorded in the turn's exported trace and on no log line (`trace_only.…`: the body's text); the model
+/// when it is one the operator allows (`model`, else none: a name the client made up is the body's text too).
 fn completion_span(request: &CompletionRequest, model: Option<&str>) -> tracing::Span {
     let metadata = (!request.metadata.is_empty())
         .then(|| serde_json::Value::Object(request.metadata.clone()).to_string());
@@ -166,38 +160,18 @@ fn completion_span(request: &CompletionRequest, model: Option<&str>) -> tracing:
 
 async fn completions<M: ChatModel + 'static, St: SessionStore + 'static>(
     State(app): AppState<M, St>,
-    Arrived(at): Arrived,
+    arrived: Arrived,
     request: Result<CallerAnd<CompletionBody>, ApiError>,
     serving: Serving,
 ) -> Response {
-    let settings = app.service.settings();
-    let (caller, mut request) = match request {
+    let (caller, mut request) = match app.arrived(serving, ROUTE, arrived, request) {
         Ok(CallerAnd(caller, CompletionBody(request))) => (caller, request),
-        Err(e) => {
-            TurnMeter::start_at(serving.function, ROUTE, &settings.model_id, at).fail(&e);
-            return error_response_in::<OpenAiErrors>(&e);
-        }
+        Err(e) => return error_response_in::<OpenAiErrors>(&e),
     };
-    // The metrics name the model only when it is one the operator allows: a client's string is no dimension.
-    let allowed = settings
-        .allowed_models
-        .contains(&request.model)
-        .then_some(request.model.as_str());
-    let meter = TurnMeter::start_at(
-        serving.function,
-        ROUTE,
-        allowed.unwrap_or(&settings.model_id),
-        at,
-    );
+    let (allowed, meter) = app.model_meter(serving, ROUTE, arrived, &request.model);
     let span = completion_span(&request, allowed);
-    if request.stream && !serving.streams {
-        let e = ApiError::from(InvalidRequest::new(
-            "stream",
-            "this function answers whole: send stream: true to POST /v1/chat/completions on the streaming \
-             chat function's URL (ChatStreamFunctionUrl, or the distribution's /v1/*, which routes there)",
-        ));
-        meter.fail(&e);
-        return error_response_in::<OpenAiErrors>(&e);
+    if let Err(e) = serving.whole_only(request.stream, ROUTE) {
+        return super::refuse::<OpenAiErrors>(meter, e);
     }
     // The completion as its model takes it (a model the operator does not allow is refused below): what was left
     // out or held is named in the answer's header, beside the vendor parameters taken unapplied.
@@ -210,20 +184,17 @@ async fn completions<M: ChatModel + 'static, St: SessionStore + 'static>(
         );
     }
     let encoder = ChunkEvents::new(request.model.clone(), request.include_usage);
-    let (turn, completion) = (&request.turn, &request.completion);
-    let answered = async {
-        if request.stream {
-            let turn = app.service.complete_stream(&caller, turn, completion).await;
-            app.deliver(caller, turn, encoder, true, meter, span.clone())
-                .await
-        } else {
-            let turn = app.service.complete_whole(&caller, turn, completion).await;
-            app.deliver(caller, turn, encoder, false, meter, span.clone())
-                .await
-        }
-    }
-    .instrument(span.clone())
-    .await;
+    let answered = app
+        .complete(
+            caller,
+            &request.turn,
+            &request.completion,
+            request.stream,
+            encoder,
+            meter,
+            span,
+        )
+        .await;
     let mut response = answered.unwrap_or_else(|e| error_response_in::<OpenAiErrors>(&e));
     if !ignored.is_empty()
         && let Ok(value) = HeaderValue::from_str(&ignored.join(", "))

@@ -22,7 +22,7 @@ use chat_core::{
 };
 use chat_edge::{
     ApiError, Arrived, CallerAnd, ChatEdgeState, Identified, error_response_in, json_response,
-    only_in, read_json_body,
+    only_in, read_dialect_body,
 };
 use chat_protocol::openai::OpenAiErrors;
 use chat_protocol::responses::{
@@ -53,9 +53,7 @@ impl<S: ChatEdgeState> FromRequest<S> for ResponsesBody {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
-        let (parts, body) = request.into_parts();
-        let limit = state.max_body_bytes().max(state.max_upload_bytes());
-        let body = read_json_body(&parts.headers, body, limit).await?;
+        let body = read_dialect_body(request, state).await?;
         Ok(ResponsesBody(parse_responses_request(
             &body,
             state.request_limits(),
@@ -114,40 +112,18 @@ fn response_span(request: &ResponsesRequest, model: Option<&str>) -> tracing::Sp
 
 async fn create<M: ChatModel + 'static, St: SessionStore + 'static>(
     State(app): AppState<M, St>,
-    Arrived(at): Arrived,
+    arrived: Arrived,
     request: Result<CallerAnd<ResponsesBody>, ApiError>,
     serving: Serving,
 ) -> Response {
-    let settings = app.service.settings();
-    let (caller, request) = match request {
+    let (caller, request) = match app.arrived(serving, ROUTE, arrived, request) {
         Ok(CallerAnd(caller, ResponsesBody(request))) => (caller, request),
-        Err(e) => {
-            TurnMeter::start_at(serving.function, ROUTE, &settings.model_id, at).fail(&e);
-            return error_response_in::<OpenAiErrors>(&e);
-        }
+        Err(e) => return error_response_in::<OpenAiErrors>(&e),
     };
-    // The metrics name the model only when it is one the operator allows: a client's string is no dimension.
-    let allowed = settings
-        .allowed_models
-        .contains(&request.model)
-        .then_some(request.model.as_str());
-    let meter = TurnMeter::start_at(
-        serving.function,
-        ROUTE,
-        allowed.unwrap_or(&settings.model_id),
-        at,
-    );
+    let (allowed, meter) = app.model_meter(serving, ROUTE, arrived, &request.model);
     let span = response_span(&request, allowed);
-    let refuse = |e: ApiError, meter: TurnMeter| {
-        meter.fail(&e);
-        error_response_in::<OpenAiErrors>(&e)
-    };
-    if request.stream && !serving.streams {
-        let e = ApiError::from(InvalidRequest::new(
-            "stream",
-            "this function answers whole: send stream: true to POST /v1/responses on the streaming chat \
-             function's URL (ChatStreamFunctionUrl, or the distribution's /v1/*, which routes there)",
-        ));
+    let refuse = |e: ApiError, meter: TurnMeter| super::refuse::<OpenAiErrors>(meter, e);
+    if let Err(e) = serving.whole_only(request.stream, ROUTE) {
         return refuse(e, meter);
     }
     let mut request = request;

@@ -18,8 +18,8 @@ use axum::http::{StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
 use chat_core::{
-    Answer, Caller, ChatModel, ChatService, ModelStream, SessionStore, StreamingTurn, TurnEnd,
-    TurnEvent, TurnSpent,
+    Answer, Caller, ChatModel, ChatService, Completion, ModelStream, SessionStore, StreamingTurn,
+    TurnEnd, TurnEvent, TurnInput, TurnSpent,
 };
 use chat_edge::ApiError;
 use chat_protocol::{Encoder, Whole, WholeEncoder};
@@ -379,6 +379,45 @@ where
 }
 
 impl<M: ChatModel + 'static, St: SessionStore + 'static> super::ChatState<M, St> {
+    /// A stateless completion's turn, started by the service and delivered in `encoder`'s dialect under `span`:
+    /// streamed when `stream`, else whole.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn complete<E>(
+        &self,
+        caller: Caller,
+        turn: &TurnInput,
+        completion: &Completion,
+        stream: bool,
+        encoder: E,
+        meter: TurnMeter,
+        span: tracing::Span,
+    ) -> Result<Response, ApiError>
+    where
+        E: WholeEncoder<
+                Opening = chat_core::TurnOpening,
+                Event = TurnEvent,
+                Done = TurnEnd,
+                Answer = Answer,
+            >,
+    {
+        async {
+            if stream {
+                let turn = self
+                    .service
+                    .complete_stream(&caller, turn, completion)
+                    .await;
+                self.deliver(caller, turn, encoder, true, meter, span.clone())
+                    .await
+            } else {
+                let turn = self.service.complete_whole(&caller, turn, completion).await;
+                self.deliver(caller, turn, encoder, false, meter, span.clone())
+                    .await
+            }
+        }
+        .instrument(span.clone())
+        .await
+    }
+
     /// A turn's answer in `encoder`'s dialect, once the service has started it: streamed by the one writer (a task
     /// under `span`) when `streamed`, else read whole. A turn that did not start is a failed one, answered with its
     /// status.

@@ -8,6 +8,7 @@
 //! and its `thinking` and `redacted_thinking` blocks the signed reasoning given back with them, byte for byte.
 
 use crate::object::{self, Api, kind_of};
+use crate::read::{self, Pending, unanswered, waiting};
 use std::collections::HashMap;
 
 use base64::Engine;
@@ -15,12 +16,11 @@ use bytes::Bytes;
 use serde_json::{Map, Value};
 
 use chat_core::{
-    ChatError, Completion, ContentPart, InvalidRequest, Message, Overrides, ReasoningBlock,
-    ReasoningEffort, RequestLimits, ResponseFormat, Role, Sampling, Thinking, ToolChoice,
-    ToolExchange, ToolSpec, ToolStatus, TurnInput,
+    ChatError, Completion, ContentPart, InvalidRequest, Message, ReasoningBlock, ReasoningEffort,
+    RequestLimits, ResponseFormat, Role, Sampling, Thinking, ToolChoice, ToolSpec, ToolStatus,
+    TurnInput,
 };
 
-use crate::error::{not_an_object, not_json, utf8};
 use crate::files::{base64, take};
 
 /// The longest `metadata.user_id` kept in a trace (Claude Code's is a JSON string of a few ids).
@@ -58,17 +58,9 @@ pub fn parse_messages_request(
     limits: &RequestLimits,
     route: MessagesRoute,
 ) -> Result<MessagesRequest, ChatError> {
-    utf8(body)?;
-    let value: Value = serde_json::from_slice(body).map_err(not_json)?;
-    let Value::Object(map) = value else {
-        return Err(not_an_object().into());
-    };
-    let mut body = Obj::of(String::new(), map);
+    let mut body: Obj = read::body(body)?;
     let mut accepted = Vec::new();
-    let model: String = body.require("model")?;
-    if model.trim().is_empty() {
-        return Err(InvalidRequest::new("model", "must not be empty").into());
-    }
+    let model = body.model()?;
     let (stream, max_tokens) = match route {
         MessagesRoute::Create => (
             body.take::<bool>("stream")?.unwrap_or(false),
@@ -79,8 +71,8 @@ pub fn parse_messages_request(
     if max_tokens == Some(0) {
         return Err(InvalidRequest::new("max_tokens", "must be at least 1").into());
     }
-    let temperature = unit(&mut body, "temperature")?;
-    let top_p = unit(&mut body, "top_p")?;
+    let temperature = body.unit("temperature", "must be between 0 and 1")?;
+    let top_p = body.unit("top_p", "must be between 0 and 1")?;
     let top_k: Option<u32> = body.take("top_k")?;
     let stop_sequences = body
         .take::<Vec<String>>("stop_sequences")?
@@ -169,13 +161,7 @@ pub fn parse_messages_request(
     let mut seen = std::collections::HashSet::new();
     accepted.retain(|name| seen.insert(name.clone()));
     Ok(MessagesRequest {
-        turn: TurnInput {
-            messages,
-            overrides: Overrides::default(),
-            session_state: None,
-            session_field: "session_state",
-            store_new_chat: false,
-        },
+        turn: read::turn(messages),
         completion: Completion {
             system,
             model_id: Some(model.clone()),
@@ -216,31 +202,10 @@ impl Obj {
     /// `cache_control`, checked and taken: the backend places Bedrock's cache points itself (after the system
     /// prompt and before the newest message), so a client's breakpoint is accepted and named.
     fn cache_control(&mut self, accepted: &mut Vec<String>) -> Result<(), InvalidRequest> {
-        let Some(value) = self.value("cache_control") else {
-            return Ok(());
-        };
-        let mut control = Obj::new(self.at("cache_control"), value)?;
-        let kind: String = control.require("type")?;
-        if kind != "ephemeral" {
-            return Err(InvalidRequest::new(
-                control.at("type"),
-                "must be \"ephemeral\"",
-            ));
+        if self.ephemeral(false)? {
+            accepted.push("cache_control".into());
         }
-        control.take::<String>("ttl")?;
-        control.finish()?;
-        accepted.push("cache_control".into());
         Ok(())
-    }
-}
-
-/// A sampling setting from 0 to 1.
-fn unit(body: &mut Obj, name: &str) -> Result<Option<f64>, InvalidRequest> {
-    match body.take::<f64>(name)? {
-        Some(x) if !(0.0..=1.0).contains(&x) => {
-            Err(InvalidRequest::new(name, "must be between 0 and 1"))
-        }
-        v => Ok(v),
     }
 }
 
@@ -362,14 +327,6 @@ type ServerTool = (String, String);
 /// The signed reasoning a client gave back, under the id of the first tool use of its assistant message.
 type GivenReasoning = HashMap<String, Vec<ReasoningBlock>>;
 
-/// Whether a tool's name is one Bedrock takes: `[A-Za-z0-9_-]{1,64}`.
-fn is_tool_name(name: &str) -> bool {
-    (1..=64).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-}
-
 /// `tools`: the client's tools (`custom`, or no `type`) with their `input_schema`; the names of Anthropic's server
 /// tools listed (web search, code execution, …), which are refused only when the request asks for one to be used.
 fn tools(
@@ -390,29 +347,9 @@ fn tools(
             server.push((name, format!("{} ({kind:?})", tool.path)));
             continue;
         }
-        if !is_tool_name(&name) {
-            return Err(InvalidRequest::new(
-                tool.at("name"),
-                "must be 1 to 64 letters, digits, underscores or hyphens",
-            ));
-        }
-        if specs.iter().any(|s| s.name == name) {
-            return Err(InvalidRequest::new(
-                tool.at("name"),
-                "names a tool already listed: tool names must be unique",
-            ));
-        }
+        tool.check_new_tool(&name, &specs)?;
         let description = tool.take::<String>("description")?.unwrap_or_default();
-        let input_schema = match tool.value("input_schema") {
-            Some(Value::Object(schema)) => Value::Object(schema),
-            Some(other) => {
-                return Err(InvalidRequest::new(
-                    tool.at("input_schema"),
-                    format!("expected a JSON schema object, not {}", kind_of(&other)),
-                ));
-            }
-            None => return Err(InvalidRequest::new(tool.at("input_schema"), "is required")),
-        };
+        let input_schema = tool.schema("input_schema", None)?;
         tool.cache_control(accepted)?;
         if tool.take::<bool>("defer_loading")? == Some(true) {
             accepted.push("tools[].defer_loading (offered at once)".into());
@@ -601,15 +538,6 @@ fn system_message(
     Ok(texts.join("\n\n"))
 }
 
-/// The tool uses of the assistant message just before, waiting for their results.
-struct Pending {
-    path: String,
-    id: String,
-    /// The assistant message in the conversation, and the exchange among its parts.
-    at: (usize, usize),
-    answered: bool,
-}
-
 /// The messages as the core's conversation, and the signed reasoning the client gave back, under the id of the
 /// first tool use of the assistant message it came with.
 fn conversation(
@@ -617,22 +545,10 @@ fn conversation(
     limits: &RequestLimits,
     accepted: &mut Vec<String>,
 ) -> Result<(Vec<Message>, GivenReasoning), ChatError> {
-    if wire.is_empty() {
-        return Err(InvalidRequest::new("messages", "must hold at least one message").into());
-    }
-    if wire.len() > limits.max_messages {
-        return Err(InvalidRequest::new(
-            "messages",
-            format!(
-                "holds {} messages, more than the limit of {}",
-                wire.len(),
-                limits.max_messages
-            ),
-        )
-        .into());
-    }
+    read::message_count(wire.len(), limits)?;
     let mut messages: Vec<Message> = Vec::new();
     let mut reasoning = HashMap::new();
+    // The tool uses of the assistant message just before, waiting for their results.
     let mut pending: Vec<Pending> = Vec::new();
     // The texts of `system` messages waiting for the results of the tool uses before them (a tool use and its
     // result must stay next to each other).
@@ -663,21 +579,18 @@ fn conversation(
             "user" => {
                 let user = user_blocks(&content_path, content, limits, &mut files, accepted)?;
                 for (path, id, output, status) in user.results {
-                    let Some(call) = pending.iter_mut().find(|p| p.id == id && !p.answered) else {
+                    let Some(call) = waiting(&mut pending, &id) else {
                         return Err(InvalidRequest::new(
                             format!("{path}.tool_use_id"),
                             "answers no unanswered tool_use of the assistant message just before",
                         )
                         .into());
                     };
-                    call.answered = true;
-                    let (m, p) = call.at;
-                    if let Some(ContentPart::Tool(exchange)) = messages[m].content.get_mut(p) {
-                        exchange.output = output;
+                    if let Some(exchange) = call.answer(&mut messages, output) {
                         exchange.status = status;
                     }
                 }
-                unanswered(&pending)?;
+                unanswered(&pending, UNANSWERED)?;
                 pending.clear();
                 let mut texts = user.texts;
                 texts.append(&mut held);
@@ -693,7 +606,7 @@ fn conversation(
                 }
             }
             "assistant" => {
-                unanswered(&pending)?;
+                unanswered(&pending, UNANSWERED)?;
                 pending.clear();
                 let mut texts = Vec::new();
                 let mut parts = Vec::new();
@@ -724,14 +637,7 @@ fn conversation(
                             blocks.push(ReasoningBlock::redacted(bytes));
                         }
                         "tool_use" => {
-                            let id: String = block.require("id")?;
-                            if id.is_empty() || id.len() > 64 {
-                                return Err(InvalidRequest::new(
-                                    block.at("id"),
-                                    "must be 1 to 64 characters",
-                                )
-                                .into());
-                            }
+                            let id = block.call_id("id")?;
                             if pending.iter().any(|p| p.id == id) {
                                 return Err(InvalidRequest::new(
                                     block.at("id"),
@@ -754,17 +660,11 @@ fn conversation(
                             pending.push(Pending {
                                 path: block.path.clone(),
                                 id: id.clone(),
+                                name: name.clone(),
                                 at: (messages.len(), parts.len()),
                                 answered: false,
                             });
-                            parts.push(ContentPart::Tool(ToolExchange {
-                                round: 0,
-                                id,
-                                name,
-                                input,
-                                output: String::new(),
-                                status: ToolStatus::Success,
-                            }));
+                            parts.push(ContentPart::Tool(read::call(id, name, input)));
                         }
                         "server_tool_use"
                         | "web_search_tool_result"
@@ -830,7 +730,7 @@ fn conversation(
             }
         }
     }
-    unanswered(&pending)?;
+    unanswered(&pending, UNANSWERED)?;
     if !messages.iter().any(|m| m.role == Role::User) {
         return Err(InvalidRequest::new("messages", "must hold a user message").into());
     }
@@ -838,16 +738,8 @@ fn conversation(
     Ok((messages, reasoning))
 }
 
-/// Refuses a tool use no `tool_result` answered: the model reads every call with its result.
-fn unanswered(pending: &[Pending]) -> Result<(), InvalidRequest> {
-    match pending.iter().find(|p| !p.answered) {
-        None => Ok(()),
-        Some(call) => Err(InvalidRequest::new(
-            call.path.clone(),
-            "has no tool_result answering it in the user message right after",
-        )),
-    }
-}
+/// Why a tool use no `tool_result` answered is refused.
+const UNANSWERED: &str = "has no tool_result answering it in the user message right after";
 
 /// What a user message holds: its texts, its files (images and documents, a tool result's images too) and its
 /// tool results (the block's path, the call's id, the result's text, whether it failed).

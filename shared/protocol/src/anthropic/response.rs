@@ -183,10 +183,6 @@ impl Encoder for MessageEvents {
     type Event = TurnEvent;
     type Done = TurnEnd;
 
-    fn content_type(&self) -> &'static str {
-        "text/event-stream"
-    }
-
     fn opening(&mut self, opening: &TurnOpening) -> Vec<u8> {
         let mut out = sse_named(
             "message_start",

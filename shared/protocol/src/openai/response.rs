@@ -339,10 +339,6 @@ impl Encoder for ChunkEvents {
     type Event = TurnEvent;
     type Done = TurnEnd;
 
-    fn content_type(&self) -> &'static str {
-        "text/event-stream"
-    }
-
     fn opening(&mut self, opening: &TurnOpening) -> Vec<u8> {
         let header = ChunkHeader {
             id: opening.header.id.clone(),

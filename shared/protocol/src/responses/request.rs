@@ -12,23 +12,21 @@
 //! (Codex offers `web_search` on every request: a 400 would lock it out), while a `tool_choice` forcing one is a 400.
 
 use crate::object::{self, Api, kind_of};
+use crate::read::{
+    self, BEDROCK_UNIT, DefaultOnly, Pending, Sampled, UserParts, is_tool_name, text_parts,
+    unanswered, waiting,
+};
 use std::collections::HashMap;
 
-use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
 use chat_core::{
-    ChatError, Completion, ContentPart, InvalidRequest, Message, Overrides, ReasoningEffort,
-    RequestLimits, ResponseFormat, Role, Sampling, Thinking, ToolChoice, ToolExchange, ToolSpec,
-    ToolStatus, TurnInput,
+    ChatError, Completion, ContentPart, InvalidRequest, Message, ReasoningEffort, RequestLimits,
+    ResponseFormat, Role, Sampling, Thinking, ToolChoice, ToolSpec, TurnInput,
 };
-
-use crate::error::{not_an_object, not_json, utf8};
-use crate::files::{base64, take};
 
 /// The most `metadata` pairs, and the longest key and value, as OpenAI's `Metadata` bounds them.
 const MAX_METADATA_PAIRS: usize = 16;
-const MAX_METADATA_KEY_CHARS: usize = 64;
 const MAX_METADATA_VALUE_CHARS: usize = 512;
 /// `client_metadata`'s bounds: Codex's turn metadata is JSON text of some 800 characters.
 const MAX_CLIENT_METADATA_PAIRS: usize = 32;
@@ -167,12 +165,8 @@ pub struct SealedReasoning {
 /// A conversation read from items: the system blocks, the messages, and the sealed reasoning given back.
 pub type Conversation = (Vec<String>, Vec<Message>, Vec<SealedReasoning>);
 
-/// Whether a field's value is its default.
-type IsDefault = fn(&Value) -> bool;
-
-/// The fields taken only at their default value: the field, whether a value is that default, and the default as
-/// the refusal says it. `null` is every one's default too.
-const DEFAULT_ONLY: &[(&str, IsDefault, &str)] = &[
+/// The fields taken only at their default value.
+const DEFAULT_ONLY: &DefaultOnly = &[
     ("background", |v| v == &Value::Bool(false), "false"),
     (
         "conversation",
@@ -201,46 +195,11 @@ pub fn parse_responses_request(
     body: &[u8],
     limits: &RequestLimits,
 ) -> Result<ResponsesRequest, ChatError> {
-    utf8(body)?;
-    let value: Value = serde_json::from_slice(body).map_err(not_json)?;
-    let Value::Object(map) = value else {
-        return Err(not_an_object().into());
-    };
-    let mut body = Obj::of(String::new(), map);
-    for (name, is_default, default) in DEFAULT_ONLY {
-        if let Some(value) = body.value(name)
-            && !is_default(&value)
-        {
-            return Err(InvalidRequest::new(
-                *name,
-                format!("is not supported by this backend except at its default value: {default}"),
-            )
-            .into());
-        }
-    }
-    let model: String = body.require("model")?;
-    if model.trim().is_empty() {
-        return Err(InvalidRequest::new("model", "must not be empty").into());
-    }
+    let mut body: Obj = read::body(body)?;
+    body.default_only(DEFAULT_ONLY)?;
+    let model = body.model()?;
     let stream = body.take::<bool>("stream")?.unwrap_or(false);
-    if let Some(options) = body.value("stream_options") {
-        if !stream {
-            return Err(InvalidRequest::new(
-                "stream_options",
-                "is only allowed when stream is true",
-            )
-            .into());
-        }
-        let mut options = Obj::new("stream_options", options)?;
-        if options.take::<bool>("include_obfuscation")? == Some(true) {
-            return Err(InvalidRequest::new(
-                "stream_options.include_obfuscation",
-                "is not supported by this backend except at false: events carry no obfuscation field",
-            )
-            .into());
-        }
-        options.finish()?;
-    }
+    body.stream_options(stream, false, "events")?;
     let store = body.take::<bool>("store")?.unwrap_or(true);
     let previous_response_id = body.take::<String>("previous_response_id")?;
     let include_encrypted_reasoning = include(&mut body)?;
@@ -265,11 +224,16 @@ pub fn parse_responses_request(
             );
         }
     };
-    let user = bounded_text(&mut body, "user")?;
-    let safety_identifier = bounded_text(&mut body, "safety_identifier")?;
-    let prompt_cache_key = bounded_text(&mut body, "prompt_cache_key")?;
-    let metadata = metadata(&mut body, "metadata")?;
-    let client_metadata = metadata_like(&mut body, "client_metadata")?;
+    let user = body.bounded_text("user", MAX_USER_CHARS)?;
+    let safety_identifier = body.bounded_text("safety_identifier", MAX_USER_CHARS)?;
+    let prompt_cache_key = body.bounded_text("prompt_cache_key", MAX_USER_CHARS)?;
+    let metadata = body.string_pairs("metadata", MAX_METADATA_PAIRS, MAX_METADATA_VALUE_CHARS)?;
+    // What Codex sends of its session and turn: ids, and its turn's metadata as JSON text.
+    let client_metadata = body.string_pairs(
+        "client_metadata",
+        MAX_CLIENT_METADATA_PAIRS,
+        MAX_CLIENT_METADATA_VALUE_CHARS,
+    )?;
     let instructions = body.take::<String>("instructions")?;
     if let Some(text) = &instructions {
         InvalidRequest::check_length("instructions", text, limits.max_message_chars)?;
@@ -303,13 +267,7 @@ pub fn parse_responses_request(
         previous_response_id: previous_response_id.clone(),
     };
     Ok(ResponsesRequest {
-        turn: TurnInput {
-            messages,
-            overrides: Overrides::default(),
-            session_state: None,
-            session_field: "session_state",
-            store_new_chat: false,
-        },
+        turn: read::turn(messages),
         completion: Completion {
             system,
             model_id: Some(model.clone()),
@@ -417,13 +375,6 @@ fn reasoning(body: &mut Obj) -> Result<(Value, Option<Thinking>, bool), InvalidR
     Ok((echo, thinking, summary.is_some()))
 }
 
-/// How a request samples, how long its answer may be and how hard the model thinks.
-struct Sampled {
-    sampling: Sampling,
-    max_output_tokens: Option<u32>,
-    thinking: Option<Thinking>,
-}
-
 /// `temperature`, `top_p` and `max_output_tokens` in the core's terms, with the reasoning's effort held to the same
 /// bounds and to the operator's `ALLOWED_OVERRIDES` as the protocol's `context.overrides`.
 fn sampled(
@@ -432,15 +383,8 @@ fn sampled(
     thinking: Option<Thinking>,
 ) -> Result<Sampled, InvalidRequest> {
     // Bedrock's models sample at a temperature of 0 to 1 (OpenAI's API takes up to 2): a higher one is refused.
-    let unit = |name: &str, v: Option<f64>| match v {
-        Some(x) if !(0.0..=1.0).contains(&x) => Err(InvalidRequest::new(
-            name,
-            "must be between 0 and 1 (the range Bedrock's models take)",
-        )),
-        _ => Ok(v),
-    };
-    let temperature = unit("temperature", body.take("temperature")?)?;
-    let top_p = unit("top_p", body.take("top_p")?)?;
+    let temperature = body.unit("temperature", BEDROCK_UNIT)?;
+    let top_p = body.unit("top_p", BEDROCK_UNIT)?;
     let max: Option<u64> = body.take("max_output_tokens")?;
     let cap = u64::from(limits.max_output_tokens);
     if let Some(n) = max
@@ -455,45 +399,23 @@ fn sampled(
         Some(Thinking::Effort(effort)) => Some(effort),
         _ => None,
     };
-    let as_overrides = Overrides {
+    let sampling = Sampling {
         temperature,
         top_p,
-        max_tokens: max.map(|n| n as u32),
-        reasoning_effort,
-        ..Overrides::default()
+        top_k: None,
     };
-    if let Some(used) = as_overrides
-        .used()
-        .into_iter()
-        .find(|used| !limits.allowed_overrides.allows(used))
-    {
-        let param = match used {
+    Sampled::allowed(
+        sampling,
+        max,
+        reasoning_effort,
+        thinking,
+        limits,
+        |used| match used {
             "max_tokens" => "max_output_tokens",
             "reasoning_effort" => "reasoning.effort",
             other => other,
-        };
-        return Err(InvalidRequest::new(
-            param,
-            "is not allowed by this deployment (ALLOWED_OVERRIDES)",
-        ));
-    }
-    Ok(Sampled {
-        sampling: Sampling {
-            temperature,
-            top_p,
-            top_k: None,
         },
-        max_output_tokens: as_overrides.max_tokens,
-        thinking,
-    })
-}
-
-/// Whether a tool's name is one Bedrock takes: `[A-Za-z0-9_-]{1,64}`.
-fn is_tool_name(name: &str) -> bool {
-    (1..=64).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    )
 }
 
 /// The schema of a custom tool's input, as the model is given it: one string.
@@ -610,16 +532,10 @@ fn function_tool(
 ) -> Result<(ToolSpec, ToolOrigin), InvalidRequest> {
     let name: String = tool.require("name")?;
     let description = tool.take::<String>("description")?.unwrap_or_default();
-    let parameters = match tool.value("parameters") {
-        None => json!({"type": "object", "properties": {}}),
-        Some(Value::Object(schema)) => Value::Object(schema),
-        Some(other) => {
-            return Err(InvalidRequest::new(
-                tool.at("parameters"),
-                format!("expected a JSON schema object, not {}", kind_of(&other)),
-            ));
-        }
-    };
+    let parameters = tool.schema(
+        "parameters",
+        Some(json!({"type": "object", "properties": {}})),
+    )?;
     // Honoured as Bedrock's strict tool use where the model has it (the schema given either way).
     let strict = tool.take::<bool>("strict")?.unwrap_or(false);
     tool.take::<bool>("defer_loading")?;
@@ -644,21 +560,12 @@ fn tool_choice(
     tools: &[ToolSpec],
     names: &ToolNames,
 ) -> Result<ToolChoice, InvalidRequest> {
-    let choice = match body.value("tool_choice") {
-        None => return Ok(ToolChoice::Auto),
-        Some(Value::String(mode)) => match mode.as_str() {
-            "auto" => ToolChoice::Auto,
-            "none" => ToolChoice::None,
-            "required" => ToolChoice::Any,
-            _ => {
-                return Err(InvalidRequest::new(
-                    "tool_choice",
-                    "must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"name\": …}",
-                ));
-            }
-        },
-        Some(named) => {
-            let mut named = Obj::new("tool_choice", named)?;
+    read::tool_choice(
+        body,
+        tools,
+        "must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"name\": …}",
+        "asks for a tool, but the request offers the model no tools",
+        |mut named| {
             let kind: String = named.require("type")?;
             match kind.as_str() {
                 "function" | "custom" => {
@@ -678,32 +585,21 @@ fn tool_choice(
                             format!("names no {kind} tool of tools"),
                         ));
                     }
-                    ToolChoice::Tool(model_name)
+                    Ok(ToolChoice::Tool(model_name))
                 }
-                hosted if HOSTED_TOOLS.contains(&hosted) => {
-                    return Err(InvalidRequest::new(
-                        "tool_choice",
-                        format!(
-                            "forces OpenAI's hosted tool {hosted:?}, which this backend does not run"
-                        ),
-                    ));
-                }
-                _ => {
-                    return Err(InvalidRequest::new(
-                        "tool_choice.type",
-                        "must be \"function\" or \"custom\"",
-                    ));
-                }
+                hosted if HOSTED_TOOLS.contains(&hosted) => Err(InvalidRequest::new(
+                    "tool_choice",
+                    format!(
+                        "forces OpenAI's hosted tool {hosted:?}, which this backend does not run"
+                    ),
+                )),
+                _ => Err(InvalidRequest::new(
+                    "tool_choice.type",
+                    "must be \"function\" or \"custom\"",
+                )),
             }
-        }
-    };
-    if tools.is_empty() && matches!(choice, ToolChoice::Any | ToolChoice::Tool(_)) {
-        return Err(InvalidRequest::new(
-            "tool_choice",
-            "asks for a tool, but the request offers the model no tools",
-        ));
-    }
-    Ok(choice)
+        },
+    )
 }
 
 /// `text`: its `format` (`text`, `json_object`, or `json_schema` with its schema) and `verbosity` (taken: the
@@ -734,33 +630,7 @@ fn text(body: &mut Obj) -> Result<(ResponseFormat, Value), InvalidRequest> {
     let parsed = match kind.as_str() {
         "text" => ResponseFormat::Text,
         "json_object" => ResponseFormat::JsonObject,
-        "json_schema" => {
-            let name: String = format.require("name")?;
-            if !is_tool_name(&name) {
-                return Err(InvalidRequest::new(
-                    format.at("name"),
-                    "must be 1 to 64 letters, digits, underscores or hyphens",
-                ));
-            }
-            let description = format.take::<String>("description")?;
-            let schema = match format.value("schema") {
-                Some(Value::Object(schema)) => Value::Object(schema),
-                None => return Err(InvalidRequest::new(format.at("schema"), "is required")),
-                Some(other) => {
-                    return Err(InvalidRequest::new(
-                        format.at("schema"),
-                        format!("expected a JSON schema object, not {}", kind_of(&other)),
-                    ));
-                }
-            };
-            let strict = format.take::<bool>("strict")?.unwrap_or(false);
-            ResponseFormat::JsonSchema {
-                name,
-                description,
-                schema,
-                strict,
-            }
-        }
+        "json_schema" => format.json_schema(None)?,
         _ => {
             return Err(InvalidRequest::new(
                 "text.format.type",
@@ -770,66 +640,6 @@ fn text(body: &mut Obj) -> Result<(ResponseFormat, Value), InvalidRequest> {
     };
     format.finish()?;
     Ok((parsed, echo))
-}
-
-fn bounded_text(body: &mut Obj, name: &str) -> Result<Option<String>, InvalidRequest> {
-    let text = body.take::<String>(name)?;
-    if let Some(text) = &text {
-        InvalidRequest::check_length(name, text, MAX_USER_CHARS)?;
-    }
-    Ok(text)
-}
-
-/// `metadata`: up to 16 string pairs, keys of 64 characters at most and values of 512.
-fn metadata(body: &mut Obj, field: &str) -> Result<Map<String, Value>, InvalidRequest> {
-    let Some(map) = body.take::<Map<String, Value>>(field)? else {
-        return Ok(Map::new());
-    };
-    if map.len() > MAX_METADATA_PAIRS {
-        return Err(InvalidRequest::new(
-            field,
-            format!("holds {} pairs, more than {MAX_METADATA_PAIRS}", map.len()),
-        ));
-    }
-    check_pairs(field, &map)?;
-    Ok(map)
-}
-
-/// `client_metadata` (what Codex sends of its session and turn: ids, and its turn's metadata as JSON text): string
-/// pairs, at most 32, keys of 64 characters at most and values of 4096.
-fn metadata_like(body: &mut Obj, field: &str) -> Result<Map<String, Value>, InvalidRequest> {
-    let map = body.take::<Map<String, Value>>(field)?.unwrap_or_default();
-    if map.len() > MAX_CLIENT_METADATA_PAIRS {
-        return Err(InvalidRequest::new(
-            field,
-            format!(
-                "holds {} pairs, more than {MAX_CLIENT_METADATA_PAIRS}",
-                map.len()
-            ),
-        ));
-    }
-    for (key, value) in &map {
-        let path = format!("{field}[{key:?}]");
-        InvalidRequest::check_length(&path, key, MAX_METADATA_KEY_CHARS)?;
-        let Value::String(value) = value else {
-            return Err(InvalidRequest::new(path, "expected a string"));
-        };
-        InvalidRequest::check_length(&path, value, MAX_CLIENT_METADATA_VALUE_CHARS)?;
-    }
-    Ok(map)
-}
-
-fn check_pairs(field: &str, map: &Map<String, Value>) -> Result<(), InvalidRequest> {
-    for (key, value) in map {
-        // The key is the client's: quoted, so that the refusal's log line leaves it out.
-        let path = format!("{field}[{key:?}]");
-        InvalidRequest::check_length(&path, key, MAX_METADATA_KEY_CHARS)?;
-        let Value::String(value) = value else {
-            return Err(InvalidRequest::new(path, "expected a string"));
-        };
-        InvalidRequest::check_length(&path, value, MAX_METADATA_VALUE_CHARS)?;
-    }
-    Ok(())
 }
 
 /// `input` as items: a string is one user message of it.
@@ -869,15 +679,6 @@ pub fn referenced(item_id: &str) -> Option<(String, usize)> {
     Some((format!("resp_{hex}"), index.parse().ok()?))
 }
 
-/// A model's call waiting for its output: where its exchange stands in the conversation.
-struct Pending {
-    path: String,
-    id: String,
-    /// The index of the assistant message in the conversation, and of the exchange among its parts.
-    at: (usize, usize),
-    answered: bool,
-}
-
 /// The conversation `items` make (a continuation's after the kept ones), as the
 /// completion's system blocks (`instructions`, then each `system` and `developer` message, in order) and the core's
 /// messages. Each run of an assistant's messages and calls is one assistant message, its calls answered by the
@@ -888,17 +689,7 @@ pub fn conversation(
     items: &[Value],
     limits: &RequestLimits,
 ) -> Result<Conversation, ChatError> {
-    if items.len() > limits.max_messages {
-        return Err(InvalidRequest::new(
-            "input",
-            format!(
-                "holds {} items, more than the limit of {}",
-                items.len(),
-                limits.max_messages
-            ),
-        )
-        .into());
-    }
+    read::at_most("input", "items", items.len(), limits)?;
     let mut system: Vec<String> = instructions
         .filter(|t| !t.trim().is_empty())
         .map(|t| vec![t.to_string()])
@@ -930,12 +721,17 @@ pub fn conversation(
                         system.push(text);
                     }
                     "user" => {
-                        unanswered(&pending)?;
+                        unanswered(&pending, UNANSWERED)?;
                         pending.clear();
                         awaiting_call.clear();
                         open = false;
-                        let parts =
-                            user_content(&path, item.require("content")?, limits, &mut files)?;
+                        let parts = read::user_content(
+                            &path,
+                            item.require("content")?,
+                            limits,
+                            &mut files,
+                            user_part,
+                        )?;
                         messages.push(Message {
                             role: Role::User,
                             content: parts,
@@ -971,41 +767,17 @@ pub fn conversation(
             }
             "function_call" | "custom_tool_call" => {
                 let path = format!("input[{i}]");
-                let id: String = item.require("call_id")?;
-                if id.is_empty() || id.len() > 64 {
-                    return Err(InvalidRequest::new(
-                        item.at("call_id"),
-                        "must be 1 to 64 characters",
-                    )
-                    .into());
-                }
+                let id = item.call_id("call_id")?;
                 let name: String = item.require("name")?;
                 let (name, input) = if kind == "function_call" {
                     let namespace = item.take::<String>("namespace")?;
-                    let arguments: String = item.require("arguments")?;
-                    let input = match serde_json::from_str::<Value>(&arguments) {
-                        Ok(Value::Object(input)) => Value::Object(input),
-                        _ if arguments.trim().is_empty() => Value::Object(Map::new()),
-                        _ => {
-                            return Err(InvalidRequest::new(
-                                item.at("arguments"),
-                                "must be a JSON object, as text",
-                            )
-                            .into());
-                        }
-                    };
+                    let input = item.arguments()?;
                     (qualified(namespace.as_deref(), &name), input)
                 } else {
                     let input: String = item.require("input")?;
                     (name, json!({ "input": input }))
                 };
-                if !is_tool_name(&name) {
-                    return Err(InvalidRequest::new(
-                        item.at("name"),
-                        "must be 1 to 64 letters, digits, underscores or hyphens",
-                    )
-                    .into());
-                }
+                item.check_tool_name("name", &name)?;
                 let message = assistant(&mut messages, &mut open, &pending)?;
                 sealed_reasoning.extend(awaiting_call.drain(..).map(|(path, sealed)| {
                     SealedReasoning {
@@ -1014,7 +786,7 @@ pub fn conversation(
                         sealed,
                     }
                 }));
-                if pending.iter().any(|p| p.id == id && !p.answered) {
+                if waiting(&mut pending, &id).is_some() {
                     return Err(InvalidRequest::new(
                         item.at("call_id"),
                         "repeats the call_id of another call not yet answered",
@@ -1029,19 +801,13 @@ pub fn conversation(
                     .count();
                 content.insert(
                     at,
-                    ContentPart::Tool(ToolExchange {
-                        round: 0,
-                        id: id.clone(),
-                        name,
-                        input,
-                        output: String::new(),
-                        status: ToolStatus::Success,
-                    }),
+                    ContentPart::Tool(read::call(id.clone(), name.clone(), input)),
                 );
                 // Insertion moved the text after it, never another call.
                 pending.push(Pending {
                     path,
                     id,
+                    name,
                     at: (message, at),
                     answered: false,
                 });
@@ -1051,19 +817,15 @@ pub fn conversation(
                 let path = item.at("output");
                 let output = output_text(&path, item.require("output")?)?;
                 InvalidRequest::check_length(&path, &output, limits.max_message_chars)?;
-                let Some(call) = pending.iter_mut().find(|p| p.id == id && !p.answered) else {
+                let Some(call) = waiting(&mut pending, &id) else {
                     return Err(InvalidRequest::new(
                         item.at("call_id"),
                         "answers no unanswered call of the items before it",
                     )
                     .into());
                 };
-                call.answered = true;
+                call.answer(&mut messages, output);
                 open = false;
-                let (m, p) = call.at;
-                if let Some(ContentPart::Tool(exchange)) = messages[m].content.get_mut(p) {
-                    exchange.output = output;
-                }
             }
             "reasoning" => {
                 // The reasoning a client gives back: the model gets the signed reasoning (the backend's, or the
@@ -1091,15 +853,7 @@ pub fn conversation(
         }
         item.finish()?;
     }
-    unanswered(&pending)?;
-    if messages.is_empty() {
-        return Err(InvalidRequest::new(
-            "input",
-            "must hold a user message besides system and developer messages",
-        )
-        .into());
-    }
-    limits.files.check_messages(&messages)?;
+    read::settle("input", &pending, UNANSWERED, &messages, limits)?;
     Ok((system, messages, sealed_reasoning))
 }
 
@@ -1111,7 +865,7 @@ fn assistant(
 ) -> Result<usize, InvalidRequest> {
     if !*open {
         // Calls of an earlier run must all be answered before the model speaks again.
-        unanswered(pending)?;
+        unanswered(pending, UNANSWERED)?;
         messages.push(Message {
             role: Role::Assistant,
             content: Vec::new(),
@@ -1121,236 +875,103 @@ fn assistant(
     Ok(messages.len() - 1)
 }
 
-/// Refuses a call no output answered: the model reads every call with its result.
-fn unanswered(pending: &[Pending]) -> Result<(), InvalidRequest> {
-    match pending.iter().find(|p| !p.answered) {
-        None => Ok(()),
-        Some(call) => Err(InvalidRequest::new(
-            call.path.clone(),
-            "has no function_call_output answering it: send its result as {\"type\": \"function_call_output\", \"call_id\": …, \"output\": …} after it",
-        )),
-    }
-}
+/// Why a call no output answered is refused.
+const UNANSWERED: &str = "has no function_call_output answering it: send its result as {\"type\": \"function_call_output\", \"call_id\": …, \"output\": …} after it";
 
 /// A call's output: a string, or `input_text` parts joined.
 fn output_text(path: &str, output: Value) -> Result<String, InvalidRequest> {
-    match output {
-        Value::String(text) => Ok(text),
-        Value::Array(parts) => {
-            let mut texts = Vec::with_capacity(parts.len());
-            for (j, part) in parts.into_iter().enumerate() {
-                let mut part = Obj::new(format!("{path}[{j}]"), part)?;
-                let kind: String = part.require("type")?;
-                match kind.as_str() {
-                    "input_text" | "output_text" => {
-                        texts.push(part.require::<String>("text")?);
-                        part.take::<Value>("annotations")?;
-                    }
-                    // A tool's result reaches the model as text (Converse's tool results here are text): an image
-                    // or a file a tool returned (Codex's view_image) is said to be there, not dropped in silence.
-                    "input_image" | "input_file" => {
-                        part.map.clear();
-                        texts.push(format!(
-                            "[the tool returned an {} here, which this backend cannot show the model]",
-                            if kind == "input_image" { "image" } else { "file" }
-                        ));
-                    }
-                    _ => {
-                        return Err(InvalidRequest::new(
-                            part.at("type"),
-                            "must be \"input_text\", \"input_image\" or \"input_file\"",
-                        ));
-                    }
-                }
-                part.finish()?;
-            }
-            Ok(texts.join("\n\n"))
+    text_parts(path, output, |kind, part: &mut Obj| match kind {
+        "input_text" | "output_text" => {
+            let text = part.require::<String>("text")?;
+            part.take::<Value>("annotations")?;
+            Ok(text)
         }
-        other => Err(InvalidRequest::new(
-            path,
-            format!(
-                "expected a string or an array of parts, not {}",
-                kind_of(&other)
-            ),
+        // A tool's result reaches the model as text (Converse's tool results here are text): an image or a file a
+        // tool returned (Codex's view_image) is said to be there, not dropped in silence.
+        "input_image" | "input_file" => {
+            part.map.clear();
+            Ok(format!(
+                "[the tool returned an {} here, which this backend cannot show the model]",
+                if kind == "input_image" {
+                    "image"
+                } else {
+                    "file"
+                }
+            ))
+        }
+        _ => Err(InvalidRequest::new(
+            part.at("type"),
+            "must be \"input_text\", \"input_image\" or \"input_file\"",
         )),
-    }
+    })
 }
 
 /// A content that may be only text: a string, or text parts (`input_text`; an assistant's `output_text` and
 /// `refusal`), joined.
 fn text_content(path: &str, content: Value, assistant: bool) -> Result<String, InvalidRequest> {
-    match content {
-        Value::String(text) => Ok(text),
-        Value::Array(parts) => {
-            let mut texts = Vec::with_capacity(parts.len());
-            for (j, part) in parts.into_iter().enumerate() {
-                let mut part = Obj::new(format!("{path}[{j}]"), part)?;
-                let kind: String = part.require("type")?;
-                let text: String = match kind.as_str() {
-                    "input_text" => part.require("text")?,
-                    "output_text" if assistant => {
-                        part.take::<Value>("annotations")?;
-                        part.take::<Value>("logprobs")?;
-                        part.require("text")?
-                    }
-                    "refusal" if assistant => part.require("refusal")?,
-                    _ => {
-                        return Err(InvalidRequest::new(
-                            part.at("type"),
-                            if assistant {
-                                "must be \"output_text\" or \"refusal\""
-                            } else {
-                                "must be \"input_text\": this message takes text only"
-                            },
-                        ));
-                    }
-                };
-                part.finish()?;
-                texts.push(text);
-            }
-            Ok(texts.join("\n\n"))
+    text_parts(path, content, |kind, part: &mut Obj| match kind {
+        "input_text" => part.require("text"),
+        "output_text" if assistant => {
+            part.take::<Value>("annotations")?;
+            part.take::<Value>("logprobs")?;
+            part.require("text")
         }
-        other => Err(InvalidRequest::new(
-            path,
-            format!(
-                "expected a string or an array of parts, not {}",
-                kind_of(&other)
-            ),
+        "refusal" if assistant => part.require("refusal"),
+        _ => Err(InvalidRequest::new(
+            part.at("type"),
+            if assistant {
+                "must be \"output_text\" or \"refusal\""
+            } else {
+                "must be \"input_text\": this message takes text only"
+            },
         )),
-    }
+    })
 }
 
-/// A user message's content: text, images (`input_image` of a `data:` URL: the backend fetches nothing a client
-/// names) and files (`input_file` of `file_data`).
-fn user_content(
-    path: &str,
-    content: Value,
-    limits: &RequestLimits,
-    files: &mut usize,
-) -> Result<Vec<ContentPart>, ChatError> {
-    let parts = match content {
-        Value::String(text) => {
-            if text.trim().is_empty() {
-                return Err(InvalidRequest::new(path, "must not be empty").into());
+/// A part of a user message's content: text, an image (`input_image` of a `data:` URL: the backend fetches nothing
+/// a client names) or a file (`input_file` of `file_data`).
+fn user_part(kind: &str, part: &mut Obj, user: &mut UserParts) -> Result<(), ChatError> {
+    match kind {
+        "input_text" => user.texts.push(part.require("text")?),
+        "input_image" => {
+            part.refuse(
+                "file_id",
+                "is not supported by this backend (it keeps no uploaded files): send a data: URL as image_url",
+            )?;
+            if let Some(detail) = part.take::<String>("detail")?
+                && !matches!(detail.as_str(), "auto" | "low" | "high" | "original")
+            {
+                return Err(InvalidRequest::new(
+                    part.at("detail"),
+                    "must be \"auto\", \"low\", \"high\" or \"original\"",
+                )
+                .into());
             }
-            InvalidRequest::check_length(path, &text, limits.max_message_chars)?;
-            return Ok(vec![ContentPart::Text(text)]);
+            let at = part.at("image_url");
+            let url: String = part.require("image_url")?;
+            user.image(&at, &url, &at)?;
         }
-        Value::Array(parts) if !parts.is_empty() => parts,
-        Value::Array(_) => {
-            return Err(InvalidRequest::new(path, "must hold at least one part").into());
+        "input_file" => {
+            part.refuse(
+                "file_id",
+                "is not supported by this backend (it keeps no uploaded files): send the file's file_data",
+            )?;
+            part.refuse(
+                "file_url",
+                "is not supported by this backend (it fetches nothing a client names): send the file's file_data",
+            )?;
+            let at = part.at("file_data");
+            let data: String = part.require("file_data")?;
+            let name = part.take::<String>("filename")?;
+            user.file(&at, &data, &at, name)?;
         }
-        other => {
+        _ => {
             return Err(InvalidRequest::new(
-                path,
-                format!(
-                    "expected a string or an array of parts, not {}",
-                    kind_of(&other)
-                ),
+                part.at("type"),
+                "must be \"input_text\", \"input_image\" or \"input_file\"",
             )
             .into());
         }
-    };
-    let mut texts: Vec<String> = Vec::new();
-    let mut attached = Vec::new();
-    for (j, part) in parts.into_iter().enumerate() {
-        let mut part = Obj::new(format!("{path}[{j}]"), part)?;
-        let kind: String = part.require("type")?;
-        match kind.as_str() {
-            "input_text" => texts.push(part.require("text")?),
-            "input_image" => {
-                part.refuse(
-                    "file_id",
-                    "is not supported by this backend (it keeps no uploaded files): send a data: URL as image_url",
-                )?;
-                if let Some(detail) = part.take::<String>("detail")?
-                    && !matches!(detail.as_str(), "auto" | "low" | "high" | "original")
-                {
-                    return Err(InvalidRequest::new(
-                        part.at("detail"),
-                        "must be \"auto\", \"low\", \"high\" or \"original\"",
-                    )
-                    .into());
-                }
-                let at = part.at("image_url");
-                let url: String = part.require("image_url")?;
-                let Some((media_type, data)) = data_url(&url) else {
-                    return Err(InvalidRequest::new(
-                        at,
-                        "must be a data: URL (data:image/png;base64,…): this backend fetches nothing a client names",
-                    )
-                    .into());
-                };
-                let bytes = base64(&at, data)?;
-                *files += 1;
-                attached.push(take(
-                    &at,
-                    Some(format!("image-{}", *files)),
-                    media_type,
-                    Bytes::from(bytes),
-                    limits,
-                )?);
-            }
-            "input_file" => {
-                part.refuse(
-                    "file_id",
-                    "is not supported by this backend (it keeps no uploaded files): send the file's file_data",
-                )?;
-                part.refuse(
-                    "file_url",
-                    "is not supported by this backend (it fetches nothing a client names): send the file's file_data",
-                )?;
-                let at = part.at("file_data");
-                let data: String = part.require("file_data")?;
-                let name = part.take::<String>("filename")?;
-                let (media_type, data) = match data_url(&data) {
-                    Some((media_type, data)) => (media_type, data),
-                    None => (None, data.as_str()),
-                };
-                let bytes = base64(&at, data)?;
-                *files += 1;
-                let name = name.unwrap_or_else(|| format!("file-{}", *files));
-                attached.push(take(
-                    &at,
-                    Some(name),
-                    media_type,
-                    Bytes::from(bytes),
-                    limits,
-                )?);
-            }
-            "input_audio" => {
-                return Err(InvalidRequest::new(
-                    part.at("type"),
-                    "audio input is not supported by this backend",
-                )
-                .into());
-            }
-            _ => {
-                return Err(InvalidRequest::new(
-                    part.at("type"),
-                    "must be \"input_text\", \"input_image\" or \"input_file\"",
-                )
-                .into());
-            }
-        }
-        part.finish()?;
     }
-    let text = texts.join("\n\n");
-    InvalidRequest::check_length(path, &text, limits.max_message_chars)?;
-    if text.trim().is_empty() && attached.is_empty() {
-        return Err(InvalidRequest::new(path, "must not be empty").into());
-    }
-    let mut content = Vec::with_capacity(attached.len() + 1);
-    content.push(ContentPart::Text(text));
-    content.extend(attached.into_iter().map(ContentPart::File));
-    Ok(content)
-}
-
-/// A `data:` URL's media type (when it names one) and its base64 text; `None` when `url` is no base64 data URL.
-fn data_url(url: &str) -> Option<(Option<&str>, &str)> {
-    let rest = url.strip_prefix("data:")?;
-    let (meta, data) = rest.split_once(',')?;
-    let media_type = meta.strip_suffix(";base64")?;
-    let media_type = media_type.split(';').next().filter(|t| !t.is_empty());
-    Some((media_type, data))
+    Ok(())
 }

@@ -12,7 +12,6 @@ use serde_json::{Map, Value, json};
 
 use chat_core::{
     Answer, FinishReason, ReasoningBlock, TokenUsage, ToolCall, TurnEnd, TurnEvent, TurnOpening,
-    estimate_tokens,
 };
 
 use crate::encode::{Encoder, Fault, Whole, WholeEncoder, sse_named};
@@ -44,18 +43,23 @@ pub struct OutputTokensDetails {
 
 impl Usage {
     pub fn of(usage: &TokenUsage, reasoning: &str) -> Self {
-        let input_tokens =
-            usage.input_tokens + usage.cache_read_input_tokens + usage.cache_write_input_tokens;
+        crate::openai::Usage::of(usage, reasoning).into()
+    }
+}
+
+impl From<crate::openai::Usage> for Usage {
+    /// Chat Completions' counts under the Responses API's names.
+    fn from(counted: crate::openai::Usage) -> Self {
         Self {
-            input_tokens,
+            input_tokens: counted.prompt_tokens,
             input_tokens_details: InputTokensDetails {
-                cached_tokens: usage.cache_read_input_tokens,
+                cached_tokens: counted.prompt_tokens_details.cached_tokens,
             },
-            output_tokens: usage.output_tokens,
+            output_tokens: counted.completion_tokens,
             output_tokens_details: OutputTokensDetails {
-                reasoning_tokens: estimate_tokens(reasoning).min(usage.output_tokens),
+                reasoning_tokens: counted.completion_tokens_details.reasoning_tokens,
             },
-            total_tokens: input_tokens + usage.output_tokens,
+            total_tokens: counted.total_tokens,
         }
     }
 }
@@ -563,10 +567,6 @@ impl Encoder for ResponseEvents {
     type Opening = TurnOpening;
     type Event = TurnEvent;
     type Done = TurnEnd;
-
-    fn content_type(&self) -> &'static str {
-        "text/event-stream"
-    }
 
     fn opening(&mut self, opening: &TurnOpening) -> Vec<u8> {
         self.id = response_id(&opening.header.id);
