@@ -16,8 +16,8 @@ Run by tests/suites.py (its "openai" suite) against the same local run as tests/
 
 import json
 import os
+import sys
 import unittest
-import urllib.request
 import warnings
 
 # The clients' own deprecation and pydantic warnings are theirs, not this backend's: kept out of the output.
@@ -31,23 +31,14 @@ from langchain_openai import ChatOpenAI, OpenAIEmbeddings  # noqa: E402
 from openai import OpenAI  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
-BASE = os.environ.get("OPENAI_TEST_BASE_URL", "http://127.0.0.1:9090").rstrip("/")
-MODEL = os.environ.get("OPENAI_TEST_MODEL", "local.echo-v1:0")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import testkit  # noqa: E402  (tests/testkit.py)
+
+BASE, _ = testkit.run_urls("OPENAI", 9090)
+MODEL = testkit.OPENAI_MODEL
 EMBEDDING_MODEL = os.environ.get("OPENAI_TEST_EMBEDDING_MODEL", "amazon.titan-embed-text-v2:0")
 TIMEOUT = 60
-
-
-def create_key(name):
-    """A new API key of the run's one user (no Authorization: the local user)."""
-    request = urllib.request.Request(
-        f"{BASE}/api-keys", data=json.dumps({"name": name}).encode(), method="POST",
-        headers={"content-type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
-        return json.loads(response.read())["key"]
-
-
-KEY = create_key("python-clients")
+KEY = testkit.create_key(BASE, "python-clients")
 
 
 class Sent:
