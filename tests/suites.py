@@ -47,7 +47,8 @@ documents     uploads through the local knowledge base in JWT mode (tests/docume
               search_documents tool, multi-agent, /v1/chat/completions with OPENAI_RETRIEVAL=on); bob's GET/DELETE of
               hers is a 404; an administrator's document for the group leadership is found by its members only;
               unparseable files end failed with a reason; a delete removes a document from answers; it prints the
-              seconds from upload to indexed. Against a local run of its own on port 9045 with retrieval on;
+              seconds from upload to indexed; alice's kept response (/v1/responses) is a NotFoundError to bob through
+              OpenAI's SDK. Against a local run of its own on port 9045 with retrieval on;
 docs          every shell example of README.md and docs/ that talks to the local run (tests/docs_examples.py), against
               a local run of its own on port 9070 with make run's defaults (retrieval on, the local MCP server).
 

@@ -502,6 +502,37 @@ class Documents(unittest.TestCase):
         self.assertShowsNothingOf(r.text, [MD_NAME], [MD_WORD], "alice's search_documents after the delete")
 
 
+class KeptResponses(unittest.TestCase):
+    """The Responses API's kept responses through OpenAI's Python SDK, each signed-in caller's own (issue 50): bob's
+    retrieve, input items, continuation and delete of alice's response are the SDK's NotFoundError, as for an id
+    never kept, and alice's response is still hers after them."""
+
+    def test_another_callers_response_is_not_found(self):
+        from openai import NotFoundError, OpenAI
+
+        def client(name):
+            return OpenAI(base_url=f"{BASE}/v1", api_key=User(name).token, timeout=TIMEOUT, max_retries=0)
+
+        alice, bob = client("alice"), client("bob")
+        kept = alice.responses.create(model=MODEL, input="Keep this for me.", store=True)
+        self.assertTrue(kept.store)
+        self.assertEqual(alice.responses.retrieve(kept.id).id, kept.id)
+        attempts = {
+            "retrieve": lambda: bob.responses.retrieve(kept.id),
+            "input_items": lambda: bob.responses.input_items.list(kept.id),
+            "previous_response_id": lambda: bob.responses.create(
+                model=MODEL, input="And then?", previous_response_id=kept.id),
+            "delete": lambda: bob.responses.delete(kept.id),
+        }
+        for what, attempt in attempts.items():
+            with self.subTest(what), self.assertRaises(NotFoundError):
+                attempt()
+        self.assertEqual(alice.responses.retrieve(kept.id).id, kept.id)
+        alice.responses.delete(kept.id)
+        with self.assertRaises(NotFoundError):
+            alice.responses.retrieve(kept.id)
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--write-keys"]:
         write_keys(sys.argv[2])
