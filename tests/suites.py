@@ -37,8 +37,8 @@ openai        the official `openai` Python SDK (tools/requirements.txt) against 
               API keys; with a second run on port 9095 limited to two requests a minute for the 429;
 anthropic     Anthropic's official Python SDK (tools/requirements.txt) against a local run of its own on port 9085
               (tests/anthropic/test_anthropic.py): /v1/messages whole and streamed, a tool loop with thinking whose
-              signed block the local Bedrock server checks, parallel tool use, an image and a PDF, count_tokens,
-              /v1/models, each refusal as the SDK's typed exception; and Claude Code's `claude -p`
+              signed block the local Bedrock server checks, parallel tool use, an image and a PDF, cache control
+              (cache tokens in the usage), count_tokens, /v1/models, each refusal as the SDK's typed exception; and Claude Code's `claude -p`
               (tests/claude-code/test_claude_code.py) answering a prompt and running the Bash command the local model
               asks for;
 documents     uploads through the local knowledge base in JWT mode (tests/documents/test_documents.py, tokens signed

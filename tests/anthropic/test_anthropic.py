@@ -16,6 +16,7 @@ import base64
 import os
 import sys
 import unittest
+import uuid
 
 import anthropic
 
@@ -133,6 +134,19 @@ class Messages(unittest.TestCase):
         ids = [model.id for model in client().models.list()]
         self.assertIn(ECHO, ids)
 
+    def test_cache_control_reads_the_cached_prompt_and_says_so_in_usage(self):
+        # A system prompt long enough to cache, marked as Anthropic's clients mark it: written to the cache the first
+        # time, read from it the second, each counted in the usage as Bedrock counts it.
+        # Its own words each run, so that a run the suite reuses holds nothing of it in its cache yet.
+        fresh = uuid.uuid4().hex
+        system = [{"type": "text", "text": " ".join(f"rule{i}-{fresh}" for i in range(400)),
+                   "cache_control": {"type": "ephemeral"}}]
+        first = client().messages.create(model=ECHO, max_tokens=64, system=system, messages=[user("Cache one")])
+        second = client().messages.create(model=ECHO, max_tokens=64, system=system, messages=[user("Cache two")])
+        self.assertGreater(first.usage.cache_creation_input_tokens, 0, first.usage)
+        self.assertGreater(second.usage.cache_read_input_tokens, 0, second.usage)
+        self.assertEqual(second.usage.cache_read_input_tokens, first.usage.cache_creation_input_tokens)
+
 
 class Refusals(unittest.TestCase):
     def test_unknown_model_is_not_found(self):
@@ -149,6 +163,12 @@ class Refusals(unittest.TestCase):
         bad = anthropic.Anthropic(base_url=BASE, api_key="cbk_not-a-key", timeout=TIMEOUT, max_retries=0)
         with self.assertRaises(anthropic.AuthenticationError):
             bad.messages.create(model=ECHO, max_tokens=64, messages=[user("Hi")])
+
+    def test_a_body_over_the_limit_is_content_too_large(self):
+        with self.assertRaises(anthropic.APIStatusError) as caught:
+            client().messages.create(model=ECHO, max_tokens=64, messages=[user("x" * (7 * 1024 * 1024))])
+        self.assertEqual(caught.exception.status_code, 413)
+        self.assertEqual(caught.exception.body["error"]["type"], "request_too_large", caught.exception.body)
 
     def test_throttled_model_is_overloaded(self):
         with self.assertRaises(anthropic.APIStatusError) as caught:
