@@ -62,7 +62,20 @@ suites: tools
 ## bench: the release functions measured, printing tables (tests/bench, see docs/benchmarks.md; bench/RESULTS.md
 ## holds a run's output): bootstrap sizes (arm64 too when its Rust target is installed), init, CPU per request, peak
 ## RSS, streamed lines' relay, added latency over a direct model call, DynamoDB calls and bytes per turn.
+## BENCH_BEFORE=REV (`make bench BENCH_BEFORE=4151838`): the "before" columns are that commit's functions, built
+## first (in a worktree under target/, sharing this target folder's dependencies) and kept in target/bench-before,
+## instead of this build's under the bench-only switches.
 bench: $(TOOLS)
+	@if [ -n "$(BENCH_BEFORE)" ]; then \
+		git worktree remove --force target/bench-before-src 2>/dev/null; git worktree prune; \
+		git worktree add --quiet --detach target/bench-before-src "$(BENCH_BEFORE)" || exit 1; \
+		target_dir="$${CARGO_TARGET_DIR:-$(CURDIR)/target}"; \
+		(cd target/bench-before-src && CARGO_TARGET_DIR="$$target_dir" cargo build --release --quiet \
+			-p chat -p chat-stream -p history) || exit 1; \
+		mkdir -p target/bench-before && for f in chat chat-stream history; do \
+			cp "$$target_dir/release/$$f" target/bench-before/ || exit 1; done; \
+		git worktree remove --force target/bench-before-src; \
+	fi
 	cargo build --release --quiet -p chat -p chat-stream -p history
 	@if rustup target list --installed 2>/dev/null | grep -q aarch64-unknown-linux-gnu; then \
 		PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cargo lambda build --release --arm64 --lambda-dir target/bench-lambda/arm64 \
@@ -71,7 +84,8 @@ bench: $(TOOLS)
 		echo "bench: the Rust target aarch64-unknown-linux-gnu is not installed: no arm64 sizes (rustup target add it)"; \
 	fi
 	cargo build --release --quiet -p bench
-	cargo run --release --quiet -p bench
+	$(if $(BENCH_BEFORE),BENCH_BEFORE_DIR="$(CURDIR)/target/bench-before" BENCH_BEFORE_NAME="$(BENCH_BEFORE)") \
+		cargo run --release --quiet -p bench
 
 ## bloat: where each function's bytes are, by crate (cargo-bloat on the `profiling` build: the release build with
 ## its symbols, and frame pointers as `make flamegraph` builds it, so that one build serves both), written to

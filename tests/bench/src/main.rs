@@ -2,9 +2,12 @@
 //!
 //! As Lambda runs them (the Runtime API emulator of this crate, the local Bedrock server, moto behind a proxy that
 //! keeps the functions' connections open as DynamoDB does, where moto's own server closes each after one answer),
-//! each twice in one run: as they were before the relay work ("before": a multi-threaded tokio runtime, Nagle's
-//! algorithm on the Runtime API connection, through the bench-only switches `CHAT_RUNTIME_FLAVOR` and
-//! `CHAT_TCP_NODELAY`) and as they are:
+//! each twice in one run, their batches side by side so that the machine's load weighs on both alike ([`Variant`]):
+//! as they were before the relay work ("before": a multi-threaded tokio runtime, Nagle's algorithm on the Runtime API
+//! connection, through the bench-only switches `CHAT_RUNTIME_FLAVOR` and `CHAT_TCP_NODELAY`), or, with
+//! `BENCH_BEFORE_DIR`, another commit's build (`make bench BENCH_BEFORE=REV` builds it), and as they are; each with
+//! moto as the store and again with a no-op store ([`NoOpDynamo`]: every call answered `{}` at once), which leaves
+//! the function's own cost of its store calls:
 //!
 //! - the relay, for each streamed route ([`Streamed`]: `/chat/stream`'s JSON lines, the server-sent events of
 //!   `/v1/chat/completions`, `/v1/messages` and `/v1/responses`): each delta's delay from the local Bedrock
@@ -56,24 +59,62 @@ pub(crate) const MODEL_ID: &str = "local.echo-v1:0";
 const PACE_MS: u64 = 20;
 const STORED: usize = 20;
 
+/// A build measured: its name in the tables, the bench-only switches it runs with, and where its binaries are
+/// (`None`: beside the bench's own, [`World::binaries`]).
 struct Variant {
-    name: &'static str,
+    name: String,
     env: &'static [(&'static str, &'static str)],
+    binaries: Option<PathBuf>,
+    /// The routes it does not serve (an older build's), measured for the other variant only.
+    missing: Vec<&'static str>,
 }
 
-const VARIANTS: [Variant; 2] = [
-    Variant {
-        name: "before: multi-thread, Nagle",
-        env: &[
-            ("CHAT_RUNTIME_FLAVOR", "multi_thread"),
-            ("CHAT_TCP_NODELAY", "off"),
-        ],
-    },
-    Variant {
-        name: "after: current-thread, TCP_NODELAY",
-        env: &[],
-    },
-];
+impl Variant {
+    /// The two builds compared in one run, their batches side by side: by default the functions as they are, before
+    /// the relay work (a multi-threaded tokio runtime and Nagle's algorithm, through the bench-only switches
+    /// `CHAT_RUNTIME_FLAVOR` and `CHAT_TCP_NODELAY`) and after; with `BENCH_BEFORE_DIR`, the functions built in that
+    /// folder (another commit's release build, named by `BENCH_BEFORE_NAME`) before, these after.
+    fn both() -> [Variant; 2] {
+        let before = match std::env::var_os("BENCH_BEFORE_DIR") {
+            Some(dir) => {
+                let dir = PathBuf::from(dir);
+                let label = std::env::var("BENCH_BEFORE_NAME")
+                    .unwrap_or_else(|_| dir.display().to_string());
+                Variant {
+                    name: format!("before: {label}"),
+                    env: &[],
+                    binaries: Some(checked_binaries(dir)),
+                    missing: Vec::new(),
+                }
+            }
+            None => Variant {
+                name: "before: multi-thread, Nagle".into(),
+                env: &[
+                    ("CHAT_RUNTIME_FLAVOR", "multi_thread"),
+                    ("CHAT_TCP_NODELAY", "off"),
+                ],
+                binaries: None,
+                missing: Vec::new(),
+            },
+        };
+        let after = Variant {
+            name: if before.binaries.is_some() {
+                "after: this build".into()
+            } else {
+                "after: current-thread, TCP_NODELAY".into()
+            },
+            env: &[],
+            binaries: None,
+            missing: Vec::new(),
+        };
+        [before, after]
+    }
+
+    /// Whether it serves `path`.
+    fn serves(&self, path: &str) -> bool {
+        !self.missing.contains(&path)
+    }
+}
 
 struct World {
     binaries: PathBuf,
@@ -117,18 +158,23 @@ impl World {
             .expect("the emulator starts");
         let mut env = self.env(&dynamo_url, table);
         env.extend_from_slice(variant.env);
-        let function = Function::spawn(&self.binaries.join(binary), &emulator, &env, true)
+        let binaries = variant.binaries.as_ref().unwrap_or(&self.binaries);
+        let function = Function::spawn(&binaries.join(binary), &emulator, &env, true)
             .unwrap_or_else(|e| panic!("cannot start {binary}: {e}"));
         Running { emulator, function }
     }
 }
 
-/// A moto server as the functions see it: through a proxy that keeps their connections open, as DynamoDB does
+/// A store as the functions see it: moto through a proxy that keeps their connections open, as DynamoDB does
 /// (moto's server closes each after one answer, which would make every call a new connection's, and its cost the
-/// function's CPU).
-struct Store {
-    moto: LocalDynamo,
-    front: FaultProxy,
+/// function's CPU); or no store at all, a server that answers every DynamoDB call at once with `{}` (an empty
+/// success: no item found, nothing kept), so that what remains is the function's own cost of its calls.
+enum Store {
+    Moto {
+        moto: LocalDynamo,
+        front: FaultProxy,
+    },
+    NoOp(NoOpDynamo),
 }
 
 impl Store {
@@ -137,17 +183,77 @@ impl Store {
         let front = FaultProxy::start_keeping_alive(&moto.endpoint())
             .await
             .expect("the proxy starts");
-        Store { moto, front }
+        Store::Moto { moto, front }
+    }
+
+    async fn no_op() -> Self {
+        Store::NoOp(NoOpDynamo::start().await)
     }
 
     /// The endpoint the functions are given.
     fn url(&self) -> String {
-        self.front.endpoint()
+        match self {
+            Store::Moto { front, .. } => front.endpoint(),
+            Store::NoOp(no_op) => no_op.endpoint(),
+        }
     }
 
     /// A new table's name.
     async fn fresh_table(&self) -> String {
-        self.moto.fresh_table().await.1
+        match self {
+            Store::Moto { moto, .. } => moto.fresh_table().await.1,
+            Store::NoOp(_) => "no-op".into(),
+        }
+    }
+
+    /// Whether it keeps anything (a chat stored can be continued).
+    fn keeps(&self) -> bool {
+        matches!(self, Store::Moto { .. })
+    }
+
+    fn moto(&self) -> &LocalDynamo {
+        match self {
+            Store::Moto { moto, .. } => moto,
+            Store::NoOp(_) => panic!("the no-op store has no moto"),
+        }
+    }
+}
+
+/// A DynamoDB endpoint that keeps nothing: every call answered `200 {}` at once, on connections kept open.
+struct NoOpDynamo {
+    address: std::net::SocketAddr,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl NoOpDynamo {
+    async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a local port");
+        let address = listener.local_addr().expect("its address");
+        let app = axum::Router::new().fallback(|| async {
+            (
+                [(
+                    axum::http::header::CONTENT_TYPE,
+                    "application/x-amz-json-1.0",
+                )],
+                "{}",
+            )
+        });
+        let server = tokio::spawn(async move {
+            axum::serve(listener, app).await.ok();
+        });
+        NoOpDynamo { address, server }
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://{}", self.address)
+    }
+}
+
+impl Drop for NoOpDynamo {
+    fn drop(&mut self) {
+        self.server.abort();
     }
 }
 
@@ -689,11 +795,53 @@ const WARM_UP: usize = 3;
 /// Requests of each kind per batch (one table and one process each), unless `BENCH_BATCH` says otherwise.
 const BATCH: usize = 25;
 
+/// The dialects' routes `variant`'s chat function answers 404 (an older build's): asked once each.
+async fn missing_routes(world: &World, variant: &Variant, dynamo: &Store) -> Vec<&'static str> {
+    let table = dynamo.fresh_table().await;
+    let chat = world.start("chat", variant, dynamo, &table).await;
+    let mut missing = Vec::new();
+    for dialect in Whole::ALL {
+        let invocation = chat
+            .call_with(
+                "POST",
+                dialect.path(),
+                dialect.headers(),
+                &dialect.body("hi"),
+            )
+            .await;
+        let status = invocation
+            .buffered
+            .as_ref()
+            .and_then(|r| r["statusCode"].as_u64());
+        if status == Some(404) {
+            missing.push(dialect.path());
+        }
+    }
+    missing
+}
+
 /// One batch of `n` requests of each kind, each kind in its own new process and table: moto copies the whole
-/// table for every transaction (for its rollback), so a large table would make the run crawl.
+/// table for every transaction (for its rollback), so a large table would make the run crawl. With the no-op store,
+/// the kinds that need a chat kept (the history calls, `/chat` continued) are left out, and so are the routes
+/// `variant` does not serve.
 async fn cpu_batch(world: &World, variant: &Variant, dynamo: &Store, n: usize, cpu: &mut Cpu) {
-    let chats_table = dynamo.fresh_table().await;
     let new_table = dynamo.fresh_table().await;
+    if dynamo.keeps() {
+        stored_chats_batch(world, variant, dynamo, n, cpu).await;
+    }
+    new_chats_batch(world, variant, dynamo, &new_table, n, cpu).await;
+}
+
+/// The kinds that need a store that keeps: the history calls that store 20 messages in each of `n` chats, the
+/// history list, and `/chat` continuing each of those chats.
+async fn stored_chats_batch(
+    world: &World,
+    variant: &Variant,
+    dynamo: &Store,
+    n: usize,
+    cpu: &mut Cpu,
+) {
+    let chats_table = dynamo.fresh_table().await;
 
     // The history function stores the chats that `/chat` continues: each created, then given 20 messages.
     let history = world.start("history", variant, dynamo, &chats_table).await;
@@ -747,9 +895,19 @@ async fn cpu_batch(world: &World, variant: &Variant, dynamo: &Store, n: usize, c
         assert_eq!(answer["sessionState"], *id, "the chat was continued");
     }
     cpu.continued.add(mark, n);
-    drop(chat);
+}
 
-    let chat = world.start("chat", variant, dynamo, &new_table).await;
+/// The kinds that start anew: `/chat` new chat, each dialect answered whole, each streamed route.
+async fn new_chats_batch(
+    world: &World,
+    variant: &Variant,
+    dynamo: &Store,
+    new_table: &str,
+    n: usize,
+    cpu: &mut Cpu,
+) {
+    let hi = json!({"messages": [{"role": "user", "content": "hi"}]});
+    let chat = world.start("chat", variant, dynamo, new_table).await;
     for _ in 0..WARM_UP {
         chat.json("POST", "/chat", &hi).await;
     }
@@ -762,8 +920,8 @@ async fn cpu_batch(world: &World, variant: &Variant, dynamo: &Store, n: usize, c
 
     // The dialects answered whole, by the chat function, each in its own process: stateless, nothing stored. The
     // model is one `/v1/models` lists; `AUTH_MODE=none` makes a request without `Authorization` the local user's.
-    for dialect in Whole::ALL {
-        let chat = world.start("chat", variant, dynamo, &new_table).await;
+    for dialect in Whole::ALL.into_iter().filter(|d| variant.serves(d.path())) {
+        let chat = world.start("chat", variant, dynamo, new_table).await;
         let models = chat.json("GET", "/v1/models", &Value::Null).await;
         assert!(
             models["data"]
@@ -783,10 +941,11 @@ async fn cpu_batch(world: &World, variant: &Variant, dynamo: &Store, n: usize, c
     }
 
     // Each streamed route in its own process, as the other kinds.
-    for route in Streamed::ALL {
-        let chat_stream = world
-            .start("chat-stream", variant, dynamo, &new_table)
-            .await;
+    for route in Streamed::ALL
+        .into_iter()
+        .filter(|r| variant.serves(r.path()))
+    {
+        let chat_stream = world.start("chat-stream", variant, dynamo, new_table).await;
         let text = format!("[[deltas:{DELTAS}]]");
         for _ in 0..WARM_UP {
             route.deltas(&route.call(&chat_stream, &text).await);
@@ -813,173 +972,18 @@ fn ms(v: Option<f64>) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
-fn cpu_cell((total, system): (f64, f64)) -> String {
+/// CPU per call, and its system part in brackets; `-` where nothing was measured (a route the build lacks).
+fn cpu_cell(sum: &CpuSum) -> String {
+    if sum.calls == 0 {
+        return "-".into();
+    }
+    let (total, system) = sum.per_call();
     format!("{total:.2} ms ({system:.2})")
 }
 
-/// Where the functions' binaries are: `BENCH_FUNCTIONS_DIR` (`make flamegraph` points it at the `profiling`
-/// build), else beside the bench's own binary (the release build).
-fn binaries_dir() -> PathBuf {
-    let dir = match std::env::var_os("BENCH_FUNCTIONS_DIR") {
-        Some(dir) => PathBuf::from(dir),
-        None => {
-            let exe = std::env::current_exe().expect("the bench's own path");
-            exe.parent().unwrap_or(Path::new(".")).to_path_buf()
-        }
-    };
-    for binary in ["chat", "chat-stream", "history"] {
-        assert!(
-            dir.join(binary).exists(),
-            "{} is missing: build the functions first (`make bench` does)",
-            dir.join(binary).display()
-        );
-    }
-    dir
-}
-
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
-    let started = Instant::now();
-    let n = env_number("BENCH_REQUESTS", 1000);
-    let streams = env_number("BENCH_STREAMS", 30);
-    let binaries = binaries_dir();
-    let bedrock = LocalBedrock::start()
-        .await
-        .expect("the local Bedrock server starts");
-    let world = World {
-        binaries,
-        bedrock_url: bedrock.endpoint(),
-        bedrock,
-    };
-    // A moto server for each variant: moto takes one request at a time, and the variants' batches run at once.
-    let mut dynamos: Vec<Store> = Vec::new();
-    for _ in VARIANTS {
-        dynamos.push(Store::start().await);
-    }
-
-    // The relay's routes and variants one after the other, so that none's timing disturbs another's.
-    let mut relays = Vec::new();
-    for route in Streamed::ALL {
-        for (variant, dynamo) in VARIANTS.iter().zip(&dynamos) {
-            let relay_started = Instant::now();
-            relays.push((
-                route,
-                variant,
-                relay(&world, variant, dynamo, streams, route).await,
-            ));
-            eprintln!(
-                "bench: relay, {}, {}: {:.1} s",
-                route.name(),
-                variant.name,
-                relay_started.elapsed().as_secs_f64()
-            );
-        }
-    }
-    // CPU time is counted per process, so the variants' batches run side by side, each with its own moto: whatever
-    // else the machine does weighs on both alike, and the run takes half as long.
-    let (mut before, mut after) = (Cpu::default(), Cpu::default());
-    let batch_size = env_number("BENCH_BATCH", BATCH);
-    let mut done = 0;
-    while done < n {
-        let batch = batch_size.min(n - done);
-        tokio::join!(
-            cpu_batch(&world, &VARIANTS[0], &dynamos[0], batch, &mut before),
-            cpu_batch(&world, &VARIANTS[1], &dynamos[1], batch, &mut after),
-        );
-        done += batch;
-        eprintln!(
-            "bench: CPU, {done} of {n} requests of each kind: {:.1} s",
-            started.elapsed().as_secs_f64()
-        );
-    }
-    let cpus = [before, after];
-
-    // The figures of the functions as deployed ("after"): sizes, init, added latency, DynamoDB per turn.
-    let sizes = measures::sizes(&world.binaries, &measures::workspace_root());
-    let table = dynamos[1].fresh_table().await;
-    let dynamo_url = dynamos[1].url();
-    let env = world.env(&dynamo_url, &table);
-    let starts = env_number("BENCH_STARTS", 21);
-    let mut inits = Vec::new();
-    for function in measures::FUNCTIONS {
-        inits.push((
-            function,
-            measures::init_ms(&world.binaries.join(function), &env, starts).await,
-        ));
-    }
-    eprintln!("bench: init: {:.1} s", started.elapsed().as_secs_f64());
-    let pairs = env_number("BENCH_LATENCY_PAIRS", 2000);
-    let mut latencies = Vec::new();
-    for concurrency in [1, 16] {
-        latencies.push(
-            measures::added_latency(
-                &world.binaries.join("chat"),
-                &world.bedrock_url,
-                &env,
-                pairs,
-                concurrency,
-            )
-            .await,
-        );
-    }
-    eprintln!("bench: latency: {:.1} s", started.elapsed().as_secs_f64());
-    let costs = measures::dynamodb_per_turn(&world.binaries, &env, &dynamos[1].moto).await;
-
-    println!();
-    let build = if cfg!(debug_assertions) {
-        "a debug build: not the figures of a deployment"
-    } else {
-        "release"
-    };
-    println!(
-        "Streamed deltas under the Runtime API emulator (chat-stream, {build}): {streams} streams of {DELTAS} deltas \
-         {PACE_MS} ms apart per route, each delta's delay from the local Bedrock server's send to the emulator's \
-         receipt of its line (`/chat/stream`) or of its whole server-sent event (`stream: true` on \
-         `/v1/chat/completions` with `include_usage`, `/v1/messages` and `/v1/responses`); first byte of {} unpaced \
-         streams, from the event handed over to the first body byte",
-        streams * 5 / 3
-    );
-    println!();
-    println!(
-        "| route | build | delta p50 | delta p99 | delta max | first byte p50 | first byte p99 |"
-    );
-    println!("|---|---|---|---|---|---|---|");
-    for (route, variant, relay) in &relays {
-        println!(
-            "| {} | {} | {} | {} | {} | {} | {} |",
-            route.name(),
-            variant.name,
-            ms(quantile(&relay.delta_ms, 0.5)),
-            ms(quantile(&relay.delta_ms, 0.99)),
-            ms(quantile(&relay.delta_ms, 1.0)),
-            ms(quantile(&relay.first_byte_ms, 0.5)),
-            ms(quantile(&relay.first_byte_ms, 0.99)),
-        );
-    }
-    let verdict = |ok: bool| if ok { "met" } else { "NOT MET" };
-    println!();
-    // Issue 17's targets were set for `/chat/stream`'s lines; a dialect's SSE event takes the same way out.
-    for (route, _, after) in relays.iter().filter(|(_, v, _)| v.name == VARIANTS[1].name) {
-        let delta_p99 = quantile(&after.delta_ms, 0.99).unwrap_or(f64::MAX);
-        let first_byte = quantile(&after.first_byte_ms, 0.5).unwrap_or(f64::MAX);
-        println!(
-            "Targets (after), {}: delta p99 ≤ {LINE_P99_TARGET_MS} ms: {}; first byte p50 ≤ {FIRST_BYTE_TARGET_MS} ms: {}",
-            route.name(),
-            verdict(delta_p99 <= LINE_P99_TARGET_MS),
-            verdict(first_byte <= FIRST_BYTE_TARGET_MS)
-        );
-    }
-
-    println!();
-    println!(
-        "CPU per request (user + system time of the function's process from /proc/<pid>/stat, system in \
-         brackets), {n} requests each"
-    );
-    println!();
-    let [before, after] = &cpus;
-    let verdict_of = |ok: bool| if ok { "met" } else { "NOT MET" };
-    // Each kind beside its target (None: no target), judged on the "after" column.
-    let rows = [
+/// The CPU table's rows: each kind, its figures before and after, and its target (None: no target).
+fn cpu_rows(before: &Cpu, after: &Cpu) -> [(&'static str, CpuSum, CpuSum, Option<f64>); 11] {
+    [
         (
             "`/chat`, new chat",
             before.new_chat,
@@ -1046,13 +1050,215 @@ async fn main() {
             after.list,
             Some(LIST_CPU_TARGET_MS),
         ),
-    ];
+    ]
+}
+
+/// Where the functions' binaries are: `BENCH_FUNCTIONS_DIR` (`make flamegraph` points it at the `profiling`
+/// build), else beside the bench's own binary (the release build).
+fn binaries_dir() -> PathBuf {
+    let dir = match std::env::var_os("BENCH_FUNCTIONS_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            let exe = std::env::current_exe().expect("the bench's own path");
+            exe.parent().unwrap_or(Path::new(".")).to_path_buf()
+        }
+    };
+    checked_binaries(dir)
+}
+
+/// `dir`, once it is seen to hold the three functions.
+fn checked_binaries(dir: PathBuf) -> PathBuf {
+    for binary in ["chat", "chat-stream", "history"] {
+        assert!(
+            dir.join(binary).exists(),
+            "{} is missing: build the functions first (`make bench` does)",
+            dir.join(binary).display()
+        );
+    }
+    dir
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let started = Instant::now();
+    let n = env_number("BENCH_REQUESTS", 1000);
+    let streams = env_number("BENCH_STREAMS", 30);
+    let binaries = binaries_dir();
+    let bedrock = LocalBedrock::start()
+        .await
+        .expect("the local Bedrock server starts");
+    let world = World {
+        binaries,
+        bedrock_url: bedrock.endpoint(),
+        bedrock,
+    };
+    let mut variants = Variant::both();
+    // A moto server for each variant: moto takes one request at a time, and the variants' batches run at once. And
+    // a no-op store for each.
+    let mut dynamos: Vec<Store> = Vec::new();
+    let mut no_ops: Vec<Store> = Vec::new();
+    for _ in &variants {
+        dynamos.push(Store::start().await);
+        no_ops.push(Store::no_op().await);
+    }
+    // An older build may not serve every route: those it answers 404 are measured for the other build only.
+    for (variant, dynamo) in variants.iter_mut().zip(&dynamos) {
+        variant.missing = missing_routes(&world, variant, dynamo).await;
+        if !variant.missing.is_empty() {
+            eprintln!(
+                "bench: {} does not serve {:?}",
+                variant.name, variant.missing
+            );
+        }
+    }
+    let variants = variants;
+
+    // The relay's routes, stores and variants one after the other, so that none's timing disturbs another's.
+    let mut relays = Vec::new();
+    for (store_name, stores) in [("moto", &dynamos), ("no-op", &no_ops)] {
+        for route in Streamed::ALL {
+            for (variant, dynamo) in variants.iter().zip(stores) {
+                if !variant.serves(route.path()) {
+                    continue;
+                }
+                let relay_started = Instant::now();
+                relays.push((
+                    route,
+                    variant,
+                    store_name,
+                    relay(&world, variant, dynamo, streams, route).await,
+                ));
+                eprintln!(
+                    "bench: relay, {}, {}, {store_name}: {:.1} s",
+                    route.name(),
+                    variant.name,
+                    relay_started.elapsed().as_secs_f64()
+                );
+            }
+        }
+    }
+    // CPU time is counted per process, so the variants' batches run side by side, each with its own store: whatever
+    // else the machine does weighs on both alike, and the run takes half as long. Then the same with no store.
+    let batch_size = env_number("BENCH_BATCH", BATCH);
+    let mut cpu_runs = Vec::new();
+    for stores in [&dynamos, &no_ops] {
+        let (mut before, mut after) = (Cpu::default(), Cpu::default());
+        let mut done = 0;
+        while done < n {
+            let batch = batch_size.min(n - done);
+            tokio::join!(
+                cpu_batch(&world, &variants[0], &stores[0], batch, &mut before),
+                cpu_batch(&world, &variants[1], &stores[1], batch, &mut after),
+            );
+            done += batch;
+            eprintln!(
+                "bench: CPU ({}), {done} of {n} requests of each kind: {:.1} s",
+                if stores[0].keeps() {
+                    "moto"
+                } else {
+                    "no-op store"
+                },
+                started.elapsed().as_secs_f64()
+            );
+        }
+        cpu_runs.push([before, after]);
+    }
+    let no_op_cpus = cpu_runs.pop().expect("the no-op store's run");
+    let cpus = cpu_runs.pop().expect("moto's run");
+
+    // The figures of the functions as deployed ("after"): sizes, init, added latency, DynamoDB per turn.
+    let sizes = measures::sizes(&world.binaries, &measures::workspace_root());
+    let table = dynamos[1].fresh_table().await;
+    let dynamo_url = dynamos[1].url();
+    let env = world.env(&dynamo_url, &table);
+    let starts = env_number("BENCH_STARTS", 21);
+    let mut inits = Vec::new();
+    for function in measures::FUNCTIONS {
+        inits.push((
+            function,
+            measures::init_ms(&world.binaries.join(function), &env, starts).await,
+        ));
+    }
+    eprintln!("bench: init: {:.1} s", started.elapsed().as_secs_f64());
+    let pairs = env_number("BENCH_LATENCY_PAIRS", 2000);
+    let mut latencies = Vec::new();
+    for concurrency in [1, 16] {
+        latencies.push(
+            measures::added_latency(
+                &world.binaries.join("chat"),
+                &world.bedrock_url,
+                &env,
+                pairs,
+                concurrency,
+            )
+            .await,
+        );
+    }
+    eprintln!("bench: latency: {:.1} s", started.elapsed().as_secs_f64());
+    let costs = measures::dynamodb_per_turn(&world.binaries, &env, dynamos[1].moto()).await;
+
+    println!();
+    let build = if cfg!(debug_assertions) {
+        "a debug build: not the figures of a deployment"
+    } else {
+        "release"
+    };
+    println!(
+        "Streamed deltas under the Runtime API emulator (chat-stream, {build}): {streams} streams of {DELTAS} deltas \
+         {PACE_MS} ms apart per route, each delta's delay from the local Bedrock server's send to the emulator's \
+         receipt of its line (`/chat/stream`) or of its whole server-sent event (`stream: true` on \
+         `/v1/chat/completions` with `include_usage`, `/v1/messages` and `/v1/responses`); first byte of {} unpaced \
+         streams, from the event handed over to the first body byte",
+        streams * 5 / 3
+    );
+    println!();
+    println!(
+        "| route | build | store | delta p50 | delta p99 | delta max | first byte p50 | first byte p99 |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for (route, variant, store, relay) in &relays {
+        println!(
+            "| {} | {} | {store} | {} | {} | {} | {} | {} |",
+            route.name(),
+            variant.name,
+            ms(quantile(&relay.delta_ms, 0.5)),
+            ms(quantile(&relay.delta_ms, 0.99)),
+            ms(quantile(&relay.delta_ms, 1.0)),
+            ms(quantile(&relay.first_byte_ms, 0.5)),
+            ms(quantile(&relay.first_byte_ms, 0.99)),
+        );
+    }
+    let verdict = |ok: bool| if ok { "met" } else { "NOT MET" };
+    println!();
+    // Issue 17's targets were set for `/chat/stream`'s lines; a dialect's SSE event takes the same way out.
+    for (route, _, _, after) in relays
+        .iter()
+        .filter(|(_, v, store, _)| v.name == variants[1].name && *store == "moto")
+    {
+        let delta_p99 = quantile(&after.delta_ms, 0.99).unwrap_or(f64::MAX);
+        let first_byte = quantile(&after.first_byte_ms, 0.5).unwrap_or(f64::MAX);
+        println!(
+            "Targets (after), {}: delta p99 ≤ {LINE_P99_TARGET_MS} ms: {}; first byte p50 ≤ {FIRST_BYTE_TARGET_MS} ms: {}",
+            route.name(),
+            verdict(delta_p99 <= LINE_P99_TARGET_MS),
+            verdict(first_byte <= FIRST_BYTE_TARGET_MS)
+        );
+    }
+
+    println!();
+    println!(
+        "CPU per request (user + system time of the function's process from /proc/<pid>/stat, system in \
+         brackets), {n} requests each"
+    );
+    println!();
+    let verdict_of = |ok: bool| if ok { "met" } else { "NOT MET" };
+    let [before, after] = &cpus;
     println!(
         "| request | {} | {} | target (after) |",
-        VARIANTS[0].name, VARIANTS[1].name
+        variants[0].name, variants[1].name
     );
     println!("|---|---|---|---|");
-    for (name, before, after, target) in rows {
+    for (name, before, after, target) in cpu_rows(before, after) {
         let judged = match target {
             Some(target) => format!(
                 "≤ {target} ms: {}",
@@ -1062,9 +1268,23 @@ async fn main() {
         };
         println!(
             "| {name} | {} | {} | {judged} |",
-            cpu_cell(before.per_call()),
-            cpu_cell(after.per_call())
+            cpu_cell(&before),
+            cpu_cell(&after)
         );
+    }
+    println!();
+    println!(
+        "The same with a no-op store (every DynamoDB call answered `{{}}` at once: the function's own cost of its \
+         calls, without moto's), {n} requests each, the kinds that need no chat kept"
+    );
+    println!();
+    println!("| request | {} | {} |", variants[0].name, variants[1].name);
+    println!("|---|---|---|");
+    let [before, after] = &no_op_cpus;
+    for (name, before, after, _) in cpu_rows(before, after) {
+        if before.calls + after.calls > 0 {
+            println!("| {name} | {} | {} |", cpu_cell(&before), cpu_cell(&after));
+        }
     }
     let after_cpu = &cpus[1];
 
