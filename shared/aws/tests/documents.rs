@@ -14,9 +14,10 @@ use chat_core::{
     AccessChoice, Caller, DocumentError, DocumentRecord, DocumentSettings, DocumentStatus,
     Documents, MetadataFilter, NewDocument, Retriever, SearchMode, SearchRequest, StoreTimeouts,
 };
+use chat_testing::bytes::simple_pdf;
 use chat_testing::document_contract::Subject;
 use local_dynamodb::LocalDynamo;
-use local_knowledge_base::{LocalKnowledgeBase, simple_pdf};
+use local_knowledge_base::LocalKnowledgeBase;
 
 const KB_ID: &str = "DOCSKB0001";
 const DATA_SOURCE: &str = "LOCALDATA1";
