@@ -27,6 +27,8 @@ import os
 import re
 import sys
 
+from routes import template_parameters  # tests/routes.py: template.yaml's parameter names
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGE = os.path.join("docs", "configuration.md")
 
@@ -119,19 +121,6 @@ def documented():
             problems.append(f"{PAGE}:{number}: {name} has two rows")
         kind[name] = number
     return functions, library, problems
-
-
-def template_parameters():
-    """The names of template.yaml's parameters: the keys indented two spaces under its top-level `Parameters:`."""
-    names, inside = [], False
-    for line in open(os.path.join(ROOT, "template.yaml"), encoding="utf-8").read().split("\n"):
-        if re.match(r"^[A-Za-z]", line):
-            inside = line.rstrip() == "Parameters:"
-            continue
-        m = re.match(r"^  ([A-Za-z][A-Za-z0-9]*):\s*$", line)
-        if inside and m:
-            names.append(m.group(1))
-    return names
 
 
 def documented_parameters():

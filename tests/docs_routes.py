@@ -31,7 +31,7 @@ import re
 import sys
 
 import checks  # tests/checks.py: the runner of the test_* functions
-from routes import ROOT, router_routes
+from routes import ROOT, router_routes, template_parameters
 
 METHOD = r"(GET|POST|PUT|PATCH|DELETE|HEAD)"
 
@@ -193,19 +193,6 @@ def test_deploy_distribution_table_is_the_templates_and_sends_every_route_to_its
         if to not in functions:
             wrong[path] = (to, sorted(functions))
     assert not wrong, f"docs/deploy.md's table sends these routes to a function that does not declare them: {wrong}"
-
-
-def template_parameters():
-    params = []
-    in_params = False
-    for line in read("template.yaml").splitlines():
-        if re.match(r"^\S", line):
-            in_params = line.startswith("Parameters:")
-            continue
-        m = re.match(r"^  ([A-Za-z0-9]+):\s*$", line)
-        if in_params and m:
-            params.append(m.group(1))
-    return params
 
 
 def template_groups():

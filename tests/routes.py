@@ -4,7 +4,8 @@ Only the standard library.
 
 `router_routes()` gives each route as the routers spell it (`/chat-history/{id}`, `/v1/models/{*id}`) with the
 functions that declare it and its methods; catch-alls that only answer "no such route" (`any(unknown)`:
-`/v1/{*rest}`, `/v1/messages/{*rest}`) are left out unless asked for.
+`/v1/{*rest}`, `/v1/messages/{*rest}`) are left out unless asked for. `template_parameters()` gives template.yaml's
+parameter names, which tests/docs_config.py and tests/docs_routes.py check the docs against.
 """
 
 import os
@@ -125,3 +126,17 @@ def router_routes(catch_alls=False):
     for paths, methods in calls(read("history/mod.rs")):
         add(paths, methods, "history")
     return declared
+
+
+def template_parameters():
+    """The names of template.yaml's parameters: the keys indented two spaces under its top-level `Parameters:`."""
+    names, inside = [], False
+    with open(os.path.join(ROOT, "template.yaml"), encoding="utf-8") as f:
+        for line in f.read().split("\n"):
+            if re.match(r"^[A-Za-z]", line):
+                inside = line.rstrip() == "Parameters:"
+                continue
+            m = re.match(r"^  ([A-Za-z][A-Za-z0-9]*):\s*$", line)
+            if inside and m:
+                names.append(m.group(1))
+    return names

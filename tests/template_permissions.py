@@ -405,9 +405,6 @@ def test_streaming_url_streams_and_the_page_uses_one_address():
 
 
 def test_iam_mode_with_a_distribution_or_a_user_pool_is_refused():
-    rules = raw_template()["Rules"]
-    def refusals(**parameters):
-        return Stack(raw_template_conditions(), parameters).refusals(rules)
     assert any("CreateDistribution" in r for r in refusals(AuthMode="iam", CreateDistribution="true"))
     assert any("CreateUserPool" in r for r in refusals(AuthMode="iam", CreateUserPool="true"))
     assert refusals(AuthMode="iam") == []
@@ -438,8 +435,8 @@ def test_the_team_configuration_deploys_in_one_step():
             assert re.fullmatch(p["AllowedPattern"], value), (name, value, p["AllowedPattern"])
         if "MinValue" in p:
             assert float(value) >= float(p["MinValue"]), (name, value)
-    refusals = Stack(raw_template_conditions(), team).refusals(raw_template()["Rules"])
-    assert refusals == [], refusals
+    refused = refusals(**team)
+    assert refused == [], refused
     s = Stack(transformed(team), team)
     kinds = {r["Type"] for r in s.resources.values()}
     for kind in ("AWS::Cognito::UserPool", "AWS::CloudFront::Distribution", "AWS::Bedrock::KnowledgeBase",
@@ -496,9 +493,6 @@ def test_self_sign_up_goes_through_the_domain_check():
 
 
 def test_self_sign_up_is_refused_without_a_pool_domains_or_a_token_quota():
-    rules = raw_template()["Rules"]
-    def refusals(**parameters):
-        return Stack(raw_template_conditions(), parameters).refusals(rules)
     signup = MODES["signup"]
     assert refusals(**signup) == []
     # Every quota off but the token ones: refused. One token quota, daily or monthly, is enough.
@@ -570,6 +564,11 @@ def raw_template_conditions():
     """The template's parameters and conditions alone (for its Rules), without resources to resolve."""
     t = raw_template()
     return {"Parameters": t["Parameters"], "Conditions": t["Conditions"], "Resources": {}}
+
+
+def refusals(**parameters):
+    """What the template's Rules refuse of a deploy with these parameters."""
+    return Stack(raw_template_conditions(), parameters).refusals(raw_template()["Rules"])
 
 
 def test_the_functions_cpu_is_one_literal_that_build_and_deploy_both_read():
@@ -927,10 +926,6 @@ def test_create_knowledge_base_makes_a_knowledge_base_on_s3_vectors_over_a_docum
 
 
 def test_self_sign_up_with_uploads_is_refused_without_an_upload_quota():
-    rules = raw_template()["Rules"]
-
-    def refusals(**parameters):
-        return Stack(raw_template_conditions(), parameters).refusals(rules)
     signup = MODES["signup"]
     # Without the knowledge base there are no uploads: the token quota is enough.
     assert refusals(**signup) == []
@@ -1049,9 +1044,6 @@ def test_the_knowledge_base_role_is_bedrocks_for_this_account_and_reaches_only_i
 
 
 def test_create_knowledge_base_with_a_knowledge_base_id_is_refused():
-    rules = raw_template()["Rules"]
-    def refusals(**parameters):
-        return Stack(raw_template_conditions(), parameters).refusals(rules)
     both = refusals(**MODES["kb"], KnowledgeBaseId="ABCDEFGHIJ")
     assert len(both) == 1 and "KnowledgeBaseId" in both[0] and "CreateKnowledgeBase" in both[0], both
     assert refusals(**MODES["kb"]) == []
@@ -1062,9 +1054,6 @@ def test_create_knowledge_base_with_a_knowledge_base_id_is_refused():
 
 
 def test_document_access_open_with_create_knowledge_base_is_refused():
-    rules = raw_template()["Rules"]
-    def refusals(**parameters):
-        return Stack(raw_template_conditions(), parameters).refusals(rules)
     # open searches with no filter: everyone's private uploads into the stack's bucket would be found by all.
     both = refusals(**MODES["kb"], DocumentAccess="open")
     assert len(both) == 1 and "DocumentAccess" in both[0] and "CreateKnowledgeBase" in both[0], both

@@ -1,6 +1,6 @@
 """What the client suites share (tests/openai, tests/codex, tests/anthropic, tests/claude-code): plain JSON requests
-to a local run, a new API key of its one user, the Converse requests its local Bedrock server received, the files
-sent inline, and a CLI's test case in a home and working directory of its own.
+to a local run, a new API key of its one user, the Converse requests its local Bedrock server received (and the last
+one's body), the files sent inline, and a CLI's test case in a home and working directory of its own.
 
 A suite's script imports it with its own folder's parent on `sys.path`; only the standard library is used.
 """
@@ -58,6 +58,13 @@ def model_requests(bedrock):
     """The Converse requests the local Bedrock server at `bedrock` has received, oldest first."""
     return [r for r in http_json("GET", f"{bedrock}/__local/requests")
             if r["operation"] in ("converse", "converse-stream")]
+
+
+def last_model_request(bedrock):
+    """The body of the last Converse request the local Bedrock server at `bedrock` received (there must be one)."""
+    requests = model_requests(bedrock)
+    assert requests, "the local Bedrock server received no Converse request"
+    return requests[-1]["body"]
 
 
 def string_parameters(name):

@@ -42,12 +42,6 @@ def create_key():
     return testkit.create_key(BASE, "anthropic-sdk")
 
 
-def last_model_request():
-    requests = testkit.model_requests(BEDROCK)
-    assert requests, "the local Bedrock server received no Converse request"
-    return requests[-1]["body"]
-
-
 KEY = None
 
 
@@ -102,7 +96,7 @@ class Messages(unittest.TestCase):
                       user({"type": "tool_result", "tool_use_id": call.id, "content": "18 C and sunny"})])
         self.assertEqual(second.stop_reason, "end_turn")
         self.assertIn("get_weather returned 18 C and sunny", second.content[-1].text)
-        sent = last_model_request()["messages"][1]["content"][0]["reasoningContent"]["reasoningText"]
+        sent = testkit.last_model_request(BEDROCK)["messages"][1]["content"][0]["reasoningContent"]["reasoningText"]
         self.assertEqual(sent, {"text": first.content[0].thinking, "signature": first.content[0].signature})
 
     def test_parallel_tool_use_streamed_each_in_its_block(self):

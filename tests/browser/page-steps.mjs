@@ -1,6 +1,6 @@
-// What the page's browser tests do alike (page.test.mjs, page-shell.test.mjs, page-jwt.test.mjs): ask a question
-// as a person types it, wait for the turn to end, open a section of the sidebar, watch what the page does and check
-// that it stayed quiet.
+// What the page's browser tests do alike (page.test.mjs, page-shell.test.mjs, page-jwt.test.mjs): open a page
+// watched from the start, ask a question as a person types it, wait for the turn to end, open a section of the
+// sidebar, watch what the page does and check that it stayed quiet.
 import assert from 'node:assert/strict';
 
 /** How long one step of a test may take, in milliseconds. */
@@ -37,6 +37,14 @@ export function watch(page) {
     if (r.status() >= 400) seen.bad.push(`${r.request().method()} ${r.url()} -> ${r.status()}`);
   });
   return seen;
+}
+
+/** A new page of `browser` (or of a browser context), each step of it bounded by STEP_TIMEOUT_MS, and what `watch`
+ * sees of it from the start. */
+export async function watchedPage(browser) {
+  const page = await browser.newPage();
+  page.setDefaultTimeout(STEP_TIMEOUT_MS);
+  return { page, seen: watch(page) };
 }
 
 /** Asserts that what `watch` saw holds no failed request, no answer of 400 or above, no console or script error. */

@@ -19,7 +19,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { launchChromium } from './chromium.mjs';
-import { STEP_TIMEOUT_MS, assertQuiet, ask, showTab, turnDone, watch } from './page-steps.mjs';
+import { STEP_TIMEOUT_MS, assertQuiet, ask, showTab, turnDone, watchedPage } from './page-steps.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const BASE = (process.env.CHAT_BASE_URL ?? 'http://127.0.0.1:9050').replace(/\/+$/, '');
@@ -52,9 +52,7 @@ describe(`the page at ${BASE}/`, () => {
   });
 
   test('asks, streams a cited answer, opens the passage; usage; renames and deletes the chat; a file; Stop; multi-agent', { timeout: TEST_TIMEOUT_MS }, async () => {
-    const page = await browser.newPage();
-    page.setDefaultTimeout(STEP_TIMEOUT_MS);
-    const seen = watch(page);
+    const { page, seen } = await watchedPage(browser);
 
     // The page itself: public, HTML, its policy, and the configuration the server injected.
     const res = await page.goto(`${BASE}/`, { waitUntil: 'load' });
@@ -218,9 +216,7 @@ describe(`the page at ${BASE}/`, () => {
   });
 
   test('a link the model wrote to another site shows its host and opens only from a dialog showing the whole address', { timeout: TEST_TIMEOUT_MS }, async () => {
-    const page = await browser.newPage();
-    page.setDefaultTimeout(STEP_TIMEOUT_MS);
-    const seen = watch(page);
+    const { page, seen } = await watchedPage(browser);
     const collector = [];
     page.on('request', (r) => new URL(r.url()).host === 'collector.example' && collector.push(r.url()));
     await page.goto(`${BASE}/`, { waitUntil: 'load' });
@@ -250,9 +246,7 @@ describe(`the page at ${BASE}/`, () => {
 
   test('API keys: makes a key shown once with a copy button, lists it, the key acts as the user, revokes it', { timeout: TEST_TIMEOUT_MS }, async () => {
     await browser.defaultBrowserContext().overridePermissions(BASE, ['clipboard-read', 'clipboard-write', 'clipboard-sanitized-write']);
-    const page = await browser.newPage();
-    page.setDefaultTimeout(STEP_TIMEOUT_MS);
-    const seen = watch(page);
+    const { page, seen } = await watchedPage(browser);
     await page.goto(`${BASE}/`, { waitUntil: 'load' });
     await page.waitForSelector('#api-keys:not([hidden])');
     await showTab(page, 'api-keys');
@@ -294,9 +288,7 @@ describe(`the page at ${BASE}/`, () => {
   });
 
   test('Documents: uploads (picker and drop), sees the status pushed to indexed, asks and sees the citation, deletes', { timeout: TEST_TIMEOUT_MS }, async () => {
-    const page = await browser.newPage();
-    page.setDefaultTimeout(STEP_TIMEOUT_MS);
-    const seen = watch(page);
+    const { page, seen } = await watchedPage(browser);
     const config = await (await fetch(`${BASE}/`)).text();
     assert.match(config, /"documents":true/, 'the server tells the page that documents are on');
     await page.goto(`${BASE}/`, { waitUntil: 'load' });
@@ -399,9 +391,7 @@ describe(`the page at ${BASE}/`, () => {
   test('Documents, as an administrator would: the access chooser sends groups or everyone with the upload', { timeout: TEST_TIMEOUT_MS }, async () => {
     // The local user is no document administrator: the settings' answer is made to say so here, to see what the page
     // offers one and sends; the real backend then refuses the share (403), which the page shows.
-    const page = await browser.newPage();
-    page.setDefaultTimeout(STEP_TIMEOUT_MS);
-    const seen = watch(page);
+    const { page, seen } = await watchedPage(browser);
     const posted = [];
     await page.setRequestInterception(true);
     page.on('request', async (r) => {

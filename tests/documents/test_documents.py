@@ -139,7 +139,7 @@ def token(sub, groups=()):
 
 def simple_pdf(pages):
     """A small valid PDF, one page per text (Helvetica, uncompressed), its cross-reference table at the right
-    offsets: what tests/local-knowledge-base's `simple_pdf` writes, which lopdf reads page by page."""
+    offsets: what shared/testing's `simple_pdf` writes, which lopdf reads page by page."""
     objects = ["<< /Type /Catalog /Pages 2 0 R >>",
                "<< /Type /Pages /Kids [%s] /Count %d >>" % (" ".join(f"{4 + 2 * i} 0 R" for i in range(len(pages))),
                                                            len(pages)),

@@ -39,13 +39,6 @@ def create_key():
     return testkit.create_key(BASE, "responses")
 
 
-def last_converse_request():
-    """The body of the last Converse request the run's local Bedrock server received."""
-    requests = testkit.model_requests(BEDROCK)
-    assert requests, "the local Bedrock server received no Converse request"
-    return requests[-1]["body"]
-
-
 CLIENT = None
 
 
@@ -139,7 +132,7 @@ class Tools(unittest.TestCase):
         self.assertIn("get_weather returned 18 C", second.output_text)
         # The local Bedrock server got the reasoning back before the call, text and signature as it signed them
         # (it refuses Claude's tool use without its reasoning, and a changed signature).
-        sent = last_converse_request()
+        sent = testkit.last_model_request(BEDROCK)
         assistant = next(m for m in sent["messages"] if m["role"] == "assistant")
         block = assistant["content"][0]["reasoningContent"]["reasoningText"]
         self.assertEqual(block["text"], summary)

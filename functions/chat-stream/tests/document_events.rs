@@ -110,6 +110,11 @@ impl World {
         r
     }
 
+    /// `who`'s `GET path` (an event stream asked for) answered by the function with documents.
+    async fn watch(&self, who: Who, path: &str) -> axum::response::Response {
+        self.app.handle(self.request(who, path)).await
+    }
+
     /// The caller the edge makes of `who`'s token (so that a document uploaded in the core is theirs).
     async fn caller(&self, who: Who) -> Caller {
         let (parts, _) = self.request(who, "/").into_parts();
@@ -208,10 +213,7 @@ async fn an_upload_is_pushed_pending_then_indexed_and_the_stream_ends_settled() 
         .await;
     let started = Instant::now();
     // Without ids: her unsettled documents, this one.
-    let response = w
-        .app
-        .handle(w.request(Who::Alice, "/documents/events"))
-        .await;
+    let response = w.watch(Who::Alice, "/documents/events").await;
     let (status, content_type, got, _) = events(response, Duration::from_secs(30)).await;
     assert_eq!(status, 200);
     assert_eq!(content_type, "text/event-stream");
@@ -242,8 +244,7 @@ async fn an_upload_is_pushed_pending_then_indexed_and_the_stream_ends_settled() 
 
     // Settled now: a watch of it says where it stands and ends at once.
     let response = w
-        .app
-        .handle(w.request(Who::Alice, &format!("/documents/events?ids={id}")))
+        .watch(Who::Alice, &format!("/documents/events?ids={id}"))
         .await;
     let (status, _, got, _) = events(response, Duration::from_secs(10)).await;
     assert_eq!(status, 200);
@@ -251,10 +252,7 @@ async fn an_upload_is_pushed_pending_then_indexed_and_the_stream_ends_settled() 
     assert_eq!(names, ["document", "end"]);
     assert_eq!(got[0].data["status"], "indexed");
     // And nothing unsettled is left to watch.
-    let response = w
-        .app
-        .handle(w.request(Who::Alice, "/documents/events"))
-        .await;
+    let response = w.watch(Who::Alice, "/documents/events").await;
     let (_, _, got, _) = events(response, Duration::from_secs(10)).await;
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].data, json!({"settled": true}));
@@ -272,25 +270,20 @@ async fn bob_reaches_nothing_of_alices_document_and_a_delete_while_watched_is_pu
         .await;
     // Bob naming her document: a 404 before any event, exactly as GET /documents/{id}.
     let reply = Reply::buffered(
-        w.app
-            .handle(w.request(Who::Bob, &format!("/documents/events?ids={id}")))
+        w.watch(Who::Bob, &format!("/documents/events?ids={id}"))
             .await,
     );
     assert_eq!(reply.status, 404, "{}", reply.body);
     assert!(reply.json()["error"].is_string());
     // His own watch: nothing of hers, and it ends at once.
-    let response = w.app.handle(w.request(Who::Bob, "/documents/events")).await;
+    let response = w.watch(Who::Bob, "/documents/events").await;
     let (status, _, got, _) = events(response, Duration::from_secs(10)).await;
     assert_eq!(status, 200);
     assert_eq!(got.len(), 1, "{got:?}");
     assert_eq!(got[0].name, "end");
     assert!(!format!("{got:?}").contains(&id));
     // Malformed ids: a 400; documents off: a 404.
-    let reply = Reply::buffered(
-        w.app
-            .handle(w.request(Who::Alice, "/documents/events?ids=,,"))
-            .await,
-    );
+    let reply = Reply::buffered(w.watch(Who::Alice, "/documents/events?ids=,,").await);
     assert_eq!(reply.status, 400, "{}", reply.body);
     let reply = Reply::buffered(
         w.off
@@ -301,8 +294,7 @@ async fn bob_reaches_nothing_of_alices_document_and_a_delete_while_watched_is_pu
 
     // Alice watches it and deletes it while it is still pending: the stream says so and ends.
     let response = w
-        .app
-        .handle(w.request(Who::Alice, &format!("/documents/events?ids={id}")))
+        .watch(Who::Alice, &format!("/documents/events?ids={id}"))
         .await;
     let alice = w.caller(Who::Alice).await;
     let reading = tokio::spawn(events(response, Duration::from_secs(30)));
@@ -364,7 +356,7 @@ async fn a_fourth_watch_at_once_is_refused_until_one_ends() {
     assert_eq!(again.status(), 200);
     // The unlimited function counts nothing: a fifth and sixth of hers there are let in.
     for _ in 0..2 {
-        let more = w.app.handle(w.request(Who::Alice, &path)).await;
+        let more = w.watch(Who::Alice, &path).await;
         assert_eq!(more.status(), 200);
     }
 }

@@ -9,8 +9,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use chat_app::{Buffered, ChatApp, HistoryApp};
 use chat_aws::{BedrockModel, DynamoStore};
-use chat_core::UsageSnapshot;
+use chat_core::{Embedder, UsageSnapshot};
 use chat_stream::App;
 use chat_testing::harness::{self, Backend, Reply, Streamed, Wired};
 use local_bedrock::LocalBedrock;
@@ -59,6 +60,69 @@ fn stop(server: &mut std::process::Child) {
 
 fn ask(text: &str) -> Value {
     json!({"messages": [{"role": "user", "content": text}]})
+}
+
+/// The three functions on one backend, counting in its table as their cold starts build them: the streaming chat
+/// function, the buffered one and the history function (`GET /usage`).
+struct Counting {
+    streaming: App<BedrockModel, DynamoStore>,
+    buffered: ChatApp<BedrockModel, DynamoStore, Buffered>,
+    history: HistoryApp<DynamoStore>,
+}
+
+impl Counting {
+    async fn new(backend: &Backend) -> Self {
+        Self::with_embedder(backend, None).await
+    }
+
+    /// With the streaming function's embedder too (`/v1/embeddings`).
+    async fn with_embeddings(backend: &Backend) -> Self {
+        let sdk = backend.bedrock.sdk_config().await;
+        let embedder = chat_aws::BedrockEmbedder::new(&sdk, backend.config.model_timeout);
+        Self::with_embedder(backend, Some(Arc::new(embedder))).await
+    }
+
+    async fn with_embedder(backend: &Backend, embedder: Option<Arc<dyn Embedder>>) -> Self {
+        let ledger = backend.ledger();
+        let streaming = backend
+            .app(|m, s, a, c| {
+                App::new(m, s, a, c)
+                    .with_usage(Some(ledger.clone()))
+                    .with_embedder(embedder)
+            })
+            .await;
+        let buffered = backend
+            .app(|m, s, a, c| ChatApp::new(m, s, a, c).with_usage(Some(ledger.clone())))
+            .await;
+        let history = HistoryApp::new(backend.store.clone(), harness::auth(), &backend.config)
+            .with_usage(Some(ledger));
+        Counting {
+            streaming,
+            buffered,
+            history,
+        }
+    }
+
+    /// `body` sent to `path` in its dialect's form, to the streaming function if `streamed`, else to the buffered one.
+    async fn send(&self, path: &str, body: &Value, streamed: bool) -> Reply {
+        let request = dialect_request(path, body);
+        if streamed {
+            Reply::collected(self.streaming.handle(request).await).await
+        } else {
+            Reply::buffered(self.buffered.handle(request).await)
+        }
+    }
+
+    /// `GET /usage`, answered 200: its report.
+    async fn usage(&self) -> Value {
+        let usage = Reply::buffered(
+            self.history
+                .handle(harness::json_request("GET", "/usage", None))
+                .await,
+        );
+        assert_eq!(usage.status, 200, "{}", usage.body);
+        usage.json()
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -260,86 +324,35 @@ async fn a_turn_whose_process_is_killed_mid_answer_leaves_its_reservation_counte
 /// UTC; `GET /usage` lists the limit, used.
 #[tokio::test]
 async fn a_limit_that_is_one_setting_refuses_every_route_and_shows_in_usage() {
-    use chat_app::{Buffered, ChatApp, HistoryApp};
     let backend = Backend::start(&[("QUOTA_REQUESTS_PER_DAY", "1")]).await;
-    let ledger = backend.ledger();
-    let sdk = backend.bedrock.sdk_config().await;
-    let streaming = backend
-        .app(|m, s, a, c| {
-            let embedder = chat_aws::BedrockEmbedder::new(&sdk, c.model_timeout);
-            App::new(m, s, a, c)
-                .with_usage(Some(ledger.clone()))
-                .with_embedder(Some(Arc::new(embedder)))
-        })
-        .await;
-    let buffered = backend
-        .app(|m, s, a, c| {
-            ChatApp::<_, _, Buffered>::new(m, s, a, c).with_usage(Some(ledger.clone()))
-        })
-        .await;
-    let history = HistoryApp::new(backend.store.clone(), harness::auth(), &backend.config)
-        .with_usage(Some(ledger.clone()));
+    let functions = Counting::with_embeddings(&backend).await;
     let chat = ask("hello");
-    let completion =
-        json!({"model": harness::ECHO_MODEL, "messages": [{"role": "user", "content": "hello"}]});
     let embedding = json!({"input": "hello", "model": "amazon.titan-embed-text-v2:0"});
-    let first = Reply::buffered(
-        buffered
-            .handle(harness::json_request("POST", "/chat", Some(&chat)))
-            .await,
-    );
+    let first = functions.send("/chat", &chat, false).await;
     assert_eq!(first.status, 200, "{}", first.body);
     let midnight = chat_core::Periods::at(time::OffsetDateTime::now_utc());
     let until_midnight = midnight.seconds_until(midnight.day_ends);
-    let completion_streamed = with_stream(&completion);
-    let message = json!({"model": harness::ECHO_MODEL, "max_tokens": 100,
-        "messages": [{"role": "user", "content": "hello"}]});
-    let message_streamed = with_stream(&message);
-    let response = json!({"model": harness::ECHO_MODEL, "input": "hello", "store": false});
-    let response_streamed = with_stream(&response);
-    let routes: [(&str, &Value, bool); 12] = [
-        ("/chat", &chat, false),
-        ("/chat-ui/chat", &chat, false),
-        ("/multi-agent-chat/batch", &chat, false),
-        ("/chat/stream", &chat, true),
-        ("/multi-agent-chat/stream", &chat, true),
-        ("/v1/chat/completions", &completion, true),
-        ("/v1/chat/completions", &completion_streamed, true),
-        ("/v1/embeddings", &embedding, true),
-        ("/v1/messages", &message, true),
-        ("/v1/messages", &message_streamed, true),
-        ("/v1/responses", &response, true),
-        ("/v1/responses", &response_streamed, true),
+    let mut routes = vec![
+        ("/chat", chat.clone(), false),
+        ("/chat-ui/chat", chat.clone(), false),
+        ("/multi-agent-chat/batch", chat.clone(), false),
+        ("/chat/stream", chat.clone(), true),
+        ("/multi-agent-chat/stream", chat, true),
+        ("/v1/embeddings", embedding, true),
     ];
+    routes.extend(
+        every_dialect()
+            .into_iter()
+            .map(|(path, body)| (path, body, true)),
+    );
+    assert_eq!(routes.len(), 12);
     for (path, body, streamed) in routes {
-        let request = dialect_request(path, body);
-        let refused = if streamed {
-            Reply::collected(streaming.handle(request).await).await
-        } else {
-            Reply::buffered(buffered.handle(request).await)
-        };
+        let refused = functions.send(path, &body, streamed).await;
         println!("{path}: {} {}", refused.status, refused.body);
-        assert_eq!(refused.status, 429, "{path}: {}", refused.body);
-        assert_refusal_shape(path, &refused);
-        let retry = refused.retry_after();
-        assert!(
-            retry <= until_midnight && retry + 60 >= until_midnight,
-            "{path}: Retry-After {retry}, {until_midnight} s to midnight UTC"
-        );
-        assert!(
-            refused.body.contains("your 1 request for today"),
-            "{path}: {}",
-            refused.body
-        );
+        assert_refused_until(path, &refused, until_midnight, "your 1 request for today");
     }
     assert_eq!(h_requests(&backend), 1, "only the first reached the model");
-    let usage = Reply::buffered(
-        history
-            .handle(harness::json_request("GET", "/usage", None))
-            .await,
-    );
-    assert_eq!(usage.status, 200, "{}", usage.body);
-    let limits = usage.json()["limits"].clone();
+    let limits = functions.usage().await["limits"].clone();
     println!("GET /usage limits: {limits}");
     // The one configured, and the open watches' default (none held).
     assert_eq!(limits.as_array().unwrap().len(), 2, "{limits}");
@@ -358,6 +371,24 @@ async fn a_limit_that_is_one_setting_refuses_every_route_and_shows_in_usage() {
         limit["resets_at"],
         chat_core::rfc3339_millis(midnight.day_ends)
     );
+}
+
+/// Each dialect's request of the echo model asking "hello", for a whole answer and then streamed: Anthropic's
+/// Messages, OpenAI's Chat Completions and the Responses API (the answer not kept).
+fn every_dialect() -> Vec<(&'static str, Value)> {
+    let message = json!({"model": harness::ECHO_MODEL, "max_tokens": 100,
+        "messages": [{"role": "user", "content": "hello"}]});
+    let completion =
+        json!({"model": harness::ECHO_MODEL, "messages": [{"role": "user", "content": "hello"}]});
+    let response = json!({"model": harness::ECHO_MODEL, "input": "hello", "store": false});
+    [
+        ("/v1/messages", message),
+        ("/v1/chat/completions", completion),
+        ("/v1/responses", response),
+    ]
+    .into_iter()
+    .flat_map(|(path, body)| [(path, body.clone()), (path, with_stream(&body))])
+    .collect()
 }
 
 /// `body` asking for a streamed answer.
@@ -433,6 +464,18 @@ fn assert_refusal_shape(path: &str, refused: &Reply) {
     );
 }
 
+/// A refusal in `path`'s dialect's shape ([`assert_refusal_shape`]) saying `says`, with `Retry-After` until
+/// midnight UTC (`until_midnight` seconds off, within a minute).
+fn assert_refused_until(path: &str, refused: &Reply, until_midnight: u64, says: &str) {
+    assert_refusal_shape(path, refused);
+    let retry = refused.retry_after();
+    assert!(
+        retry <= until_midnight && retry + 60 >= until_midnight,
+        "{path}: Retry-After {retry}, {until_midnight} s to midnight UTC"
+    );
+    assert!(refused.body.contains(says), "{path}: {}", refused.body);
+}
+
 /// The calls the local Bedrock server answered.
 fn h_requests(backend: &Backend) -> usize {
     backend.bedrock.requests().len()
@@ -450,7 +493,6 @@ fn seconds_to_midnight() -> u64 {
 /// shape with `Retry-After` until midnight UTC and a sentence naming the cap, and none of them reaches the model.
 #[tokio::test]
 async fn a_user_at_their_daily_spend_cap_is_refused_on_every_dialect_before_the_model() {
-    use chat_app::{Buffered, ChatApp, HistoryApp};
     const CAP: f64 = 0.05;
     // Dollars per million tokens: a cent per thousand read, a dollar per thousand written.
     let (input_price, output_price) = (10.0, 1000.0);
@@ -459,17 +501,7 @@ async fn a_user_at_their_daily_spend_cap_is_refused_on_every_dialect_before_the_
         ("QUOTA_COST_PER_DAY", "0.05"),
     ])
     .await;
-    let ledger = backend.ledger();
-    let streaming = backend
-        .app(|m, s, a, c| App::new(m, s, a, c).with_usage(Some(ledger.clone())))
-        .await;
-    let buffered = backend
-        .app(|m, s, a, c| {
-            ChatApp::<_, _, Buffered>::new(m, s, a, c).with_usage(Some(ledger.clone()))
-        })
-        .await;
-    let history = HistoryApp::new(backend.store.clone(), harness::auth(), &backend.config)
-        .with_usage(Some(ledger.clone()));
+    let functions = Counting::new(&backend).await;
     let priced = |input: &Value, output: &Value| {
         (input.as_u64().unwrap() as f64 * input_price
             + output.as_u64().unwrap() as f64 * output_price)
@@ -477,10 +509,9 @@ async fn a_user_at_their_daily_spend_cap_is_refused_on_every_dialect_before_the_
     };
     // A turn answered (its usage), and what the ledger holds after it, checked against the figure by hand.
     let answered = |path: &'static str, body: Value| {
-        let streaming = &streaming;
+        let functions = &functions;
         async move {
-            let reply =
-                Reply::collected(streaming.handle(dialect_request(path, &body)).await).await;
+            let reply = functions.send(path, &body, true).await;
             assert_eq!(reply.status, 200, "{path}: {}", reply.body);
             reply.json()["usage"].clone()
         }
@@ -529,28 +560,14 @@ async fn a_user_at_their_daily_spend_cap_is_refused_on_every_dialect_before_the_
 
     let until_midnight = seconds_to_midnight();
     let chat = ask("hello");
-    let message = json!({"model": harness::ECHO_MODEL, "max_tokens": 100,
-        "messages": [{"role": "user", "content": "hello"}]});
-    let completion =
-        json!({"model": harness::ECHO_MODEL, "messages": [{"role": "user", "content": "hello"}]});
-    let response = json!({"model": harness::ECHO_MODEL, "input": "hello", "store": false});
-    let routes: [(&str, Value, bool); 8] = [
-        ("/v1/messages", message.clone(), true),
-        ("/v1/messages", with_stream(&message), true),
-        ("/v1/chat/completions", completion.clone(), true),
-        ("/v1/chat/completions", with_stream(&completion), true),
-        ("/v1/responses", response.clone(), true),
-        ("/v1/responses", with_stream(&response), true),
-        ("/chat", chat.clone(), false),
-        ("/chat/stream", chat, true),
-    ];
+    let mut routes: Vec<_> = every_dialect()
+        .into_iter()
+        .map(|(path, body)| (path, body, true))
+        .collect();
+    routes.extend([("/chat", chat.clone(), false), ("/chat/stream", chat, true)]);
+    assert_eq!(routes.len(), 8);
     for (path, body, streamed) in routes {
-        let request = dialect_request(path, &body);
-        let refused = if streamed {
-            Reply::collected(streaming.handle(request).await).await
-        } else {
-            Reply::buffered(buffered.handle(request).await)
-        };
+        let refused = functions.send(path, &body, streamed).await;
         println!(
             "{path} (stream: {}): {} retry-after {:?} {}",
             body["stream"] == true,
@@ -558,22 +575,11 @@ async fn a_user_at_their_daily_spend_cap_is_refused_on_every_dialect_before_the_
             refused.headers.get("retry-after"),
             refused.body
         );
-        assert_refusal_shape(path, &refused);
-        let retry: u64 = refused.headers["retry-after"]
-            .to_str()
-            .unwrap()
-            .parse()
-            .unwrap();
-        assert!(
-            retry <= until_midnight && retry + 60 >= until_midnight,
-            "{path}: Retry-After {retry}, {until_midnight} s to midnight UTC"
-        );
-        assert!(
-            refused.body.contains(
-                "You have used your $0.05 of model use for today. The quota resets at midnight UTC."
-            ),
-            "{path}: {}",
-            refused.body
+        assert_refused_until(
+            path,
+            &refused,
+            until_midnight,
+            "You have used your $0.05 of model use for today. The quota resets at midnight UTC.",
         );
     }
     assert_eq!(
@@ -584,13 +590,7 @@ async fn a_user_at_their_daily_spend_cap_is_refused_on_every_dialect_before_the_
     let day = spent_is(spent, "after the refusals").await;
     assert_eq!((day.turns, day.reserved.tokens), (2, 0), "nothing held");
 
-    let usage = Reply::buffered(
-        history
-            .handle(harness::json_request("GET", "/usage", None))
-            .await,
-    );
-    assert_eq!(usage.status, 200, "{}", usage.body);
-    let report = usage.json();
+    let report = functions.usage().await;
     println!(
         "GET /usage: today {} limits {}",
         report["today"], report["limits"]
@@ -617,7 +617,6 @@ async fn a_user_at_their_daily_spend_cap_is_refused_on_every_dialect_before_the_
 /// `cachePoint` blocks as Bedrock does); the ledger and `GET /usage` hold exactly the figure priced by hand.
 #[tokio::test]
 async fn cache_reads_and_writes_are_charged_at_the_cache_prices_not_as_input() {
-    use chat_app::HistoryApp;
     const SONNET: &str = "global.anthropic.claude-sonnet-4-5-20250929-v1:0";
     // Sonnet 4.5's list prices, dollars per million tokens.
     let (input, output, cache_read, cache_write) = (3.0, 15.0, 0.30, 3.75);
@@ -629,24 +628,14 @@ async fn cache_reads_and_writes_are_charged_at_the_cache_prices_not_as_input() {
         ("QUOTA_COST_PER_DAY", "10"),
     ])
     .await;
-    let ledger = backend.ledger();
-    let streaming = backend
-        .app(|m, s, a, c| App::new(m, s, a, c).with_usage(Some(ledger.clone())))
-        .await;
-    let history = HistoryApp::new(backend.store.clone(), harness::auth(), &backend.config)
-        .with_usage(Some(ledger.clone()));
+    let functions = Counting::new(&backend).await;
     let system: Vec<String> = (1..=300).map(|i| format!("rule{i}")).collect();
     let message = json!({"model": SONNET, "max_tokens": 100,
         "system": [{"type": "text", "text": system.join(" "), "cache_control": {"type": "ephemeral"}}],
         "messages": [{"role": "user", "content": "[[deltas:20]] hello"}]});
     let mut usages = Vec::new();
     for _ in 0..2 {
-        let reply = Reply::collected(
-            streaming
-                .handle(dialect_request("/v1/messages", &message))
-                .await,
-        )
-        .await;
+        let reply = functions.send("/v1/messages", &message, true).await;
         assert_eq!(reply.status, 200, "{}", reply.body);
         println!("usage: {}", reply.json()["usage"]);
         usages.push(reply.json()["usage"].clone());
@@ -703,13 +692,8 @@ async fn cache_reads_and_writes_are_charged_at_the_cache_prices_not_as_input() {
         ),
         (300, 300)
     );
-    let usage = Reply::buffered(
-        history
-            .handle(harness::json_request("GET", "/usage", None))
-            .await,
-    );
-    assert_eq!(usage.status, 200, "{}", usage.body);
-    let today = &usage.json()["today"];
+    let usage = functions.usage().await;
+    let today = &usage["today"];
     println!("GET /usage today: {today}");
     assert!(
         (today["cost_usd"].as_f64().unwrap() - by_hand).abs() < 1e-9,
@@ -722,7 +706,7 @@ async fn cache_reads_and_writes_are_charged_at_the_cache_prices_not_as_input() {
         ),
         (json!(300), json!(300))
     );
-    let cap = usage.json()["limits"][0].clone();
+    let cap = usage["limits"][0].clone();
     assert_eq!(cap["name"], "cost_per_day", "{cap}");
     assert!(
         (cap["used"].as_f64().unwrap() - by_hand).abs() < 1e-9,

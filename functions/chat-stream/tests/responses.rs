@@ -101,6 +101,14 @@ fn last_of(kinds: &[&str], kind: &str) -> usize {
     kinds.iter().rposition(|k| *k == kind).unwrap()
 }
 
+/// The text of a response object's first output item, its message.
+fn output_text(response: &Value) -> String {
+    response["output"][0]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 fn types(events: &[Value]) -> Vec<&str> {
     events.iter().map(|e| e["type"].as_str().unwrap()).collect()
 }
@@ -262,7 +270,7 @@ async fn a_function_call_goes_out_to_the_client_and_its_output_comes_back() {
     let second = post(&h, &with_tools(&weather_tool(), input)).await;
     assert_eq!(second.status, 200, "{}", second.body);
     let body = second.json();
-    let text = body["output"][0]["content"][0]["text"].as_str().unwrap();
+    let text = output_text(&body);
     assert!(
         text.contains("get_weather returned 18 C and sunny"),
         "{text}"
@@ -366,10 +374,7 @@ async fn hosted_tools_are_left_out_and_named_and_namespace_and_custom_tools_are_
     )
     .await;
     assert_eq!(second.status, 200, "{}", second.body);
-    let text = second.json()["output"][0]["content"][0]["text"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let text = output_text(&second.json());
     assert!(
         text.contains("multi_agent_v1__spawn_agent returned spawned"),
         "{text}"
@@ -692,9 +697,7 @@ async fn a_streamed_kept_call_is_continued_with_its_output_alone() {
     let events = events_of(&next);
     let done = events.last().unwrap();
     assert_eq!(done["type"], "response.completed", "{done}");
-    let text = done["response"]["output"][0]["content"][0]["text"]
-        .as_str()
-        .unwrap();
+    let text = output_text(&done["response"]);
     assert!(
         text.contains("get_weather returned 18 C and sunny"),
         "{text}"
@@ -767,9 +770,7 @@ async fn the_request_codex_sent_as_recorded_is_answered() {
     let events = events_of(&s);
     let completed = events.last().unwrap();
     assert_eq!(completed["type"], "response.completed", "{completed}");
-    let text = completed["response"]["output"][0]["content"][0]["text"]
-        .as_str()
-        .unwrap();
+    let text = output_text(&completed["response"]);
     assert!(text.ends_with("Say hello"), "{text}");
     // Every function tool reached the model, the namespace's by qualified name, and not the hosted web_search.
     let offered = offered_tools(&h);
@@ -810,10 +811,7 @@ async fn a_kept_responses_items_are_taken_back_by_reference() {
     )
     .await;
     assert_eq!(second.status, 200, "{}", second.body);
-    let text = second.json()["output"][0]["content"][0]["text"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let text = output_text(&second.json());
     assert!(text.contains("get_weather returned 18 C"), "{text}");
     // A reference to nothing kept is a 400 naming it.
     let stray = post(

@@ -185,6 +185,24 @@ async fn every_route(f: &Functions) -> Vec<(String, Calls)> {
 }
 
 /// Prints `rows` as the table's lines for `configuration`.
+/// Every route's calls on both functions configured with `env` (`configuration`, as the table names it), printed.
+async fn routes_under(configuration: &str, env: &[(&str, &str)]) -> Vec<(String, Calls)> {
+    let f = functions(env).await;
+    let rows = every_route(&f).await;
+    print(configuration, &rows);
+    rows
+}
+
+/// The calls a turn on `route` makes in all: the continued chat's read (`Query`) where there is one, then `writes`
+/// writes.
+fn expected(route: &str, writes: usize) -> String {
+    let read = route.contains("continued").then_some("Query");
+    read.into_iter()
+        .chain(std::iter::repeat_n("TransactWriteItems", writes))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn print(configuration: &str, rows: &[(String, Calls)]) {
     for (route, calls) in rows {
         let (before, all) = calls.counts();
@@ -201,17 +219,9 @@ fn print(configuration: &str, rows: &[(String, Calls)]) {
 /// record where nothing is stored.
 #[tokio::test]
 async fn with_no_limit_nothing_is_written_before_the_model_and_a_turn_is_one_write() {
-    let f = functions(&[]).await;
-    let rows = every_route(&f).await;
-    print("no limit", &rows);
-    for (route, calls) in &rows {
+    for (route, calls) in &routes_under("no limit", &[]).await {
         let continued = route.contains("continued");
-        let expected = if continued {
-            "Query TransactWriteItems"
-        } else {
-            "TransactWriteItems"
-        };
-        assert_eq!(calls.all(), expected, "{route}");
+        assert_eq!(calls.all(), expected(route, 1), "{route}");
         if route.contains("stream") {
             assert_eq!(
                 calls.before,
@@ -230,17 +240,9 @@ async fn under_a_limit_a_turn_is_admitted_in_one_write_and_settled_in_one() {
         ("a rate limit", ("RATE_LIMIT_PER_MINUTE", "1000")),
         ("a quota", ("QUOTA_TOKENS_PER_DAY", "100000000")),
     ] {
-        let f = functions(&[env]).await;
-        let rows = every_route(&f).await;
-        print(configuration, &rows);
-        for (route, calls) in &rows {
+        for (route, calls) in &routes_under(configuration, &[env]).await {
             let continued = route.contains("continued");
-            let expected = if continued {
-                "Query TransactWriteItems TransactWriteItems"
-            } else {
-                "TransactWriteItems TransactWriteItems"
-            };
-            assert_eq!(calls.all(), expected, "{configuration}: {route}");
+            assert_eq!(calls.all(), expected(route, 2), "{configuration}: {route}");
             if route.contains("stream") {
                 assert_eq!(
                     calls.counts().0,

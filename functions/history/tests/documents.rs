@@ -10,10 +10,11 @@ use std::time::{Duration, Instant};
 
 use chat_aws::{BedrockKnowledgeBase, BedrockModel, DynamoStore};
 use chat_core::{DocumentSettings, Documents};
+use chat_testing::bytes::simple_pdf;
 use chat_testing::harness::{self, Backend, JwtSigner, Reply};
 use chat_testing::setup::{self, DocumentIndex};
 use lambda_http::Request;
-use local_knowledge_base::{LocalKnowledgeBase, simple_pdf};
+use local_knowledge_base::LocalKnowledgeBase;
 use serde_json::{Value, json};
 
 mod support;

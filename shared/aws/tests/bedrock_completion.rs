@@ -4,7 +4,6 @@
 //! a client's round trip (kept in the DynamoDB table, on moto), and the server's refusal when it is missing.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use chat_aws::{BedrockModel, DynamoStore};
 use chat_core::{
@@ -18,15 +17,12 @@ use chat_testing::{FixedTools, InMemoryStore};
 use local_bedrock::LocalBedrock;
 use local_dynamodb::LocalDynamo;
 use serde_json::{Value, json};
+use support::start_bedrock;
+
+mod support;
 
 /// A Claude that thinks with a budget: the local server plays Bedrock's rules for it.
 const CLAUDE: &str = "us.anthropic.claude-sonnet-4-5-20250929-v1:0";
-
-async fn start() -> (LocalBedrock, BedrockModel) {
-    let server = LocalBedrock::start().await.expect("the server starts");
-    let model = BedrockModel::new(&server.sdk_config().await, Duration::from_secs(10));
-    (server, model)
-}
 
 fn weather() -> ToolSpec {
     ToolSpec {
@@ -67,7 +63,7 @@ fn thinking() -> Option<Reasoning> {
 
 #[tokio::test]
 async fn a_tool_choice_makes_the_model_call_the_tool_with_an_input_of_its_schema() {
-    let (server, model) = start().await;
+    let (server, model) = start_bedrock().await;
     let mut asked = request("What is the weather like?");
     asked.tools = vec![
         ToolSpec {
@@ -126,7 +122,7 @@ async fn a_tool_choice_makes_the_model_call_the_tool_with_an_input_of_its_schema
 
 #[tokio::test]
 async fn top_k_goes_in_the_model_specific_fields_and_nothing_goes_there_without_it() {
-    let (server, model) = start().await;
+    let (server, model) = start_bedrock().await;
     let mut asked = request("hi");
     model.converse(&asked).await.unwrap();
     assert!(
@@ -157,7 +153,7 @@ async fn top_k_goes_in_the_model_specific_fields_and_nothing_goes_there_without_
 
 #[tokio::test]
 async fn a_stop_sequence_ends_the_answer_before_it() {
-    let (server, model) = start().await;
+    let (server, model) = start_bedrock().await;
     let mut asked = request("[[say:one two STOP three]]");
     asked.stop_sequences = vec!["STOP".into(), "never".into()];
     let reply = model.converse(&asked).await.unwrap();
@@ -195,7 +191,7 @@ async fn a_stop_sequence_ends_the_answer_before_it() {
 
 #[tokio::test]
 async fn structured_output_asks_for_the_schema_and_the_answer_parses_against_it() {
-    let (server, model) = start().await;
+    let (server, model) = start_bedrock().await;
     let schema = json!({
         "type": "object",
         "properties": {
@@ -246,7 +242,7 @@ async fn structured_output_asks_for_the_schema_and_the_answer_parses_against_it(
 
 #[tokio::test]
 async fn the_server_refuses_tool_use_without_its_signed_reasoning_while_claude_thinks() {
-    let (_server, model) = start().await;
+    let (_server, model) = start_bedrock().await;
     let call = ToolCall {
         id: "tooluse_1".into(),
         name: "get_weather".into(),
@@ -333,7 +329,7 @@ fn thinking_turn(text: &str) -> TurnInput {
 
 /// The local Bedrock server, and a service on it with the server's tools on and [`tools`].
 async fn with_server_tools() -> (LocalBedrock, ChatService<BedrockModel, InMemoryStore>) {
-    let (server, model) = start().await;
+    let (server, model) = start_bedrock().await;
     let mut s = settings();
     s.openai_server_tools = true;
     let service = ChatService::new(model, InMemoryStore::new(), s)
@@ -379,7 +375,7 @@ async fn within_a_turn_the_signed_reasoning_goes_back_with_the_server_tools_call
 
 #[tokio::test]
 async fn across_the_clients_round_trip_the_reasoning_kept_in_dynamodb_goes_back() {
-    let (server, model) = start().await;
+    let (server, model) = start_bedrock().await;
     let (client, table) = LocalDynamo::shared().fresh_table().await;
     let store = DynamoStore::new(client, table, None);
     let service = ChatService::new(model, store.clone(), settings());

@@ -3,23 +3,18 @@
 //! together), their results go back as `toolResult` blocks the model answers, and a request offering no tools gets
 //! the conversation's tool exchanges as text (Bedrock refuses tool blocks without a `toolConfig`).
 
-use std::time::Duration;
-
 use chat_aws::BedrockModel;
 use chat_core::{
     ChatModel, InferenceSettings, ModelEvent, ModelMessage, ModelRequest, ModelStream, Role,
     StopReason, ToolCall, ToolResult, ToolSpec, ToolStatus,
 };
-use local_bedrock::{LocalBedrock, Operation};
+use local_bedrock::Operation;
 use serde_json::{Value, json};
+use support::start_bedrock;
+
+mod support;
 
 const MODEL: &str = "anthropic.claude-test";
-
-async fn start() -> (LocalBedrock, BedrockModel) {
-    let server = LocalBedrock::start().await.expect("the server starts");
-    let model = BedrockModel::new(&server.sdk_config().await, Duration::from_secs(10));
-    (server, model)
-}
 
 fn spec(name: &str) -> ToolSpec {
     ToolSpec {
@@ -80,7 +75,7 @@ const QUESTION: &str = r#"What is 2 + 3? [[tool:add {"a": 2, "b": 3}]]"#;
 
 #[tokio::test]
 async fn a_call_comes_back_parsed_and_its_result_is_answered() {
-    let (server, model) = start().await;
+    let (server, model) = start_bedrock().await;
     let first = request(&["add", "fetch"], vec![user(QUESTION)]);
     let reply = model.converse(&first).await.expect("the model answers");
     assert_eq!(reply.stop_reason, StopReason::ToolUse);
@@ -136,7 +131,7 @@ async fn a_call_comes_back_parsed_and_its_result_is_answered() {
 
 #[tokio::test]
 async fn a_failed_call_is_said_to_the_model_as_an_error() {
-    let (server, model) = start().await;
+    let (server, model) = start_bedrock().await;
     let question =
         r#"Fetch it [[tool:fetch {"a": 1, "b": 2}]] and add [[tool:add {"a": 1, "b": 1}]]"#;
     let reply = model
@@ -187,7 +182,7 @@ async fn events(model: &BedrockModel, request: &ModelRequest) -> Vec<ModelEvent>
 
 #[tokio::test]
 async fn a_streamed_call_comes_whole_from_its_input_pieces() {
-    let (server, model) = start().await;
+    let (server, model) = start_bedrock().await;
     let input = json!({"a": 12345, "b": -6.5, "note": "a longer input, sent in several pieces"});
     let question = format!("Add these [[tool:add {input}]]");
     let events = events(&model, &request(&["add"], vec![user(&question)])).await;
@@ -226,7 +221,7 @@ async fn a_streamed_call_comes_whole_from_its_input_pieces() {
 
 #[tokio::test]
 async fn a_loop_directive_asks_every_round_and_without_tools_the_exchanges_go_as_text() {
-    let (server, model) = start().await;
+    let (server, model) = start_bedrock().await;
     let mut messages = vec![user(r#"Count [[tool-loop:add {"a": 1, "b": 1}]]"#)];
     let mut ids = Vec::new();
     for round in 0..4 {
@@ -280,7 +275,7 @@ async fn a_loop_directive_asks_every_round_and_without_tools_the_exchanges_go_as
 
 #[tokio::test]
 async fn count_tokens_counts_the_tools_too() {
-    let (server, model) = start().await;
+    let (server, model) = start_bedrock().await;
     let counter = "anthropic.claude-sonnet-4-5-20250929-v1:0";
     let without = model
         .count_tokens(counter, &request(&[], vec![user("Two words")]))
@@ -308,7 +303,7 @@ async fn count_tokens_counts_the_tools_too() {
 
 #[tokio::test]
 async fn a_cache_point_stays_after_the_system_prompt_with_tools() {
-    let (server, model) = start().await;
+    let (server, model) = start_bedrock().await;
     let cached = ModelRequest {
         prompt_caching: true,
         ..request(

@@ -14,9 +14,10 @@ use chat_core::{
     AccessChoice, Caller, DocumentError, DocumentRecord, DocumentSettings, DocumentStatus,
     Documents, MetadataFilter, NewDocument, Retriever, SearchMode, SearchRequest, StoreTimeouts,
 };
+use chat_testing::bytes::simple_pdf;
 use chat_testing::document_contract::Subject;
 use local_dynamodb::LocalDynamo;
-use local_knowledge_base::{LocalKnowledgeBase, simple_pdf};
+use local_knowledge_base::LocalKnowledgeBase;
 
 const KB_ID: &str = "DOCSKB0001";
 const DATA_SOURCE: &str = "LOCALDATA1";
@@ -116,6 +117,12 @@ fn filter_of(caller: &Caller) -> MetadataFilter {
 }
 
 /// The file names `caller` finds for `query`.
+/// The first ten of `caller`'s own documents, newest first.
+async fn own_documents(parts: &Parts, caller: &Caller) -> Vec<DocumentRecord> {
+    let page = parts.documents.list(caller, false, 10, None).await.unwrap();
+    page.items
+}
+
 async fn found(parts: &Parts, caller: &Caller, query: &str) -> Vec<String> {
     let request = SearchRequest {
         query: query.into(),
@@ -217,15 +224,7 @@ async fn an_upload_is_pending_then_indexed_and_found_by_its_owner_alone() {
         parts.documents.delete(&bob, id).await,
         Err(DocumentError::NotFound)
     );
-    assert!(
-        parts
-            .documents
-            .list(&bob, false, 10, None)
-            .await
-            .unwrap()
-            .items
-            .is_empty()
-    );
+    assert!(own_documents(&parts, &bob).await.is_empty());
     // Alice lists hers, newest first, paged.
     let first = parts.documents.list(&alice, false, 1, None).await.unwrap();
     assert_eq!(first.items.len(), 1);
@@ -340,13 +339,5 @@ async fn an_ingestion_refused_leaves_nothing_behind() {
         "{refused:?}"
     );
     assert!(parts.index.keys_of(&alice.owner).await.unwrap().is_empty());
-    assert!(
-        parts
-            .documents
-            .list(&alice, false, 10, None)
-            .await
-            .unwrap()
-            .items
-            .is_empty()
-    );
+    assert!(own_documents(&parts, &alice).await.is_empty());
 }

@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use chat_core::{
     Caller, ChatError, ChatService, ChatSettings, Completion, ContentPart, FinishReason,
-    InvalidRequest, MIN_THINKING_BUDGET, Message, Periods, ReasoningBlock, ReasoningEffort,
-    ResponseFormat, Role, Sampling, SearchWhen, SessionStore, StopReason, Thinking, Tool,
-    ToolBounds, ToolChoice, ToolExchange, ToolFuture, ToolOutput, ToolSpec, ToolStatus, TurnEvent,
-    TurnInput, UsageLedger,
+    InvalidRequest, MIN_THINKING_BUDGET, Message, ModelRequest, Periods, ReasoningBlock,
+    ReasoningEffort, ResponseFormat, Role, Sampling, SearchWhen, SessionStore, StopReason,
+    Thinking, Tool, ToolBounds, ToolChoice, ToolExchange, ToolFuture, ToolOutput, ToolSpec,
+    ToolStatus, TurnEvent, TurnInput, UsageLedger,
 };
 use chat_testing::{
     FixedTools, InMemoryStore, InMemoryUsage, Script, ScriptedModel, StoreOp, input,
@@ -130,6 +130,14 @@ fn continued(id: &str) -> TurnInput {
     ])
 }
 
+/// The model asking for the weather in Paris and in Rome at once.
+fn paris_and_rome() -> Script {
+    Script::calls([
+        ("get_weather", json!({"city": "Paris"})),
+        ("get_weather", json!({"city": "Rome"})),
+    ])
+}
+
 async fn day_tokens(usage: &InMemoryUsage, owner: &str) -> u64 {
     let now = Periods::at(time::OffsetDateTime::now_utc());
     usage
@@ -169,13 +177,7 @@ async fn a_client_tool_call_ends_the_whole_answer_with_tool_calls() {
 
 #[tokio::test]
 async fn a_client_tool_call_is_streamed_as_it_comes_then_the_end_says_tool_calls() {
-    let (service, _, store, _) = service(
-        settings(),
-        [Script::calls([
-            ("get_weather", json!({"city": "Paris"})),
-            ("get_weather", json!({"city": "Rome"})),
-        ])],
-    );
+    let (service, _, store, _) = service(settings(), [paris_and_rome()]);
     let mut turn = service
         .complete_stream(&alice(), &question("Paris and Rome?"), &with_weather())
         .await
@@ -196,13 +198,7 @@ async fn a_client_tool_call_is_streamed_as_it_comes_then_the_end_says_tool_calls
 
 #[tokio::test]
 async fn without_parallel_tool_calls_only_the_first_call_is_returned() {
-    let (service, _, _, _) = service(
-        settings(),
-        [Script::calls([
-            ("get_weather", json!({"city": "Paris"})),
-            ("get_weather", json!({"city": "Rome"})),
-        ])],
-    );
+    let (service, _, _, _) = service(settings(), [paris_and_rome()]);
     let completion = Completion {
         parallel_tool_calls: false,
         ..with_weather()
@@ -243,11 +239,7 @@ async fn what_the_answer_said_before_its_calls_stays_before_them_when_the_client
     turn.messages[1]
         .content
         .push(ContentPart::Text("Let me check.".into()));
-    service
-        .complete(&alice(), &turn, &with_weather())
-        .await
-        .unwrap();
-    let request = model.last_request().unwrap();
+    let request = sent(&service, &model, &turn, &with_weather()).await;
     assert_eq!(request.messages.len(), 3);
     assert_eq!(request.messages[1].texts, ["Let me check."]);
     assert_eq!(request.messages[1].tool_uses[0].id, "call_1");
@@ -280,11 +272,13 @@ async fn tool_choice_none_offers_no_tools_and_required_or_a_function_is_sent() {
         tool_choice: choice,
         ..with_weather()
     };
-    service
-        .complete(&alice(), &question("hi"), &on_claude(ToolChoice::Any))
-        .await
-        .unwrap();
-    let request = model.last_request().unwrap();
+    let request = sent(
+        &service,
+        &model,
+        &question("hi"),
+        &on_claude(ToolChoice::Any),
+    )
+    .await;
     assert_eq!(request.tool_choice, ToolChoice::Any);
     // The server's tools too, when the operator turns them on.
     let names: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
@@ -363,10 +357,7 @@ async fn stop_sequences_and_the_answer_format_reach_the_model_or_are_refused_by_
         stop_sequences: vec!["a".into(), "b".into(), "c".into(), "d".into(), "e".into()],
         ..Completion::default()
     };
-    let Err(ChatError::Invalid(e)) = service.complete(&alice(), &question("x"), &too_many).await
-    else {
-        panic!("five stop sequences taken")
-    };
+    let e = refusal(&service, &question("x"), &too_many).await;
     assert_eq!(e.path, "stop");
     // Nova holds no answer to a schema here.
     let on_nova = Completion {
@@ -374,10 +365,7 @@ async fn stop_sequences_and_the_answer_format_reach_the_model_or_are_refused_by_
         response_format: ResponseFormat::JsonObject,
         ..Completion::default()
     };
-    let Err(ChatError::Invalid(e)) = service.complete(&alice(), &question("x"), &on_nova).await
-    else {
-        panic!("json_object on Nova taken")
-    };
+    let e = refusal(&service, &question("x"), &on_nova).await;
     assert_eq!(e.path, "response_format");
     assert!(e.reason.contains(NOVA), "{e}");
 }
@@ -418,26 +406,40 @@ async fn a_model_the_operator_does_not_allow_is_not_found_and_an_allowed_one_ans
     assert_eq!(day_tokens(&usage, "alice").await, 2000);
 }
 
+/// A completion whose client gives the instructions `system`, block by block.
+fn instructed(system: &[&str]) -> Completion {
+    Completion {
+        system: system.iter().map(|block| block.to_string()).collect(),
+        ..Completion::default()
+    }
+}
+
+/// Alice's `input` completed as `completion`, answered: the request the model was sent.
+async fn sent(
+    service: &Service,
+    model: &ScriptedModel,
+    input: &TurnInput,
+    completion: &Completion,
+) -> ModelRequest {
+    service.complete(&alice(), input, completion).await.unwrap();
+    model.last_request().unwrap()
+}
+
 #[tokio::test]
 async fn the_clients_instructions_follow_the_operators_prompt() {
     let (service, model, _, _) = service(settings(), [Script::text("a"), Script::text("b")]);
-    let completion = Completion {
-        system: vec!["You are a pirate.".into(), "Say arr.".into()],
-        ..Completion::default()
-    };
-    service
-        .complete(&alice(), &question("hi"), &completion)
-        .await
-        .unwrap();
+    let hi = question("hi");
+    let completion = instructed(&["You are a pirate.", "Say arr."]);
     assert_eq!(
-        model.last_request().unwrap().system,
+        sent(&service, &model, &hi, &completion).await.system,
         "Be brief.\n\nYou are a pirate.\n\nSay arr."
     );
-    service
-        .complete(&alice(), &question("hi"), &Completion::default())
-        .await
-        .unwrap();
-    assert_eq!(model.last_request().unwrap().system, "Be brief.");
+    assert_eq!(
+        sent(&service, &model, &hi, &Completion::default())
+            .await
+            .system,
+        "Be brief."
+    );
 }
 
 #[tokio::test]
@@ -445,15 +447,13 @@ async fn the_clients_instructions_replace_the_operators_prompt_where_prompt_temp
     let mut s = settings();
     s.limits.allowed_overrides = chat_core::AllowedOverrides::all();
     let (service, model, _, _) = service(s, [Script::text("a")]);
-    let completion = Completion {
-        system: vec!["You are a pirate.".into()],
-        ..Completion::default()
-    };
-    service
-        .complete(&alice(), &question("hi"), &completion)
-        .await
-        .unwrap();
-    assert_eq!(model.last_request().unwrap().system, "You are a pirate.");
+    let completion = instructed(&["You are a pirate."]);
+    assert_eq!(
+        sent(&service, &model, &question("hi"), &completion)
+            .await
+            .system,
+        "You are a pirate."
+    );
 }
 
 #[tokio::test]
@@ -461,21 +461,16 @@ async fn the_clients_instructions_replace_the_default_prompt() {
     let mut s = settings();
     s.system_prompt = ChatSettings::DEFAULT_SYSTEM_PROMPT.into();
     let (service, model, _, _) = service(s, [Script::text("a"), Script::text("b")]);
-    let completion = Completion {
-        system: vec!["You are Claude Code.".into()],
-        ..Completion::default()
-    };
-    service
-        .complete(&alice(), &question("hi"), &completion)
-        .await
-        .unwrap();
-    assert_eq!(model.last_request().unwrap().system, "You are Claude Code.");
-    service
-        .complete(&alice(), &question("hi"), &Completion::default())
-        .await
-        .unwrap();
+    let hi = question("hi");
+    let completion = instructed(&["You are Claude Code."]);
     assert_eq!(
-        model.last_request().unwrap().system,
+        sent(&service, &model, &hi, &completion).await.system,
+        "You are Claude Code."
+    );
+    assert_eq!(
+        sent(&service, &model, &hi, &Completion::default())
+            .await
+            .system,
         ChatSettings::DEFAULT_SYSTEM_PROMPT
     );
 }
@@ -530,11 +525,7 @@ async fn reasoning_is_given_back_across_the_clients_round_trip_and_its_loss_answ
     // The client runs the tool and continues: the model gets its reasoning back before its call.
     let mut next = continued(&id);
     next.overrides.reasoning_effort = Some(ReasoningEffort::Low);
-    service
-        .complete(&alice(), &next, &completion)
-        .await
-        .unwrap();
-    let request = model.last_request().unwrap();
+    let request = sent(&service, &model, &next, &completion).await;
     assert!(request.reasoning.is_some());
     assert_eq!(
         request.messages[1].reasoning,
@@ -561,21 +552,23 @@ async fn retrieval_stays_off_for_completions_unless_the_operator_turns_it_on() {
     let retriever = chat_testing::FakeRetriever::new();
     let (service, model, _, _) = service(s.clone(), [Script::text("a")]);
     let service = service.with_retriever(Some(Arc::new(retriever.clone())));
-    service
-        .complete(&alice(), &question("policy?"), &Completion::default())
-        .await
-        .unwrap();
-    assert_eq!(model.last_request().unwrap().system, "Be brief.");
+    let policy = question("policy?");
+    assert_eq!(
+        sent(&service, &model, &policy, &Completion::default())
+            .await
+            .system,
+        "Be brief."
+    );
     let mut on = s;
     on.openai_retrieval = true;
     let (service, model, _, _) = self::service(on, [Script::text("b")]);
     let service = service.with_retriever(Some(Arc::new(retriever.clone())));
-    service
-        .complete(&alice(), &question("policy?"), &Completion::default())
-        .await
-        .unwrap();
     assert!(
-        model.last_request().unwrap().system.len() > "Be brief.".len(),
+        sent(&service, &model, &policy, &Completion::default())
+            .await
+            .system
+            .len()
+            > "Be brief.".len(),
         "the grounding instructions join the prompt"
     );
 }
@@ -594,11 +587,7 @@ async fn the_clients_system_blocks_join_in_order_and_its_sampling_and_length_rea
         max_output_tokens: Some(77),
         ..Completion::default()
     };
-    service
-        .complete(&alice(), &question("hi"), &completion)
-        .await
-        .unwrap();
-    let request = model.last_request().unwrap();
+    let request = sent(&service, &model, &question("hi"), &completion).await;
     assert_eq!(
         request.system,
         "Be brief.\n\nYou are a pirate.\n\nAnswer in French."
@@ -612,11 +601,7 @@ async fn the_clients_system_blocks_join_in_order_and_its_sampling_and_length_rea
         thinking: Some(Thinking::Effort(ReasoningEffort::Low)),
         ..completion
     };
-    service
-        .complete(&alice(), &question("hi"), &thinking)
-        .await
-        .unwrap();
-    let request = model.last_request().unwrap();
+    let request = sent(&service, &model, &question("hi"), &thinking).await;
     assert!(request.reasoning.is_some());
     assert_eq!(request.inference.temperature, None);
     assert_eq!(request.inference.top_k, None);
@@ -633,10 +618,7 @@ async fn top_k_is_refused_for_a_model_that_takes_none() {
         },
         ..Completion::default()
     };
-    let Err(ChatError::Invalid(e)) = service.complete(&alice(), &question("x"), &on_nova).await
-    else {
-        panic!("top_k on Nova taken")
-    };
+    let e = refusal(&service, &question("x"), &on_nova).await;
     assert_eq!(e.path, "top_k");
     assert!(e.reason.contains(NOVA), "{e}");
     assert!(model.requests().is_empty());
@@ -653,11 +635,10 @@ async fn a_thinking_budget_is_claudes_budget_and_thinking_off_turns_the_configur
         max_output_tokens: Some(100),
         ..Completion::default()
     };
-    service
-        .complete(&alice(), &question("hi"), &budget)
+    let reasoning = sent(&service, &model, &question("hi"), &budget)
         .await
+        .reasoning
         .unwrap();
-    let reasoning = model.last_request().unwrap().reasoning.unwrap();
     assert_eq!(reasoning.budget_tokens, 2000);
     assert_eq!(reasoning.effort, ReasoningEffort::Medium);
     // Claude thinks within max_tokens: the answer's 100 and the budget.
@@ -676,10 +657,7 @@ async fn a_thinking_budget_is_claudes_budget_and_thinking_off_turns_the_configur
         thinking: Some(Thinking::Budget(MIN_THINKING_BUDGET - 1)),
         ..budget
     };
-    let Err(ChatError::Invalid(e)) = service.complete(&alice(), &question("x"), &too_small).await
-    else {
-        panic!("a budget below the least taken")
-    };
+    let e = refusal(&service, &question("x"), &too_small).await;
     assert_eq!(e.path, "thinking.budget_tokens");
 }
 

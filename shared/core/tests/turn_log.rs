@@ -3,23 +3,23 @@
 //! installs its subscriber can be cached as unheard (the line is then never written); here no other test runs.
 
 use chat_core::{Caller, ChatService};
-use chat_testing::{InMemoryStore, Script, ScriptedModel, ask};
+use chat_testing::{InMemoryStore, LogLines, Script, ScriptedModel, ask};
 use serde_json::Value;
 
 /// Log lines written while it is alive, as JSON objects: the subscriber is this thread's (a current-thread test).
 struct CapturedLogs {
-    lines: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    lines: LogLines,
     _guard: tracing::subscriber::DefaultGuard,
 }
 
 impl CapturedLogs {
     fn start() -> Self {
-        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let lines = LogLines::default();
         let sink = lines.clone();
         let subscriber = tracing_subscriber::fmt()
             .json()
             .flatten_event(true)
-            .with_writer(move || Sink(sink.clone()))
+            .with_writer(move || sink.clone())
             .finish();
         Self {
             lines,
@@ -28,24 +28,11 @@ impl CapturedLogs {
     }
 
     fn lines(&self) -> Vec<Value> {
-        String::from_utf8(self.lines.lock().unwrap().clone())
-            .unwrap()
+        self.lines
+            .text()
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
-    }
-}
-
-struct Sink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Sink {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
     }
 }
 

@@ -1,12 +1,12 @@
 //! What a turn's MCP listing and calls write to the log: no header value at any level, and rmcp's session (which
 //! outlives the turn) not inside the turn's span.
 
-use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chat_core::{Caller, ToolSource};
 use chat_mcp::McpServers;
+use chat_testing::LogLines;
 use serde_json::json;
 use tracing::Instrument;
 use tracing::span::{Attributes, Id};
@@ -16,20 +16,6 @@ use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 
 const TOKEN: &str = "tok-l0gged-never";
-
-#[derive(Clone, Default)]
-struct Lines(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Lines {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 /// A span's name and the names of the spans it was opened in.
 type Opened = (String, Vec<String>);
@@ -53,7 +39,7 @@ impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Parents {
 
 #[tokio::test]
 async fn no_header_value_is_logged_and_the_session_is_not_the_turns() {
-    let lines = Lines::default();
+    let lines = LogLines::default();
     let parents = Parents::default();
     let writer = lines.clone();
     let subscriber = tracing_subscriber::registry()
@@ -115,7 +101,7 @@ async fn no_header_value_is_logged_and_the_session_is_not_the_turns() {
     drop(wrong);
     tokio::time::sleep(Duration::from_millis(100)).await;
 
-    let logged = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+    let logged = lines.text();
     // The log holds the run (the listing line is there), and no value of a header.
     assert!(logged.contains("listed the MCP server's tools"), "{logged}");
     assert!(logged.contains("could not be listed"), "{logged}");

@@ -303,6 +303,8 @@ pub mod document_contract {
 
     use chat_core::AccessList;
 
+    use crate::bytes::simple_pdf;
+
     use super::*;
 
     /// Counts the objects an index holds under an owner.
@@ -643,37 +645,6 @@ pub mod document_contract {
         subject.store.delete(ALICE, &id(3)).await.unwrap();
     }
 
-    /// A PDF that parses: one page reading `text`.
-    fn pdf(text: &str) -> Bytes {
-        let stream = format!("BT /F1 12 Tf 72 720 Td ({text}) Tj ET");
-        let objects = [
-            "<< /Type /Catalog /Pages 2 0 R >>".to_string(),
-            "<< /Type /Pages /Kids [3 0 R] /Count 1 >>".to_string(),
-            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>".to_string(),
-            format!("<< /Length {} >>\nstream\n{stream}\nendstream", stream.len()),
-            "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".to_string(),
-        ];
-        let mut out = String::from("%PDF-1.4\n");
-        let mut offsets = Vec::new();
-        for (i, object) in objects.iter().enumerate() {
-            offsets.push(out.len());
-            out.push_str(&format!("{} 0 obj\n{object}\nendobj\n", i + 1));
-        }
-        let xref = out.len();
-        out.push_str(&format!(
-            "xref\n0 {}\n0000000000 65535 f \n",
-            objects.len() + 1
-        ));
-        for offset in offsets {
-            out.push_str(&format!("{offset:010} 00000 n \n"));
-        }
-        out.push_str(&format!(
-            "trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n",
-            objects.len() + 1
-        ));
-        Bytes::from(out)
-    }
-
     /// Puts and ingests `record` with `bytes`; the ingestion's answer.
     async fn put_and_ingest(
         subject: &Subject,
@@ -724,7 +695,7 @@ pub mod document_contract {
                 &good,
                 Bytes::from_static(b"# Kayaks\n\nThe fleet has twelve boats."),
             ),
-            (&paper, pdf("Paddles are stored dry.")),
+            (&paper, simple_pdf(&["Paddles are stored dry."]).into()),
             (
                 &broken,
                 Bytes::from_static(b"%PDF-1.7\nthis is not a real PDF body"),

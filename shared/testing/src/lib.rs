@@ -3,7 +3,7 @@
 //! ([`contract`]), one suite that every [`chat_core::SessionStore`] passes (and the like for the usage ledger, the
 //! API keys and the documents' ports: [`usage_contract`], [`api_key_contract`], [`document_contract`]); and, with
 //! the `harness` feature, what the functions' tests share ([`harness`]: local Bedrock, a fresh moto table,
-//! configuration, requests and replies).
+//! configuration, requests and replies). [`LogLines`] keeps what a test's log subscriber writes.
 //!
 //! It is a dev-dependency only: nothing here is production code.
 
@@ -13,6 +13,7 @@ pub mod bytes;
 pub mod contract;
 pub mod documents;
 pub mod filters;
+mod logs;
 mod memory;
 mod model;
 mod responses;
@@ -31,6 +32,7 @@ pub mod setup;
 pub use api_keys::{InMemoryApiKeys, api_key_contract};
 pub use attachments::InMemoryAttachments;
 pub use documents::{InMemoryDocumentIndex, InMemoryDocumentStore, document_contract};
+pub use logs::LogLines;
 pub use memory::{InMemoryStore, StoreOp};
 pub use model::{Script, ScriptedModel, ScriptedStream, short_words};
 pub use responses::{InMemoryResponses, response_store_contract};

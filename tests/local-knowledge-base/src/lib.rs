@@ -60,7 +60,7 @@ pub use collection::{
     BUCKET, CHUNK_ID_KEY, Chunk, DATA_SOURCE_ID, DATA_SOURCE_ID_KEY, PAGE_NUMBER_KEY,
     SOURCE_URI_KEY,
 };
-pub use documents::{parse as parse_document, simple_pdf, strip_html};
+pub use documents::{parse as parse_document, strip_html};
 pub use filter::{Filter, Op};
 pub use index::{Hit, TextIndex, normalise, terms};
 

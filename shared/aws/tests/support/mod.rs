@@ -1,16 +1,28 @@
-//! What the store's tests against moto share: a store that reaches a fresh table through a fault proxy, and the
-//! calls each turn of a chat service makes through it.
+//! What the adapters' tests against moto and the local Bedrock server share: a store that reaches a fresh table
+//! through a fault proxy, the calls each turn of a chat service makes through it, and the Bedrock model on a local
+//! server.
 
 // Each test file that includes it uses only some of it.
 #![allow(dead_code)]
 
 use aws_sdk_dynamodb::Client;
-use chat_aws::DynamoStore;
+use chat_aws::{BedrockModel, DynamoStore};
 use chat_core::{Answer, Caller, ChatService, SessionStore, StoreTimeouts, StoredMessage};
 use chat_testing::contract::{seed, turn};
 use chat_testing::{Script, ScriptedModel, ask};
+use local_bedrock::LocalBedrock;
 use local_dynamodb::LocalDynamo;
 use local_dynamodb::fault_proxy::FaultProxy;
+
+/// A local Bedrock server and the adapter's model reaching it through the real SDK client (ten seconds a call).
+pub async fn start_bedrock() -> (LocalBedrock, BedrockModel) {
+    let server = LocalBedrock::start().await.expect("the server starts");
+    let model = BedrockModel::new(
+        &server.sdk_config().await,
+        std::time::Duration::from_secs(10),
+    );
+    (server, model)
+}
 
 /// A fresh table; a store that reaches it through a fault proxy (with `timeouts`), and one that reaches it
 /// directly, to see what landed; with a client of the table and its name, to write and count items as they are.
