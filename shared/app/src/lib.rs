@@ -15,6 +15,7 @@
 #![recursion_limit = "256"]
 
 pub mod backends;
+mod before_serving;
 pub mod chat;
 pub mod config;
 pub mod history;

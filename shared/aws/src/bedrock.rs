@@ -326,7 +326,20 @@ fn guard_content(
     ))
 }
 
-/// The system prompt, then a cache point when caching: it is the same on every turn.
+/// The span of a model call named `$name` (`converse` or `converse_stream`) of `$request`: the model and, once
+/// known, the outcome (`ok` or `error`) and the tokens; never text.
+macro_rules! call_span {
+    ($name:literal, $request:expr) => {
+        tracing::info_span!(
+            $name,
+            model_id = %$request.model_id,
+            outcome = Empty,
+            input_tokens = Empty,
+            output_tokens = Empty
+        )
+    };
+}
+
 /// `$builder` (of a `converse` or a `converse_stream` call: two builder types with the same setters) given
 /// everything of `$request` both calls send alike: the model, the system prompt, the messages, the tools, the
 /// inference settings, the extra fields, the latency and the tier. The guardrail is set apart (a stream's has more).
@@ -345,6 +358,7 @@ macro_rules! asked {
     };
 }
 
+/// The system prompt, then a cache point when caching: it is the same on every turn.
 fn system(request: &ModelRequest) -> Result<Vec<SystemContentBlock>, ModelError> {
     let mut blocks = vec![SystemContentBlock::Text(request.system.clone())];
     if request.prompt_caching {
@@ -942,14 +956,7 @@ impl ChatModel for BedrockModel {
 
     async fn converse(&self, request: &ModelRequest) -> Result<ModelReply, ModelError> {
         let started = Instant::now();
-        // The model and, once known, the outcome (`ok` or `error`) and the tokens; never text.
-        let span = tracing::info_span!(
-            "model.converse",
-            model_id = %request.model_id,
-            outcome = Empty,
-            input_tokens = Empty,
-            output_tokens = Empty
-        );
+        let span = call_span!("model.converse", request);
         let call = asked!(self.client.converse(), request)
             .set_guardrail_config(guardrail(request))
             .send();
@@ -1043,14 +1050,7 @@ impl ChatModel for BedrockModel {
 
     async fn converse_stream(&self, request: &ModelRequest) -> Result<BedrockStream, ModelError> {
         let started = Instant::now();
-        // The model and, once known, the outcome (`ok` or `error`) and the tokens; never text.
-        let span = tracing::info_span!(
-            "model.converse_stream",
-            model_id = %request.model_id,
-            outcome = Empty,
-            input_tokens = Empty,
-            output_tokens = Empty
-        );
+        let span = call_span!("model.converse_stream", request);
         let guardrail = request.guardrail.as_ref().map(|g| {
             GuardrailStreamConfiguration::builder()
                 .guardrail_identifier(&g.id)

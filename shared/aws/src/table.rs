@@ -26,7 +26,8 @@ use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, KeySchemaElement,
     KeyType, Projection, ProjectionType, ScalarAttributeType, TimeToLiveSpecification,
 };
-use chat_core::TokenUsage;
+use chat_core::{TokenUsage, UsageTotals};
+use serde::{Deserialize, Serialize};
 
 use crate::dynamo::{Item, n, s};
 
@@ -80,6 +81,50 @@ pub(crate) fn token_attributes(t: &TokenUsage) -> [(&'static str, AttributeValue
         ("cacheReadInputTokens", n(t.cache_read_input_tokens)),
         ("cacheWriteInputTokens", n(t.cache_write_input_tokens)),
     ]
+}
+
+/// Tokens and their cost as an item keeps them (a chat's totals, a period's spending), named as
+/// [`token_attributes`] writes them; an absent attribute reads as zero, no cost. The cost is not serialized: it is
+/// written apart, as an exact decimal.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub(crate) struct StoredTotals {
+    input_tokens: u64,
+    output_tokens: u64,
+    total_tokens: u64,
+    cache_read_input_tokens: u64,
+    cache_write_input_tokens: u64,
+    #[serde(skip_serializing)]
+    pub(crate) cost_usd: Option<f64>,
+}
+
+impl From<&UsageTotals> for StoredTotals {
+    fn from(usage: &UsageTotals) -> Self {
+        let t = &usage.tokens;
+        Self {
+            input_tokens: t.input_tokens,
+            output_tokens: t.output_tokens,
+            total_tokens: t.total_tokens,
+            cache_read_input_tokens: t.cache_read_input_tokens,
+            cache_write_input_tokens: t.cache_write_input_tokens,
+            cost_usd: usage.cost_usd,
+        }
+    }
+}
+
+impl From<&StoredTotals> for UsageTotals {
+    fn from(stored: &StoredTotals) -> Self {
+        Self {
+            tokens: TokenUsage {
+                input_tokens: stored.input_tokens,
+                output_tokens: stored.output_tokens,
+                total_tokens: stored.total_tokens,
+                cache_read_input_tokens: stored.cache_read_input_tokens,
+                cache_write_input_tokens: stored.cache_write_input_tokens,
+            },
+            cost_usd: stored.cost_usd,
+        }
+    }
 }
 
 fn key(attr: &str, kind: KeyType) -> KeySchemaElement {

@@ -31,8 +31,8 @@ pub use model::{
 pub use multipart::{is_multipart, parse_multipart_chat_request};
 pub use request::{parse_body, parse_chat_request, parse_replace_request};
 pub use wire::{
-    Delta, ErrorBody, RequestContext, ResponseContext, SessionState, WireDataPoints, WireMessage,
-    WireOverrides, json_line,
+    ContextAndState, Delta, ErrorBody, RequestContext, ResponseContext, SessionState,
+    WireDataPoints, WireMessage, WireOverrides, json_line,
 };
 
 // The core's conversation model, which every dialect here maps to and from.

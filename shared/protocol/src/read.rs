@@ -451,6 +451,22 @@ pub(crate) fn waiting<'p>(pending: &'p mut [Pending], id: &str) -> Option<&'p mu
     pending.iter_mut().find(|p| p.id == id && !p.answered)
 }
 
+/// Gives `output` to the call `id` still waiting for its result, returning the call and its exchange among
+/// `messages`; refused at `at` as `refusal` says when no call waits for it.
+pub(crate) fn answer_waiting<'p, 'm>(
+    pending: &'p mut [Pending],
+    messages: &'m mut [Message],
+    id: &str,
+    output: String,
+    (at, refusal): (String, &str),
+) -> Result<(&'p Pending, Option<&'m mut ToolExchange>), InvalidRequest> {
+    let Some(call) = waiting(pending, id) else {
+        return Err(InvalidRequest::new(at, refusal));
+    };
+    let exchange = call.answer(messages, output);
+    Ok((call, exchange))
+}
+
 /// Refuses a call nothing answered, as `refusal` says: the model reads every call with its result.
 pub(crate) fn unanswered(pending: &[Pending], refusal: &str) -> Result<(), InvalidRequest> {
     match pending.iter().find(|p| !p.answered) {

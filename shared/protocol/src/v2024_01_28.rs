@@ -5,8 +5,8 @@ use serde_json::{Map, Value};
 
 use crate::openai_finish_reason;
 use crate::{
-    Answer, Delta, Field, FinishReason, RequestContext, ResponseContext, Role, SessionSpelling,
-    SessionState, TokenUsage, WireMessage,
+    Answer, ContextAndState, Delta, Field, FinishReason, RequestContext, ResponseContext, Role,
+    SessionSpelling, SessionState, TokenUsage, WireMessage,
 };
 
 /// A chat request of this dialect: it says whether it wants a stream.
@@ -72,12 +72,8 @@ pub struct Choice {
     pub message: WireMessage,
     #[serde(default, skip_serializing_if = "Field::is_missing")]
     pub finish_reason: Field<String>,
-    #[serde(default, skip_serializing_if = "Field::is_missing")]
-    pub context: Field<ResponseContext>,
     #[serde(flatten)]
-    pub session_state: SessionState,
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub context_and_state: ContextAndState,
 }
 
 impl ChatCompletion {
@@ -89,9 +85,7 @@ impl ChatCompletion {
                 index: 0,
                 message: WireMessage::assistant(answer.content.clone()),
                 finish_reason: Field::Value(openai_finish_reason(answer.finish_reason).to_string()),
-                context: Field::Value(ResponseContext::of_answer(answer)),
-                session_state: SessionState::answer(answer.session_state.clone(), spelling),
-                extra: Map::new(),
+                context_and_state: ContextAndState::of_answer(answer, spelling),
             }],
             created: answer.created,
             id: answer.id.clone(),
@@ -127,12 +121,8 @@ pub struct ChunkChoice {
     #[serde(default, skip_serializing_if = "Field::is_missing")]
     pub finish_reason: Field<String>,
     pub index: u32,
-    #[serde(default, skip_serializing_if = "Field::is_missing")]
-    pub context: Field<ResponseContext>,
     #[serde(flatten)]
-    pub session_state: SessionState,
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub context_and_state: ContextAndState,
 }
 
 /// What every chunk of one completion shares.
@@ -158,14 +148,13 @@ impl ChatCompletionChunk {
         }
     }
 
-    fn choice(delta: Delta) -> ChunkChoice {
+    /// The one choice of a chunk: `delta`, and what else is carried with it.
+    fn choice(delta: Delta, context_and_state: ContextAndState) -> ChunkChoice {
         ChunkChoice {
             delta,
             finish_reason: Field::Null,
             index: 0,
-            context: Field::Missing,
-            session_state: SessionState::default(),
-            extra: Map::new(),
+            context_and_state,
         }
     }
 
@@ -176,30 +165,26 @@ impl ChatCompletionChunk {
         session_state: Option<Value>,
         spelling: SessionSpelling,
     ) -> Self {
-        let mut choice = Self::choice(Delta::role(Role::Assistant));
-        choice.context = Field::Value(context);
-        choice.session_state = SessionState::answer(session_state, spelling);
-        Self::with_choice(header, choice)
+        let carried = ContextAndState::answer(Some(context), session_state, spelling);
+        Self::with_choice(header, Self::choice(Delta::role(Role::Assistant), carried))
     }
 
     /// A piece of the answer's text.
     pub fn content(header: &ChunkHeader, text: impl Into<String>) -> Self {
-        Self::with_choice(header, Self::choice(Delta::content(text)))
+        let carried = ContextAndState::line(None);
+        Self::with_choice(header, Self::choice(Delta::content(text), carried))
     }
 
     /// A piece of the model's reasoning, in the choice's context (never in its delta: it is not the answer).
     pub fn reasoning(header: &ChunkHeader, piece: &str, redacted: bool) -> Self {
-        let mut choice = Self::choice(Delta::default());
-        choice.context = Field::Value(ResponseContext::reasoning(piece, redacted));
-        Self::with_choice(header, choice)
+        Self::context(header, ResponseContext::reasoning(piece, redacted))
     }
 
     /// A chunk carrying context as it happens (a tool call, its result, what a search found), in the choice's
     /// context: no text.
     pub fn context(header: &ChunkHeader, context: ResponseContext) -> Self {
-        let mut choice = Self::choice(Delta::default());
-        choice.context = Field::Value(context);
-        Self::with_choice(header, choice)
+        let carried = ContextAndState::line(Some(context));
+        Self::with_choice(header, Self::choice(Delta::default(), carried))
     }
 
     /// The last chunk: why the model stopped, the token usage, and context learned at the end.
@@ -209,10 +194,9 @@ impl ChatCompletionChunk {
         usage: TokenUsage,
         context: ResponseContext,
     ) -> Self {
-        let mut choice = Self::choice(Delta::default());
-        choice.finish_reason = Field::Value(openai_finish_reason(finish_reason).to_string());
-        choice.context = Field::Value(context);
-        let mut chunk = Self::with_choice(header, choice);
+        let mut chunk = Self::context(header, context);
+        chunk.choices[0].finish_reason =
+            Field::Value(openai_finish_reason(finish_reason).to_string());
         chunk.usage = Field::Value(usage.into());
         chunk
     }

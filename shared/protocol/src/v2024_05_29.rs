@@ -4,8 +4,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::{
-    Answer, Delta, Field, RequestContext, ResponseContext, Role, SessionSpelling, SessionState,
-    WireMessage,
+    Answer, ContextAndState, Delta, Field, RequestContext, ResponseContext, Role, SessionSpelling,
+    SessionState, WireMessage,
 };
 
 /// A chat request. Session state may be spelled `sessionState` or `session_state` (never both).
@@ -24,21 +24,15 @@ pub struct ChatRequest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatResponse {
     pub message: WireMessage,
-    #[serde(default, skip_serializing_if = "Field::is_missing")]
-    pub context: Field<ResponseContext>,
     #[serde(flatten)]
-    pub session_state: SessionState,
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub context_and_state: ContextAndState,
 }
 
 impl ChatResponse {
     pub fn from_answer(answer: &Answer, spelling: SessionSpelling) -> Self {
         Self {
             message: WireMessage::assistant(answer.content.clone()),
-            context: Field::Value(ResponseContext::of_answer(answer)),
-            session_state: SessionState::answer(answer.session_state.clone(), spelling),
-            extra: Map::new(),
+            context_and_state: ContextAndState::of_answer(answer, spelling),
         }
     }
 }
@@ -47,25 +41,11 @@ impl ChatResponse {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StreamChunk {
     pub delta: Delta,
-    #[serde(default, skip_serializing_if = "Field::is_missing")]
-    pub context: Field<ResponseContext>,
     #[serde(flatten)]
-    pub session_state: SessionState,
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub context_and_state: ContextAndState,
 }
 
 impl StreamChunk {
-    /// A line of `delta` and `context`, without session state.
-    fn line(delta: Delta, context: Field<ResponseContext>) -> Self {
-        Self {
-            delta,
-            context,
-            session_state: SessionState::default(),
-            extra: Map::new(),
-        }
-    }
-
     /// The first line: the assistant's role, the context known before the answer, and the session state.
     pub fn start(
         context: ResponseContext,
@@ -73,14 +53,17 @@ impl StreamChunk {
         spelling: SessionSpelling,
     ) -> Self {
         Self {
-            session_state: SessionState::answer(session_state, spelling),
-            ..Self::line(Delta::role(Role::Assistant), Field::Value(context))
+            delta: Delta::role(Role::Assistant),
+            context_and_state: ContextAndState::answer(Some(context), session_state, spelling),
         }
     }
 
     /// A piece of the answer's text.
     pub fn content(text: impl Into<String>) -> Self {
-        Self::line(Delta::content(text), Field::Missing)
+        Self {
+            delta: Delta::content(text),
+            context_and_state: ContextAndState::line(None),
+        }
     }
 
     /// A piece of the model's reasoning, before the answer's text: in `context`, never in `delta.content`.
@@ -95,6 +78,9 @@ impl StreamChunk {
 
     /// A last line carrying context learned at the end (follow-up questions, token usage).
     pub fn end(context: ResponseContext) -> Self {
-        Self::line(Delta::default(), Field::Value(context))
+        Self {
+            delta: Delta::default(),
+            context_and_state: ContextAndState::line(Some(context)),
+        }
     }
 }

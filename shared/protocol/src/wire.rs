@@ -70,6 +70,51 @@ impl SessionState {
     }
 }
 
+/// The members an answer of the AI Chat Protocol carries after its own (a whole answer or its choice, a streamed line
+/// or its chunk's choice): `context`, the session state in the request's spelling, and any other member.
+/// Answers only: a request's members stay its own, so that a fault in one is refused at its path.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ContextAndState {
+    #[serde(default, skip_serializing_if = "Field::is_missing")]
+    pub context: Field<ResponseContext>,
+    #[serde(flatten)]
+    pub session_state: SessionState,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl ContextAndState {
+    /// An answer's: `context` (when given) and the session state in the request's spelling.
+    pub fn answer(
+        context: Option<ResponseContext>,
+        state: Option<Value>,
+        spelling: SessionSpelling,
+    ) -> Self {
+        Self {
+            context: context.map_or(Field::Missing, Field::Value),
+            session_state: SessionState::answer(state, spelling),
+            extra: Map::new(),
+        }
+    }
+
+    /// A whole answer's: its context and its session state.
+    pub fn of_answer(answer: &Answer, spelling: SessionSpelling) -> Self {
+        Self::answer(
+            Some(ResponseContext::of_answer(answer)),
+            answer.session_state.clone(),
+            spelling,
+        )
+    }
+
+    /// A streamed line's after the first: `context` (when given), no session state.
+    pub fn line(context: Option<ResponseContext>) -> Self {
+        Self {
+            context: context.map_or(Field::Missing, Field::Value),
+            ..Self::default()
+        }
+    }
+}
+
 /// A piece of a streamed message; each part may be absent or `null`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Delta {
@@ -237,4 +282,65 @@ pub fn json_line<T: Serialize>(value: &T) -> Vec<u8> {
     let mut line = serde_json::to_vec(value).expect("wire types always serialize");
     line.push(b'\n');
     line
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::json_line;
+    use crate::v2024_01_28::{ChatCompletionChunk, ChunkHeader};
+    use crate::v2024_05_29::StreamChunk;
+
+    fn text(bytes: Vec<u8>) -> String {
+        String::from_utf8(bytes).unwrap()
+    }
+
+    /// The members every answer carries after its own are written in the same order, to the byte, in both
+    /// versions: `context`, then the session state in the request's spelling.
+    #[test]
+    fn an_answers_context_and_session_state_come_after_its_own_members_in_order() {
+        let context = ResponseContext::new(&[], Some(vec!["Why?".into()]));
+        assert_eq!(
+            text(json_line(&StreamChunk::start(
+                context.clone(),
+                Some(json!("s")),
+                SessionSpelling::Snake
+            ))),
+            "{\"delta\":{\"role\":\"assistant\"},\"context\":{\"thoughts\":[],\"followup_questions\":[\"Why?\"]},\"session_state\":\"s\"}\n"
+        );
+        assert_eq!(
+            text(json_line(&StreamChunk::content("Hi"))),
+            "{\"delta\":{\"content\":\"Hi\"}}\n"
+        );
+        let header = ChunkHeader {
+            id: "c".into(),
+            created: 1,
+            model: "m".into(),
+        };
+        assert_eq!(
+            text(json_line(&ChatCompletionChunk::start(
+                &header,
+                context.clone(),
+                None,
+                SessionSpelling::Camel
+            ))),
+            "{\"id\":\"c\",\"choices\":[{\"delta\":{\"role\":\"assistant\"},\"finish_reason\":null,\"index\":0,\"context\":{\"thoughts\":[],\"followup_questions\":[\"Why?\"]},\"sessionState\":null}],\"created\":1,\"model\":\"m\",\"object\":\"chat.completion.chunk\"}\n"
+        );
+        assert_eq!(
+            text(json_line(&ChatCompletionChunk::finish(
+                &header,
+                chat_core::FinishReason::Stop,
+                chat_core::TokenUsage {
+                    input_tokens: 1,
+                    output_tokens: 1,
+                    total_tokens: 2,
+                    ..Default::default()
+                },
+                context
+            ))),
+            "{\"id\":\"c\",\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\",\"index\":0,\"context\":{\"thoughts\":[],\"followup_questions\":[\"Why?\"]}}],\"created\":1,\"model\":\"m\",\"object\":\"chat.completion.chunk\",\"usage\":{\"completion_tokens\":1,\"prompt_tokens\":1,\"total_tokens\":2}}\n"
+        );
+    }
 }

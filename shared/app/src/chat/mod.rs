@@ -28,6 +28,7 @@ use chat_protocol::chat_ui::ReplyShape;
 use chat_runtime::{FunctionService, TurnMeter};
 
 use crate::Config;
+use crate::before_serving::take_back;
 
 pub(crate) use document_events::PLACE_HELD_FOR;
 
@@ -78,13 +79,22 @@ impl ChatFunction for Buffered {
     fn routes<M: ChatModel + 'static, St: SessionStore + 'static>(
         state: &Arc<ChatState<M, St>>,
     ) -> Router {
-        turns::routes(state, Self::SERVING)
-            .merge(agents::routes(state, Self::SERVING, true))
-            .merge(anthropic::routes(state, Self::SERVING))
-            .merge(openai::routes(state, Self::SERVING))
-            .merge(responses::routes(state, Self::SERVING))
-            .merge(embeddings::routes(state, Self::SERVING.function))
+        both_functions_routes(state, Self::SERVING)
     }
+}
+
+/// The routes both functions answer, each as `serving` says (whole, or streamed where asked): the protocol's and
+/// the Chat UI's turns, the bare `POST /multi-agent-chat`, and the Anthropic, OpenAI and Responses APIs.
+fn both_functions_routes<M: ChatModel + 'static, St: SessionStore + 'static>(
+    state: &Arc<ChatState<M, St>>,
+    serving: Serving,
+) -> Router {
+    turns::routes(state, serving)
+        .merge(agents::routes(state, serving, true))
+        .merge(anthropic::routes(state, serving))
+        .merge(openai::routes(state, serving))
+        .merge(responses::routes(state, serving))
+        .merge(embeddings::routes(state, serving.function))
 }
 
 impl Streamed {
@@ -100,20 +110,14 @@ impl ChatFunction for Streamed {
     fn routes<M: ChatModel + 'static, St: SessionStore + 'static>(
         state: &Arc<ChatState<M, St>>,
     ) -> Router {
-        turns::routes(state, Self::SERVING)
-            .merge(agents::routes(state, Self::SERVING, true))
-            .merge(
-                Router::new()
-                    .route(
-                        "/documents/events",
-                        only("GET", get(document_events::events)),
-                    )
-                    .with_state(state.clone()),
-            )
-            .merge(anthropic::routes(state, Self::SERVING))
-            .merge(openai::routes(state, Self::SERVING))
-            .merge(responses::routes(state, Self::SERVING))
-            .merge(embeddings::routes(state, Self::SERVING.function))
+        both_functions_routes(state, Self::SERVING).merge(
+            Router::new()
+                .route(
+                    "/documents/events",
+                    only("GET", get(document_events::events)),
+                )
+                .with_state(state.clone()),
+        )
     }
 }
 
@@ -217,57 +221,34 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static, F: ChatFunction> ChatAp
     /// Embeds texts for `POST /v1/embeddings` with `embedder` (the models of `EMBEDDING_MODELS`); `None` serves
     /// no embedding model.
     pub fn with_embedder(self, embedder: Option<Arc<dyn Embedder>>) -> Self {
-        let Ok(state) = Arc::try_unwrap(self.state) else {
-            unreachable!("the state is shared only once the app serves")
-        };
-        Self {
-            state: Arc::new(ChatState { embedder, ..state }),
-            cors: self.cors,
-            function: PhantomData,
-        }
+        self.map_state(|state| ChatState { embedder, ..state })
     }
 
     /// Pushes the statuses of the documents of `documents` (`GET /documents/events`, on the streaming function);
     /// `None` answers that route 404.
     pub fn with_documents(self, documents: Option<Documents>) -> Self {
-        let Ok(state) = Arc::try_unwrap(self.state) else {
-            unreachable!("the state is shared only once the app serves")
-        };
-        Self {
-            state: Arc::new(ChatState { documents, ..state }),
-            cors: self.cors,
-            function: PhantomData,
-        }
+        self.map_state(|state| ChatState { documents, ..state })
     }
 
     /// Keeps the Responses API's responses asked to be kept (`store: true`) in `responses`; `None` keeps none.
     pub fn with_responses(self, responses: Option<Arc<dyn ResponseStore>>) -> Self {
-        let Ok(state) = Arc::try_unwrap(self.state) else {
-            unreachable!("the state is shared only once the app serves")
-        };
+        self.map_state(|state| ChatState { responses, ..state })
+    }
+
+    /// The app with its state changed by `change` (before it serves).
+    fn map_state(self, change: impl FnOnce(ChatState<M, St>) -> ChatState<M, St>) -> Self {
         Self {
-            state: Arc::new(ChatState { responses, ..state }),
-            cors: self.cors,
-            function: PhantomData,
+            state: Arc::new(change(take_back(self.state))),
+            ..self
         }
     }
 
     /// The app with its chat service changed by `change` (before it serves).
     fn map_service(self, change: impl FnOnce(ChatService<M, St>) -> ChatService<M, St>) -> Self {
-        let Ok(state) = Arc::try_unwrap(self.state) else {
-            unreachable!("the state is shared only once the app serves")
-        };
-        let Ok(service) = Arc::try_unwrap(state.service) else {
-            unreachable!("the service is shared only once the app serves")
-        };
-        Self {
-            state: Arc::new(ChatState {
-                service: Arc::new(change(service)),
-                ..state
-            }),
-            cors: self.cors,
-            function: PhantomData,
-        }
+        self.map_state(|state| ChatState {
+            service: Arc::new(change(take_back(state.service))),
+            ..state
+        })
     }
 
     /// The function's routes (see [`Buffered`] and [`Streamed`]).

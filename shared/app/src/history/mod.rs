@@ -34,6 +34,7 @@ mod page;
 pub use page::{Page, PageSettings};
 
 use crate::Config;
+use crate::before_serving::take_back;
 
 /// The response header that carries the cursor of the next page of `GET /chat-history` and of a chat's messages.
 pub const NEXT_CURSOR_HEADER: &str = "x-next-cursor";
@@ -165,51 +166,40 @@ impl<St: SessionStore + 'static> HistoryApp<St> {
     /// Lists the files of messages kept in `attachments` (with URLs to read them), and deletes them with their
     /// chat; `None` keeps no files.
     pub fn with_attachments(self, attachments: Option<Arc<dyn AttachmentStore>>) -> Self {
-        let Ok(shared) = Arc::try_unwrap(self.shared) else {
-            unreachable!("the state is shared only once the app serves")
-        };
-        Self {
-            shared: Arc::new(Shared {
-                attachments,
-                ..shared
-            }),
-            cors: self.cors,
-            page: self.page,
-            page_settings: self.page_settings,
-        }
+        self.map_shared(|shared| Shared {
+            attachments,
+            ..shared
+        })
     }
 
     /// Answers `GET /usage` from the counters in `ledger`; `None` answers it with nothing counted.
     pub fn with_usage(self, ledger: Option<Arc<dyn UsageLedger>>) -> Self {
-        let Ok(shared) = Arc::try_unwrap(self.shared) else {
-            unreachable!("the state is shared only once the app serves")
-        };
-        Self {
-            shared: Arc::new(Shared { ledger, ..shared }),
-            cors: self.cors,
-            page: self.page,
-            page_settings: self.page_settings,
-        }
+        self.map_shared(|shared| Shared { ledger, ..shared })
     }
 
     /// Serves `/documents` over `documents`; `None` answers those routes 404. The page is told whether they are on.
     pub fn with_documents(self, documents: Option<chat_core::Documents>) -> Self {
-        let Ok(shared) = Arc::try_unwrap(self.shared) else {
-            unreachable!("the state is shared only once the app serves")
-        };
         let page_settings = PageSettings {
             documents: documents.is_some(),
             ..self.page_settings
         };
-        let page = Page::new(&shared.auth, &page_settings);
+        let page = Page::new(&self.shared.auth, &page_settings);
         Self {
             page,
             page_settings,
-            shared: Arc::new(Shared {
-                documents,
-                ..shared
-            }),
-            cors: self.cors,
+            ..self
+        }
+        .map_shared(|shared| Shared {
+            documents,
+            ..shared
+        })
+    }
+
+    /// The app with what its routes share changed by `change` (before it serves).
+    fn map_shared(self, change: impl FnOnce(Shared<St>) -> Shared<St>) -> Self {
+        Self {
+            shared: Arc::new(change(take_back(self.shared))),
+            ..self
         }
     }
 

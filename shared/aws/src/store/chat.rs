@@ -6,8 +6,7 @@
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, ReturnValue, TransactWriteItem};
 use chat_core::{
-    ChatRecord, StoreError, StoredMessage, TokenUsage, UsageTotals, estimate_stored_tokens,
-    is_chat_id,
+    ChatRecord, StoreError, StoredMessage, UsageTotals, estimate_stored_tokens, is_chat_id,
 };
 use serde::{Deserialize, Serialize};
 use tracing::Instrument;
@@ -18,7 +17,7 @@ use super::keys::{
     META, chat_item_key, chat_pk, list_pk, list_sk, mode_name, mode_named, now_unix,
 };
 use crate::dynamo::{Expression, Item, failed, get_item, n, s};
-use crate::table::{EXPIRES_AT, LIST_SORT_KEY, PARTITION_KEY, token_attributes};
+use crate::table::{EXPIRES_AT, LIST_SORT_KEY, PARTITION_KEY, StoredTotals, token_attributes};
 
 /// How much of the last message the history list shows.
 const PREVIEW_CHARS: usize = 200;
@@ -66,15 +65,10 @@ pub(super) struct ChatItem {
     expires_at: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     history_tokens: Option<u64>,
-    // The chat's totals, as the commits add to them (see [`usage_attributes`]).
-    input_tokens: u64,
-    output_tokens: u64,
-    total_tokens: u64,
-    cache_read_input_tokens: u64,
-    cache_write_input_tokens: u64,
-    /// Written by [`ChatItem::into_item`], as an exact decimal.
-    #[serde(skip_serializing)]
-    cost_usd: Option<f64>,
+    /// The chat's totals, as the commits add to them (see [`usage_attributes`]); its cost written by
+    /// [`ChatItem::into_item`], as an exact decimal.
+    #[serde(flatten)]
+    totals: StoredTotals,
 }
 
 impl ChatItem {
@@ -87,7 +81,6 @@ impl ChatItem {
         expires_at: Option<i64>,
         history_tokens: u64,
     ) -> Self {
-        let t = &record.usage.tokens;
         ChatItem {
             pk: chat_pk(owner, &record.id),
             sk: META.to_string(),
@@ -106,19 +99,14 @@ impl ChatItem {
             gsi1sk: list_sk(&record.last_updated, &record.id),
             expires_at,
             history_tokens: Some(history_tokens),
-            input_tokens: t.input_tokens,
-            output_tokens: t.output_tokens,
-            total_tokens: t.total_tokens,
-            cache_read_input_tokens: t.cache_read_input_tokens,
-            cache_write_input_tokens: t.cache_write_input_tokens,
-            cost_usd: record.usage.cost_usd,
+            totals: StoredTotals::from(&record.usage),
         }
     }
 
     /// The item to put. The cost goes as the commits add it ([`usage_attributes`]): a decimal of fixed places,
     /// which serde would write as the float's shortest digits.
     pub(super) fn into_item(self) -> Item {
-        let cost = cost_attribute(self.cost_usd);
+        let cost = cost_attribute(self.totals.cost_usd);
         let mut item: Item = serde_dynamo::to_item(self).expect("a chat item always serializes");
         if let Some(cost) = cost {
             item.insert("costUsd".into(), cost);
@@ -158,16 +146,7 @@ impl ChatItem {
                 last_updated: self.last_updated,
                 last_message: self.last_message,
                 message_count: self.message_count,
-                usage: UsageTotals {
-                    tokens: TokenUsage {
-                        input_tokens: self.input_tokens,
-                        output_tokens: self.output_tokens,
-                        total_tokens: self.total_tokens,
-                        cache_read_input_tokens: self.cache_read_input_tokens,
-                        cache_write_input_tokens: self.cache_write_input_tokens,
-                    },
-                    cost_usd: self.cost_usd,
-                },
+                usage: UsageTotals::from(&self.totals),
             },
             generation: self.generation,
             version: self.version,
@@ -442,7 +421,7 @@ impl DynamoStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chat_core::ChatMode;
+    use chat_core::{ChatMode, TokenUsage};
     use std::collections::HashMap;
 
     fn record(cost_usd: Option<f64>) -> ChatRecord {

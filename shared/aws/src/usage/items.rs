@@ -6,12 +6,12 @@
 use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, TransactWriteItem};
 use chat_core::{
     Family, Hold, LimitKind, LimitOverrides, Limits, Period, PeriodUsage, Periods, Reserve,
-    Resource, TokenUsage, Upload, UploadUsage, UsageTotals,
+    Resource, Upload, UploadUsage, UsageTotals,
 };
 use serde::Deserialize;
 
 use crate::dynamo::{Expression, Item, n, s};
-use crate::table::{EXPIRES_AT, PARTITION_KEY, item_key, token_attributes};
+use crate::table::{EXPIRES_AT, PARTITION_KEY, StoredTotals, item_key, token_attributes};
 
 /// How long each counter is kept past its first write: a day's two days, a week's fifteen, a month's about thirteen
 /// months (an operator can still read last year's same month), a window's an hour, a hold two days (a turn lasts
@@ -60,12 +60,8 @@ pub(super) fn limit_attribute(kind: LimitKind) -> String {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub(super) struct PeriodItem {
-    input_tokens: u64,
-    output_tokens: u64,
-    total_tokens: u64,
-    cache_read_input_tokens: u64,
-    cache_write_input_tokens: u64,
-    cost_usd: Option<f64>,
+    #[serde(flatten)]
+    spent: StoredTotals,
     turns: u64,
     reserved_tokens: i64,
     reserved_cost_usd: Option<f64>,
@@ -111,16 +107,7 @@ impl PeriodItem {
 
     pub(super) fn usage(&self) -> PeriodUsage {
         PeriodUsage {
-            spent: UsageTotals {
-                tokens: TokenUsage {
-                    input_tokens: self.input_tokens,
-                    output_tokens: self.output_tokens,
-                    total_tokens: self.total_tokens,
-                    cache_read_input_tokens: self.cache_read_input_tokens,
-                    cache_write_input_tokens: self.cache_write_input_tokens,
-                },
-                cost_usd: self.cost_usd,
-            },
+            spent: UsageTotals::from(&self.spent),
             turns: self.turns,
             reserved: Reserve {
                 tokens: self.reserved_tokens.max(0) as u64,

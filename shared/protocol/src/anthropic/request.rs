@@ -8,7 +8,7 @@
 //! and its `thinking` and `redacted_thinking` blocks the signed reasoning given back with them, byte for byte.
 
 use crate::object::{self, Api, kind_of};
-use crate::read::{self, Pending, unanswered, waiting};
+use crate::read::{self, Pending, answer_waiting, unanswered};
 use std::collections::HashMap;
 
 use base64::Engine;
@@ -579,14 +579,12 @@ fn conversation(
             "user" => {
                 let user = user_blocks(&content_path, content, limits, &mut files, accepted)?;
                 for (path, id, output, status) in user.results {
-                    let Some(call) = waiting(&mut pending, &id) else {
-                        return Err(InvalidRequest::new(
-                            format!("{path}.tool_use_id"),
-                            "answers no unanswered tool_use of the assistant message just before",
-                        )
-                        .into());
-                    };
-                    if let Some(exchange) = call.answer(&mut messages, output) {
+                    let refusal =
+                        "answers no unanswered tool_use of the assistant message just before";
+                    let at = (format!("{path}.tool_use_id"), refusal);
+                    let (_, exchange) =
+                        answer_waiting(&mut pending, &mut messages, &id, output, at)?;
+                    if let Some(exchange) = exchange {
                         exchange.status = status;
                     }
                 }

@@ -16,5 +16,6 @@ pub use request::{
     parse_completion_request_with,
 };
 pub use response::{
-    ChatCompletion, ChatCompletionChunk, ChunkEvents, ChunkHeader, SSE_DONE, Usage, sse_data,
+    ChatCompletion, ChatCompletionChunk, ChunkEvents, ChunkHeader, CompletionObject, SSE_DONE,
+    Usage, sse_data,
 };

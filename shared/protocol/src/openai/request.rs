@@ -9,7 +9,8 @@
 
 use crate::object::{self, Api, typed};
 use crate::read::{
-    self, BEDROCK_UNIT, DefaultOnly, Pending, Sampled, UserParts, text_parts, unanswered, waiting,
+    self, BEDROCK_UNIT, DefaultOnly, Pending, Sampled, UserParts, answer_waiting, text_parts,
+    unanswered,
 };
 use serde_json::{Map, Value};
 
@@ -504,13 +505,16 @@ fn conversation(
                 let id: String = message.require("tool_call_id")?;
                 let output = text_content(&content_path, message.require("content")?, false)?;
                 InvalidRequest::check_length(&content_path, &output, limits.max_message_chars)?;
-                let Some(call) = waiting(&mut pending, &id) else {
-                    return Err(InvalidRequest::new(
-                        message.at("tool_call_id"),
-                        "answers no unanswered tool call of the assistant message just before",
-                    )
-                    .into());
-                };
+                let unanswered_at = message.at("tool_call_id");
+                let refusal =
+                    "answers no unanswered tool call of the assistant message just before";
+                let (call, _) = answer_waiting(
+                    &mut pending,
+                    &mut messages,
+                    &id,
+                    output,
+                    (unanswered_at, refusal),
+                )?;
                 // LangChain.js (and LibreChat, which runs on it) name the function a result answers: the
                 // client's bookkeeping, taken when it names the call's own function.
                 if let Some(name) = message.take::<String>("name")?
@@ -525,7 +529,6 @@ fn conversation(
                     )
                     .into());
                 }
-                call.answer(&mut messages, output);
             }
             "function" => {
                 return Err(InvalidRequest::new(

@@ -81,13 +81,21 @@ impl From<&ToolCall> for MessageToolCall {
     }
 }
 
-/// `chat.completion`.
+/// What a `chat.completion` and each of its `chat.completion.chunk`s open with: the completion's id, the object's
+/// type, when the completion was made, and the model the request named.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ChatCompletion {
+pub struct CompletionObject {
     pub id: String,
     pub object: &'static str,
     pub created: i64,
     pub model: String,
+}
+
+/// `chat.completion`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChatCompletion {
+    #[serde(flatten)]
+    pub opening: CompletionObject,
     pub choices: Vec<Choice>,
     pub usage: Usage,
     pub system_fingerprint: Option<String>,
@@ -126,10 +134,12 @@ impl ChatCompletion {
         let content = (!answer.content.is_empty() || answer.tool_calls.is_empty())
             .then(|| answer.content.clone());
         Self {
-            id: answer.id.clone(),
-            object: "chat.completion",
-            created: answer.created,
-            model: model.to_string(),
+            opening: CompletionObject {
+                id: answer.id.clone(),
+                object: "chat.completion",
+                created: answer.created,
+                model: model.to_string(),
+            },
             choices: vec![Choice {
                 index: 0,
                 message: AssistantMessage {
@@ -165,10 +175,8 @@ pub struct ChunkHeader {
 /// `chat.completion.chunk`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ChatCompletionChunk {
-    pub id: String,
-    pub object: &'static str,
-    pub created: i64,
-    pub model: String,
+    #[serde(flatten)]
+    pub opening: CompletionObject,
     pub system_fingerprint: Option<String>,
     pub choices: Vec<ChunkChoice>,
     /// Present (`null` but in the usage chunk) only when the request asked for usage.
@@ -207,21 +215,30 @@ pub struct ToolCallDelta {
 }
 
 impl ChatCompletionChunk {
-    fn with(header: &ChunkHeader, delta: ChunkDelta, finish: Option<FinishReason>) -> Self {
+    /// A chunk of the answer `header` opens, with `choices` and `usage`.
+    fn of(header: &ChunkHeader, choices: Vec<ChunkChoice>, usage: Option<Option<Usage>>) -> Self {
         Self {
-            id: header.id.clone(),
-            object: "chat.completion.chunk",
-            created: header.created,
-            model: header.model.clone(),
+            opening: CompletionObject {
+                id: header.id.clone(),
+                object: "chat.completion.chunk",
+                created: header.created,
+                model: header.model.clone(),
+            },
             system_fingerprint: None,
-            choices: vec![ChunkChoice {
-                index: 0,
-                delta,
-                logprobs: None,
-                finish_reason: finish.map(finish_reason),
-            }],
-            usage: header.include_usage.then_some(None),
+            choices,
+            usage,
         }
+    }
+
+    /// A chunk of the one choice: `delta`, and why it finished at the end.
+    fn with(header: &ChunkHeader, delta: ChunkDelta, finish: Option<FinishReason>) -> Self {
+        let choice = ChunkChoice {
+            index: 0,
+            delta,
+            logprobs: None,
+            finish_reason: finish.map(finish_reason),
+        };
+        Self::of(header, vec![choice], header.include_usage.then_some(None))
     }
 
     /// The first chunk: the role, and empty content.
@@ -284,15 +301,7 @@ impl ChatCompletionChunk {
 
     /// The usage chunk after the last, when asked for: no choices.
     pub fn usage(header: &ChunkHeader, usage: Usage) -> Self {
-        Self {
-            id: header.id.clone(),
-            object: "chat.completion.chunk",
-            created: header.created,
-            model: header.model.clone(),
-            system_fingerprint: None,
-            choices: Vec::new(),
-            usage: Some(Some(usage)),
-        }
+        Self::of(header, Vec::new(), Some(Some(usage)))
     }
 }
 
@@ -398,5 +407,55 @@ impl WholeEncoder for ChunkEvents {
 
     fn whole(&mut self, answer: &Answer) -> Whole {
         Whole::json(&ChatCompletion::from_answer(answer, &self.model))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text<T: Serialize>(value: &T) -> String {
+        serde_json::to_string(value).unwrap()
+    }
+
+    /// A chunk and a whole completion open with the same members, in OpenAI's order, to the byte.
+    #[test]
+    fn a_chunk_and_a_completion_open_with_id_object_created_and_model_in_order() {
+        let header = ChunkHeader {
+            id: "c".into(),
+            created: 1,
+            model: "m".into(),
+            include_usage: true,
+        };
+        assert_eq!(
+            text(&ChatCompletionChunk::content(&header, "Hi".into())),
+            r#"{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","system_fingerprint":null,"choices":[{"index":0,"delta":{"content":"Hi"},"logprobs":null,"finish_reason":null}],"usage":null}"#
+        );
+        let usage = Usage::of(&TokenUsage::default(), "");
+        assert_eq!(
+            text(&ChatCompletionChunk::usage(&header, usage)),
+            format!(
+                r#"{{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","system_fingerprint":null,"choices":[],"usage":{}}}"#,
+                text(&usage)
+            )
+        );
+        let whole = ChatCompletion {
+            opening: CompletionObject {
+                id: "c".into(),
+                object: "chat.completion",
+                created: 1,
+                model: "m".into(),
+            },
+            choices: Vec::new(),
+            usage,
+            system_fingerprint: None,
+        };
+        assert_eq!(
+            text(&whole),
+            format!(
+                r#"{{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[],"usage":{},"system_fingerprint":null}}"#,
+                text(&usage)
+            )
+        );
     }
 }

@@ -13,8 +13,8 @@
 
 use crate::object::{self, Api, kind_of};
 use crate::read::{
-    self, BEDROCK_UNIT, DefaultOnly, Pending, Sampled, UserParts, is_tool_name, text_parts,
-    unanswered, waiting,
+    self, BEDROCK_UNIT, DefaultOnly, Pending, Sampled, UserParts, answer_waiting, is_tool_name,
+    text_parts, unanswered, waiting,
 };
 use std::collections::HashMap;
 
@@ -817,14 +817,9 @@ pub fn conversation(
                 let path = item.at("output");
                 let output = output_text(&path, item.require("output")?)?;
                 InvalidRequest::check_length(&path, &output, limits.max_message_chars)?;
-                let Some(call) = waiting(&mut pending, &id) else {
-                    return Err(InvalidRequest::new(
-                        item.at("call_id"),
-                        "answers no unanswered call of the items before it",
-                    )
-                    .into());
-                };
-                call.answer(&mut messages, output);
+                let refusal = "answers no unanswered call of the items before it";
+                let at = (item.at("call_id"), refusal);
+                answer_waiting(&mut pending, &mut messages, &id, output, at)?;
                 open = false;
             }
             "reasoning" => {
