@@ -278,6 +278,8 @@ describe(`the page at ${BASE}/`, () => {
     // Revoked through its dialog: gone from the list, and refused.
     await (await item.$('button.revoke')).click();
     await page.waitForSelector('#revoke-dialog[open]');
+    // The dialog says how soon: within the key cache's life on the server's instances, not at once.
+    assert.match(await page.$eval('#revoke-text', (e) => e.textContent), /within the time the server keeps a key it has checked: a minute, unless the operator set API_KEY_CACHE_SECONDS otherwise/);
     await page.click('#revoke-confirm');
     await page.waitForFunction((gone) => !document.querySelector(`#api-key-list li[data-id="${gone}"]`), {}, id);
     const refused = await fetch(`${BASE}/chat-history?mode=standard`, { headers: { authorization: `Bearer ${key}` } });

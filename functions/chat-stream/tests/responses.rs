@@ -454,6 +454,57 @@ async fn each_refusal_is_openais_error_naming_the_field() {
 }
 
 #[tokio::test]
+async fn a_refusal_of_the_completions_checks_names_the_responses_own_field() {
+    // Past the operator's cap on reasoning: `reasoning.effort`, not Chat Completions' `reasoning_effort`.
+    let capped = harness_with(&[("MODEL_ID", CLAUDE), ("MAX_REASONING_EFFORT", "low")]).await;
+    let high = with(
+        json!({"model": CLAUDE, "input": "x", "store": false}),
+        "reasoning",
+        json!({"effort": "high"}),
+    );
+    let refused = post(&capped, &high).await;
+    assert_eq!(
+        error_of(&refused),
+        (400, Value::Null, json!("reasoning.effort")),
+        "{}",
+        refused.body
+    );
+    let message = refused.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.starts_with("reasoning.effort:") && message.contains("at most"),
+        "{message}"
+    );
+    // A model that cannot reason, asked to: the same field.
+    let h = harness().await;
+    let asked = with(ask("x"), "reasoning", json!({"effort": "low"}));
+    let refused = post(&h, &asked).await;
+    assert_eq!(
+        error_of(&refused),
+        (400, Value::Null, json!("reasoning.effort")),
+        "{}",
+        refused.body
+    );
+    // A JSON format for a model that cannot be held to one: `text.format`, not `response_format`.
+    let schema = json!({"format": {"type": "json_schema", "name": "answer", "strict": true,
+        "schema": {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"],
+            "additionalProperties": false}}});
+    let refused = post(&h, &with(ask("x"), "text", schema)).await;
+    assert_eq!(
+        error_of(&refused),
+        (400, Value::Null, json!("text.format")),
+        "{}",
+        refused.body
+    );
+    assert!(
+        capped.bedrock.requests().is_empty() && h.bedrock.requests().is_empty(),
+        "nothing refused reached the model"
+    );
+}
+
+#[tokio::test]
 async fn a_fault_after_the_first_event_is_response_failed_and_a_cut_answer_is_incomplete() {
     let h = harness().await;
     let s = stream(&h, &ask("[[deltas:6]] [[stream-error-after:3]]")).await;

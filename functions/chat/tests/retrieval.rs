@@ -377,13 +377,22 @@ async fn ask_as(g: &Grounded, token: &str, question: &str, overrides: Value) -> 
 async fn a_users_documents_reach_that_user_only_in_every_retrieval_mode() {
     let signer = JwtSigner::new("k1");
     let jwks = signer.jwks_path();
-    let g = grounded(&setup::jwt_env(ISSUER, AUDIENCE, &jwks)).await;
+    // Alice's `oid` is not her `sub`: access lists name her by it (JWT_OID_CLAIM=oid).
+    let env = [
+        setup::jwt_env(ISSUER, AUDIENCE, &jwks),
+        vec![("JWT_OID_CLAIM", "oid")],
+    ]
+    .concat();
+    let g = grounded(&env).await;
     let alice = token(
         &signer,
         json!({"sub": "alice-sub", "oid": "alice", "groups": ["engineering"]}),
     );
-    let bob = token(&signer, json!({"sub": "bob"}));
-    let mallory = token(&signer, json!({"sub": "mallory", "groups": ["sales"]}));
+    let bob = token(&signer, json!({"sub": "bob", "oid": "bob"}));
+    let mallory = token(
+        &signer,
+        json!({"sub": "mallory", "oid": "mallory", "groups": ["sales"]}),
+    );
     let documents = |reply: &Reply| -> Vec<String> {
         assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
         citations(&reply.json()["context"])

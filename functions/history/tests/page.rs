@@ -302,3 +302,28 @@ async fn the_page_declares_its_icon_which_is_served_beside_it() {
         }
     }
 }
+
+#[tokio::test]
+async fn the_revoke_dialog_says_a_key_stops_within_the_key_caches_life() {
+    // Other instances keep a key they checked for API_KEY_CACHE_SECONDS: the page says so, and that its default is
+    // a minute, rather than promising the key stops at once.
+    let page = get(&app(harness::auth(), &[]), "GET").await;
+    let start = page
+        .body
+        .find("$('revoke-text').textContent = `")
+        .expect("the revoke dialog's text");
+    let said = &page.body[start..start + page.body[start..].find('\n').unwrap()];
+    assert!(
+        said.contains("within the time the server keeps a key it has checked"),
+        "{said}"
+    );
+    assert!(
+        said.contains("a minute, unless the operator set API_KEY_CACHE_SECONDS otherwise"),
+        "{said}"
+    );
+    assert_eq!(
+        chat_edge::DEFAULT_CACHE_SECONDS,
+        60,
+        "the page says a minute"
+    );
+}

@@ -357,6 +357,7 @@ impl Config {
                 allowed_models,
                 openai_retrieval: flag("OPENAI_RETRIEVAL", false)?,
                 openai_server_tools: flag("OPENAI_SERVER_TOOLS", false)?,
+                thoughts_show_prompt: flag("THOUGHTS_SHOW_PROMPT", true)?,
             },
             max_body_bytes: number("MAX_BODY_BYTES", 1024 * 1024)? as usize,
             max_history_body_bytes: number(
@@ -797,6 +798,15 @@ mod tests {
         assert_eq!(bad.name, "ALLOWED_MODELS");
         let bad = config(&[("OPENAI_RETRIEVAL", "maybe")]).unwrap_err();
         assert_eq!(bad.name, "OPENAI_RETRIEVAL");
+    }
+
+    #[test]
+    fn thoughts_show_the_prompt_and_filters_unless_the_operator_says_not() {
+        assert!(config(&[]).unwrap().chat.thoughts_show_prompt);
+        let off = config(&[("THOUGHTS_SHOW_PROMPT", "false")]).unwrap();
+        assert!(!off.chat.thoughts_show_prompt);
+        let bad = config(&[("THOUGHTS_SHOW_PROMPT", "hidden")]).unwrap_err();
+        assert_eq!(bad.name, "THOUGHTS_SHOW_PROMPT");
     }
 
     #[test]

@@ -226,9 +226,10 @@ impl<S: ModelStream> RoundDriver<S> {
         all
     }
 
-    /// Whether the answer is complete.
+    /// Whether the answer is complete and all of it read: an answer the deadline ended before its first round
+    /// ([`Self::time_up_unstarted`]) still has its end to yield.
     pub(crate) fn is_done(&self) -> bool {
-        self.done
+        self.done && self.ready.is_empty()
     }
 
     /// When a round is being read and the model has not reported its usage yet (an answer cut off now): about what

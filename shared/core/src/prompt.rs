@@ -373,7 +373,7 @@ pub(crate) fn model_request(
         stop_sequences: Vec::new(),
         response_format: crate::ResponseFormat::Text,
     };
-    let mut prompt_thought = prompt_thought(&request);
+    let mut prompt_thought = prompt_thought(&request, settings.thoughts_show_prompt);
     if !input.overrides.not_used.is_empty()
         && let Some(Value::Object(props)) = &mut prompt_thought.props
     {
@@ -385,8 +385,8 @@ pub(crate) fn model_request(
     }
 }
 
-fn prompt_thought(request: &ModelRequest) -> Thought {
-    let mut description = vec![json!({"role": "system", "content": request.system})];
+fn prompt_thought(request: &ModelRequest, show_system: bool) -> Thought {
+    let mut description = system_shown(&request.system, show_system);
     description.extend(request.messages.iter().map(|m| {
         let mut entry = json!({"role": m.role.as_str(), "content": m.texts.join("\n\n")});
         if !m.files.is_empty() {
@@ -445,6 +445,16 @@ fn prompt_thought(request: &ModelRequest) -> Thought {
     }
 }
 
+/// The system message a prompt thought opens with: none when the operator keeps the system prompt out of thoughts
+/// (`THOUGHTS_SHOW_PROMPT=false`).
+pub(crate) fn system_shown(system: &str, show: bool) -> Vec<Value> {
+    if show {
+        vec![json!({"role": "system", "content": system})]
+    } else {
+        Vec::new()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -462,6 +472,7 @@ mod tests {
             allowed_models: vec!["m".into()],
             openai_retrieval: false,
             openai_server_tools: false,
+            thoughts_show_prompt: true,
         }
     }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use crate::grounding::one_line;
-use crate::prompt::{inference_settings, model_messages, push_text};
+use crate::prompt::{inference_settings, model_messages, push_text, system_shown};
 use crate::{
     Caller, ChatError, ChatModel, ChatSettings, DocumentAccess, Grounding, Message, MetadataFilter,
     ModelRequest, Passage, RetrievalMode, Retriever, Role, SearchMode, SearchRequest, Thought,
@@ -54,7 +54,11 @@ pub(crate) async fn search<M: ChatModel>(
         let reply = account.converse(model, &request).await?;
         spent.add_call(reply.usage, settings.model.prices.as_ref());
         let written = reply.text.trim().trim_matches('"').trim().to_string();
-        thoughts.push(query_thought(&request, &written));
+        thoughts.push(query_thought(
+            &request,
+            &written,
+            settings.thoughts_show_prompt,
+        ));
         if written.is_empty() || written == "0" {
             (question.clone(), false)
         } else {
@@ -94,6 +98,7 @@ pub(crate) async fn search<M: ChatModel>(
         &search,
         mode,
         generated,
+        settings.thoughts_show_prompt,
     ));
     thoughts.push(results_thought(&passages));
     Ok(SearchOutcome {
@@ -333,8 +338,8 @@ fn matches_nothing(filter: &MetadataFilter) -> bool {
     }
 }
 
-fn query_thought(request: &ModelRequest, query: &str) -> Thought {
-    let mut description = vec![json!({"role": "system", "content": request.system})];
+fn query_thought(request: &ModelRequest, query: &str, show_system: bool) -> Thought {
+    let mut description = system_shown(&request.system, show_system);
     description.extend(
         request
             .messages
@@ -364,6 +369,7 @@ fn search_thought(
     search: &SearchRequest,
     mode: RetrievalMode,
     generated: bool,
+    show_filters: bool,
 ) -> Thought {
     let overrides = &input.overrides;
     let mut props = Map::new();
@@ -412,10 +418,14 @@ fn search_thought(
             json!("DOCUMENT_ACCESS=open: the operator opened the collection; every document is searched, whoever asks"),
         );
     }
-    props.insert(
-        "filters".into(),
-        search.filter.as_ref().map_or(Value::Null, filter_json),
-    );
+    // The filters name the caller's oid and groups and how access is decided: out of the thought when the operator
+    // keeps them out (`THOUGHTS_SHOW_PROMPT=false`).
+    if show_filters {
+        props.insert(
+            "filters".into(),
+            search.filter.as_ref().map_or(Value::Null, filter_json),
+        );
+    }
     Thought {
         title: if generated {
             "Search using generated search query"

@@ -29,6 +29,10 @@ pub struct ChatSettings {
     /// Whether a stateless completion offers the server's tools (`search_documents`, MCP) beside the client's
     /// (`OPENAI_SERVER_TOOLS`; off by default).
     pub openai_server_tools: bool,
+    /// Whether the thoughts, which the user is shown, show the system prompt of each model call and the filters of
+    /// each search (`THOUGHTS_SHOW_PROMPT`; on by default). Off, an operator's prompt and how access is filtered stay
+    /// out of what the user sees.
+    pub thoughts_show_prompt: bool,
 }
 
 /// What the turn asks of the model beyond its words, and what it may spend: configured once, from the model's

@@ -745,6 +745,77 @@ mod retrieval {
     }
 
     #[tokio::test]
+    async fn the_operator_keeps_the_system_prompt_and_the_filters_out_of_thoughts_when_asked() {
+        for show in [true, false] {
+            let model = ScriptedModel::with([
+                Script::text("dental coverage"),
+                Script::text("Two cleanings a year."),
+            ]);
+            let retriever = FakeRetriever::new();
+            retriever.push(vec![paged(
+                "Dental: two cleanings.",
+                "Benefits.pdf",
+                2,
+                0.9,
+            )]);
+            let mut s = settings();
+            s.system_prompt = "Operator's secret instructions.".into();
+            s.retrieval = RetrievalSettings {
+                query_rewrite: true,
+                ..RetrievalSettings::default()
+            };
+            s.thoughts_show_prompt = show;
+            let service = ChatService::new(model.clone(), InMemoryStore::new(), s)
+                .with_retriever(Some(Arc::new(retriever.clone()) as Arc<dyn Retriever>));
+            let answer = service
+                .answer(&alice(), &ask("What does dental cover?"))
+                .await
+                .unwrap();
+            let thoughts = answer.thoughts();
+            let thought = |title: &str| {
+                thoughts
+                    .iter()
+                    .find(|t| t.title == title)
+                    .unwrap_or_else(|| panic!("a thought {title:?}"))
+            };
+            for title in [
+                "Prompt to generate search query",
+                "Prompt to generate answer",
+            ] {
+                let messages = thought(title).description.as_array().unwrap();
+                let systems = messages.iter().filter(|m| m["role"] == "system").count();
+                assert_eq!(systems, usize::from(show), "{title}, shown: {show}");
+                // The conversation is still shown either way.
+                assert!(
+                    messages.iter().any(|m| m["role"] == "user"),
+                    "{title}: {messages:?}"
+                );
+            }
+            let shown: String = thoughts
+                .iter()
+                .map(|t| format!("{} {:?}", t.description, t.props))
+                .collect();
+            assert_eq!(
+                shown.contains("Operator's secret instructions."),
+                show,
+                "{shown}"
+            );
+            let search = thought("Search using generated search query");
+            let props = search.props.as_ref().unwrap();
+            assert_eq!(props.get("filters").is_some(), show, "{props}");
+            assert_eq!(shown.contains("listContains"), show, "{shown}");
+            // What the search and the model were given does not change: only what the user is shown.
+            assert!(retriever.requests()[0].filter.is_some());
+            assert!(
+                model.requests()[1]
+                    .system
+                    .contains("Operator's secret instructions.")
+            );
+            assert_eq!(answer.content, "Two cleanings a year.");
+        }
+    }
+
+    #[tokio::test]
     async fn overrides_and_the_callers_access_make_the_filter() {
         let (service, _, _, retriever) = grounded([], CitationMode::Prompted, false);
         let caller = Caller {

@@ -41,8 +41,8 @@ impl Person {
             Person::Alice => {
                 Some(json!({"sub": "alice-sub", "oid": "alice", "groups": ["engineering"]}))
             }
-            Person::Bob => Some(json!({"sub": "bob"})),
-            Person::Dana => Some(json!({"sub": "dana", "groups": ["leadership"]})),
+            Person::Bob => Some(json!({"sub": "bob", "oid": "bob"})),
+            Person::Dana => Some(json!({"sub": "dana", "oid": "dana", "groups": ["leadership"]})),
             Person::Local => None,
         }
     }
@@ -198,6 +198,8 @@ impl Fixture {
             ("AUTH_MODE", "jwt".into()),
             ("JWT_ISSUER", ISSUER.into()),
             ("JWT_AUDIENCE", AUDIENCE.into()),
+            // Alice's `oid` is not her `sub`: access lists name her by it.
+            ("JWT_OID_CLAIM", "oid".into()),
             (
                 "JWKS_FILE",
                 signer.jwks_file().to_string_lossy().to_string(),

@@ -30,6 +30,7 @@ pub fn settings_for(model_id: &str) -> ChatSettings {
         allowed_models: vec![model_id.into()],
         openai_retrieval: false,
         openai_server_tools: false,
+        thoughts_show_prompt: true,
     }
 }
 

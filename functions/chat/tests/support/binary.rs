@@ -88,6 +88,7 @@ pub async fn backends() -> Backends {
         ("AUTH_MODE", "jwt".into()),
         ("JWT_ISSUER", ISSUER.into()),
         ("JWT_AUDIENCE", AUDIENCE.into()),
+        ("JWT_OID_CLAIM", "oid".into()),
         ("JWKS_FILE", jwks.to_string_lossy().into_owned()),
         ("RUST_LOG", "trace".into()),
     ]

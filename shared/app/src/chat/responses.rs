@@ -24,10 +24,9 @@ use chat_edge::{
     ApiError, Arrived, CallerAnd, ChatEdgeState, Identified, error_response_in, json_response,
     only_in, read_dialect_body,
 };
-use chat_protocol::openai::OpenAiErrors;
 use chat_protocol::responses::{
-    ResponseContext, ResponseEvents, ResponsesRequest, SealReasoning, conversation, is_reference,
-    parse_responses_request, referenced, whole_response,
+    ResponseContext, ResponseEvents, ResponsesErrors, ResponsesRequest, SealReasoning,
+    conversation, in_own_terms, is_reference, parse_responses_request, referenced, whole_response,
 };
 use chat_protocol::{Encoder, ErrorShape, Fault, FaultKind};
 use chat_runtime::TurnMeter;
@@ -75,15 +74,15 @@ pub(crate) fn routes<M: ChatModel + 'static, St: SessionStore + 'static>(
     Router::new()
         .route(
             "/v1/responses",
-            only_in::<OpenAiErrors, _>("POST", post(create)),
+            only_in::<ResponsesErrors, _>("POST", post(create)),
         )
         .route(
             "/v1/responses/{id}",
-            only_in::<OpenAiErrors, _>("GET, DELETE", get(retrieve).delete(delete)),
+            only_in::<ResponsesErrors, _>("GET, DELETE", get(retrieve).delete(delete)),
         )
         .route(
             "/v1/responses/{id}/input_items",
-            only_in::<OpenAiErrors, _>("GET", get(input_items)),
+            only_in::<ResponsesErrors, _>("GET", get(input_items)),
         )
         .with_state(state.clone())
 }
@@ -118,11 +117,11 @@ async fn create<M: ChatModel + 'static, St: SessionStore + 'static>(
 ) -> Response {
     let (caller, request) = match app.arrived(serving, ROUTE, arrived, request) {
         Ok(CallerAnd(caller, ResponsesBody(request))) => (caller, request),
-        Err(e) => return error_response_in::<OpenAiErrors>(&e),
+        Err(e) => return error_response_in::<ResponsesErrors>(&e),
     };
     let (allowed, meter) = app.model_meter(serving, ROUTE, arrived, &request.model);
     let span = response_span(&request, allowed);
-    let refuse = |e: ApiError, meter: TurnMeter| super::refuse::<OpenAiErrors>(meter, e);
+    let refuse = |e: ApiError, meter: TurnMeter| super::refuse::<ResponsesErrors>(meter, e);
     if let Err(e) = serving.whole_only(request.stream, ROUTE) {
         return refuse(e, meter);
     }
@@ -170,7 +169,11 @@ async fn create<M: ChatModel + 'static, St: SessionStore + 'static>(
     let (turn, completion) = (&request.turn, &request.completion);
     let answered = async {
         if request.stream {
-            let turn = app.service.complete_stream(&caller, turn, completion).await;
+            let turn = app
+                .service
+                .complete_stream(&caller, turn, completion)
+                .await
+                .map_err(own_terms);
             deliver(
                 &app,
                 caller,
@@ -183,7 +186,11 @@ async fn create<M: ChatModel + 'static, St: SessionStore + 'static>(
             )
             .await
         } else {
-            let turn = app.service.complete_whole(&caller, turn, completion).await;
+            let turn = app
+                .service
+                .complete_whole(&caller, turn, completion)
+                .await
+                .map_err(own_terms);
             deliver(
                 &app,
                 caller,
@@ -199,7 +206,7 @@ async fn create<M: ChatModel + 'static, St: SessionStore + 'static>(
     }
     .instrument(span.clone())
     .await;
-    let mut response = answered.unwrap_or_else(|e| error_response_in::<OpenAiErrors>(&e));
+    let mut response = answered.unwrap_or_else(|e| error_response_in::<ResponsesErrors>(&e));
     if !request.ignored_tools.is_empty()
         && let Ok(value) = HeaderValue::from_str(&request.ignored_tools.join(", "))
     {
@@ -264,7 +271,7 @@ fn no_such_response(id: &str, param: Option<&str>) -> Response {
     Response::builder()
         .status(StatusCode::NOT_FOUND)
         .header(axum::http::header::CONTENT_TYPE, "application/json")
-        .body(axum::body::Body::from(OpenAiErrors::error_body(&fault)))
+        .body(axum::body::Body::from(ResponsesErrors::error_body(&fault)))
         .expect("a response built from valid parts")
 }
 
@@ -336,6 +343,19 @@ async fn continued<M: ChatModel + 'static, St: SessionStore + 'static>(
         .collect();
     request.history = history;
     Ok(())
+}
+
+/// A refusal of the completion's checks, naming its field as Chat Completions spells it (`reasoning_effort` for a
+/// model that cannot reason or an effort past `MAX_REASONING_EFFORT`, `response_format`), by the Responses request's
+/// own path for it (`reasoning.effort`, `text.format`).
+fn own_terms(e: ChatError) -> ChatError {
+    match e {
+        ChatError::Invalid(mut invalid) => {
+            invalid.path = in_own_terms(&invalid.path);
+            ChatError::Invalid(invalid)
+        }
+        e => e,
+    }
 }
 
 /// Names `input[i]` of a refusal by its place in the request's own input, after `before` kept items.
@@ -517,14 +537,14 @@ async fn kept<M: ChatModel + 'static, St: SessionStore>(
     caller: Result<Identified, ApiError>,
     id: &str,
 ) -> Result<(Caller, KeptResponse), Response> {
-    let Identified(caller) = caller.map_err(|e| error_response_in::<OpenAiErrors>(&e))?;
+    let Identified(caller) = caller.map_err(|e| error_response_in::<ResponsesErrors>(&e))?;
     let Some(store) = app.responses.as_ref().filter(|_| is_response_id(id)) else {
         return Err(no_such_response(id, None));
     };
     match store.kept_response(&caller.owner, id).await {
         Ok(Some(kept)) => Ok((caller, kept)),
         Ok(None) => Err(no_such_response(id, None)),
-        Err(e) => Err(error_response_in::<OpenAiErrors>(&ApiError::Chat(
+        Err(e) => Err(error_response_in::<ResponsesErrors>(&ApiError::Chat(
             ChatError::Store(e),
         ))),
     }
@@ -550,7 +570,7 @@ async fn delete<M: ChatModel + 'static, St: SessionStore>(
 ) -> Response {
     let Identified(caller) = match caller {
         Ok(caller) => caller,
-        Err(e) => return error_response_in::<OpenAiErrors>(&e),
+        Err(e) => return error_response_in::<ResponsesErrors>(&e),
     };
     let Some(store) = app.responses.as_ref().filter(|_| is_response_id(&id)) else {
         return no_such_response(&id, None);
@@ -561,7 +581,7 @@ async fn delete<M: ChatModel + 'static, St: SessionStore>(
             &json!({"id": id, "object": "response", "deleted": true}),
         ),
         Ok(false) => no_such_response(&id, None),
-        Err(e) => error_response_in::<OpenAiErrors>(&ApiError::Chat(ChatError::Store(e))),
+        Err(e) => error_response_in::<ResponsesErrors>(&ApiError::Chat(ChatError::Store(e))),
     }
 }
 
@@ -582,7 +602,7 @@ async fn input_items<M: ChatModel + 'static, St: SessionStore>(
         Err(response) => return response,
     };
     let refuse = |param: &str, reason: &str| {
-        error_response_in::<OpenAiErrors>(&ApiError::from(InvalidRequest::new(param, reason)))
+        error_response_in::<ResponsesErrors>(&ApiError::from(InvalidRequest::new(param, reason)))
     };
     let mut items: Vec<Value> = kept
         .input_items

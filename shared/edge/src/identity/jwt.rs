@@ -1,6 +1,6 @@
 //! A Bearer token verified: a key of the issuer's JWKS ([`super::jwks`]) signs it with an accepted public-key
-//! algorithm, and its issuer, audience, times and `sub` hold; its `oid` and groups are what documents' access lists
-//! name.
+//! algorithm, and its issuer, audience, times and `sub` hold; its oid claim (`JWT_OID_CLAIM`) and groups are what
+//! documents' access lists name.
 
 use jsonwebtoken::{Validation, decode, decode_header};
 use serde::Deserialize;
@@ -23,6 +23,8 @@ pub struct JwtVerifier {
     pub(super) audience: String,
     /// The claim holding the caller's groups (`JWT_GROUPS_CLAIM`, default `groups`).
     pub(super) groups_claim: String,
+    /// The claim whose value names the caller in documents' `oids` (`JWT_OID_CLAIM`; see [`default_oid_claim`]).
+    pub(super) oid_claim: String,
     /// The issuer's keys, fetched as they are needed.
     pub(super) keys: Keys,
 }
@@ -41,9 +43,27 @@ struct Claims {
 /// What a verified token says of its holder.
 pub(super) struct Verified {
     pub(super) sub: String,
-    /// The `oid` claim (Microsoft Entra's object id), else `sub`: what documents' `oids` name.
+    /// The value of the oid claim (`JWT_OID_CLAIM`): what documents' `oids` name.
     pub(super) oid: String,
     pub(super) groups: Vec<String>,
+}
+
+/// The claim naming a caller in documents' `oids` when `JWT_OID_CLAIM` is not set: `oid` for Microsoft Entra ID
+/// (an issuer on `login.microsoftonline.com` or `sts.windows.net`), whose `sub` differs per application and whose
+/// `oid` is the user's object id that access lists name; `sub` for every other issuer.
+pub fn default_oid_claim(issuer: &str) -> &'static str {
+    let rest = issuer.split_once("://").map_or(issuer, |(_, rest)| rest);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = authority.rsplit('@').next().unwrap_or_default();
+    let host = host
+        .split(':')
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    match host.trim_end_matches('.') {
+        "login.microsoftonline.com" | "sts.windows.net" => "oid",
+        _ => "sub",
+    }
 }
 
 /// The token a request presents, in either form clients send one: `Authorization: Bearer <token>` (OpenAI's SDKs, the
@@ -72,6 +92,7 @@ impl JwtVerifier {
         issuer: String,
         audience: String,
         groups_claim: String,
+        oid_claim: String,
         source: KeySource,
         http: reqwest::Client,
     ) -> Self {
@@ -79,6 +100,7 @@ impl JwtVerifier {
             issuer,
             audience,
             groups_claim,
+            oid_claim,
             keys: Keys::new(source, http),
         }
     }
@@ -117,9 +139,23 @@ impl JwtVerifier {
             .map_err(|e| format!("invalid token: {e}"))?;
         usable_name("the token's sub", &data.claims.sub)?;
         let claims = data.claims;
-        let oid = match claims.other.get("oid").and_then(|v| v.as_str()) {
-            Some(oid) if usable_name("the token's oid", oid).is_ok() => oid.to_string(),
-            _ => claims.sub.clone(),
+        // The oid claim names the caller in access lists: a token without it (or with one that names nobody) is
+        // refused, never taken as its `sub`, which may name someone else in those lists.
+        let oid = if self.oid_claim == "sub" {
+            claims.sub.clone()
+        } else {
+            let claim = &self.oid_claim;
+            match claims.other.get(claim) {
+                Some(serde_json::Value::String(oid)) => {
+                    usable_name(&format!("the token's {claim}"), oid)?.to_string()
+                }
+                Some(_) => return Err(format!("the token's {claim} claim is not a string")),
+                None => {
+                    return Err(format!(
+                        "the token has no {claim} claim (JWT_OID_CLAIM), which names its holder"
+                    ));
+                }
+            }
         };
         // A groups claim is a list of names (or one name); anything else names no group.
         let groups = match claims.other.get(&self.groups_claim) {

@@ -135,10 +135,15 @@ impl Auth {
                         reason: "must not hold control characters".into(),
                     });
                 }
+                // Set, it always wins; else `oid` for Microsoft Entra ID, `sub` for any other issuer.
+                let oid_claim = get("JWT_OID_CLAIM")
+                    .map(|claim| claim.trim().to_string())
+                    .unwrap_or_else(|| jwt::default_oid_claim(&issuer).to_string());
                 Ok(Auth::Jwt(Box::new(JwtVerifier::new(
                     issuer,
                     required("JWT_AUDIENCE")?,
                     get("JWT_GROUPS_CLAIM").unwrap_or_else(|| "groups".into()),
+                    oid_claim,
                     source,
                     http(),
                 ))))
@@ -185,7 +190,7 @@ impl Auth {
     }
 
     /// Who calls, or 401: their owner id, and what documents' access lists name them by (their oid: the local
-    /// user's name, the IAM caller's ARN, or the token's `oid`, else `sub`; and, for a token, its groups claim). A
+    /// user's name, the IAM caller's ARN, or the token's `JWT_OID_CLAIM` claim; and, for a token, its groups claim). A
     /// key acts as its owner as they were when it was made.
     pub async fn identify(&self, request: &impl CallerParts) -> Result<Caller, ApiError> {
         Ok(self.identify_proven(request).await?.0)
@@ -539,6 +544,11 @@ mod tests {
 
         /// A verifier holding the public half of a key this test makes, and that key.
         fn verifier() -> (Auth, EncodingKey) {
+            verifier_naming_by("sub")
+        }
+
+        /// [`verifier`], whose oid claim (`JWT_OID_CLAIM`) is `oid_claim`.
+        fn verifier_naming_by(oid_claim: &str) -> (Auth, EncodingKey) {
             let pkcs8 = EcdsaKeyPair::generate_pkcs8(
                 &ECDSA_P256_SHA256_FIXED_SIGNING,
                 &SystemRandom::new(),
@@ -550,6 +560,7 @@ mod tests {
                 ISSUER.into(),
                 AUDIENCE.into(),
                 "groups".into(),
+                oid_claim.into(),
                 KeySource::File("/nonexistent/jwks.json".into()),
                 reqwest::Client::new(),
             );
@@ -647,15 +658,22 @@ mod tests {
         #[tokio::test]
         async fn a_token_names_its_oid_and_groups_for_documents_access() {
             let (auth, key) = verifier();
+            // The same keys, naming callers by their `oid` claim (`JWT_OID_CLAIM=oid`, Entra's default).
+            let Auth::Jwt(mut by_oid) = auth.clone() else {
+                unreachable!()
+            };
+            by_oid.oid_claim = "oid".into();
+            let by_oid = Auth::Jwt(by_oid);
             let es256 = Header::new(Algorithm::ES256);
-            let identify = |t: String| {
+            let identify_by = |auth: &Auth, t: String| {
                 let mut request = event(None);
                 request
                     .headers_mut()
                     .insert("authorization", format!("Bearer {t}").parse().unwrap());
-                let auth = &auth;
+                let auth = auth.clone();
                 async move { auth.identify(&request).await.unwrap() }
             };
+            let identify = |t: String| identify_by(&by_oid, t);
             let full = identify(token(
                 &key,
                 &es256,
@@ -665,15 +683,106 @@ mod tests {
             assert_eq!(full.oid.as_deref(), Some("alice-oid"));
             assert_eq!(full.groups, ["eng", "hr"]);
             assert_eq!(full.owner, format!("jwt:{ISSUER}:s-1"));
-            // Without an oid claim the subject is the oid; a single group may be a string.
-            let bare = identify(token(
-                &key,
-                &es256,
-                serde_json::json!({"sub": "bob", "groups": "ops"}),
-            ))
+            // With the oid claim `sub` (the default but for Entra), the subject is the oid, whatever `oid` says; a
+            // single group may be a string.
+            let bare = identify_by(
+                &auth,
+                token(
+                    &key,
+                    &es256,
+                    serde_json::json!({"sub": "bob", "oid": "alice-oid", "groups": "ops"}),
+                ),
+            )
             .await;
             assert_eq!(bare.oid.as_deref(), Some("bob"));
             assert_eq!(bare.groups, ["ops"]);
+        }
+
+        #[tokio::test]
+        async fn a_token_without_its_oid_claim_is_refused_not_named_by_its_subject() {
+            let (auth, key) = verifier_naming_by("oid");
+            let es256 = Header::new(Algorithm::ES256);
+            for (what, claims) in [
+                ("no oid", serde_json::json!({"sub": "alice"})),
+                ("empty oid", serde_json::json!({"sub": "alice", "oid": ""})),
+                (
+                    "control characters",
+                    serde_json::json!({"sub": "alice", "oid": "a\nb"}),
+                ),
+                ("a number", serde_json::json!({"sub": "alice", "oid": 7})),
+            ] {
+                let answer = caller(&auth, &token(&key, &es256, claims)).await;
+                assert!(
+                    matches!(&answer, Err(ApiError::Unauthorized(_))),
+                    "{what}: {answer:?}"
+                );
+            }
+            let good = token(
+                &key,
+                &es256,
+                serde_json::json!({"sub": "s", "oid": "alice"}),
+            );
+            assert_eq!(
+                caller(&auth, &good).await.unwrap(),
+                format!("jwt:{ISSUER}:s")
+            );
+        }
+
+        #[test]
+        fn the_oid_claim_is_oid_for_entra_issuers_sub_for_others_and_as_set_when_set() {
+            let claim_of = |pairs: &[(&str, &str)]| {
+                let pairs: Vec<(String, String)> = [
+                    ("AUTH_MODE", "jwt"),
+                    ("JWKS_URL", "https://x"),
+                    ("JWT_AUDIENCE", "a"),
+                ]
+                .iter()
+                .chain(pairs)
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+                match Auth::from_lookup(&|k: &str| {
+                    pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+                }) {
+                    Ok(Auth::Jwt(v)) => v.oid_claim.clone(),
+                    _ => panic!("a JWT mode"),
+                }
+            };
+            for entra in [
+                "https://login.microsoftonline.com/0000-tenant/v2.0",
+                "https://sts.windows.net/0000-tenant/",
+                "https://LOGIN.MicrosoftOnline.com/tenant/v2.0",
+                "https://login.microsoftonline.com:443/tenant/v2.0",
+            ] {
+                assert_eq!(claim_of(&[("JWT_ISSUER", entra)]), "oid", "{entra}");
+                assert_eq!(
+                    claim_of(&[("JWT_ISSUER", entra), ("JWT_OID_CLAIM", "sub")]),
+                    "sub",
+                    "{entra}"
+                );
+            }
+            for other in [
+                "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_pool",
+                "https://issuer.test",
+                "https://login.microsoftonline.com.example.test/tenant",
+                "https://example.test/login.microsoftonline.com",
+                "https://login.microsoftonline.com@example.test/",
+                "https://accounts.google.com",
+            ] {
+                assert_eq!(claim_of(&[("JWT_ISSUER", other)]), "sub", "{other}");
+                assert_eq!(
+                    claim_of(&[("JWT_ISSUER", other), ("JWT_OID_CLAIM", "employee_id")]),
+                    "employee_id",
+                    "{other}"
+                );
+            }
+            // Empty is unset.
+            assert_eq!(
+                claim_of(&[
+                    ("JWT_ISSUER", "https://sts.windows.net/t/"),
+                    ("JWT_OID_CLAIM", " ")
+                ]),
+                "oid"
+            );
         }
 
         #[tokio::test]
@@ -931,6 +1040,7 @@ mod tests {
                 ISSUER.into(),
                 AUDIENCE.into(),
                 "groups".into(),
+                "sub".into(),
                 KeySource::Url(url.into()),
                 reqwest::Client::new(),
             );
