@@ -11,7 +11,9 @@
 //! ([`ApiKeyStore::record_owner`]), and a key's check acts with what was recorded last. The key also keeps a
 //! snapshot of its owner's [`Caller`] (owner id, oid, groups) as it was when it was made, which it acts with while
 //! nothing is recorded for its owner: a service account made by the operator's command never signs in, and a
-//! person's record is dropped with their keys ([`revoke_owner`]).
+//! person's record is dropped with their keys ([`revoke_owner`]). Where the people are an identity provider's that
+//! can be asked ([`AccountDirectory`]: the template's Cognito user pool), a key whose owner is disabled or gone
+//! there is refused.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -152,6 +154,15 @@ pub trait ApiKeyStore: Send + Sync {
 
     /// Drops what was recorded for `owner` (nothing recorded is no failure).
     fn forget_owner<'a>(&'a self, owner: &'a str) -> ApiKeyFuture<'a, ()>;
+}
+
+/// The identity provider's own word on the people behind keys (the template's Cognito user pool): whether a person
+/// may still act, asked when a key is read, so that a disabled or deleted person's keys stop with them.
+pub trait AccountDirectory: Send + Sync {
+    /// Whether `owner` may act: `Some(true)`; `Some(false)` when they are disabled or gone; `None` when `owner` is
+    /// none of this directory's people (a service account, another issuer's), whom it does not judge. A directory
+    /// out of reach is the store's failure (a 503, as for a table out of reach).
+    fn active<'a>(&'a self, owner: &'a str) -> ApiKeyFuture<'a, Option<bool>>;
 }
 
 impl ApiKeyRecord {

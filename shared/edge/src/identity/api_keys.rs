@@ -23,7 +23,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chat_core::{
-    ApiKeyRecord, ApiKeyStore, Caller, ChatError, MAX_KEY_DAYS, StoreError, api_key_hash,
+    AccountDirectory, ApiKeyRecord, ApiKeyStore, Caller, ChatError, MAX_KEY_DAYS, StoreError,
+    api_key_hash,
 };
 
 /// A person as a sign-in showed them: their oid and groups.
@@ -175,6 +176,8 @@ pub struct ApiKeys {
     /// The bound of every call this makes of the store.
     timeout: Duration,
     checked: Arc<Mutex<Remembered>>,
+    /// Where the people behind keys are asked whether they may still act (the template's user pool), if anywhere.
+    accounts: Option<Arc<dyn AccountDirectory>>,
 }
 
 impl ApiKeys {
@@ -186,6 +189,16 @@ impl ApiKeys {
             default_days: settings.default_days,
             timeout,
             checked: Arc::default(),
+            accounts: None,
+        }
+    }
+
+    /// These keys, refused when `accounts` says their owner is disabled or gone (asked with every read of a key,
+    /// so once per key per instance per cache life).
+    pub fn with_accounts(self, accounts: Arc<dyn AccountDirectory>) -> Self {
+        Self {
+            accounts: Some(accounts),
+            ..self
         }
     }
 
@@ -265,23 +278,23 @@ impl ApiKeys {
         Ok(found.caller)
     }
 
-    /// The key of `hash` as it acts (see [`ApiKeyRecord::acting_as`]): its item and its owner's record, read at
-    /// once when `known_owner` (from an earlier read) is still the key's, else one after the other.
+    /// The key of `hash` as it acts (see [`ApiKeyRecord::acting_as`]): its item, its owner's record and (with a
+    /// directory) whether the owner may still act, read at once when `known_owner` (from an earlier read) is still
+    /// the key's, else the key first. `None`: no such key, or its owner is disabled or gone.
     async fn read(
         &self,
         hash: &str,
         known_owner: Option<String>,
     ) -> Result<Option<ApiKeyRecord>, StoreError> {
-        let (found, recorded) = match known_owner {
+        let (key, (recorded, active)) = match known_owner {
             Some(owner) => {
-                let (found, recorded) =
-                    tokio::join!(self.store.find(hash), self.store.recorded_owner(&owner));
+                let (found, about) = tokio::join!(self.store.find(hash), self.about(&owner));
                 match found? {
                     None => return Ok(None),
-                    Some(key) if key.caller.owner == owner => (key, recorded?),
+                    Some(key) if key.caller.owner == owner => (key, about?),
                     Some(key) => {
-                        let recorded = self.store.recorded_owner(&key.caller.owner).await?;
-                        (key, recorded)
+                        let about = self.about(&key.caller.owner).await?;
+                        (key, about)
                     }
                 }
             }
@@ -289,11 +302,28 @@ impl ApiKeys {
                 let Some(key) = self.store.find(hash).await? else {
                     return Ok(None);
                 };
-                let recorded = self.store.recorded_owner(&key.caller.owner).await?;
-                (key, recorded)
+                let about = self.about(&key.caller.owner).await?;
+                (key, about)
             }
         };
-        Ok(Some(found.acting_as(recorded)))
+        if active == Some(false) {
+            tracing::info!(key = %key.id, "an API key refused: its owner is disabled or gone in the user pool");
+            return Ok(None);
+        }
+        Ok(Some(key.acting_as(recorded)))
+    }
+
+    /// What is known of `owner` besides their key: their record as they signed in last, and whether the directory
+    /// (if any) says they may act, asked at once.
+    async fn about(&self, owner: &str) -> Result<(Option<Caller>, Option<bool>), StoreError> {
+        let active = async {
+            match &self.accounts {
+                Some(accounts) => accounts.active(owner).await,
+                None => Ok(None),
+            }
+        };
+        let (recorded, active) = tokio::join!(self.store.recorded_owner(owner), active);
+        Ok((recorded?, active?))
     }
 
     /// Records `caller`, just proven by a sign-in, as its owner is now, unless this instance saw them so last: in a
@@ -533,6 +563,53 @@ mod tests {
             other.check(&new.key).await.unwrap(),
             person(&["admins", "staff"])
         );
+    }
+
+    /// A directory whose answer the test sets: `Ok(Some(enabled))`, `Ok(None)` (not its person), or down.
+    struct Directory(Mutex<Result<Option<bool>, ()>>, AtomicUsize);
+
+    impl AccountDirectory for Directory {
+        fn active<'a>(&'a self, _: &'a str) -> ApiKeyFuture<'a, Option<bool>> {
+            self.1.fetch_add(1, Ordering::SeqCst);
+            let answer = *self.0.lock().unwrap();
+            Box::pin(async move {
+                answer.map_err(|()| StoreError::Unavailable("the pool is down".into()))
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_key_of_an_owner_disabled_in_the_directory_is_refused_after_the_cache_life() {
+        let new = NewApiKey::generate(person(&["staff"]), "k", now(), None);
+        let store = Arc::new(Counting::default());
+        *store.key.lock().unwrap() = Some(new.record.clone());
+        let directory = Arc::new(Directory(Mutex::new(Ok(Some(true))), AtomicUsize::new(0)));
+        let life = Duration::from_millis(200);
+        let keys = keys(&store, life).with_accounts(directory.clone());
+        for _ in 0..5 {
+            keys.check(&new.key).await.unwrap();
+        }
+        assert_eq!(directory.1.load(Ordering::SeqCst), 1, "asked once per read");
+        // Disabled (or deleted): still taken within the life, refused after it, as a revoked key is.
+        *directory.0.lock().unwrap() = Ok(Some(false));
+        keys.check(&new.key).await.unwrap();
+        tokio::time::sleep(life + Duration::from_millis(20)).await;
+        let refused = keys.check(&new.key).await.unwrap_err();
+        assert_eq!(refused.status(), axum::http::StatusCode::UNAUTHORIZED);
+        // Enabled again: the key works again after the life.
+        *directory.0.lock().unwrap() = Ok(Some(true));
+        tokio::time::sleep(life + Duration::from_millis(20)).await;
+        keys.check(&new.key).await.unwrap();
+        // Not the directory's person (a service account): the key works.
+        *directory.0.lock().unwrap() = Ok(None);
+        tokio::time::sleep(life + Duration::from_millis(20)).await;
+        keys.check(&new.key).await.unwrap();
+        // The directory out of reach: a 503 to try again, as for the table.
+        *directory.0.lock().unwrap() = Err(());
+        tokio::time::sleep(life + Duration::from_millis(20)).await;
+        let down = keys.check(&new.key).await.unwrap_err();
+        assert_eq!(down.status(), axum::http::StatusCode::SERVICE_UNAVAILABLE);
+        assert!(down.retry_after().is_some());
     }
 
     /// A store whose writes of owners fail: the record is tried again at the next sign-in.
