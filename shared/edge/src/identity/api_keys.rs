@@ -1,9 +1,10 @@
 //! API keys in place of a JWT (or, in a local run, of nobody), so that a program acts as the person who made the
-//! key: a key is checked by one read of its hash in the key store ([`chat_core::ApiKeyStore`]), and what that read
-//! found is kept for a short while per instance.
+//! key: a key is checked by a read of its hash in the key store ([`chat_core::ApiKeyStore`]) with its owner's
+//! record, and what that read found is kept for a short while per instance.
 //!
-//! The cache's life (`API_KEY_CACHE_SECONDS`, default 60) is how long a revoked key may still work on an instance
-//! that checked it before the revoke (the instance that revokes it forgets it at once), and how often a key's last
+//! The cache's life (`API_KEY_CACHE_SECONDS`, default 60) is how long a revoked key (or a key whose owner the user
+//! pool disabled or deleted) may still work on an instance that checked it before (the instance that revokes it
+//! forgets it at once), and how often a key's last
 //! use is recorded: at most once per life per key and instance, in a task of its own, bounded by the store's
 //! timeout, whose failure is logged and never fails the request. An expired key is refused whatever the cache holds.
 //!
@@ -13,6 +14,10 @@
 //! timeout, its failure logged and never failing the request), and a key's read on a cache miss reads the owner's
 //! record with it (at once when this instance knows the owner from an earlier read, else right after). Nothing
 //! recorded (a service account, or an owner whose keys were all revoked): the key's own snapshot.
+//!
+//! With an [`AccountDirectory`] (the template's Cognito user pool, [`ApiKeys::with_accounts`]), each read of a key
+//! also asks it about the key's owner, at the same time as their record: disabled or gone, the key is refused as an
+//! unknown one (401); a directory out of reach fails the check as the store does (503).
 //!
 //! Keys found and hashes that found nothing are kept apart, each up to [`REMEMBERED_KEYS`]: made-up `cbk_` tokens
 //! cost one read each per cache life, and however many are sent they fill only their own side, never pushing out
