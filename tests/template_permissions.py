@@ -1145,6 +1145,27 @@ def test_create_sh_grants_what_the_template_grants():
     assert docs["KeepTheDocuments"][1] == ("arn:aws:s3:::docs-bucket/*",)
 
 
+# ---- API keys leave with their owner (issue 51) ----
+
+def test_key_checks_ask_the_pool_exactly_when_the_stack_makes_it():
+    """With CreateUserPool each function that checks API keys names the pool (COGNITO_USER_POOL_ID) and may read a
+    user of it, and of it only (AdminGetUser); without, the variable is empty and nothing of Cognito is granted."""
+    for mode in ("pool", "signup", "kb"):
+        s = stack(mode)
+        for function in FUNCTIONS:
+            assert environment(s, function)["COGNITO_USER_POOL_ID"] == {"Ref": "UserPool"}, (mode, function)
+            granted = [st for st in role_statements(s, f"{function}Role")
+                       if any(a.startswith("cognito-idp:") for a in as_list(st["Action"]))]
+            assert [(st["Sid"], as_list(st["Action"]), as_list(st["Resource"])) for st in granted] == [
+                ("ReadTheKeyOwnersAccount", ["cognito-idp:AdminGetUser"], [{"Fn::GetAtt": ["UserPool", "Arn"]}])
+            ], (mode, function, granted)
+    for mode in ("jwt", "iam"):
+        s = stack(mode)
+        for function in FUNCTIONS:
+            assert environment(s, function)["COGNITO_USER_POOL_ID"] == "", (mode, function)
+            assert "cognito-idp" not in json.dumps(role_statements(s, f"{function}Role")), (mode, function)
+
+
 # ---- Sharing documents (DocumentAdminGroup, JwtGroupsClaim) ----
 
 def groups_settings(**parameters):

@@ -1,7 +1,7 @@
 //! API keys end to end on moto's DynamoDB, in JWT mode with signing keys this test makes: a signed-in person makes,
 //! lists and revokes keys through the history function; a key acts as its owner on the chat functions and the
-//! history API (the same owner id as their JWT, their groups as they were); unknown, revoked (once the cache's life
-//! has passed) and expired keys get 401; a key cannot manage keys.
+//! history API (the same owner id as their JWT, their groups as they signed in last); unknown, revoked (once the
+//! cache's life has passed) and expired keys get 401; a key cannot manage keys.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,7 +30,11 @@ struct World {
     /// Another instance of the history function: its own cache of key checks, whose life is `CACHE`.
     other_history: history::App<DynamoStore>,
     alice: String,
+    /// Alice's token once she left the `eng` group.
+    alice_later: String,
     bob: String,
+    /// What a third instance says a request is: its own cache of key checks, whose life is `CACHE`.
+    auth: Auth,
 }
 
 /// The life of the other history instance's cache.
@@ -77,7 +81,9 @@ async fn world() -> World {
         history: history::App::new(store.clone(), keyed(minute), &config)
             .with_usage(Some(ledger())),
         other_history: history::App::new(store.clone(), keyed(CACHE), &config),
+        auth: keyed(CACHE),
         alice: token("alice", json!(["staff", "eng"])),
+        alice_later: token("alice", json!(["staff"])),
         bob: token("bob", json!([])),
         store,
         _bedrock: bedrock,
@@ -126,6 +132,15 @@ impl World {
         Reply::buffered(self.other_history.handle(req).await)
             .status
             .as_u16()
+    }
+
+    /// Who the third instance says the holder of `bearer` is.
+    async fn identified(&self, bearer: &str) -> Result<chat_core::Caller, u16> {
+        let req = setup::bearer_request("GET", "/usage", Some(bearer), None);
+        self.auth
+            .identify(&req)
+            .await
+            .map_err(|e| e.status().as_u16())
     }
 }
 
@@ -413,4 +428,55 @@ async fn an_owner_holds_at_most_twenty_keys() {
     assert!(over.body.contains("revoke one first"), "{}", over.body);
     // Bob is not bound by alice's keys.
     w.key(&w.bob, "bob's").await;
+}
+
+#[tokio::test]
+async fn a_key_acts_with_the_groups_of_its_owners_last_sign_in() {
+    let w = world().await;
+    let created = w.key(&w.alice, "laptop").await;
+    let key = created["key"].as_str().unwrap();
+    assert_eq!(
+        w.identified(key).await.unwrap().groups,
+        ["staff", "eng"],
+        "as she signed in to make it"
+    );
+    // Alice leaves `eng` and signs in (any route): her record follows, written in a task of its own.
+    let reply = w
+        .send(
+            "GET",
+            "/chat-history?mode=standard",
+            Some(&w.alice_later),
+            None,
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let owner = format!("jwt:{ISSUER}:alice");
+    let keys = w.store.api_keys();
+    let mut recorded = None;
+    for _ in 0..50 {
+        recorded = keys.recorded_owner(&owner).await.unwrap();
+        if recorded.as_ref().is_some_and(|c| c.groups == ["staff"]) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(recorded.unwrap().groups, ["staff"]);
+    // Her key acts so on every instance once its cache's life has passed; the key's own item is unchanged.
+    tokio::time::sleep(CACHE + Duration::from_millis(300)).await;
+    let acting = w.identified(key).await.unwrap();
+    assert_eq!(acting.owner, owner);
+    assert_eq!(acting.groups, ["staff"]);
+    let item = keys
+        .find(&chat_core::api_key_hash(key))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(item.caller.groups, ["staff", "eng"]);
+    // Every key of hers revoked and her record dropped (the operator's `api-keys revoke --owner-id … --all`):
+    // refused once the cache's life has passed.
+    let revoked = chat_core::revoke_owner(&keys, &owner).await.unwrap();
+    assert_eq!(revoked.len(), 1);
+    assert_eq!(keys.recorded_owner(&owner).await.unwrap(), None);
+    tokio::time::sleep(CACHE + Duration::from_millis(300)).await;
+    assert_eq!(w.identified(key).await.unwrap_err(), 401);
 }

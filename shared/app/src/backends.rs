@@ -55,6 +55,15 @@ impl Backends {
         )
     }
 
+    /// The Cognito user pool `pool_id`, asked whether a key's owner may still act, each call bounded by `timeout`.
+    pub fn accounts(
+        &self,
+        pool_id: &str,
+        timeout: std::time::Duration,
+    ) -> chat_aws::CognitoAccounts {
+        chat_aws::CognitoAccounts::from_config(&self.aws, pool_id, timeout)
+    }
+
     /// The bucket that keeps the files of messages, when `ATTACHMENTS_BUCKET` names one.
     pub fn attachments(&self, config: &Config) -> Option<Arc<dyn AttachmentStore>> {
         let bucket = config.attachments_bucket.as_deref()?;

@@ -107,7 +107,7 @@ impl App {
         let config = Config::from_env()?;
         let backends = Backends::load().await;
         let auth = Auth::from_env(crate::http_client)?;
-        let auth = with_api_keys(auth, &backends, &config, ApiKeySettings::from_env()?);
+        let auth = with_api_keys(auth, &backends, &config, ApiKeySettings::from_env()?)?;
         let routes = F::routes(Parts {
             backends: &backends,
             config: &config,
@@ -220,16 +220,45 @@ fn with_api_keys(
     backends: &Backends,
     config: &Config,
     settings: ApiKeySettings,
-) -> Auth {
+) -> Result<Auth, ConfigError> {
     if matches!(auth, Auth::Iam) {
-        return auth;
+        return Ok(auth);
     }
     let store = Arc::new(backends.store(config).api_keys());
-    auth.with_api_keys(ApiKeys::new(
-        store,
-        settings,
-        config.store_timeouts.operation,
-    ))
+    let keys = ApiKeys::new(store, settings, config.store_timeouts.operation);
+    // The template's user pool (COGNITO_USER_POOL_ID, set when the stack makes one): a person disabled or deleted
+    // there loses their keys within the key cache's life.
+    match user_pool_id()? {
+        Some(pool) => Ok(auth.with_api_keys(keys.with_accounts(Arc::new(
+            backends.accounts(&pool, config.store_timeouts.operation),
+        )))),
+        None => Ok(auth.with_api_keys(keys)),
+    }
+}
+
+/// `COGNITO_USER_POOL_ID`, when set: a pool id is `{region}_{id}`.
+fn user_pool_id() -> Result<Option<String>, ConfigError> {
+    let Some(pool) = std::env::var("COGNITO_USER_POOL_ID")
+        .ok()
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+    else {
+        return Ok(None);
+    };
+    let shaped = pool.split_once('_').is_some_and(|(region, id)| {
+        !region.is_empty()
+            && !id.is_empty()
+            && pool
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    });
+    if !shaped {
+        return Err(ConfigError {
+            name: "COGNITO_USER_POOL_ID",
+            reason: format!("expected a user pool id such as us-east-1_AbC123, got {pool:?}"),
+        });
+    }
+    Ok(Some(pool))
 }
 
 fn usage_ledger(store: &DynamoStore) -> Arc<dyn UsageLedger> {

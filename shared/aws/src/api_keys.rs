@@ -6,6 +6,11 @@
 //! |---|---|---|---|
 //! | a key, as it is checked | `APIKEY#{sha256 of the key}` | `APIKEY` | `id`, `owner`, `oid`, `groups`, `name`, `hint`, `created`, `expiresAt` |
 //! | a key, as its owner lists it | `APIKEYS#{owner}` | `KEY#{id}` | the same, `hash`, and `lastUsed` |
+//! | the owner as they signed in last | `APIKEYS#{owner}` | `OWNER` | `owner`, `oid`, `groups`, `recorded` |
+//!
+//! A key's check reads its checked item and its owner's `OWNER` item (what the key acts with, when there is one):
+//! two `GetItem`s at once when the checking instance knows the key's owner from an earlier read, else one after the
+//! other (see `chat_edge`'s key checks).
 //!
 //! The key itself is never stored (see [`chat_core::api_key_hash`]). `expiresAt` is the table's TTL attribute
 //! ([`crate::table::EXPIRES_AT`]): DynamoDB removes an expired key's items in its own time; until it does, a key past
@@ -24,6 +29,9 @@ use crate::table::{PARTITION_KEY, item_key, with_sort_key_prefix};
 
 /// The sort key of a key's checked item.
 const CHECKED_SK: &str = "APIKEY";
+
+/// The sort key of an owner's item, as they signed in last (in their listing partition: no key's `KEY#` sort key).
+const OWNER_SK: &str = "OWNER";
 
 fn checked_pk(hash: &str) -> String {
     format!("APIKEY#{hash}")
@@ -95,6 +103,21 @@ impl KeyItem {
             expires: self.expires_at,
         }
     }
+}
+
+/// An owner as they signed in last.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct OwnerItem {
+    pk: String,
+    sk: String,
+    owner: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    oid: Option<String>,
+    #[serde(default)]
+    groups: Vec<String>,
+    /// Unix seconds of the write.
+    recorded: i64,
 }
 
 fn to_item(item: &KeyItem) -> Result<Item, StoreError> {
@@ -240,6 +263,60 @@ impl DynamoApiKeys {
         Ok(Some(item.record(hash)))
     }
 
+    async fn record(&self, caller: &Caller) -> Result<(), StoreError> {
+        let item = OwnerItem {
+            pk: listing_pk(&caller.owner),
+            sk: OWNER_SK.into(),
+            owner: caller.owner.clone(),
+            oid: caller.oid.clone(),
+            groups: caller.groups.clone(),
+            recorded: time::OffsetDateTime::now_utc().unix_timestamp(),
+        };
+        let item = serde_dynamo::to_item(&item)
+            .map_err(|e| StoreError::Failed(format!("an API key owner's item: {e}")))?;
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .send()
+            .instrument(tracing::info_span!("api_keys.record_owner"))
+            .await
+            .map_err(failed)?;
+        Ok(())
+    }
+
+    fn owner_of(item: Item) -> Result<Caller, StoreError> {
+        let item: OwnerItem = serde_dynamo::from_item(item).map_err(|e| {
+            StoreError::Failed(format!("an API key owner's item does not read: {e}"))
+        })?;
+        Ok(Caller {
+            owner: item.owner,
+            oid: item.oid,
+            groups: item.groups,
+        })
+    }
+
+    async fn recorded(&self, owner: &str) -> Result<Option<Caller>, StoreError> {
+        let key = item_key(listing_pk(owner), OWNER_SK);
+        let span = tracing::info_span!("api_keys.recorded_owner");
+        get_item(&self.client, &self.table, key, false, span)
+            .await?
+            .map(Self::owner_of)
+            .transpose()
+    }
+
+    async fn forget(&self, owner: &str) -> Result<(), StoreError> {
+        self.client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(item_key(listing_pk(owner), OWNER_SK)))
+            .send()
+            .instrument(tracing::info_span!("api_keys.forget_owner"))
+            .await
+            .map_err(failed)?;
+        Ok(())
+    }
+
     async fn touch_key(&self, key: &ApiKeyRecord, at: i64) -> Result<(), StoreError> {
         let updated = self
             .client
@@ -295,5 +372,17 @@ impl ApiKeyStore for DynamoApiKeys {
 
     fn touch<'a>(&'a self, key: &'a ApiKeyRecord, at: i64) -> ApiKeyFuture<'a, ()> {
         Box::pin(self.touch_key(key, at))
+    }
+
+    fn record_owner<'a>(&'a self, caller: &'a Caller) -> ApiKeyFuture<'a, ()> {
+        Box::pin(self.record(caller))
+    }
+
+    fn recorded_owner<'a>(&'a self, owner: &'a str) -> ApiKeyFuture<'a, Option<Caller>> {
+        Box::pin(self.recorded(owner))
+    }
+
+    fn forget_owner<'a>(&'a self, owner: &'a str) -> ApiKeyFuture<'a, ()> {
+        Box::pin(self.forget(owner))
     }
 }

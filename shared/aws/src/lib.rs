@@ -1,6 +1,7 @@
 //! Adapters from the chat core's ports to AWS: Bedrock Converse is the model, DynamoDB the store, a Bedrock
 //! knowledge base the retriever.
 
+mod accounts;
 mod api_keys;
 mod attachments;
 mod bedrock;
@@ -14,6 +15,7 @@ mod store;
 pub mod table;
 mod usage;
 
+pub use accounts::CognitoAccounts;
 pub use api_keys::DynamoApiKeys;
 pub use attachments::S3Attachments;
 pub use bedrock::{BedrockModel, BedrockStream};

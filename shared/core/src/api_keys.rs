@@ -7,8 +7,13 @@
 //! table finds one from its hash, and the hash must be computable in one step so that a key is checked with one
 //! read by its hash. The prefix tells a key from a JWT (which starts with `ey`) before anything is parsed.
 //!
-//! A key acts as its owner as they were when it was made: the key keeps a snapshot of their [`Caller`] (owner id,
-//! oid, groups). A group change (in the identity provider) reaches their keys only through a new key.
+//! A key acts as its owner as they are now: each sign-in of a person records their current oid and groups
+//! ([`ApiKeyStore::record_owner`]), and a key's check acts with what was recorded last. The key also keeps a
+//! snapshot of its owner's [`Caller`] (owner id, oid, groups) as it was when it was made, which it acts with while
+//! nothing is recorded for its owner: a service account made by the operator's command never signs in, and a
+//! person's record is dropped with their keys ([`revoke_owner`]). Where the people are an identity provider's that
+//! can be asked ([`AccountDirectory`]: the template's Cognito user pool), a key whose owner is disabled or gone
+//! there is refused.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -139,6 +144,54 @@ pub trait ApiKeyStore: Send + Sync {
 
     /// Records that `key` was used at `at` (unix seconds); a key revoked meanwhile stays revoked.
     fn touch<'a>(&'a self, key: &'a ApiKeyRecord, at: i64) -> ApiKeyFuture<'a, ()>;
+
+    /// Records `caller` as its owner is now (their oid and groups at a sign-in), in place of what was recorded:
+    /// what their keys act with from then on.
+    fn record_owner<'a>(&'a self, caller: &'a Caller) -> ApiKeyFuture<'a, ()>;
+
+    /// What was recorded last for `owner` by [`ApiKeyStore::record_owner`], if anything: one read.
+    fn recorded_owner<'a>(&'a self, owner: &'a str) -> ApiKeyFuture<'a, Option<Caller>>;
+
+    /// Drops what was recorded for `owner` (nothing recorded is no failure).
+    fn forget_owner<'a>(&'a self, owner: &'a str) -> ApiKeyFuture<'a, ()>;
+}
+
+/// The identity provider's own word on the people behind keys (the template's Cognito user pool): whether a person
+/// may still act, asked when a key is read, so that a disabled or deleted person's keys stop with them.
+pub trait AccountDirectory: Send + Sync {
+    /// Whether `owner` may act: `Some(true)`; `Some(false)` when they are disabled or gone; `None` when `owner` is
+    /// none of this directory's people (a service account, another issuer's), whom it does not judge. A directory
+    /// out of reach is the store's failure (a 503, as for a table out of reach).
+    fn active<'a>(&'a self, owner: &'a str) -> ApiKeyFuture<'a, Option<bool>>;
+}
+
+impl ApiKeyRecord {
+    /// This key as it acts: its owner as `recorded` says they are now, else (nothing recorded) as the key's
+    /// snapshot says. The owner id is always the key's.
+    pub fn acting_as(mut self, recorded: Option<Caller>) -> Self {
+        if let Some(now) = recorded.filter(|c| c.owner == self.caller.owner) {
+            self.caller.oid = now.oid;
+            self.caller.groups = now.groups;
+        }
+        self
+    }
+}
+
+/// Revokes every key of `owner` and drops what was recorded of them, so that none of their keys works once the
+/// functions' caches forget it: the keys revoked, oldest first. Keys revoked one by one: a failure part way leaves
+/// the rest listed, and running it again finishes the job.
+pub async fn revoke_owner(
+    store: &dyn ApiKeyStore,
+    owner: &str,
+) -> Result<Vec<ApiKeyRecord>, StoreError> {
+    let mut revoked = Vec::new();
+    for key in store.list(owner).await? {
+        if let Some(key) = store.revoke(owner, &key.id).await? {
+            revoked.push(key);
+        }
+    }
+    store.forget_owner(owner).await?;
+    Ok(revoked)
 }
 
 #[cfg(test)]

@@ -45,8 +45,9 @@ mod usage;
 pub use account::TurnAccount;
 pub use agents::{Agent, AgentGroup, AgentMessage, AgentRound};
 pub use api_keys::{
-    API_KEY_PREFIX, ApiKeyFuture, ApiKeyRecord, ApiKeyRefusal, ApiKeyStore, MAX_KEY_DAYS,
-    MAX_KEY_NAME_CHARS, MAX_KEYS_PER_OWNER, NewApiKey, api_key_hash, is_api_key,
+    API_KEY_PREFIX, AccountDirectory, ApiKeyFuture, ApiKeyRecord, ApiKeyRefusal, ApiKeyStore,
+    MAX_KEY_DAYS, MAX_KEY_NAME_CHARS, MAX_KEYS_PER_OWNER, NewApiKey, api_key_hash, is_api_key,
+    revoke_owner,
 };
 pub use attachments::{
     Attachment, AttachmentError, AttachmentFuture, AttachmentStore, DocumentFormat, FileKind,

@@ -5,12 +5,13 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use chat_core::{ApiKeyFuture, ApiKeyRecord, ApiKeyRefusal, ApiKeyStore};
+use chat_core::{ApiKeyFuture, ApiKeyRecord, ApiKeyRefusal, ApiKeyStore, Caller};
 
-/// The keys in memory, by hash. Cheap to clone: clones share the keys.
+/// The keys in memory, by hash, and the owners as recorded at their sign-ins. Cheap to clone: clones share both.
 #[derive(Clone, Default)]
 pub struct InMemoryApiKeys {
     keys: Arc<Mutex<HashMap<String, ApiKeyRecord>>>,
+    owners: Arc<Mutex<HashMap<String, Caller>>>,
 }
 
 impl InMemoryApiKeys {
@@ -74,6 +75,24 @@ impl ApiKeyStore for InMemoryApiKeys {
         }
         Box::pin(async { Ok(()) })
     }
+
+    fn record_owner<'a>(&'a self, caller: &'a Caller) -> ApiKeyFuture<'a, ()> {
+        self.owners
+            .lock()
+            .unwrap()
+            .insert(caller.owner.clone(), caller.clone());
+        Box::pin(async { Ok(()) })
+    }
+
+    fn recorded_owner<'a>(&'a self, owner: &'a str) -> ApiKeyFuture<'a, Option<Caller>> {
+        let recorded = self.owners.lock().unwrap().get(owner).cloned();
+        Box::pin(async move { Ok(recorded) })
+    }
+
+    fn forget_owner<'a>(&'a self, owner: &'a str) -> ApiKeyFuture<'a, ()> {
+        self.owners.lock().unwrap().remove(owner);
+        Box::pin(async { Ok(()) })
+    }
 }
 
 /// One `#[tokio::test]` per check of [`api_key_contract`], each on a fresh store: `$fresh` is an expression whose
@@ -85,7 +104,8 @@ macro_rules! api_key_contract {
             a_key_is_found_by_its_hash_as_its_owner_made_it, a_key_is_listed_to_its_owner_only,
             a_revoked_key_is_found_no_more, another_owners_key_is_not_revoked,
             last_use_is_recorded_and_never_revives_a_revoked_key, an_owner_holds_at_most_max_unexpired_keys,
-            an_expired_key_is_found_with_its_expiry,
+            an_expired_key_is_found_with_its_expiry, an_owner_is_recorded_as_last_seen_and_forgotten,
+            revoking_an_owner_revokes_every_key_of_theirs_and_forgets_them,
         );
     };
 }
@@ -285,5 +305,85 @@ pub mod api_key_contract {
         let found = subject.found(&later.record.hash).await.unwrap();
         assert_eq!(found.expires, Some(t + 30 * 86_400));
         assert!(!found.expired(t));
+    }
+
+    pub async fn an_owner_is_recorded_as_last_seen_and_forgotten(subject: &Subject) {
+        let store = &subject.store;
+        assert_eq!(store.recorded_owner(&alice().owner).await.unwrap(), None);
+        store.record_owner(&alice()).await.unwrap();
+        assert_eq!(
+            store.recorded_owner(&alice().owner).await.unwrap(),
+            Some(alice())
+        );
+        // A later sign-in replaces it: groups removed are gone.
+        let fewer = Caller {
+            groups: vec!["staff".into()],
+            oid: Some("oid-alice-2".into()),
+            ..alice()
+        };
+        store.record_owner(&fewer).await.unwrap();
+        assert_eq!(
+            store.recorded_owner(&alice().owner).await.unwrap(),
+            Some(fewer.clone())
+        );
+        let no_groups = Caller {
+            groups: Vec::new(),
+            oid: None,
+            ..alice()
+        };
+        store.record_owner(&no_groups).await.unwrap();
+        assert_eq!(
+            store.recorded_owner(&alice().owner).await.unwrap(),
+            Some(no_groups)
+        );
+        assert_eq!(store.recorded_owner(&bob().owner).await.unwrap(), None);
+        // What is recorded is not a key of theirs.
+        made(subject, alice(), "laptop").await;
+        assert_eq!(subject.listed(&alice().owner).await.len(), 1);
+        store.forget_owner(&alice().owner).await.unwrap();
+        assert_eq!(store.recorded_owner(&alice().owner).await.unwrap(), None);
+        assert_eq!(subject.listed(&alice().owner).await.len(), 1);
+        // Forgetting one never recorded is no failure.
+        store.forget_owner(&bob().owner).await.unwrap();
+    }
+
+    pub async fn revoking_an_owner_revokes_every_key_of_theirs_and_forgets_them(subject: &Subject) {
+        let keys = [
+            made(subject, alice(), "one").await,
+            made(subject, alice(), "two").await,
+            made(subject, alice(), "three").await,
+        ];
+        let bobs = made(subject, bob(), "bob's").await;
+        subject.store.record_owner(&alice()).await.unwrap();
+        subject.store.record_owner(&bob()).await.unwrap();
+        let revoked = chat_core::revoke_owner(&*subject.store, &alice().owner)
+            .await
+            .expect("the store answers");
+        let mut ids: Vec<_> = revoked.iter().map(|k| k.id.clone()).collect();
+        ids.sort();
+        let mut expected: Vec<_> = keys.iter().map(|k| k.record.id.clone()).collect();
+        expected.sort();
+        assert_eq!(ids, expected, "every key of theirs, each once");
+        for key in &keys {
+            assert_eq!(subject.found(&key.record.hash).await, None);
+        }
+        assert!(subject.listed(&alice().owner).await.is_empty());
+        assert_eq!(
+            subject.store.recorded_owner(&alice().owner).await.unwrap(),
+            None
+        );
+        // Another owner keeps theirs.
+        assert!(subject.found(&bobs.record.hash).await.is_some());
+        assert_eq!(
+            subject.store.recorded_owner(&bob().owner).await.unwrap(),
+            Some(bob())
+        );
+        // Again: nothing left to revoke.
+        assert!(
+            chat_core::revoke_owner(&*subject.store, &alice().owner)
+                .await
+                .unwrap()
+                .is_empty()
+        );
     }
 }

@@ -5,12 +5,14 @@
 //! ```text
 //! api-keys create --table TABLE --owner NAME --name KEY_NAME [--groups a,b] [--oid OID] [--expires-in-days N]
 //! api-keys list   --table TABLE (--owner NAME | --owner-id OWNER_ID)
-//! api-keys revoke --table TABLE (--owner NAME | --owner-id OWNER_ID) --id KEY_ID
+//! api-keys revoke --table TABLE (--owner NAME | --owner-id OWNER_ID) (--id KEY_ID | --all)
 //! ```
 //!
 //! `--owner NAME` is the service account `service:NAME` (its own history, quotas and usage); `--owner-id` names any
-//! owner as the table keeps it (`jwt:{issuer}:{sub}`, `local:{user}`), to list or revoke a person's keys. Credentials
-//! and Region come from the usual AWS environment or profile.
+//! owner as the table keeps it (`jwt:{issuer}:{sub}`, `local:{user}`), to list or revoke a person's keys.
+//! `revoke --all` revokes every key of the owner and drops the groups recorded at their last sign-in: off-boarding,
+//! none of their keys works once the functions' `API_KEY_CACHE_SECONDS` has passed. Credentials and Region come from
+//! the usual AWS environment or profile.
 
 use std::collections::HashMap;
 use std::process::ExitCode;
@@ -25,8 +27,9 @@ use chat_core::{
 const USAGE: &str = "usage:
   api-keys create --table TABLE --owner NAME --name KEY_NAME [--groups a,b] [--oid OID] [--expires-in-days N]
   api-keys list   --table TABLE (--owner NAME | --owner-id OWNER_ID)
-  api-keys revoke --table TABLE (--owner NAME | --owner-id OWNER_ID) --id KEY_ID
---owner NAME is the service account service:NAME.";
+  api-keys revoke --table TABLE (--owner NAME | --owner-id OWNER_ID) (--id KEY_ID | --all)
+--owner NAME is the service account service:NAME; --all revokes every key of the owner and drops their recorded
+groups.";
 
 /// Why the command did nothing.
 #[derive(Debug, thiserror::Error)]
@@ -189,8 +192,27 @@ async fn run(args: &[String]) -> Result<(), Failure> {
             }
         }
         "revoke" => {
-            let o = Options::parse(rest, &["table", "owner", "owner-id", "id"])?;
+            // `--all` is the one option without a value.
+            let all = rest.iter().any(|a| a == "--all");
+            let rest: Vec<String> = rest.iter().filter(|a| *a != "--all").cloned().collect();
+            let o = Options::parse(&rest, &["table", "owner", "owner-id", "id"])?;
             let owner = o.owner()?;
+            if all {
+                if o.get("id").is_some() {
+                    return Err(Failure::Usage("give --id or --all, not both".into()));
+                }
+                let store = keys(o.required("table")?).await;
+                let revoked = chat_core::revoke_owner(&store, &owner).await?;
+                for k in &revoked {
+                    eprintln!("revoked key {} ({})", k.id, k.name);
+                }
+                eprintln!(
+                    "revoked {} key(s) of {owner} and dropped the groups recorded at their last sign-in: none \
+                     of their keys works once the functions' API_KEY_CACHE_SECONDS has passed",
+                    revoked.len()
+                );
+                return Ok(());
+            }
             let id = o.required("id")?;
             let store = keys(o.required("table")?).await;
             let revoked = store

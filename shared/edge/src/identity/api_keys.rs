@@ -1,11 +1,23 @@
 //! API keys in place of a JWT (or, in a local run, of nobody), so that a program acts as the person who made the
-//! key: a key is checked by one read of its hash in the key store ([`chat_core::ApiKeyStore`]), and what that read
-//! found is kept for a short while per instance.
+//! key: a key is checked by a read of its hash in the key store ([`chat_core::ApiKeyStore`]) with its owner's
+//! record, and what that read found is kept for a short while per instance.
 //!
-//! The cache's life (`API_KEY_CACHE_SECONDS`, default 60) is how long a revoked key may still work on an instance
-//! that checked it before the revoke (the instance that revokes it forgets it at once), and how often a key's last
+//! The cache's life (`API_KEY_CACHE_SECONDS`, default 60) is how long a revoked key (or a key whose owner the user
+//! pool disabled or deleted) may still work on an instance that checked it before (the instance that revokes it
+//! forgets it at once), and how often a key's last
 //! use is recorded: at most once per life per key and instance, in a task of its own, bounded by the store's
 //! timeout, whose failure is logged and never fails the request. An expired key is refused whatever the cache holds.
+//!
+//! A key acts with its owner as they signed in last: every verified sign-in records the person's oid and groups in
+//! the store ([`ApiKeyStore::record_owner`]) when they differ from what this instance saw of them last (so a
+//! write per person and instance and change, not per request: in a task of its own, bounded by the store's
+//! timeout, its failure logged and never failing the request), and a key's read on a cache miss reads the owner's
+//! record with it (at once when this instance knows the owner from an earlier read, else right after). Nothing
+//! recorded (a service account, or an owner whose keys were all revoked): the key's own snapshot.
+//!
+//! With an [`AccountDirectory`] (the template's Cognito user pool, [`ApiKeys::with_accounts`]), each read of a key
+//! also asks it about the key's owner, at the same time as their record: disabled or gone, the key is refused as an
+//! unknown one (401); a directory out of reach fails the check as the store does (503).
 //!
 //! Keys found and hashes that found nothing are kept apart, each up to [`REMEMBERED_KEYS`]: made-up `cbk_` tokens
 //! cost one read each per cache life, and however many are sent they fill only their own side, never pushing out
@@ -16,8 +28,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chat_core::{
-    ApiKeyRecord, ApiKeyStore, Caller, ChatError, MAX_KEY_DAYS, StoreError, api_key_hash,
+    AccountDirectory, ApiKeyRecord, ApiKeyStore, Caller, ChatError, MAX_KEY_DAYS, StoreError,
+    api_key_hash,
 };
+
+/// A person as a sign-in showed them: their oid and groups.
+type Seen = (Option<String>, Vec<String>);
 use time::OffsetDateTime;
 
 use crate::{ApiError, ConfigError};
@@ -110,6 +126,8 @@ struct Checked {
 struct Remembered {
     found: HashMap<String, Checked>,
     refused: HashMap<String, Instant>,
+    /// What this instance recorded of each person who signed in (or is recording now), by owner id.
+    signed_in: HashMap<String, Seen>,
 }
 
 impl Remembered {
@@ -163,6 +181,8 @@ pub struct ApiKeys {
     /// The bound of every call this makes of the store.
     timeout: Duration,
     checked: Arc<Mutex<Remembered>>,
+    /// Where the people behind keys are asked whether they may still act (the template's user pool), if anywhere.
+    accounts: Option<Arc<dyn AccountDirectory>>,
 }
 
 impl ApiKeys {
@@ -174,6 +194,16 @@ impl ApiKeys {
             default_days: settings.default_days,
             timeout,
             checked: Arc::default(),
+            accounts: None,
+        }
+    }
+
+    /// These keys, refused when `accounts` says their owner is disabled or gone (asked with every read of a key,
+    /// so once per key per instance per cache life).
+    pub fn with_accounts(self, accounts: Arc<dyn AccountDirectory>) -> Self {
+        Self {
+            accounts: Some(accounts),
+            ..self
         }
     }
 
@@ -227,7 +257,14 @@ impl ApiKeys {
         let found = match kept {
             Some(found) => found,
             None => {
-                let found = self.bounded(self.store.find(&hash)).await?;
+                let known_owner = self
+                    .checked
+                    .lock()
+                    .unwrap()
+                    .found
+                    .get(&hash)
+                    .map(|c| c.key.caller.owner.clone());
+                let found = self.bounded(self.read(&hash, known_owner)).await?;
                 self.checked
                     .lock()
                     .unwrap()
@@ -244,6 +281,93 @@ impl ApiKeys {
         }
         self.record_use(&hash, &found, now, unix_now);
         Ok(found.caller)
+    }
+
+    /// The key of `hash` as it acts (see [`ApiKeyRecord::acting_as`]): its item, its owner's record and (with a
+    /// directory) whether the owner may still act, read at once when `known_owner` (from an earlier read) is still
+    /// the key's, else the key first. `None`: no such key, or its owner is disabled or gone.
+    async fn read(
+        &self,
+        hash: &str,
+        known_owner: Option<String>,
+    ) -> Result<Option<ApiKeyRecord>, StoreError> {
+        let (key, (recorded, active)) = match known_owner {
+            Some(owner) => {
+                let (found, about) = tokio::join!(self.store.find(hash), self.about(&owner));
+                match found? {
+                    None => return Ok(None),
+                    Some(key) if key.caller.owner == owner => (key, about?),
+                    Some(key) => {
+                        let about = self.about(&key.caller.owner).await?;
+                        (key, about)
+                    }
+                }
+            }
+            None => {
+                let Some(key) = self.store.find(hash).await? else {
+                    return Ok(None);
+                };
+                let about = self.about(&key.caller.owner).await?;
+                (key, about)
+            }
+        };
+        if active == Some(false) {
+            tracing::info!(key = %key.id, "an API key refused: its owner is disabled or gone in the user pool");
+            return Ok(None);
+        }
+        Ok(Some(key.acting_as(recorded)))
+    }
+
+    /// What is known of `owner` besides their key: their record as they signed in last, and whether the directory
+    /// (if any) says they may act, asked at once.
+    async fn about(&self, owner: &str) -> Result<(Option<Caller>, Option<bool>), StoreError> {
+        let active = async {
+            match &self.accounts {
+                Some(accounts) => accounts.active(owner).await,
+                None => Ok(None),
+            }
+        };
+        let (recorded, active) = tokio::join!(self.store.recorded_owner(owner), active);
+        Ok((recorded?, active?))
+    }
+
+    /// Records `caller`, just proven by a sign-in, as its owner is now, unless this instance saw them so last: in a
+    /// task of its own, bounded, its failure logged (and the record tried again at their next sign-in). Their keys
+    /// this instance holds act so at once.
+    pub(super) fn signed_in(&self, caller: &Caller) {
+        let seen: Seen = (caller.oid.clone(), caller.groups.clone());
+        {
+            let mut checked = self.checked.lock().unwrap();
+            if checked.signed_in.get(&caller.owner) == Some(&seen) {
+                return;
+            }
+            if checked.signed_in.len() >= REMEMBERED_KEYS {
+                checked.signed_in.clear();
+            }
+            checked.signed_in.insert(caller.owner.clone(), seen.clone());
+            for c in checked
+                .found
+                .values_mut()
+                .filter(|c| c.key.caller.owner == caller.owner)
+            {
+                c.key.caller.oid.clone_from(&caller.oid);
+                c.key.caller.groups.clone_from(&caller.groups);
+            }
+        }
+        let (store, caller, timeout) = (self.store.clone(), caller.clone(), self.timeout);
+        let checked = self.checked.clone();
+        tokio::spawn(async move {
+            let failure = match tokio::time::timeout(timeout, store.record_owner(&caller)).await {
+                Ok(Ok(())) => return,
+                Ok(Err(e)) => e.to_string(),
+                Err(_) => "no answer in time".to_string(),
+            };
+            tracing::warn!(error = %failure, "a person's groups are not recorded for their API keys");
+            let mut checked = checked.lock().unwrap();
+            if checked.signed_in.get(&caller.owner) == Some(&seen) {
+                checked.signed_in.remove(&caller.owner);
+            }
+        });
     }
 
     /// Records the key's use when this instance has not within the cache's life: in a task of its own, bounded,
@@ -290,6 +414,9 @@ mod tests {
         key: Mutex<Option<ApiKeyRecord>>,
         finds: AtomicUsize,
         touches: AtomicUsize,
+        /// The owners as recorded, and how many records were written.
+        owners: Mutex<HashMap<String, Caller>>,
+        records: AtomicUsize,
         /// Every find fails, as a table out of reach.
         down: bool,
     }
@@ -345,6 +472,205 @@ mod tests {
             self.touches.fetch_add(1, Ordering::SeqCst);
             Box::pin(async { Ok(()) })
         }
+
+        fn record_owner<'a>(&'a self, caller: &'a Caller) -> ApiKeyFuture<'a, ()> {
+            self.records.fetch_add(1, Ordering::SeqCst);
+            self.owners
+                .lock()
+                .unwrap()
+                .insert(caller.owner.clone(), caller.clone());
+            Box::pin(async { Ok(()) })
+        }
+
+        fn recorded_owner<'a>(&'a self, owner: &'a str) -> ApiKeyFuture<'a, Option<Caller>> {
+            let recorded = self.owners.lock().unwrap().get(owner).cloned();
+            let down = self.down;
+            Box::pin(async move {
+                if down {
+                    Err(StoreError::Unavailable("down".into()))
+                } else {
+                    Ok(recorded)
+                }
+            })
+        }
+
+        fn forget_owner<'a>(&'a self, owner: &'a str) -> ApiKeyFuture<'a, ()> {
+            self.owners.lock().unwrap().remove(owner);
+            Box::pin(async { Ok(()) })
+        }
+    }
+
+    /// Waits (a little) for the tasks of `keys` to run.
+    async fn settle() {
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    fn person(groups: &[&str]) -> Caller {
+        Caller {
+            owner: "jwt:i:alice".into(),
+            oid: Some("oid-alice".into()),
+            groups: groups.iter().map(|g| g.to_string()).collect(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_key_acts_with_its_owners_groups_as_they_signed_in_last() {
+        let new = NewApiKey::generate(person(&["admins", "staff"]), "k", now(), None);
+        let store = Arc::new(Counting::default());
+        *store.key.lock().unwrap() = Some(new.record.clone());
+        let life = Duration::from_millis(200);
+        let keys = keys(&store, life);
+        // Nothing recorded: the key's snapshot.
+        assert_eq!(
+            keys.check(&new.key).await.unwrap(),
+            person(&["admins", "staff"])
+        );
+        // Signing in records them, once per change (not per request).
+        for _ in 0..5 {
+            keys.signed_in(&person(&["staff"]));
+        }
+        settle().await;
+        assert_eq!(store.records.load(Ordering::SeqCst), 1);
+        assert_eq!(
+            store.owners.lock().unwrap()["jwt:i:alice"],
+            person(&["staff"])
+        );
+        // This instance's cached key acts so at once, without a read.
+        let finds = store.finds.load(Ordering::SeqCst);
+        assert_eq!(keys.check(&new.key).await.unwrap(), person(&["staff"]));
+        assert_eq!(store.finds.load(Ordering::SeqCst), finds);
+        // Another instance (its own cache) reads the record with the key.
+        let other = self::keys(&store, life);
+        assert_eq!(other.check(&new.key).await.unwrap(), person(&["staff"]));
+        // A change is recorded again, and reaches the other instance after its cache's life (both read at once,
+        // the owner being known).
+        keys.signed_in(&person(&[]));
+        settle().await;
+        assert_eq!(store.records.load(Ordering::SeqCst), 2);
+        tokio::time::sleep(life + Duration::from_millis(20)).await;
+        assert_eq!(other.check(&new.key).await.unwrap(), person(&[]));
+        // The oid follows too; the owner id is always the key's.
+        let moved = Caller {
+            oid: Some("oid-2".into()),
+            ..person(&["x"])
+        };
+        keys.signed_in(&moved);
+        settle().await;
+        tokio::time::sleep(life + Duration::from_millis(20)).await;
+        assert_eq!(other.check(&new.key).await.unwrap(), moved);
+        // Forgotten (all their keys revoked): the snapshot again, after the cache's life.
+        store.owners.lock().unwrap().clear();
+        tokio::time::sleep(life + Duration::from_millis(20)).await;
+        assert_eq!(
+            other.check(&new.key).await.unwrap(),
+            person(&["admins", "staff"])
+        );
+    }
+
+    /// A directory whose answer the test sets: `Ok(Some(enabled))`, `Ok(None)` (not its person), or down.
+    struct Directory(Mutex<Result<Option<bool>, ()>>, AtomicUsize);
+
+    impl AccountDirectory for Directory {
+        fn active<'a>(&'a self, _: &'a str) -> ApiKeyFuture<'a, Option<bool>> {
+            self.1.fetch_add(1, Ordering::SeqCst);
+            let answer = *self.0.lock().unwrap();
+            Box::pin(async move {
+                answer.map_err(|()| StoreError::Unavailable("the pool is down".into()))
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_key_of_an_owner_disabled_in_the_directory_is_refused_after_the_cache_life() {
+        let new = NewApiKey::generate(person(&["staff"]), "k", now(), None);
+        let store = Arc::new(Counting::default());
+        *store.key.lock().unwrap() = Some(new.record.clone());
+        let directory = Arc::new(Directory(Mutex::new(Ok(Some(true))), AtomicUsize::new(0)));
+        let life = Duration::from_millis(200);
+        let keys = keys(&store, life).with_accounts(directory.clone());
+        for _ in 0..5 {
+            keys.check(&new.key).await.unwrap();
+        }
+        assert_eq!(directory.1.load(Ordering::SeqCst), 1, "asked once per read");
+        // Disabled (or deleted): still taken within the life, refused after it, as a revoked key is.
+        *directory.0.lock().unwrap() = Ok(Some(false));
+        keys.check(&new.key).await.unwrap();
+        tokio::time::sleep(life + Duration::from_millis(20)).await;
+        let refused = keys.check(&new.key).await.unwrap_err();
+        assert_eq!(refused.status(), axum::http::StatusCode::UNAUTHORIZED);
+        // Enabled again: the key works again after the life.
+        *directory.0.lock().unwrap() = Ok(Some(true));
+        tokio::time::sleep(life + Duration::from_millis(20)).await;
+        keys.check(&new.key).await.unwrap();
+        // Not the directory's person (a service account): the key works.
+        *directory.0.lock().unwrap() = Ok(None);
+        tokio::time::sleep(life + Duration::from_millis(20)).await;
+        keys.check(&new.key).await.unwrap();
+        // The directory out of reach: a 503 to try again, as for the table.
+        *directory.0.lock().unwrap() = Err(());
+        tokio::time::sleep(life + Duration::from_millis(20)).await;
+        let down = keys.check(&new.key).await.unwrap_err();
+        assert_eq!(down.status(), axum::http::StatusCode::SERVICE_UNAVAILABLE);
+        assert!(down.retry_after().is_some());
+    }
+
+    /// A store whose writes of owners fail: the record is tried again at the next sign-in.
+    #[tokio::test]
+    async fn a_record_that_failed_is_tried_again_at_the_next_sign_in() {
+        #[derive(Default)]
+        struct Failing {
+            inner: Counting,
+        }
+        impl ApiKeyStore for Failing {
+            fn create<'a>(
+                &'a self,
+                key: &'a ApiKeyRecord,
+                max: usize,
+                now: i64,
+            ) -> ApiKeyFuture<'a, Result<(), ApiKeyRefusal>> {
+                self.inner.create(key, max, now)
+            }
+            fn find<'a>(&'a self, hash: &'a str) -> ApiKeyFuture<'a, Option<ApiKeyRecord>> {
+                self.inner.find(hash)
+            }
+            fn list<'a>(&'a self, owner: &'a str) -> ApiKeyFuture<'a, Vec<ApiKeyRecord>> {
+                self.inner.list(owner)
+            }
+            fn revoke<'a>(
+                &'a self,
+                owner: &'a str,
+                id: &'a str,
+            ) -> ApiKeyFuture<'a, Option<ApiKeyRecord>> {
+                self.inner.revoke(owner, id)
+            }
+            fn touch<'a>(&'a self, key: &'a ApiKeyRecord, at: i64) -> ApiKeyFuture<'a, ()> {
+                self.inner.touch(key, at)
+            }
+            fn record_owner<'a>(&'a self, _: &'a Caller) -> ApiKeyFuture<'a, ()> {
+                self.inner.records.fetch_add(1, Ordering::SeqCst);
+                Box::pin(async { Err(StoreError::Unavailable("down".into())) })
+            }
+            fn recorded_owner<'a>(&'a self, owner: &'a str) -> ApiKeyFuture<'a, Option<Caller>> {
+                self.inner.recorded_owner(owner)
+            }
+            fn forget_owner<'a>(&'a self, owner: &'a str) -> ApiKeyFuture<'a, ()> {
+                self.inner.forget_owner(owner)
+            }
+        }
+        let store = Arc::new(Failing::default());
+        let keys = ApiKeys::new(
+            store.clone(),
+            ApiKeySettings::default(),
+            Duration::from_secs(1),
+        );
+        keys.signed_in(&person(&["staff"]));
+        settle().await;
+        keys.signed_in(&person(&["staff"]));
+        settle().await;
+        assert_eq!(store.inner.records.load(Ordering::SeqCst), 2);
     }
 
     fn keys(store: &Arc<Counting>, cache_life: Duration) -> ApiKeys {

@@ -3,7 +3,8 @@
 //! owner of an API key sent in place of a JWT.
 //!
 //! - [`iam`]: the function URL's IAM caller (or a Cognito identity);
-//! - [`api_keys`]: an API key checked by one read of its hash, kept briefly per instance;
+//! - [`api_keys`]: an API key checked by a read of its hash and of its owner's last sign-in, kept briefly per
+//!   instance;
 //! - [`jwt`]: a Bearer token verified: its signature, issuer, audience, times and claims;
 //! - [`jwks`]: the issuer's keys, fetched and kept so that no caller can turn the fetch against the service.
 
@@ -191,7 +192,7 @@ impl Auth {
 
     /// Who calls, or 401: their owner id, and what documents' access lists name them by (their oid: the local
     /// user's name, the IAM caller's ARN, or the token's `JWT_OID_CLAIM` claim; and, for a token, its groups claim). A
-    /// key acts as its owner as they were when it was made.
+    /// key acts as its owner signed in last (as they were when it was made, if nothing is recorded).
     pub async fn identify(&self, request: &impl CallerParts) -> Result<Caller, ApiError> {
         Ok(self.identify_proven(request).await?.0)
     }
@@ -211,7 +212,14 @@ impl Auth {
             Some(_) if matches!(keyed.mode, Auth::None { .. }) => Err(ApiError::Unauthorized(
                 "a local run takes as a Bearer token only an API key it issued".into(),
             )),
-            _ => Ok((keyed.mode.identify_by_mode(request).await?, Proof::Mode)),
+            _ => {
+                let caller = keyed.mode.identify_by_mode(request).await?;
+                // A verified sign-in says what the person's keys act with now.
+                if matches!(keyed.mode, Auth::Jwt(_)) {
+                    keyed.keys.signed_in(&caller);
+                }
+                Ok((caller, Proof::Mode))
+            }
         }
     }
 
