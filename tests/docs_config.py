@@ -62,7 +62,8 @@ def product_sources():
             if "tests" in parts or relative.startswith(os.path.join("shared", "testing")):
                 continue
             for name in sorted(files):
-                if name.endswith(".rs"):
+                # A build script reads cargo's variables (OUT_DIR), not the product's.
+                if name.endswith(".rs") and name != "build.rs":
                     yield os.path.join(relative, name)
 
 

@@ -164,15 +164,21 @@ fn chat<F: ChatFunction>(
     chat_runtime::init_metrics(&config.metrics_namespace);
     let store = backends.store(config);
     let ledger = usage_ledger(&store);
-    // Each open watch of documents takes a place in the same table (`QUOTA_OPEN_WATCHES`).
-    let watch_slots: Arc<dyn WatchSlots> = Arc::new(store.usage_ledger());
-    let documents = backends.documents(config).map(|d| {
-        d.with_watch_slots(
-            watch_slots,
-            &config.usage_limits,
-            crate::chat::PLACE_HELD_FOR,
-        )
-    });
+    // Only a function that pushes the documents' statuses is given them (a constant of `F`: the other's binary
+    // holds no documents' adapter).
+    let documents = if F::PUSHES_DOCUMENTS {
+        // Each open watch of documents takes a place in the same table (`QUOTA_OPEN_WATCHES`).
+        let watch_slots: Arc<dyn WatchSlots> = Arc::new(store.usage_ledger());
+        backends.documents(config).map(|d| {
+            d.with_watch_slots(
+                watch_slots,
+                &config.usage_limits,
+                crate::chat::PLACE_HELD_FOR,
+            )
+        })
+    } else {
+        None
+    };
     let store_for_responses = store.clone();
     Ok(
         ChatApp::new(backends.model(config), store, auth, config.clone())
@@ -183,7 +189,7 @@ fn chat<F: ChatFunction>(
             .with_responses(Some(Arc::new(store_for_responses)))
             .with_embedder(backends.embedder(config))
             // The streaming function pushes the documents' statuses (`GET /documents/events`); the buffered one
-            // serves no documents route (and, on AWS, is given no documents bucket).
+            // serves no documents route (and, on AWS, is given no documents bucket): `None` there.
             .with_documents(documents),
     )
 }

@@ -74,6 +74,9 @@ impl Buffered {
 }
 
 impl ChatFunction for Buffered {
+    /// It serves no documents route: the root gives it no documents (nor their SDK client, which it never calls).
+    const PUSHES_DOCUMENTS: bool = false;
+
     /// Its own routes, the bare `POST /multi-agent-chat` (the Chat UI's documentation configures that URL; its
     /// current revision posts to it) and OpenAI's API answered whole (`stream: true` is the streaming function's).
     fn routes<M: ChatModel + 'static, St: SessionStore + 'static>(
@@ -105,6 +108,8 @@ impl Streamed {
 }
 
 impl ChatFunction for Streamed {
+    const PUSHES_DOCUMENTS: bool = true;
+
     /// `POST /chat/stream`, `POST /multi-agent-chat/stream` and the bare `POST /multi-agent-chat` (events when asked
     /// for, else the whole round), `GET /documents/events`, and OpenAI's API, `stream: true` as server-sent events.
     fn routes<M: ChatModel + 'static, St: SessionStore + 'static>(
@@ -123,6 +128,11 @@ impl ChatFunction for Streamed {
 
 /// Which chat function an app is: the routes it answers (each handler writes its answer its own way).
 pub trait ChatFunction: Send + Sync + 'static {
+    /// Whether it pushes the documents' statuses (`GET /documents/events`): only then does the root build it the
+    /// documents ([`ChatApp::with_documents`]), so that a function without that route links neither them nor
+    /// bedrock-agent's client.
+    const PUSHES_DOCUMENTS: bool;
+
     /// Every route of the function, on `state`.
     fn routes<M: ChatModel + 'static, St: SessionStore + 'static>(
         state: &Arc<ChatState<M, St>>,

@@ -4,7 +4,7 @@
 //!
 //! | field | read as |
 //! |---|---|
-//! | `input` | a string, a list of token ids, or a list of those (strings and token lists alike); token ids are OpenAI's `cl100k_base` (what LangChain's `OpenAIEmbeddings` and LibreChat's RAG API send by default), decoded to the text they spell with the tokenizer's table bundled in the binary, then embedded as text |
+//! | `input` | a string, a list of token ids, or a list of those (strings and token lists alike); token ids are OpenAI's `cl100k_base` (what LangChain's `OpenAIEmbeddings` and LibreChat's RAG API send by default), decoded to the text they spell with the tokenizer's table bundled in the binary (`cl100k`: decoding only), then embedded as text |
 //! | `model` | the embedding model (one of `EMBEDDING_MODELS`) |
 //! | `encoding_format` | `float` (default) or `base64`; how many texts one request may hold depends on it (as many vectors as fit one answer: `chat_core::most_texts`) |
 //! | `dimensions` | the vectors' size, one the model returns |
@@ -17,6 +17,8 @@ pub use chat_core::VectorEncoding as EncodingFormat;
 use chat_core::{EmbeddingRequest, Embeddings, InvalidRequest};
 use serde::Serialize;
 use serde_json::{Map, Value};
+
+use super::cl100k::UnknownToken;
 
 /// The fields of an embeddings request.
 const FIELDS: &[&str] = &["input", "model", "encoding_format", "dimensions", "user"];
@@ -83,14 +85,12 @@ fn decoded(path: &str, tokens: &[Value]) -> Result<String, InvalidRequest> {
                 })
         })
         .collect::<Result<Vec<u32>, _>>()?;
-    let bytes = tiktoken_rs::cl100k_base_singleton()
-        .decode_bytes(&ranks)
-        .map_err(|e| {
-            InvalidRequest::new(
-                path,
-                format!("holds {}, which is no token id of cl100k_base", e.token),
-            )
-        })?;
+    let bytes = super::cl100k::decode_bytes(&ranks).map_err(|UnknownToken(token)| {
+        InvalidRequest::new(
+            path,
+            format!("holds {token}, which is no token id of cl100k_base"),
+        )
+    })?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 

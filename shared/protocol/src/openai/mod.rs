@@ -1,8 +1,9 @@
 //! OpenAI's Chat Completions API as a dialect (`/v1/chat/completions`, `/v1/models`): its request read strictly
 //! into the core's turn and completion ([`request`]), its answers as `chat.completion` and
 //! `chat.completion.chunk` ([`response`]), its error body ([`error`]) and model objects ([`models`]); and its
-//! `/v1/embeddings` ([`embeddings`]).
+//! `/v1/embeddings` ([`embeddings`], its token ids decoded with [`cl100k`]).
 
+pub mod cl100k;
 pub mod embeddings;
 pub mod error;
 pub mod models;
