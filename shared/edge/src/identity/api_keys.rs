@@ -26,6 +26,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tracing::Instrument;
 
 use chat_core::{
     AccountDirectory, ApiKeyRecord, ApiKeyStore, Caller, ChatError, MAX_KEY_DAYS, StoreError,
@@ -356,7 +357,9 @@ impl ApiKeys {
         }
         let (store, caller, timeout) = (self.store.clone(), caller.clone(), self.timeout);
         let checked = self.checked.clone();
-        tokio::spawn(async move {
+        // In the request's span, so that the write's own span is part of the request's trace, not a trace alone.
+        tokio::spawn(
+            async move {
             let failure = match tokio::time::timeout(timeout, store.record_owner(&caller)).await {
                 Ok(Ok(())) => return,
                 Ok(Err(e)) => e.to_string(),
@@ -367,7 +370,9 @@ impl ApiKeys {
             if checked.signed_in.get(&caller.owner) == Some(&seen) {
                 checked.signed_in.remove(&caller.owner);
             }
-        });
+        }
+            .in_current_span(),
+        );
     }
 
     /// Records the key's use when this instance has not within the cache's life: in a task of its own, bounded,
@@ -386,7 +391,8 @@ impl ApiKeys {
             entry.touched_at = Some(now);
         }
         let (store, key, timeout) = (self.store.clone(), key.clone(), self.timeout);
-        tokio::spawn(async move {
+        tokio::spawn(
+            async move {
             match tokio::time::timeout(timeout, store.touch(&key, unix_now)).await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {
@@ -396,7 +402,9 @@ impl ApiKeys {
                     tracing::warn!(key = %key.id, "an API key's last use is not recorded: no answer in time")
                 }
             }
-        });
+        }
+            .in_current_span(),
+        );
     }
 }
 
