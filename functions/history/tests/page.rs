@@ -310,7 +310,7 @@ async fn the_revoke_dialog_says_a_key_stops_within_the_key_caches_life() {
     let page = get(&app(harness::auth(), &[]), "GET").await;
     let start = page
         .body
-        .find("$('revoke-text').textContent = `")
+        .find("Revoke the key “")
         .expect("the revoke dialog's text");
     let said = &page.body[start..start + page.body[start..].find('\n').unwrap()];
     assert!(
