@@ -72,66 +72,101 @@ async fn watch_places_are_held_at_once() {
     chat_testing::watch_contract::places_are_held_at_once(&ledger).await;
 }
 
-/// Each counter expires after its period, so the table does not grow with every user's every day; so does a hold
-/// never settled.
+/// alice's ledger item, as stored.
+async fn ledger_item(client: &aws_sdk_dynamodb::Client, table: &str, owner: &str) -> Item {
+    client
+        .get_item()
+        .table_name(table)
+        .key("pk", AttributeValue::S(format!("USAGE#{owner}")))
+        .key("sk", AttributeValue::S("LEDGER".into()))
+        .send()
+        .await
+        .unwrap()
+        .item
+        .unwrap_or_else(|| panic!("{owner} has no ledger"))
+}
+
+type Item = std::collections::HashMap<String, AttributeValue>;
+
+/// All of a user's counters are one ledger item, which expires a year after its last write, so the table does not
+/// grow with every user who left; within it, what a past period, a past window or a hold never settled left behind
+/// is removed by the next writes, so the item does not grow with every day: the counters of a day before, windows
+/// past and a hold past its expiry are gone after an admission and a settlement, while an open hold stays, kept
+/// a day or more.
 #[tokio::test]
 async fn counters_expire_after_their_period() {
     let (ledger, client, table) = fresh().await;
     let now = time::OffsetDateTime::now_utc();
     let periods = Periods::at(now);
     let limits = Limits::default().with(LimitKind::REQUESTS_PER_MINUTE, 100.0);
-    let settled = Hold::new("alice", Reserve::default(), now);
-    ledger.admit(&settled, &limits).await.unwrap().unwrap();
-    ledger
-        .settle(&settled, &chat_core::UsageTotals::default(), None)
-        .await
-        .unwrap();
+    let first = Hold::new("alice", Reserve::default(), now);
+    ledger.admit(&first, &limits).await.unwrap().unwrap();
+    // What an earlier day, an earlier window and a turn that never settled left in the ledger.
+    let dead = AttributeValue::M(Item::from([
+        ("version".to_string(), AttributeValue::N("0".into())),
+        ("expiresAt".to_string(), AttributeValue::N("1".into())),
+    ]));
+    let left = [
+        ("DAY#2000-01-01#turns", AttributeValue::N("3".into())),
+        ("MONTH#2000-01#heldTokens", AttributeValue::N("3".into())),
+        ("RATE#000000000001", AttributeValue::N("3".into())),
+        ("HOLD#dead", dead),
+    ];
+    let mut put = client
+        .update_item()
+        .table_name(&table)
+        .key("pk", AttributeValue::S("USAGE#alice".into()))
+        .key("sk", AttributeValue::S("LEDGER".into()))
+        .update_expression("SET #a = :a, #b = :b, #c = :c, #d = :d");
+    for ((name, value), (n, v)) in left.iter().zip(
+        ["a", "b", "c", "d"]
+            .iter()
+            .map(|p| (format!("#{p}"), format!(":{p}"))),
+    ) {
+        put = put
+            .expression_attribute_names(n, *name)
+            .expression_attribute_values(v, value.clone());
+    }
+    put.send().await.unwrap();
+    assert!(
+        ledger_item(&client, &table, "alice")
+            .await
+            .contains_key("HOLD#dead")
+    );
+    // An admission sees them (the ledger it returns), the next write removes them.
     let open = Hold::new("alice", Reserve::default(), now);
     ledger.admit(&open, &limits).await.unwrap().unwrap();
-    let expires = |sk: String| {
-        let (client, table) = (client.clone(), table.clone());
-        async move {
-            let item = client
-                .get_item()
-                .table_name(&table)
-                .key("pk", AttributeValue::S("USAGE#alice".into()))
-                .key("sk", AttributeValue::S(sk.clone()))
-                .send()
-                .await
-                .unwrap();
-            item.item().unwrap_or_else(|| panic!("{sk}"))["expiresAt"]
-                .as_n()
-                .unwrap()
-                .parse::<i64>()
-                .unwrap()
-                - now.unix_timestamp()
-        }
-    };
-    let day = expires(format!("DAY#{}", periods.day)).await;
-    let week = expires(format!("WEEK#{}", periods.week)).await;
-    let month = expires(format!("MONTH#{}", periods.month)).await;
-    let window = expires(format!("RATE#{:012}", periods.bucket)).await;
-    let last_window = expires(format!(
-        "RATE#{:012}",
-        periods.bucket + chat_core::WINDOW_BUCKETS
-    ))
-    .await;
-    let hold = expires(format!("HOLD#{}", open.id)).await;
-    assert!((86_400..=3 * 86_400).contains(&day), "day kept {day} s");
+    ledger
+        .settle(&first, &chat_core::UsageTotals::default(), None)
+        .await
+        .unwrap();
+    let item = ledger_item(&client, &table, "alice").await;
+    for (name, _) in &left {
+        assert!(!item.contains_key(*name), "{name} left in {item:?}");
+    }
+    assert!(!item.contains_key(&format!("HOLD#{}", first.id)), "settled");
+    let n = |v: &AttributeValue| v.as_n().unwrap().parse::<i64>().unwrap() - now.unix_timestamp();
+    let kept = n(&item["expiresAt"]);
     assert!(
-        (7 * 86_400..=31 * 86_400).contains(&week),
-        "week kept {week} s"
+        (300 * 86_400..=500 * 86_400).contains(&kept),
+        "ledger kept {kept} s"
     );
-    assert!(
-        (31 * 86_400..=500 * 86_400).contains(&month),
-        "month kept {month} s"
-    );
-    assert!((60..=2 * 3_600).contains(&window), "window kept {window} s");
-    assert!(
-        (120..=2 * 3_600).contains(&last_window),
-        "last window kept {last_window} s"
-    );
+    let hold = n(&item[&format!("HOLD#{}", open.id)].as_m().unwrap()["expiresAt"]);
     assert!((86_400..=3 * 86_400).contains(&hold), "hold kept {hold} s");
+    for m in 0..=chat_core::WINDOW_BUCKETS {
+        let window = format!("RATE#{:012}", periods.bucket + m);
+        assert_eq!(item[&window].as_n().unwrap(), "2", "{window}");
+    }
+    assert_eq!(
+        item[&format!("DAY#{}#requests", periods.day)]
+            .as_n()
+            .unwrap(),
+        "2"
+    );
+    assert_eq!(
+        item[&format!("DAY#{}#turns", periods.day)].as_n().unwrap(),
+        "1"
+    );
 }
 
 // ---- A stored turn's settlement, in the turn's own transaction ---------------------------------------------------
@@ -143,6 +178,9 @@ use chat_core::{
 use chat_testing::contract::{AT, chat, id, message, numbered, turn};
 use chat_testing::{InMemoryUsage, Script, ScriptedModel};
 use local_dynamodb::fault_proxy::{Fault, FaultProxy, TRANSACT_WRITE_ITEMS};
+
+/// The target of DynamoDB's `UpdateItem` (an admission's, a settlement's), as the proxy names it.
+const UPDATE_ITEM: &str = "DynamoDB_20120810.UpdateItem";
 
 /// A fresh table; a store that reaches it through a fault proxy, which counts the calls, and one that reaches it
 /// directly, with the table's client and name.
@@ -217,35 +255,26 @@ async fn counted(direct: &DynamoStore, n: u64, what: &str) -> UsageSnapshot {
     usage
 }
 
-/// The attributes of a counter item (`DAY#…` or `MONTH#…`) of `owner`, but its expiry.
+/// The attributes of a counter (`DAY#…` or `MONTH#…`) in `owner`'s ledger item.
 async fn counter_attributes(
     (client, table): &(aws_sdk_dynamodb::Client, String),
     owner: &str,
     sk: String,
 ) -> Vec<(String, AttributeValue)> {
-    let out = client
-        .get_item()
-        .table_name(table)
-        .key("pk", AttributeValue::S(format!("USAGE#{owner}")))
-        .key("sk", AttributeValue::S(sk))
-        .send()
+    let prefix = format!("{sk}#");
+    let mut attributes: Vec<(String, AttributeValue)> = ledger_item(client, table, owner)
         .await
-        .unwrap();
-    let mut attributes: Vec<(String, AttributeValue)> = out
-        .item()
-        .unwrap()
-        .iter()
-        .filter(|(name, _)| !["pk", "expiresAt"].contains(&name.as_str()))
-        .map(|(n, v)| (n.clone(), v.clone()))
+        .into_iter()
+        .filter(|(name, _)| name.starts_with(&prefix))
         .collect();
     attributes.sort_by(|a, b| a.0.cmp(&b.0));
     attributes
 }
 
-/// Under a limit, a stored turn is two writes: its admission, and the turn's transaction, which settles it (its spending added to
-/// the day's and the month's counters, its reservation released). A new chat is `TransactWriteItems` twice, a
-/// continued one with the `Query` of its history between. The counters come out as the ledger's own settlement
-/// makes them.
+/// Under a limit, a stored turn is two writes: its admission (one `UpdateItem` of the ledger), and the turn's
+/// transaction, which settles it (its spending added to the ledger's counters, its reservation released). The
+/// user's first turn on an instance reads their limits and ledger first (`BatchGetItem`), a continued chat the
+/// `Query` of its history. The counters come out as the ledger's own settlement makes them.
 #[tokio::test]
 async fn a_stored_turn_is_settled_in_its_own_transaction() {
     let (store, direct, proxy, table) = behind_proxy().await;
@@ -255,9 +284,9 @@ async fn a_stored_turn_is_settled_in_its_own_transaction() {
     assert_eq!(
         calls,
         [
-            "TransactWriteItems TransactWriteItems",
-            "TransactWriteItems Query TransactWriteItems",
-            "TransactWriteItems Query TransactWriteItems"
+            "BatchGetItem UpdateItem TransactWriteItems",
+            "UpdateItem Query TransactWriteItems",
+            "UpdateItem Query TransactWriteItems"
         ]
     );
     let usage = counters(&direct).await;
@@ -395,7 +424,8 @@ async fn a_record_whose_answer_is_lost_counts_once() {
     assert_eq!(usage.day.spent.tokens.total_tokens, 30);
 }
 
-/// A turn whose chat is not kept writes no turn: it is settled through the ledger.
+/// A turn whose chat is not kept writes no turn: it is settled through the ledger, one `UpdateItem` (after the
+/// admission's, and the first read of the user's limits and ledger).
 #[tokio::test]
 async fn a_turn_not_stored_is_settled_through_the_ledger() {
     let (store, direct, proxy, _) = behind_proxy().await;
@@ -407,7 +437,8 @@ async fn a_turn_not_stored_is_settled_through_the_ledger() {
     service.answer(&alice, &unstored()).await.unwrap();
     assert_eq!(
         proxy.operations()[before..],
-        ["TransactWriteItems", "TransactWriteItems"]
+        ["BatchGetItem", "UpdateItem", "UpdateItem"],
+        "the user's limits and ledger read once, an admission, a settlement"
     );
     let usage = counters(&direct).await;
     assert_eq!((usage.day.turns, usage.month.turns), (1, 1));
@@ -534,8 +565,8 @@ async fn a_turn_whose_answer_is_lost_is_settled_once() {
     }
 }
 
-/// A turn whose messages leave no room in one transaction for its settlement (here 97 items: with the commit, the
-/// hold and the two counters, 101 actions), or that is rewritten into a new generation over several, is stored
+/// A turn whose messages leave no room in one transaction for its settlement (here 99 items: with the commit and
+/// the ledger's update, 101 actions), or that is rewritten into a new generation over several, is stored
 /// without it: the store says so, and the caller settles it through the ledger.
 #[tokio::test]
 async fn a_turn_without_room_for_its_settlement_leaves_it_to_the_ledger() {
@@ -543,7 +574,7 @@ async fn a_turn_without_room_for_its_settlement_leaves_it_to_the_ledger() {
     let ledger = store.usage_ledger();
     let hold = admitted(&ledger).await;
     let spent = spent_tokens(40);
-    for (name, messages) in [("full", 97), ("rewritten", 150)] {
+    for (name, messages) in [("full", 99), ("rewritten", 150)] {
         let read = chat_read_for_a_turn(&direct, name).await;
         let many = numbered(Role::User, "m", messages as usize);
         let before = proxy.operations().len();
@@ -615,13 +646,13 @@ async fn ledger_writes_whose_answers_are_lost_apply_once() {
         },
         now,
     );
-    proxy.set(Fault::drop_responses(TRANSACT_WRITE_ITEMS, Some(1)));
+    proxy.set(Fault::drop_responses(UPDATE_ITEM, Some(1)));
     assert_eq!(ledger.admit(&hold, &limits).await.unwrap(), Ok(()));
     assert_eq!(proxy.dropped(), 1);
     let usage = counters(&direct).await;
     assert_eq!(usage.window.requests(), 1, "the request counted once");
     assert_eq!(usage.day.reserved.tokens, 1000, "held once");
-    proxy.set(Fault::drop_responses(TRANSACT_WRITE_ITEMS, Some(1)));
+    proxy.set(Fault::drop_responses(UPDATE_ITEM, Some(1)));
     ledger
         .settle(
             &hold,
@@ -638,7 +669,7 @@ async fn ledger_writes_whose_answers_are_lost_apply_once() {
         tokens: 500,
         cost_usd: Some(0.5),
     };
-    proxy.set(Fault::drop_responses(TRANSACT_WRITE_ITEMS, Some(1)));
+    proxy.set(Fault::drop_responses(UPDATE_ITEM, Some(1)));
     ledger.settle(&hold, &spent_tokens(50), None).await.unwrap();
     proxy.set(Fault::None);
     assert_eq!(proxy.dropped(), 3);

@@ -24,12 +24,22 @@ enum Clause {
     Condition,
 }
 
+/// The top attribute of a path (`a` of `a.b`): what a `REMOVE` must not overlap.
+fn top(path: &[&str]) -> String {
+    path.first().map(|a| a.to_string()).unwrap_or_default()
+}
+
 /// A write's update and condition expressions, with their names and values, built term by term.
 #[derive(Debug, Default)]
 pub(crate) struct Expression {
     sets: Vec<String>,
     adds: Vec<String>,
     conditions: Vec<String>,
+    /// Attribute paths removed (`REMOVE`), each a list of names; dropped at build time where a `SET` or an `ADD` of
+    /// the same expression writes the same top attribute (DynamoDB refuses overlapping paths).
+    removes: Vec<Vec<String>>,
+    /// The top attributes the `SET`s and `ADD`s write.
+    written: std::collections::HashSet<String>,
     /// Placeholder → attribute; one placeholder an attribute, however often the expressions name it.
     names: HashMap<String, String>,
     values: HashMap<String, AttributeValue>,
@@ -51,6 +61,14 @@ impl Expression {
         placeholder
     }
 
+    /// `#n….#n…` for a path of attributes into maps.
+    fn path(&mut self, path: &[&str]) -> String {
+        path.iter()
+            .map(|a| self.name(a))
+            .collect::<Vec<_>>()
+            .join(".")
+    }
+
     /// `:v…` for a value.
     fn value(&mut self, value: AttributeValue) -> String {
         let placeholder = format!(":v{}", self.values.len());
@@ -60,13 +78,27 @@ impl Expression {
 
     /// `term`, of the placeholders of `attribute` and `value` (when there is one), added to `clause`.
     fn term(
-        mut self,
+        self,
         clause: Clause,
         attribute: &str,
         value: Option<AttributeValue>,
         term: impl FnOnce(&str, &str) -> String,
     ) -> Self {
-        let name = self.name(attribute);
+        self.term_at(clause, &[attribute], value, term)
+    }
+
+    /// [`Expression::term`] of a path into maps.
+    fn term_at(
+        mut self,
+        clause: Clause,
+        path: &[&str],
+        value: Option<AttributeValue>,
+        term: impl FnOnce(&str, &str) -> String,
+    ) -> Self {
+        if !matches!(clause, Clause::Condition) {
+            self.written.insert(top(path));
+        }
+        let name = self.path(path);
         let value = value.map(|v| self.value(v)).unwrap_or_default();
         let term = term(&name, &value);
         match clause {
@@ -84,10 +116,24 @@ impl Expression {
         })
     }
 
-    /// `SET attribute = value` only where the item has none yet (an expiry, set by the write that creates the item).
-    pub(crate) fn set_if_absent(self, attribute: &str, value: AttributeValue) -> Self {
-        self.term(Clause::Set, attribute, Some(value), |n, v| {
-            format!("{n} = if_not_exists({n}, {v})")
+    /// `SET a.b = value`: an attribute of a map the item holds.
+    pub(crate) fn set_at(self, path: &[&str], value: AttributeValue) -> Self {
+        self.term_at(Clause::Set, path, Some(value), |n, v| format!("{n} = {v}"))
+    }
+
+    /// `REMOVE attribute`, unless a `SET` or an `ADD` of this expression writes it (then it is not stale).
+    pub(crate) fn remove(mut self, attribute: &str) -> Self {
+        let path = vec![attribute.to_string()];
+        if !self.removes.contains(&path) {
+            self.removes.push(path);
+        }
+        self
+    }
+
+    /// On condition that `a.b` (an attribute of a map) is `value`.
+    pub(crate) fn if_equals_at(self, path: &[&str], value: AttributeValue) -> Self {
+        self.term_at(Clause::Condition, path, Some(value), |n, v| {
+            format!("{n} = {v}")
         })
     }
 
@@ -132,9 +178,23 @@ impl Expression {
         })
     }
 
-    /// The update expression: its `SET` and `ADD` clauses.
-    fn update_expression(&self) -> String {
+    /// The update expression: its `SET`, `ADD` and `REMOVE` clauses.
+    fn update_expression(&mut self) -> String {
+        let removes: Vec<Vec<String>> = std::mem::take(&mut self.removes)
+            .into_iter()
+            .filter(|path| !self.written.contains(&path[0]))
+            .collect();
+        let removes: Vec<String> = removes
+            .iter()
+            .map(|path| {
+                let path: Vec<&str> = path.iter().map(String::as_str).collect();
+                self.path(&path)
+            })
+            .collect();
         let mut clauses = Vec::new();
+        if !removes.is_empty() {
+            clauses.push(format!("REMOVE {}", removes.join(", ")));
+        }
         if !self.sets.is_empty() {
             clauses.push(format!("SET {}", self.sets.join(", ")));
         }
@@ -158,7 +218,7 @@ impl Expression {
     }
 
     /// The update of the item at `key` in a transaction.
-    pub(crate) fn update(self, table: &str, key: Item) -> TransactWriteItem {
+    pub(crate) fn update(mut self, table: &str, key: Item) -> TransactWriteItem {
         let (update, condition) = (self.update_expression(), self.condition_expression());
         let Placeholders { names, values } = self.placeholders();
         let update = Update::builder()
@@ -175,7 +235,7 @@ impl Expression {
 
     /// The same update as one `UpdateItem` call (`call`, with its table and return values).
     pub(crate) fn update_item(
-        self,
+        mut self,
         call: UpdateItemFluentBuilder,
         key: Item,
     ) -> UpdateItemFluentBuilder {
@@ -240,15 +300,15 @@ mod tests {
 
     #[test]
     fn an_attribute_named_twice_has_one_placeholder_and_clauses_come_in_order() {
-        let e = Expression::new()
+        let mut e = Expression::new()
             .add("turns", n(1))
             .set("title", s("t"))
-            .set_if_absent("expiresAt", n(9))
+            .set("expiresAt", n(9))
             .if_absent_or("turns", "<", n(5))
             .if_equals("version", n(3));
         assert_eq!(
             e.update_expression(),
-            "SET #n1 = :v1, #n2 = if_not_exists(#n2, :v2) ADD #n0 :v0"
+            "SET #n1 = :v1, #n2 = :v2 ADD #n0 :v0"
         );
         assert_eq!(
             e.condition_expression().as_deref(),
@@ -260,6 +320,24 @@ mod tests {
         assert_eq!(names["#n0"], "turns");
         assert_eq!(names["#n2"], "expiresAt");
         assert_eq!(values.unwrap()[":v4"], n(3));
+    }
+
+    #[test]
+    fn a_remove_of_what_the_same_write_sets_or_adds_is_dropped() {
+        let mut e = Expression::new()
+            .remove("DAY#1#turns")
+            .remove("HOLD#a")
+            .remove("RATE#1")
+            .remove("RATE#1")
+            .add("DAY#1#turns", n(1))
+            .set_at(&["HOLD#a", "version"], n(2))
+            .if_equals_at(&["HOLD#a", "version"], n(1));
+        assert_eq!(
+            e.update_expression(),
+            "REMOVE #n3 SET #n1.#n2 = :v1 ADD #n0 :v0"
+        );
+        assert_eq!(e.condition_expression().as_deref(), Some("#n1.#n2 = :v2"));
+        assert_eq!(e.names["#n3"], "RATE#1");
     }
 
     #[test]

@@ -129,7 +129,7 @@ impl DynamoStore {
             .downcast_ref::<crate::DynamoUsage>()?;
         ledger
             .counts_in(&self.table)
-            .then(|| crate::usage::turn_settlement(&self.table, charge.hold, charge.spent))
+            .then(|| ledger.turn_settlement(charge.hold, charge.spent))
     }
 
     /// A query of the items of the partition `pk`, those whose sort key (`#sk`) meets `sort_condition`.
