@@ -812,3 +812,68 @@ async fn the_operators_item_sets_one_users_upload_quotas_and_none_configured_wri
         .unwrap();
     assert_eq!(items.count(), 0);
 }
+
+// ---- Upgrade from the items of one period each ----------------------------------------------------------------------
+
+/// Counters of the layout before the ledger (one item per user and period) seed a user's ledger the first time an
+/// instance meets them, once: what they spent counts against their limits from their first admission, reads show
+/// it, and another instance that meets them after adds on top of it (never seeds again).
+#[tokio::test]
+async fn counters_of_the_layout_before_seed_the_ledger_once() {
+    let (ledger, client, table) = fresh().await;
+    let now = time::OffsetDateTime::now_utc();
+    let periods = Periods::at(now);
+    let put_old = |owner: &str, sk: String, tokens: u64| {
+        client
+            .put_item()
+            .table_name(&table)
+            .item("pk", AttributeValue::S(format!("USAGE#{owner}")))
+            .item("sk", AttributeValue::S(sk))
+            .item("totalTokens", AttributeValue::N(tokens.to_string()))
+            .item("heldTokens", AttributeValue::N(tokens.to_string()))
+            .item("turns", AttributeValue::N("1".into()))
+            .item("requests", AttributeValue::N("1".into()))
+            .item("expiresAt", AttributeValue::N("9999999999".into()))
+            .send()
+    };
+    for owner in ["uma", "vic"] {
+        put_old(owner, format!("DAY#{}", periods.day), 100)
+            .await
+            .unwrap();
+        put_old(owner, format!("WEEK#{}", periods.week), 300)
+            .await
+            .unwrap();
+        put_old(owner, format!("MONTH#{}", periods.month), 900)
+            .await
+            .unwrap();
+    }
+    let read = ledger.read("uma", &periods).await.unwrap();
+    let tokens = |p: chat_core::PeriodUsage| (p.spent.tokens.total_tokens, p.turns);
+    assert_eq!(
+        (tokens(read.day), tokens(read.week), tokens(read.month)),
+        ((100, 1), (300, 1), (900, 1))
+    );
+    // Another instance meets uma: the ledger is there, it adds to it.
+    let other = DynamoUsage::new(client.clone(), &table);
+    let limits = Limits::default().with(LimitKind::TOKENS_PER_DAY, 1000.0);
+    let hold = Hold::new("uma", Reserve::default(), now);
+    other.admit(&hold, &limits).await.unwrap().unwrap();
+    other.settle(&hold, &spent_tokens(5), None).await.unwrap();
+    let read = other.read("uma", &periods).await.unwrap();
+    assert_eq!(
+        (tokens(read.day), tokens(read.week), tokens(read.month)),
+        ((105, 2), (305, 2), (905, 2))
+    );
+    let item = ledger_item(&client, &table, "uma").await;
+    assert_eq!(
+        item[&format!("DAY#{}#requests", periods.day)]
+            .as_n()
+            .unwrap(),
+        "2"
+    );
+    // vic's first admission anywhere already counts what the items before held: a day of 100 tokens is full.
+    let full = Limits::default().with(LimitKind::TOKENS_PER_DAY, 100.0);
+    let vic = Hold::new("vic", Reserve::default(), now);
+    let refused = ledger.admit(&vic, &full).await.unwrap().unwrap_err();
+    assert_eq!(refused.kind, LimitKind::TOKENS_PER_DAY);
+}
