@@ -12,13 +12,7 @@ use local_dynamodb::LocalDynamo;
 fn api_keys(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_api-keys"))
         .args(args)
-        .env(
-            "AWS_ENDPOINT_URL_DYNAMODB",
-            LocalDynamo::shared().endpoint(),
-        )
-        .env("AWS_ACCESS_KEY_ID", "local")
-        .env("AWS_SECRET_ACCESS_KEY", "local")
-        .env("AWS_REGION", "us-east-1")
+        .envs(LocalDynamo::shared().sdk_env())
         .env_remove("AWS_PROFILE")
         .output()
         .expect("the command runs")
