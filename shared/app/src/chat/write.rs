@@ -524,16 +524,17 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> super::ChatState<M, St>
         delivery: impl Delivery,
         span: tracing::Span,
     ) -> Result<Response, ApiError> {
+        // The delivery's future is large (the writer's, a kept response's): on the heap, not on a test's small stack.
         async {
             if stream {
                 let turn = self
                     .service
                     .complete_stream(&caller, turn, completion)
                     .await;
-                delivery.deliver(Started::new(caller, turn, true)).await
+                Box::pin(delivery.deliver(Started::new(caller, turn, true))).await
             } else {
                 let turn = self.service.complete_whole(&caller, turn, completion).await;
-                delivery.deliver(Started::new(caller, turn, false)).await
+                Box::pin(delivery.deliver(Started::new(caller, turn, false))).await
             }
         }
         .instrument(span)
