@@ -455,6 +455,15 @@ async fn each_refusal_is_openais_error_naming_the_field() {
 
 #[tokio::test]
 async fn a_refusal_of_the_completions_checks_names_the_responses_own_field() {
+    // A 400 naming `param`.
+    let refused_at = |refused: &Reply, param: &str| {
+        assert_eq!(
+            error_of(refused),
+            (400, Value::Null, json!(param)),
+            "{}",
+            refused.body
+        );
+    };
     // Past the operator's cap on reasoning: `reasoning.effort`, not Chat Completions' `reasoning_effort`.
     let capped = harness_with(&[("MODEL_ID", CLAUDE), ("MAX_REASONING_EFFORT", "low")]).await;
     let high = with(
@@ -463,12 +472,7 @@ async fn a_refusal_of_the_completions_checks_names_the_responses_own_field() {
         json!({"effort": "high"}),
     );
     let refused = post(&capped, &high).await;
-    assert_eq!(
-        error_of(&refused),
-        (400, Value::Null, json!("reasoning.effort")),
-        "{}",
-        refused.body
-    );
+    refused_at(&refused, "reasoning.effort");
     let message = refused.json()["error"]["message"]
         .as_str()
         .unwrap()
@@ -481,23 +485,13 @@ async fn a_refusal_of_the_completions_checks_names_the_responses_own_field() {
     let h = harness().await;
     let asked = with(ask("x"), "reasoning", json!({"effort": "low"}));
     let refused = post(&h, &asked).await;
-    assert_eq!(
-        error_of(&refused),
-        (400, Value::Null, json!("reasoning.effort")),
-        "{}",
-        refused.body
-    );
+    refused_at(&refused, "reasoning.effort");
     // A JSON format for a model that cannot be held to one: `text.format`, not `response_format`.
     let schema = json!({"format": {"type": "json_schema", "name": "answer", "strict": true,
         "schema": {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"],
             "additionalProperties": false}}});
     let refused = post(&h, &with(ask("x"), "text", schema)).await;
-    assert_eq!(
-        error_of(&refused),
-        (400, Value::Null, json!("text.format")),
-        "{}",
-        refused.body
-    );
+    refused_at(&refused, "text.format");
     assert!(
         capped.bedrock.requests().is_empty() && h.bedrock.requests().is_empty(),
         "nothing refused reached the model"

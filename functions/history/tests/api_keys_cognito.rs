@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aws_sdk_cognitoidentityprovider::Client;
-use chat_aws::{CognitoAccounts, DynamoStore};
+use chat_aws::{CognitoAccounts, DynamoApiKeys, DynamoStore};
 use chat_core::{ApiKeyStore, Caller, MAX_KEYS_PER_OWNER, NewApiKey};
 use chat_edge::{ApiKeySettings, ApiKeys, Auth};
 use chat_testing::setup;
@@ -25,6 +25,22 @@ async fn status(auth: &Auth, key: &str) -> u16 {
         Ok(_) => 200,
         Err(e) => e.status().as_u16(),
     }
+}
+
+/// Auth taking the keys of `store`, each of a person checked against `accounts` (cached for [`CACHE`]).
+fn keys_auth(store: &DynamoApiKeys, accounts: CognitoAccounts) -> Auth {
+    let keys = ApiKeys::new(
+        Arc::new(store.clone()),
+        ApiKeySettings {
+            cache_life: CACHE,
+            ..ApiKeySettings::default()
+        },
+        Duration::from_secs(5),
+    )
+    .with_accounts(Arc::new(accounts));
+    Auth::from_lookup(&|name: &str| (name == "AUTH_MODE").then(|| "none".to_string()))
+        .unwrap()
+        .with_api_keys(keys)
 }
 
 #[tokio::test]
@@ -72,19 +88,7 @@ async fn a_disabled_or_deleted_users_keys_are_refused_within_the_cache_life() {
     let theirs = make(format!("jwt:{issuer}:{other}")).await;
     let service = make("service:ci-bot".into()).await;
 
-    let accounts = Arc::new(CognitoAccounts::new(cognito.clone(), &pool));
-    let keys = ApiKeys::new(
-        Arc::new(store.clone()),
-        ApiKeySettings {
-            cache_life: CACHE,
-            ..ApiKeySettings::default()
-        },
-        Duration::from_secs(5),
-    )
-    .with_accounts(accounts);
-    let auth = Auth::from_lookup(&|name: &str| (name == "AUTH_MODE").then(|| "none".to_string()))
-        .unwrap()
-        .with_api_keys(keys);
+    let auth = keys_auth(&store, CognitoAccounts::new(cognito.clone(), &pool));
     for key in [&hers, &theirs, &service] {
         assert_eq!(status(&auth, key).await, 200);
     }
@@ -124,22 +128,10 @@ async fn a_disabled_or_deleted_users_keys_are_refused_within_the_cache_life() {
     assert_eq!(status(&auth, &theirs).await, 200);
 
     // A pool that does not answer (no such pool here: Cognito's own failure) is a 503, not a pass.
-    let lost = ApiKeys::new(
-        Arc::new(store.clone()),
-        ApiKeySettings {
-            cache_life: CACHE,
-            ..ApiKeySettings::default()
-        },
-        Duration::from_secs(5),
-    )
-    .with_accounts(Arc::new(CognitoAccounts::new(
-        cognito.clone(),
-        "us-east-1_missing",
-    )));
-    let lost_auth =
-        Auth::from_lookup(&|name: &str| (name == "AUTH_MODE").then(|| "none".to_string()))
-            .unwrap()
-            .with_api_keys(lost);
+    let lost_auth = keys_auth(
+        &store,
+        CognitoAccounts::new(cognito.clone(), "us-east-1_missing"),
+    );
     let pools_person = make(format!(
         "jwt:https://cognito-idp.us-east-1.amazonaws.com/us-east-1_missing:{other}"
     ))

@@ -492,13 +492,7 @@ pub fn plain_server(
         .env("AUTH_MODE", "none")
         .env("KNOWLEDGE_BASE_ID", "")
         .env("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", bedrock)
-        .env(
-            "AWS_ENDPOINT_URL_DYNAMODB",
-            LocalDynamo::shared().endpoint(),
-        )
-        .env("AWS_ACCESS_KEY_ID", "local")
-        .env("AWS_SECRET_ACCESS_KEY", "local")
-        .env("AWS_REGION", "us-east-1")
+        .envs(LocalDynamo::shared().sdk_env())
         .env("AWS_EC2_METADATA_DISABLED", "true")
         .envs(env.iter().copied())
         .stdin(std::process::Stdio::null());

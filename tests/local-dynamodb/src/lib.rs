@@ -88,6 +88,17 @@ impl LocalDynamo {
         format!("http://127.0.0.1:{}", self.port)
     }
 
+    /// The environment a process of its own (a function, a command) takes to reach this server through the SDK: the
+    /// endpoint, with the credentials and region [`Self::sdk_config`] gives.
+    pub fn sdk_env(&self) -> [(&'static str, String); 4] {
+        [
+            ("AWS_ENDPOINT_URL_DYNAMODB", self.endpoint()),
+            ("AWS_ACCESS_KEY_ID", "local".into()),
+            ("AWS_SECRET_ACCESS_KEY", "local".into()),
+            ("AWS_REGION", "us-east-1".into()),
+        ]
+    }
+
     /// An SDK configuration whose clients talk to this server.
     pub async fn sdk_config(&self) -> aws_config::SdkConfig {
         Self::sdk_config_at(&self.endpoint()).await

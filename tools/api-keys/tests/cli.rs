@@ -12,13 +12,7 @@ use local_dynamodb::LocalDynamo;
 fn api_keys(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_api-keys"))
         .args(args)
-        .env(
-            "AWS_ENDPOINT_URL_DYNAMODB",
-            LocalDynamo::shared().endpoint(),
-        )
-        .env("AWS_ACCESS_KEY_ID", "local")
-        .env("AWS_SECRET_ACCESS_KEY", "local")
-        .env("AWS_REGION", "us-east-1")
+        .envs(LocalDynamo::shared().sdk_env())
         .env_remove("AWS_PROFILE")
         .output()
         .expect("the command runs")
@@ -59,17 +53,13 @@ async fn revoke_all_revokes_every_key_of_the_owner_and_drops_their_recorded_grou
     let bots = text(&made.stdout).trim().to_string();
     assert!(bots.starts_with("cbk_"), "{bots}");
 
+    // `revoke` of carol's keys, as the command takes them.
+    let revoke = |more: &[&str]| {
+        let owner: &[&str] = &["revoke", "--table", &table, "--owner-id", &carol.owner];
+        api_keys(&[owner, more].concat())
+    };
     // --id and --all together is a usage error, and revokes nothing.
-    let both = api_keys(&[
-        "revoke",
-        "--table",
-        &table,
-        "--owner-id",
-        &carol.owner,
-        "--all",
-        "--id",
-        &hers[0].record.id,
-    ]);
+    let both = revoke(&["--all", "--id", &hers[0].record.id]);
     assert!(!both.status.success());
     assert!(
         text(&both.stderr).contains("not both"),
@@ -78,14 +68,7 @@ async fn revoke_all_revokes_every_key_of_the_owner_and_drops_their_recorded_grou
     );
     assert_eq!(keys.list(&carol.owner).await.unwrap().len(), 3);
 
-    let revoked = api_keys(&[
-        "revoke",
-        "--table",
-        &table,
-        "--owner-id",
-        &carol.owner,
-        "--all",
-    ]);
+    let revoked = revoke(&["--all"]);
     let said = text(&revoked.stderr);
     assert!(revoked.status.success(), "{said}");
     assert!(said.contains("revoked 3 key(s)"), "{said}");
@@ -100,14 +83,7 @@ async fn revoke_all_revokes_every_key_of_the_owner_and_drops_their_recorded_grou
     assert_eq!(bot.caller.owner, "service:ci-bot");
 
     // Again: nothing left, no failure. And a service account by name.
-    let again = api_keys(&[
-        "revoke",
-        "--table",
-        &table,
-        "--owner-id",
-        &carol.owner,
-        "--all",
-    ]);
+    let again = revoke(&["--all"]);
     assert!(again.status.success());
     assert!(text(&again.stderr).contains("revoked 0 key(s)"));
     let bot_gone = api_keys(&["revoke", "--table", &table, "--owner", "ci-bot", "--all"]);

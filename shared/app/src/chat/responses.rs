@@ -18,7 +18,7 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use chat_core::{
     Answer, Caller, ChatError, ChatModel, InvalidRequest, KeptResponse, ModelStream, ResponseStore,
-    SessionStore, StreamingTurn, TurnEnd, TurnEvent, TurnSpent,
+    SessionStore, TurnEnd, TurnEvent, TurnOpening, TurnSpent,
 };
 use chat_edge::{
     ApiError, Arrived, CallerAnd, ChatEdgeState, Identified, error_response_in, json_response,
@@ -31,9 +31,8 @@ use chat_protocol::responses::{
 use chat_protocol::{Encoder, ErrorShape, Fault, FaultKind};
 use chat_runtime::TurnMeter;
 use serde_json::{Value, json};
-use tracing::Instrument;
 
-use super::write::{Answering, AnsweringWhole, TurnAnswer, read_whole, stream};
+use super::write::{Answering, AnsweringWhole, Delivery, InDialect, Started, TurnAnswer};
 use super::{ChatState, Serving};
 
 /// The route a response's metrics name.
@@ -166,46 +165,25 @@ async fn create<M: ChatModel + 'static, St: SessionStore + 'static>(
         history: request.history.clone(),
         kept_for: app.responses_kept_for,
     });
-    let (turn, completion) = (&request.turn, &request.completion);
-    let answered = async {
-        if request.stream {
-            let turn = app
-                .service
-                .complete_stream(&caller, turn, completion)
-                .await
-                .map_err(own_terms);
-            deliver(
-                &app,
-                caller,
-                turn,
-                encoder,
-                true,
-                meter,
-                span.clone(),
-                keeping,
-            )
-            .await
-        } else {
-            let turn = app
-                .service
-                .complete_whole(&caller, turn, completion)
-                .await
-                .map_err(own_terms);
-            deliver(
-                &app,
-                caller,
-                turn,
-                encoder,
-                false,
-                meter,
-                span.clone(),
-                keeping,
-            )
-            .await
-        }
-    }
-    .instrument(span.clone())
-    .await;
+    let delivery = KeptOnce {
+        dialect: InDialect {
+            app: &app,
+            encoder,
+            meter,
+            span: span.clone(),
+        },
+        keeping,
+    };
+    let answered = app
+        .complete_with(
+            caller,
+            &request.turn,
+            &request.completion,
+            request.stream,
+            delivery,
+            span,
+        )
+        .await;
     let mut response = answered.unwrap_or_else(|e| error_response_in::<ResponsesErrors>(&e));
     if !request.ignored_tools.is_empty()
         && let Ok(value) = HeaderValue::from_str(&request.ignored_tools.join(", "))
@@ -481,54 +459,38 @@ where
     }
 }
 
-/// [`ChatState::deliver`], keeping the response once settled when `keeping` says where.
-#[allow(clippy::too_many_arguments)]
-async fn deliver<M, St, S>(
-    app: &ChatState<M, St>,
-    caller: Caller,
-    turn: Result<StreamingTurn<S>, ChatError>,
-    encoder: ResponseEvents,
-    streamed: bool,
-    meter: TurnMeter,
-    span: tracing::Span,
+/// A response's answer in its own terms ([`own_terms`]), in its dialect, and kept once settled when `keeping` says
+/// where.
+struct KeptOnce<'a, M, St> {
+    dialect: InDialect<'a, M, St, ResponseEvents>,
     keeping: Option<Keeping>,
-) -> Result<Response, ApiError>
-where
-    M: ChatModel + 'static,
-    St: SessionStore + 'static,
-    S: ModelStream + 'static,
-{
-    let Some(keeping) = keeping else {
-        return app
-            .deliver(caller, turn, encoder, streamed, meter, span)
-            .await;
-    };
-    let mut turn = match turn {
-        Ok(turn) => turn,
-        Err(e) => {
-            let e = ApiError::from(e);
-            meter.fail(&e);
-            return Err(e);
-        }
-    };
-    let inner = |turn| TurnAnswer::new(app.service.clone(), caller, turn);
-    if streamed {
-        let opening = turn.opening();
-        let mut shadow = ResponseEvents::new(keeping.context.clone());
-        shadow.opening(&opening);
-        let answer = Kept {
-            inner: inner(turn),
-            shadow: Some(shadow),
-            keeping,
+}
+
+impl<M: ChatModel + 'static, St: SessionStore + 'static> Delivery for KeptOnce<'_, M, St> {
+    async fn deliver<S: ModelStream + 'static>(
+        self,
+        mut started: Started<S>,
+    ) -> Result<Response, ApiError> {
+        started.turn = started.turn.map_err(own_terms);
+        let Some(keeping) = self.keeping else {
+            return self.dialect.deliver(started).await;
         };
-        return Ok(stream(answer, encoder, &opening, Some(meter), span));
+        let kept = |inner, opening: Option<&TurnOpening>| {
+            // A streamed answer's `response` is made beside it by a shadow encoder; a whole one's, from the whole
+            // answer.
+            let shadow = opening.map(|opening| {
+                let mut shadow = ResponseEvents::new(keeping.context.clone());
+                shadow.opening(opening);
+                shadow
+            });
+            Kept {
+                inner,
+                shadow,
+                keeping,
+            }
+        };
+        self.dialect.answer_as(started, kept).await
     }
-    let answer = Kept {
-        inner: inner(turn),
-        shadow: None,
-        keeping,
-    };
-    read_whole(answer, encoder, meter).await
 }
 
 /// The caller's kept response `id`, or the answer that refuses it.

@@ -13,6 +13,7 @@ use chat_core::{ChatModel, SessionStore};
 use chat_edge::{ApiError, Arrived, CallerAnd, ChatRequest, ChatRoute, ChatUiRoute, only};
 use chat_protocol::{Dialect, ProtocolAnswer};
 
+use super::write::{Delivery, InDialect, Started};
 use super::{ChatState, Serving};
 
 /// The routes of `serving`: `/chat/stream` where it streams, else `/chat` and `/chat-ui/chat`.
@@ -66,28 +67,18 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> ChatState<M, St> {
         };
         let encoder = ProtocolAnswer::new(input.dialect, input.spelling, self.ui_reply);
         let lines = !matches!(input.dialect, Dialect::V20240128 { stream: false });
+        let delivery = InDialect {
+            app: self,
+            encoder,
+            meter,
+            span: tracing::Span::current(),
+        };
         if serving.streams {
             let turn = self.service.stream(&caller, &input.turn).await;
-            self.deliver(
-                caller,
-                turn,
-                encoder,
-                lines,
-                meter,
-                tracing::Span::current(),
-            )
-            .await
+            delivery.deliver(Started::new(caller, turn, lines)).await
         } else {
             let turn = self.service.whole(&caller, &input.turn).await;
-            self.deliver(
-                caller,
-                turn,
-                encoder,
-                false,
-                meter,
-                tracing::Span::current(),
-            )
-            .await
+            delivery.deliver(Started::new(caller, turn, false)).await
         }
     }
 }

@@ -18,8 +18,8 @@ use axum::http::{StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
 use chat_core::{
-    Answer, Caller, ChatModel, ChatService, Completion, ModelStream, SessionStore, StreamingTurn,
-    TurnEnd, TurnEvent, TurnInput, TurnSpent,
+    Answer, Caller, ChatError, ChatModel, ChatService, Completion, ModelStream, SessionStore,
+    StreamingTurn, TurnEnd, TurnEvent, TurnInput, TurnOpening, TurnSpent,
 };
 use chat_edge::ApiError;
 use chat_protocol::{Encoder, Whole, WholeEncoder};
@@ -316,7 +316,7 @@ impl<M, St, S> TurnAnswer<M, St, S> {
     fn complete(&mut self) -> Result<(StreamingTurn<S>, TurnEnd), ApiError> {
         match (self.turn.take(), self.end.take()) {
             (Some(turn), Some(end)) => Ok((turn, end)),
-            _ => Err(ApiError::from(chat_core::ChatError::Model(
+            _ => Err(ApiError::from(ChatError::Model(
                 chat_core::ModelError::Failed("the answer ended without its end".into()),
             ))),
         }
@@ -378,6 +378,114 @@ where
     }
 }
 
+/// An encoder of a turn's answer in one dialect, streamed or whole.
+pub(crate) trait TurnEncoder:
+    WholeEncoder<Opening = TurnOpening, Event = TurnEvent, Done = TurnEnd, Answer = Answer>
+{
+}
+
+impl<E> TurnEncoder for E where
+    E: WholeEncoder<Opening = TurnOpening, Event = TurnEvent, Done = TurnEnd, Answer = Answer>
+{
+}
+
+/// A turn as the service started it (or failed to) for `caller`, to be answered streamed when `streamed`, else whole.
+pub(crate) struct Started<S> {
+    pub(crate) caller: Caller,
+    pub(crate) turn: Result<StreamingTurn<S>, ChatError>,
+    pub(crate) streamed: bool,
+}
+
+impl<S> Started<S> {
+    pub(crate) fn new(
+        caller: Caller,
+        turn: Result<StreamingTurn<S>, ChatError>,
+        streamed: bool,
+    ) -> Self {
+        Self {
+            caller,
+            turn,
+            streamed,
+        }
+    }
+}
+
+/// How a started turn is answered, whichever stream it reads. A turn that did not start is a failed one, answered
+/// with its status.
+pub(crate) trait Delivery: Send {
+    fn deliver<S: ModelStream + 'static>(
+        self,
+        started: Started<S>,
+    ) -> impl Future<Output = Result<Response, ApiError>> + Send;
+}
+
+/// A turn's answer in `encoder`'s dialect: streamed by the one writer (a task under `span`), or read whole.
+pub(crate) struct InDialect<'a, M, St, E> {
+    pub(crate) app: &'a super::ChatState<M, St>,
+    pub(crate) encoder: E,
+    pub(crate) meter: TurnMeter,
+    pub(crate) span: tracing::Span,
+}
+
+impl<M, St, E> InDialect<'_, M, St, E>
+where
+    M: ChatModel + 'static,
+    St: SessionStore + 'static,
+    E: TurnEncoder,
+{
+    /// `started` answered as `answer` makes it of the turn's own answer (given a streamed one's opening).
+    pub(crate) async fn answer_as<S, A>(
+        self,
+        started: Started<S>,
+        answer: impl FnOnce(TurnAnswer<M, St, S>, Option<&TurnOpening>) -> A + Send,
+    ) -> Result<Response, ApiError>
+    where
+        S: ModelStream + 'static,
+        A: AnsweringWhole<Event = TurnEvent, Done = TurnEnd, Whole = Answer>,
+    {
+        let Started {
+            caller,
+            turn,
+            streamed,
+        } = started;
+        let mut turn = match turn {
+            Ok(turn) => turn,
+            Err(e) => {
+                let e = ApiError::from(e);
+                self.meter.fail(&e);
+                return Err(e);
+            }
+        };
+        let opening = streamed.then(|| turn.opening());
+        let own = TurnAnswer::new(self.app.service.clone(), caller, turn);
+        let answer = answer(own, opening.as_ref());
+        match opening {
+            Some(opening) => Ok(stream(
+                answer,
+                self.encoder,
+                &opening,
+                Some(self.meter),
+                self.span,
+            )),
+            None => read_whole(answer, self.encoder, self.meter).await,
+        }
+    }
+}
+
+impl<M, St, E> Delivery for InDialect<'_, M, St, E>
+where
+    M: ChatModel + 'static,
+    St: SessionStore + 'static,
+    E: TurnEncoder,
+{
+    async fn deliver<S: ModelStream + 'static>(
+        self,
+        started: Started<S>,
+    ) -> Result<Response, ApiError> {
+        self.answer_as(started, |answer, _| answer).await
+    }
+}
+
 impl<M: ChatModel + 'static, St: SessionStore + 'static> super::ChatState<M, St> {
     /// A stateless completion's turn, started by the service and delivered in `encoder`'s dialect under `span`:
     /// streamed when `stream`, else whole.
@@ -393,66 +501,43 @@ impl<M: ChatModel + 'static, St: SessionStore + 'static> super::ChatState<M, St>
         span: tracing::Span,
     ) -> Result<Response, ApiError>
     where
-        E: WholeEncoder<
-                Opening = chat_core::TurnOpening,
-                Event = TurnEvent,
-                Done = TurnEnd,
-                Answer = Answer,
-            >,
+        E: TurnEncoder,
     {
+        let delivery = InDialect {
+            app: self,
+            encoder,
+            meter,
+            span: span.clone(),
+        };
+        self.complete_with(caller, turn, completion, stream, delivery, span)
+            .await
+    }
+
+    /// A stateless completion's turn, started by the service and answered by `delivery` under `span`: streamed
+    /// when `stream`, else whole.
+    pub(crate) async fn complete_with(
+        &self,
+        caller: Caller,
+        turn: &TurnInput,
+        completion: &Completion,
+        stream: bool,
+        delivery: impl Delivery,
+        span: tracing::Span,
+    ) -> Result<Response, ApiError> {
+        // The delivery's future is large (the writer's, a kept response's): on the heap, not on a test's small stack.
         async {
             if stream {
                 let turn = self
                     .service
                     .complete_stream(&caller, turn, completion)
                     .await;
-                self.deliver(caller, turn, encoder, true, meter, span.clone())
-                    .await
+                Box::pin(delivery.deliver(Started::new(caller, turn, true))).await
             } else {
                 let turn = self.service.complete_whole(&caller, turn, completion).await;
-                self.deliver(caller, turn, encoder, false, meter, span.clone())
-                    .await
+                Box::pin(delivery.deliver(Started::new(caller, turn, false))).await
             }
         }
-        .instrument(span.clone())
+        .instrument(span)
         .await
-    }
-
-    /// A turn's answer in `encoder`'s dialect, once the service has started it: streamed by the one writer (a task
-    /// under `span`) when `streamed`, else read whole. A turn that did not start is a failed one, answered with its
-    /// status.
-    pub(crate) async fn deliver<S, E>(
-        &self,
-        caller: Caller,
-        turn: Result<StreamingTurn<S>, chat_core::ChatError>,
-        encoder: E,
-        streamed: bool,
-        meter: TurnMeter,
-        span: tracing::Span,
-    ) -> Result<Response, ApiError>
-    where
-        S: ModelStream + 'static,
-        E: WholeEncoder<
-                Opening = chat_core::TurnOpening,
-                Event = TurnEvent,
-                Done = TurnEnd,
-                Answer = Answer,
-            >,
-    {
-        let mut turn = match turn {
-            Ok(turn) => turn,
-            Err(e) => {
-                let e = ApiError::from(e);
-                meter.fail(&e);
-                return Err(e);
-            }
-        };
-        if streamed {
-            let opening = turn.opening();
-            let answer = TurnAnswer::new(self.service.clone(), caller, turn);
-            return Ok(stream(answer, encoder, &opening, Some(meter), span));
-        }
-        let answer = TurnAnswer::new(self.service.clone(), caller, turn);
-        read_whole(answer, encoder, meter).await
     }
 }

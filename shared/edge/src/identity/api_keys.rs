@@ -429,6 +429,18 @@ mod tests {
         down: bool,
     }
 
+    impl Counting {
+        /// `value`, or a table out of reach when the store is down.
+        fn answer<'a, T: Send + 'a>(&self, value: T) -> ApiKeyFuture<'a, T> {
+            let answer = if self.down {
+                Err(StoreError::Unavailable("down".into()))
+            } else {
+                Ok(value)
+            };
+            Box::pin(async move { answer })
+        }
+    }
+
     impl ApiKeyStore for Counting {
         /// Keeps `key` as the one key (these tests check keys; they make none through here).
         fn create<'a>(
@@ -444,14 +456,7 @@ mod tests {
         fn find<'a>(&'a self, hash: &'a str) -> ApiKeyFuture<'a, Option<ApiKeyRecord>> {
             self.finds.fetch_add(1, Ordering::SeqCst);
             let found = self.key.lock().unwrap().clone().filter(|k| k.hash == hash);
-            let down = self.down;
-            Box::pin(async move {
-                if down {
-                    Err(StoreError::Unavailable("down".into()))
-                } else {
-                    Ok(found)
-                }
-            })
+            self.answer(found)
         }
 
         fn list<'a>(&'a self, owner: &'a str) -> ApiKeyFuture<'a, Vec<ApiKeyRecord>> {
@@ -492,14 +497,7 @@ mod tests {
 
         fn recorded_owner<'a>(&'a self, owner: &'a str) -> ApiKeyFuture<'a, Option<Caller>> {
             let recorded = self.owners.lock().unwrap().get(owner).cloned();
-            let down = self.down;
-            Box::pin(async move {
-                if down {
-                    Err(StoreError::Unavailable("down".into()))
-                } else {
-                    Ok(recorded)
-                }
-            })
+            self.answer(recorded)
         }
 
         fn forget_owner<'a>(&'a self, owner: &'a str) -> ApiKeyFuture<'a, ()> {

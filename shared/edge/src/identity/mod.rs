@@ -755,33 +755,33 @@ mod tests {
                     _ => panic!("a JWT mode"),
                 }
             };
-            for entra in [
+            let entra = [
                 "https://login.microsoftonline.com/0000-tenant/v2.0",
                 "https://sts.windows.net/0000-tenant/",
                 "https://LOGIN.MicrosoftOnline.com/tenant/v2.0",
                 "https://login.microsoftonline.com:443/tenant/v2.0",
-            ] {
-                assert_eq!(claim_of(&[("JWT_ISSUER", entra)]), "oid", "{entra}");
-                assert_eq!(
-                    claim_of(&[("JWT_ISSUER", entra), ("JWT_OID_CLAIM", "sub")]),
-                    "sub",
-                    "{entra}"
-                );
-            }
-            for other in [
+            ];
+            let others = [
                 "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_pool",
                 "https://issuer.test",
                 "https://login.microsoftonline.com.example.test/tenant",
                 "https://example.test/login.microsoftonline.com",
                 "https://login.microsoftonline.com@example.test/",
                 "https://accounts.google.com",
+            ];
+            // Each issuer's claim when none is set, and a claim set, which wins.
+            for (issuers, unset, set) in [
+                (&entra[..], "oid", "sub"),
+                (&others[..], "sub", "employee_id"),
             ] {
-                assert_eq!(claim_of(&[("JWT_ISSUER", other)]), "sub", "{other}");
-                assert_eq!(
-                    claim_of(&[("JWT_ISSUER", other), ("JWT_OID_CLAIM", "employee_id")]),
-                    "employee_id",
-                    "{other}"
-                );
+                for issuer in issuers {
+                    assert_eq!(claim_of(&[("JWT_ISSUER", issuer)]), unset, "{issuer}");
+                    assert_eq!(
+                        claim_of(&[("JWT_ISSUER", issuer), ("JWT_OID_CLAIM", set)]),
+                        set,
+                        "{issuer}"
+                    );
+                }
             }
             // Empty is unset.
             assert_eq!(

@@ -155,42 +155,31 @@ mod tests {
     fn a_name_goes_to_the_allowed_model_that_names_it_or_to_the_tables_entry() {
         let none = ModelNames::default();
         let a = allowed();
-        assert_eq!(
-            none.resolve("claude-sonnet-4-5-20250929", &a).as_deref(),
-            Some(a[1].as_str())
-        );
-        assert_eq!(
-            none.resolve("claude-sonnet-4-5", &a).as_deref(),
-            Some(a[1].as_str())
-        );
-        assert_eq!(
-            none.resolve("claude-haiku-4-5-latest", &a).as_deref(),
-            Some(a[0].as_str())
-        );
-        // A Bedrock id is taken as it is; a name no allowed model carries is none.
-        assert_eq!(
-            none.resolve("amazon.nova-pro-v1:0", &a).as_deref(),
-            Some(a[3].as_str())
-        );
-        assert_eq!(none.resolve("claude-opus-5-5", &a), None);
-        assert_eq!(none.resolve("claude-sonnet-4", &a), None);
-        assert_eq!(none.resolve("gpt-4o", &a), None);
         // The table: exact, then the longest family prefix, and only to an allowed model.
         let table = ModelNames::parse(&format!(
             "claude-opus={}, claude-opus-5={}, claude-x=not.allowed",
             a[2], a[1]
         ))
         .unwrap();
-        assert_eq!(
-            table.resolve("claude-opus-5-5", &a).as_deref(),
-            Some(a[1].as_str())
-        );
-        assert_eq!(
-            table.resolve("claude-opus-4-1-20250805", &a).as_deref(),
-            Some(a[2].as_str())
-        );
-        assert_eq!(table.resolve("claude-opusx", &a), None);
-        assert_eq!(table.resolve("claude-x", &a), None);
+        // Each name, and the allowed model it goes to (by its place in `a`), if any.
+        let cases = [
+            (&none, "claude-sonnet-4-5-20250929", Some(1)),
+            (&none, "claude-sonnet-4-5", Some(1)),
+            (&none, "claude-haiku-4-5-latest", Some(0)),
+            // A Bedrock id is taken as it is; a name no allowed model carries is none.
+            (&none, "amazon.nova-pro-v1:0", Some(3)),
+            (&none, "claude-opus-5-5", None),
+            (&none, "claude-sonnet-4", None),
+            (&none, "gpt-4o", None),
+            (&table, "claude-opus-5-5", Some(1)),
+            (&table, "claude-opus-4-1-20250805", Some(2)),
+            (&table, "claude-opusx", None),
+            (&table, "claude-x", None),
+        ];
+        for (names, name, to) in cases {
+            let to = to.map(|i: usize| a[i].clone());
+            assert_eq!(names.resolve(name, &a), to, "{name}");
+        }
         assert!(ModelNames::parse("claude-opus").is_err());
         assert!(ModelNames::parse("=x").is_err());
     }

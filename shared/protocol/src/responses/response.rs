@@ -316,10 +316,60 @@ pub fn whole_response(context: &ResponseContext, answer: &Answer) -> Value {
     Value::Object(object)
 }
 
-/// The output item being streamed.
-enum Open {
-    Reasoning { index: usize, text: String },
-    Message { index: usize, text: String },
+/// The output item being streamed: what it is, where, and its text so far.
+struct Open {
+    kind: Streamed,
+    index: usize,
+    text: String,
+}
+
+/// An output item streamed as its text comes: the reasoning summary's, or the answer's message.
+#[derive(Clone, Copy, PartialEq)]
+enum Streamed {
+    Reasoning,
+    Message,
+}
+
+impl Streamed {
+    /// The item as it is added (response `id`'s item `index`), its text to come.
+    fn added(self, id: &str, index: usize) -> Value {
+        match self {
+            Streamed::Reasoning => reasoning_item(id, index, None),
+            Streamed::Message => message_item(id, index, "", false, &[]),
+        }
+    }
+
+    /// The event that adds the item's text part, and its data.
+    fn part_added(self, id: &str, index: usize) -> (&'static str, Value) {
+        match self {
+            Streamed::Reasoning => (
+                "response.reasoning_summary_part.added",
+                json!({"item_id": item_id("rs", id, index), "output_index": index,
+                    "summary_index": 0, "part": {"type": "summary_text", "text": ""}}),
+            ),
+            Streamed::Message => (
+                "response.content_part.added",
+                json!({"item_id": item_id("msg", id, index), "output_index": index,
+                    "content_index": 0, "part": output_text("", Vec::new())}),
+            ),
+        }
+    }
+
+    /// The event that adds `piece` to the item's text, and its data.
+    fn delta(self, id: &str, index: usize, piece: String) -> (&'static str, Value) {
+        match self {
+            Streamed::Reasoning => (
+                "response.reasoning_summary_text.delta",
+                json!({"item_id": item_id("rs", id, index), "output_index": index,
+                    "summary_index": 0, "delta": piece}),
+            ),
+            Streamed::Message => (
+                "response.output_text.delta",
+                json!({"item_id": item_id("msg", id, index), "output_index": index,
+                    "content_index": 0, "delta": piece, "logprobs": []}),
+            ),
+        }
+    }
 }
 
 /// A response's answer as OpenAI's SDKs read it, for the one writer: streamed as typed events, or whole as the
@@ -383,11 +433,15 @@ impl ResponseEvents {
     fn close(&mut self) -> Vec<u8> {
         let id = self.id.clone();
         let mut out = Vec::new();
-        let shown = matches!(self.open, Some(Open::Reasoning { .. }));
+        let shown = matches!(&self.open, Some(open) if open.kind == Streamed::Reasoning);
         let sealed = self.context.sealed(&std::mem::take(&mut self.blocks));
         match self.open.take() {
             None => {}
-            Some(Open::Reasoning { index, text }) => {
+            Some(Open {
+                kind: Streamed::Reasoning,
+                index,
+                text,
+            }) => {
                 let item_id = item_id("rs", &id, index);
                 out.extend(self.event(
                     "response.reasoning_summary_text.done",
@@ -405,7 +459,11 @@ impl ResponseEvents {
                 ));
                 self.output().push(item);
             }
-            Some(Open::Message { index, text }) => {
+            Some(Open {
+                kind: Streamed::Message,
+                index,
+                text,
+            }) => {
                 let item_id = item_id("msg", &id, index);
                 let annotations = annotations(&text, &self.sources);
                 for (at, annotation) in annotations.iter().enumerate() {
@@ -455,70 +513,37 @@ impl ResponseEvents {
         if !self.context.summarize_reasoning {
             return Vec::new();
         }
-        let mut out = Vec::new();
-        if !matches!(self.open, Some(Open::Reasoning { .. })) {
-            out.extend(self.close());
-            let index = self.next_index();
-            let item = reasoning_item(&self.id, index, None);
-            let item_id = item_id("rs", &self.id, index);
-            out.extend(self.event(
-                "response.output_item.added",
-                json!({"output_index": index, "item": item}),
-            ));
-            out.extend(self.event(
-                "response.reasoning_summary_part.added",
-                json!({"item_id": item_id, "output_index": index, "summary_index": 0,
-                    "part": {"type": "summary_text", "text": ""}}),
-            ));
-            self.open = Some(Open::Reasoning {
-                index,
-                text: String::new(),
-            });
-        }
-        let Some(Open::Reasoning { index, text }) = &mut self.open else {
-            unreachable!("opened above")
-        };
-        text.push_str(&piece);
-        let index = *index;
-        out.extend(self.event(
-            "response.reasoning_summary_text.delta",
-            json!({"item_id": item_id("rs", &self.id, index), "output_index": index,
-                "summary_index": 0, "delta": piece}),
-        ));
-        out
+        self.add(Streamed::Reasoning, piece)
     }
 
     fn text(&mut self, piece: String) -> Vec<u8> {
+        self.add(Streamed::Message, piece)
+    }
+
+    /// Adds `piece` to the text of the item of `kind` being streamed, after opening one (and closing any other) when
+    /// none is: the events that say so.
+    fn add(&mut self, kind: Streamed, piece: String) -> Vec<u8> {
         let mut out = Vec::new();
-        if !matches!(self.open, Some(Open::Message { .. })) {
+        if self.open.as_ref().is_none_or(|open| open.kind != kind) {
             out.extend(self.close());
             let index = self.next_index();
-            let item = message_item(&self.id, index, "", false, &[]);
-            let item_id = item_id("msg", &self.id, index);
+            let item = kind.added(&self.id, index);
             out.extend(self.event(
                 "response.output_item.added",
                 json!({"output_index": index, "item": item}),
             ));
-            out.extend(self.event(
-                "response.content_part.added",
-                json!({"item_id": item_id, "output_index": index, "content_index": 0,
-                    "part": output_text("", Vec::new())}),
-            ));
-            self.open = Some(Open::Message {
+            let (event, part) = kind.part_added(&self.id, index);
+            out.extend(self.event(event, part));
+            self.open = Some(Open {
+                kind,
                 index,
                 text: String::new(),
             });
         }
-        let Some(Open::Message { index, text }) = &mut self.open else {
-            unreachable!("opened above")
-        };
-        text.push_str(&piece);
-        let index = *index;
-        out.extend(self.event(
-            "response.output_text.delta",
-            json!({"item_id": item_id("msg", &self.id, index), "output_index": index,
-                "content_index": 0, "delta": piece, "logprobs": []}),
-        ));
+        let open = self.open.as_mut().expect("opened above");
+        open.text.push_str(&piece);
+        let (event, delta) = kind.delta(&self.id, open.index, piece);
+        out.extend(self.event(event, delta));
         out
     }
 
