@@ -97,8 +97,9 @@ pub async fn init_ms(binary: &Path, env: &[(&str, &str)], starts: usize) -> Vec<
 }
 
 /// Latencies in ms of the same question asked directly of the local Bedrock server (Converse) and through the chat
-/// function as a plain server (`POST /chat-ui/chat` without a chat: nothing is stored, so the difference is the
-/// function itself), alternating, `pairs` of each, `concurrency` at once.
+/// function as a plain server (`POST /chat-ui/chat` without a chat: no chat is stored, and `env` points the turn's
+/// record at the no-op store, so the difference is the function itself), alternating, `pairs` of each,
+/// `concurrency` at once.
 pub struct Latency {
     pub concurrency: usize,
     pub direct_ms: Vec<f64>,
