@@ -1,5 +1,5 @@
 //! A key of a person of the template's Cognito user pool stops working once they are disabled or deleted there:
-//! moto's cognito-idp, asked through the real SDK client (`AdminGetUser`, as a deployed function asks), and the keys
+//! moto's cognito-idp, asked as a deployed function asks (`AdminGetUser`, signed, through the SDK's pipeline), and the keys
 //! in moto's DynamoDB, checked as a function checks them with a cache life of one second.
 
 use std::sync::Arc;
@@ -72,7 +72,11 @@ async fn a_disabled_or_deleted_users_keys_are_refused_within_the_cache_life() {
     let theirs = make(format!("jwt:{issuer}:{other}")).await;
     let service = make("service:ci-bot".into()).await;
 
-    let accounts = Arc::new(CognitoAccounts::new(cognito.clone(), &pool));
+    let accounts = Arc::new(CognitoAccounts::from_config(
+        &sdk,
+        &pool,
+        Duration::from_secs(5),
+    ));
     let keys = ApiKeys::new(
         Arc::new(store.clone()),
         ApiKeySettings {
@@ -132,9 +136,10 @@ async fn a_disabled_or_deleted_users_keys_are_refused_within_the_cache_life() {
         },
         Duration::from_secs(5),
     )
-    .with_accounts(Arc::new(CognitoAccounts::new(
-        cognito.clone(),
+    .with_accounts(Arc::new(CognitoAccounts::from_config(
+        &sdk,
         "us-east-1_missing",
+        Duration::from_secs(5),
     )));
     let lost_auth =
         Auth::from_lookup(&|name: &str| (name == "AUTH_MODE").then(|| "none".to_string()))
