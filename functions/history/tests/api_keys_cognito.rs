@@ -1,5 +1,5 @@
 //! A key of a person of the template's Cognito user pool stops working once they are disabled or deleted there:
-//! moto's cognito-idp, asked through the real SDK client (`AdminGetUser`, as a deployed function asks), and the keys
+//! moto's cognito-idp, asked as a deployed function asks (`AdminGetUser`, signed, through the SDK's pipeline), and the keys
 //! in moto's DynamoDB, checked as a function checks them with a cache life of one second.
 
 use std::sync::Arc;
@@ -88,7 +88,10 @@ async fn a_disabled_or_deleted_users_keys_are_refused_within_the_cache_life() {
     let theirs = make(format!("jwt:{issuer}:{other}")).await;
     let service = make("service:ci-bot".into()).await;
 
-    let auth = keys_auth(&store, CognitoAccounts::new(cognito.clone(), &pool));
+    let auth = keys_auth(
+        &store,
+        CognitoAccounts::from_config(&sdk, &pool, Duration::from_secs(5)),
+    );
     for key in [&hers, &theirs, &service] {
         assert_eq!(status(&auth, key).await, 200);
     }
@@ -130,7 +133,7 @@ async fn a_disabled_or_deleted_users_keys_are_refused_within_the_cache_life() {
     // A pool that does not answer (no such pool here: Cognito's own failure) is a 503, not a pass.
     let lost_auth = keys_auth(
         &store,
-        CognitoAccounts::new(cognito.clone(), "us-east-1_missing"),
+        CognitoAccounts::from_config(&sdk, "us-east-1_missing", Duration::from_secs(5)),
     );
     let pools_person = make(format!(
         "jwt:https://cognito-idp.us-east-1.amazonaws.com/us-east-1_missing:{other}"

@@ -21,7 +21,8 @@
 //!   chats, and the history list; and the peak RSS of each kind's process.
 //!
 //! Then, as they are only ([`measures`]): bootstrap sizes, plain and zipped (arm64 when `make bench` could build
-//! it); init (exec → first `GET /runtime/invocation/next`, `BENCH_STARTS` starts, 21); the latency the chat
+//! it); init (exec → first `GET /runtime/invocation/next`, `BENCH_STARTS` starts, 21; a `BENCH_BEFORE_DIR` build's
+//! too, its starts alternating with these); the latency the chat
 //! function adds, as a plain server, to a direct Converse call of the local Bedrock server, at c=1 and c=16
 //! (`BENCH_LATENCY_PAIRS`, 2000); and DynamoDB calls and bytes read per turn for a new chat and chats of 20 and 200
 //! messages.
@@ -1172,12 +1173,21 @@ async fn main() {
     let dynamo_url = dynamos[1].url();
     let env = world.env(&dynamo_url, &table);
     let starts = env_number("BENCH_STARTS", 21);
+    // With another commit's build (`BENCH_BEFORE_DIR`), its init too, its starts alternating with this build's so
+    // that the machine's load weighs on both alike.
     let mut inits = Vec::new();
+    let mut before_inits = Vec::new();
     for function in measures::FUNCTIONS {
-        inits.push((
-            function,
-            measures::init_ms(&world.binaries.join(function), &env, starts).await,
-        ));
+        let mut these = Vec::with_capacity(starts);
+        let mut theirs = Vec::with_capacity(starts);
+        for _ in 0..starts {
+            if let Some(dir) = &variants[0].binaries {
+                theirs.extend(measures::init_ms(&dir.join(function), &env, 1).await);
+            }
+            these.extend(measures::init_ms(&world.binaries.join(function), &env, 1).await);
+        }
+        inits.push((function, these));
+        before_inits.push(theirs);
     }
     eprintln!("bench: init: {:.1} s", started.elapsed().as_secs_f64());
     let pairs = env_number("BENCH_LATENCY_PAIRS", 2000);
@@ -1317,24 +1327,26 @@ async fn main() {
     println!();
     println!(
         "Init (exec of the binary → its first GET /runtime/invocation/next under the emulator, {starts} starts: one \
-         figure per function, whatever route it then serves) and peak RSS (VmHWM of the processes of the CPU runs \
+         figure per function, whatever route it then serves; with BENCH_BEFORE_DIR, that build's too, its starts \
+         alternating with this build's) and peak RSS (VmHWM of the processes of the CPU runs \
          above, after): those serving the AI Chat Protocol's routes (history: its own), and those serving each \
          dialect's route"
     );
     println!();
     println!(
-        "| function | init p50 | init max | init p50 ≤ {INIT_P50_TARGET_MS} ms | peak RSS, protocol routes | peak RSS, \
+        "| function | init p50 | init max | init p50, before | init p50 ≤ {INIT_P50_TARGET_MS} ms | peak RSS, protocol routes | peak RSS, \
          `/v1/chat/completions` / `/v1/messages` / `/v1/responses` | RSS ≤ {RSS_TARGET_MIB} MiB |"
     );
-    println!("|---|---|---|---|---|---|---|");
-    for (function, times) in &inits {
+    println!("|---|---|---|---|---|---|---|---|");
+    for ((function, times), before) in inits.iter().zip(&before_inits) {
         let p50 = measures::median(times).unwrap_or(f64::MAX);
         let (protocol, dialects) = after_cpu.peak_rss_mib(function);
         let most = dialects.map_or(0.0, |mib| mib.into_iter().fold(protocol, f64::max));
         println!(
-            "| {function} | {} | {} | {} | {protocol:.1} MiB | {} | {} |",
+            "| {function} | {} | {} | {} | {} | {protocol:.1} MiB | {} | {} |",
             ms(Some(p50)),
             ms(quantile(times, 1.0)),
+            ms(measures::median(before)),
             verdict_of(p50 <= INIT_P50_TARGET_MS),
             dialects.map_or("-".to_string(), |mib| {
                 let mib = mib.map(|mib| format!("{mib:.1}"));
