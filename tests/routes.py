@@ -16,13 +16,14 @@ APP = os.path.join(ROOT, "shared", "app", "src")
 
 # Routers both chat functions merge (chat/mod.rs): their paths are either's, except where they depend on whether the
 # function streams (`if serving.streams { <chat-stream's> } else { <chat's> }`).
-CHAT_SOURCES = (
-    "chat/turns.rs",
-    "chat/agents.rs",
-    "chat/anthropic.rs",
-    "chat/openai.rs",
-    "chat/responses.rs",
-    "chat/embeddings.rs",
+# Each is a module of shared/app/src/chat/ that declares routes (all but mod.rs, read apart below): found, so that a
+# new dialect's module is read without being named here.
+CHAT_SOURCES = tuple(
+    f"chat/{name}"
+    for name in sorted(os.listdir(os.path.join(APP, "chat")))
+    if name.endswith(".rs")
+    and name != "mod.rs"
+    and ".route(" in open(os.path.join(APP, "chat", name), encoding="utf-8").read()
 )
 METHODS = re.compile(r'"((?:GET|POST|PUT|PATCH|DELETE|HEAD)(?:, (?:GET|POST|PUT|PATCH|DELETE|HEAD))*)"')
 

@@ -387,6 +387,17 @@ def test_the_local_runs_router_names_every_route_the_chat_function_does_not_answ
     assert not missing, f"Cargo.toml's router sends these to the chat function, which does not answer them: {missing}"
 
 
+def test_the_local_runs_router_sends_each_route_where_the_distribution_does():
+    """A route both chat functions declare (the dialects') goes where the distribution sends it (chat-stream, which
+    streams), not to the router's catch-all (the buffered chat function, which refuses `stream: true`)."""
+    s = stack("pool")
+    _, _, function_for = distribution_routing(s)
+    with open(os.path.join(ROOT, "Cargo.toml"), "rb") as f:
+        router = tomllib.load(f)["workspace"]["metadata"]["lambda"]["watch"]["router"]
+    elsewhere = sorted(p for p in router_routes() if p != "/" and function_for(concrete(p)) != "chat" and p not in router)
+    assert not elsewhere, f"Cargo.toml's router sends these to the chat function, the distribution elsewhere: {elsewhere}"
+
+
 def test_streaming_url_streams_and_the_page_uses_one_address():
     s = stack("pool")
     urls = {u["Properties"]["TargetFunctionArn"]["Ref"]: u["Properties"] for u in s.of_type("AWS::Lambda::Url").values()}
