@@ -524,16 +524,6 @@ pub(super) fn removing<'a>(
     e
 }
 
-/// The periods a ledger keeps the counters of at `periods`: the day, the week and the month in progress, and the
-/// ones before each (a turn admitted before midnight settles in the day it began in; `GET /usage` of a day just
-/// past reads it whole).
-fn kept_counters(periods: &Periods) -> Vec<String> {
-    let (before, _) = earlier(periods);
-    let mut kept: Vec<String> = period_counters(periods).map(|c| c.sk).into();
-    kept.extend(before);
-    kept
-}
-
 /// The day's, the week's and the month's counters before `periods`' (their names), and those before these.
 fn earlier(periods: &Periods) -> ([String; 3], [String; 3]) {
     let now = periods.now;
@@ -563,26 +553,34 @@ pub(super) fn previous_periods(periods: &Periods) -> BTreeSet<String> {
         .collect()
 }
 
-/// The attributes of `ledger` no read or write at `periods` uses any more: counters of periods before those it keeps
-/// ([`kept_counters`]), windows that ended before its bucket, holds past their expiry.
+/// The attributes of `ledger` no read or write at `periods` or after uses any more: counters of periods before the
+/// oldest it keeps of their kind (it keeps the day, the week and the month in progress and the ones before each: a
+/// turn admitted before midnight settles in the day it began in, and `GET /usage` of a day just past reads it whole;
+/// never a period after `periods`', which a turn admitted before midnight and settled after it sees in the ledger,
+/// written by the turns of the day that has just begun), windows
+/// that ended a whole window before its bucket (an admission sent again after a pause, or from an instance whose
+/// clock is a little behind, still checks the window it was made in), holds past their expiry.
 pub(super) fn stale_in(ledger: &Item, periods: &Periods) -> BTreeSet<String> {
     let now = periods.now.unix_timestamp();
-    let current: Vec<String> = kept_counters(periods)
+    let (before, _) = earlier(periods);
+    // The oldest label kept of each kind: ISO days, weeks and months sort as their strings do.
+    let oldest: Vec<(String, &str)> = ["DAY#", "WEEK#", "MONTH#"]
         .iter()
-        .map(|sk| format!("{sk}#"))
+        .zip(&before)
+        .map(|(kind, sk)| (kind.to_string(), &sk[kind.len()..]))
         .collect();
-    let current_window = window_attribute(periods.bucket);
+    let last_stale_window = window_attribute(periods.bucket - WINDOW_SPAN as i64);
     ledger
         .iter()
         .filter(|(name, value)| {
-            let counter = ["DAY#", "WEEK#", "MONTH#"]
-                .iter()
-                .any(|p| name.starts_with(p));
-            if counter {
-                return !current.iter().any(|c| name.starts_with(c.as_str()));
+            for (kind, oldest) in &oldest {
+                if let Some(rest) = name.strip_prefix(kind.as_str()) {
+                    let label = rest.split('#').next().unwrap_or_default();
+                    return label < *oldest;
+                }
             }
             if name.starts_with("RATE#") {
-                return name.as_str() < current_window.as_str();
+                return name.as_str() < last_stale_window.as_str();
             }
             if name.starts_with("HOLD#") {
                 let expires = value
@@ -862,6 +860,11 @@ mod tests {
             (format!("{}#turns", week_sk(&earlier)), n(1)),
             (format!("{}#turns", month_sk(&earlier)), n(1)),
             (format!("{}#turns", month_sk(periods)), n(1)),
+            (
+                window_attribute(periods.bucket - WINDOW_SPAN as i64 - 1),
+                n(1),
+            ),
+            (window_attribute(periods.bucket - WINDOW_SPAN as i64), n(1)),
             (window_attribute(periods.bucket - 1), n(1)),
             (window_attribute(periods.bucket), n(1)),
             ("HOLD#old".to_string(), held(at - 1)),
@@ -875,10 +878,26 @@ mod tests {
                 format!("{}#turns", day_sk(&earlier)),
                 format!("{}#turns", week_sk(&earlier)),
                 format!("{}#turns", month_sk(&earlier)),
-                window_attribute(periods.bucket - 1),
+                window_attribute(periods.bucket - WINDOW_SPAN as i64 - 1),
                 "HOLD#old".to_string(),
             ])
         );
+        // Seen by a turn admitted before midnight and settled after it (its periods the day before), the counters
+        // of the day, the week and the month that have just begun, which other turns write to, are no one's stale.
+        for later in [1, 7, 31] {
+            let next = Periods::at(periods.now + Duration::days(later));
+            let ledger = Item::from([
+                (format!("{}#requests", day_sk(&next)), n(1)),
+                (format!("{}#requests", week_sk(&next)), n(1)),
+                (format!("{}#uploadedBytes", month_sk(&next)), n(1)),
+                (window_attribute(next.bucket), n(1)),
+            ]);
+            assert!(
+                stale_in(&ledger, periods).is_empty(),
+                "{later} days on: {:?}",
+                stale_in(&ledger, periods)
+            );
+        }
         // A settlement of a turn of those earlier periods removes none of what it adds to.
         let mut old = hold.clone();
         old.periods = earlier.clone();

@@ -50,9 +50,10 @@
 //! **What is stale** in a ledger (counters of past periods, windows past, holds of turns that never settled past
 //! their expiry) is removed by the writes made anyway: each instance remembers, per user, what the last image of
 //! the ledger it saw (an update's `ALL_NEW`, a refusal's `ALL_OLD`, a read) holds that is stale, and the next write
-//! removes it (never what that write itself sets or adds). A write that sees no image (a record, a turn's own
-//! transaction) removes the counters of the day, the week and the month before its own, so that a user with no
-//! limit, whose ledger no one reads, leaves at most the periods they skipped.
+//! removes it (never what that write itself sets or adds, nor anything of a period after its own or of a window
+//! less than a window before its own). A write that sees no image (a record, a turn's own transaction) removes the
+//! counters of the day, the week and the month two before its own (the day before yesterday's, …), so that a user
+//! with no limit, whose ledger no one reads, leaves at most the periods before a gap of two or more.
 //!
 //! **Upgrade** from the layout of one item per period: an instance that meets a user for the first time reads their
 //! counters' items of the periods in progress with the ledger; where there is no ledger yet, it is seeded from them
